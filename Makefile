@@ -1,0 +1,35 @@
+# piestream developer commands. README's two commands are `make run` and `make test`.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test lint unit bench clean
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	PY=$(PY) sh scripts/setup.sh
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## run piestream's main job on embedded defaults
+run: $(STAMP)
+	$(BIN)/piestream demo
+
+## lint + type-check + the whole test suite
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not spark" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,185 @@
+"""Python scalars of each SQL type and their conversion to and from Arrow arrays.
+
+Python form of a value (a "datum"; ``None`` is NULL):
+
+=============  ======================================================
+BOOLEAN        bool
+SMALLINT..     int (SMALLINT, INT, BIGINT, SERIAL)
+NUMERIC        decimal.Decimal (at most NUMERIC_SCALE fraction digits)
+REAL, DOUBLE   float
+VARCHAR        str
+BYTEA          bytes
+DATE           datetime.date
+TIME           datetime.time
+TIMESTAMP      datetime.datetime without tzinfo
+TIMESTAMPTZ    datetime.datetime with tzinfo (UTC when produced by piestream)
+INTERVAL       piestream.common.interval.Interval
+JSONB          str holding the JSON text
+STRUCT         dict field name -> datum
+LIST           list of datums
+=============  ======================================================
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from piestream.common.errors import InvalidInput, NumericOutOfRange
+from piestream.common.interval import Interval
+from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind
+
+Datum = Any
+Row = tuple[Datum, ...]
+
+_INT_RANGES = {
+    TypeKind.SMALLINT: (-(2**15), 2**15 - 1),
+    TypeKind.INT: (-(2**31), 2**31 - 1),
+    TypeKind.BIGINT: (-(2**63), 2**63 - 1),
+    TypeKind.SERIAL: (-(2**63), 2**63 - 1),
+}
+
+#: NUMERIC values keep at most 28 significant digits (the value encoding's 96-bit mantissa).
+NUMERIC_MAX_DIGITS = 28
+_NUMERIC_QUANTUM = decimal.Decimal(1).scaleb(-NUMERIC_SCALE)
+_DEC_CTX = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_UP)
+
+
+def check_int(value: int, t: DataType) -> int:
+    """`value` if it fits the integer type `t`, else 22003 out of range."""
+    lo, hi = _INT_RANGES[t.kind]
+    if not lo <= value <= hi:
+        raise NumericOutOfRange(f"{t.kind.value} out of range")
+    return value
+
+
+def normalize_numeric(value: decimal.Decimal | int | float | str) -> decimal.Decimal:
+    """Round to NUMERIC_SCALE fraction digits (half away from zero, like PostgreSQL) and check range."""
+    d = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
+    if not d.is_finite():
+        raise InvalidInput(f"NUMERIC value {d} is not supported (only finite numerics are stored)")
+    q = d.quantize(_NUMERIC_QUANTUM, context=_DEC_CTX)
+    digits = q.normalize(_DEC_CTX)
+    if len(digits.as_tuple().digits) > NUMERIC_MAX_DIGITS and digits != 0:
+        raise NumericOutOfRange("numeric field overflow")
+    return q
+
+
+def _convert_datum(v: Datum, t: DataType) -> Datum:
+    """Validate / convert one Python datum into what pyarrow accepts for `t.arrow`."""
+    if v is None:
+        return None
+    k = t.kind
+    if k in _INT_RANGES:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InvalidInput(f"invalid input for type {k.value}: {v!r}")
+        return check_int(v, t)
+    if k is TypeKind.NUMERIC:
+        if isinstance(v, bool):
+            raise InvalidInput(f"invalid input for type numeric: {v!r}")
+        return normalize_numeric(v)
+    if k is TypeKind.INTERVAL:
+        if not isinstance(v, Interval):
+            raise InvalidInput(f"invalid input for type interval: {v!r}")
+        return pa.MonthDayNano([v.months, v.days, v.usecs * 1000])
+    if k is TypeKind.TIMESTAMPTZ:
+        if not isinstance(v, dt.datetime):
+            raise InvalidInput(f"invalid input for type timestamp with time zone: {v!r}")
+        return v if v.tzinfo is not None else v.replace(tzinfo=dt.UTC)
+    if k is TypeKind.TIMESTAMP:
+        if not isinstance(v, dt.datetime) or v.tzinfo is not None:
+            raise InvalidInput(f"invalid input for type timestamp without time zone: {v!r}")
+        return v
+    if k is TypeKind.DATE:
+        if isinstance(v, dt.datetime) or not isinstance(v, dt.date):
+            raise InvalidInput(f"invalid input for type date: {v!r}")
+        return v
+    if k is TypeKind.STRUCT:
+        if not isinstance(v, dict):
+            raise InvalidInput(f"invalid input for type {t}: {v!r}")
+        return {f.name: _convert_datum(v.get(f.name), f.data_type) for f in t.fields}
+    if k is TypeKind.LIST:
+        if not isinstance(v, list | tuple):
+            raise InvalidInput(f"invalid input for type {t}: {v!r}")
+        assert t.elem is not None
+        return [_convert_datum(e, t.elem) for e in v]
+    if k in (TypeKind.REAL, TypeKind.DOUBLE):
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise InvalidInput(f"invalid input for type {k.value}: {v!r}")
+        return float(v)
+    if k in (TypeKind.VARCHAR, TypeKind.JSONB) and not isinstance(v, str):
+        raise InvalidInput(f"invalid input for type {k.value}: {v!r}")
+    if k is TypeKind.BYTEA and not isinstance(v, bytes | bytearray | memoryview):
+        raise InvalidInput(f"invalid input for type bytea: {v!r}")
+    if k is TypeKind.BOOLEAN and not isinstance(v, bool):
+        raise InvalidInput(f"invalid input for type boolean: {v!r}")
+    return v
+
+
+def to_arrow(values: Iterable[Datum], t: DataType) -> pa.Array:
+    """Build the Arrow column of type `t` from Python datums, checking ranges and types."""
+    vals = list(values)
+    try:
+        if t.kind is not TypeKind.VARCHAR:  # validate each datum; DML inserts are not a hot path
+            vals = [_convert_datum(v, t) for v in vals]
+        return pa.array(vals, type=t.arrow)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as e:
+        raise InvalidInput(f"invalid input for type {t}: {e}") from e
+
+
+def from_arrow(arr: pa.Array | pa.ChunkedArray, t: DataType) -> list[Datum]:
+    """Python datums of an Arrow column of type `t`."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    vals = arr.to_pylist()
+    if _has_interval(t) or t.kind is TypeKind.TIMESTAMPTZ:
+        return [_from_py(v, t) for v in vals]
+    return vals
+
+
+def _has_interval(t: DataType) -> bool:
+    if t.kind is TypeKind.INTERVAL:
+        return True
+    if t.kind is TypeKind.STRUCT:
+        return any(_has_interval(f.data_type) for f in t.fields)
+    if t.kind is TypeKind.LIST:
+        assert t.elem is not None
+        return _has_interval(t.elem)
+    return False
+
+
+def _from_py(v: Datum, t: DataType) -> Datum:
+    if v is None:
+        return None
+    k = t.kind
+    if k is TypeKind.INTERVAL:
+        return Interval(v.months, v.days, v.nanoseconds // 1000)
+    if k is TypeKind.TIMESTAMPTZ:
+        return v.astimezone(dt.UTC)
+    if k is TypeKind.STRUCT:
+        return {f.name: _from_py(v[f.name], f.data_type) for f in t.fields}
+    if k is TypeKind.LIST:
+        assert t.elem is not None
+        return [_from_py(e, t.elem) for e in v]
+    return v
+
+
+def rows_to_columns(rows: Sequence[Sequence[Datum]], types: Sequence[DataType]) -> list[pa.Array]:
+    """Transpose Python rows into Arrow columns of the given types."""
+    n = len(types)
+    for r in rows:
+        if len(r) != n:
+            raise InvalidInput(f"row has {len(r)} values, expected {n}")
+    return [to_arrow([r[i] for r in rows], t) for i, t in enumerate(types)]
+
+
+def columns_to_rows(columns: Sequence[pa.Array], types: Sequence[DataType]) -> list[Row]:
+    """Transpose Arrow columns into Python row tuples."""
+    if not columns:
+        return []
+    cols = [from_arrow(c, t) for c, t in zip(columns, types, strict=True)]
+    return list(zip(*cols, strict=True))

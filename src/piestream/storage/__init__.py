@@ -1,0 +1,1 @@
+"""piestream.storage."""

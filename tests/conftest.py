@@ -1,0 +1,37 @@
+"""Shared fixtures: one local SparkSession for the whole test run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--soak", action="store_true", default=False, help="run long soak tests")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--soak"):
+        return
+    skip = pytest.mark.skip(reason="soak test: run with --soak")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """The process's SparkSession (local[2,4]: two cores, failed tasks retried up to 4 times)."""
+    from piestream.runtime.spark import spark_session
+
+    # Spark's Python workers unpickle test functions by module name: let them import test modules.
+    dirs = [str(d) for d in [TESTS, *TESTS.rglob("*")] if d.is_dir() and d.name != "__pycache__"]
+    os.environ["PYTHONPATH"] = os.pathsep.join([*dirs, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    session = spark_session("local[2,4]", app_name="piestream-tests")
+    yield session
+    session.stop()
