@@ -320,7 +320,7 @@ class StreamChunk(DataChunk):
             and all(x.equals(y) for x, y in zip(a.columns, b.columns, strict=True))
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __repr__(self) -> str:
         try:

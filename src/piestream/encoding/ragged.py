@@ -1,0 +1,213 @@
+"""Columns of variable-length byte strings as numpy arrays, for vectorized encoders.
+
+A `Ragged` holds n byte strings as ``offsets`` (int64, n+1 entries, ``offsets[0]`` may be > 0 for
+views) and ``data`` (uint8). Encoders build one Ragged per column (a tag byte, a fixed-width
+payload, or an escaped string) and `concat_rows` glues the parts of every row together with a few
+numpy scatters, so no Python code runs per row. `to_arrow` / `from_arrow` convert to Arrow binary
+arrays without copying where Arrow's layout allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Ragged:
+    """n byte strings: string i is ``data[offsets[i]:offsets[i+1]]``."""
+
+    offsets: np.ndarray  # int64, n + 1
+    data: np.ndarray  # uint8
+
+    @property
+    def n(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> bytes:
+        return self.data[self.offsets[i] : self.offsets[i + 1]].tobytes()
+
+    def to_list(self) -> list[bytes]:
+        return self.to_arrow().to_pylist()
+
+    # -- construction ---------------------------------------------------------------------------
+    @classmethod
+    def fixed(cls, matrix: np.ndarray) -> Ragged:
+        """From an (n, w) uint8 matrix: every string has width w."""
+        m = np.ascontiguousarray(matrix, dtype=np.uint8)
+        n, w = m.shape
+        return cls(
+            np.arange(0, (n + 1) * w, w, dtype=np.int64) if w else np.zeros(n + 1, np.int64), m.reshape(-1)
+        )
+
+    @classmethod
+    def constant(cls, n: int, value: bytes) -> Ragged:
+        """n copies of `value`."""
+        return cls.fixed(np.tile(np.frombuffer(value, np.uint8), (n, 1)).reshape(n, len(value)))
+
+    @classmethod
+    def from_list(cls, items: Sequence[bytes]) -> Ragged:
+        """From Python bytes (a loop in C via b"".join; for the non-vectorizable encoders)."""
+        lens = np.array(list(map(len, items)), dtype=np.int64)
+        offsets = np.zeros(len(items) + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        return cls(offsets, np.frombuffer(b"".join(items), np.uint8))
+
+    @classmethod
+    def from_arrow(cls, arr: pa.Array) -> Ragged:
+        """View a binary/string Arrow array (nulls read as empty strings)."""
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        t = arr.type
+        large = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
+        if not (large or pa.types.is_binary(t) or pa.types.is_string(t)):
+            raise TypeError(f"Ragged.from_arrow needs binary or string, got {t}")
+        bufs = arr.buffers()
+        n = len(arr)
+        off_dtype = np.int64 if large else np.int32
+        offsets = np.frombuffer(bufs[1], dtype=off_dtype, count=n + 1 + arr.offset)[arr.offset :]
+        offsets = offsets.astype(np.int64)
+        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        if arr.null_count:
+            # null slots may hold garbage lengths in general Arrow data: rebuild with empty strings
+            valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+            lens = np.where(valid, np.diff(offsets), 0)
+            starts = offsets[:-1]
+            return Ragged(offsets, data).gather_by(starts, lens)
+        return cls(offsets, data)
+
+    def gather_by(self, starts: np.ndarray, lens: np.ndarray) -> Ragged:
+        """A new Ragged whose string i is ``data[starts[i] : starts[i] + lens[i]]``."""
+        offsets = np.zeros(len(lens) + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        total = int(offsets[-1])
+        if total == 0:
+            return Ragged(offsets, np.zeros(0, np.uint8))
+        src = np.repeat(starts - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
+        return Ragged(offsets, self.data[src])
+
+    def slice_bytes(self, start: int, cut_end: int = 0) -> Ragged:
+        """Every string without its first `start` and last `cut_end` bytes (they must exist)."""
+        return self.gather_by(self.offsets[:-1] + start, self.lengths - start - cut_end)
+
+    def take(self, idx: np.ndarray) -> Ragged:
+        """Strings at positions `idx`."""
+        idx = np.asarray(idx, dtype=np.int64)
+        return self.gather_by(self.offsets[idx], self.offsets[idx + 1] - self.offsets[idx])
+
+    def to_arrow(self, *, large: bool | None = None) -> pa.Array:
+        """As a pa.binary() array (pa.large_binary() when the data exceeds 2 GiB or `large`)."""
+        base = int(self.offsets[0])
+        total = int(self.offsets[-1]) - base
+        if large is None:
+            large = total >= 2**31 - 1
+        offs = (self.offsets - base).astype(np.int64 if large else np.int32)
+        data = self.data[base : base + total]
+        return pa.Array.from_buffers(
+            pa.large_binary() if large else pa.binary(),
+            self.n,
+            [None, pa.py_buffer(offs), pa.py_buffer(np.ascontiguousarray(data))],
+        )
+
+    # -- transformation -------------------------------------------------------------------------
+    def invert(self) -> Ragged:
+        """Every byte bitwise-NOT (memcomparable DESC)."""
+        return Ragged(self.offsets, np.bitwise_not(self.data))
+
+    def compacted(self) -> Ragged:
+        """The same strings with offsets starting at 0 and no unused data."""
+        if self.offsets[0] == 0 and len(self.data) == self.offsets[-1]:
+            return self
+        return Ragged(self.offsets - self.offsets[0], self.data[self.offsets[0] : self.offsets[-1]])
+
+
+def concat_rows(parts: Sequence[Ragged]) -> Ragged:
+    """Row-wise concatenation: string i of the result is ``parts[0][i] + parts[1][i] + ...``."""
+    if not parts:
+        raise ValueError("concat_rows of nothing")
+    n = parts[0].n
+    if len(parts) == 1:
+        return parts[0].compacted()
+    lens = [p.lengths for p in parts]
+    total_lens = np.sum(lens, axis=0) if n else np.zeros(0, np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(total_lens, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), np.uint8)
+    cursor = offsets[:-1].copy()
+    for p, plen in zip(parts, lens, strict=True):
+        if p.n != n:
+            raise ValueError("concat_rows of parts with different row counts")
+        scatter_into(out, cursor, p, plen)
+        cursor += plen
+    return Ragged(offsets, out)
+
+
+def scatter_into(
+    out: np.ndarray, dest_starts: np.ndarray, part: Ragged, plen: np.ndarray | None = None
+) -> None:
+    """Copy string i of `part` into ``out[dest_starts[i]:]``."""
+    if plen is None:
+        plen = part.lengths
+    n = part.n
+    if n == 0:
+        return
+    w = int(plen[0])
+    base = int(part.offsets[0])
+    end = int(part.offsets[-1])
+    if end - base == 0:
+        return
+    if end - base == w * n and (plen == w).all():
+        # fixed width: one 2-D fancy assignment
+        idx = dest_starts[:, None] + np.arange(w, dtype=np.int64)
+        out[idx] = part.data[base:end].reshape(n, w)
+        return
+    dest = np.repeat(dest_starts - part.offsets[:-1], plen) + np.arange(base, end, dtype=np.int64)
+    out[dest] = part.data[base:end]
+
+
+def be_matrix(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Fixed-width values as an (n, width) uint8 matrix in byte order `dtype` (e.g. ``'>u8'``)."""
+    v = np.ascontiguousarray(values.astype(dtype, copy=False))
+    return v.view(np.uint8).reshape(len(v), v.dtype.itemsize)
+
+
+def tagged(payload: Ragged, valid: np.ndarray, tag_valid: int, tag_null: int) -> Ragged:
+    """Per row: one tag byte, then the payload only where `valid` (NULL rows are the tag alone)."""
+    n = payload.n
+    tags = Ragged.fixed(np.where(valid, tag_valid, tag_null).astype(np.uint8).reshape(n, 1))
+    if valid.all():
+        return concat_rows([tags, payload])
+    lens = np.where(valid, payload.lengths, 0)
+    return concat_rows([tags, payload.gather_by(payload.offsets[:-1], lens)])
+
+
+def read_fixed(data: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """Gather `width` bytes at each position (an (n, width) matrix); positions past the end read 0."""
+    idx = pos[:, None] + np.arange(width, dtype=np.int64)
+    ok = idx < len(data)
+    if ok.all():
+        return data[idx]
+    return np.where(ok, data[np.minimum(idx, max(len(data) - 1, 0))] if len(data) else 0, 0).astype(np.uint8)
+
+
+def word_view(data: np.ndarray, dtype: str | np.dtype) -> np.ndarray:
+    """A view of a uint8 array whose element p is the `dtype` word stored in
+    ``data[p : p + itemsize]`` (unaligned, overlapping; writable when `data` is).
+
+    Fancy-indexing it gathers or scatters whole 1/2/4/8-byte words at arbitrary byte offsets with
+    one index per word instead of one per byte; a big-endian `dtype` byte-swaps on the way.
+    """
+    if data.dtype != np.uint8 or data.ndim != 1 or not data.flags.c_contiguous:
+        raise ValueError("word_view needs a contiguous 1-D uint8 array")
+    dt = np.dtype(dtype)
+    return np.ndarray((max(len(data) - dt.itemsize + 1, 0),), dt, buffer=data, strides=(1,))
