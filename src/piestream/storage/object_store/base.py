@@ -1,0 +1,92 @@
+"""The object store contract that Hummock writes SSTs and manifests through.
+
+Everything above this layer sees a flat namespace of immutable-ish blobs addressed by
+'/'-separated relative paths. The contract is the intersection of what a local directory and S3
+can promise cheaply: whole-object atomic puts, ranged reads, prefix listing. There is no rename
+and no append, so nothing above may depend on them. Nor may a path be both an object and a
+directory of others ("a" and "a/b"): S3 allows it, a local directory cannot hold it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from piestream.common.errors import StorageError
+
+
+@dataclass(frozen=True)
+class ObjectMeta:
+    """One listed object: its store-relative path, size in bytes and mtime in Unix seconds."""
+
+    path: str
+    size: int
+    last_modified: float
+
+
+class ObjectStore(ABC):
+    """A flat, thread-safe blob store.
+
+    Implementations must be picklable and pickle only their configuration: stores travel to Spark
+    workers inside closures and reconnect lazily there.
+    """
+
+    @abstractmethod
+    def put(self, path: str, data: bytes) -> None:
+        """Publish `data` under `path` atomically: a reader sees the whole object or none of it."""
+
+    @abstractmethod
+    def get(self, path: str) -> bytes:
+        """The whole object; ObjectNotFound if missing."""
+
+    @abstractmethod
+    def get_range(self, path: str, offset: int, length: int) -> bytes:
+        """Exactly the bytes [offset, offset+length); StorageError if that runs past the end."""
+
+    @abstractmethod
+    def size(self, path: str) -> int:
+        """The object's length in bytes; ObjectNotFound if missing."""
+
+    @abstractmethod
+    def exists(self, path: str) -> bool:
+        """Whether an object (not merely a prefix of other objects) is stored under `path`."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove the object; deleting a missing object is fine (vacuum may run twice)."""
+
+    def delete_many(self, paths: Iterable[str]) -> None:
+        """Remove every object in `paths`; missing ones are skipped."""
+        for path in paths:
+            self.delete(path)
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> list[ObjectMeta]:
+        """Every object whose path starts with `prefix` (a plain string prefix), sorted by path."""
+
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """A URL that `open_object_store` turns back into an equivalent store in any process."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+
+def check_path(path: str) -> str:
+    """Reject paths that would escape a root or mean different things on different backends."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in path:
+        raise StorageError(f"invalid object path {path!r}: want a relative 'a/b/c' name")
+    return path
+
+
+def check_range(path: str, offset: int, length: int, size: int) -> None:
+    """Raise StorageError unless [offset, offset+length) lies inside an object of `size` bytes."""
+    if offset < 0 or length < 0:
+        raise StorageError(f"invalid range offset={offset} length={length} for object {path!r}")
+    if offset + length > size:
+        raise StorageError(
+            f"range [{offset}, {offset + length}) is past the end of object {path!r} ({size} bytes)"
+        )

@@ -1,0 +1,171 @@
+"""A local-directory object store: the embedded default.
+
+An object is a plain file under the root. Puts write a temp file beside the target, fsync it,
+then `os.replace` it over the final name and fsync the directory, so a crash at any point leaves
+either the old object, the new object, or (for a first put) nothing under the final name, and
+an acknowledged put survives power loss. Temp files carry a reserved prefix, are never listed,
+and `sweep_temp_files` removes the ones a killed writer left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+import uuid
+from pathlib import Path
+
+from piestream.common.errors import ObjectNotFound, StorageError
+from piestream.storage.object_store.base import ObjectMeta, ObjectStore, check_path, check_range
+
+TEMP_PREFIX = ".piestream-tmp."
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a directory's entries (a new or renamed file, a new subdirectory) durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _may_hold(directory: str, prefix: str) -> bool:
+    """Whether paths under `directory` ("a/b/") can start with `prefix`."""
+    return directory.startswith(prefix) or prefix.startswith(directory)
+
+
+class LocalObjectStore(ObjectStore):
+    """Objects as files under `root`; thread- and process-safe for concurrent puts."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        # Absolute, so `url` reopens the same directory from a process with another cwd.
+        self._root = Path(root).absolute()
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    @property
+    def url(self) -> str:
+        return self._root.as_uri()
+
+    def _file(self, path: str) -> Path:
+        check_path(path)
+        if any(part.startswith(TEMP_PREFIX) for part in path.split("/")):
+            raise StorageError(f"invalid object path {path!r}: {TEMP_PREFIX!r} is reserved for temp files")
+        return self._root / path
+
+    def put(self, path: str, data: bytes) -> None:
+        target = self._file(path)
+        tmp = target.with_name(f"{TEMP_PREFIX}{target.name}.{uuid.uuid4().hex}")
+        try:
+            self._make_dirs(target.parent)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            _fsync_dir(target.parent)
+        except OSError as e:
+            raise StorageError(f"cannot put object {path!r} under {self._root}: {e}") from e
+
+    def _make_dirs(self, directory: Path) -> None:
+        """Create missing parents and fsync each new entry's parent, so the put stays reachable."""
+        missing: list[Path] = []
+        d = directory
+        while not d.is_dir():
+            missing.append(d)
+            d = d.parent
+        for d in reversed(missing):
+            with contextlib.suppress(FileExistsError):  # another writer made it first
+                d.mkdir()
+            _fsync_dir(d.parent)
+
+    def get(self, path: str) -> bytes:
+        try:
+            with open(self._file(path), "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise self._error("get", path, e) from e
+
+    def get_range(self, path: str, offset: int, length: int) -> bytes:
+        try:
+            with open(self._file(path), "rb") as f:
+                check_range(path, offset, length, os.fstat(f.fileno()).st_size)
+                f.seek(offset)
+                data = f.read(length)
+        except OSError as e:
+            raise self._error("read", path, e) from e
+        if len(data) != length:  # cannot happen with replace-only writes; guard anyway
+            raise StorageError(f"short read of object {path!r}: {len(data)} of {length} bytes")
+        return data
+
+    def size(self, path: str) -> int:
+        try:
+            st = self._file(path).stat()
+        except OSError as e:
+            raise self._error("stat", path, e) from e
+        if not stat.S_ISREG(st.st_mode):
+            raise ObjectNotFound(f"object {path!r} not found under {self._root}")
+        return st.st_size
+
+    def exists(self, path: str) -> bool:
+        return self._file(path).is_file()
+
+    def delete(self, path: str) -> None:
+        try:
+            os.unlink(self._file(path))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise StorageError(f"cannot delete object {path!r} under {self._root}: {e}") from e
+
+    def list(self, prefix: str = "") -> list[ObjectMeta]:
+        # Walk only the deepest directory the prefix pins down, pruning subtrees it excludes.
+        head = prefix.rpartition("/")[0]
+        start = self._root / head if head else self._root
+        found: list[ObjectMeta] = []
+        for dirpath, dirnames, filenames in os.walk(start):
+            rel_dir = Path(dirpath).relative_to(self._root).as_posix()
+            base = "" if rel_dir == "." else rel_dir + "/"
+            dirnames[:] = [d for d in dirnames if _may_hold(base + d + "/", prefix)]
+            for name in filenames:
+                rel = base + name
+                if name.startswith(TEMP_PREFIX) or not rel.startswith(prefix):
+                    continue
+                try:
+                    st = os.stat(os.path.join(dirpath, name))
+                except FileNotFoundError:  # deleted while we walked
+                    continue
+                found.append(ObjectMeta(rel, st.st_size, st.st_mtime))
+        found.sort(key=lambda m: m.path)
+        return found
+
+    def sweep_temp_files(self, older_than_s: float = 3600.0) -> int:
+        """Remove temp files that killed writers left behind; returns how many were removed.
+
+        Only files older than `older_than_s` go, so a put still in flight is left alone.
+        """
+        cutoff = time.time() - older_than_s
+        removed = 0
+        for dirpath, _, filenames in os.walk(self._root):
+            for name in filenames:
+                full = os.path.join(dirpath, name)
+                with contextlib.suppress(FileNotFoundError):
+                    if name.startswith(TEMP_PREFIX) and os.stat(full).st_mtime <= cutoff:
+                        os.unlink(full)
+                        removed += 1
+        return removed
+
+    def _error(self, op: str, path: str, e: OSError) -> StorageError:
+        if isinstance(e, FileNotFoundError | IsADirectoryError | NotADirectoryError):
+            return ObjectNotFound(f"object {path!r} not found under {self._root}")
+        return StorageError(f"cannot {op} object {path!r} under {self._root}: {e}")

@@ -1,0 +1,542 @@
+"""The SST object format: blocks, meta, footer, filters, splitting, caches and corruption.
+
+Every round trip compares against the plain Python list of (full key, value) pairs it was built
+from; every corruption test flips real bytes of a stored object and reads it back through a cold
+`SstableStore`, the way a fresh Spark worker would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import struct
+import uuid
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from piestream.common.errors import DataCorruption
+from piestream.encoding.keys import full_key, split_full_key, user_key
+from piestream.storage.hummock.cache import LruCache
+from piestream.storage.hummock.filter import BloomFilter
+from piestream.storage.hummock.iterators import SstableIterator
+from piestream.storage.hummock.kv_batch import TOMBSTONE, KvBatch, put_value
+from piestream.storage.hummock.sstable import (
+    COMPRESSION_LZ4,
+    COMPRESSION_NONE,
+    COMPRESSION_ZSTD,
+    FOOTER_SIZE,
+    BuiltSstable,
+    SstableMeta,
+    build_sstable,
+    compression_code,
+    decode_block,
+    decode_meta_and_footer,
+    encode_block,
+    split_at_user_keys,
+)
+from piestream.storage.hummock.sstable_store import SstableStore
+from piestream.storage.hummock.store import HummockStorage
+from piestream.storage.hummock.version import HummockVersion, Level, SstableInfo
+from piestream.storage.object_store import InMemoryObjectStore, ObjectStore
+
+COMPRESSIONS = [COMPRESSION_NONE, COMPRESSION_LZ4, COMPRESSION_ZSTD]
+E = 1 << 16  # the first barrier epoch of the tests
+
+
+def epoch(i: int) -> int:
+    return (1000 + i) << 16
+
+
+def make_pairs(
+    n_keys: int,
+    *,
+    seed: int = 0,
+    versions: int = 1,
+    tables: tuple[int, ...] = (1,),
+    value_len: tuple[int, int] = (0, 40),
+    tombstone_rate: float = 0.1,
+) -> list[tuple[bytes, bytes]]:
+    """Sorted, unique (full key, HummockValue) pairs: `n_keys` user keys (8-byte pks, so user keys
+    are prefix-free), up to `versions` versions each at distinct epochs."""
+    rng = random.Random(seed)
+    pairs = []
+    for t in tables:
+        pks = sorted(rng.sample(range(1 << 40), n_keys))
+        for pk in pks:
+            uk = user_key(t, pk % 7, pk.to_bytes(8, "big"))
+            for e in rng.sample(range(1, 50), rng.randint(1, versions)):
+                if rng.random() < tombstone_rate:
+                    v = TOMBSTONE
+                else:
+                    v = put_value(rng.randbytes(rng.randint(*value_len)))
+                pairs.append((full_key(uk, epoch(e)), v))
+    pairs.sort()
+    return pairs
+
+
+def batch_of(pairs: list[tuple[bytes, bytes]], filter_len: int = 4) -> KvBatch:
+    return KvBatch.from_pairs(pairs, [filter_len] * len(pairs))
+
+
+def new_store() -> InMemoryObjectStore:
+    return InMemoryObjectStore(f"sst-{uuid.uuid4().hex}")
+
+
+def decoded_pairs(built: BuiltSstable) -> list[tuple[bytes, bytes]]:
+    out: list[tuple[bytes, bytes]] = []
+    for bm in built.meta.blocks:
+        out += decode_block(built.data[bm.offset : bm.offset + bm.length], "t").batch.to_pairs()
+    return out
+
+
+# --- blocks -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_block_round_trip(compression: int) -> None:
+    pairs = make_pairs(300, versions=3, value_len=(0, 300))
+    flens = [i % 5 for i in range(len(pairs))]
+    batch = KvBatch.from_pairs(pairs, flens)
+    raw = encode_block(batch, compression)
+    assert raw[-9] == compression  # the trailer names the compression
+    block = decode_block(raw, "obj block 0")
+    assert block.batch.to_pairs() == pairs
+    assert block.batch.filter_lens.tolist() == flens
+    assert len(block) == len(pairs)
+    # point lookups inside the block
+    keys = [k for k, _ in pairs]
+    for i in range(0, len(pairs), 17):
+        assert block.seek(keys[i]) == i
+        assert block.value_at(i) == pairs[i][1]
+    assert block.seek(b"\xff" * 30) == len(pairs)
+    assert block.seek(b"") == 0
+
+
+def test_block_compression_shrinks_compressible_data() -> None:
+    pairs = [(full_key(user_key(1, 0, i.to_bytes(8, "big")), E), put_value(b"abc" * 30)) for i in range(500)]
+    batch = batch_of(pairs)
+    sizes = {c: len(encode_block(batch, c)) for c in COMPRESSIONS}
+    assert sizes[COMPRESSION_LZ4] < sizes[COMPRESSION_NONE] / 3
+    assert sizes[COMPRESSION_ZSTD] < sizes[COMPRESSION_NONE] / 3
+    for c in COMPRESSIONS:
+        assert decode_block(encode_block(batch, c), "x").batch.to_pairs() == pairs
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_block_of_a_slice_and_of_nothing(compression: int) -> None:
+    pairs = make_pairs(100)
+    batch = batch_of(pairs)
+    sub = batch.slice(37, 21)  # non-zero Arrow offsets
+    assert decode_block(encode_block(sub, compression), "x").batch.to_pairs() == pairs[37:58]
+    empty = decode_block(encode_block(KvBatch.empty(), compression), "x")
+    assert len(empty) == 0
+    assert empty.batch.to_pairs() == []
+
+
+@given(
+    entries=st.lists(
+        st.tuples(st.binary(min_size=1, max_size=40), st.binary(max_size=200), st.integers(0, 40)),
+        max_size=60,
+        unique_by=lambda t: t[0],
+    ),
+    compression=st.sampled_from(COMPRESSIONS),
+)
+@settings(max_examples=60, deadline=None)
+def test_block_round_trip_arbitrary_bytes(entries: list[tuple[bytes, bytes, int]], compression: int) -> None:
+    entries.sort()
+    batch = KvBatch.from_pairs([(k, v) for k, v, _ in entries], [f for _, _, f in entries])
+    got = decode_block(encode_block(batch, compression), "x").batch
+    assert got.to_pairs() == [(k, v) for k, v, _ in entries]
+    assert got.filter_lens.tolist() == [f for _, _, f in entries]
+
+
+def test_compression_names() -> None:
+    assert [compression_code(n) for n in ("none", "lz4", "zstd")] == COMPRESSIONS
+    with pytest.raises(ValueError, match="snappy"):
+        compression_code("snappy")
+
+
+# --- SST build + meta ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_build_sstable_round_trip(compression: int) -> None:
+    pairs = make_pairs(400, versions=3, tables=(3, 1, 2))
+    batch = batch_of(pairs)
+    built = build_sstable(batch, block_size=1024, compression=compression)
+    m = built.meta
+    assert len(m.blocks) > 10
+    assert sum(b.key_count for b in m.blocks) == m.key_count == len(pairs)
+    assert m.smallest_key == pairs[0][0] and m.largest_key == pairs[-1][0]
+    epochs = [split_full_key(k)[1] for k, _ in pairs]
+    assert (m.min_epoch, m.max_epoch) == (min(epochs), max(epochs))
+    assert m.table_ids == [1, 2, 3]
+    assert m.unfiltered_table_ids == []
+    # blocks tile the data region, in order, and hold exactly the input
+    assert m.blocks[0].offset == 0
+    for a, b in zip(m.blocks, m.blocks[1:], strict=False):
+        assert a.offset + a.length == b.offset
+    assert m.blocks[-1].offset + m.blocks[-1].length == built.meta_offset
+    assert decoded_pairs(built) == pairs
+    starts = np.cumsum([0] + [b.key_count for b in m.blocks[:-1]])
+    assert [b.first_key for b in m.blocks] == [pairs[i][0] for i in starts]
+    # meta survives encode/decode, and the footer locates it
+    again = decode_meta_and_footer(built.data[built.meta_offset :], built.meta_offset, "x")
+    for field in (
+        "blocks",
+        "smallest_key",
+        "largest_key",
+        "key_count",
+        "min_epoch",
+        "max_epoch",
+        "table_ids",
+    ):
+        assert getattr(again, field) == getattr(m, field), field
+    assert again.bloom.to_bytes() == m.bloom.to_bytes()
+    assert SstableMeta.decode(m.encode(), "x").blocks == m.blocks
+    assert len(built.data) - built.meta_offset == len(m.encode()) + FOOTER_SIZE
+
+
+def test_block_size_bounds_blocks() -> None:
+    pairs = make_pairs(2000, value_len=(20, 60))
+    built = build_sstable(batch_of(pairs), block_size=4096)
+    sizes = [b.uncompressed_size for b in built.meta.blocks]
+    assert max(sizes) <= 4096 + 200  # one entry of overshoot at most
+    assert sum(sizes[:-1]) / len(sizes[:-1]) > 2048
+    assert decoded_pairs(built) == pairs
+
+
+def test_one_entry_larger_than_a_block() -> None:
+    big = put_value(b"x" * 100_000)
+    pairs = [(full_key(user_key(1, 0, bytes([i]) * 8), E), big) for i in range(3)]
+    built = build_sstable(batch_of(pairs), block_size=4096)
+    assert len(built.meta.blocks) == 3
+    assert decoded_pairs(built) == pairs
+
+
+def test_build_empty_sstable_is_refused() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        build_sstable(KvBatch.empty())
+
+
+def test_unfiltered_tables_are_recorded() -> None:
+    pairs = make_pairs(50, tables=(1, 2, 5))
+    flens = [0 if split_full_key(k)[0][:4] == b"\x00\x00\x00\x02" else 4 for k, _ in pairs]
+    built = build_sstable(KvBatch.from_pairs(pairs, flens))
+    assert built.meta.unfiltered_table_ids == [2]
+    assert built.meta.may_contain_prefix(b"\x00\x00\x00\x02 anything", 2)
+
+
+def test_block_index_lookup() -> None:
+    """`block_for(k)` is the block whose first key <= k < the next block's first key."""
+    pairs = make_pairs(1500, versions=2)
+    built = build_sstable(batch_of(pairs), block_size=2048)
+    m = built.meta
+    firsts = [b.first_key for b in m.blocks]
+    rng = random.Random(7)
+    probes = [k for k, _ in rng.sample(pairs, 300)] + [rng.randbytes(22) for _ in range(300)]
+    probes += [b"", b"\xff" * 30, *firsts]
+    store = SstableStore(new_store())
+    info = store.upload(built)
+    keys = [k for k, _ in pairs]
+    for p in probes:
+        i = m.block_for(p)
+        if p < firsts[0]:
+            assert i == -1
+            continue
+        assert firsts[i] <= p
+        assert i == len(firsts) - 1 or p < firsts[i + 1]
+        # the first entry >= p is in block i or starts block i + 1
+        want = next((k for k in keys if k >= p), None)
+        block = store.block(info, i)
+        j = block.seek(p)
+        got = block.key_list()[j] if j < len(block) else (firsts[i + 1] if i + 1 < len(firsts) else None)
+        assert got == want
+
+
+# --- split_at_user_keys --------------------------------------------------------------------------
+
+
+@given(
+    spec=st.lists(st.tuples(st.integers(1, 6), st.integers(0, 120)), min_size=1, max_size=80),
+    target=st.integers(1, 3000),
+)
+@settings(max_examples=150, deadline=None)
+def test_split_at_user_keys_never_splits_a_user_key(spec: list[tuple[int, int]], target: int) -> None:
+    pairs = []
+    for i, (nv, vlen) in enumerate(spec):
+        uk = user_key(1, 0, i.to_bytes(4, "big"))
+        pairs += [(full_key(uk, epoch(50 - j)), put_value(b"v" * vlen)) for j in range(nv)]
+    batch = batch_of(sorted(pairs))
+    pieces = split_at_user_keys(batch, target)
+    assert [p for piece in pieces for p in piece.to_pairs()] == batch.to_pairs()
+    assert all(len(p) for p in pieces)
+    uks = [set(p.user_keys().to_pylist()) for p in pieces]
+    for a, b in itertools.pairwise(uks):
+        assert not a & b
+    sizes = [int(p.entry_sizes().sum()) for p in pieces]
+    group = max(nv * (18 + 1 + vlen + 10) for nv, vlen in spec)  # key, tag, value, overhead
+    for s in sizes:
+        assert s <= target + group  # a piece only overshoots to finish its last user key
+    for piece_size in sizes[:-1]:
+        assert piece_size + group > target  # nor cuts early
+    if int(batch.entry_sizes().sum()) > target + 2 * group:
+        assert len(pieces) > 1
+
+
+def test_split_empty_and_small() -> None:
+    assert split_at_user_keys(KvBatch.empty(), 10) == []
+    b = batch_of(make_pairs(10))
+    assert split_at_user_keys(b, 1 << 30)[0].to_pairs() == b.to_pairs()
+
+
+# --- filters -------------------------------------------------------------------------------------
+
+
+def test_bloom_no_false_negatives_and_low_fpr() -> None:
+    rng = np.random.default_rng(3)
+    n = 100_000
+    present = rng.integers(0, 2**64, n, dtype=np.uint64)
+    absent = rng.integers(0, 2**64, n, dtype=np.uint64)
+    absent = absent[~np.isin(absent, present)]
+    f = BloomFilter.build(present, 10)
+    assert f.may_contain_many(present).all()
+    fpr = float(f.may_contain_many(absent).mean())
+    assert fpr < 0.03, fpr
+    assert fpr > 0.0001  # a Bloom filter that says "no" to everything would pass the line above
+    # the scalar probe agrees with the vectorized one
+    for h in list(present[:500]) + list(absent[:2000]):
+        assert f.may_contain_hash(int(h)) == bool(f.may_contain_many(np.array([h], np.uint64))[0])
+    again = BloomFilter.from_bytes(f.to_bytes())
+    assert again.may_contain_many(present).all()
+    assert (again.may_contain_many(absent) == f.may_contain_many(absent)).all()
+
+
+def test_bloom_of_keys_through_sst_filters() -> None:
+    """Keys added through an SST's per-entry filter lengths are found by the prefix probe."""
+    pairs = make_pairs(5000, tables=(1, 9))
+    built = build_sstable(batch_of(pairs, filter_len=8), bits_per_key=10)
+    m = built.meta
+    prefixes = {k[:14] for k, _ in pairs}
+    assert all(m.may_contain_prefix(p, int.from_bytes(p[:4], "big")) for p in prefixes)
+    rng = random.Random(1)
+    misses = [user_key(1, 3, rng.randbytes(8)) for _ in range(20_000)]
+    fp = sum(m.may_contain_prefix(k, 1) for k in misses if k not in prefixes) / len(misses)
+    assert fp < 0.03, fp
+
+
+def test_bloom_empty_and_corrupt_header() -> None:
+    f = BloomFilter.build(np.zeros(0, np.uint64))
+    assert not f.may_contain(b"anything")
+    with pytest.raises(DataCorruption):
+        BloomFilter.from_bytes(b"\x01")
+    with pytest.raises(DataCorruption):
+        BloomFilter.from_bytes(struct.pack("<IB", 128, 7) + b"\x00" * 8)
+
+
+def test_point_get_skips_ssts_by_filter() -> None:
+    """A get with a filter length reads no block of an SST whose filter rules the key out."""
+    store = SstableStore(new_store())
+    pairs = make_pairs(500)
+    info = store.upload(build_sstable(batch_of(pairs, filter_len=8), block_size=1024))
+    version = HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(60))
+    hs = HummockStorage(store, version)
+    for k, _ in pairs[:50]:
+        uk = k[:-8]
+        got = hs.get(uk, filter_len=8)
+        want_full = next(val for kk, val in pairs if kk[:-8] == uk)  # newest version first
+        assert got == (None if want_full == TOMBSTONE else want_full[1:])
+    store.block_cache.clear()
+    store.block_cache.hits = store.block_cache.misses = 0
+    rng = random.Random(5)
+    absent = [user_key(1, 0, rng.randbytes(8)) for _ in range(300)]
+    assert all(hs.get(k, filter_len=8) is None for k in absent)
+    # only Bloom false positives (~1%) may read a block
+    assert store.block_cache.misses < 15
+
+
+def test_get_and_multi_get_agree_when_filter_len_exceeds_the_key() -> None:
+    """A filter length longer than a key's pk must not make `multi_get` read past the key (get
+    clamps the prefix to the key; multi_get must do the same, not hash the next key's bytes)."""
+    store = SstableStore(new_store())
+    keys = [user_key(1, 0, bytes([i, i])) for i in range(50)]
+    pairs = [(full_key(k, E), put_value(b"v%d" % i)) for i, k in enumerate(keys)]
+    info = store.upload(build_sstable(KvBatch.from_pairs(pairs, [2] * 50)))
+    hs = HummockStorage(store, HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=E))
+    want = [b"v%d" % i for i in range(50)]
+    assert [hs.get(k, filter_len=2) for k in keys] == want
+    assert hs.multi_get(keys, filter_lens=[2] * 50) == want
+    assert [hs.get(k, filter_len=4) for k in keys] == want
+    assert hs.multi_get(keys, filter_lens=[4] * 50) == want
+
+
+# --- caches and the SST store --------------------------------------------------------------------
+
+
+def test_lru_cache_bounds_bytes_and_evicts_least_recent() -> None:
+    c: LruCache[bytes] = LruCache(100, len)
+    for i in range(5):
+        c.put(i, b"x" * 30)
+    assert c.used_bytes <= 100
+    assert len(c) == 3
+    assert c.get(0) is None and c.get(1) is None
+    assert c.get(2) == b"x" * 30  # 2 is now most recent
+    c.put(9, b"y" * 30)
+    assert c.get(3) is None and c.get(2) is not None
+    c.put(10, b"z" * 1000)  # larger than the cache: not kept
+    assert c.get(10) is None
+    assert c.used_bytes <= 100
+    c.put(2, b"w" * 10)  # replacing adjusts the size
+    assert c.get(2) == b"w" * 10
+    assert c.used_bytes == sum(len(c.get(k) or b"") for k in (2, 4, 9))
+    assert c.hits > 0 and c.misses > 0 and 0 < c.hit_rate() < 1
+    calls = []
+    assert c.get_or_load("k", lambda: calls.append(1) or b"v") == b"v"
+    assert c.get_or_load("k", lambda: calls.append(1) or b"v") == b"v"
+    assert calls == [1]
+    c.evict_where(lambda k: k == "k")
+    assert c.get("k") is None
+    c.clear()
+    assert len(c) == 0 and c.used_bytes == 0
+
+
+class CountingStore(InMemoryObjectStore):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.reads = 0
+
+    def get_range(self, path: str, offset: int, length: int) -> bytes:
+        self.reads += 1
+        return super().get_range(path, offset, length)
+
+
+def test_sstable_store_caches_and_delete_evicts() -> None:
+    obj = CountingStore(f"count-{uuid.uuid4().hex}")
+    store = SstableStore(obj)
+    pairs = make_pairs(800)
+    info = store.upload(build_sstable(batch_of(pairs), block_size=2048))
+    assert obj.exists(info.path)
+    assert info.file_size == obj.size(info.path)
+    assert info.key_count == len(pairs)
+    assert list(p for b in SstableIterator(store, info) for p in b.to_pairs()) == pairs
+    first = obj.reads
+    assert first == len(store.meta(info).blocks)  # the meta came from upload, blocks once each
+    assert list(p for b in SstableIterator(store, info) for p in b.to_pairs()) == pairs
+    assert obj.reads == first  # all cached
+    cold = SstableStore(obj)
+    assert list(p for b in SstableIterator(cold, info) for p in b.to_pairs()) == pairs
+    assert obj.reads == 2 * first + 1  # + the meta
+    store.delete_objects([info.object_id])
+    assert not obj.exists(info.path)
+    assert len(store.block_cache) == 0 and len(store.meta_cache) == 0
+
+
+def test_sstable_store_with_zero_sized_caches_still_reads() -> None:
+    store = SstableStore(new_store(), meta_cache_bytes=0, block_cache_bytes=0)
+    pairs = make_pairs(300)
+    info = store.upload(build_sstable(batch_of(pairs), block_size=1024))
+    assert list(p for b in SstableIterator(store, info) for p in b.to_pairs()) == pairs
+
+
+# --- corruption ----------------------------------------------------------------------------------
+
+
+def _small_sst(compression: int) -> tuple[ObjectStore, SstableInfo, bytes, SstableMeta]:
+    obj = new_store()
+    pairs = make_pairs(36, versions=2, value_len=(4, 12))
+    built = build_sstable(batch_of(pairs), block_size=400, compression=compression)
+    info = SstableStore(obj).upload(built)
+    return obj, info, built.data, built.meta
+
+
+def _read_all(obj: ObjectStore, info: SstableInfo) -> list[tuple[bytes, bytes]]:
+    cold = SstableStore(obj)
+    return [p for b in SstableIterator(cold, info) for p in b.to_pairs()]
+
+
+def _position_class(pos: int, meta: SstableMeta, meta_offset: int, size: int) -> tuple[str, int]:
+    if pos >= size - FOOTER_SIZE:
+        return "footer", -1
+    if pos >= meta_offset:
+        return "meta", -1
+    for i, b in enumerate(meta.blocks):
+        if b.offset <= pos < b.offset + b.length:
+            return ("trailer" if pos >= b.offset + b.length - 9 else "body"), i
+    raise AssertionError(pos)
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_every_flipped_byte_is_detected(compression: int) -> None:
+    """Flip each byte of a small SST object in turn: a full read raises DataCorruption naming the
+    object (and the block, for block bytes), and never returns data."""
+    obj, info, data, meta = _small_sst(compression)
+    assert len(meta.blocks) >= 3
+    assert _read_all(obj, info)  # intact, it reads
+    seen: set[str] = set()
+    for pos in range(len(data)):
+        cls, block = _position_class(pos, meta, info.meta_offset, len(data))
+        seen.add(cls)
+        bad = bytearray(data)
+        bad[pos] ^= 0x5A
+        obj.put(info.path, bytes(bad))
+        with pytest.raises(DataCorruption) as exc:
+            _read_all(obj, info)
+        msg = str(exc.value)
+        assert info.path in msg, (pos, cls, msg)
+        if block >= 0:
+            assert f"block {block}" in msg, (pos, cls, msg)
+    assert seen == {"body", "trailer", "meta", "footer"}
+
+
+def test_corrupt_block_fails_point_gets_and_scans() -> None:
+    obj, info, data, meta = _small_sst(COMPRESSION_NONE)
+    b1 = meta.blocks[1]
+    bad = bytearray(data)
+    bad[b1.offset + 3] ^= 1
+    obj.put(info.path, bytes(bad))
+    version = HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(60))
+    hs = HummockStorage(SstableStore(obj), version)
+    uk = b1.first_key[:-8]
+    with pytest.raises(DataCorruption, match=r"block 1"):
+        hs.get(uk)
+    with pytest.raises(DataCorruption, match=info.path):
+        list(hs.iter(None, None))
+    # block 0 is intact and still readable
+    assert SstableStore(obj).block(info, 0).key_list()[0] == meta.blocks[0].first_key
+
+
+def test_block_index_pointing_at_garbage_is_detected() -> None:
+    """A meta whose checksum was recomputed over a wrong block length still fails block reads."""
+    _, _, data, meta = _small_sst(COMPRESSION_NONE)
+    assert decode_block(data[: meta.blocks[0].length], "ok")  # sanity
+    with pytest.raises(DataCorruption, match="where"):
+        decode_block(data[: meta.blocks[0].length - 1], "where")
+    with pytest.raises(DataCorruption, match="where"):
+        decode_block(b"\x00" * 5, "where")
+    # a valid checksum over a payload whose layout is inconsistent
+    payload = struct.pack("<I", 5) + b"\x00" * 3
+    raw = payload + struct.pack("<BQ", 0, xxhash.xxh64_intdigest(payload + b"\x00"))
+    with pytest.raises(DataCorruption, match="where"):
+        decode_block(raw, "where")
+    # and an unknown compression code with a valid checksum
+    raw = payload + struct.pack("<BQ", 7, xxhash.xxh64_intdigest(payload + b"\x07"))
+    with pytest.raises(DataCorruption, match="compression"):
+        decode_block(raw, "where")
+
+
+@pytest.mark.parametrize("keep", ["no_meta", "half_blocks", "one_byte_short"])
+def test_truncated_object_raises_data_corruption(keep: str) -> None:
+    obj, info, data, meta = _small_sst(COMPRESSION_NONE)
+    cut = {
+        "no_meta": info.meta_offset,
+        "half_blocks": meta.blocks[len(meta.blocks) // 2].offset + 5,
+        "one_byte_short": len(data) - 1,
+    }[keep]
+    obj.put(info.path, data[:cut])
+    with pytest.raises(DataCorruption) as exc:
+        _read_all(obj, info)
+    assert info.path in str(exc.value)
