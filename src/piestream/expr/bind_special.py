@@ -1,0 +1,393 @@
+"""Binders for the calls that are not a fixed list of signatures: boolean connectives, IS
+predicates, comparisons of composites, BETWEEN, IN, CASE, COALESCE, NULLIF, GREATEST / LEAST,
+``||`` and concat, struct fields, and the polymorphic array functions (PostgreSQL's anyelement /
+anyarray rules: the element type is resolved with `common_type`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from piestream.common.errors import DatatypeMismatch, PiestreamError, UndefinedColumn, UndefinedFunction
+from piestream.common.types import BOOLEAN, INT, VARCHAR, DataType, TypeKind, list_of, struct_of
+from piestream.expr.bind import (
+    arg_type,
+    bind_generic,
+    cast,
+    coerce_to,
+    common_type,
+    is_unknown,
+    no_such,
+)
+from piestream.expr.coercion import CastContext, can_cast, type_name
+from piestream.expr.expr import Expr, FuncCall, Literal, UnknownLiteral
+
+Binder = Callable[[str, list[Expr]], Expr]
+SPECIAL_BINDERS: dict[str, Binder] = {}
+
+_COMPOSITE = (TypeKind.LIST, TypeKind.STRUCT)
+_CMP_IMPL = {
+    "=": "equal",
+    "<>": "not_equal",
+    "<": "less_than",
+    "<=": "less_than_or_equal",
+    ">": "greater_than",
+    ">=": "greater_than_or_equal",
+}
+
+
+def binder(*names: str) -> Callable[[Binder], Binder]:
+    def deco(fn: Binder) -> Binder:
+        for n in names:
+            SPECIAL_BINDERS[n] = fn
+        return fn
+
+    return deco
+
+
+def _arity(name: str, args: list[Expr], lo: int, hi: int | None = None) -> None:
+    if len(args) < lo or (hi is not None and len(args) > hi):
+        raise no_such(name, args)
+
+
+def _call(name: str, args: list[Expr], ret: DataType) -> FuncCall:
+    return FuncCall(name, tuple(args), ret)
+
+
+# -- booleans -------------------------------------------------------------------------------------
+
+_BOOL_LABEL = {
+    "and": "AND",
+    "or": "OR",
+    "not": "NOT",
+    "is_true": "IS TRUE",
+    "is_false": "IS FALSE",
+    "is_not_true": "IS NOT TRUE",
+    "is_not_false": "IS NOT FALSE",
+}
+
+
+def as_boolean(e: Expr, what: str) -> Expr:
+    """A boolean operand: unknown literals are read as booleans, other types are 42804."""
+    if is_unknown(e):
+        return cast(e, BOOLEAN)
+    if e.return_type != BOOLEAN:
+        raise DatatypeMismatch(
+            f"argument of {what} must be type boolean, not type {type_name(e.return_type)}"
+        )
+    return e
+
+
+@binder("and", "or")
+def _junction(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 1)
+    ops = [as_boolean(a, _BOOL_LABEL[name]) for a in args]
+    return ops[0] if len(ops) == 1 else _call(name, ops, BOOLEAN)
+
+
+@binder("not", "is_true", "is_false", "is_not_true", "is_not_false")
+def _bool_unary(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 1, 1)
+    return _call(name, [as_boolean(args[0], _BOOL_LABEL[name])], BOOLEAN)
+
+
+@binder("is_null", "is_not_null")
+def _null_test(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 1, 1)
+    return _call(name, [coerce_to(args[0], VARCHAR) if is_unknown(args[0]) else args[0]], BOOLEAN)
+
+
+@binder("unary_plus")
+def _unary_plus(name: str, args: list[Expr]) -> Expr:
+    t = arg_type(args[0])
+    if t is None or not (t.is_numeric or t.kind is TypeKind.INTERVAL):
+        raise no_such("+", args)
+    return args[0]
+
+
+# -- comparisons ----------------------------------------------------------------------------------
+
+
+def _is_composite(e: Expr) -> bool:
+    t = arg_type(e)
+    return t is not None and t.kind in _COMPOSITE
+
+
+def _composite_operands(args: list[Expr], what: str) -> list[Expr]:
+    t = common_type(args, what)
+    return [coerce_to(a, t) for a in args]
+
+
+@binder("=", "<>", "<", "<=", ">", ">=")
+def _comparison(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 2, 2)
+    if any(_is_composite(a) for a in args):
+        try:
+            ops = _composite_operands(args, "")
+        except PiestreamError:
+            raise no_such(name, args) from None
+        return _call(_CMP_IMPL[name], ops, BOOLEAN)
+    return bind_generic(name, args)
+
+
+def comparison_operands(args: list[Expr]) -> list[Expr]:
+    """The two operands as the ``=`` operator would take them (casts inserted)."""
+    eq = _comparison("=", args)
+    assert isinstance(eq, FuncCall)
+    return list(eq.args)
+
+
+@binder("is_distinct_from", "is_not_distinct_from")
+def _distinct(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 2, 2)
+    return _call(name, comparison_operands(args), BOOLEAN)
+
+
+@binder("between", "not_between")
+def _between(name: str, args: list[Expr]) -> Expr:
+    """x BETWEEN lo AND hi is x >= lo AND x <= hi (NOT BETWEEN: x < lo OR x > hi)."""
+    from piestream.expr.bind import bind_call
+
+    _arity(name, args, 3, 3)
+    x, lo, hi = args
+    if name == "between":
+        return bind_call("and", [bind_call(">=", [x, lo]), bind_call("<=", [x, hi])])
+    return bind_call("or", [bind_call("<", [x, lo]), bind_call(">", [x, hi])])
+
+
+@binder("in", "not_in")
+def _in(name: str, args: list[Expr]) -> Expr:
+    """x IN (v1, ...): one common type if there is one, else an OR of ``=`` comparisons."""
+    from piestream.expr.bind import bind_call
+
+    _arity(name, args, 2)
+    try:
+        t = common_type(args, "IN")
+        out: Expr = _call("in", [coerce_to(a, t) for a in args], BOOLEAN)
+    except PiestreamError:
+        out = bind_call("or", [bind_call("=", [args[0], v]) for v in args[1:]])
+    return _call("not", [out], BOOLEAN) if name == "not_in" else out
+
+
+# -- conditionals ---------------------------------------------------------------------------------
+
+
+@binder("case")
+def _case(name: str, args: list[Expr]) -> Expr:
+    """args = [cond1, value1, ..., else]; without an odd count the ELSE is NULL."""
+    if len(args) < 2:
+        raise no_such(name, args)
+    if len(args) % 2 == 0:
+        args = [*args, UnknownLiteral(None)]
+    conds = [as_boolean(args[i], "CASE/WHEN") for i in range(0, len(args) - 1, 2)]
+    values = [*args[1:-1:2], args[-1]]
+    t = common_type(values, "CASE")
+    vals = [coerce_to(v, t) for v in values]
+    out: list[Expr] = []
+    for c, v in zip(conds, vals[:-1], strict=True):
+        out += [c, v]
+    return _call("case", [*out, vals[-1]], t)
+
+
+@binder("coalesce", "greatest", "least")
+def _uniform(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 1)
+    t = common_type(args, name.upper())
+    ops = [coerce_to(a, t) for a in args]
+    return _call(name, ops, t)
+
+
+@binder("nullif")
+def _nullif(name: str, args: list[Expr]) -> Expr:
+    """NULLIF(a, b): the result is the first operand of the implied ``a = b``."""
+    from piestream.expr.bind import bind_call
+
+    _arity(name, args, 2, 2)
+    eq = bind_call("=", args)
+    assert isinstance(eq, FuncCall)
+    value = eq.args[0]
+    return _call("nullif", [value, eq], value.return_type)
+
+
+# -- strings --------------------------------------------------------------------------------------
+
+
+def _text(e: Expr) -> Expr:
+    """Any value as text (PostgreSQL's anynonarray -> text output conversion)."""
+    return cast(e, VARCHAR, context=CastContext.EXPLICIT)
+
+
+@binder("||")
+def _concat_op(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 2, 2)
+    a, b = args
+    ta, tb = arg_type(a), arg_type(b)
+    if (ta is not None and ta.kind is TypeKind.LIST) or (tb is not None and tb.kind is TypeKind.LIST):
+        return _array_concat(a, b)
+    text_like = (ta is None or ta == VARCHAR, tb is None or tb == VARCHAR)
+    if not any(text_like):
+        raise no_such(name, args)
+    return _call("concat_op", [_text(a), _text(b)], VARCHAR)
+
+
+def _array_concat(a: Expr, b: Expr) -> Expr:
+    ta, tb = arg_type(a), arg_type(b)
+    if ta is not None and tb is not None and ta.kind is TypeKind.LIST and tb.kind is TypeKind.LIST:
+        t = common_type([a, b], "ARRAY")
+        return _call("array_cat", [coerce_to(a, t), coerce_to(b, t)], t)
+    if ta is not None and ta.kind is TypeKind.LIST:
+        if (
+            tb is None
+            and isinstance(b, UnknownLiteral)
+            and b.value is not None
+            and b.value.lstrip().startswith("{")
+        ):
+            return _call("array_cat", [a, coerce_to(b, ta)], ta)
+        return _array_append("array_append", [a, b])
+    assert tb is not None
+    if (
+        ta is None
+        and isinstance(a, UnknownLiteral)
+        and a.value is not None
+        and a.value.lstrip().startswith("{")
+    ):
+        return _call("array_cat", [coerce_to(a, tb), b], tb)
+    return _array_prepend("array_prepend", [a, b])
+
+
+@binder("concat")
+def _concat(name: str, args: list[Expr]) -> Expr:
+    return _call("concat", [_text(a) for a in args], VARCHAR)
+
+
+@binder("concat_ws")
+def _concat_ws(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 1)
+    return _call("concat_ws", [coerce_to(args[0], VARCHAR), *[_text(a) for a in args[1:]]], VARCHAR)
+
+
+# -- structs and arrays ---------------------------------------------------------------------------
+
+
+@binder("field")
+def _field(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 2, 2)
+    s, f = args
+    t = arg_type(s)
+    if not isinstance(f, Literal) or not isinstance(f.value, str):
+        raise DatatypeMismatch("field name must be a string constant")
+    if t is None or t.kind is not TypeKind.STRUCT:
+        raise DatatypeMismatch(
+            f"column notation .{f.value} applied to type {type_name(t)}, which is not a composite type"
+        )
+    for fld in t.fields:
+        if fld.name == f.value:
+            return _call("field", [s, Literal(f.value, VARCHAR)], fld.data_type)
+    raise UndefinedColumn(f'column "{f.value}" not found in data type {type_name(t)}')
+
+
+def _list_type(e: Expr, fn: str) -> DataType:
+    t = arg_type(e)
+    if t is None or t.kind is not TypeKind.LIST:
+        raise UndefinedFunction(
+            f"function {fn}({type_name(t)}) does not exist"
+            if t
+            else f"cannot determine type of {fn} argument"
+        )
+    return t
+
+
+def _int_arg(e: Expr, what: str) -> Expr:
+    t = arg_type(e)
+    if t is not None and not can_cast(t, INT, CastContext.IMPLICIT) and t.kind is not TypeKind.BIGINT:
+        raise DatatypeMismatch(f"{what} must have type integer")
+    if t is not None and t.kind is TypeKind.BIGINT:
+        return cast(e, INT, context=CastContext.ASSIGNMENT)
+    return coerce_to(e, INT)
+
+
+@binder("array_access")
+def _array_access(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 2, 2)
+    t = arg_type(args[0])
+    if t is None or t.kind is not TypeKind.LIST:
+        raise DatatypeMismatch(
+            f"cannot subscript type {type_name(t)} because it does not support subscripting"
+        )
+    assert t.elem is not None
+    return _call("array_access", [args[0], _int_arg(args[1], "array subscript")], t.elem)
+
+
+@binder("array")
+def _array(name: str, args: list[Expr]) -> Expr:
+    if not args:
+        raise DatatypeMismatch("cannot determine type of empty array", sqlstate="42P18")
+    t = common_type(args, "ARRAY")
+    return _call("array", [coerce_to(a, t) for a in args], list_of(t))
+
+
+@binder("row")
+def _row(name: str, args: list[Expr]) -> Expr:
+    if not args:
+        raise DatatypeMismatch("ROW() needs at least one field")
+    ops = [coerce_to(a, VARCHAR) if is_unknown(a) else a for a in args]
+    t = struct_of(*[(f"f{i + 1}", a.return_type) for i, a in enumerate(ops)])
+    return _call("row", ops, t)
+
+
+@binder("array_length", "cardinality")
+def _array_length(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 1, 1 if name == "cardinality" else 2)
+    _list_type(args[0], name)
+    rest = [_int_arg(a, "array dimension") for a in args[1:]]
+    return _call(name, [args[0], *rest], INT)
+
+
+def _elem_of(e: Expr, fn: str) -> DataType:
+    t = _list_type(e, fn)
+    assert t.elem is not None
+    return t.elem
+
+
+@binder("array_position")
+def _array_position(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 2, 3)
+    elem = _elem_of(args[0], name)
+    t = common_type([elem, args[1]], name)
+    arr = coerce_to(args[0], list_of(t))
+    rest = [_int_arg(a, "array position start") for a in args[2:]]
+    return _call(name, [arr, coerce_to(args[1], t), *rest], INT)
+
+
+@binder("array_append")
+def _array_append(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 2, 2)
+    elem = _elem_of(args[0], name)
+    t = common_type([elem, args[1]], "ARRAY")
+    lt = list_of(t)
+    return _call(name, [coerce_to(args[0], lt), coerce_to(args[1], t)], lt)
+
+
+@binder("array_prepend")
+def _array_prepend(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 2, 2)
+    elem = _elem_of(args[1], name)
+    t = common_type([args[0], elem], "ARRAY")
+    lt = list_of(t)
+    return _call(name, [coerce_to(args[0], t), coerce_to(args[1], lt)], lt)
+
+
+@binder("array_cat")
+def _array_cat(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 2, 2)
+    for a in args:
+        if not is_unknown(a):
+            _list_type(a, name)
+    t = common_type(args, "ARRAY")
+    return _call(name, [coerce_to(a, t) for a in args], t)
+
+
+@binder("array_to_string")
+def _array_to_string(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 2, 3)
+    _list_type(args[0], name)
+    return _call(name, [args[0], *[coerce_to(a, VARCHAR) for a in args[1:]]], VARCHAR)

@@ -1,0 +1,138 @@
+"""Bound expressions, evaluated over whole Arrow columns (DESIGN layer 4).
+
+An expression tree is plain data (dataclasses that pickle to Spark workers); `eval(chunk)` turns
+it into one Arrow array for all rows of a chunk by calling vectorized kernels. The same evaluator
+serves streaming executors and batch queries, so an MV and its SELECT agree.
+
+Rows are evaluated for every physical row of the chunk, so callers hand over compacted chunks:
+a row a filter removed must not raise (e.g. a division by zero in a row WHERE dropped).
+Conditional forms (CASE, COALESCE, AND, OR) evaluate a branch only on the rows that reach it,
+so ``CASE WHEN x <> 0 THEN 1 / x END`` never divides by zero.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from piestream.common.chunk import DataChunk
+from piestream.common.scalar import Datum, to_arrow
+from piestream.common.types import VARCHAR, DataType
+
+
+class Expr(ABC):
+    """A typed expression over the columns of an input chunk."""
+
+    return_type: DataType
+
+    @abstractmethod
+    def eval(self, chunk: DataChunk) -> pa.Array:
+        """One value per physical row of `chunk`."""
+
+    def children(self) -> Sequence[Expr]:
+        return ()
+
+    def input_refs(self) -> set[int]:
+        """Indices of the input columns this expression reads."""
+        out: set[int] = set()
+        for c in self.children():
+            out |= c.input_refs()
+        return out
+
+
+@dataclass(frozen=True)
+class InputRef(Expr):
+    index: int
+    return_type: DataType
+
+    def eval(self, chunk: DataChunk) -> pa.Array:
+        return chunk.columns[self.index]
+
+    def input_refs(self) -> set[int]:
+        return {self.index}
+
+    def __str__(self) -> str:
+        return f"${self.index}"
+
+
+@dataclass(frozen=True)
+class Literal(Expr):
+    value: Datum
+    return_type: DataType
+
+    def eval(self, chunk: DataChunk) -> pa.Array:
+        return constant_array(self.value, self.return_type, chunk.capacity)
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return "NULL"
+        if isinstance(self.value, str):
+            return "'" + self.value.replace("'", "''") + "'"
+        from piestream.common.text import format_datum
+
+        text = format_datum(self.value, self.return_type)
+        if self.return_type.is_numeric or isinstance(self.value, bool):
+            return text
+        return f"'{text}'::{self.return_type}"
+
+
+@dataclass(frozen=True)
+class UnknownLiteral(Literal):
+    """A quoted string (or NULL) whose type PostgreSQL takes from context ("unknown").
+
+    ``ts_col > '2021-01-01'`` reads the text as a timestamp; ``NULL + 1`` makes the NULL an integer.
+    Until something resolves it, it evaluates as VARCHAR (PostgreSQL's text default). `value` is
+    the text, or None for NULL.
+    """
+
+    value: str | None
+    return_type: DataType = VARCHAR
+
+    def __str__(self) -> str:
+        return "NULL" if self.value is None else "'" + self.value.replace("'", "''") + "'"
+
+
+def constant_array(value: Datum, t: DataType, n: int) -> pa.Array:
+    """`n` copies of one datum as an Arrow array of `t`'s layout (no Python per row)."""
+    one = to_arrow([value], t)
+    if n == 1:
+        return one
+    return pa.repeat(one[0], n)
+
+
+@dataclass(frozen=True)
+class FuncCall(Expr):
+    """A call of a registered vectorized function (see `piestream.expr.functions`).
+
+    `options` holds call constants that are not SQL arguments, e.g. a statement time frozen
+    into ``now()`` (see `piestream.expr.functions.datetime`).
+    """
+
+    name: str
+    args: tuple[Expr, ...]
+    return_type: DataType
+    options: tuple[tuple[str, Datum], ...] = field(default=())
+
+    def eval(self, chunk: DataChunk) -> pa.Array:
+        from piestream.expr.functions.registry import evaluate_call
+
+        return evaluate_call(self, chunk)
+
+    def children(self) -> Sequence[Expr]:
+        return self.args
+
+    def option(self, key: str, default: Datum = None) -> Datum:
+        for k, v in self.options:
+            if k == key:
+                return v
+        return default
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(str(a) for a in self.args)})"
+
+
+def eval_exprs(exprs: Sequence[Expr], chunk: DataChunk) -> list[pa.Array]:
+    return [e.eval(chunk) for e in exprs]
