@@ -22,8 +22,13 @@ def _quiet_log_config() -> str:
     return str(resources.files("piestream") / "conf" / "log4j2-quiet.properties")
 
 
-def spark_session(master: str | None = None, *, app_name: str = "piestream", shuffle_partitions: int = 2,
-                  extra_conf: dict[str, str] | None = None) -> SparkSession:
+def spark_session(
+    master: str | None = None,
+    *,
+    app_name: str = "piestream",
+    shuffle_partitions: int = 2,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
     """Get or create the process's SparkSession with piestream's settings.
 
     `master` defaults to ``$PIESTREAM_SPARK_MASTER`` or ``local[2]``; use ``local[2,4]`` to let

@@ -1,0 +1,229 @@
+"""The barrier manager (seed 001 "Checkpointing in Streaming"; reference §6.10).
+
+Every `barrier_interval` it injects a barrier: the epoch's DML and sources run through every
+fragment of every running job as one job (`EpochRunner`), each actor reports the SSTs it
+uploaded, and once every actor has reported ("collected") the epoch is committed in one
+meta-store transaction: a batch read then sees all MVs at that epoch or none of it. DML statements
+are acknowledged after the epoch holding them commits; `flush()` forces a barrier and waits.
+
+If an epoch fails (a task failed beyond Spark's retries, an actor did not report), nothing of it
+is committed: its uploads become orphans for GC, its DML stays queued and the epoch is retried
+from the same committed state — so nothing is lost and nothing is applied twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from piestream.common.chunk import StreamChunk
+from piestream.common.epoch import EpochGenerator, EpochPair, epoch_from_ms, epoch_to_unix_ms
+from piestream.common.errors import PiestreamError
+from piestream.meta.hummock_manager import HummockManager
+from piestream.runtime.epoch_plan import plan_epoch
+from piestream.runtime.exchange import ActorReport
+from piestream.runtime.runners import EpochRunner
+from piestream.storage.hummock.store import StorageOptions
+from piestream.storage.hummock.version import TableWatermark
+from piestream.stream.executor import StreamingConfig
+from piestream.stream.graph import Fragment, StreamGraph
+from piestream.stream.message import Barrier, BarrierKind
+
+log = logging.getLogger(__name__)
+
+MAX_EPOCH_ATTEMPTS = 3
+
+
+@dataclass
+class EpochStats:
+    epoch: int
+    seconds: float
+    actors: int
+    ssts: int
+    rows_in: float
+    block_cache_hit_rate: float
+
+
+@dataclass
+class _Dml:
+    table_id: int
+    chunk: StreamChunk
+    done: Future[int] = field(default_factory=Future)
+
+
+class BarrierManager:
+    """Drives epochs over the running stream graph."""
+
+    def __init__(
+        self,
+        hummock: HummockManager,
+        runner: EpochRunner,
+        store_url: str,
+        *,
+        barrier_interval: float = 1.0,
+        config: StreamingConfig | None = None,
+        storage_options: StorageOptions | None = None,
+    ) -> None:
+        self.hummock = hummock
+        self.runner = runner
+        self.store_url = store_url
+        self.barrier_interval = barrier_interval
+        self.config = config or StreamingConfig()
+        self.storage_options = storage_options or StorageOptions()
+        self.graph = StreamGraph()
+        self.epochs = EpochGenerator()
+        self.epochs.advance_past(hummock.max_committed_epoch)
+        self._data_epoch = self.epochs.next()
+        self._lock = threading.RLock()  # one epoch at a time; graph changes between epochs
+        self._queue_lock = threading.Lock()
+        self._dml: list[_Dml] = []
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.stats: list[EpochStats] = []
+        self.on_commit: list[Callable[[int], None]] = []
+        self.last_error: BaseException | None = None
+
+    # -- graph ----------------------------------------------------------------------------------
+    def add_fragments(self, fragments: list[Fragment]) -> None:
+        """Start running new fragments from the next epoch (and connect upstream edges)."""
+        with self._lock:
+            for f in fragments:
+                self.graph.add(f)
+
+    def replace_fragment(self, fragment: Fragment) -> None:
+        with self._lock:
+            self.graph.add(fragment)
+
+    def remove_job(self, job_id: int) -> list[Fragment]:
+        with self._lock:
+            return self.graph.remove_job(job_id)
+
+    # -- DML ------------------------------------------------------------------------------------
+    def submit_dml(self, table_id: int, chunk: StreamChunk) -> Future[int]:
+        """Queue rows for a table; the future resolves to the epoch that committed them."""
+        d = _Dml(table_id, chunk)
+        with self._queue_lock:
+            self._dml.append(d)
+        return d.done
+
+    def pending_dml(self) -> int:
+        with self._queue_lock:
+            return len(self._dml)
+
+    # -- epochs ---------------------------------------------------------------------------------
+    @property
+    def committed_epoch(self) -> int:
+        return self.hummock.max_committed_epoch
+
+    def run_epoch(self) -> int:
+        """Inject one barrier, run the epoch to completion and commit it; returns the epoch."""
+        with self._lock:
+            with self._queue_lock:
+                batch = list(self._dml)
+            dml: dict[int, list[StreamChunk]] = {}
+            for d in batch:
+                dml.setdefault(d.table_id, []).append(d.chunk)
+            data_epoch = self._data_epoch
+            # row ids of this epoch use its milliseconds and, for large DML, a few after: the
+            # next epoch starts past them (RowIdGen)
+            rows = sum(d.chunk.cardinality for d in batch)
+            self.epochs.advance_past(epoch_from_ms(epoch_to_unix_ms(data_epoch) + rows // 4096))
+            next_epoch = self.epochs.next()
+            version = self.hummock.version
+            plan = plan_epoch(
+                self.graph,
+                data_epoch=data_epoch,
+                barrier=Barrier(EpochPair(next_epoch, data_epoch), BarrierKind.CHECKPOINT),
+                committed_epoch=version.max_committed_epoch,
+                version=version,
+                store_url=self.store_url,
+                config=self.config,
+                storage_options=self.storage_options,
+            )
+            started = time.perf_counter()
+            reports = self._run_with_retries(plan, dml, batch)
+            ssts = [s for r in reports for s in r.ssts]
+            watermarks: dict[int, TableWatermark] = {}
+            for r in reports:
+                for t, w in r.watermarks.items():
+                    watermarks[t] = watermarks[t].merged(w) if t in watermarks else w
+            tables = {t.table_id for t in self.graph.all_tables()}
+            self.hummock.commit_epoch(data_epoch, ssts, tables, new_watermarks=watermarks)
+            self._data_epoch = next_epoch
+            self._record(data_epoch, started, reports, len(ssts))
+            with self._queue_lock:
+                done = {id(d) for d in batch}
+                self._dml = [d for d in self._dml if id(d) not in done]
+            for d in batch:
+                d.done.set_result(data_epoch)
+            for fn in self.on_commit:
+                fn(data_epoch)
+            return data_epoch
+
+    def _run_with_retries(self, plan, dml, batch):  # type: ignore[no-untyped-def]
+        last: BaseException | None = None
+        for attempt in range(MAX_EPOCH_ATTEMPTS):
+            try:
+                return self.runner.run(plan, dml)
+            except Exception as e:  # a failed epoch commits nothing; retry from the same state
+                last = e
+                self.last_error = e
+                log.warning("epoch %d attempt %d failed: %s", plan.data_epoch, attempt + 1, e)
+        # give up on this epoch's DML so later statements can proceed; report the error to them
+        err = last if isinstance(last, PiestreamError) else PiestreamError(f"streaming epoch failed: {last}")
+        with self._queue_lock:
+            done = {id(d) for d in batch}
+            self._dml = [d for d in self._dml if id(d) not in done]
+        for d in batch:
+            d.done.set_exception(err)
+        raise err
+
+    def _record(self, epoch: int, started: float, reports: list[ActorReport], nssts: int) -> None:
+        rows = sum(r.stats.get("rows_in", 0.0) for r in reports)
+        hit = [r.stats.get("block_cache_hit_rate", 0.0) for r in reports]
+        self.stats.append(
+            EpochStats(
+                epoch, time.perf_counter() - started, len(reports), nssts, rows, sum(hit) / max(len(hit), 1)
+            )
+        )
+        del self.stats[:-1000]
+
+    def flush(self) -> int:
+        """Force a barrier now and wait until it is committed (SQL FLUSH)."""
+        return self.run_epoch()
+
+    # -- background barriers --------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="piestream-barriers", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.run_epoch()
+            except Exception:
+                log.exception("barrier failed")
+            delay = self.barrier_interval - (time.monotonic() - started)
+            if delay > 0 and not self._wake.is_set():
+                self._wake.wait(delay)
+            self._wake.clear()
+
+    def wake(self) -> None:
+        """Start the next barrier now instead of at the next interval (DML waiting on it)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+            self._thread = None

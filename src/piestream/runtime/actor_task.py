@@ -1,0 +1,108 @@
+"""The body of one Spark task: run one actor for one epoch.
+
+The task reads its whole input (exhausting the iterator keeps the Python worker reusable),
+orders the chunks per port by (source actor, sequence), builds the actor's executors over a
+HummockStorage at the epoch's pinned version, runs the epoch, syncs the SSTs it wrote (fresh
+object names every attempt), and emits: its output chunks dispatched to downstream actors, its
+report for the driver, and every element it only forwards to a deeper stage.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+
+from piestream.common.epoch import EpochPair
+from piestream.common.vnode import VnodeBitmap
+from piestream.runtime.epoch_plan import EpochPlan
+from piestream.runtime.exchange import REPORT, ActorReport, Element, decode_chunk, encode_chunk, encode_report
+from piestream.storage.hummock.sstable_store import process_sstable_store
+from piestream.storage.hummock.store import HummockStorage
+from piestream.storage.object_store import open_object_store
+from piestream.stream.actor import Actor
+from piestream.stream.dispatch import dispatch
+from piestream.stream.executor import ActorContext
+from piestream.stream.graph import actor_id
+
+#: Executor caches per actor, with the epoch whose committed state they reflect. They live as
+#: long as the Python worker; a cache is used only if it reflects exactly the committed epoch.
+_CACHES: dict[int, tuple[int, dict[str, object]]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _cache_for(actor: int, committed_epoch: int) -> dict[str, object]:
+    with _CACHE_LOCK:
+        entry = _CACHES.get(actor)
+        if entry is not None and entry[0] == committed_epoch:
+            return entry[1]
+        cache: dict[str, object] = {}
+        _CACHES[actor] = (-1, cache)  # not valid until this epoch commits
+        return cache
+
+
+def _publish_cache(actor: int, epoch: int, cache: dict[str, object]) -> None:
+    with _CACHE_LOCK:
+        _CACHES[actor] = (epoch, cache)
+
+
+def run_partition(plan: EpochPlan, stage: int, index: int, elements: Iterable[Element]) -> Iterator[Element]:
+    """Run the actor at partition `index` of `stage` over its input elements."""
+    started = time.perf_counter()
+    me = plan.stages[stage][index]
+    fragment_id, actor_index = me
+    frag = plan.fragments[fragment_id]
+    forward: list[Element] = []
+    received: list[tuple[str, int, int, object]] = []
+    for dest, payload in elements:  # exhaust the input first
+        if tuple(dest) == me:
+            env = decode_chunk(payload)
+            received.append((env.port, env.source_actor, env.seq, env.chunk))
+        else:
+            forward.append((dest, payload))
+    received.sort(key=lambda r: (r[0], r[1], r[2]))
+    inputs: dict[str, list] = {}
+    for port, _, _, chunk in received:
+        inputs.setdefault(port, []).append(chunk)
+
+    aid = actor_id(fragment_id, actor_index)
+    store = open_object_store(plan.store_url)
+    storage = HummockStorage(process_sstable_store(store), plan.version, plan.storage_options)
+    vnodes = frag.vnode_bitmap(actor_index) if not frag.singleton else VnodeBitmap.full(1)
+    cache = _cache_for(aid, plan.committed_epoch)
+    ctx = ActorContext(
+        actor_id=aid,
+        fragment_id=fragment_id,
+        actor_index=actor_index,
+        parallelism=frag.parallelism,
+        vnodes=vnodes,
+        storage=storage,
+        config=plan.config,
+        committed_epoch=plan.committed_epoch,
+        cache=cache,
+    )
+    actor = Actor(ctx, frag.root)
+    actor.init(EpochPair(plan.data_epoch, plan.committed_epoch))
+    out = actor.run_epoch(inputs, plan.barrier)
+    ssts = storage.sync(plan.data_epoch)
+    watermarks = storage.take_table_watermarks()
+    _publish_cache(aid, plan.data_epoch, cache)
+
+    port = f"fragment:{fragment_id}"
+    seq = 0
+    rows_out = 0
+    for chunk in out:
+        rows_out += chunk.cardinality
+        for edge in frag.outputs:
+            for dst, sub in dispatch(chunk, edge, actor_index):
+                yield (edge.downstream_fragment_id, dst), encode_chunk(port, aid, seq, sub)
+                seq += 1
+    stats = {
+        "rows_in": float(sum(c.cardinality for _, _, _, c in received)),  # type: ignore[attr-defined]
+        "rows_out": float(rows_out),
+        "seconds": time.perf_counter() - started,
+        "block_cache_hit_rate": storage.sstables.block_cache.hit_rate(),
+    }
+    report = ActorReport(aid, plan.data_epoch, tuple(ssts), watermarks, stats)
+    yield REPORT, encode_report(report)
+    yield from forward

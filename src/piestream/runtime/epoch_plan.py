@@ -1,0 +1,146 @@
+"""One epoch's job, planned for Spark: stages of actors connected by shuffles.
+
+Every fragment gets a *stage* = its depth in the fragment graph (sources and tables at 0). Stage
+k is one RDD whose partitions are the actors of all fragments at depth k; a shuffle
+(`partitionBy` with an exact partition function) moves each emitted chunk to the partition of
+its destination actor. Chunks for deeper stages and actor reports are forwarded from stage to
+stage, so the whole epoch — every running streaming job — is one Spark job with
+(max depth) shuffles, ending in a `collect` of the reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from piestream.common.chunk import StreamChunk
+from piestream.common.types import TypeKind
+from piestream.common.vnode import actor_of_vnodes
+from piestream.encoding.distribution import compute_vnodes
+from piestream.runtime.exchange import REPORT, Destination, Element, encode_chunk
+from piestream.storage.hummock.store import StorageOptions
+from piestream.storage.hummock.version import HummockVersion
+from piestream.stream.executor import StreamingConfig
+from piestream.stream.graph import Fragment, StreamGraph
+from piestream.stream.message import Barrier
+from piestream.stream.nodes import DmlNode
+
+DRIVER_SOURCE_ACTOR = -1  # the "actor" DML chunks come from
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """Everything the tasks of one epoch need (pickled into the Spark closures)."""
+
+    fragments: dict[int, Fragment]
+    stages: tuple[tuple[tuple[int, int], ...], ...]  # per stage: (fragment id, actor index) per partition
+    data_epoch: int  # what this epoch's writes carry
+    barrier: Barrier  # closes the epoch: (curr = next epoch, prev = data_epoch)
+    committed_epoch: int  # the state actors read
+    version: HummockVersion
+    store_url: str
+    config: StreamingConfig = field(default_factory=StreamingConfig)
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
+
+    def stage_of(self, fragment_id: int) -> int:
+        for k, parts in enumerate(self.stages):
+            if any(f == fragment_id for f, _ in parts):
+                return k
+        raise KeyError(fragment_id)
+
+    def partition_index(self, stage: int) -> dict[tuple[int, int], int]:
+        return {dest: i for i, dest in enumerate(self.stages[stage])}
+
+    def actor_ids(self) -> set[int]:
+        return {a for f in self.fragments.values() for a in f.actor_ids()}
+
+
+def plan_epoch(
+    graph: StreamGraph,
+    *,
+    data_epoch: int,
+    barrier: Barrier,
+    committed_epoch: int,
+    version: HummockVersion,
+    store_url: str,
+    config: StreamingConfig | None = None,
+    storage_options: StorageOptions | None = None,
+) -> EpochPlan:
+    depths = graph.depths()
+    n_stages = max(depths.values()) + 1 if depths else 0
+    stages: list[list[tuple[int, int]]] = [[] for _ in range(n_stages)]
+    for f in sorted(graph.fragments.values(), key=lambda f: f.fragment_id):
+        stages[depths[f.fragment_id]].extend((f.fragment_id, i) for i in range(f.parallelism))
+    return EpochPlan(
+        fragments=dict(graph.fragments),
+        stages=tuple(tuple(s) for s in stages),
+        data_epoch=data_epoch,
+        barrier=barrier,
+        committed_epoch=committed_epoch,
+        version=version,
+        store_url=store_url,
+        config=config or StreamingConfig(),
+        storage_options=storage_options or StorageOptions(),
+    )
+
+
+class StagePartitioner:
+    """Spark partition function of one stage: destination -> partition index."""
+
+    def __init__(self, plan: EpochPlan, stage: int) -> None:
+        self.index: dict[tuple[int, ...], int] = {tuple(k): v for k, v in plan.partition_index(stage).items()}
+        self.n = len(plan.stages[stage])
+
+    def __call__(self, dest: Destination) -> int:
+        p = self.index.get(dest)
+        if p is not None:
+            return p
+        if dest == REPORT:
+            return 0
+        # forwarded to a deeper stage: any partition will do; spread deterministically
+        return (dest[0] * 31 + dest[1]) % self.n
+
+
+def dml_elements(plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[list[Element]]:
+    """Stage-0 input: each table's DML chunks routed to the actors of its DML fragment."""
+    parts: list[list[Element]] = [[] for _ in plan.stages[0]] if plan.stages else []
+    index = plan.partition_index(0) if plan.stages else {}
+    seq = 0
+    for frag in plan.fragments.values():
+        for node in frag.root.walk():
+            if not isinstance(node, DmlNode) or node.table_id not in dml:
+                continue
+            types = node.schema.types
+            for chunk in dml[node.table_id]:
+                for actor, sub in route_dml(chunk, node, frag, types):
+                    payload = encode_chunk(node.port, DRIVER_SOURCE_ACTOR, seq, sub)
+                    seq += 1
+                    dest = (frag.fragment_id, actor)
+                    parts[index[dest]].append((dest, payload))
+    return parts
+
+
+def route_dml(
+    chunk: StreamChunk, node: DmlNode, frag: Fragment, types: list
+) -> list[tuple[int, StreamChunk]]:
+    """Split a DML chunk among a table fragment's actors by the vnode of the distribution key. A
+    table without a pk is distributed by its row id: rows that have one (deletes) go to the actor
+    owning its vnode, new rows (NULL id, generated by that actor's RowIdGen) round-robin."""
+    c = chunk.compact()
+    p = frag.parallelism
+    if p == 1 or not c.capacity:
+        return [(0, c)] if c.capacity else []
+    actors = np.arange(c.capacity) % p
+    if node.dist_key:
+        cols = [c.columns[i] for i in node.dist_key]
+        dtypes = [types[i] for i in node.dist_key]
+        if len(cols) == 1 and dtypes[0].kind is TypeKind.SERIAL and cols[0].null_count:
+            has = np.flatnonzero(np.asarray(cols[0].is_valid().to_numpy(zero_copy_only=False), np.bool_))
+            if len(has):
+                vn = compute_vnodes([cols[0].take(has)], dtypes, frag.vnode_count)
+                actors[has] = actor_of_vnodes(vn, p, frag.vnode_count)
+        else:
+            actors = actor_of_vnodes(compute_vnodes(cols, dtypes, frag.vnode_count), p, frag.vnode_count)
+    return [(int(a), c.take(np.flatnonzero(actors == a))) for a in np.unique(actors).tolist()]

@@ -1,0 +1,80 @@
+"""What crosses a Spark shuffle between actors: whole StreamChunks as Arrow IPC, and reports.
+
+An element of an epoch job's RDDs is ``(destination, payload)``. The destination is
+``(fragment_id, actor_index)`` for data, or `REPORT` for an actor's report to the driver. A data
+payload holds one chunk with the port it arrives on and its (source actor, sequence number), so
+the receiving actor can order its input deterministically however the shuffle interleaved it.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from piestream.common.chunk import StreamChunk
+from piestream.storage.hummock.version import SstableInfo, TableWatermark
+
+Destination = tuple[int, ...]
+REPORT: Destination = (-1,)
+Element = tuple[Destination, bytes]
+
+_KIND_CHUNK = b"C"
+_KIND_REPORT = b"R"
+
+
+@dataclass(frozen=True)
+class ChunkEnvelope:
+    port: str
+    source_actor: int
+    seq: int
+    chunk: StreamChunk
+
+
+def encode_chunk(port: str, source_actor: int, seq: int, chunk: StreamChunk) -> bytes:
+    """One chunk as Arrow IPC (ops column first), with its port and ordering in the metadata."""
+    c = chunk.compact()
+    cols = [pa.array(c.ops, pa.int8()), *c.columns]
+    names = ["__op", *[f"c{i}" for i in range(len(c.columns))]]
+    meta = {b"port": port.encode(), b"src": str(source_actor).encode(), b"seq": str(seq).encode()}
+    batch = pa.RecordBatch.from_arrays(cols, names=names).replace_schema_metadata(meta)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    return _KIND_CHUNK + sink.getvalue().to_pybytes()
+
+
+def decode_chunk(payload: bytes) -> ChunkEnvelope:
+    with pa.ipc.open_stream(pa.py_buffer(payload)[1:]) as r:
+        batch = r.read_next_batch()
+        meta = r.schema.metadata
+    ops = np.asarray(batch.column(0).to_numpy(zero_copy_only=False), np.int8)
+    chunk = StreamChunk(ops, list(batch.columns[1:]), length=batch.num_rows)
+    return ChunkEnvelope(meta[b"port"].decode(), int(meta[b"src"]), int(meta[b"seq"]), chunk)
+
+
+@dataclass(frozen=True)
+class ActorReport:
+    """What an actor tells the driver at the end of its epoch: the SSTs it uploaded."""
+
+    actor_id: int
+    epoch: int
+    ssts: tuple[SstableInfo, ...]
+    watermarks: dict[int, TableWatermark] = field(default_factory=dict)
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def encode_report(report: ActorReport) -> bytes:
+    return _KIND_REPORT + pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_report(payload: bytes) -> ActorReport:
+    report = pickle.loads(payload[1:])
+    assert isinstance(report, ActorReport)
+    return report
+
+
+def is_report(payload: bytes) -> bool:
+    return payload[:1] == _KIND_REPORT

@@ -1,0 +1,115 @@
+"""The executor interface and the context an actor gives its executors (seed 003; reference §6).
+
+Executors are push-based: the actor hands each one its input chunks (`process`, per input
+index), then the epoch's barrier (`barrier`), children before parents. An executor returns the
+chunks it emits; on the barrier it emits what it held back (e.g. an aggregation's changed groups),
+then commits its state tables with the barrier's epoch pair. Every executor's output keeps the
+stream-key invariant: per key, inserts and deletes alternate and a delete carries the inserted row.
+
+Executors must be deterministic functions of (their input multiset in arrival order, committed
+state): a Spark task may run twice, and any attempt's output and state must be a correct one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from piestream.common.chunk import StreamChunk
+from piestream.common.epoch import EpochPair
+from piestream.common.schema import Schema
+from piestream.common.vnode import VnodeBitmap
+from piestream.storage.hummock.store import HummockStorage
+from piestream.storage.table.desc import TableDesc
+from piestream.storage.table.state_table import StateTable
+from piestream.stream.message import Barrier
+
+DEFAULT_CHUNK_SIZE = 1024
+
+
+@dataclass(frozen=True)
+class StreamingConfig:
+    """Knobs shared by all executors of a job."""
+
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    check_consistency: bool = True  # MemTable merge-rule checks (reference §4.1)
+    sanity_check_storage: bool = False  # also check ops against storage at flush (slow; tests)
+    spill_threshold: int = 4 << 20
+
+
+@dataclass
+class ActorContext:
+    """What one actor's executors share: identity, owned vnodes, storage, config, caches."""
+
+    actor_id: int
+    fragment_id: int
+    actor_index: int
+    parallelism: int
+    vnodes: VnodeBitmap
+    storage: HummockStorage
+    config: StreamingConfig = field(default_factory=StreamingConfig)
+    committed_epoch: int = 0  # the epoch the committed state reflects (cache validity)
+    cache: dict[str, Any] = field(default_factory=dict)  # survives across epochs in a worker
+
+    def state_table(self, desc: TableDesc) -> StateTable:
+        """A state table over this actor's vnodes (all of a singleton table's one vnode)."""
+        if desc.is_singleton:
+            vnodes = VnodeBitmap.full(1)
+        elif desc.vnode_count == self.vnodes.count:
+            vnodes = self.vnodes
+        else:
+            raise ValueError(
+                f"table {desc.table_id} has {desc.vnode_count} vnodes, actor owns {self.vnodes!r}"
+            )
+        return StateTable(
+            desc,
+            self.storage,
+            vnodes,
+            check_consistency=self.config.check_consistency,
+            sanity_check_storage=self.config.sanity_check_storage,
+            spill_threshold=self.config.spill_threshold,
+        )
+
+
+class Executor:
+    """Base class: pass-through with no state. Subclasses override `process` / `barrier`."""
+
+    def __init__(
+        self, ctx: ActorContext, schema: Schema, stream_key: Sequence[int], append_only: bool = False
+    ) -> None:
+        self.ctx = ctx
+        self.schema = schema
+        self.stream_key = list(stream_key)
+        self.append_only = append_only
+        self.state_tables: list[StateTable] = []
+
+    @property
+    def identity(self) -> str:
+        return f"{type(self).__name__}(actor {self.ctx.actor_id})"
+
+    def table(self, desc: TableDesc) -> StateTable:
+        """Create and register a state table (committed automatically on barriers)."""
+        st = self.ctx.state_table(desc)
+        self.state_tables.append(st)
+        return st
+
+    def init(self, epoch: EpochPair) -> None:
+        """Before any input of the actor's first epoch: writes carry `epoch.curr`."""
+        for st in self.state_tables:
+            st.init_epoch(epoch)
+
+    def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
+        return [chunk]
+
+    def barrier(self, barrier: Barrier) -> list[StreamChunk]:
+        """Emit held-back output, then commit state with the barrier's epochs."""
+        self.commit_state(barrier)
+        return []
+
+    def commit_state(self, barrier: Barrier) -> None:
+        for st in self.state_tables:
+            st.commit(barrier.epoch)
+
+    def __repr__(self) -> str:
+        return self.identity

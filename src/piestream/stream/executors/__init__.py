@@ -1,0 +1,1 @@
+"""The streaming executors, one module per operator (reference §6)."""

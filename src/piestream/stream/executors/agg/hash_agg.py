@@ -1,0 +1,288 @@
+"""HashAgg and SimpleAgg: grouped aggregation over a change stream (reference §6.1).
+
+Input chunks only accumulate per-group deltas (vectorized, see `dirty`); materialized-input
+and distinct-dedup tables are written as rows arrive or at the barrier. On the barrier the
+dirty groups' previous states are read in one vectorized `get_rows`, the new states and both
+the old and new outputs are computed column-at-a-time, and the changes are emitted:
+
+- HashAgg (a group key; output only if the group has input): row count 0 -> n: Insert;
+  n -> 0: Delete of the previous row; n -> m: U- / U+ if the output changed, else nothing.
+- SimpleAgg (no group key, stream key []): exactly one output row, inserted on the job's first
+  barrier even without input (count 0, sum NULL, ...), then U- / U+ on change, never deleted.
+
+The previous output is rebuilt from the stored state, never from memory: the runtime rebuilds
+executors from storage every epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from piestream.common.chunk import DataChunk, StreamChunk, filter_mask
+from piestream.common.errors import StateConsistencyError
+from piestream.common.scalar import to_arrow
+from piestream.common.schema import Schema
+from piestream.common.types import DataType, Field
+from piestream.expr.expr import Expr
+from piestream.storage.table.desc import TableDesc
+from piestream.stream.executor import ActorContext, Executor
+from piestream.stream.executors.agg.arrays import add_bigint, change_rows, np_int, rows_differ
+from piestream.stream.executors.agg.calls import AggCall
+from piestream.stream.executors.agg.dirty import DirtyGroups, Groups
+from piestream.stream.executors.agg.distinct import DistinctDedup
+from piestream.stream.executors.agg.states import (
+    CallState,
+    DeltaSpec,
+    GroupBatch,
+    MaterializedState,
+    make_call_state,
+)
+from piestream.stream.executors.agg.tables import AggTables, plan_agg_tables
+from piestream.stream.message import Barrier
+from piestream.stream.nodes import StreamNode
+
+_ROW_COUNT = DeltaSpec(pa.int64(), "sum")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HashAggNode(StreamNode):
+    """Output: group key columns, then one column per call; stream key = the group key.
+    With an empty group key this is a SimpleAgg. Build it with `hash_agg_node`."""
+
+    input: StreamNode
+    group_key: tuple[int, ...]
+    calls: tuple[AggCall, ...]
+    state_tables: AggTables
+
+    @property
+    def is_simple(self) -> bool:
+        return not self.group_key
+
+    def inputs(self) -> tuple[StreamNode, ...]:
+        return (self.input,)
+
+    def build(self, ctx: ActorContext) -> Executor:
+        return HashAggExecutor(ctx, self)
+
+    def tables(self) -> list[TableDesc]:
+        return self.state_tables.all()
+
+    def explain(self) -> str:
+        aggs = ", ".join(str(c) for c in self.calls)
+        if self.is_simple:
+            return f"SimpleAgg {{ aggs: [{aggs}] }}"
+        keys = ", ".join(f"${i}" for i in self.group_key)
+        return f"HashAgg {{ group_key: [{keys}], aggs: [{aggs}] }}"
+
+
+def hash_agg_node(
+    input: StreamNode,
+    group_key: Sequence[int],
+    calls: Sequence[AggCall],
+    next_table_id: Callable[[], int],
+    *,
+    output_names: Sequence[str] | None = None,
+) -> HashAggNode:
+    """A HashAgg (SimpleAgg if `group_key` is empty) over `input`, with its state tables.
+
+    Table ids come from `next_table_id`, in this order: the intermediate table, one
+    materialized-input table per call that needs one, one dedup table per DISTINCT column."""
+    group_key = tuple(group_key)
+    calls = tuple(calls)
+    in_schema = input.schema
+    tables = plan_agg_tables(in_schema, input.stream_key, input.append_only, group_key, calls, next_table_id)
+    if output_names is None:
+        output_names = [in_schema[i].name for i in group_key] + [str(c.kind) for c in calls]
+    names = list(output_names)
+    if len(names) != len(group_key) + len(calls):
+        raise ValueError(f"{len(names)} output names for {len(group_key)} group keys and {len(calls)} calls")
+    fields = [Field(names[j], in_schema[i].data_type) for j, i in enumerate(group_key)]
+    fields += [Field(names[len(group_key) + j], c.return_type) for j, c in enumerate(calls)]
+    return HashAggNode(
+        schema=Schema(tuple(fields)),
+        stream_key=tuple(range(len(group_key))),
+        append_only=False,
+        input=input,
+        group_key=group_key,
+        calls=calls,
+        state_tables=tables,
+    )
+
+
+class HashAggExecutor(Executor):
+    def __init__(self, ctx: ActorContext, node: HashAggNode) -> None:
+        super().__init__(ctx, node.schema, node.stream_key, node.append_only)
+        self.node = node
+        input_types = node.input.schema.types
+        self.group_key = list(node.group_key)
+        self.group_types = [input_types[i] for i in self.group_key]
+        tables = node.state_tables
+        self.value_table = self.table(tables.value)
+        self.value_types: list[DataType] = tables.value.types
+        self.calls: list[CallState] = []
+        for call, mat in zip(node.calls, tables.materialized, strict=True):
+            st = make_call_state(call, input_types, mat)
+            if mat is not None:
+                st.table = self.table(mat.table)
+            self.calls.append(st)
+        self.dedups = [
+            DistinctDedup(d, self.table(d.table), self.group_types, input_types[d.column])
+            for d in tables.distinct
+        ]
+        self.distinct = [c.effective_distinct for c in node.calls]
+        self.spans: list[slice] = []  # each call's deltas within the dirty groups' delta columns
+        at = 1  # after the row count
+        for st in self.calls:
+            self.spans.append(slice(at, at + len(st.specs)))
+            at += len(st.specs)
+        self.specs = [_ROW_COUNT] + [s for st in self.calls for s in st.specs]
+        self.dirty = DirtyGroups(self.group_types, self.specs)
+
+    # -- input --------------------------------------------------------------------------------
+    def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
+        c = chunk.compact()
+        n = c.capacity
+        if not n:
+            return []
+        signs = c.signs()
+        cols = c.columns
+        filters = _FilterMasks(c)
+        masks = [st.mask(cols, filters.of(st.call.filter)) for st in self.calls]
+        deltas: list[pa.Array] = [pa.array(signs)]
+        for st, distinct, mask in zip(self.calls, self.distinct, masks, strict=True):
+            if distinct:  # contributes at the barrier, through its dedup table
+                deltas += [s.identity(n) for s in st.specs]
+                continue
+            if isinstance(st, MaterializedState):
+                st.write_input(signs, mask, cols)
+            deltas += st.deltas(signs, mask, cols)
+        keys = [cols[i] for i in self.group_key]
+        self.dirty.add(keys, deltas, n)
+        for d in self.dedups:
+            d.add(keys, cols[d.desc.column], signs, [masks[i] for i in d.desc.calls])
+        return []
+
+    def _apply_distinct(self) -> None:
+        """Feed each distinct value's zero crossings to its calls as if they were input rows."""
+        ncols = len(self.node.input.schema)
+        for d in self.dedups:
+            contrib = d.flush()
+            if contrib is None:
+                continue
+            n = len(contrib.value)
+            cols: list[pa.Array | None] = [None] * ncols
+            for i, col in zip(self.group_key, contrib.key_cols, strict=True):
+                cols[i] = col
+            cols[d.desc.column] = contrib.value
+            deltas = [s.identity(n) for s in self.specs]
+            for i, signs in zip(d.desc.calls, contrib.signs, strict=True):
+                st, mask = self.calls[i], signs != 0
+                if isinstance(st, MaterializedState):
+                    st.write_input(signs, mask, cols)
+                deltas[self.spans[i]] = st.deltas(signs, mask, cols)
+            self.dirty.add(contrib.key_cols, deltas, n)
+
+    # -- barrier ------------------------------------------------------------------------------
+    def barrier(self, barrier: Barrier) -> list[StreamChunk]:
+        out = self._flush()
+        self.commit_state(barrier)
+        return out
+
+    def _flush(self) -> list[StreamChunk]:
+        self._apply_distinct()
+        groups = self.dirty.take()
+        if groups is None and not self.node.is_simple:
+            return []
+        found, prev = self._previous([] if groups is None else groups.key_cols)
+        if groups is None:
+            if found[0]:
+                return []  # no input, and the SimpleAgg row was emitted long ago
+            groups = Groups([], [s.identity(1) for s in self.specs], 1)  # its first barrier
+        deltas, groups_cols, n = groups.deltas, groups.key_cols, groups.n
+        g = len(self.group_key)
+        row_count = add_bigint(prev[g], deltas[0])
+        counts = np_int(row_count)
+        if (counts < 0).any():
+            raise StateConsistencyError("group row count went negative: a retracted row was never inserted")
+        alive = np.ones(n, np.bool_) if self.node.is_simple else counts > 0
+        batch = GroupBatch(groups_cols, self.group_types, alive)
+        new_states: list[pa.Array] = [row_count]
+        old_out: list[pa.Array] = []
+        new_out: list[pa.Array] = []
+        at = g + 1
+        for st, span in zip(self.calls, self.spans, strict=True):
+            k = st.n_states
+            old_state = prev[at : at + k]
+            state = st.combine(old_state, deltas[span], batch)
+            new_states += state
+            old_out.append(st.output(old_state))
+            new_out.append(st.output(state))
+            at += k
+        new_states = [s.cast(t.arrow) for s, t in zip(new_states, self.value_types[g:], strict=True)]
+        self._write_states(found, alive, prev, [*groups_cols, *new_states])
+        return self._emit(found, alive, groups_cols, old_out, new_out)
+
+    def _previous(self, key_cols: list[pa.Array]) -> tuple[np.ndarray, list[pa.Array]]:
+        """(found, the stored intermediate rows as columns, NULL where not found)."""
+        if key_cols:
+            return self.value_table.get_rows(key_cols)
+        row = self.value_table.get_row(())  # get_rows cannot look up the empty pk
+        if row is None:
+            return np.zeros(1, np.bool_), [pa.nulls(1, t.arrow) for t in self.value_types]
+        return np.ones(1, np.bool_), [to_arrow([v], t) for v, t in zip(row, self.value_types, strict=True)]
+
+    def _write_states(
+        self, found: np.ndarray, alive: np.ndarray, prev: list[pa.Array], new: list[pa.Array]
+    ) -> None:
+        g = len(self.group_key)
+        changed = rows_differ(prev[g:], new[g:], len(found))
+        if not g:  # SimpleAgg's one row: write_chunk cannot encode the empty pk
+            old_row, new_row = (DataChunk(c).to_rows(self.value_types)[0] for c in (prev, new))
+            if not found[0]:
+                self.value_table.insert_row(new_row)
+            elif changed[0]:
+                self.value_table.update_row(old_row, new_row)
+            return
+        ops, cols = change_rows(prev, new, found, alive, changed)
+        if len(ops):
+            self.value_table.write_chunk(StreamChunk(ops, cols))
+
+    def _emit(
+        self,
+        found: np.ndarray,
+        alive: np.ndarray,
+        key_cols: list[pa.Array],
+        old_out: list[pa.Array],
+        new_out: list[pa.Array],
+    ) -> list[StreamChunk]:
+        types = self.schema.types[len(self.group_key) :]
+        old_out = [o.cast(t.arrow) for o, t in zip(old_out, types, strict=True)]
+        new_out = [o.cast(t.arrow) for o, t in zip(new_out, types, strict=True)]
+        changed = rows_differ(old_out, new_out, len(found))
+        ops, cols = change_rows([*key_cols, *old_out], [*key_cols, *new_out], found, alive, changed)
+        if not len(ops):
+            return []
+        return StreamChunk(ops, cols).split(self.ctx.config.chunk_size)
+
+
+class _FilterMasks:
+    """FILTER (WHERE ...) masks of one chunk, each distinct predicate evaluated once."""
+
+    def __init__(self, chunk: StreamChunk) -> None:
+        self.chunk = chunk
+        self.all = np.ones(chunk.capacity, np.bool_)
+        self._done: list[tuple[Expr, np.ndarray]] = []
+
+    def of(self, expr: Expr | None) -> np.ndarray:
+        if expr is None:
+            return self.all
+        for e, m in self._done:
+            if e == expr:
+                return m
+        m = filter_mask(expr.eval(self.chunk.data))
+        self._done.append((expr, m))
+        return m

@@ -1,0 +1,433 @@
+"""Per-call aggregate state: input rows -> per-group deltas -> new state -> output value.
+
+Every call describes its deltas (`DeltaSpec`: summed, or min/max'd) so that the executor can
+reduce a whole chunk, and later a whole epoch, per group with one Arrow hash aggregation; then
+`combine` folds a batch of dirty groups' deltas into their previous states and `output` turns
+states into results, both column-at-a-time over all dirty groups (seed 002 value states):
+
+=====================  ======================================  ==============================
+call                   state columns (intermediate table)      deltas
+=====================  ======================================  ==============================
+count, count_star      count                                   +-1 per (filtered) row
+sum, sum0, avg         sum, non-NULL count (not for sum0)      signed values, +-1
+bool_and, bool_or      trues, falses                           +-1 per true / false
+min/max, append-only   the extreme                             min/max of inserted keys
+min/max, retractable   the last output                         min/max of inserted / deleted
+string_agg, array_agg  the last output                         rows written to the input table
+=====================  ======================================  ==============================
+
+Min/max compare memcomparable keys (`encode_key`), so their order is SQL's for every type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from piestream.common.chunk import Op, StreamChunk
+from piestream.common.errors import NumericOutOfRange, StateConsistencyError
+from piestream.common.scalar import Row, columns_to_rows
+from piestream.common.types import BIGINT, DOUBLE, NUMERIC, DataType, TypeKind
+from piestream.storage.table.state_table import StateTable
+from piestream.stream.executors.agg.arrays import (
+    NUMERIC_ARROW,
+    add_bigint,
+    add_numeric,
+    decode_key,
+    divide_numeric,
+    encode_key,
+    np_bool,
+    np_float,
+    np_int,
+    null_where,
+    take_merged,
+    zeros,
+)
+from piestream.stream.executors.agg.calls import EXTREME, AggCall, AggKind
+
+if TYPE_CHECKING:
+    from piestream.stream.executors.agg.tables import MaterializedInputTable
+
+Columns = Sequence[pa.Array | None]  # input columns by index; None where a path does not need them
+
+
+@dataclass(frozen=True)
+class DeltaSpec:
+    """One per-group delta column: its Arrow type and how deltas of one group combine."""
+
+    arrow: pa.DataType
+    how: str  # "sum" | "min" | "max"
+
+    def identity(self, n: int) -> pa.Array:
+        return zeros(n, self.arrow) if self.how == "sum" else pa.nulls(n, self.arrow)
+
+
+_COUNT = DeltaSpec(pa.int64(), "sum")
+
+
+class GroupBatch:
+    """The dirty groups being flushed: their key columns and which of them exist afterwards."""
+
+    def __init__(self, key_cols: list[pa.Array], key_types: list[DataType], alive: np.ndarray) -> None:
+        self.key_cols = key_cols
+        self.key_types = key_types
+        self.alive = alive
+
+    def prefixes(self, rows: np.ndarray) -> list[Row]:
+        """The keys of groups `rows` as Python tuples (for prefix scans of their state)."""
+        if not self.key_cols:
+            return [()] * len(rows)
+        take = pa.array(rows, pa.int64())
+        return columns_to_rows([c.take(take) for c in self.key_cols], self.key_types)
+
+
+class CallState:
+    """How one call reads its input, keeps state and produces its output."""
+
+    specs: tuple[DeltaSpec, ...]
+
+    def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
+        self.call = call
+        self.arg_type = arg_type
+        self.arg = call.args[0] if call.args else -1
+        self.table: StateTable | None = None  # the materialized input, if the call reads one
+        self.n_states = len(self.state_columns(call, arg_type))
+
+    @staticmethod
+    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
+        raise NotImplementedError
+
+    def mask(self, cols: Columns, filter_mask: np.ndarray) -> np.ndarray:
+        """Rows the call aggregates: FILTER passed and (most aggregates) a non-NULL argument."""
+        x = cols[self.arg]
+        assert x is not None
+        return filter_mask & np_bool(x.is_valid())
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        raise NotImplementedError
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        raise NotImplementedError
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        raise NotImplementedError
+
+
+class CountState(CallState):
+    specs = (_COUNT,)
+
+    @staticmethod
+    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
+        return [("", BIGINT)]
+
+    def mask(self, cols: Columns, filter_mask: np.ndarray) -> np.ndarray:
+        return filter_mask if self.call.kind is AggKind.COUNT_STAR else super().mask(cols, filter_mask)
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        return [pa.array(signs * mask)]
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        return [add_bigint(prev[0], deltas[0])]
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        return pc.fill_null(state[0], 0)
+
+
+def _sum_state_type(kind: AggKind, arg: DataType, ret: DataType) -> DataType:
+    """sum/sum0 keep their result type (REAL accumulates in DOUBLE); avg keeps BIGINT for small
+    integers and NUMERIC for bigint / numeric."""
+    if arg.kind in (TypeKind.REAL, TypeKind.DOUBLE):
+        return DOUBLE
+    if kind is AggKind.AVG:
+        return BIGINT if arg.kind in (TypeKind.SMALLINT, TypeKind.INT) else NUMERIC
+    return ret
+
+
+class SumState(CallState):
+    """sum, sum0 and avg: a running sum plus the count of non-NULL inputs (NULL when 0)."""
+
+    def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
+        super().__init__(call, arg_type)
+        assert arg_type is not None
+        k = arg_type.kind
+        if k in (TypeKind.SMALLINT, TypeKind.INT):
+            self.acc = pa.int64()  # a chunk's deltas of 32-bit values cannot overflow int64
+        elif k in (TypeKind.BIGINT, TypeKind.SERIAL):
+            self.acc = pa.decimal128(38, 0)  # 64-bit values could, so sum them as decimals
+        elif k is TypeKind.NUMERIC:
+            self.acc = NUMERIC_ARROW
+        else:
+            self.acc = pa.float64()
+        self.sum_type = _sum_state_type(call.kind, arg_type, call.return_type)
+        self.with_count = call.kind is not AggKind.SUM0
+        self.specs = (
+            (DeltaSpec(self.acc, "sum"), _COUNT) if self.with_count else (DeltaSpec(self.acc, "sum"),)
+        )
+
+    @staticmethod
+    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
+        assert arg_type is not None
+        cols = [("_sum", _sum_state_type(call.kind, arg_type, call.return_type))]
+        return cols + ([("_count", BIGINT)] if call.kind is not AggKind.SUM0 else [])
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        x = cols[self.arg]
+        assert x is not None
+        if pa.types.is_floating(self.acc):
+            total = pa.array(np.where(mask, np_float(x) * signs, 0.0))
+        elif pa.types.is_integer(self.acc):
+            total = pa.array(np_int(x) * signs * mask)
+        else:
+            d = pc.fill_null(x, 0).cast(self.acc)
+            d = pc.if_else(pa.array(signs < 0), pc.negate(d), d)
+            total = pc.if_else(pa.array(mask), d, pa.scalar(0, pa.int64()).cast(self.acc))
+        return [total, pa.array(signs * mask)] if self.with_count else [total]
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        old, d = prev[0], deltas[0]
+        k = self.sum_type.kind
+        if k is TypeKind.BIGINT:
+            if not pa.types.is_integer(d.type):
+                try:
+                    d = d.cast(pa.int64())
+                except pa.ArrowInvalid as e:
+                    raise NumericOutOfRange("bigint out of range") from e
+            total = add_bigint(old, d)
+        elif k is TypeKind.NUMERIC:
+            total = add_numeric(old, d)
+        else:
+            total = pa.array(np_float(old) + np_float(d))
+        return [total, add_bigint(prev[1], deltas[1])] if self.with_count else [total]
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        ret = self.call.return_type.arrow
+        total = state[0]
+        if not self.with_count:
+            return pc.fill_null(total, 0).cast(ret)
+        count = np_int(state[1])
+        empty = count <= 0
+        if self.call.kind is AggKind.AVG:
+            if self.sum_type.kind is TypeKind.DOUBLE:
+                avg = pa.array(np_float(total) / np.where(empty, 1, count))
+            else:
+                avg = divide_numeric(total, count)
+            return null_where(avg.cast(ret), empty)
+        return null_where(total.cast(ret), empty)
+
+
+class BoolState(CallState):
+    """bool_and / bool_or from the counts of true and false inputs."""
+
+    specs = (_COUNT, _COUNT)
+
+    @staticmethod
+    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
+        return [("_true", BIGINT), ("_false", BIGINT)]
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        x = cols[self.arg]
+        assert x is not None
+        v = np_bool(x)
+        return [pa.array(signs * (mask & v)), pa.array(signs * (mask & ~v))]
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        return [add_bigint(prev[0], deltas[0]), add_bigint(prev[1], deltas[1])]
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        t, f = np_int(state[0]), np_int(state[1])
+        res = f == 0 if self.call.kind is AggKind.BOOL_AND else t > 0
+        return null_where(pa.array(res), t + f == 0)
+
+
+class MaterializedState(CallState):
+    """A call that reads its group's materialized input (written here as the input arrives)."""
+
+    def __init__(self, call: AggCall, arg_type: DataType | None, mat: MaterializedInputTable) -> None:
+        super().__init__(call, arg_type)
+        self.mat = mat
+
+    @staticmethod
+    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
+        return [("", call.return_type)]  # the last output, to rebuild U- / Delete after a restart
+
+    def write_input(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> None:
+        """Insert the aggregated rows that arrive, delete those that retract."""
+        idx = np.flatnonzero(mask)
+        if not len(idx):
+            return
+        assert self.table is not None
+        take = pa.array(idx)
+        ops = np.where(signs[idx] > 0, Op.INSERT, Op.DELETE).astype(np.int8)
+        table_cols = []
+        for c in self.mat.input_cols:
+            col = cols[c]
+            assert col is not None
+            table_cols.append(col.take(take))
+        self.table.write_chunk(StreamChunk(ops, table_cols))
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        return state[0]
+
+
+class ExtremeState(CallState):
+    """min/max over an append-only input: the extreme itself is the state."""
+
+    def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
+        super().__init__(call, arg_type)
+        assert arg_type is not None
+        self.t = arg_type
+        self.how = "min" if call.kind is AggKind.MIN else "max"
+        self.specs = (DeltaSpec(pa.binary(), self.how),)
+        self.pick: Callable[..., pa.Array] = pc.min_element_wise if self.how == "min" else pc.max_element_wise
+
+    @staticmethod
+    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
+        return [("", call.return_type)]
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        if (mask & (signs < 0)).any():
+            raise StateConsistencyError(f"{self.call}: an append-only input retracted a row")
+        x = cols[self.arg]
+        assert x is not None
+        return [null_where(encode_key(x, self.t), ~mask)]
+
+    def _improved(self, old: pa.Array, candidate: pa.Array) -> pa.Array:
+        """`old` where `candidate` (memcomparable keys) does not beat it, else the candidate."""
+        old_key = encode_key(old, self.t)
+        better = pc.less(candidate, old_key) if self.how == "min" else pc.greater(candidate, old_key)
+        wins = np_bool(candidate.is_valid()) & (np_bool(old_key.is_null()) | np_bool(better))
+        rows = np.flatnonzero(wins)
+        return take_merged(old, rows, decode_key(candidate.take(pa.array(rows)), self.t))
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        return [self._improved(prev[0], deltas[0])]
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        return state[0]
+
+
+class RetractableExtremeState(MaterializedState, ExtremeState):
+    """min/max over a retractable input: the materialized input ordered by the value, plus the
+    last output. Inserts alone only improve the extreme; a group needs a rescan only when a
+    deleted value reaches its old extreme (min: deleted <= old min)."""
+
+    def __init__(self, call: AggCall, arg_type: DataType | None, mat: MaterializedInputTable) -> None:
+        ExtremeState.__init__(self, call, arg_type)
+        self.mat = mat
+        self.specs = (DeltaSpec(pa.binary(), self.how),) * 2
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        x = cols[self.arg]
+        assert x is not None
+        key = encode_key(x, self.t)
+        return [null_where(key, ~(mask & (signs > 0))), null_where(key, ~(mask & (signs < 0)))]
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        inserted, deleted = deltas
+        old_key = encode_key(prev[0], self.t)
+        reaches = pc.less_equal(deleted, old_key) if self.how == "min" else pc.greater_equal(deleted, old_key)
+        rescan = np_bool(deleted.is_valid()) & (np_bool(old_key.is_null()) | np_bool(reaches)) & groups.alive
+        new = self._improved(prev[0], inserted)
+        rows = np.flatnonzero(rescan)
+        if len(rows):
+            # per-group loop: only groups that lost a row at their extreme read the first row
+            # of their materialized input (one row each, a limit-1 prefix scan)
+            firsts = [self._first(prefix) for prefix in groups.prefixes(rows)]
+            new = take_merged(new, rows, pa.concat_arrays(firsts))
+        return [new]
+
+    def _first(self, prefix: Row) -> pa.Array:
+        assert self.table is not None
+        for chunk in self.table.iter_chunks_with_prefix(prefix, limit=1):
+            return chunk.columns[self.mat.value_col].slice(0, 1).cast(self.t.arrow)
+        return pa.nulls(1, self.t.arrow)
+
+
+class OrderedInputState(MaterializedState):
+    """string_agg / array_agg: recomputed from the whole (ordered) group when it changed."""
+
+    specs = (_COUNT,)  # rows written to the materialized input
+
+    def mask(self, cols: Columns, filter_mask: np.ndarray) -> np.ndarray:
+        # array_agg keeps NULL elements; string_agg skips NULL values
+        return filter_mask if self.call.kind is AggKind.ARRAY_AGG else super().mask(cols, filter_mask)
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        return [pa.array(mask.astype(np.int64))]
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        rows = np.flatnonzero((np_int(deltas[0]) != 0) & groups.alive)
+        if not len(rows):
+            return [prev[0]]
+        assert self.table is not None
+        values: list[pa.Array] = []
+        delims: list[pa.Array] = []
+        lens = np.zeros(len(rows), np.int64)
+        # per-group loop: each changed group's whole input is read back in its ORDER BY order
+        for j, prefix in enumerate(groups.prefixes(rows)):
+            for chunk in self.table.iter_chunks_with_prefix(prefix):
+                values.append(chunk.columns[self.mat.value_col])
+                if self.mat.delimiter_col is not None:
+                    delims.append(chunk.columns[self.mat.delimiter_col])
+                lens[j] += chunk.capacity
+        assert self.arg_type is not None
+        elem = self.arg_type.arrow
+        vals = pa.concat_arrays([v.cast(elem) for v in values]) if values else pa.array([], elem)
+        offsets = pa.array(np.concatenate([[0], np.cumsum(lens)]).astype(np.int32))
+        empty = pa.array(lens == 0)
+        if self.call.kind is AggKind.ARRAY_AGG:
+            result = pa.ListArray.from_arrays(offsets, vals, mask=empty)
+        else:
+            result = self._joined(vals, delims, lens, offsets, empty)
+        return [take_merged(prev[0], rows, result)]
+
+    def _joined(
+        self, vals: pa.Array, delims: list[pa.Array], lens: np.ndarray, offsets: pa.Array, empty: pa.Array
+    ) -> pa.Array:
+        """Each group's values joined, a value's delimiter in front of every value but the first."""
+        n = len(vals)
+        if delims:
+            sep = pc.fill_null(pa.concat_arrays([d.cast(vals.type) for d in delims]), "")
+        else:
+            sep = pa.array([self.call.delimiter or ""] * n, vals.type) if n else pa.array([], vals.type)
+        first = np.zeros(n, np.bool_)
+        starts = (np.cumsum(lens) - lens)[lens > 0]
+        first[starts] = True
+        sep = pc.if_else(pa.array(first), pa.scalar("", vals.type), sep)
+        pieces = pc.binary_join_element_wise(sep, vals, pa.scalar("", vals.type))
+        return pc.binary_join(pa.ListArray.from_arrays(offsets, pieces, mask=empty), pa.scalar("", vals.type))
+
+
+def _state_class(call: AggCall, materialized: bool) -> type[CallState]:
+    kind = call.kind
+    if kind in (AggKind.COUNT, AggKind.COUNT_STAR):
+        return CountState
+    if kind in (AggKind.SUM, AggKind.SUM0, AggKind.AVG):
+        return SumState
+    if kind in (AggKind.BOOL_AND, AggKind.BOOL_OR):
+        return BoolState
+    if kind in EXTREME:
+        return RetractableExtremeState if materialized else ExtremeState
+    return OrderedInputState
+
+
+def state_columns(call: AggCall, arg_types: Sequence[DataType]) -> list[tuple[str, DataType]]:
+    """(name suffix, type) of the call's columns in the intermediate table."""
+    arg = arg_types[0] if arg_types else None
+    return _state_class(call, False).state_columns(call, arg)
+
+
+def make_call_state(
+    call: AggCall, input_types: Sequence[DataType], mat: MaterializedInputTable | None
+) -> CallState:
+    arg = input_types[call.args[0]] if call.args else None
+    cls = _state_class(call, mat is not None)
+    if issubclass(cls, MaterializedState):
+        assert mat is not None
+        return cls(call, arg, mat)
+    return cls(call, arg)

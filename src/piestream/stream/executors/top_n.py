@@ -1,0 +1,277 @@
+"""TopN / GroupTopN: per group, the rows ranked [offset, offset + limit) (reference §6.3).
+
+Rows rank by the state table's pk order: group key, then ORDER BY, then the rest of the input
+stream key, so ties in ORDER BY are broken deterministically by the stream key and a re-run task
+computes the same ranking. WITH TIES keeps every row tied (in ORDER BY) with the last one.
+
+Retractable input keeps **all** rows in the state table: a deleted top row is replaced by the next
+one, which only the table knows. Append-only input can never bring a row back, so rows that fall
+out of the top range are deleted from state (RisingWave's ``top_n_appendonly``) and rows arriving
+below it are never written.
+
+Output is computed per epoch, not per row: the first time a chunk touches a group in an epoch the
+executor reads the group's current range from the table (that is what it has emitted so far); on
+the barrier it re-reads the range of every group a change may have reached and emits the
+difference (Deletes before Inserts, so the output stream key alternates). A change ranked below
+the range's last row (`_Group.bound`) cannot alter the range, so such groups are not re-read.
+The low/middle/high cache of reference §6.3 is an optimization over this: each epoch reads the
+committed state, which is what survives a Spark task re-run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from piestream.common.chunk import Op, StreamChunk
+from piestream.common.errors import FeatureNotSupported, InternalError
+from piestream.common.order import ASC, OrderType
+from piestream.common.scalar import Row
+from piestream.encoding import memcomparable
+from piestream.storage.table.desc import TableDesc
+from piestream.storage.table.key_range import Bound
+from piestream.storage.table.schemas import top_n_table
+from piestream.stream.executor import ActorContext, Executor
+from piestream.stream.message import Barrier
+from piestream.stream.nodes import StreamNode
+
+
+def top_n_stream_key(
+    group_key: Sequence[int], input_stream_key: Sequence[int], limit: int, offset: int, with_ties: bool
+) -> tuple[int, ...]:
+    """Output stream key (reference §7): the group key when a group has at most one output row,
+    else group key ++ input stream key."""
+    if limit == 1 and offset == 0 and not with_ties:
+        return tuple(group_key)
+    return tuple(group_key) + tuple(c for c in input_stream_key if c not in group_key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopNNode(StreamNode):
+    """(Group)TopN over `input`; `group_key` empty = plain TopN (a singleton state table).
+
+    Output columns are the input columns; `stream_key` must be `top_n_stream_key(...)`. The input
+    is treated as append-only iff `input.append_only`. Build it with `build_top_n`.
+    """
+
+    input: StreamNode
+    group_key: tuple[int, ...]
+    order_by: tuple[tuple[int, OrderType], ...]
+    limit: int
+    offset: int = 0
+    with_ties: bool = False
+    input_stream_key: tuple[int, ...]
+    state_table: TableDesc
+
+    def __post_init__(self) -> None:
+        if self.limit < 0 or self.offset < 0:
+            raise FeatureNotSupported("LIMIT and OFFSET must not be negative")
+        if self.append_only:
+            raise InternalError("TopN output is never append-only: rows leave the top range")
+        pk = self.state_table.pk
+        if pk[: len(self.group_key)] != self.group_key or not set(self.input_stream_key) <= set(pk):
+            raise InternalError("TopN state table pk must be group key ++ ORDER BY ++ input stream key")
+        expected = top_n_stream_key(
+            self.group_key, self.input_stream_key, self.limit, self.offset, self.with_ties
+        )
+        if self.stream_key != expected:
+            raise InternalError(f"TopN stream key {self.stream_key} should be {expected}")
+
+    def inputs(self) -> tuple[StreamNode, ...]:
+        return (self.input,)
+
+    def build(self, ctx: ActorContext) -> Executor:
+        return TopNExecutor(ctx, self)
+
+    def tables(self) -> list[TableDesc]:
+        return [self.state_table]
+
+    def explain(self) -> str:
+        names = self.schema.names
+        order = ", ".join(f"{names[c]} {o}" for c, o in self.order_by)
+        kind = "GroupTopN" if self.group_key else "TopN"
+        group = f", group_key: [{', '.join(names[c] for c in self.group_key)}]" if self.group_key else ""
+        ties = ", with_ties: true" if self.with_ties else ""
+        ao = " (append-only)" if self.input.append_only else ""
+        return f"{kind}{ao} {{ order: [{order}], limit: {self.limit}, offset: {self.offset}{group}{ties} }}"
+
+
+def build_top_n(
+    input: StreamNode,
+    *,
+    group_key: Sequence[int] = (),
+    order_by: Sequence[tuple[int, OrderType]],
+    limit: int,
+    offset: int = 0,
+    with_ties: bool = False,
+    table_id: int,
+    name: str = "",
+) -> TopNNode:
+    """The planner's entry point: a TopNNode over `input` with its state table (`top_n_table`)
+    and derived output stream key; append-only-ness comes from `input.append_only`."""
+    schema = input.schema
+    table = top_n_table(
+        table_id, [(f.name, f.data_type) for f in schema], group_key, order_by, input.stream_key, name=name
+    )
+    return TopNNode(
+        schema=schema,
+        stream_key=top_n_stream_key(group_key, input.stream_key, limit, offset, with_ties),
+        input=input,
+        group_key=tuple(group_key),
+        order_by=tuple(order_by),
+        limit=limit,
+        offset=offset,
+        with_ties=with_ties,
+        input_stream_key=tuple(input.stream_key),
+        state_table=table,
+    )
+
+
+@dataclass
+class _Group:
+    """One group touched this epoch: its range as of the epoch start (= what was emitted)."""
+
+    prefix: Row  # group key values (the scan prefix)
+    rows: list[Row]  # ranks [0, offset + limit) (+ ties) at the epoch start
+    bound: bytes | None  # rank key of the last row read; None = the group has fewer rows (no bound)
+    dirty: bool = False  # some change ranked at or above `bound`
+
+
+class TopNExecutor(Executor):
+    def __init__(self, ctx: ActorContext, node: TopNNode) -> None:
+        super().__init__(ctx, node.schema, node.stream_key, False)
+        self.node = node
+        self.state = self.table(node.state_table)
+        self.desc = node.state_table
+        self.append_only_input = node.input.append_only
+        self.types = node.schema.types
+        self.group_key = list(node.group_key)
+        self.n_group = len(node.group_key)
+        self.limit = node.limit
+        self.offset = node.offset
+        self.k = node.offset + node.limit  # rows to read per group
+        self.with_ties = node.with_ties and node.limit > 0
+        # pk columns up to the end of ORDER BY (top_n_table drops ORDER BY columns already in the pk)
+        seen = set(node.group_key)
+        n_order = 0
+        for col, _ in node.order_by:
+            if col not in seen:
+                seen.add(col)
+                n_order += 1
+        self.n_rank = self.n_group + n_order
+        # what decides whether a change can reach the range: the full pk, or with ties only ORDER BY
+        self.n_bound = self.n_rank if self.with_ties else len(self.desc.pk)
+        self.groups: dict[bytes, _Group] = {}
+
+    # -- keys -----------------------------------------------------------------------------------
+    def _bound_keys(self, columns: Sequence[pa.Array]) -> np.ndarray:
+        """Per row, the memcomparable key compared with a group's bound (object array of bytes)."""
+        n = len(columns[0])
+        if self.n_bound == 0:
+            return np.full(n, b"", dtype=object)
+        pk = self.desc.pk[: self.n_bound]
+        keys = memcomparable.encode_columns(
+            [columns[i] for i in pk],
+            self.desc.pk_types[: self.n_bound],
+            list(self.desc.pk_orders[: self.n_bound]),
+        )
+        return np.array(keys.to_list(), dtype=object)
+
+    def _bound_key_of_row(self, row: Row) -> bytes:
+        pk = self.desc.pk[: self.n_bound]
+        return self.state.serde.encode_pk([row[i] for i in pk]) if pk else b""
+
+    # -- reading a group's range ----------------------------------------------------------------
+    def _read_range(self, prefix: Row) -> tuple[list[Row], bytes | None]:
+        """Ranks [0, offset + limit) of a group (+ rows tied with the last one), and the bound."""
+        rows = list(self.state.iter_with_prefix(prefix, limit=self.k))
+        if len(rows) < self.k:
+            return rows, None
+        if self.with_ties:
+            last = rows[-1]
+            tie_prefix = tuple(last[i] for i in self.desc.pk[: self.n_rank])
+            already = sum(1 for r in rows if tuple(r[i] for i in self.desc.pk[: self.n_rank]) == tie_prefix)
+            ties = list(self.state.iter_with_prefix(tie_prefix))
+            rows += ties[already:]
+        return rows, self._bound_key_of_row(rows[-1])
+
+    # -- input ----------------------------------------------------------------------------------
+    def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
+        c = chunk.compact()
+        n = c.capacity
+        if not n or self.k == 0:  # LIMIT 0 never emits, so nothing needs to be kept
+            return []
+        if self.append_only_input and not (c.ops == Op.INSERT).all():
+            raise InternalError("append-only TopN received a retraction")
+        # group ids per row (vectorized); a singleton TopN has one group
+        if self.n_group:
+            gbytes = memcomparable.encode_columns_arrow(
+                [c.columns[i] for i in self.group_key],
+                self.desc.pk_types[: self.n_group],
+                [ASC] * self.n_group,
+            )
+            enc = pc.dictionary_encode(gbytes)
+            ids = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
+            uniq: list[bytes] = enc.dictionary.to_pylist()
+        else:
+            ids = np.zeros(n, np.int64)
+            uniq = [b""]
+        # first touch of a group this epoch: read its range before this chunk's writes (per group)
+        new = [g for g, key in enumerate(uniq) if key not in self.groups]
+        if new:
+            _, first = np.unique(ids, return_index=True)
+            if self.n_group:
+                prefixes = (
+                    c.take(first[new])
+                    .project(self.group_key)
+                    .to_rows([self.types[i] for i in self.group_key])
+                )
+            else:
+                prefixes = [()]
+            for g, prefix in zip(new, prefixes, strict=True):
+                rows, bound = self._read_range(prefix)
+                self.groups[uniq[g]] = _Group(prefix, rows, bound)
+        groups = [self.groups[key] for key in uniq]
+        # does each row rank at or above its group's bound? (one object-array compare)
+        unbounded = np.array([g.bound is None for g in groups], np.bool_)
+        bounds = np.array([g.bound or b"" for g in groups], dtype=object)
+        reaches = unbounded[ids] | (self._bound_keys(c.columns) <= bounds[ids]).astype(np.bool_)
+        for g in np.unique(ids[reaches]).tolist():
+            groups[g].dirty = True
+        if self.append_only_input and not reaches.all():
+            c = c.take(np.flatnonzero(reaches))  # below the range forever: never stored
+        self.state.write_chunk(c)
+        return []
+
+    # -- barrier --------------------------------------------------------------------------------
+    def barrier(self, barrier: Barrier) -> list[StreamChunk]:
+        records: list[tuple[Op, Row]] = []
+        # per group: one prefix scan of the new range and a set difference with the old one
+        for g in self.groups.values():
+            if not g.dirty:
+                continue
+            rows, bound = self._read_range(g.prefix)
+            old = g.rows[self.offset :]
+            new = rows[self.offset :]
+            new_set = set(new)
+            old_set = set(old)
+            records.extend((Op.DELETE, r) for r in old if r not in new_set)
+            records.extend((Op.INSERT, r) for r in new if r not in old_set)
+            if self.append_only_input and bound is not None:
+                self._trim(g.prefix, rows[-1])
+        self.groups = {}
+        self.commit_state(barrier)
+        if not records:
+            return []
+        return StreamChunk.from_rows(records, self.types).split(self.ctx.config.chunk_size)
+
+    def _trim(self, prefix: Row, last: Row) -> None:
+        """Append-only: delete the group's rows ranked after `last` (they can never re-enter)."""
+        after = tuple(last[i] for i in self.desc.pk[self.n_group :])
+        below = list(self.state.iter_chunks_with_prefix(prefix, (Bound.exc(*after), None)))
+        for data in below:
+            self.state.write_chunk(StreamChunk(np.full(data.capacity, Op.DELETE, np.int8), data.columns))

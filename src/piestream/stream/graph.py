@@ -1,0 +1,106 @@
+"""Fragments and the fragment graph (DESIGN "Spark, concretely").
+
+A fragment is a chain (tree) of executors without an exchange inside; it runs as `parallelism`
+actors, actor i owning the i-th contiguous range of the vnodes. Fragments connect through
+dispatch edges. The graph of every running streaming job is what one epoch's Spark job executes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from piestream.common.vnode import VNODE_COUNT, VnodeBitmap, split_vnodes
+from piestream.storage.table.desc import TableDesc
+from piestream.stream.dispatch import DispatchEdge
+from piestream.stream.nodes import DmlNode, ExchangeNode, StreamNode
+
+ACTOR_INDEX_BITS = 16
+
+
+def actor_id(fragment_id: int, index: int) -> int:
+    return (fragment_id << ACTOR_INDEX_BITS) | index
+
+
+@dataclass(frozen=True)
+class Fragment:
+    fragment_id: int
+    job_id: int
+    root: StreamNode
+    parallelism: int = 1
+    vnode_count: int = VNODE_COUNT  # 1 for singleton fragments
+    outputs: tuple[DispatchEdge, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.parallelism <= self.vnode_count:
+            raise ValueError(f"fragment {self.fragment_id}: parallelism {self.parallelism} out of range")
+
+    @property
+    def singleton(self) -> bool:
+        return self.vnode_count == 1
+
+    def actor_ids(self) -> list[int]:
+        return [actor_id(self.fragment_id, i) for i in range(self.parallelism)]
+
+    def vnode_bitmap(self, index: int) -> VnodeBitmap:
+        return split_vnodes(self.parallelism, self.vnode_count)[index]
+
+    def upstream_fragment_ids(self) -> list[int]:
+        return sorted({n.upstream_fragment_id for n in self.root.walk() if isinstance(n, ExchangeNode)})
+
+    def dml_table_ids(self) -> list[int]:
+        return sorted({n.table_id for n in self.root.walk() if isinstance(n, DmlNode)})
+
+    def tables(self) -> list[TableDesc]:
+        return [t for n in self.root.walk() for t in n.tables()]
+
+    def with_outputs(self, outputs: Iterable[DispatchEdge]) -> Fragment:
+        return replace(self, outputs=tuple(outputs))
+
+
+@dataclass
+class StreamGraph:
+    """Fragments of the running jobs, by id."""
+
+    fragments: dict[int, Fragment] = field(default_factory=dict)
+
+    def add(self, fragment: Fragment) -> None:
+        self.fragments[fragment.fragment_id] = fragment
+
+    def remove_job(self, job_id: int) -> list[Fragment]:
+        gone = [f for f in self.fragments.values() if f.job_id == job_id]
+        for f in gone:
+            del self.fragments[f.fragment_id]
+        # drop edges pointing at removed fragments
+        ids = {f.fragment_id for f in gone}
+        for fid, f in list(self.fragments.items()):
+            if any(e.downstream_fragment_id in ids for e in f.outputs):
+                self.fragments[fid] = f.with_outputs(
+                    e for e in f.outputs if e.downstream_fragment_id not in ids
+                )
+        return gone
+
+    def depths(self) -> dict[int, int]:
+        """Longest distance of each fragment from a fragment without upstream fragments."""
+        depth: dict[int, int] = {}
+
+        def visit(fid: int, stack: frozenset[int]) -> int:
+            if fid in depth:
+                return depth[fid]
+            if fid in stack:
+                raise ValueError(f"cycle through fragment {fid}")
+            ups = self.fragments[fid].upstream_fragment_ids()
+            d = 0 if not ups else 1 + max(visit(u, stack | {fid}) for u in ups)
+            depth[fid] = d
+            return d
+
+        for fid in self.fragments:
+            visit(fid, frozenset())
+        return depth
+
+    def topological(self) -> list[Fragment]:
+        d = self.depths()
+        return sorted(self.fragments.values(), key=lambda f: (d[f.fragment_id], f.fragment_id))
+
+    def all_tables(self) -> list[TableDesc]:
+        return [t for f in self.fragments.values() for t in f.tables()]
