@@ -1,0 +1,443 @@
+"""Binding expressions: sqlglot syntax trees to typed `Expr`s over a scope.
+
+Column references resolve through the scope; literals, operators and function calls go through
+`piestream.expr.bind` (PostgreSQL type inference and implicit casts). Aggregates, window
+functions and subqueries are not expressions over the current row, so the binder hands them to
+hooks the query binder installs (they turn into plan nodes and come back as column references).
+"""
+
+from __future__ import annotations
+
+import decimal
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from piestream.common.errors import FeatureNotSupported, PiestreamError, SyntaxError_
+from piestream.common.interval import Interval
+from piestream.common.types import DataType, TypeKind, parse_type
+from piestream.expr.bind import UnknownLiteral, bind_call, cast, literal
+from piestream.expr.expr import Expr, InputRef
+from piestream.frontend.binder.scope import GroupingError, OuterRef, Scope
+
+AggHook = Callable[[exp.Expression, "ExprBinder"], Expr]
+SubqueryHook = Callable[[str, exp.Expression, Expr | None, "ExprBinder"], Expr]
+
+
+def position(node: exp.Expression | None) -> int | None:
+    """1-based character position of a node in the SQL text, when sqlglot recorded it."""
+    while node is not None:
+        meta = getattr(node, "_meta", None) or {}
+        if "start" in meta:
+            return int(meta["start"]) + 1
+        children = [c for c in node.iter_expressions()]
+        node = children[0] if children else None
+    return None
+
+
+AGG_FUNCS: dict[type[exp.Expression], str] = {
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+    exp.ArrayAgg: "array_agg",
+    exp.GroupConcat: "string_agg",
+    exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or",
+    exp.Stddev: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.StddevSamp: "stddev_samp",
+    exp.Variance: "var_samp",
+    exp.VariancePop: "var_pop",
+}
+AGG_NAMES = {
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "array_agg",
+    "string_agg",
+    "bool_and",
+    "bool_or",
+    "stddev_samp",
+    "stddev_pop",
+    "var_samp",
+    "var_pop",
+    "every",
+}
+
+_BINARY: dict[type[exp.Expression], str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+    exp.Pow: "^",
+    exp.EQ: "=",
+    exp.NEQ: "<>",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.DPipe: "||",
+    exp.NullSafeEQ: "is_not_distinct_from",
+    exp.NullSafeNEQ: "is_distinct_from",
+}
+
+_INTERVAL_UNITS = {
+    "YEAR": Interval(12, 0, 0),
+    "MONTH": Interval(1, 0, 0),
+    "WEEK": Interval(0, 7, 0),
+    "DAY": Interval(0, 1, 0),
+    "HOUR": Interval(0, 0, 3_600_000_000),
+    "MINUTE": Interval(0, 0, 60_000_000),
+    "SECOND": Interval(0, 0, 1_000_000),
+    "MILLISECOND": Interval(0, 0, 1_000),
+    "MICROSECOND": Interval(0, 0, 1),
+}
+
+
+def convert_type(dt: exp.DataType) -> DataType:
+    """A sqlglot type to ours (PostgreSQL spelling through our type parser)."""
+    if dt.this == exp.DataType.Type.ARRAY:
+        inner = dt.expressions[0] if dt.expressions else None
+        if not isinstance(inner, exp.DataType):
+            raise FeatureNotSupported(f"type {dt.sql('postgres')} is not supported")
+        from piestream.common.types import list_of
+
+        return list_of(convert_type(inner))
+    if dt.this == exp.DataType.Type.STRUCT:
+        from piestream.common.types import struct_of
+
+        fields = []
+        for f in dt.expressions:
+            if isinstance(f, exp.ColumnDef):
+                fields.append((f.name, convert_type(f.args["kind"])))
+            else:
+                raise FeatureNotSupported(f"type {dt.sql('postgres')} is not supported")
+        return struct_of(*fields)
+    text = dt.sql("postgres")
+    try:
+        return parse_type(text)
+    except PiestreamError:
+        raise FeatureNotSupported(f"type {text} is not supported") from None
+
+
+@dataclass
+class ExprBinder:
+    """Binds expressions over `scope`; `on_agg`/`on_window`/`on_subquery` handle the rest."""
+
+    scope: Scope
+    on_agg: AggHook | None = None
+    on_window: AggHook | None = None
+    on_subquery: SubqueryHook | None = None
+    params: Sequence[Any] = ()
+    context: str = "expression"
+    outer_refs: list[OuterRef] = field(default_factory=list)
+
+    def bind(self, node: exp.Expression) -> Expr:
+        method = getattr(self, f"_bind_{type(node).__name__.lower()}", None)
+        if method is not None:
+            return method(node)
+        if type(node) in _BINARY:
+            return self._call(_BINARY[type(node)], [node.this, node.expression], node)
+        if type(node) in AGG_FUNCS:
+            return self._agg(node)
+        if isinstance(node, exp.Func):
+            return self._generic_func(node)
+        raise FeatureNotSupported(
+            f"expression {node.sql('postgres')!r} is not supported", position=position(node)
+        )
+
+    def _call(self, name: str, args: Sequence[exp.Expression], node: exp.Expression) -> Expr:
+        return bind_call(name, [self.bind(a) for a in args], position=position(node))
+
+    # -- leaves ---------------------------------------------------------------------------------
+    def _bind_column(self, node: exp.Column) -> Expr:
+        qualifier = node.table or None
+        name = node.name
+        pos = position(node)
+        if qualifier is not None and not self._qualifier_known(qualifier):
+            # `f.x` where f is a struct column, not a table (RisingWave accepts this spelling)
+            try:
+                depth, idx = self.scope.resolve(None, qualifier, pos)
+            except PiestreamError:
+                depth = -1
+            if depth >= 0:
+                base = self._ref(depth, idx)
+                if base.return_type.kind is TypeKind.STRUCT:
+                    return bind_call("field", [base, literal(name)], position=pos)
+        depth, idx = self.scope.resolve(qualifier, name, pos)
+        return self._ref(depth, idx)
+
+    def _qualifier_known(self, qualifier: str) -> bool:
+        s: Scope | None = self.scope
+        while s is not None:
+            if s.has_qualifier(qualifier):
+                return True
+            s = s.parent
+        return False
+
+    def _ref(self, depth: int, idx: int) -> Expr:
+        s: Scope = self.scope
+        for _ in range(depth):
+            assert s.parent is not None
+            s = s.parent
+        t = s.columns[idx].data_type
+        if depth == 0:
+            return InputRef(idx, t)
+        ref = OuterRef(depth, idx, t)
+        self.outer_refs.append(ref)
+        return ref
+
+    def _bind_literal(self, node: exp.Literal) -> Expr:
+        if node.is_string:
+            return literal(node.this)
+        text = str(node.this)
+        if any(ch in text for ch in ".eE"):
+            return literal(decimal.Decimal(text))
+        return literal(int(text))
+
+    def _bind_boolean(self, node: exp.Boolean) -> Expr:
+        return literal(bool(node.this))
+
+    def _bind_null(self, node: exp.Null) -> Expr:
+        return literal(None)
+
+    def _bind_placeholder(self, node: exp.Expression) -> Expr:
+        name = str(node.name or node.this or "")
+        try:
+            idx = int(name.lstrip("$")) - 1
+            value = self.params[idx]
+        except (ValueError, IndexError):
+            raise SyntaxError_(f"there is no parameter ${name}", position=position(node)) from None
+        return value if isinstance(value, Expr) else literal(value)
+
+    _bind_parameter = _bind_placeholder
+
+    def _bind_paren(self, node: exp.Paren) -> Expr:
+        return self.bind(node.this)
+
+    def _bind_alias(self, node: exp.Alias) -> Expr:
+        return self.bind(node.this)
+
+    # -- operators ------------------------------------------------------------------------------
+    def _bind_and(self, node: exp.And) -> Expr:
+        return self._call("and", [node.this, node.expression], node)
+
+    def _bind_or(self, node: exp.Or) -> Expr:
+        return self._call("or", [node.this, node.expression], node)
+
+    def _bind_not(self, node: exp.Not) -> Expr:
+        inner = node.this
+        if isinstance(inner, exp.In):
+            return self._in(inner, negate=True)
+        if isinstance(inner, exp.Exists) and self.on_subquery is not None:
+            return self.on_subquery("not_exists", inner.this, None, self)
+        if isinstance(inner, exp.Is):
+            return self._is(inner, negate=True)
+        if isinstance(inner, exp.Between):
+            return self._call("not_between", [inner.this, inner.args["low"], inner.args["high"]], inner)
+        return self._call("not", [inner], node)
+
+    def _bind_neg(self, node: exp.Neg) -> Expr:
+        inner = node.this
+        if isinstance(inner, exp.Literal) and not inner.is_string:  # -2147483648 fits INT
+            text = "-" + str(inner.this)
+            return literal(decimal.Decimal(text)) if any(ch in text for ch in ".eE") else literal(int(text))
+        return self._call("neg", [inner], node)
+
+    def _bind_like(self, node: exp.Like) -> Expr:
+        return self._call(
+            "not_like" if node.args.get("negate") else "like", [node.this, node.expression], node
+        )
+
+    def _bind_ilike(self, node: exp.ILike) -> Expr:
+        return self._call(
+            "not_ilike" if node.args.get("negate") else "ilike", [node.this, node.expression], node
+        )
+
+    def _bind_is(self, node: exp.Is) -> Expr:
+        return self._is(node, negate=False)
+
+    def _is(self, node: exp.Is, negate: bool) -> Expr:
+        rhs = node.expression
+        if isinstance(rhs, exp.Null):
+            return self._call("is_not_null" if negate else "is_null", [node.this], node)
+        if isinstance(rhs, exp.Boolean):
+            kind = (
+                ("is_not_true" if negate else "is_true")
+                if rhs.this
+                else ("is_not_false" if negate else "is_false")
+            )
+            return self._call(kind, [node.this], node)
+        raise FeatureNotSupported(f"IS {rhs.sql('postgres')} is not supported", position=position(node))
+
+    def _bind_between(self, node: exp.Between) -> Expr:
+        return self._call("between", [node.this, node.args["low"], node.args["high"]], node)
+
+    def _bind_in(self, node: exp.In) -> Expr:
+        return self._in(node, negate=False)
+
+    def _in(self, node: exp.In, negate: bool) -> Expr:
+        query = node.args.get("query")
+        if query is not None:
+            if self.on_subquery is None:
+                raise FeatureNotSupported("subquery here is not supported", position=position(node))
+            lhs = self.bind(node.this)
+            sub = query.this if isinstance(query, exp.Subquery) else query
+            return self.on_subquery("not_in" if negate else "in", sub, lhs, self)
+        args = [node.this, *node.expressions]
+        return self._call("not_in" if negate else "in", args, node)
+
+    def _bind_exists(self, node: exp.Exists) -> Expr:
+        if self.on_subquery is None:
+            raise FeatureNotSupported("EXISTS here is not supported", position=position(node))
+        return self.on_subquery("exists", node.this, None, self)
+
+    def _bind_subquery(self, node: exp.Subquery) -> Expr:
+        if self.on_subquery is None:
+            raise FeatureNotSupported("subquery here is not supported", position=position(node))
+        return self.on_subquery("scalar", node.this, None, self)
+
+    def _bind_case(self, node: exp.Case) -> Expr:
+        subject = node.this
+        args: list[Expr] = []
+        subj = self.bind(subject) if subject is not None else None
+        for branch in node.args.get("ifs") or []:
+            cond = self.bind(branch.this)
+            if subj is not None:
+                cond = bind_call("=", [subj, cond], position=position(branch))
+            args += [cond, self.bind(branch.args["true"])]
+        default = node.args.get("default")
+        args.append(self.bind(default) if default is not None else literal(None))
+        return bind_call("case", args, position=position(node))
+
+    def _bind_cast(self, node: exp.Cast) -> Expr:
+        return cast(
+            self.bind(node.this), convert_type(node.args["to"]), explicit=True, position=position(node)
+        )
+
+    _bind_trycast = _bind_cast
+
+    def _bind_interval(self, node: exp.Interval) -> Expr:
+        value = node.this
+        unit = node.args.get("unit")
+        text = value.name if isinstance(value, exp.Literal) else value.sql("postgres")
+        if unit is not None:
+            u = unit.name.upper().rstrip("S") if unit.name.upper() not in ("S",) else "SECOND"
+            if u not in _INTERVAL_UNITS:
+                raise FeatureNotSupported(
+                    f"interval unit {unit.name} is not supported", position=position(node)
+                )
+            try:
+                n = decimal.Decimal(text)
+            except decimal.InvalidOperation:
+                return cast(literal(f"{text} {unit.name}"), parse_type("interval"), position=position(node))
+            base = _INTERVAL_UNITS[u]
+            if n == int(n):
+                k = int(n)
+                return literal(Interval(base.months * k, base.days * k, base.usecs * k))
+            return cast(literal(f"{text} {u.lower()}"), parse_type("interval"), position=position(node))
+        return cast(literal(text), parse_type("interval"), position=position(node))
+
+    def _bind_dot(self, node: exp.Dot) -> Expr:
+        return bind_call(
+            "field", [self.bind(node.this), literal(node.expression.name)], position=position(node)
+        )
+
+    def _bind_bracket(self, node: exp.Bracket) -> Expr:
+        base = self.bind(node.this)
+        if len(node.expressions) != 1:
+            raise FeatureNotSupported("array slices are not supported", position=position(node))
+        idx = self.bind(node.expressions[0])  # the parser keeps PostgreSQL's 1-based subscripts
+        return bind_call("array_access", [base, idx], position=position(node))
+
+    def _bind_array(self, node: exp.Array) -> Expr:
+        return bind_call("array", [self.bind(e) for e in node.expressions], position=position(node))
+
+    def _bind_coalesce(self, node: exp.Coalesce) -> Expr:
+        return self._call("coalesce", [node.this, *node.expressions], node)
+
+    def _bind_nullif(self, node: exp.Nullif) -> Expr:
+        return self._call("nullif", [node.this, node.expression], node)
+
+    def _bind_greatest(self, node: exp.Greatest) -> Expr:
+        return self._call("greatest", [node.this, *node.expressions], node)
+
+    def _bind_least(self, node: exp.Least) -> Expr:
+        return self._call("least", [node.this, *node.expressions], node)
+
+    def _bind_extract(self, node: exp.Extract) -> Expr:
+        return bind_call(
+            "extract", [literal(node.this.name.lower()), self.bind(node.expression)], position=position(node)
+        )
+
+    def _bind_timestamptrunc(self, node: exp.TimestampTrunc) -> Expr:
+        unit = node.args["unit"]
+        return bind_call(
+            "date_trunc", [literal(unit.name.lower()), self.bind(node.this)], position=position(node)
+        )
+
+    _bind_datetrunc = _bind_timestamptrunc
+
+    def _bind_substring(self, node: exp.Substring) -> Expr:
+        args = [node.this, node.args.get("start"), node.args.get("length")]
+        return self._call("substr", [a for a in args if a is not None], node)
+
+    def _bind_trim(self, node: exp.Trim) -> Expr:
+        where = str(node.args.get("position") or "BOTH").upper()
+        fn = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(where, "btrim")
+        args = [node.this] + ([node.expression] if node.expression is not None else [])
+        return self._call(fn, args, node)
+
+    def _bind_strposition(self, node: exp.StrPosition) -> Expr:
+        return self._call("strpos", [node.this, node.args["substr"]], node)
+
+    def _bind_currenttimestamp(self, node: exp.Expression) -> Expr:
+        return bind_call("now", [], position=position(node))
+
+    def _bind_anonymous(self, node: exp.Anonymous) -> Expr:
+        name = str(node.this).lower()
+        if name in AGG_NAMES:
+            return self._agg(node)
+        return self._call(name, list(node.expressions), node)
+
+    def _bind_filter(self, node: exp.Filter) -> Expr:
+        return self._agg(node)
+
+    def _bind_window(self, node: exp.Window) -> Expr:
+        if self.on_window is None:
+            raise GroupingError(
+                f"window functions are not allowed in {self.context}", position=position(node)
+            )
+        return self.on_window(node, self)
+
+    def _bind_star(self, node: exp.Star) -> Expr:
+        raise SyntaxError_("* is not allowed here", position=position(node))
+
+    def _agg(self, node: exp.Expression) -> Expr:
+        if self.on_agg is None:
+            raise GroupingError(
+                f"aggregate functions are not allowed in {self.context}", position=position(node)
+            )
+        return self.on_agg(node, self)
+
+    def _generic_func(self, node: exp.Func) -> Expr:
+        name = node.sql_name().lower()
+        args: list[exp.Expression] = []
+        for key in node.arg_types:
+            v = node.args.get(key)
+            if v is None:
+                continue
+            args += v if isinstance(v, list) else [v]
+        return self._call(name, args, typing.cast(exp.Expression, node))
+
+
+def is_unknown_literal(e: Expr) -> bool:
+    return isinstance(e, UnknownLiteral)

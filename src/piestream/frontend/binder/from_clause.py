@@ -1,0 +1,215 @@
+"""Binding FROM: tables, MVs, views, CTEs, subqueries, joins and the TUMBLE / HOP window functions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from piestream.common.errors import DatatypeMismatch, FeatureNotSupported, PiestreamError, UndefinedTable
+from piestream.common.interval import Interval
+from piestream.common.schema import Schema
+from piestream.common.types import Field, TypeKind
+from piestream.expr.bind import bind_call, literal
+from piestream.expr.expr import Expr, InputRef, Literal
+from piestream.frontend.binder.expr_binder import ExprBinder, position
+from piestream.frontend.binder.scope import Scope, ScopeColumn
+from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.logical import HopWindow, Join, JoinKind, PlanNode, Project, Scan, Values
+
+if TYPE_CHECKING:
+    from piestream.frontend.binder.query import QueryBinder
+
+_JOIN_KINDS = {
+    "": JoinKind.INNER,
+    "INNER": JoinKind.INNER,
+    "LEFT": JoinKind.LEFT,
+    "RIGHT": JoinKind.RIGHT,
+    "FULL": JoinKind.FULL,
+    "CROSS": JoinKind.INNER,
+}
+
+
+def empty_relation() -> tuple[PlanNode, Scope]:
+    """SELECT without FROM: one row, no columns."""
+    return Values(Schema(()), rows=[[]]), Scope()
+
+
+def bind_from(qb: QueryBinder, node: exp.Select) -> tuple[PlanNode, Scope]:
+    from_ = node.args.get("from_") or node.args.get("from")
+    if from_ is None:
+        return empty_relation()
+    plan, scope = bind_table_expr(qb, from_.this)
+    for j in node.args.get("joins") or []:
+        plan, scope = bind_join(qb, plan, scope, j)
+    return plan, scope
+
+
+def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tuple[PlanNode, Scope]:
+    right, rscope = bind_table_expr(qb, j.this)
+    side = str(j.args.get("side") or "").upper()
+    kind_word = str(j.args.get("kind") or "").upper()
+    if kind_word in ("SEMI", "ANTI"):
+        raise FeatureNotSupported(f"{kind_word} JOIN is not supported", position=position(j))
+    kind = _JOIN_KINDS.get(side or kind_word, JoinKind.INNER)
+    scope = lscope.concat(rscope)
+    n_left = len(lscope.columns)
+    cond: Expr | None = None
+    using = j.args.get("using")
+    if j.args.get("on") is not None:
+        eb = ExprBinder(scope, params=qb.params, context="JOIN conditions")
+        cond = eb.bind(j.args["on"])
+        if cond.return_type.kind is not TypeKind.BOOLEAN:
+            raise DatatypeMismatch(
+                "argument of JOIN/ON must be type boolean", position=position(j.args["on"])
+            )
+    elif using:
+        conds = []
+        for ident in using:
+            name = ident.name
+            li = lscope.find(None, name)
+            ri = rscope.find(None, name)
+            if li is None or ri is None:
+                raise UndefinedTable(
+                    f'column "{name}" specified in USING clause does not exist', position=position(ident)
+                )
+            conds.append(
+                bind_call(
+                    "=",
+                    [
+                        InputRef(li, lscope.columns[li].data_type),
+                        InputRef(n_left + ri, rscope.columns[ri].data_type),
+                    ],
+                )
+            )
+        cond = conds[0] if len(conds) == 1 else bind_call("and", conds)
+        # the right side's USING columns are not visible twice
+        hidden = {n_left + rscope.find(None, i.name) for i in using}  # type: ignore[operator]
+        scope = Scope(
+            [
+                c if i not in hidden else ScopeColumn(c.qualifier, c.name, c.data_type, True)
+                for i, c in enumerate(scope.columns)
+            ],
+            scope.parent,
+        )
+    return Join(
+        Schema(tuple(Field(c.name, c.data_type) for c in scope.columns)), left, right, kind, cond
+    ), scope
+
+
+def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Scope]:
+    alias_node = node.args.get("alias")
+    alias = alias_node.name if alias_node is not None and alias_node.name else None
+    col_aliases = [c.name for c in alias_node.args.get("columns") or []] if alias_node is not None else None
+    if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous):
+        plan, scope = bind_window_function(qb, node.this)
+        return plan, scope.requalified(alias or str(node.this.this).lower(), col_aliases)
+    if isinstance(node, exp.Table):
+        name = node.name
+        plan, scope = bind_named_relation(qb, name, node)
+        return plan, scope.requalified(alias or name, col_aliases)
+    if isinstance(node, exp.Subquery):
+        sub = qb.child().bind_query(node.this)
+        scope = Scope.of([ScopeColumn(alias, n, t) for n, t in zip(sub.names, sub.plan.types, strict=False)])
+        return sub.plan, scope.requalified(alias, col_aliases)
+    if isinstance(node, exp.Values):
+        sub = qb.child().bind_query(node)
+        scope = Scope.of([ScopeColumn(alias, n, t) for n, t in zip(sub.names, sub.plan.types, strict=False)])
+        return sub.plan, scope.requalified(alias, col_aliases)
+    raise FeatureNotSupported(f"FROM item {node.sql('postgres')!r} is not supported", position=position(node))
+
+
+def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tuple[PlanNode, Scope]:
+    """A CTE, view, table, MV, index or source by name."""
+    cte = qb.lookup_cte(name)
+    if cte is not None:
+        sub = qb.child(include_ctes_after=name).bind_query(cte[0])
+        names = cte[1] or sub.names
+        scope = Scope.of([ScopeColumn(name, n, t) for n, t in zip(names, sub.plan.types, strict=False)])
+        return sub.plan, scope
+    rel = qb.catalog.get_relation(name)
+    if rel is None:
+        raise UndefinedTable(f'relation "{name}" does not exist', position=position(node))
+    qb.dependencies.add(rel.id)
+    if rel.kind is RelationKind.VIEW:
+        from piestream.frontend.parser import parse_one
+
+        stmt = parse_one(rel.definition)
+        query = getattr(stmt, "query", stmt)
+        assert isinstance(query, exp.Expression)
+        sub = qb.root_child().bind_query(query)
+        names = [c.name for c in rel.columns]
+        scope = Scope.of([ScopeColumn(name, n, t) for n, t in zip(names, sub.plan.types, strict=False)])
+        return sub.plan, scope
+    if rel.kind in (RelationKind.SINK,):
+        raise FeatureNotSupported(f'cannot read from sink "{name}"', position=position(node))
+    return scan_relation(rel, name)
+
+
+def scan_relation(rel: Relation, qualifier: str) -> tuple[PlanNode, Scope]:
+    """Scan every column (hidden ones too: the stream planner needs the pk); only visible ones
+    are found by `*`."""
+    idx = list(range(len(rel.columns)))
+    plan = Scan(Schema(tuple(Field(c.name, c.data_type) for c in rel.columns)), rel, idx)
+    scope = Scope.of([ScopeColumn(qualifier, c.name, c.data_type, c.hidden) for c in rel.columns])
+    return plan, scope
+
+
+def _interval_usecs(e: Expr, what: str, node: exp.Expression) -> int:
+    if not isinstance(e, Literal) or not isinstance(e.value, Interval):
+        raise FeatureNotSupported(f"{what} must be a constant interval", position=position(node))
+    iv = e.value
+    if iv.months:
+        raise FeatureNotSupported(f"{what} must not contain months or years", position=position(node))
+    return iv.days * 86_400_000_000 + iv.usecs
+
+
+def bind_window_function(qb: QueryBinder, fn: exp.Anonymous) -> tuple[PlanNode, Scope]:
+    """TUMBLE(t, col, size [, offset]) and HOP(t, col, slide, size [, offset])."""
+    name = str(fn.this).lower()
+    args = fn.expressions
+    if name not in ("tumble", "hop"):
+        raise FeatureNotSupported(f"table function {name} is not supported", position=position(fn))
+    need = 3 if name == "tumble" else 4
+    if len(args) not in (need, need + 1):
+        raise PiestreamError(
+            f"{name.upper()} takes {need} or {need + 1} arguments", sqlstate="42883", position=position(fn)
+        )
+    rel_node = args[0]
+    rel_name = rel_node.name
+    plan, scope = bind_named_relation(qb, rel_name, rel_node)
+    scope = scope.requalified(rel_name)
+    eb = ExprBinder(scope, params=qb.params, context="window functions")
+    time_col = eb.bind(args[1])
+    if not isinstance(time_col, InputRef) or time_col.return_type.kind not in (
+        TypeKind.TIMESTAMP,
+        TypeKind.TIMESTAMPTZ,
+    ):
+        raise DatatypeMismatch(
+            f"the time column of {name.upper()} must be a timestamp column", position=position(args[1])
+        )
+    consts = [eb.bind(a) for a in args[2:]]
+    t = time_col.return_type
+    cols = list(scope.columns)
+    if name == "tumble":
+        size = _interval_usecs(consts[0], "TUMBLE size", args[2])
+        offset = _interval_usecs(consts[1], "TUMBLE offset", args[3]) if len(consts) > 1 else 0
+        if size <= 0:
+            raise FeatureNotSupported("TUMBLE size must be positive", position=position(args[2]))
+        start = bind_call("tumble_start", [time_col, consts[0]] + ([consts[1]] if len(consts) > 1 else []))
+        end = bind_call("+", [start, literal(Interval(0, 0, size))])
+        exprs = [InputRef(i, c.data_type) for i, c in enumerate(cols)] + [start, end]
+        out_cols = [*cols, ScopeColumn(None, "window_start", t), ScopeColumn(None, "window_end", t)]
+        proj = Project(Schema(tuple(Field(c.name, c.data_type) for c in out_cols)), plan, exprs)
+        del offset
+        return proj, Scope.of(out_cols)
+    slide = _interval_usecs(consts[0], "HOP slide", args[2])
+    size = _interval_usecs(consts[1], "HOP size", args[3])
+    offset = _interval_usecs(consts[2], "HOP offset", args[4]) if len(consts) > 2 else 0
+    if slide <= 0 or size <= 0 or size % slide:
+        raise FeatureNotSupported("HOP size must be a positive multiple of the slide", position=position(fn))
+    out_cols = [*cols, ScopeColumn(None, "window_start", t), ScopeColumn(None, "window_end", t)]
+    hop = HopWindow(
+        Schema(tuple(Field(c.name, c.data_type) for c in out_cols)), plan, time_col.index, slide, size, offset
+    )
+    return hop, Scope.of(out_cols)

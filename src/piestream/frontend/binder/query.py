@@ -1,0 +1,432 @@
+"""Binding queries: SELECT (with WHERE, GROUP BY, HAVING, windows, DISTINCT, ORDER BY, LIMIT),
+set operations, VALUES and CTEs, into a logical plan (seed 003: SQL as relational algebra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from piestream.common.errors import DatatypeMismatch, FeatureNotSupported, PiestreamError, SyntaxError_
+from piestream.common.order import OrderType
+from piestream.common.schema import Schema
+from piestream.common.types import BIGINT, Field, TypeKind
+from piestream.expr.bind import coerce_to, common_type, fold_constants
+from piestream.expr.expr import Expr, InputRef, Literal
+from piestream.frontend.binder.aggregation import AggBinding
+from piestream.frontend.binder.expr_binder import ExprBinder, position
+from piestream.frontend.binder.from_clause import bind_from
+from piestream.frontend.binder.rewrite import replace_exprs
+from piestream.frontend.binder.scope import Scope, ScopeColumn
+from piestream.frontend.binder.subquery import SubqueryRewriter
+from piestream.frontend.catalog import CatalogReader
+from piestream.frontend.logical import (
+    Agg,
+    OverWindow,
+    PlanNode,
+    Project,
+    Sort,
+    TopN,
+    Union,
+    Values,
+    WindowCall,
+)
+
+
+@dataclass
+class BoundQuery:
+    plan: PlanNode
+    names: list[str]
+    order: list[tuple[int, OrderType]] = field(default_factory=list)  # ORDER BY without LIMIT
+
+    @property
+    def types(self) -> list:
+        return self.plan.types
+
+
+def project_schema(names: Sequence[str], exprs: Sequence[Expr]) -> Schema:
+    return Schema(tuple(Field(n, e.return_type) for n, e in zip(names, exprs, strict=True)))
+
+
+class QueryBinder:
+    """Binds one query level; subqueries get a child binder whose scope sees this one's."""
+
+    def __init__(
+        self,
+        catalog: CatalogReader,
+        params: Sequence[Any] = (),
+        parent_scope: Scope | None = None,
+        ctes: dict[str, tuple[exp.Expression, list[str] | None]] | None = None,
+        dependencies: set[int] | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.params = params
+        self.parent_scope = parent_scope
+        self.ctes: dict[str, tuple[exp.Expression, list[str] | None]] = dict(ctes or {})
+        self.dependencies: set[int] = dependencies if dependencies is not None else set()
+        # the relation being built at this level (subquery rewrites extend it)
+        self.plan: PlanNode | None = None
+        self.scope: Scope = Scope(parent=parent_scope)
+
+    # -- children -------------------------------------------------------------------------------
+    def child(self, include_ctes_after: str | None = None) -> QueryBinder:
+        """A binder for a subquery in FROM (not correlated)."""
+        ctes = self.ctes
+        if include_ctes_after is not None:  # a CTE sees only the CTEs defined before it
+            names = list(ctes)
+            ctes = {k: ctes[k] for k in names[: names.index(include_ctes_after)]}
+        return QueryBinder(self.catalog, self.params, self.parent_scope, ctes, self.dependencies)
+
+    def root_child(self) -> QueryBinder:
+        """A binder for a view's definition: no CTEs, no outer scope."""
+        return QueryBinder(self.catalog, self.params, None, None, self.dependencies)
+
+    def correlated_child(self) -> QueryBinder:
+        """A binder for a subquery in an expression: it may reference this level's columns."""
+        return QueryBinder(self.catalog, self.params, self.scope, self.ctes, self.dependencies)
+
+    def lookup_cte(self, name: str) -> tuple[exp.Expression, list[str] | None] | None:
+        return self.ctes.get(name)
+
+    # -- entry ----------------------------------------------------------------------------------
+    def bind_query(self, node: exp.Expression) -> BoundQuery:
+        with_ = node.args.get("with_") or node.args.get("with")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise FeatureNotSupported("WITH RECURSIVE is not supported", position=position(node))
+            for cte in with_.expressions:
+                cols = [c.name for c in cte.args["alias"].args.get("columns") or []] or None
+                self.ctes[cte.alias] = (cte.this, cols)
+        if isinstance(node, exp.Select):
+            return self._bind_select(node)
+        if isinstance(node, exp.Union | exp.Except | exp.Intersect):
+            return self._bind_set_op(node)
+        if isinstance(node, exp.Values):
+            return self._bind_values(node)
+        if isinstance(node, exp.Subquery):
+            return self.child().bind_query(node.this)
+        raise FeatureNotSupported(
+            f"query {node.sql('postgres')[:60]!r} is not supported", position=position(node)
+        )
+
+    # -- VALUES ---------------------------------------------------------------------------------
+    def _bind_values(self, node: exp.Values) -> BoundQuery:
+        eb = ExprBinder(Scope(parent=self.parent_scope), params=self.params, context="VALUES")
+        rows = [[eb.bind(e) for e in t.expressions] for t in node.expressions]
+        width = len(rows[0]) if rows else 0
+        if any(len(r) != width for r in rows):
+            raise SyntaxError_("VALUES lists must all be the same length", position=position(node))
+        types = [common_type([r[i] for r in rows], "VALUES") for i in range(width)]
+        rows = [[fold_constants(coerce_to(r[i], types[i])) for i in range(width)] for r in rows]
+        names = [f"column{i + 1}" for i in range(width)]
+        alias = node.args.get("alias")
+        if alias is not None and alias.args.get("columns"):
+            names = [c.name for c in alias.args["columns"]] + names[len(alias.args["columns"]) :]
+        schema = Schema(tuple(Field(n, t) for n, t in zip(names, types, strict=True)))
+        return BoundQuery(Values(schema, rows), names)
+
+    # -- set operations -------------------------------------------------------------------------
+    def _bind_set_op(self, node: exp.Expression) -> BoundQuery:
+        if not isinstance(node, exp.Union):
+            raise FeatureNotSupported(
+                f"{type(node).__name__.upper()} is not supported", position=position(node)
+            )
+        left = self.child().bind_query(node.this)
+        right = self.child().bind_query(node.expression)
+        if len(left.names) != len(right.names):
+            raise SyntaxError_(
+                "each UNION query must have the same number of columns", position=position(node)
+            )
+        types = [
+            common_type([a, b], "UNION", position=position(node))
+            for a, b in zip(left.plan.types, right.plan.types, strict=True)
+        ]
+        inputs: list[PlanNode] = []
+        for q in (left, right):
+            refs: list[Expr] = [coerce_to(InputRef(i, t), types[i]) for i, t in enumerate(q.plan.types)]
+            inputs.append(Project(project_schema(left.names, refs), q.plan, refs))
+        plan: PlanNode = Union(
+            project_schema(left.names, [InputRef(i, t) for i, t in enumerate(types)]), inputs
+        )
+        if node.args.get("distinct", True):
+            plan = Agg(plan.schema, plan, list(range(len(types))), [])
+        return self._order_limit(
+            node,
+            BoundQuery(plan, left.names),
+            Scope.of([ScopeColumn(None, n, t) for n, t in zip(left.names, types, strict=True)]),
+        )
+
+    # -- SELECT ---------------------------------------------------------------------------------
+    def _bind_select(self, node: exp.Select) -> BoundQuery:
+        plan, scope = bind_from(self, node)
+        scope.parent = self.parent_scope
+        self.plan, self.scope = plan, scope
+        subq = SubqueryRewriter(self)
+        where = node.args.get("where")
+        if where is not None:
+            subq.bind_where(where.this)
+        items = self._expand_stars(node)
+        agg = AggBinding.detect(self, node, items)
+        order_items: list[tuple[Expr | int, OrderType]]
+        if agg is not None:
+            exprs, names, order_items = agg.bind(items, subq)
+        else:
+            eb = ExprBinder(
+                self.scope,
+                on_subquery=subq.hook,
+                on_window=self._window_hook,
+                params=self.params,
+                context="SELECT",
+            )
+            self._windows: list[tuple[exp.Expression, Expr]] = []
+            exprs = [bind_item(eb, e) for e, _ in items]
+            names = [n for _, n in items]
+            exprs = self._apply_windows(exprs)
+            # ORDER BY may use select aliases, ordinals or input expressions not selected (hidden)
+            order_items = self._order_items(node, exprs, names, self.scope)
+        assert self.plan is not None
+        hidden = [e for e, _ in order_items if isinstance(e, Expr) and e not in exprs]
+        all_exprs = exprs + hidden
+        proj = Project(
+            project_schema(names + [f"_order{i}" for i in range(len(hidden))], all_exprs),
+            self.plan,
+            all_exprs,
+        )
+        plan = proj
+        order = [(all_exprs.index(e) if isinstance(e, Expr) else e, o) for e, o in order_items]
+        distinct = node.args.get("distinct")
+        if distinct is not None:
+            if distinct.args.get("on"):
+                raise FeatureNotSupported("DISTINCT ON is not supported", position=position(node))
+            if hidden:
+                raise PiestreamError(
+                    "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+                    sqlstate="42P10",
+                    position=position(node),
+                )
+            plan = Agg(plan.schema, plan, list(range(len(exprs))), [])
+        bq = BoundQuery(plan, names)
+        return self._finish_order(node, bq, order, len(exprs))
+
+    def _expand_stars(self, node: exp.Select) -> list[tuple[exp.Expression | int, str]]:
+        """Select items; a `*` becomes the scope indices of the visible columns it stands for."""
+        out: list[tuple[exp.Expression | int, str]] = []
+        for i, e in enumerate(node.expressions):
+            if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
+                qual = e.table if isinstance(e, exp.Column) else None
+                if qual and not self.scope.has_qualifier(qual):
+                    raise PiestreamError(
+                        f'missing FROM-clause entry for table "{qual}"',
+                        sqlstate="42P01",
+                        position=position(e),
+                    )
+                for idx in self.scope.visible(qual or None):
+                    c = self.scope.columns[idx]
+                    out.append((idx, c.name))
+                continue
+            out.append((e, _derive_name(e, i)))
+        return out
+
+    # -- window functions (non-aggregate queries) -----------------------------------------------
+    def _window_hook(self, node: exp.Expression, eb: ExprBinder) -> Expr:
+        fn = node.this
+        kind = {exp.RowNumber: "row_number"}.get(type(fn))
+        if (
+            kind is None
+            and isinstance(fn, exp.Anonymous)
+            and str(fn.this).lower() in ("rank", "dense_rank", "row_number")
+        ):
+            kind = str(fn.this).lower()
+        if kind is None:
+            name = fn.sql_name().lower() if isinstance(fn, exp.Func) else type(fn).__name__
+            if name in ("rank", "dense_rank"):
+                kind = name
+        if kind is None:
+            raise FeatureNotSupported(
+                f"window function {fn.sql('postgres')} is not supported", position=position(node)
+            )
+        placeholder = _WindowRef(len(self._windows), BIGINT)
+        self._windows.append((node, placeholder))
+        return placeholder
+
+    def _apply_windows(self, exprs: list[Expr]) -> list[Expr]:
+        """Add one OverWindow per distinct (PARTITION BY, ORDER BY) and map placeholders to it."""
+        if not getattr(self, "_windows", None):
+            return exprs
+        assert self.plan is not None
+        eb = ExprBinder(self.scope, params=self.params, context="window definitions")
+        mapping: dict[Any, Expr] = {}
+        for node, ref in self._windows:
+            parts = [eb.bind(p) for p in node.args.get("partition_by") or []]
+            order = node.args.get("order")
+            orders = [
+                (eb.bind(o.this), OrderType.of(bool(o.args.get("desc")), nulls_first_of(o)))
+                for o in (order.expressions if order is not None else [])
+            ]
+            # materialize partition / order expressions as columns of a projection
+            base = [InputRef(i, c.data_type) for i, c in enumerate(self.scope.columns)]
+            extra = [e for e in parts + [e for e, _ in orders] if e not in base]
+            cols = base + extra
+            names = [c.name for c in self.scope.columns] + [f"_w{i}" for i in range(len(extra))]
+            proj = Project(project_schema(names, cols), self.plan, cols)
+            kind = _window_kind(node)
+            ow = OverWindow(
+                Schema((*proj.schema.fields, Field("_window", BIGINT))),
+                proj,
+                [cols.index(p) for p in parts],
+                [(cols.index(e), o) for e, o in orders],
+                [WindowCall(kind, BIGINT)],
+            )
+            self.plan = ow
+            self.scope = Scope.of(
+                [
+                    *self.scope.columns,
+                    *[
+                        ScopeColumn(None, n, e.return_type, True)
+                        for n, e in zip(names[len(base) :], extra, strict=True)
+                    ],
+                    ScopeColumn(None, "_window", BIGINT, True),
+                ],
+                self.scope.parent,
+            )
+            mapping[ref] = InputRef(len(self.scope.columns) - 1, BIGINT)
+        return [replace_exprs(e, mapping) for e in exprs]
+
+    # -- ORDER BY / LIMIT -----------------------------------------------------------------------
+    def _order_items(
+        self, node: exp.Expression, exprs: list[Expr], names: list[str], scope: Scope
+    ) -> list[tuple[Expr | int, OrderType]]:
+        order = node.args.get("order")
+        if order is None:
+            return []
+        out: list[tuple[Expr | int, OrderType]] = []
+        eb = ExprBinder(scope, params=self.params, context="ORDER BY")
+        for o in order.expressions:
+            ot = OrderType.of(bool(o.args.get("desc")), nulls_first_of(o))
+            e = o.this
+            if isinstance(e, exp.Literal) and not e.is_string:
+                k = int(str(e.this))
+                if not 1 <= k <= len(exprs):
+                    raise PiestreamError(
+                        f"ORDER BY position {k} is not in select list", sqlstate="42P10", position=position(e)
+                    )
+                out.append((k - 1, ot))
+                continue
+            if isinstance(e, exp.Column) and not e.table and e.name in names:
+                out.append((names.index(e.name), ot))
+                continue
+            out.append((eb.bind(e), ot))
+        return out
+
+    def _order_limit(self, node: exp.Expression, bq: BoundQuery, scope: Scope) -> BoundQuery:
+        exprs = [InputRef(i, t) for i, t in enumerate(bq.plan.types)]
+        items = self._order_items(node, list(exprs), bq.names, scope)
+        order = [(exprs.index(e) if isinstance(e, Expr) else e, o) for e, o in items]  # type: ignore[arg-type]
+        return self._finish_order(node, bq, order, len(bq.names))
+
+    def _finish_order(
+        self, node: exp.Expression, bq: BoundQuery, order: list[tuple[int, OrderType]], visible: int
+    ) -> BoundQuery:
+        limit = _const_int(node.args.get("limit"), "LIMIT")
+        offset = _const_int(node.args.get("offset"), "OFFSET") or 0
+        plan = bq.plan
+        if limit is not None or offset:
+            plan = TopN(plan.schema, plan, order, limit, offset)
+            order_out: list[tuple[int, OrderType]] = list(order)
+        else:
+            order_out = list(order)
+            if order:
+                plan = Sort(plan.schema, plan, order)
+        if len(plan.types) > visible:
+            refs: list[Expr] = [InputRef(i, t) for i, t in enumerate(plan.types[:visible])]
+            plan = Project(project_schema(bq.names, refs), plan, refs)
+            order_out = [(c, o) for c, o in order_out if c < visible]
+        return BoundQuery(plan, bq.names, order_out)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def bind_item(eb: ExprBinder, item: exp.Expression | int) -> Expr:
+    """Bind a select item (an int is a `*`-expanded scope column)."""
+    if isinstance(item, int):
+        return InputRef(item, eb.scope.columns[item].data_type)
+    return eb.bind(item)
+
+
+@dataclass(frozen=True)
+class _WindowRef(Expr):
+    slot: int
+    return_type: Any
+
+    def eval(self, chunk: Any) -> Any:
+        raise PiestreamError("window reference left in a plan")
+
+
+def _window_kind(node: exp.Expression) -> str:
+    fn = node.this
+    if isinstance(fn, exp.RowNumber):
+        return "row_number"
+    name = str(fn.this).lower() if isinstance(fn, exp.Anonymous) else fn.sql_name().lower()
+    return name
+
+
+def nulls_first_of(o: exp.Ordered) -> bool | None:
+    nf = o.args.get("nulls_first")
+    desc = bool(o.args.get("desc"))
+    if nf is None:
+        return None
+    # sqlglot fills nulls_first with the dialect default; keep it only when it differs
+    return bool(nf) if bool(nf) != desc else None
+
+
+def _const_int(node: exp.Expression | None, what: str) -> int | None:
+    if node is None:
+        return None
+    e = node.args.get("expression") or node.this
+    if isinstance(e, exp.Literal) and not e.is_string:
+        v = int(str(e.this))
+        if v < 0:
+            raise PiestreamError(f"{what} must not be negative", sqlstate="2201W", position=position(node))
+        return v
+    if isinstance(e, exp.Null):
+        return None
+    raise FeatureNotSupported(f"{what} must be a constant integer", position=position(node))
+
+
+def _derive_name(e: exp.Expression, i: int) -> str:
+    if isinstance(e, exp.Alias):
+        return e.alias
+    if isinstance(e, exp.Column):
+        return e.name
+    if isinstance(e, exp.Dot):
+        return e.expression.name
+    if isinstance(e, exp.Cast):
+        return (
+            _derive_name(e.this, i)
+            if isinstance(e.this, exp.Column)
+            else e.args["to"].sql("postgres").lower().split("(")[0]
+        )
+    if isinstance(e, exp.Window):
+        return _derive_name(e.this, i)
+    if isinstance(e, exp.Func):
+        if isinstance(e, exp.Anonymous):
+            return str(e.this).lower()
+        return e.sql_name().lower()
+    if isinstance(e, exp.Case):
+        return "case"
+    return "?column?"
+
+
+def literal_true(e: Expr) -> bool:
+    return isinstance(e, Literal) and e.value is True and e.return_type.kind is TypeKind.BOOLEAN
+
+
+def check_boolean(e: Expr, what: str, node: exp.Expression) -> None:
+    if e.return_type.kind is not TypeKind.BOOLEAN:
+        raise DatatypeMismatch(
+            f"argument of {what} must be type boolean, not type {e.return_type}", position=position(node)
+        )

@@ -1,0 +1,297 @@
+"""Subqueries rewritten into joins while binding (so the planner never sees a correlated plan).
+
+- ``EXISTS (...)`` / ``NOT EXISTS`` as a WHERE conjunct: a left semi / anti join whose condition
+  is the subquery's correlated predicates (outer columns on the left, inner on the right).
+- ``x IN (subquery)`` / ``NOT IN``: a semi / anti join on ``x = column``; NOT IN keeps
+  PostgreSQL's NULL semantics (a NULL on either side is a match, so the row is dropped).
+- A scalar subquery: uncorrelated -> a left join against its (single-row) result; correlated by
+  equalities with an aggregate in the select list -> grouped by the inner correlated columns and
+  left-joined on them (count is coalesced to 0: the "count bug").
+Other shapes fail at CREATE time with 0A000.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from piestream.common.errors import FeatureNotSupported, PiestreamError
+from piestream.common.schema import Schema
+from piestream.common.types import Field, TypeKind
+from piestream.expr.bind import bind_call, coerce_to, common_type
+from piestream.expr.expr import Expr, FuncCall, InputRef
+from piestream.frontend.binder.expr_binder import ExprBinder, position
+from piestream.frontend.binder.rewrite import shift_refs, transform, walk
+from piestream.frontend.binder.scope import OuterRef, Scope, ScopeColumn
+from piestream.frontend.logical import Filter, Join, JoinKind, PlanNode, Project
+
+if TYPE_CHECKING:
+    from piestream.frontend.binder.query import QueryBinder
+
+
+def conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    if isinstance(node, exp.And):
+        return conjuncts(node.this) + conjuncts(node.expression)
+    if isinstance(node, exp.Paren):
+        return conjuncts(node.this)
+    return [node]
+
+
+def and_all(exprs: list[Expr]) -> Expr | None:
+    if not exprs:
+        return None
+    return exprs[0] if len(exprs) == 1 else bind_call("and", exprs)
+
+
+def _join_schema(left: PlanNode, right: PlanNode, kind: JoinKind) -> Schema:
+    if kind.keeps_left_only:
+        return left.schema
+    return Schema(left.schema.fields + right.schema.fields)
+
+
+class SubqueryRewriter:
+    """Rewrites subqueries of one query level into joins on `qb.plan`."""
+
+    def __init__(self, qb: QueryBinder) -> None:
+        self.qb = qb
+
+    # -- WHERE ----------------------------------------------------------------------------------
+    def bind_where(self, node: exp.Expression) -> None:
+        for c in conjuncts(node):
+            if self._semi_anti(c):
+                continue
+            eb = ExprBinder(self.qb.scope, on_subquery=self.hook, params=self.qb.params, context="WHERE")
+            e = eb.bind(c)
+            if e.return_type.kind is not TypeKind.BOOLEAN:
+                from piestream.common.errors import DatatypeMismatch
+
+                raise DatatypeMismatch(
+                    f"argument of WHERE must be type boolean, not type {e.return_type}", position=position(c)
+                )
+            assert self.qb.plan is not None
+            self.qb.plan = Filter(self.qb.plan.schema, self.qb.plan, e)
+
+    def _semi_anti(self, c: exp.Expression) -> bool:
+        negate = False
+        node = c
+        if isinstance(node, exp.Not):
+            negate, node = True, node.this
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Exists):
+            self._exists(node.this, anti=negate, where=c)
+            return True
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            q = node.args["query"]
+            self._in(node.this, q.this if isinstance(q, exp.Subquery) else q, anti=negate, where=c)
+            return True
+        return False
+
+    def _exists(self, sub: exp.Expression, anti: bool, where: exp.Expression) -> None:
+        if (
+            not isinstance(sub, exp.Select)
+            or sub.args.get("group")
+            or sub.args.get("having")
+            or sub.args.get("limit")
+        ):
+            bq = self.qb.correlated_child().bind_query(sub)
+            if _has_outer(bq.plan):
+                raise FeatureNotSupported(
+                    "this correlated EXISTS subquery is not supported", position=position(where)
+                )
+            self._add_join(bq.plan, JoinKind.LEFT_ANTI if anti else JoinKind.LEFT_SEMI, None)
+            return
+        inner, cond = self._split_correlated(sub)
+        self._add_join(inner, JoinKind.LEFT_ANTI if anti else JoinKind.LEFT_SEMI, cond)
+
+    def _in(self, lhs_node: exp.Expression, sub: exp.Expression, anti: bool, where: exp.Expression) -> None:
+        qb = self.qb
+        lhs = ExprBinder(qb.scope, params=qb.params, context="WHERE").bind(lhs_node)
+        bq = qb.correlated_child().bind_query(sub)
+        if _has_outer(bq.plan):
+            raise FeatureNotSupported("correlated IN subqueries are not supported", position=position(where))
+        if len(bq.names) != 1:
+            raise PiestreamError("subquery has too many columns", sqlstate="42601", position=position(where))
+        n_left = len(qb.scope.columns)
+        t = common_type([lhs, bq.plan.types[0]], "IN", position=position(where))
+        r = InputRef(n_left, bq.plan.types[0])
+        eq = bind_call("=", [coerce_to(lhs, t), coerce_to(r, t)])
+        if anti:  # NOT IN: a NULL on either side makes the comparison unknown, and the row goes
+            cond = bind_call("or", [eq, bind_call("is_null", [lhs]), bind_call("is_null", [r])])
+        else:
+            cond = eq
+        self._add_join(bq.plan, JoinKind.LEFT_ANTI if anti else JoinKind.LEFT_SEMI, cond)
+
+    def _add_join(self, right: PlanNode, kind: JoinKind, cond: Expr | None) -> None:
+        qb = self.qb
+        assert qb.plan is not None
+        qb.plan = Join(_join_schema(qb.plan, right, kind), qb.plan, right, kind, cond)
+
+    def _split_correlated(self, sub: exp.Select) -> tuple[PlanNode, Expr | None]:
+        """The subquery's FROM filtered by its uncorrelated conjuncts, and its correlated conjuncts
+        as a join condition over (outer columns ++ inner columns)."""
+        from piestream.frontend.binder.from_clause import bind_from
+
+        child = self.qb.correlated_child()
+        plan, scope = bind_from(child, sub)
+        scope.parent = self.qb.scope
+        n_left = len(self.qb.scope.columns)
+        filters: list[Expr] = []
+        correlated: list[Expr] = []
+        where = sub.args.get("where")
+        for c in conjuncts(where.this) if where is not None else []:
+            eb = ExprBinder(scope, params=self.qb.params, context="WHERE")
+            e = eb.bind(c)
+            if any(isinstance(x, OuterRef) for x in walk(e)):
+                if any(isinstance(x, OuterRef) and x.depth != 1 for x in walk(e)):
+                    raise FeatureNotSupported(
+                        "subqueries correlated across two levels are not supported", position=position(c)
+                    )
+                correlated.append(_to_join_condition(e, n_left))
+            else:
+                filters.append(e)
+        f = and_all(filters)
+        if f is not None:
+            plan = Filter(plan.schema, plan, f)
+        return plan, and_all(correlated)
+
+    # -- scalar subqueries (the ExprBinder hook) ------------------------------------------------
+    def hook(self, kind: str, sub: exp.Expression, lhs: Expr | None, eb: ExprBinder) -> Expr:
+        if kind != "scalar":
+            raise FeatureNotSupported(
+                f"{kind.replace('_', ' ').upper()} subqueries are only supported as WHERE conditions",
+                position=position(sub),
+            )
+        qb = self.qb
+        child = qb.correlated_child()
+        bq = child.bind_query(sub)
+        if len(bq.names) != 1:
+            raise PiestreamError(
+                "subquery must return only one column", sqlstate="42601", position=position(sub)
+            )
+        if not _has_outer(bq.plan):
+            return self._attach(bq.plan, None, 0, scalar=True)
+        if not isinstance(sub, exp.Select) or sub.args.get("group") or len(sub.expressions) != 1:
+            raise FeatureNotSupported(
+                "this correlated scalar subquery is not supported", position=position(sub)
+            )
+        return self._decorrelate_agg(sub)
+
+    def _attach(self, right: PlanNode, cond: Expr | None, result_col: int, *, scalar: bool = False) -> Expr:
+        """Left-join `right` onto the current relation; return a reference to its `result_col`."""
+        qb = self.qb
+        assert qb.plan is not None
+        n_left = len(qb.scope.columns)
+        qb.plan = Join(
+            _join_schema(qb.plan, right, JoinKind.LEFT), qb.plan, right, JoinKind.LEFT, cond, scalar
+        )
+        new_cols = [ScopeColumn(None, f"_sub{i}", t, True) for i, t in enumerate(right.types)]
+        qb.scope = Scope.of(qb.scope.columns + new_cols, qb.scope.parent)
+        return InputRef(n_left + result_col, right.types[result_col])
+
+    def _decorrelate_agg(self, sub: exp.Select) -> Expr:
+        """``(SELECT agg(..) FROM t WHERE t.k = outer.k AND ...)`` -> group by t.k, left join on k."""
+        from piestream.frontend.binder.aggregation import AggBinding, coalesce_zero, contains_agg
+        from piestream.frontend.binder.from_clause import bind_from
+
+        qb = self.qb
+        item = sub.expressions[0]
+        if not contains_agg(item):
+            raise FeatureNotSupported(
+                "correlated scalar subqueries need an aggregate", position=position(sub)
+            )
+        child = qb.correlated_child()
+        plan, scope = bind_from(child, sub)
+        scope.parent = qb.scope
+        keys_inner: list[Expr] = []
+        keys_outer: list[Expr] = []
+        filters: list[Expr] = []
+        where = sub.args.get("where")
+        for c in conjuncts(where.this) if where is not None else []:
+            e = ExprBinder(scope, params=qb.params, context="WHERE").bind(c)
+            if not any(isinstance(x, OuterRef) for x in walk(e)):
+                filters.append(e)
+                continue
+            pair = _correlated_equality(e)
+            if pair is None:
+                raise FeatureNotSupported(
+                    "only equality correlation is supported in scalar subqueries", position=position(c)
+                )
+            keys_inner.append(pair[0])
+            keys_outer.append(pair[1])
+        f = and_all(filters)
+        if f is not None:
+            plan = Filter(plan.schema, plan, f)
+        child.plan, child.scope = plan, scope
+        # SELECT <inner keys>, <item> ... GROUP BY <inner keys>
+        synthetic = exp.select(item.copy())
+        synthetic.set("group", exp.Group(expressions=[]))
+        binding = AggBinding(child, synthetic)
+        select, _, _ = binding.bind([(item, "result")], SubqueryRewriter(child), group_exprs=keys_inner)
+        agg_plan = child.plan
+        n_keys = len(keys_inner)
+        out = [InputRef(i, k.return_type) for i, k in enumerate(keys_inner)] + select
+        assert agg_plan is not None
+        right = Project(
+            Schema(tuple(Field(f"_k{i}", e.return_type) for i, e in enumerate(out))), agg_plan, out
+        )
+        n_left = len(qb.scope.columns)
+        conds = [
+            bind_call("=", [o, InputRef(n_left + i, k.return_type)])
+            for i, (o, k) in enumerate(zip(keys_outer, keys_inner, strict=True))
+        ]
+        ref = self._attach(right, and_all(conds), n_keys)
+        if _is_count(item):
+            return coalesce_zero(ref)
+        return ref
+
+
+def _has_outer(plan: PlanNode) -> bool:
+    from dataclasses import fields, is_dataclass
+
+    stack = [plan]
+    while stack:
+        p = stack.pop()
+        stack.extend(p.inputs())
+        if not is_dataclass(p):
+            continue
+        for f in fields(p):
+            v = getattr(p, f.name)
+            vals = v if isinstance(v, list) else [v]
+            for x in vals:
+                items = x if isinstance(x, list) else [x]
+                for y in items:
+                    if isinstance(y, Expr) and any(isinstance(z, OuterRef) for z in walk(y)):
+                        return True
+    return False
+
+
+def _to_join_condition(e: Expr, n_left: int) -> Expr:
+    """Outer references -> left columns, inner columns -> right columns (offset by n_left)."""
+    shifted = shift_refs(e, n_left)
+    return transform(shifted, lambda x: InputRef(x.index, x.return_type) if isinstance(x, OuterRef) else None)
+
+
+def _correlated_equality(e: Expr) -> tuple[Expr, Expr] | None:
+    """(inner side, outer side as InputRefs over the outer scope) of `inner = outer`."""
+    if not (isinstance(e, FuncCall) and e.name in ("equal", "=") and len(e.args) == 2):
+        return None
+    a, b = e.args
+    a_outer = any(isinstance(x, OuterRef) for x in walk(a))
+    b_outer = any(isinstance(x, OuterRef) for x in walk(b))
+    a_inner = any(isinstance(x, InputRef) for x in walk(a))
+    b_inner = any(isinstance(x, InputRef) for x in walk(b))
+    if a_outer and not a_inner and b_inner and not b_outer:
+        a, b = b, a
+    elif not (b_outer and not b_inner and a_inner and not a_outer):
+        return None
+    outer = transform(b, lambda x: InputRef(x.index, x.return_type) if isinstance(x, OuterRef) else None)
+    return a, outer
+
+
+def _is_count(item: exp.Expression) -> bool:
+    node = item.this if isinstance(item, exp.Alias) else item
+    if isinstance(node, exp.Filter):
+        node = node.this
+    return isinstance(node, exp.Count)

@@ -1,0 +1,116 @@
+"""Cutting a stream plan into fragments at its exchanges (DESIGN "Spark, concretely").
+
+Below each exchange marker starts a new fragment; the marker becomes an `ExchangeNode` leaf of
+the fragment above and a dispatch edge (hash by the marker's keys, or simple into a singleton) out
+of the fragment below. A leaf reading an existing table's change stream (backfill) sits in a
+fragment with that table's parallelism, fed by a no-shuffle edge from the table's fragment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from piestream.common.vnode import VNODE_COUNT
+from piestream.frontend.stream_planner import ExchangeMarker
+from piestream.stream.dispatch import DispatchEdge, DispatchKind
+from piestream.stream.graph import Fragment
+from piestream.stream.nodes import ExchangeNode, StreamNode
+
+
+@dataclass
+class FragmentedJob:
+    fragments: list[Fragment]
+    # edges to add to fragments of other (running) jobs: (upstream fragment id, edge)
+    upstream_edges: list[tuple[int, DispatchEdge]] = field(default_factory=list)
+    root_fragment_id: int = 0
+
+
+@dataclass
+class _Draft:
+    fragment_id: int
+    root: StreamNode | None = None
+    entry: str = "none"  # how rows enter: "single", "hash", "upstream", "none"
+    upstream_parallelism: int = 0
+    outputs: list[tuple[int, ExchangeMarker]] = field(default_factory=list)  # (downstream id, marker)
+
+
+def _with_children(node: StreamNode, fn: Callable[[StreamNode], StreamNode]) -> StreamNode:
+    """`node` with every input node replaced by `fn(input)`."""
+    changes: dict[str, Any] = {}
+    for f in fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, StreamNode):
+            changes[f.name] = fn(v)
+        elif isinstance(v, tuple) and v and all(isinstance(x, StreamNode) for x in v):
+            changes[f.name] = tuple(fn(x) for x in v)
+    return replace(node, **changes) if changes else node
+
+
+def fragment_job(
+    root: StreamNode,
+    *,
+    job_id: int,
+    parallelism: int,
+    next_fragment_id: Callable[[], int],
+    upstream_parallelism: Callable[[int], int],
+) -> FragmentedJob:
+    drafts: dict[int, _Draft] = {}
+    upstream_edges: list[tuple[int, int]] = []  # (existing upstream fragment, new fragment)
+
+    def build(node: StreamNode, draft: _Draft) -> StreamNode:
+        if isinstance(node, ExchangeMarker):
+            child = _Draft(next_fragment_id())
+            drafts[child.fragment_id] = child
+            child.root = build(node.input, child)
+            child.outputs.append((draft.fragment_id, node))
+            if node.dist.kind == "single":
+                draft.entry = "single"
+            elif draft.entry == "none":
+                draft.entry = "hash"
+            return ExchangeNode(
+                schema=node.schema,
+                stream_key=node.stream_key,
+                append_only=node.append_only,
+                upstream_fragment_id=child.fragment_id,
+            )
+        if isinstance(node, ExchangeNode):
+            # the change stream of a table/MV maintained by another job: no-shuffle from its fragment
+            upstream_edges.append((node.upstream_fragment_id, draft.fragment_id))
+            if draft.entry != "single":
+                draft.entry = "upstream"
+            draft.upstream_parallelism = upstream_parallelism(node.upstream_fragment_id)
+            return node
+        if not node.inputs():
+            if draft.entry == "none":
+                draft.entry = "single"  # a source of rows with no input (Values)
+            return node
+        return _with_children(node, lambda c: build(c, draft))
+
+    top = _Draft(next_fragment_id())
+    drafts[top.fragment_id] = top
+    top.root = build(root, top)
+
+    def par(d: _Draft) -> int:
+        if d.entry == "single":
+            return 1
+        if d.entry == "upstream":
+            return d.upstream_parallelism
+        return parallelism
+
+    pars = {fid: par(d) for fid, d in drafts.items()}
+    frags = []
+    for fid, d in drafts.items():
+        edges = []
+        for down, marker in d.outputs:
+            if marker.dist.kind == "single" or pars[down] == 1:
+                edges.append(DispatchEdge(down, DispatchKind.SIMPLE, 1))
+            else:
+                keys = marker.dist.keys
+                types = tuple(marker.schema[k].data_type for k in keys)
+                edges.append(DispatchEdge(down, DispatchKind.HASH, pars[down], keys, types, VNODE_COUNT))
+        assert d.root is not None
+        frags.append(Fragment(fid, job_id, d.root, pars[fid], VNODE_COUNT, tuple(edges)))
+    ups = [(up, DispatchEdge(down, DispatchKind.NO_SHUFFLE, pars[down])) for up, down in upstream_edges]
+    return FragmentedJob(frags, ups, top.fragment_id)

@@ -1,0 +1,274 @@
+"""The logical plan: relational algebra over bound expressions (seed 003 "SQL and relational algebra").
+
+The binder turns a query into a tree of these nodes; the optimizer rewrites the tree; the stream
+planner turns it into stream operators with stream keys, the batch planner into batch executors.
+Columns are positional: every expression's `InputRef` indexes its node's input (a join's
+condition indexes left ++ right).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from piestream.common.order import OrderType
+from piestream.common.schema import Schema
+from piestream.common.types import DataType, Field
+from piestream.expr.expr import Expr
+from piestream.frontend.catalog import Relation
+
+
+class JoinKind(enum.Enum):
+    INNER = "inner"
+    LEFT = "left outer"
+    RIGHT = "right outer"
+    FULL = "full outer"
+    LEFT_SEMI = "left semi"
+    LEFT_ANTI = "left anti"
+
+    @property
+    def keeps_left_only(self) -> bool:
+        return self in (JoinKind.LEFT_SEMI, JoinKind.LEFT_ANTI)
+
+
+@dataclass(eq=False)
+class PlanNode:
+    schema: Schema
+
+    def inputs(self) -> list[PlanNode]:
+        return []
+
+    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
+        assert not inputs
+        return self
+
+    @property
+    def types(self) -> list[DataType]:
+        return self.schema.types
+
+    def explain(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(eq=False)
+class Scan(PlanNode):
+    """Columns `column_indices` of a stored relation (table, MV, index)."""
+
+    relation: Relation
+    column_indices: list[int]
+
+    def explain(self) -> str:
+        cols = ", ".join(self.relation.columns[i].name for i in self.column_indices)
+        return f"Scan {{ table: {self.relation.name}, columns: [{cols}] }}"
+
+
+@dataclass(eq=False)
+class Values(PlanNode):
+    rows: list[list[Expr]]
+
+    def explain(self) -> str:
+        return f"Values {{ rows: {len(self.rows)} }}"
+
+
+@dataclass(eq=False)
+class Filter(PlanNode):
+    input: PlanNode
+    predicate: Expr
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
+        return replace(self, input=inputs[0])
+
+    def explain(self) -> str:
+        return f"Filter {{ predicate: {self.predicate} }}"
+
+
+@dataclass(eq=False)
+class Project(PlanNode):
+    input: PlanNode
+    exprs: list[Expr]
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
+        return replace(self, input=inputs[0])
+
+    def explain(self) -> str:
+        return f"Project {{ exprs: [{', '.join(str(e) for e in self.exprs)}] }}"
+
+
+@dataclass(eq=False)
+class Join(PlanNode):
+    left: PlanNode
+    right: PlanNode
+    kind: JoinKind
+    condition: Expr | None  # over left ++ right columns
+    scalar_subquery: bool = False  # the right side is an uncorrelated scalar subquery (<= 1 row)
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.left, self.right]
+
+    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
+        return replace(self, left=inputs[0], right=inputs[1])
+
+    def explain(self) -> str:
+        return f"Join {{ type: {self.kind.value}, on: {self.condition} }}"
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """One aggregate of an `Agg` node (args index the Agg's input)."""
+
+    kind: str  # count, count_star, sum, avg, min, max, string_agg, array_agg, bool_and, bool_or
+    args: tuple[int, ...]
+    return_type: DataType
+    distinct: bool = False
+    filter: Expr | None = None
+    order_by: tuple[tuple[int, OrderType], ...] = ()
+
+    def __str__(self) -> str:
+        d = "distinct " if self.distinct else ""
+        args = ", ".join(f"${a}" for a in self.args) or "*"
+        f = f" filter({self.filter})" if self.filter is not None else ""
+        return f"{self.kind}({d}{args}){f}"
+
+
+@dataclass(eq=False)
+class Agg(PlanNode):
+    """GROUP BY `group_key` computing `calls`; output = group columns then one column per call."""
+
+    input: PlanNode
+    group_key: list[int]
+    calls: list[AggCall]
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
+        return replace(self, input=inputs[0])
+
+    def explain(self) -> str:
+        keys = ", ".join(f"${g}" for g in self.group_key)
+        return f"Agg {{ group_key: [{keys}], aggs: [{', '.join(str(c) for c in self.calls)}] }}"
+
+
+@dataclass(eq=False)
+class TopN(PlanNode):
+    """ORDER BY ... LIMIT/OFFSET, per group (ROW_NUMBER() <= N) or over everything."""
+
+    input: PlanNode
+    order: list[tuple[int, OrderType]]
+    limit: int | None
+    offset: int = 0
+    group_key: list[int] = field(default_factory=list)
+    with_ties: bool = False
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
+        return replace(self, input=inputs[0])
+
+    def explain(self) -> str:
+        order = ", ".join(f"${c} {o}" for c, o in self.order)
+        group = f", group_key: [{', '.join(f'${g}' for g in self.group_key)}]" if self.group_key else ""
+        return f"TopN {{ order: [{order}], limit: {self.limit}, offset: {self.offset}{group} }}"
+
+
+@dataclass(eq=False)
+class Sort(PlanNode):
+    """ORDER BY without LIMIT (batch output order; an MV's pk order)."""
+
+    input: PlanNode
+    order: list[tuple[int, OrderType]]
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
+        return replace(self, input=inputs[0])
+
+    def explain(self) -> str:
+        return f"Sort {{ order: [{', '.join(f'${c} {o}' for c, o in self.order)}] }}"
+
+
+@dataclass(eq=False)
+class Union(PlanNode):
+    """UNION ALL of inputs with identical column types."""
+
+    union_inputs: list[PlanNode]
+
+    def inputs(self) -> list[PlanNode]:
+        return list(self.union_inputs)
+
+    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
+        return replace(self, union_inputs=list(inputs))
+
+    def explain(self) -> str:
+        return "Union { all: true }"
+
+
+@dataclass(eq=False)
+class HopWindow(PlanNode):
+    """Each row once per hopping window containing its time; output = input, window_start, window_end."""
+
+    input: PlanNode
+    time_col: int
+    slide_usecs: int
+    size_usecs: int
+    offset_usecs: int = 0
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
+        return replace(self, input=inputs[0])
+
+    def explain(self) -> str:
+        return (
+            f"HopWindow {{ time_col: ${self.time_col}, slide: {self.slide_usecs}us, "
+            f"size: {self.size_usecs}us }}"
+        )
+
+
+@dataclass(frozen=True)
+class WindowCall:
+    kind: str  # row_number, rank, dense_rank
+    return_type: DataType
+
+
+@dataclass(eq=False)
+class OverWindow(PlanNode):
+    """Window functions over partitions; output = input columns then one per call."""
+
+    input: PlanNode
+    partition_by: list[int]
+    order_by: list[tuple[int, OrderType]]
+    calls: list[WindowCall]
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
+        return replace(self, input=inputs[0])
+
+    def explain(self) -> str:
+        return (
+            f"OverWindow {{ calls: [{', '.join(c.kind for c in self.calls)}], "
+            f"partition_by: [{', '.join(f'${p}' for p in self.partition_by)}], "
+            f"order_by: [{', '.join(f'${c} {o}' for c, o in self.order_by)}] }}"
+        )
+
+
+def schema_of(names: Sequence[str], types: Sequence[DataType]) -> Schema:
+    return Schema(tuple(Field(n, t) for n, t in zip(names, types, strict=True)))
+
+
+def explain_tree(node: PlanNode, indent: int = 0) -> str:
+    lines = ["  " * indent + node.explain()]
+    lines += [explain_tree(i, indent + 1) for i in node.inputs()]
+    return "\n".join(lines)

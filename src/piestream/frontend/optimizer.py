@@ -1,0 +1,415 @@
+"""Logical rewrites before planning: constant folding, predicate push-down, projection merging,
+column pruning, and recognizing ``ROW_NUMBER() OVER (...) <= N`` as a group top-N.
+
+Each rule maps a plan to an equivalent plan; `optimize` applies them in a fixed order. They keep
+the planner's job simple (fewer columns cross exchanges, filters sit next to scans and joins get
+their equi-conditions) without changing any result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from piestream.common.errors import FeatureNotSupported
+from piestream.common.schema import Schema
+from piestream.common.types import DataType, TypeKind
+from piestream.expr.bind import bind_call, fold_constants
+from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
+from piestream.frontend.binder.rewrite import input_refs, remap_refs, transform
+from piestream.frontend.logical import (
+    Agg,
+    AggCall,
+    Filter,
+    Join,
+    JoinKind,
+    OverWindow,
+    PlanNode,
+    Project,
+    Scan,
+    TopN,
+    Union,
+    Values,
+)
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, FuncCall) and e.name == "and":
+        return [c for a in e.args for c in conjuncts(a)]
+    return [e]
+
+
+def and_all(exprs: list[Expr]) -> Expr | None:
+    exprs = [e for e in exprs if not (isinstance(e, Literal) and e.value is True)]
+    if not exprs:
+        return None
+    return exprs[0] if len(exprs) == 1 else bind_call("and", exprs)
+
+
+def _map_node_exprs(node: PlanNode, fn: Any) -> PlanNode:
+    """Apply `fn` to every expression a node holds (not its inputs)."""
+    if isinstance(node, Filter):
+        return replace(node, predicate=fn(node.predicate))
+    if isinstance(node, Project):
+        return replace(node, exprs=[fn(e) for e in node.exprs])
+    if isinstance(node, Join) and node.condition is not None:
+        return replace(node, condition=fn(node.condition))
+    if isinstance(node, Values):
+        return replace(node, rows=[[fn(e) for e in r] for r in node.rows])
+    if isinstance(node, Agg):
+        return replace(
+            node, calls=[replace(c, filter=fn(c.filter)) if c.filter is not None else c for c in node.calls]
+        )
+    return node
+
+
+def map_tree(node: PlanNode, fn: Any) -> PlanNode:
+    """Bottom-up rebuild: `fn(node_with_rewritten_inputs)`."""
+    new_inputs = [map_tree(i, fn) for i in node.inputs()]
+    return fn(node.with_inputs(new_inputs) if new_inputs else node)
+
+
+# ---------------------------------------------------------------------------------------------
+# constant folding
+
+
+def fold(plan: PlanNode) -> PlanNode:
+    def rule(n: PlanNode) -> PlanNode:
+        n = _map_node_exprs(n, fold_constants)
+        if isinstance(n, Filter) and isinstance(n.predicate, Literal) and n.predicate.value is True:
+            return n.input
+        return n
+
+    return map_tree(plan, rule)
+
+
+# ---------------------------------------------------------------------------------------------
+# projection merge
+
+
+def merge_projects(plan: PlanNode) -> PlanNode:
+    def rule(n: PlanNode) -> PlanNode:
+        if isinstance(n, Project) and isinstance(n.input, Project):
+            inner = n.input
+            subst = {i: e for i, e in enumerate(inner.exprs)}
+            exprs = [
+                transform(e, lambda x: subst[x.index] if isinstance(x, InputRef) else None) for e in n.exprs
+            ]
+            return Project(n.schema, inner.input, exprs)
+        if isinstance(n, Project) and _is_identity(n):
+            return n.input
+        return n
+
+    return map_tree(plan, rule)
+
+
+def _is_identity(p: Project) -> bool:
+    inp = p.input.types
+    return (
+        len(p.exprs) == len(inp)
+        and all(isinstance(e, InputRef) and e.index == i for i, e in enumerate(p.exprs))
+        and [f.name for f in p.schema.fields] == [f.name for f in p.input.schema.fields]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# predicate push-down
+
+
+def push_down_predicates(plan: PlanNode) -> PlanNode:
+    if isinstance(plan, Filter):
+        return _push_filter(push_down_predicates(plan.input), conjuncts(plan.predicate), plan.schema)
+    new_inputs = [push_down_predicates(i) for i in plan.inputs()]
+    node = plan.with_inputs(new_inputs) if new_inputs else plan
+    if isinstance(node, Join) and node.kind is JoinKind.INNER and node.condition is not None:
+        # single-side conjuncts of an inner join's condition filter that side first
+        return _push_join(node, [])
+    return node
+
+
+def _wrap_filter(node: PlanNode, preds: list[Expr]) -> PlanNode:
+    p = and_all(preds)
+    return node if p is None else Filter(node.schema, node, p)
+
+
+def _volatile(e: Expr) -> bool:
+    from piestream.frontend.binder.rewrite import walk
+
+    return any(isinstance(x, FuncCall) and x.name in ("now",) for x in walk(e))
+
+
+def _push_filter(node: PlanNode, preds: list[Expr], schema: Schema) -> PlanNode:
+    if isinstance(node, Filter):
+        return _push_filter(node.input, conjuncts(node.predicate) + preds, schema)
+    if isinstance(node, Project):
+        subst = {i: e for i, e in enumerate(node.exprs)}
+        pushable: list[Expr] = []
+        kept: list[Expr] = []
+        for p in preds:
+            mapped = transform(p, lambda x: subst[x.index] if isinstance(x, InputRef) else None)
+            (kept if _volatile(mapped) or _volatile(p) else pushable).append(
+                mapped if not _volatile(mapped) else p
+            )
+        inner = _push_filter(node.input, pushable, node.input.schema) if pushable else node.input
+        return _wrap_filter(Project(node.schema, inner, node.exprs), kept)
+    if isinstance(node, Join):
+        return _push_join(node, preds)
+    if isinstance(node, Union):
+        return Union(node.schema, [_push_filter(i, list(preds), i.schema) for i in node.union_inputs])
+    if isinstance(node, Agg):
+        g = len(node.group_key)
+        below, above = [], []
+        for p in preds:
+            refs = input_refs(p)
+            if refs and all(r < g for r in refs):
+                below.append(remap_refs(p, {i: node.group_key[i] for i in range(g)}))
+            else:
+                above.append(p)
+        inner = _push_filter(node.input, below, node.input.schema) if below else node.input
+        return _wrap_filter(replace(node, input=inner), above)
+    return _wrap_filter(node, preds)
+
+
+def _push_join(node: Join, preds: list[Expr]) -> PlanNode:
+    nl = len(node.left.types)
+    left_p: list[Expr] = []
+    right_p: list[Expr] = []
+    on: list[Expr] = []
+    above: list[Expr] = []
+    cond = conjuncts(node.condition) if node.condition is not None else []
+    kind = node.kind
+    for p in preds:
+        refs = input_refs(p)
+        if kind.keeps_left_only:
+            (left_p if refs and max(refs) < nl else above).append(p)
+        elif refs and max(refs) < nl and kind in (JoinKind.INNER, JoinKind.LEFT):
+            left_p.append(p)
+        elif refs and min(refs) >= nl and kind in (JoinKind.INNER, JoinKind.RIGHT):
+            right_p.append(remap_refs(p, {r: r - nl for r in refs}))
+        elif kind is JoinKind.INNER:
+            on.append(p)
+        else:
+            above.append(p)
+    # an inner join's own single-side conditions filter its inputs
+    keep_cond = []
+    for c in cond:
+        refs = input_refs(c)
+        if kind in (JoinKind.INNER, JoinKind.LEFT_SEMI) and refs and min(refs) >= nl and not _volatile(c):
+            right_p.append(remap_refs(c, {r: r - nl for r in refs}))
+        elif kind is JoinKind.INNER and refs and max(refs) < nl and not _volatile(c):
+            left_p.append(c)
+        else:
+            keep_cond.append(c)
+    left = _push_filter(node.left, left_p, node.left.schema) if left_p else node.left
+    right = _push_filter(node.right, right_p, node.right.schema) if right_p else node.right
+    joined = Join(node.schema, left, right, kind, and_all(keep_cond + on), node.scalar_subquery)
+    return _wrap_filter(joined, above)
+
+
+# ---------------------------------------------------------------------------------------------
+# ROW_NUMBER() <= N  ->  group TopN
+
+
+@dataclass(frozen=True)
+class RowNumberUnavailable(Expr):
+    """Stands for a ROW_NUMBER() value after its filter became a group TopN, which does not output
+    it. If it survives column pruning the query selects the value itself: not supported."""
+
+    return_type: DataType
+
+    def eval(self, chunk: Any) -> Any:
+        raise FeatureNotSupported("selecting the value of ROW_NUMBER() is not supported; filter by it only")
+
+
+def row_number_to_top_n(plan: PlanNode) -> PlanNode:
+    """``Filter(rn <= N) over OverWindow(row_number)`` -> ``TopN(group=partition, limit=N)``."""
+
+    def rule(n: PlanNode) -> PlanNode:
+        if not isinstance(n, Filter):
+            return n
+        ow, proj = n.input, None
+        if isinstance(ow, Project) and isinstance(ow.input, OverWindow):
+            proj, ow = ow, ow.input
+        if not isinstance(ow, OverWindow) or len(ow.calls) != 1 or ow.calls[0].kind != "row_number":
+            return n
+        rn_col = len(ow.input.types)
+        if proj is None:
+            rn_out: int | None = rn_col
+        else:
+            rn_out = next(
+                (i for i, e in enumerate(proj.exprs) if isinstance(e, InputRef) and e.index == rn_col), None
+            )
+        if rn_out is None:
+            return n
+        limit, rest = _rank_limit(conjuncts(n.predicate), rn_out)
+        if limit is None:
+            return n
+        top = TopN(ow.input.schema, ow.input, list(ow.order_by), limit, 0, list(ow.partition_by))
+        placeholder = RowNumberUnavailable(ow.calls[0].return_type)
+        if proj is None:
+            exprs: list[Expr] = [*(InputRef(i, t) for i, t in enumerate(top.types)), placeholder]
+            out: PlanNode = Project(n.input.schema, top, exprs)
+        else:
+            exprs = [
+                transform(e, lambda x: placeholder if isinstance(x, InputRef) and x.index == rn_col else None)
+                for e in proj.exprs
+            ]
+            out = Project(proj.schema, top, exprs)
+        return _wrap_filter(out, rest)
+
+    return map_tree(plan, rule)
+
+
+def check_no_placeholders(plan: PlanNode) -> None:
+    from piestream.frontend.binder.rewrite import walk
+
+    def visit(n: PlanNode) -> None:
+        exprs: list[Expr] = []
+        if isinstance(n, Project):
+            exprs = n.exprs
+        elif isinstance(n, Filter):
+            exprs = [n.predicate]
+        elif isinstance(n, Join) and n.condition is not None:
+            exprs = [n.condition]
+        for e in exprs:
+            for x in walk(e):
+                if isinstance(x, RowNumberUnavailable):
+                    x.eval(None)
+        for i in n.inputs():
+            visit(i)
+
+    visit(plan)
+
+
+def _rank_limit(preds: list[Expr], col: int) -> tuple[int | None, list[Expr]]:
+    """N from `rn <= N` / `rn < N+1` / `rn = 1` among `preds`, and the other predicates."""
+    limit = None
+    rest = []
+    for p in preds:
+        n = _compare_const(p, col)
+        if n is not None and limit is None:
+            limit = n
+        else:
+            rest.append(p)
+    return limit, rest
+
+
+def _compare_const(p: Expr, col: int) -> int | None:
+    if not isinstance(p, FuncCall) or len(p.args) != 2:
+        return None
+    a, b = p.args
+    if not (
+        isinstance(a, InputRef) and a.index == col and isinstance(b, Literal) and isinstance(b.value, int)
+    ):
+        return None
+    v = int(b.value)
+    return {
+        "less_than_or_equal": v,
+        "less_than": v - 1,
+        "equal": 1 if v == 1 else None,
+    }.get(p.name)
+
+
+# ---------------------------------------------------------------------------------------------
+# column pruning
+
+
+def prune_columns(plan: PlanNode) -> PlanNode:
+    node, mapping = _prune(plan, set(range(len(plan.types))))
+    if mapping != {i: i for i in range(len(plan.types))}:
+        exprs: list[Expr] = [InputRef(mapping[i], t) for i, t in enumerate(plan.types)]
+        node = Project(plan.schema, node, exprs)
+    return node
+
+
+def _prune(node: PlanNode, required: set[int]) -> tuple[PlanNode, dict[int, int]]:
+    """A node producing at least the `required` columns, and where each of them went."""
+    if isinstance(node, Scan):
+        keep = sorted(required)
+        new = Scan(node.schema.project(keep), node.relation, [node.column_indices[i] for i in keep])
+        return new, {c: i for i, c in enumerate(keep)}
+    if isinstance(node, Project):
+        keep = sorted(required)
+        exprs = [node.exprs[i] for i in keep]
+        need = set().union(*[input_refs(e) for e in exprs]) if exprs else set()
+        child, m = _prune(node.input, need)
+        new_exprs = [remap_refs(e, m) for e in exprs]
+        return Project(node.schema.project(keep), child, new_exprs), {c: i for i, c in enumerate(keep)}
+    if isinstance(node, Filter):
+        need = set(required) | input_refs(node.predicate)
+        child, m = _prune(node.input, need)
+        return Filter(child.schema, child, remap_refs(node.predicate, m)), m
+    if isinstance(node, Join):
+        nl = len(node.left.types)
+        cond_refs = input_refs(node.condition) if node.condition is not None else set()
+        need = set(required) | cond_refs
+        left, ml = _prune(node.left, {i for i in need if i < nl} or {0} if nl else set())
+        right_need = {i - nl for i in need if i >= nl}
+        if not right_need and node.right.types:
+            right_need = {0}
+        right, mr = _prune(node.right, right_need)
+        m = dict(ml)
+        new_nl = len(left.types)
+        m.update({i + nl: j + new_nl for i, j in mr.items()})
+        cond = remap_refs(node.condition, m) if node.condition is not None else None
+        schema = (
+            left.schema if node.kind.keeps_left_only else Schema(left.schema.fields + right.schema.fields)
+        )
+        if node.kind.keeps_left_only:
+            m = dict(ml)
+        return Join(schema, left, right, node.kind, cond, node.scalar_subquery), m
+    if isinstance(node, Agg):
+        g = len(node.group_key)
+        keep_calls = [i for i in range(len(node.calls)) if g + i in required]
+        calls = [node.calls[i] for i in keep_calls]
+        need = set(node.group_key)
+        for c in calls:
+            need |= set(c.args) | {o for o, _ in c.order_by}
+            if c.filter is not None:
+                need |= input_refs(c.filter)
+        child, m = _prune(node.input, need or ({0} if node.input.types else set()))
+        new_calls = [
+            AggCall(
+                c.kind,
+                tuple(m[a] for a in c.args),
+                c.return_type,
+                c.distinct,
+                remap_refs(c.filter, m) if c.filter is not None else None,
+                tuple((m[o], ot) for o, ot in c.order_by),
+            )
+            for c in calls
+        ]
+        fields = [node.schema.fields[i] for i in range(g)] + [node.schema.fields[g + i] for i in keep_calls]
+        agg = Agg(Schema(tuple(fields)), child, [m[k] for k in node.group_key], new_calls)
+        out = {i: i for i in range(g)}
+        out.update({g + old: g + new_i for new_i, old in enumerate(keep_calls)})
+        return agg, out
+    # nodes whose columns all pass through: prune nothing below them, keep their order
+    kids = [(_prune(i, set(range(len(i.types))))[0]) for i in node.inputs()]
+    return (node.with_inputs(kids) if kids else node), {i: i for i in range(len(node.types))}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def optimize(plan: PlanNode, *, streaming: bool) -> PlanNode:
+    """The rewrites in order. Streaming plans turn ROW_NUMBER filters into group TopNs (batch
+    computes window functions directly)."""
+    plan = fold(plan)
+    plan = push_down_predicates(plan)
+    plan = merge_projects(plan)
+    if streaming:
+        plan = row_number_to_top_n(plan)
+    plan = prune_columns(plan)
+    plan = merge_projects(plan)
+    plan = fold(plan)
+    if streaming:
+        check_no_placeholders(plan)
+    return plan
+
+
+def is_boolean(e: Expr) -> bool:
+    return e.return_type.kind is TypeKind.BOOLEAN

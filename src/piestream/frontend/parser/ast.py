@@ -1,0 +1,352 @@
+"""Statements the parser hands to the binder and the session.
+
+Every statement is a frozen dataclass. Expressions inside them (queries, WHERE clauses, default
+and generated column expressions, watermarks) stay sqlglot trees, because the binder binds sqlglot
+expressions; everything a DDL statement *declares* (names, types, options, keys) is already plain
+Python here, so no consumer has to walk sqlglot's DDL nodes.
+
+Conventions:
+- Names are normalized the PostgreSQL way: unquoted identifiers are lower-cased (ASCII only),
+  quoted ones keep their spelling. Qualified names are joined with "." (``public.t``).
+- Column types are `piestream.common.types.DataType`s.
+- Query trees are sqlglot `Select` / `Union` / `Intersect` / `Except` / `Values` (a parenthesized
+  query with ORDER BY / LIMIT stays a `Subquery`). Their unquoted identifiers are lower-cased and
+  array subscripts are kept as written (1-based, PostgreSQL semantics).
+- `text` is the statement's original SQL (from its first to its last token, comments around it
+  excluded); `sql_text` fields hold the text of an embedded query, for catalogs that store it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+from sqlglot import exp
+
+from piestream.common.types import DataType
+
+OnConflict = Literal["do_nothing", "do_update_full", "do_update_if_not_null"]
+ObjectKind = Literal["table", "materialized view", "view", "index", "source", "sink"]
+ShowKind = Literal[
+    "tables",
+    "materialized views",
+    "views",
+    "sources",
+    "sinks",
+    "indexes",
+    "columns",
+    "schemas",
+    "databases",
+    "parameters",
+]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """Base of all statements; `text` is the statement's SQL as the user wrote it."""
+
+    text: str = field(default="", kw_only=True, compare=False, repr=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pieces of statements
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    """One column of CREATE TABLE / CREATE SOURCE.
+
+    `type` is None only for a generated column written without a type (``c AS a + 1``); its type
+    is the expression's. `generated` is the ``AS expr`` expression, `default` the DEFAULT one.
+    """
+
+    name: str
+    type: DataType | None
+    not_null: bool = False
+    primary_key: bool = False
+    default: exp.Expression | None = None
+    generated: exp.Expression | None = None
+
+
+class Watermark(NamedTuple):
+    """``WATERMARK FOR column AS expr``."""
+
+    column: str
+    expr: exp.Expression
+
+
+class IndexColumn(NamedTuple):
+    """A key column of CREATE INDEX."""
+
+    name: str
+    desc: bool = False
+
+
+class Assignment(NamedTuple):
+    """``column = value`` of UPDATE ... SET."""
+
+    column: str
+    value: exp.Expression
+
+
+@dataclass(frozen=True)
+class FormatEncode:
+    """``FORMAT PLAIN ENCODE JSON (options)`` of sources, tables with connectors and sinks."""
+
+    format: str
+    encode: str
+    options: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# Queries and DML
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query(Statement):
+    """SELECT / VALUES / set operations / WITH ... SELECT."""
+
+    query: exp.Expression
+
+
+@dataclass(frozen=True)
+class Insert(Statement):
+    """``INSERT INTO table [(columns)] {VALUES ... | query} [RETURNING ...]``.
+
+    `source` is an `exp.Values` or a query; `returning` is empty without RETURNING.
+    """
+
+    table: str
+    columns: list[str] | None
+    source: exp.Expression
+    returning: list[exp.Expression] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Update(Statement):
+    """``UPDATE table [AS alias] SET col = expr, ... [WHERE cond] [RETURNING ...]``."""
+
+    table: str
+    assignments: list[Assignment]
+    where: exp.Expression | None = None
+    returning: list[exp.Expression] = field(default_factory=list)
+    alias: str | None = None
+
+
+@dataclass(frozen=True)
+class Delete(Statement):
+    """``DELETE FROM table [AS alias] [WHERE cond] [RETURNING ...]``."""
+
+    table: str
+    where: exp.Expression | None = None
+    returning: list[exp.Expression] = field(default_factory=list)
+    alias: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# DDL
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateTable(Statement):
+    """CREATE TABLE, with RisingWave's APPEND ONLY / ON CONFLICT / connector options.
+
+    `primary_key` collects both column-level and table-level PRIMARY KEY, in key order.
+    `as_query` (with `as_query_text`) is set for CREATE TABLE ... AS query.
+    """
+
+    name: str
+    columns: list[ColumnDef]
+    primary_key: list[str] = field(default_factory=list)
+    append_only: bool = False
+    on_conflict: OnConflict | None = None
+    with_options: dict[str, str] = field(default_factory=dict)
+    as_query: exp.Expression | None = None
+    as_query_text: str | None = None
+    if_not_exists: bool = False
+    watermarks: list[Watermark] = field(default_factory=list)
+    format_encode: FormatEncode | None = None
+    row_format: str | None = None
+
+
+@dataclass(frozen=True)
+class CreateSource(Statement):
+    """CREATE SOURCE: a connector's stream, not stored (columns may come from a schema registry)."""
+
+    name: str
+    columns: list[ColumnDef]
+    with_options: dict[str, str] = field(default_factory=dict)
+    if_not_exists: bool = False
+    watermarks: list[Watermark] = field(default_factory=list)
+    primary_key: list[str] = field(default_factory=list)
+    format_encode: FormatEncode | None = None
+    row_format: str | None = None
+
+
+@dataclass(frozen=True)
+class CreateMaterializedView(Statement):
+    """CREATE MATERIALIZED VIEW; `sql_text` is the query's text as written (the catalog keeps it)."""
+
+    name: str
+    query: exp.Expression
+    sql_text: str
+    if_not_exists: bool = False
+    columns: list[str] | None = None
+    with_options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreateView(Statement):
+    """CREATE [OR REPLACE] VIEW; the catalog stores `sql_text` and re-binds it on every use."""
+
+    name: str
+    columns: list[str] | None
+    query: exp.Expression
+    sql_text: str
+    or_replace: bool = False
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class CreateIndex(Statement):
+    """CREATE INDEX name ON table (cols) [INCLUDE (cols)] [DISTRIBUTED BY (cols)]."""
+
+    name: str
+    table: str
+    columns: list[IndexColumn]
+    include: list[str] = field(default_factory=list)
+    distributed_by: list[str] = field(default_factory=list)
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class CreateSink(Statement):
+    """CREATE SINK name [INTO table] {FROM relation | AS query} WITH (...).
+
+    Exactly one of `from_relation` and `query` is set; `sql_text` is the query's text.
+    """
+
+    name: str
+    from_relation: str | None
+    query: exp.Expression | None
+    with_options: dict[str, str] = field(default_factory=dict)
+    if_not_exists: bool = False
+    sql_text: str | None = None
+    into_table: str | None = None
+    format_encode: FormatEncode | None = None
+
+
+@dataclass(frozen=True)
+class Drop(Statement):
+    """DROP kind [IF EXISTS] name, ... [CASCADE | RESTRICT]."""
+
+    kind: ObjectKind
+    names: list[str]
+    if_exists: bool = False
+    cascade: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Utility statements
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flush(Statement):
+    """FLUSH: wait until every write so far is visible to reads (a checkpoint barrier)."""
+
+
+@dataclass(frozen=True)
+class SetVariable(Statement):
+    """SET [SESSION | LOCAL] name {TO | =} value; `value` None means DEFAULT (also RESET name).
+
+    A list value (``SET search_path = a, b``) is joined with ", " as PostgreSQL shows it.
+    """
+
+    name: str
+    value: str | None
+    local: bool = False
+
+
+@dataclass(frozen=True)
+class ResetAll(Statement):
+    """RESET ALL: every session variable back to its default."""
+
+
+@dataclass(frozen=True)
+class ShowVariable(Statement):
+    """SHOW name; `name` is "all" for SHOW ALL."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ShowObjects(Statement):
+    """SHOW TABLES / MATERIALIZED VIEWS / ... [FROM schema] [LIKE pattern]; SHOW COLUMNS FROM t.
+
+    `from_` is the schema, or the relation for "columns" and "indexes".
+    """
+
+    kind: ShowKind
+    from_: str | None = None
+    like: str | None = None
+
+
+@dataclass(frozen=True)
+class ShowCreate(Statement):
+    """SHOW CREATE {TABLE | MATERIALIZED VIEW | VIEW | INDEX | SOURCE | SINK} name."""
+
+    kind: ObjectKind
+    name: str
+
+
+@dataclass(frozen=True)
+class Describe(Statement):
+    """DESCRIBE name: columns, keys and indexes of a relation."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Explain(Statement):
+    """EXPLAIN [ANALYZE] [VERBOSE] stmt, or EXPLAIN (option [value], ...) stmt.
+
+    Options other than VERBOSE and ANALYZE (TRACE, TYPE, FORMAT, ...) land in `options`,
+    lower-cased, with "true" for a bare option.
+    """
+
+    statement: Statement
+    verbose: bool = False
+    analyze: bool = False
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Begin(Statement):
+    """BEGIN / START TRANSACTION: accepted for client compatibility; `modes` as written."""
+
+    modes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Commit(Statement):
+    """COMMIT / END: accepted for client compatibility."""
+
+
+@dataclass(frozen=True)
+class Rollback(Statement):
+    """ROLLBACK / ABORT: accepted for client compatibility."""
+
+
+@dataclass(frozen=True)
+class Discard(Statement):
+    """DISCARD {ALL | PLANS | SEQUENCES | TEMP}: drops session state."""
+
+    target: str
+
+
+#: Statements EXPLAIN accepts.
+EXPLAINABLE = (Query, Insert, Update, Delete, CreateTable, CreateMaterializedView, CreateIndex, CreateSink)

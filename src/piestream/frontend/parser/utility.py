@@ -1,0 +1,226 @@
+"""Utility statements: SET / RESET / SHOW / DESCRIBE / EXPLAIN / FLUSH / DISCARD and transactions.
+
+Transactions are parsed so that drivers (psql, JDBC, SQLAlchemy, pandas) can send BEGIN / COMMIT
+around their work; piestream treats them as no-ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot.tokens import TokenType
+
+from piestream.frontend.parser import ast
+from piestream.frontend.parser.base import ParserBase
+from piestream.frontend.parser.names import fold
+
+_SHOW_KINDS: tuple[tuple[tuple[str, ...], ast.ShowKind], ...] = (
+    (("TABLES",), "tables"),
+    (("MATERIALIZED", "VIEWS"), "materialized views"),
+    (("VIEWS",), "views"),
+    (("SOURCES",), "sources"),
+    (("SINKS",), "sinks"),
+    (("INDEXES",), "indexes"),
+    (("COLUMNS",), "columns"),
+    (("SCHEMAS",), "schemas"),
+    (("DATABASES",), "databases"),
+    (("PARAMETERS",), "parameters"),
+)
+
+_SHOW_CREATE_KINDS: tuple[tuple[tuple[str, ...], ast.ObjectKind], ...] = (
+    (("TABLE",), "table"),
+    (("MATERIALIZED", "VIEW"), "materialized view"),
+    (("VIEW",), "view"),
+    (("INDEX",), "index"),
+    (("SOURCE",), "source"),
+    (("SINK",), "sink"),
+)
+
+#: Multi-word variable names PostgreSQL spells with spaces in SET / SHOW.
+_SPECIAL_VARIABLES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("TIME", "ZONE"), "timezone"),
+    (("TRANSACTION", "ISOLATION", "LEVEL"), "transaction_isolation"),
+)
+
+_ISOLATION_LEVELS = (
+    ("SERIALIZABLE",),
+    ("REPEATABLE", "READ"),
+    ("READ", "COMMITTED"),
+    ("READ", "UNCOMMITTED"),
+)
+
+
+class UtilityParser(ParserBase):
+    """Session and introspection statements (the leading keyword already consumed)."""
+
+    # -- SET / RESET --------------------------------------------------------------------------------
+    def _parse_set_statement(self) -> ast.SetVariable:
+        local = False
+        if self._match_text_seq("LOCAL"):
+            local = True
+        else:
+            self._match_text_seq("SESSION")
+        if self._match_text_seq("TIME", "ZONE"):
+            value = None if self._match_texts(("DEFAULT", "LOCAL")) else self._parse_set_value()
+            return ast.SetVariable("timezone", value, local)
+        if self._match_text_seq("TRANSACTION", advance=False) or self._match_text_seq(
+            "CHARACTERISTICS", advance=False
+        ):
+            raise self._unsupported(f"SET {self._curr.text.upper()}", self._curr)
+        name = self._parse_variable_name()
+        if not (self._match(TokenType.EQ) or self._match_text_seq("TO")):
+            self._fail("Expecting TO or =")
+        if self._match(TokenType.DEFAULT):
+            return ast.SetVariable(name, None, local)
+        values = [self._parse_set_value()]
+        while self._match(TokenType.COMMA):
+            values.append(self._parse_set_value())
+        return ast.SetVariable(name, ", ".join(values), local)
+
+    def _parse_set_value(self) -> str:
+        if self._curr.token_type in (TokenType.TRUE, TokenType.FALSE, TokenType.ON):
+            self._advance()
+            return self._prev.text.lower()
+        return self._parse_option_value()
+
+    def _parse_variable_name(self) -> str:
+        # GUC names are case-insensitive, quoted or not; extension variables are dotted.
+        name = self._parse_word()
+        while self._match(TokenType.DOT):
+            name += "." + self._parse_word()
+        return name.lower()
+
+    def _parse_reset_statement(self) -> ast.SetVariable | ast.ResetAll:
+        if self._match(TokenType.ALL):
+            return ast.ResetAll()
+        for words, name in _SPECIAL_VARIABLES:
+            if self._match_text_seq(*words):
+                return ast.SetVariable(name, None)
+        return ast.SetVariable(self._parse_variable_name(), None)
+
+    def _parse_discard_statement(self) -> ast.Discard:
+        if self._match_texts(("ALL", "PLANS", "SEQUENCES", "TEMP", "TEMPORARY")):
+            target = self._prev.text.lower()
+            return ast.Discard("temp" if target == "temporary" else target)
+        self._fail("Expecting ALL, PLANS, SEQUENCES or TEMP")
+
+    # -- SHOW / DESCRIBE ----------------------------------------------------------------------------
+    def _parse_show_statement(self) -> ast.Statement:
+        if self._match(TokenType.ALL):
+            return ast.ShowVariable("all")
+        if self._match_text_seq("CREATE"):
+            for words, kind in _SHOW_CREATE_KINDS:
+                if self._match_text_seq(*words):
+                    return ast.ShowCreate(kind, self._parse_object_name())
+            self._fail("Expecting an object kind")
+        for words, name in _SPECIAL_VARIABLES:
+            if self._match_text_seq(*words):
+                return ast.ShowVariable(name)
+        for words, show_kind in _SHOW_KINDS:
+            if self._match_text_seq(*words):
+                return self._parse_show_objects(show_kind)
+        return ast.ShowVariable(self._parse_variable_name())
+
+    def _parse_show_objects(self, kind: ast.ShowKind) -> ast.ShowObjects:
+        from_: str | None = None
+        if self._match(TokenType.FROM) or self._match(TokenType.IN):
+            from_ = self._parse_object_name()
+        elif kind == "columns":
+            self._fail("Expecting FROM")
+        like: str | None = None
+        if self._match(TokenType.LIKE):
+            if self._curr.token_type != TokenType.STRING:
+                self._fail("Expecting a pattern")
+            like = self._curr.text
+            self._advance()
+        return ast.ShowObjects(kind, from_, like)
+
+    def _parse_describe_statement(self) -> ast.Describe:
+        return ast.Describe(self._parse_object_name())
+
+    # -- EXPLAIN ------------------------------------------------------------------------------------
+    def _parse_explain_statement(self) -> ast.Explain:
+        verbose = analyze = False
+        options: dict[str, str] = {}
+        if self._match(TokenType.L_PAREN, advance=False) and self._next.token_type not in (
+            TokenType.SELECT,
+            TokenType.WITH,
+            TokenType.VALUES,
+            TokenType.L_PAREN,
+        ):
+            self._advance()
+            while True:
+                key = self._parse_word()
+                value = "true"
+                if self._curr.token_type not in (TokenType.COMMA, TokenType.R_PAREN):
+                    value = self._parse_set_value()
+                options[key] = value
+                if not self._match(TokenType.COMMA):
+                    break
+            self._match_r_paren()
+            verbose = _truthy(options.pop("verbose", "false"))
+            analyze = _truthy(options.pop("analyze", "false"))
+        else:
+            analyze = self._match_texts(("ANALYZE", "ANALYSE"))
+            verbose = self._match_text_seq("VERBOSE")
+        start = self._curr
+        statement = self.parse_statement_body()
+        if not isinstance(statement, ast.EXPLAINABLE):
+            self._fail("Expecting an explainable statement", start)
+        text = self._find_sql(start, self._prev)
+        statement = _with_text(statement, text)
+        return ast.Explain(statement, verbose=verbose, analyze=analyze, options=options)
+
+    # -- transactions -------------------------------------------------------------------------------
+    def _parse_begin_statement(self) -> ast.Begin:
+        self._match_texts(("WORK", "TRANSACTION"))
+        return ast.Begin(self._parse_transaction_modes())
+
+    def _parse_start_statement(self) -> ast.Begin:
+        self._expect("TRANSACTION")
+        return ast.Begin(self._parse_transaction_modes())
+
+    def _parse_transaction_modes(self) -> list[str]:
+        modes: list[str] = []
+        while self._curr:
+            if self._match_text_seq("ISOLATION", "LEVEL"):
+                for level in _ISOLATION_LEVELS:
+                    if self._match_text_seq(*level):
+                        modes.append("isolation level " + " ".join(level).lower())
+                        break
+                else:
+                    self._fail("Expecting an isolation level")
+            elif self._match_text_seq("READ", "WRITE") or self._match_text_seq("READ", "ONLY"):
+                modes.append("read " + self._prev.text.lower())
+            elif self._match_text_seq("NOT", "DEFERRABLE"):
+                modes.append("not deferrable")
+            elif self._match_text_seq("DEFERRABLE"):
+                modes.append("deferrable")
+            else:
+                break
+            self._match(TokenType.COMMA)
+        return modes
+
+    def _parse_commit_statement(self) -> ast.Commit:
+        self._match_texts(("WORK", "TRANSACTION"))
+        if self._match_text_seq("AND", "CHAIN"):
+            raise self._unsupported("COMMIT AND CHAIN", self._prev)
+        self._match_text_seq("AND", "NO", "CHAIN")
+        return ast.Commit()
+
+    def _parse_rollback_statement(self) -> ast.Rollback:
+        self._match_texts(("WORK", "TRANSACTION"))
+        if self._match_text_seq("TO"):
+            raise self._unsupported("ROLLBACK TO SAVEPOINT", self._prev)
+        if self._match_text_seq("AND", "CHAIN"):
+            raise self._unsupported("ROLLBACK AND CHAIN", self._prev)
+        self._match_text_seq("AND", "NO", "CHAIN")
+        return ast.Rollback()
+
+
+def _truthy(value: str) -> bool:
+    return fold(value) in ("true", "on", "1", "yes")
+
+
+def _with_text(statement: ast.Statement, text: str) -> ast.Statement:
+    return replace(statement, text=text)

@@ -1,0 +1,275 @@
+"""Planning streaming jobs: CREATE MATERIALIZED VIEW / INDEX (a query materialized) and CREATE
+TABLE (DML, row ids, upsert handling, materialized), down to fragments ready to run.
+
+MV primary key (reference §7): the ORDER BY columns first, until they cover the stream key, then
+the rest of the stream key ascending; the MV is distributed by its stream key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from piestream.common.order import ASC, OrderType
+from piestream.common.schema import Schema
+from piestream.common.types import SERIAL, DataType, Field
+from piestream.frontend.binder.query import BoundQuery
+from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind
+from piestream.frontend.fragmenter import FragmentedJob, fragment_job
+from piestream.frontend.optimizer import optimize
+from piestream.frontend.stream_planner import SINGLE, Dist, StreamPlanner
+from piestream.storage.table.desc import ColumnDesc, TableDesc
+from piestream.stream.executors.materialize import ConflictBehavior, MaterializeNode
+from piestream.stream.executors.row_id_gen import RowIdGenNode
+from piestream.stream.graph import Fragment
+from piestream.stream.nodes import DmlNode, StreamNode
+
+ROW_ID = "_row_id"
+
+
+@dataclass
+class Ids:
+    """Id allocators the planner draws from (meta owns the sequences)."""
+
+    next_table_id: Callable[[], int]
+    next_fragment_id: Callable[[], int]
+    upstream_parallelism: Callable[[int], int]
+
+
+@dataclass
+class PlannedJob:
+    job: FragmentedJob
+    relation: Relation
+    stream_plan: StreamNode  # before fragmentation (for EXPLAIN)
+
+
+def _unique_names(names: Sequence[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        if n in seen:
+            seen[n] += 1
+            out.append(f"{n}_{seen[n]}")
+        else:
+            seen[n] = 0
+            out.append(n)
+    return out
+
+
+def derive_pk(
+    stream_key: Sequence[int], order: Sequence[tuple[int, OrderType]]
+) -> tuple[list[int], list[OrderType]]:
+    pk: list[int] = []
+    orders: list[OrderType] = []
+    for col, ot in order:
+        if set(stream_key) <= set(pk):
+            break
+        if col not in pk:
+            pk.append(col)
+            orders.append(ot)
+    for k in stream_key:
+        if k not in pk:
+            pk.append(k)
+            orders.append(ASC)
+    return pk, orders
+
+
+def plan_materialized_view(
+    bound: BoundQuery,
+    *,
+    name: str,
+    definition: str,
+    kind: RelationKind,
+    job_id: int,
+    parallelism: int,
+    ids: Ids,
+    depends_on: Sequence[int],
+    distributed_by: Sequence[int] | None = None,
+    extra: dict[str, object] | None = None,
+) -> PlannedJob:
+    plan = optimize(bound.plan, streaming=True)
+    planner = StreamPlanner(ids.next_table_id)
+    piece = planner.plan(plan)
+    sk = list(piece.stream_key)
+    if distributed_by:  # an index: distributed by its leading columns, keyed by them first
+        sk = list(dict.fromkeys([*distributed_by, *sk]))
+    dist_key = list(distributed_by) if distributed_by else sk
+    pk, orders = derive_pk(sk, bound.order)
+    piece = planner.require(piece, Dist("hash", tuple(dist_key)) if dist_key else SINGLE)
+    width = len(bound.names)
+    names = _unique_names(
+        [*bound.names, *[f"_{f.name}".replace("__", "_") for f in piece.schema.fields[width:]]]
+    )
+    types: list[DataType] = piece.schema.types
+    cols = tuple(
+        ColumnDesc(n, t, hidden=i >= width) for i, (n, t) in enumerate(zip(names, types, strict=True))
+    )
+    table_id = ids.next_table_id()
+    desc = TableDesc(
+        table_id=table_id,
+        columns=cols,
+        pk=tuple(pk),
+        pk_orders=tuple(orders),
+        dist_key=tuple(dist_key),
+        read_prefix_len_hint=len(pk),
+        append_only=piece.node.append_only,
+        name=name,
+    )
+    schema = Schema(tuple(Field(c.name, c.data_type) for c in cols))
+    root = MaterializeNode(
+        schema=schema,
+        stream_key=tuple(sk),
+        append_only=piece.node.append_only,
+        input=piece.node,
+        table=desc,
+        conflict=ConflictBehavior.NO_CHECK,
+    )
+    job = fragment_job(
+        root,
+        job_id=job_id,
+        parallelism=parallelism,
+        next_fragment_id=ids.next_fragment_id,
+        upstream_parallelism=ids.upstream_parallelism,
+    )
+    root_frag = next(f for f in job.fragments if f.fragment_id == job.root_fragment_id)
+    rel = Relation(
+        id=table_id,
+        name=name,
+        kind=kind,
+        columns=tuple(ColumnCatalog(c.name, c.data_type, c.hidden) for c in cols),
+        definition=definition,
+        table=desc,
+        depends_on=tuple(depends_on),
+        job_id=job_id,
+        append_only=desc.append_only,
+        extra={"fragment_id": job.root_fragment_id, "parallelism": root_frag.parallelism, **(extra or {})},
+    )
+    return PlannedJob(job, rel, root)
+
+
+def plan_table(
+    *,
+    name: str,
+    columns: Sequence[tuple[str, DataType]],
+    pk_names: Sequence[str],
+    append_only: bool,
+    conflict: ConflictBehavior | None,
+    definition: str,
+    job_id: int,
+    parallelism: int,
+    ids: Ids,
+    properties: dict[str, str] | None = None,
+    source_node: Callable[[Schema, tuple[int, ...]], StreamNode] | None = None,
+) -> PlannedJob:
+    """A table: DML (and/or a connector source) -> [RowIdGen] -> Materialize with conflict handling."""
+    cols = [ColumnDesc(n, t) for n, t in columns]
+    names = [c.name for c in cols]
+    if pk_names:
+        pk = tuple(names.index(n) for n in pk_names)
+        behavior = conflict or (
+            ConflictBehavior.IGNORE_CONFLICT if append_only else ConflictBehavior.OVERWRITE
+        )
+    else:
+        cols.append(ColumnDesc(ROW_ID, SERIAL, hidden=True))
+        pk = (len(cols) - 1,)
+        behavior = ConflictBehavior.NO_CHECK
+    table_id = ids.next_table_id()
+    desc = TableDesc(
+        table_id=table_id,
+        columns=tuple(cols),
+        pk=pk,
+        pk_orders=(ASC,) * len(pk),
+        dist_key=pk,
+        read_prefix_len_hint=len(pk),
+        append_only=append_only,
+        name=name,
+    )
+    schema = Schema(tuple(Field(c.name, c.data_type) for c in cols))
+    node: StreamNode
+    if source_node is not None:
+        node = source_node(schema, pk)
+    else:
+        node = DmlNode(schema=schema, stream_key=pk, append_only=append_only, table_id=table_id, dist_key=pk)
+    if not pk_names:
+        node = RowIdGenNode(
+            schema=schema, stream_key=pk, append_only=append_only, input=node, row_id_index=pk[0]
+        )
+    root = MaterializeNode(
+        schema=schema, stream_key=pk, append_only=append_only, input=node, table=desc, conflict=behavior
+    )
+    job = fragment_job(
+        root,
+        job_id=job_id,
+        parallelism=parallelism,
+        next_fragment_id=ids.next_fragment_id,
+        upstream_parallelism=ids.upstream_parallelism,
+    )
+    if source_node is None:
+        # DML rows enter through the driver, so a no-pk table's fragment is never a singleton
+        job.fragments = [
+            f if f.fragment_id != job.root_fragment_id else _with_parallelism(f, parallelism)
+            for f in job.fragments
+        ]
+    root_frag = next(f for f in job.fragments if f.fragment_id == job.root_fragment_id)
+    rel = Relation(
+        id=table_id,
+        name=name,
+        kind=RelationKind.TABLE,
+        columns=tuple(ColumnCatalog(c.name, c.data_type, c.hidden) for c in cols),
+        definition=definition,
+        table=desc,
+        job_id=job_id,
+        append_only=append_only,
+        properties=dict(properties or {}),
+        extra={
+            "fragment_id": job.root_fragment_id,
+            "parallelism": root_frag.parallelism,
+            "conflict": behavior.value,
+            "row_id": None if pk_names else len(cols) - 1,
+        },
+    )
+    return PlannedJob(job, rel, root)
+
+
+def _with_parallelism(f: Fragment, parallelism: int) -> Fragment:
+    from dataclasses import replace
+
+    return replace(f, parallelism=parallelism)
+
+
+# ---------------------------------------------------------------------------------------------
+# EXPLAIN
+
+
+def explain_stream(planned: PlannedJob) -> str:
+    """The stream plan with each operator's stream key, then fragments and state tables."""
+    lines = ["StreamMaterialize " + _node_line(planned.stream_plan)]
+    lines += _explain_node(planned.stream_plan, 1, top=True)
+    lines.append("")
+    for f in sorted(planned.job.fragments, key=lambda f: f.fragment_id):
+        outs = ", ".join(e.explain() for e in f.outputs) or "-"
+        lines.append(f"Fragment {f.fragment_id} (parallelism {f.parallelism}, outputs: {outs})")
+        lines += _explain_node(f.root, 1, top=False)
+    for up, e in planned.job.upstream_edges:
+        lines.append(f"Upstream fragment {up} -> {e.explain()}")
+    lines.append("")
+    seen = set()
+    for f in planned.job.fragments:
+        for t in f.tables():
+            if t.table_id not in seen:
+                seen.add(t.table_id)
+                lines.append(t.describe())
+    return "\n".join(lines)
+
+
+def _node_line(n: StreamNode) -> str:
+    key = ", ".join(n.schema[k].name for k in n.stream_key)
+    return f"{{ stream_key: [{key}] }}"
+
+
+def _explain_node(n: StreamNode, depth: int, top: bool) -> list[str]:
+    lines = []
+    for c in n.inputs():
+        lines.append("  " * depth + f"└─{c.explain()} {_node_line(c)}")
+        lines += _explain_node(c, depth + 1, top)
+    return lines

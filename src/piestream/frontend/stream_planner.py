@@ -1,0 +1,432 @@
+"""From a logical plan to stream operators (seed 003: classic operators -> stream operators).
+
+Planning is bottom-up. Every piece of the result tracks its stream key and its distribution; a
+node that needs its input partitioned differently (an aggregation by its group key, a join by its
+join keys, a materialize by its stream key, a singleton for a simple aggregation) gets an
+exchange marker below it, where the fragmenter later cuts the fragments.
+
+Column positions stay those of the logical plan: hidden columns a piece needs for its stream key
+(reference §7: a projection that drops key columns keeps them hidden) come after the logical
+ones, and nodes that append columns (windows, joins) are followed by a reordering projection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from piestream.common.errors import FeatureNotSupported
+from piestream.common.schema import Schema
+from piestream.common.types import BIGINT, INT, Field
+from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
+from piestream.frontend.binder.rewrite import input_refs, remap_refs
+from piestream.frontend.catalog import Relation
+from piestream.frontend.logical import (
+    Agg,
+    Filter,
+    HopWindow,
+    Join,
+    JoinKind,
+    OverWindow,
+    PlanNode,
+    Project,
+    Scan,
+    Sort,
+    TopN,
+    Union,
+    Values,
+)
+from piestream.stream.executors.agg import AggCall as StreamAggCall
+from piestream.stream.executors.agg import hash_agg_node
+from piestream.stream.executors.backfill import BackfillNode, backfill_state_table
+from piestream.stream.executors.filter import FilterNode
+from piestream.stream.executors.hash_join import JoinType, build_hash_join, join_stream_key_internal
+from piestream.stream.executors.hop_window import HopWindowNode
+from piestream.stream.executors.project import ProjectNode
+from piestream.stream.executors.top_n import build_top_n
+from piestream.stream.executors.union import UnionNode
+from piestream.stream.executors.values import ValuesNode, values_state_table
+from piestream.stream.nodes import ExchangeNode, StreamNode
+
+
+@dataclass(frozen=True)
+class Dist:
+    """How a piece's rows are spread over actors."""
+
+    kind: str  # "hash" (by `keys`), "single" (one actor), "any" (no known property)
+    keys: tuple[int, ...] = ()
+
+    def satisfies(self, required: Dist) -> bool:
+        if required.kind == "any":
+            return True
+        if self.kind == "single":
+            return True  # one actor holds everything (and owns every vnode)
+        return required.kind == "hash" and self.kind == "hash" and self.keys == required.keys
+
+    def mapped(self, mapping: dict[int, int]) -> Dist:
+        if self.kind != "hash":
+            return self
+        if all(k in mapping for k in self.keys):
+            return Dist("hash", tuple(mapping[k] for k in self.keys))
+        return Dist("any")
+
+
+SINGLE = Dist("single")
+ANY = Dist("any")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExchangeMarker(StreamNode):
+    """Where the fragmenter cuts: the rows below move to `dist` (hash / single)."""
+
+    input: StreamNode
+    dist: Dist
+
+    def inputs(self) -> tuple[StreamNode, ...]:
+        return (self.input,)
+
+    def explain(self) -> str:
+        if self.dist.kind == "hash":
+            return f"Exchange {{ dist: HashShard({', '.join(f'${k}' for k in self.dist.keys)}) }}"
+        return "Exchange { dist: Single }"
+
+
+@dataclass
+class Piece:
+    node: StreamNode
+    dist: Dist
+    width: int  # logical columns; node.schema may have hidden ones after them
+
+    @property
+    def stream_key(self) -> tuple[int, ...]:
+        return self.node.stream_key
+
+    @property
+    def schema(self) -> Schema:
+        return self.node.schema
+
+
+def _refs(schema: Schema) -> list[Expr]:
+    return [InputRef(i, f.data_type) for i, f in enumerate(schema.fields)]
+
+
+class StreamPlanner:
+    """Plans one streaming job's logical plan into a tree of stream nodes."""
+
+    def __init__(self, next_table_id: Callable[[], int]) -> None:
+        self.next_table_id = next_table_id
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def require(self, piece: Piece, dist: Dist) -> Piece:
+        if piece.dist.satisfies(dist):
+            return piece
+        n = piece.node
+        marker = ExchangeMarker(
+            schema=n.schema, stream_key=n.stream_key, append_only=n.append_only, input=n, dist=dist
+        )
+        return Piece(marker, dist, piece.width)
+
+    def project(self, piece: Piece, exprs: Sequence[Expr], names: Sequence[str], width: int) -> Piece:
+        """A projection that keeps the input's stream key (hidden columns appended if dropped)."""
+        exprs = list(exprs)
+        names = list(names)
+        pos: dict[int, int] = {}
+        for i, e in enumerate(exprs):
+            if isinstance(e, InputRef) and e.index not in pos:
+                pos[e.index] = i
+        key = []
+        for k in piece.stream_key:
+            if k not in pos:
+                pos[k] = len(exprs)
+                exprs.append(InputRef(k, piece.schema[k].data_type))
+                names.append(f"_{piece.schema[k].name}")
+            key.append(pos[k])
+        schema = Schema(tuple(Field(n, e.return_type) for n, e in zip(names, exprs, strict=True)))
+        node = ProjectNode(
+            schema=schema,
+            stream_key=tuple(key),
+            append_only=piece.node.append_only,
+            input=piece.node,
+            exprs=tuple(exprs),
+        )
+        return Piece(node, piece.dist.mapped(pos), width)
+
+    def reorder(self, piece: Piece, logical: list[int]) -> Piece:
+        """Put columns `logical` first (in that order), the rest after (hidden)."""
+        rest = [i for i in range(len(piece.schema)) if i not in logical]
+        order = logical + rest
+        if order == list(range(len(piece.schema))):
+            return replace(piece, width=len(logical))
+        exprs = [InputRef(i, piece.schema[i].data_type) for i in order]
+        names = [piece.schema[i].name for i in order]
+        return self.project(piece, exprs, names, len(logical))
+
+    # -- planning -------------------------------------------------------------------------------
+    def plan(self, node: PlanNode) -> Piece:
+        method = getattr(self, f"_plan_{type(node).__name__.lower()}", None)
+        if method is None:
+            raise FeatureNotSupported(f"{type(node).__name__} is not supported in materialized views")
+        return method(node)
+
+    def _plan_scan(self, node: Scan) -> Piece:
+        rel: Relation = node.relation
+        desc = rel.table
+        frag = rel.extra.get("fragment_id")
+        if desc is None or frag is None:
+            raise FeatureNotSupported(f'cannot stream from "{rel.name}"')
+        cols = list(node.column_indices)
+        for k in desc.pk:  # the stream key must be read too (hidden if not selected)
+            if k not in cols:
+                cols.append(k)
+        upstream = ExchangeNode(
+            schema=Schema(tuple(Field(c.name, c.data_type) for c in desc.columns)),
+            stream_key=desc.pk,
+            append_only=rel.append_only,
+            upstream_fragment_id=frag,
+        )
+        schema = Schema(tuple(Field(desc.columns[i].name, desc.columns[i].data_type) for i in cols))
+        key = tuple(cols.index(k) for k in desc.pk)
+        scan = BackfillNode(
+            schema=schema,
+            stream_key=key,
+            append_only=rel.append_only,
+            input=upstream,
+            upstream=desc,
+            output_indices=tuple(cols),
+            state_table=backfill_state_table(self.next_table_id()),
+        )
+        dist = Dist("hash", tuple(cols.index(k) for k in desc.dist_key)) if desc.dist_key else SINGLE
+        return Piece(scan, dist, len(node.column_indices))
+
+    def _plan_values(self, node: Values) -> Piece:
+        from piestream.expr.bind import fold_constants
+
+        rows = []
+        for i, r in enumerate(node.rows):
+            vals = []
+            for e in r:
+                f = fold_constants(e)
+                if not isinstance(f, Literal):
+                    raise FeatureNotSupported("VALUES in a materialized view must be constants")
+                vals.append(f.value)
+            rows.append((*vals, i))
+        schema = Schema((*node.schema.fields, Field("_row_index", BIGINT)))
+        width = len(node.schema)
+        v = ValuesNode(
+            schema=schema,
+            stream_key=(width,),
+            append_only=True,
+            rows=tuple(rows),
+            state_table=values_state_table(self.next_table_id()),
+        )
+        return Piece(v, SINGLE, width)
+
+    def _plan_filter(self, node: Filter) -> Piece:
+        p = self.plan(node.input)
+        f = FilterNode(
+            schema=p.schema,
+            stream_key=p.stream_key,
+            append_only=p.node.append_only,
+            input=p.node,
+            predicate=node.predicate,
+        )
+        return Piece(f, p.dist, p.width)
+
+    def _plan_project(self, node: Project) -> Piece:
+        p = self.plan(node.input)
+        return self.project(p, node.exprs, node.schema.names, len(node.exprs))
+
+    def _plan_sort(self, node: Sort) -> Piece:
+        return self.plan(node.input)  # order inside a streaming query has no effect
+
+    def _plan_agg(self, node: Agg) -> Piece:
+        p = self.plan(node.input)
+        g = list(node.group_key)
+        p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
+        in_types = p.schema.types
+        calls = [
+            StreamAggCall.create(
+                c.kind, c.args, in_types, distinct=c.distinct, filter=c.filter, order_by=c.order_by
+            )
+            for c in node.calls
+        ]
+        n = hash_agg_node(p.node, g, calls, self.next_table_id, output_names=node.schema.names)
+        return Piece(n, Dist("hash", tuple(range(len(g)))) if g else SINGLE, len(node.schema))
+
+    def _plan_topn(self, node: TopN) -> Piece:
+        if node.limit is None:
+            raise FeatureNotSupported("OFFSET without LIMIT is not supported in materialized views")
+        p = self.plan(node.input)
+        g = list(node.group_key)
+        p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
+        n = build_top_n(
+            p.node,
+            group_key=g,
+            order_by=node.order,
+            limit=node.limit,
+            offset=node.offset,
+            with_ties=node.with_ties,
+            table_id=self.next_table_id(),
+        )
+        return Piece(n, p.dist, p.width)
+
+    def _plan_hopwindow(self, node: HopWindow) -> Piece:
+        p = self.plan(node.input)
+        w = len(p.schema)
+        t = p.schema[node.time_col].data_type
+        schema = Schema((*p.schema.fields, Field("window_start", t), Field("window_end", t)))
+        hop = HopWindowNode(
+            schema=schema,
+            stream_key=(*p.stream_key, w),
+            append_only=p.node.append_only,
+            input=p.node,
+            time_col=node.time_col,
+            slide_usecs=node.slide_usecs,
+            size_usecs=node.size_usecs,
+            offset_usecs=node.offset_usecs,
+        )
+        piece = Piece(hop, p.dist, w + 2)
+        # logical order: input's logical columns, window_start, window_end, then hidden
+        return self.reorder(piece, [*range(p.width), w, w + 1])
+
+    def _plan_overwindow(self, node: OverWindow) -> Piece:
+        raise FeatureNotSupported(
+            "window functions in materialized views are supported only as ROW_NUMBER() filtered by <= N"
+        )
+
+    def _plan_union(self, node: Union) -> Piece:
+        pieces = [self.plan(i) for i in node.union_inputs]
+        width = len(node.schema)
+        # merged key section: every branch's stream key columns, NULL in the other branches' rows,
+        # and the branch index, so rows of different branches never share a key (reference §7)
+        key_types = [[p.schema[k].data_type for k in p.stream_key] for p in pieces]
+        total = sum(len(k) for k in key_types)
+        branches = []
+        offset = 0
+        for b, p in enumerate(pieces):
+            exprs: list[Expr] = [InputRef(i, p.schema[i].data_type) for i in range(width)]
+            slot = 0
+            for bb, kts in enumerate(key_types):
+                for j, t in enumerate(kts):
+                    if bb == b:
+                        exprs.append(InputRef(p.stream_key[j], t))
+                    else:
+                        exprs.append(Literal(None, t))
+                    slot += 1
+            exprs.append(Literal(b, INT))
+            names = [*node.schema.names, *[f"_union_key{i}" for i in range(total)], "_union_branch"]
+            schema = Schema(tuple(Field(n, e.return_type) for n, e in zip(names, exprs, strict=True)))
+            key = tuple(range(width, width + total + 1))
+            proj = ProjectNode(
+                schema=schema,
+                stream_key=key,
+                append_only=p.node.append_only,
+                input=p.node,
+                exprs=tuple(exprs),
+            )
+            branches.append(self.require(Piece(proj, ANY, width), Dist("hash", key)))
+            offset += len(key_types[b])
+        first = branches[0].node
+        union = UnionNode(
+            schema=first.schema,
+            stream_key=first.stream_key,
+            append_only=all(b.node.append_only for b in branches),
+            union_inputs=tuple(b.node for b in branches),
+        )
+        return Piece(union, Dist("hash", first.stream_key), width)
+
+    def _plan_join(self, node: Join) -> Piece:
+        lp = self.plan(node.left)
+        rp = self.plan(node.right)
+        nl, nr = len(node.left.schema), len(node.right.schema)
+        lw = len(lp.schema)
+        # positions in the physical left ++ right layout
+        phys = {i: i for i in range(nl)}
+        phys.update({nl + j: lw + j for j in range(nr)})
+        left_keys, right_keys, null_safe, residual = [], [], [], []
+        for c in _conjuncts(node.condition):
+            pair = _equi_pair(c, nl)
+            if pair is not None:
+                a, b, safe = pair
+                left_keys.append(a)
+                right_keys.append(b - nl)
+                null_safe.append(safe)
+            else:
+                residual.append(remap_refs(c, phys))
+        if left_keys:
+            lp = self.require(lp, Dist("hash", tuple(left_keys)))
+            rp = self.require(rp, Dist("hash", tuple(right_keys)))
+        else:
+            lp, rp = self.require(lp, SINGLE), self.require(rp, SINGLE)
+        jt = {
+            JoinKind.INNER: JoinType.INNER,
+            JoinKind.LEFT: JoinType.LEFT_OUTER,
+            JoinKind.RIGHT: JoinType.RIGHT_OUTER,
+            JoinKind.FULL: JoinType.FULL_OUTER,
+            JoinKind.LEFT_SEMI: JoinType.LEFT_SEMI,
+            JoinKind.LEFT_ANTI: JoinType.LEFT_ANTI,
+        }[node.kind]
+        if node.kind.keeps_left_only:
+            logical = list(range(nl))
+        else:
+            logical = [*range(nl), *range(lw, lw + nr)]
+        sk = join_stream_key_internal(lp.stream_key, rp.stream_key, lw, jt, left_keys, right_keys)
+        out = logical + [k for k in sk if k not in logical]
+        cond = _and(residual)
+        n = build_hash_join(
+            lp.node,
+            rp.node,
+            jt,
+            left_keys,
+            right_keys,
+            next_table_id=self.next_table_id,
+            condition=cond,
+            null_safe=null_safe,
+            output_indices=out,
+        )
+        if not left_keys:
+            dist = SINGLE
+        elif node.kind is JoinKind.FULL:
+            dist = ANY
+        elif node.kind is JoinKind.RIGHT:
+            dist = Dist("hash", tuple(out.index(lw + k) for k in right_keys))
+        else:
+            dist = Dist("hash", tuple(out.index(k) for k in left_keys))
+        return Piece(n, dist, len(logical))
+
+
+def _conjuncts(e: Expr | None) -> list[Expr]:
+    if e is None:
+        return []
+    if isinstance(e, FuncCall) and e.name == "and":
+        return [c for a in e.args for c in _conjuncts(a)]
+    return [e]
+
+
+def _and(exprs: list[Expr]) -> Expr | None:
+    from piestream.expr.bind import bind_call
+
+    if not exprs:
+        return None
+    return exprs[0] if len(exprs) == 1 else bind_call("and", exprs)
+
+
+_EQ_NAMES = {"equal": False, "=": False, "is_not_distinct_from": True}
+
+
+def _equi_pair(c: Expr, nl: int) -> tuple[int, int, bool] | None:
+    """(left column, right column, null-safe) of ``left.col = right.col`` with equal types."""
+    if not (isinstance(c, FuncCall) and c.name in _EQ_NAMES and len(c.args) == 2):
+        return None
+    a, b = c.args
+    if not (isinstance(a, InputRef) and isinstance(b, InputRef)) or a.return_type != b.return_type:
+        return None
+    if a.index < nl <= b.index:
+        return a.index, b.index, _EQ_NAMES[c.name]
+    if b.index < nl <= a.index:
+        return b.index, a.index, _EQ_NAMES[c.name]
+    return None
+
+
+def uses_only(e: Expr, cols: set[int]) -> bool:
+    return input_refs(e) <= cols

@@ -1,0 +1,163 @@
+"""INSERT / UPDATE / DELETE: turned into change chunks for the table's streaming job.
+
+The rows to write are computed by batch queries at the latest snapshot (the VALUES or SELECT of
+an INSERT; the matching rows of UPDATE / DELETE with their full stored values), cast to the
+table's column types, and handed to the barrier manager. With `implicit_flush` (the default) the
+statement returns once the epoch holding the change is committed, so it is durable and visible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+from sqlglot import exp
+
+from piestream.common.chunk import Op, StreamChunk
+from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedColumn, UndefinedTable
+from piestream.common.schema import Schema
+from piestream.common.types import Field
+from piestream.expr.bind import cast
+from piestream.expr.expr import Expr, InputRef, Literal
+from piestream.frontend.binder import BoundQuery
+from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.logical import Project
+from piestream.frontend.parser import ast
+from piestream.server.query import bind, run_bound
+from piestream.server.results import QueryResult, command
+
+if TYPE_CHECKING:
+    from piestream.server.session import Session
+
+
+def _table(s: Session, name: str) -> Relation:
+    rel = s.db.catalog.get(name)
+    if rel is None:
+        raise UndefinedTable(f'relation "{name}" does not exist')
+    if rel.kind is not RelationKind.TABLE:
+        raise PiestreamError(f'cannot change "{name}": it is a {rel.kind.value}', sqlstate="42809")
+    if rel.properties.get("connector"):
+        raise FeatureNotSupported(f'cannot write to table "{name}" with a connector')
+    return rel
+
+
+def _submit(s: Session, rel: Relation, chunk: StreamChunk) -> None:
+    if not chunk.cardinality:
+        return
+    assert rel.table is not None
+    fut = s.db.barriers.submit_dml(rel.table.table_id, chunk)
+    if s.implicit_flush:
+        s.db.barriers.wake()
+        fut.result()
+
+
+def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryResult:
+    if stmt.returning:
+        raise FeatureNotSupported("INSERT ... RETURNING is not supported")
+    rel = _table(s, stmt.table)
+    visible = [c for c in rel.columns if not c.hidden]
+    targets = stmt.columns or [c.name for c in visible]
+    for t in targets:
+        i = rel.column_index(t)
+        if i is None or rel.columns[i].hidden:
+            raise UndefinedColumn(f'column "{t}" of relation "{rel.name}" does not exist')
+    bound = bind(s, stmt.source, params)
+    if len(bound.names) != len(targets):
+        what = "more" if len(bound.names) > len(targets) else "fewer"
+        raise PiestreamError(f"INSERT has {what} expressions than target columns", sqlstate="42601")
+    # one expression per table column: the value cast to the column type, else NULL
+    exprs: list[Expr] = []
+    for c in rel.columns:
+        if c.name in targets:
+            k = targets.index(c.name)
+            exprs.append(cast(InputRef(k, bound.plan.types[k]), c.data_type, explicit=False))
+        else:
+            exprs.append(Literal(None, c.data_type))
+    schema = Schema(tuple(Field(c.name, c.data_type) for c in rel.columns))
+    full = BoundQuery(Project(schema, bound.plan, exprs), [c.name for c in rel.columns])
+    table = run_bound(s, full)
+    cols = [table.column(i).combine_chunks() for i in range(table.num_columns)]
+    chunk = StreamChunk(np.full(table.num_rows, Op.INSERT, np.int8), cols, length=table.num_rows)
+    _check_not_null_pk(rel, chunk)
+    _submit(s, rel, chunk)
+    return command(f"INSERT 0 {table.num_rows}")
+
+
+def _check_not_null_pk(rel: Relation, chunk: StreamChunk) -> None:
+    assert rel.table is not None
+    if rel.extra.get("row_id") is not None:
+        return
+    for i in rel.table.pk:
+        if chunk.columns[i].null_count:
+            raise PiestreamError(
+                f'null value in column "{rel.columns[i].name}" of relation "{rel.name}" '
+                "violates not-null constraint",
+                sqlstate="23502",
+            )
+
+
+def _select_rows(
+    s: Session,
+    rel: Relation,
+    alias: str | None,
+    where: exp.Expression | None,
+    extra: Sequence[exp.Expression],
+    params: Sequence[Any],
+) -> tuple[pa.Table, int]:
+    """The table's full rows (hidden columns too) matching WHERE, then `extra` expressions."""
+    cols = [exp.column(c.name, table=alias or rel.name) for c in rel.columns]
+    q = exp.select(*cols, *extra).from_(exp.to_table(rel.name).as_(alias) if alias else rel.name)
+    if where is not None:
+        q = q.where(where)
+    bound = bind(s, q, params)
+    return run_bound(s, bound), len(rel.columns)
+
+
+def delete(s: Session, stmt: ast.Delete, params: Sequence[Any] = ()) -> QueryResult:
+    if stmt.returning:
+        raise FeatureNotSupported("DELETE ... RETURNING is not supported")
+    rel = _table(s, stmt.table)
+    table, width = _select_rows(s, rel, stmt.alias, stmt.where, [], params)
+    cols = [table.column(i).combine_chunks() for i in range(width)]
+    _submit(s, rel, StreamChunk(np.full(table.num_rows, Op.DELETE, np.int8), cols, length=table.num_rows))
+    return command(f"DELETE {table.num_rows}")
+
+
+def update(s: Session, stmt: ast.Update, params: Sequence[Any] = ()) -> QueryResult:
+    if stmt.returning:
+        raise FeatureNotSupported("UPDATE ... RETURNING is not supported")
+    rel = _table(s, stmt.table)
+    assert rel.table is not None
+    assigned = {}
+    for a in stmt.assignments:
+        i = rel.column_index(a.column)
+        if i is None or rel.columns[i].hidden:
+            raise UndefinedColumn(f'column "{a.column}" of relation "{rel.name}" does not exist')
+        assigned[i] = a.value
+    extra = [
+        exp.cast(v, exp.DataType.build(str(rel.columns[i].data_type), dialect="postgres"))
+        for i, v in assigned.items()
+    ]
+    table, width = _select_rows(s, rel, stmt.alias, stmt.where, extra, params)
+    n = table.num_rows
+    old = [table.column(i).combine_chunks() for i in range(width)]
+    new = list(old)
+    for k, i in enumerate(assigned):
+        new[i] = table.column(width + k).combine_chunks().cast(rel.columns[i].data_type.arrow)
+    pk_changes = any(i in rel.table.pk for i in assigned)
+    # U-/U+ pairs, or Delete + Insert when the pk changes (the key of the pair must not change)
+    idx = np.repeat(np.arange(n), 2)
+    ops = np.tile(
+        np.array([Op.DELETE, Op.INSERT] if pk_changes else [Op.UPDATE_DELETE, Op.UPDATE_INSERT], np.int8), n
+    )
+    src = np.tile(np.array([0, 1]), n)
+    cols = []
+    for o, nw in zip(old, new, strict=True):
+        both = pa.concat_arrays([o, nw.cast(o.type)])
+        cols.append(both.take(pa.array(np.where(src == 0, idx, idx + n))))
+    chunk = StreamChunk(ops, cols, length=2 * n)
+    _check_not_null_pk(rel, chunk)
+    _submit(s, rel, chunk)
+    return command(f"UPDATE {n}")

@@ -1,0 +1,142 @@
+"""EXPLAIN, SET / SHOW / RESET, SHOW <objects>, SHOW CREATE and DESCRIBE."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedTable
+from piestream.common.types import VARCHAR
+from piestream.frontend.binder import QueryBinder
+from piestream.frontend.catalog import RelationKind
+from piestream.frontend.logical import explain_tree
+from piestream.frontend.optimizer import optimize
+from piestream.frontend.parser import ast
+from piestream.frontend.planner import Ids, explain_stream, plan_materialized_view
+from piestream.server.results import QueryResult, command
+
+if TYPE_CHECKING:
+    from piestream.server.session import Session
+
+
+class UndefinedObject(PiestreamError):
+    sqlstate = "42704"
+
+
+def _text_result(tag: str, header: str, lines: Sequence[str]) -> QueryResult:
+    return QueryResult(tag, [(header, VARCHAR)], [(ln,) for ln in lines])
+
+
+def explain(s: Session, stmt: ast.Explain, params: Sequence[Any]) -> QueryResult:
+    inner = stmt.statement
+    if isinstance(inner, ast.Query):
+        from piestream.batch.plan import explain_tree as explain_batch
+        from piestream.frontend.batch_planner import to_batch
+
+        bound = QueryBinder(s.db.catalog.snapshot(), params).bind_query(inner.query)
+        plan = optimize(bound.plan, streaming=False)
+        text = explain_batch(to_batch(plan))
+        if stmt.verbose:
+            text = "Logical plan:\n" + explain_tree(plan) + "\n\nBatch plan:\n" + text
+        return _text_result("EXPLAIN", "QUERY PLAN", text.splitlines())
+    if isinstance(inner, ast.CreateMaterializedView):
+        binder = QueryBinder(s.db.catalog.snapshot(), params)
+        bound = binder.bind_query(inner.query)
+        counter = iter(range(1 << 40, 1 << 41))  # ids for display only: nothing is created
+        ids = Ids(lambda: next(counter), lambda: next(counter) % 100000 + 900000, _upstream_parallelism(s))
+        planned = plan_materialized_view(
+            bound,
+            name=inner.name,
+            definition=inner.text,
+            kind=RelationKind.MATERIALIZED_VIEW,
+            job_id=0,
+            parallelism=s.parallelism,
+            ids=ids,
+            depends_on=sorted(binder.dependencies),
+        )
+        return _text_result("EXPLAIN", "QUERY PLAN", explain_stream(planned).splitlines())
+    raise FeatureNotSupported(f"EXPLAIN {type(inner).__name__} is not supported")
+
+
+def _upstream_parallelism(s: Session):  # type: ignore[no-untyped-def]
+    def fn(fid: int) -> int:
+        f = s.db.barriers.graph.fragments.get(fid)
+        return f.parallelism if f is not None else s.parallelism
+
+    return fn
+
+
+def variables(s: Session, stmt: ast.Statement) -> QueryResult:
+    from piestream.server.session import DEFAULT_SETTINGS
+
+    if isinstance(stmt, ast.SetVariable):
+        name = stmt.name.lower()
+        if stmt.value is None:
+            s.settings[name] = DEFAULT_SETTINGS.get(name, "")
+        else:
+            s.settings[name] = stmt.value
+        return command("SET")
+    if isinstance(stmt, ast.ResetAll):
+        s.settings = dict(DEFAULT_SETTINGS)
+        return command("RESET")
+    assert isinstance(stmt, ast.ShowVariable)
+    name = stmt.name.lower()
+    if name == "all":
+        return QueryResult("SHOW", [("Name", VARCHAR), ("Setting", VARCHAR)], sorted(s.settings.items()))
+    if name not in s.settings:
+        raise UndefinedObject(f'unrecognized configuration parameter "{stmt.name}"')
+    return QueryResult("SHOW", [(name, VARCHAR)], [(s.settings[name],)])
+
+
+_SHOW_KINDS = {
+    "tables": RelationKind.TABLE,
+    "materialized views": RelationKind.MATERIALIZED_VIEW,
+    "views": RelationKind.VIEW,
+    "sources": RelationKind.SOURCE,
+    "sinks": RelationKind.SINK,
+    "indexes": RelationKind.INDEX,
+}
+
+
+def show(s: Session, stmt: ast.Statement) -> QueryResult:
+    cat = s.db.catalog
+    if isinstance(stmt, ast.ShowObjects):
+        if stmt.kind in _SHOW_KINDS:
+            kind = _SHOW_KINDS[stmt.kind]
+            names = sorted(r.name for r in cat.snapshot().relations() if r.kind is kind)
+            if stmt.like:
+                import fnmatch
+
+                pat = stmt.like.replace("%", "*").replace("_", "?")
+                names = [n for n in names if fnmatch.fnmatchcase(n, pat)]
+            return QueryResult("SHOW", [("Name", VARCHAR)], [(n,) for n in names])
+        if stmt.kind == "columns":
+            return _describe(s, stmt.from_ or "")
+        if stmt.kind in ("schemas", "databases"):
+            return QueryResult(
+                "SHOW", [("Name", VARCHAR)], [("public",)] if stmt.kind == "schemas" else [("dev",)]
+            )
+        raise FeatureNotSupported(f"SHOW {stmt.kind.upper()} is not supported")
+    if isinstance(stmt, ast.ShowCreate):
+        rel = cat.get(stmt.name)
+        if rel is None:
+            raise UndefinedTable(f'relation "{stmt.name}" does not exist')
+        return QueryResult("SHOW", [("Name", VARCHAR), ("Create Sql", VARCHAR)], [(rel.name, rel.definition)])
+    assert isinstance(stmt, ast.Describe)
+    return _describe(s, stmt.name)
+
+
+def _describe(s: Session, name: str) -> QueryResult:
+    rel = s.db.catalog.get(name)
+    if rel is None:
+        raise UndefinedTable(f'relation "{name}" does not exist')
+    rows: list[tuple[str, str, str]] = [
+        (c.name, str(c.data_type), "true" if c.hidden else "false") for c in rel.columns
+    ]
+    if rel.table is not None and rel.table.pk:
+        pk = ", ".join(rel.columns[i].name for i in rel.table.pk)
+        rows.append(("primary key", pk, ""))
+        dist = ", ".join(rel.columns[i].name for i in rel.table.dist_key)
+        rows.append(("distribution key", dist, ""))
+    cols = [("Name", VARCHAR), ("Type", VARCHAR), ("Is Hidden", VARCHAR)]
+    return QueryResult("DESCRIBE", cols, rows)
