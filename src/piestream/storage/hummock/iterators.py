@@ -33,7 +33,9 @@ from piestream.storage.hummock.version import SstableInfo, TableWatermark
 #: Full-key bounds: inclusive start, exclusive end; None = unbounded.
 KeyRange = tuple[bytes | None, bytes | None]
 
-_MIN_EPOCH_SUFFIX = b"\x00" * EPOCH_LEN  # inverted MAX_EPOCH: sorts before every version
+_MIN_EPOCH_SUFFIX = b"\x00" * EPOCH_LEN
+#: Consecutive blocks of one SST are handed on together until they hold this many entries.
+COALESCE_ROWS = 16384  # inverted MAX_EPOCH: sorts before every version
 
 
 def full_key_range(start_user_key: bytes | None, end_user_key: bytes | None) -> KeyRange:
@@ -85,10 +87,19 @@ class SstableIterator:
         meta = self.store.meta(self.sst)
         start, end = self.rng
         first = 0 if start is None else max(meta.block_for(start), 0)
+        pending: list[KvBatch] = []
+        rows = 0
         for idx in range(first, len(meta.blocks)):
             if end is not None and meta.blocks[idx].first_key >= end:
-                return
-            yield from BlockIterator(self.store.block(self.sst, idx), self.rng)
+                break
+            for b in BlockIterator(self.store.block(self.sst, idx), self.rng):
+                pending.append(b)
+                rows += len(b)
+            if rows >= COALESCE_ROWS:  # fewer, larger batches: per-batch costs dominate small ones
+                yield KvBatch.concat(pending)
+                pending, rows = [], 0
+        if pending:
+            yield KvBatch.concat(pending)
 
 
 class ConcatIterator:

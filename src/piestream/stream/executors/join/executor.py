@@ -133,19 +133,18 @@ class HashJoinExecutor(Executor):
         self, side: _Side, prefixes: list[Row], with_degrees: bool, only: np.ndarray | None = None
     ) -> _Rows:
         """`side`'s current rows (and degrees) for each join key (those in `only`), in key order."""
-        parts: list[DataChunk] = []
-        degree_parts: list[DataChunk] = []
         counts = np.zeros(len(prefixes), np.int64)
-        # one prefix scan per distinct join key: the state table's scan API takes one key range
-        for g, prefix in enumerate(prefixes):
-            if only is not None and not only[g]:
-                continue
-            for chunk in side.state.iter_chunks_with_prefix(prefix):
-                parts.append(chunk)
-                counts[g] += chunk.cardinality
-            if with_degrees and counts[g]:  # a key without rows has no degrees either
-                assert side.degree is not None
-                degree_parts.extend(side.degree.iter_chunks_with_prefix(prefix))
+        wanted = [g for g in range(len(prefixes)) if only is None or only[g]]
+        # every join key of the chunk in one storage pass (grouped by key, in `prefixes` order)
+        chunk, got = side.state.scan_prefixes([prefixes[g] for g in wanted])
+        counts[wanted] = got
+        parts: list[DataChunk] = [chunk] if chunk.capacity else []
+        degree_parts: list[DataChunk] = []
+        if with_degrees and chunk.capacity:  # keys without rows have no degrees either
+            assert side.degree is not None
+            having = [prefixes[g] for g, c in zip(wanted, got, strict=True) if c]
+            dchunk, _ = side.degree.scan_prefixes(having)
+            degree_parts.append(dchunk)
         starts = np.cumsum(counts) - counts
         types = side.arrow_types
         if parts:
