@@ -33,14 +33,13 @@ class BloomFilter:
     @classmethod
     def build(cls, hashes: np.ndarray, bits_per_key: int = DEFAULT_BITS_PER_KEY) -> BloomFilter:
         """A filter holding every hash (uint64) in `hashes` (vectorized)."""
-        n = max(len(np.unique(hashes)) if len(hashes) else 0, 1)
+        n = max(len(hashes), 1)  # versions of one key repeat a hash: that only lowers the FPR
         nbits = max(64, ((n * bits_per_key + 63) // 64) * 64)
         k = max(1, min(30, round(bits_per_key * math.log(2))))
-        bits = np.zeros(nbits // 8, np.uint8)
+        flags = np.zeros(nbits, np.bool_)
         if len(hashes):
-            pos = _positions(np.asarray(hashes, np.uint64), nbits, k).reshape(-1)
-            np.bitwise_or.at(bits, pos >> 3, (1 << (pos & 7)).astype(np.uint8))
-        return cls(bits.tobytes(), nbits, k)
+            flags[_positions(np.asarray(hashes, np.uint64), nbits, k).reshape(-1)] = True
+        return cls(np.packbits(flags, bitorder="little").tobytes(), nbits, k)
 
     def may_contain_hash(self, h: int) -> bool:
         """False only if the key is certainly absent."""

@@ -99,12 +99,14 @@ class Block:
     """A decoded block: Arrow views over its keys and values, plus a lazily built key list for
     point lookups (bisect over Python bytes is the fastest per-key search Python offers)."""
 
-    __slots__ = ("_key_list", "batch", "nbytes")
+    __slots__ = ("_key_list", "_voffs", "_vbuf", "batch", "nbytes")
 
     def __init__(self, batch: KvBatch, nbytes: int) -> None:
         self.batch = batch
         self.nbytes = nbytes
         self._key_list: list[bytes] | None = None
+        self._vbuf: memoryview | None = None
+        self._voffs: list[int] | None = None
 
     def key_list(self) -> list[bytes]:
         if self._key_list is None:
@@ -116,7 +118,15 @@ class Block:
         return bisect.bisect_left(self.key_list(), key)
 
     def value_at(self, i: int) -> bytes:
-        return self.batch.values[i].as_py()
+        """The i-th value, sliced from the value buffer (an Arrow scalar costs microseconds)."""
+        if self._voffs is None:
+            from piestream.encoding.ragged import Ragged
+
+            r = Ragged.from_arrow(self.batch.values)
+            self._vbuf = memoryview(r.data)
+            self._voffs = r.offsets.tolist()
+        assert self._vbuf is not None
+        return bytes(self._vbuf[self._voffs[i] : self._voffs[i + 1]])
 
     def __len__(self) -> int:
         return len(self.batch)
@@ -335,7 +345,8 @@ def filter_hashes(batch: KvBatch) -> tuple[np.ndarray, set[int]]:
         unfiltered = {int(t) for t in np.unique(tids)}
     if not has.any():
         return np.zeros(0, np.uint64), unfiltered
-    pref = keys.gather_by(keys.offsets[:-1][has], TABLE_PREFIX_LEN + flens[has])
+    lens = np.minimum(TABLE_PREFIX_LEN + flens[has], keys.lengths[has] - EPOCH_LEN)
+    pref = keys.gather_by(keys.offsets[:-1][has], lens)
     return xxh64_ragged(pref), unfiltered
 
 

@@ -397,7 +397,7 @@ class HummockStorage:
 class _Sst:
     """An SST of a read view, with its bounds unpacked and its meta kept once loaded."""
 
-    __slots__ = ("hi", "info", "lo", "meta", "min_epoch")
+    __slots__ = ("blocks", "hi", "info", "lo", "meta", "min_epoch")
 
     def __init__(self, info: SstableInfo) -> None:
         self.info = info
@@ -405,6 +405,15 @@ class _Sst:
         self.hi = info.largest_user_key
         self.min_epoch = info.min_epoch
         self.meta: SstableMeta | None = None
+        self.blocks: dict[int, Block] = {}  # decoded blocks this view already used
+
+    def block(self, store: SstableStore, idx: int) -> Block:
+        b = self.blocks.get(idx)
+        if b is None:
+            b = store.block(self.info, idx)
+            if len(self.blocks) < 64:  # a view keeps a few hot blocks per SST, the LRU the rest
+                self.blocks[idx] = b
+        return b
 
     def get_meta(self, store: SstableStore) -> SstableMeta:
         if self.meta is None:
@@ -421,7 +430,7 @@ class _Sst:
             return None
         idx = max(meta.block_for(target), 0)
         while idx < len(meta.blocks):
-            block = store.block(self.info, idx)
+            block = self.block(store, idx)
             i = block.seek(target)
             if i < len(block):
                 key = block.key_list()[i]
