@@ -99,7 +99,7 @@ class Block:
     """A decoded block: Arrow views over its keys and values, plus a lazily built key list for
     point lookups (bisect over Python bytes is the fastest per-key search Python offers)."""
 
-    __slots__ = ("_key_list", "_voffs", "_vbuf", "batch", "nbytes")
+    __slots__ = ("_key_list", "_vbuf", "_voffs", "batch", "nbytes")
 
     def __init__(self, batch: KvBatch, nbytes: int) -> None:
         self.batch = batch

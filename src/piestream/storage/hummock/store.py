@@ -321,9 +321,7 @@ class HummockStorage:
             if epoch <= read_epoch:
                 runs.append(_slices_of_block(block, fulls))
         store = self.sstables
-        for s in view.l0:
-            if s.min_epoch <= read_epoch:
-                runs.append(s.slices(store, fulls, ranges, hashes))
+        runs += [s.slices(store, fulls, ranges, hashes) for s in view.l0 if s.min_epoch <= read_epoch]
         for lv in view.levels:
             parts = []
             for i, (start, end) in enumerate(ranges):
