@@ -134,7 +134,8 @@ class BarrierManager:
             rows = sum(d.chunk.cardinality for d in batch)
             self.epochs.advance_past(epoch_from_ms(epoch_to_unix_ms(data_epoch) + rows // 4096))
             next_epoch = self.epochs.next()
-            version = self.hummock.version
+            # pinned while the epoch runs: compaction must not vacuum the SSTs its actors read
+            vpin, version = self.hummock.pin_version()
             plan = plan_epoch(
                 self.graph,
                 data_epoch=data_epoch,
@@ -146,7 +147,10 @@ class BarrierManager:
                 storage_options=self.storage_options,
             )
             started = time.perf_counter()
-            reports = self._run_with_retries(plan, dml, batch)
+            try:
+                reports = self._run_with_retries(plan, dml, batch)
+            finally:
+                self.hummock.unpin_version(vpin)
             ssts = [s for r in reports for s in r.ssts]
             watermarks: dict[int, TableWatermark] = {}
             for r in reports:

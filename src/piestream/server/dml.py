@@ -21,7 +21,7 @@ from piestream.common.schema import Schema
 from piestream.common.types import Field
 from piestream.expr.bind import cast
 from piestream.expr.expr import Expr, InputRef, Literal
-from piestream.frontend.binder import BoundQuery
+from piestream.frontend.binder import BoundQuery, QueryBinder
 from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.logical import Project
 from piestream.frontend.parser import ast
@@ -63,7 +63,8 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
         i = rel.column_index(t)
         if i is None or rel.columns[i].hidden:
             raise UndefinedColumn(f'column "{t}" of relation "{rel.name}" does not exist')
-    bound = bind(s, stmt.source, params)
+    target_types = [rel.columns[rel.column_index(t)].data_type for t in targets]  # type: ignore[index]
+    bound = QueryBinder(s.db.catalog.snapshot(), params).bind_insert_source(stmt.source, target_types)
     if len(bound.names) != len(targets):
         what = "more" if len(bound.names) > len(targets) else "fewer"
         raise PiestreamError(f"INSERT has {what} expressions than target columns", sqlstate="42601")

@@ -53,17 +53,21 @@ class DeferredSubquery(Expr):
 
 
 def contains_agg(node: exp.Expression | int) -> bool:
+    """Whether `node` calls an aggregate of this query level: aggregates inside subqueries
+    belong to the subquery, and an aggregate directly under a window (sum(x) OVER ...) is a window
+    function, not a grouping aggregate."""
     if isinstance(node, int):
         return False
-    for n in node.walk():
-        if isinstance(n, exp.Subquery | exp.Select) and n is not node:
-            continue
-        if isinstance(n, exp.Window):
+
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is not node and isinstance(n, exp.Subquery | exp.Select):
             continue
         is_agg = type(n) in AGG_FUNCS or (isinstance(n, exp.Anonymous) and str(n.this).lower() in AGG_NAMES)
-        # an aggregate inside a window (sum(x) OVER ...) is not a grouping aggregate
         if is_agg and not isinstance(n.parent, exp.Window):
             return True
+        stack.extend(n.iter_expressions())
     return False
 
 

@@ -266,6 +266,8 @@ class ExprBinder:
         return self._is(node, negate=False)
 
     def _is(self, node: exp.Is, negate: bool) -> Expr:
+        # sqlglot spells `x IS NOT NULL` as Is(negate=True); NOT (x IS NOT NULL) negates twice
+        negate = negate != bool(node.args.get("negate"))
         rhs = node.expression
         if isinstance(rhs, exp.Null):
             return self._call("is_not_null" if negate else "is_null", [node.this], node)

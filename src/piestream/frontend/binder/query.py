@@ -13,8 +13,8 @@ from sqlglot import exp
 from piestream.common.errors import DatatypeMismatch, FeatureNotSupported, PiestreamError, SyntaxError_
 from piestream.common.order import OrderType
 from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, Field, TypeKind
-from piestream.expr.bind import coerce_to, common_type, fold_constants
+from piestream.common.types import BIGINT, DataType, Field, TypeKind
+from piestream.expr.bind import cast, coerce_to, common_type, fold_constants
 from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.aggregation import AggBinding
 from piestream.frontend.binder.expr_binder import ExprBinder, position
@@ -112,15 +112,29 @@ class QueryBinder:
             f"query {node.sql('postgres')[:60]!r} is not supported", position=position(node)
         )
 
+    def bind_insert_source(self, node: exp.Expression, target_types: Sequence[DataType]) -> BoundQuery:
+        """The rows of an INSERT: a plain VALUES list binds against the target column types."""
+        if isinstance(node, exp.Values) and not (node.args.get("with_") or node.args.get("with")):
+            return self._bind_values(node, target_types)
+        return self.bind_query(node)
+
     # -- VALUES ---------------------------------------------------------------------------------
-    def _bind_values(self, node: exp.Values) -> BoundQuery:
+    def _bind_values(self, node: exp.Values, target_types: Sequence[DataType] | None = None) -> BoundQuery:
         eb = ExprBinder(Scope(parent=self.parent_scope), params=self.params, context="VALUES")
         rows = [[eb.bind(e) for e in t.expressions] for t in node.expressions]
         width = len(rows[0]) if rows else 0
         if any(len(r) != width for r in rows):
             raise SyntaxError_("VALUES lists must all be the same length", position=position(node))
-        types = [common_type([r[i] for r in rows], "VALUES") for i in range(width)]
-        rows = [[fold_constants(coerce_to(r[i], types[i])) for i in range(width)] for r in rows]
+        if target_types is not None and len(target_types) == width:
+            # INSERT ... VALUES: every entry is assigned to its column's type (PostgreSQL resolves
+            # untyped literals against the target columns, not against each other)
+            types = list(target_types)
+            rows = [
+                [fold_constants(cast(r[i], types[i], explicit=False)) for i in range(width)] for r in rows
+            ]
+        else:
+            types = [common_type([r[i] for r in rows], "VALUES") for i in range(width)]
+            rows = [[fold_constants(coerce_to(r[i], types[i])) for i in range(width)] for r in rows]
         names = [f"column{i + 1}" for i in range(width)]
         alias = node.args.get("alias")
         if alias is not None and alias.args.get("columns"):
