@@ -123,7 +123,7 @@ class Block:
             from piestream.encoding.ragged import Ragged
 
             r = Ragged.from_arrow(self.batch.values)
-            self._vbuf = memoryview(r.data)
+            self._vbuf = r.data.data
             self._voffs = r.offsets.tolist()
         assert self._vbuf is not None
         return bytes(self._vbuf[self._voffs[i] : self._voffs[i + 1]])
