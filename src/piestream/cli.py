@@ -1,12 +1,256 @@
-"""The `piestream` command line."""
+"""The `piestream` command line: serve, sql, demo."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import socket
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
 
 DEFAULT_DATA_DIR = "./piestream-data"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4566
+
+EPILOG = """\
+getting started:
+  piestream serve --demo              start the server on 127.0.0.1:4566 with a live demo
+  psql -h 127.0.0.1 -p 4566 -d dev -U root
+  piestream sql "SELECT * FROM revenue_by_customer"
+
+Run `piestream COMMAND --help` for the options of a command.
+"""
+
+
+# -- data directory lock ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def data_dir_lock(data_dir: str) -> Iterator[None]:
+    """One piestream process per data directory: a second `serve` (or embedded `sql`) fails fast."""
+    path = Path(data_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / "LOCK", "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise SystemExit(
+                f"piestream: {path} is in use by another piestream process "
+                "(connect to its server instead: piestream sql --host ... --port ...)"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _open_database(args: argparse.Namespace) -> Any:
+    from piestream.server.database import Database, DatabaseConfig
+
+    config = DatabaseConfig(
+        runner=args.runner, barrier_interval=args.barrier_interval, parallelism=args.parallelism
+    )
+    spark = None
+    if args.runner == "spark" and getattr(args, "master", None):
+        from piestream.runtime.spark import spark_session
+
+        spark = spark_session(args.master)
+    return Database(args.data_dir, spark=spark, config=config)
+
+
+# -- serve --------------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from piestream.server.pgwire import PgServer
+    from piestream.server.pgwire.auth import read_password_file
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    auth = None
+    if args.password_file:
+        auth = {"method": args.auth_method, "users": read_password_file(args.password_file)}
+    with data_dir_lock(args.data_dir):
+        print(f"piestream: opening {Path(args.data_dir).resolve()} (runner: {args.runner}) ...", flush=True)
+        db = _open_database(args)
+        server = PgServer(db, host=args.host, port=args.port, auth=auth)
+        try:
+            server.start()
+        except OSError as e:
+            db.close()
+            print(f"piestream: cannot listen on {args.host}:{args.port}: {e.strerror}", file=sys.stderr)
+            return 1
+        feeder = None
+        if args.demo:
+            from piestream.server.live_demo import TRY_THIS, start_demo
+
+            feeder = start_demo(db)
+            print("piestream: demo loaded (tables and materialized views are updating)")
+            print(TRY_THIS)
+
+        stopping: list[threading.Thread] = []
+
+        def stop_all() -> None:
+            if feeder is not None:
+                feeder.stop()
+            server.stop()
+
+        def shutdown(signum: int, frame: object) -> None:
+            if stopping:  # a second Ctrl-C: the user does not want to wait
+                print("\npiestream: exiting now", flush=True)
+                os._exit(1)
+            print(
+                "\npiestream: shutting down (finishing running statements; Ctrl-C again to force) ...",
+                flush=True,
+            )
+            stopping.append(threading.Thread(target=stop_all, name="piestream-shutdown"))
+            stopping[0].start()
+
+        signal.signal(signal.SIGINT, shutdown)
+        signal.signal(signal.SIGTERM, shutdown)
+        print(
+            f"piestream: ready on {args.host}:{server.port} — connect with: "
+            f"psql -h {args.host} -p {server.port} -d dev -U root",
+            flush=True,
+        )
+        server.serve_forever()
+    print("piestream: stopped")
+    return 0
+
+
+# -- sql ----------------------------------------------------------------------------------------
+
+
+def _numeric_oid(oid: int) -> bool:
+    return oid in (20, 21, 23, 26, 700, 701, 1700)
+
+
+def format_table(columns: Sequence[tuple[str, int]], rows: Sequence[Sequence[str | None]]) -> str:
+    """psql's aligned format: centred headers, numbers right-aligned, ``(n rows)``."""
+    names = [c for c, _ in columns]
+    cells = [["" if v is None else v for v in r] for r in rows]
+    widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
+    lines = [" " + " | ".join(n.center(w) for n, w in zip(names, widths, strict=True)).rstrip()]
+    lines.append("-" + "-+-".join("-" * w for w in widths) + "-")
+    for r in cells:
+        parts = []
+        for (_, oid), v, w in zip(columns, r, widths, strict=True):
+            parts.append(v.rjust(w) if _numeric_oid(oid) else v.ljust(w))
+        lines.append(" " + " | ".join(parts).rstrip())
+    n = len(rows)
+    lines.append(f"({n} row{'' if n == 1 else 's'})")
+    return "\n".join(lines)
+
+
+def _print_results(results: Sequence[Any], out: IO[str]) -> None:
+    for r in results:
+        for notice in r.notices:
+            print(f"NOTICE:  {notice}", file=sys.stderr)
+        if r.columns:
+            print(format_table(r.columns, r.rows), file=out)
+            print(file=out)
+        elif r.tag:
+            print(r.tag, file=out)
+
+
+def _server_reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _run_remote(args: argparse.Namespace, sql: str) -> int:
+    from piestream.common.errors import PiestreamError
+    from piestream.server.pgwire.client import SimpleClient
+
+    password = os.environ.get("PGPASSWORD") if args.password is None else args.password
+    client = SimpleClient(args.host, args.port, args.user, args.database, password)
+    try:
+        results = client.query(sql)
+    except PiestreamError as e:
+        _print_results(getattr(e, "results", []), sys.stdout)
+        _print_error(e)
+        return 1
+    finally:
+        client.close()
+    _print_results(results, sys.stdout)
+    return 0
+
+
+def _print_error(e: Any) -> None:
+    print(f"ERROR:  {e.message}", file=sys.stderr)
+    if e.detail:
+        print(f"DETAIL:  {e.detail}", file=sys.stderr)
+    if e.hint:
+        print(f"HINT:  {e.hint}", file=sys.stderr)
+
+
+def _run_embedded(args: argparse.Namespace, sql: str) -> int:
+    from piestream.common.errors import PiestreamError
+    from piestream.common.text import format_datum
+    from piestream.server.catalog_views import CatalogContext, CatalogViews
+    from piestream.server.pgwire.client import TextResult
+    from piestream.server.pgwire.statements import prepare_script
+    from piestream.server.results import QueryResult
+
+    with data_dir_lock(args.data_dir):
+        db = _open_database(args)
+        try:
+            session = db.session()
+            catalog = CatalogViews(lambda: db.catalog.snapshot().relations())
+            ctx = CatalogContext(user=args.user, database=args.database, settings=session.settings)
+            for p in prepare_script(sql, lambda name: db.catalog.get(name) is not None):
+                if p.empty:
+                    continue
+                if p.catalog:
+                    result = catalog.execute(p.text, (), ctx)
+                elif p.savepoint is not None:
+                    result = QueryResult(p.savepoint)
+                else:
+                    assert p.stmt is not None
+                    result = session.execute_statement(p.stmt)
+                types = [t for _, t in result.columns]
+                rows = [
+                    tuple(None if v is None else format_datum(v, t) for v, t in zip(row, types, strict=False))
+                    for row in result.rows
+                ]
+                text = TextResult(
+                    [(n, t.pg_oid) for n, t in result.columns], rows, result.tag, result.notices
+                )
+                _print_results([text], sys.stdout)
+        except PiestreamError as e:
+            _print_error(e)
+            return 1
+        finally:
+            db.close()
+    return 0
+
+
+def _sql(args: argparse.Namespace) -> int:
+    if args.file:
+        sql = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    elif args.query:
+        sql = args.query
+    else:
+        print("piestream sql: give a query or -f FILE", file=sys.stderr)
+        return 2
+    if not args.embedded and _server_reachable(args.host, args.port):
+        return _run_remote(args, sql)
+    if args.server_only:
+        print(f"piestream sql: no server on {args.host}:{args.port}", file=sys.stderr)
+        return 1
+    return _run_embedded(args, sql)
+
+
+# -- demo ---------------------------------------------------------------------------------------
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -16,13 +260,95 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- parser -------------------------------------------------------------------------------------
+
+
+def _engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data-dir",
+        default=DEFAULT_DATA_DIR,
+        help=f"where tables, MVs and the catalog live (default {DEFAULT_DATA_DIR})",
+    )
+    p.add_argument(
+        "--runner",
+        choices=["spark", "local"],
+        default="spark",
+        help="run streaming epochs on Spark (default) or in-process (local: quick start, no Java needed)",
+    )
+    p.add_argument(
+        "--master", default=None, help="Spark master (default local[2] or $PIESTREAM_SPARK_MASTER)"
+    )
+    p.add_argument(
+        "--barrier-interval",
+        type=float,
+        default=1.0,
+        help="seconds between checkpoints (epochs); default 1.0",
+    )
+    p.add_argument("--parallelism", type=int, default=2, help="actors per streaming fragment (default 2)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="piestream",
-        description="piestream: a streaming database in Python that keeps materialized views "
-        "incrementally up to date, on Spark, over a Hummock-style LSM on object storage.",
+        description="piestream: a streaming database in Python. Create tables and materialized views "
+        "in PostgreSQL-flavoured SQL; piestream keeps every view up to date incrementally as data "
+        "changes (on Spark, over a Hummock-style LSM on local or object storage), and any PostgreSQL "
+        "client (psql, psycopg, SQLAlchemy, pandas) can query it.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    s = sub.add_parser(
+        "serve",
+        help="start the SQL server (PostgreSQL protocol, 127.0.0.1:4566)",
+        description="Start piestream and serve SQL over the PostgreSQL wire protocol. Stop with Ctrl-C: "
+        "running statements finish, then the data directory is closed cleanly.",
+    )
+    _engine_options(s)
+    s.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}: this machine only)",
+    )
+    s.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}, as RisingWave)"
+    )
+    s.add_argument(
+        "--demo", action="store_true", help="create demo tables and MVs and keep feeding them rows"
+    )
+    s.add_argument(
+        "--password-file",
+        default=None,
+        help="require passwords: a file of user:password lines (default: no authentication)",
+    )
+    s.add_argument(
+        "--auth-method",
+        choices=["scram-sha-256", "md5"],
+        default="scram-sha-256",
+        help="with --password-file",
+    )
+    s.set_defaults(fn=_serve)
+
+    q = sub.add_parser(
+        "sql",
+        help='run SQL: piestream sql "SELECT ..." or piestream sql -f script.sql',
+        description="Run SQL and print the results as tables. Talks to the server on --host/--port when one "
+        "is running there; otherwise opens --data-dir itself (embedded) for the duration of the script.",
+    )
+    q.add_argument("query", nargs="?", help="SQL text (several statements separated by ;)")
+    q.add_argument("-f", "--file", help="read SQL from a file (- for stdin)")
+    q.add_argument("--host", default=DEFAULT_HOST, help=f"server address (default {DEFAULT_HOST})")
+    q.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"server port (default {DEFAULT_PORT})")
+    q.add_argument("-U", "--user", default="root", help="user name (default root)")
+    q.add_argument("-d", "--database", default="dev", help="database name (default dev)")
+    q.add_argument("--password", default=None, help="password, if the server wants one (or set $PGPASSWORD)")
+    mode = q.add_mutually_exclusive_group()
+    mode.add_argument("--embedded", action="store_true", help="never connect to a server; open --data-dir")
+    mode.add_argument("--server-only", action="store_true", help="fail unless a server is reachable")
+    _engine_options(q)
+    q.set_defaults(fn=_sql)
+
     d = sub.add_parser(
         "demo", help="run a short live demo on embedded defaults (Spark local mode, local data dir)"
     )

@@ -1,0 +1,166 @@
+"""A minimal PostgreSQL client (simple query protocol, text results) for `piestream sql`.
+
+It exists so the CLI can talk to a running `piestream serve` without depending on a driver; it
+speaks trust, md5 and SCRAM-SHA-256 authentication and returns each statement's columns, rows
+(as text), command tag and notices. Anything fancier: use psql or psycopg.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import socket
+from dataclasses import dataclass, field
+
+from piestream.common.errors import PiestreamError
+from piestream.server.pgwire.auth import md5_expected
+from piestream.server.pgwire.protocol import PROTOCOL_V3, Channel, MessageReader, cstr, int32
+
+
+@dataclass
+class TextResult:
+    """One statement's answer: column names and type oids, text rows, command tag, notices."""
+
+    columns: list[tuple[str, int]] = field(default_factory=list)
+    rows: list[tuple[str | None, ...]] = field(default_factory=list)
+    tag: str = ""
+    notices: list[str] = field(default_factory=list)
+
+
+def _error(r: MessageReader) -> PiestreamError:
+    fields: dict[str, str] = {}
+    while r.remaining():
+        code = r.byte()
+        if code == b"\0":
+            break
+        fields[code.decode()] = r.cstring()
+    pos = fields.get("P")
+    return PiestreamError(
+        fields.get("M", "error"),
+        sqlstate=fields.get("C", "XX000"),
+        position=int(pos) if pos and pos.isdigit() else None,
+        detail=fields.get("D"),
+        hint=fields.get("H"),
+    )
+
+
+class SimpleClient:
+    """``SimpleClient(host, port, user, database, password).query(sql) -> [TextResult, ...]``."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 4566,
+        user: str = "root",
+        database: str = "dev",
+        password: str | None = None,
+        timeout: float | None = 10.0,
+    ) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(None)
+        self.channel = Channel(self.sock)
+        self.user = user
+        self.password = password
+        body = int32(PROTOCOL_V3) + cstr("user") + cstr(user) + cstr("database") + cstr(database)
+        body += cstr("application_name") + cstr("piestream sql") + b"\0"
+        self.channel.send_raw(int32(len(body) + 4) + body)
+        self.channel.flush()
+        self._authenticate()
+
+    def _authenticate(self) -> None:
+        ch = self.channel
+        scram: tuple[str, str] | None = None
+        while True:
+            kind, r = ch.read_message()
+            if kind == b"E":
+                raise _error(r)
+            if kind == b"Z":
+                return
+            if kind != b"R":
+                continue
+            code = r.int32()
+            if code == 0:
+                continue
+            if self.password is None:
+                raise PiestreamError("the server asks for a password (use --password)", sqlstate="28P01")
+            if code == 5:
+                ch.send(b"p", cstr(md5_expected(self.user, self.password, r.bytes_(4))))
+            elif code == 10:
+                nonce = base64.b64encode(secrets.token_bytes(18)).decode()
+                first_bare = f"n=,r={nonce}"
+                msg = ("n,," + first_bare).encode()
+                ch.send(b"p", cstr("SCRAM-SHA-256") + int32(len(msg)) + msg)
+                scram = (first_bare, nonce)
+            elif code == 11 and scram is not None:
+                ch.send(b"p", self._scram_final(scram[0], scram[1], r.rest().decode()).encode())
+            elif code == 12:
+                continue  # server signature: trusted, the connection is loopback or the user's choice
+            else:
+                raise PiestreamError(f"unsupported authentication request {code}", sqlstate="28000")
+            ch.flush()
+
+    def _scram_final(self, first_bare: str, nonce: str, server_first: str) -> str:
+        assert self.password is not None
+        attrs = dict(part.split("=", 1) for part in server_first.split(","))
+        if not attrs["r"].startswith(nonce):
+            raise PiestreamError("SCRAM nonce mismatch", sqlstate="28000")
+        salted = hashlib.pbkdf2_hmac(
+            "sha256", self.password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"])
+        )
+        client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+        stored = hashlib.sha256(client_key).digest()
+        without_proof = f"c=biws,r={attrs['r']}"
+        auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+        signature = hmac.new(stored, auth_message, hashlib.sha256).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}"
+
+    def query(self, sql: str) -> list[TextResult]:
+        """Run a script; raises the first error (statements before it have run)."""
+        self.channel.send(b"Q", cstr(sql))
+        self.channel.flush()
+        results: list[TextResult] = []
+        current = TextResult()
+        error: PiestreamError | None = None
+        while True:
+            kind, r = self.channel.read_message()
+            if kind == b"T":
+                current = TextResult()
+                for _ in range(r.int16()):
+                    name = r.cstring()
+                    r.bytes_(6)
+                    oid = r.int32()
+                    r.bytes_(8)
+                    current.columns.append((name, oid))
+            elif kind == b"D":
+                values: list[str | None] = []
+                for _ in range(r.int16()):
+                    n = r.int32()
+                    values.append(None if n < 0 else r.bytes_(n).decode("utf-8", "replace"))
+                current.rows.append(tuple(values))
+            elif kind == b"C":
+                current.tag = r.cstring()
+                results.append(current)
+                current = TextResult()
+            elif kind == b"N":
+                current.notices.append(_error(r).message)
+            elif kind == b"E":
+                error = _error(r)
+            elif kind == b"I":
+                results.append(TextResult(tag=""))
+            elif kind == b"Z":
+                break
+        if error is not None:
+            error.results = results  # type: ignore[attr-defined]
+            raise error
+        return results
+
+    def close(self) -> None:
+        try:
+            self.channel.send(b"X")
+            self.channel.flush()
+        except Exception:  # the server may be gone already
+            pass
+        self.sock.close()
