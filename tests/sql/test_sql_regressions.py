@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import pytest
+
+from piestream.common.errors import FeatureNotSupported
 from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
 from piestream.storage.hummock.compaction import CompactionConfig
@@ -63,3 +66,46 @@ def test_is_not_null(s: Session) -> None:
     assert rows(s, "SELECT i FROM t WHERE NOT (g IS NOT NULL)") == [(4,)]
     s.execute("DELETE FROM t WHERE g IS NOT NULL")
     assert rows(s, "SELECT i FROM t") == [(4,)]
+
+
+def test_join_on_one_column_equal_to_two_columns(s: Session) -> None:
+    """`a.g = b.i AND a.g = b.g` made the left key (g, g): the exchange hashed both, the join's
+    state table only one, and rows landed on actors that do not own their vnode."""
+    s.execute("CREATE TABLE t (g INT, i INT)")
+    s.execute(
+        "CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n "
+        "FROM t AS a JOIN t AS b ON a.g = b.i AND a.g = b.g"
+    )
+    for g, i in [(3, -2), (3, 3), (None, -2), (0, 0), (1, -2), (2, 4), (4, -2), (4, 0), (None, 3)]:
+        s.execute(f"INSERT INTO t VALUES ({'NULL' if g is None else g}, {i})")
+    assert rows(s, "SELECT n FROM mv") == [(3,)]
+
+
+CORRELATED = (
+    "SELECT a.k, (SELECT count(*) + 1 FROM u b WHERE b.g = a.g) AS c1, "
+    "(SELECT count(b.i) FILTER (WHERE b.i > 10) * 2 FROM u b WHERE b.g = a.g) AS c2, "
+    "(SELECT coalesce(sum(b.i), a.v) FROM u b WHERE b.g = a.g) AS c3, "
+    "(SELECT count(*) FROM u b WHERE b.g = a.g) AS c4, "
+    "(SELECT max(b.i) FROM u b WHERE b.g = a.g) AS c5 FROM t a"
+)
+
+
+def test_correlated_aggregate_subquery_over_no_rows(s: Session) -> None:
+    """An outer row without inner rows sees count(*) = 0 inside any expression (count(*) + 1 was
+    NULL), and outer columns may appear next to the aggregates (they failed at run time)."""
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY, g INT, v INT); CREATE TABLE u (g INT, i INT)")
+    s.execute(f"CREATE MATERIALIZED VIEW mv AS {CORRELATED}")
+    s.execute("INSERT INTO t VALUES (1, 1, 5), (2, 2, NULL), (3, NULL, 7)")
+    s.execute("INSERT INTO u VALUES (1, 10), (1, 20), (3, 5)")
+    want = [(1, 3, 2, 30, 2, 20), (2, 1, 0, None, 0, None), (3, 1, 0, 7, 0, None)]
+    assert rows(s, "SELECT * FROM mv") == want
+    assert rows(s, CORRELATED) == want
+
+
+def test_outer_column_inside_correlated_aggregate_is_rejected_at_create(s: Session) -> None:
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY, g INT, v INT); CREATE TABLE u (g INT, i INT)")
+    with pytest.raises(FeatureNotSupported):
+        s.execute(
+            "CREATE MATERIALIZED VIEW mv AS SELECT (SELECT sum(b.i * a.v) FROM u b WHERE b.g = a.g) FROM t a"
+        )
+    assert rows(s, "SHOW MATERIALIZED VIEWS") == []

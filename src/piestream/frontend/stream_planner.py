@@ -346,7 +346,9 @@ class StreamPlanner:
         left_keys, right_keys, null_safe, residual = [], [], [], []
         for c in _conjuncts(node.condition):
             pair = _equi_pair(c, nl)
-            if pair is not None:
+            # a column already used as a key on its side stays a residual check: duplicate key
+            # columns would hash differently in the exchange and in the join's state tables
+            if pair is not None and pair[0] not in left_keys and pair[1] - nl not in right_keys:
                 a, b, safe = pair
                 left_keys.append(a)
                 right_keys.append(b - nl)

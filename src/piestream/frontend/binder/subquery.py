@@ -18,13 +18,13 @@ from sqlglot import exp
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.schema import Schema
-from piestream.common.types import Field, TypeKind
+from piestream.common.types import TypeKind
 from piestream.expr.bind import bind_call, coerce_to, common_type
 from piestream.expr.expr import Expr, FuncCall, InputRef
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.rewrite import shift_refs, transform, walk
 from piestream.frontend.binder.scope import OuterRef, Scope, ScopeColumn
-from piestream.frontend.logical import Filter, Join, JoinKind, PlanNode, Project
+from piestream.frontend.logical import Filter, Join, JoinKind, PlanNode
 
 if TYPE_CHECKING:
     from piestream.frontend.binder.query import QueryBinder
@@ -230,21 +230,39 @@ class SubqueryRewriter:
         binding = AggBinding(child, synthetic)
         select, _, _ = binding.bind([(item, "result")], SubqueryRewriter(child), group_exprs=keys_inner)
         agg_plan = child.plan
-        n_keys = len(keys_inner)
-        out = [InputRef(i, k.return_type) for i, k in enumerate(keys_inner)] + select
         assert agg_plan is not None
-        right = Project(
-            Schema(tuple(Field(f"_k{i}", e.return_type) for i, e in enumerate(out))), agg_plan, out
-        )
+        if _has_outer(agg_plan):
+            raise FeatureNotSupported(
+                "outer columns inside the aggregates of a correlated subquery are not supported",
+                position=position(sub),
+            )
+        n_keys = len(keys_inner)
         n_left = len(qb.scope.columns)
         conds = [
             bind_call("=", [o, InputRef(n_left + i, k.return_type)])
             for i, (o, k) in enumerate(zip(keys_outer, keys_inner, strict=True))
         ]
-        ref = self._attach(right, and_all(conds), n_keys)
-        if _is_count(item):
-            return coalesce_zero(ref)
-        return ref
+        self._attach(agg_plan, and_all(conds), 0)
+        calls = binding.calls
+
+        # the item is evaluated on the joined row: group keys are the outer keys they equal, and
+        # an outer row without a matching group sees count = 0 and other aggregates NULL (the
+        # "count bug" of this decorrelation)
+        def on_join(x: Expr) -> Expr | None:
+            if isinstance(x, OuterRef):
+                if x.depth != 1:
+                    raise FeatureNotSupported(
+                        "subqueries correlated across two levels are not supported", position=position(sub)
+                    )
+                return InputRef(x.index, x.return_type)
+            if not isinstance(x, InputRef):
+                return None
+            if x.index < n_keys:
+                return keys_outer[x.index]
+            r = InputRef(n_left + x.index, x.return_type)
+            return coalesce_zero(r) if calls[x.index - n_keys].kind in ("count", "count_star") else r
+
+        return transform(select[0], on_join)
 
 
 def _has_outer(plan: PlanNode) -> bool:
