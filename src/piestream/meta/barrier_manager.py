@@ -185,6 +185,10 @@ class BarrierManager:
             self._dml = [d for d in self._dml if id(d) not in done]
         for d in batch:
             d.done.set_exception(err)
+        # abandon the epoch's number too: the next epoch runs other input, and an executor cache
+        # some attempt of this one left in a worker (caches are keyed by epoch) must never pass
+        # for the committed state of a later epoch with the same number
+        self._data_epoch = self.epochs.next()
         raise err
 
     def _record(self, epoch: int, started: float, reports: list[ActorReport], nssts: int) -> None:

@@ -5,6 +5,9 @@ orders the chunks per port by (source actor, sequence), builds the actor's execu
 HummockStorage at the epoch's pinned version, runs the epoch, syncs the SSTs it wrote (fresh
 object names every attempt), and emits: its output chunks dispatched to downstream actors, its
 report for the driver, and every element it only forwards to a deeper stage.
+
+A `TaskHook` (tests: fault injection; benchmarks: probes) is called at fixed points of the task:
+`HOOK_POINTS`, in that order. It may raise to fail the task attempt right there.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 from piestream.common.epoch import EpochPair
 from piestream.common.vnode import VnodeBitmap
@@ -24,6 +28,15 @@ from piestream.stream.actor import Actor
 from piestream.stream.dispatch import dispatch
 from piestream.stream.executor import ActorContext
 from piestream.stream.graph import actor_id
+
+#: Where a task calls its hook: input read; executors ran the epoch; SSTs uploaded; first output
+#: element emitted; report emitted (only forwarded elements remain).
+HOOK_POINTS = ("input", "executed", "synced", "emitting", "reported")
+
+
+class TaskHook(Protocol):
+    def __call__(self, point: str, plan: EpochPlan, actor_id: int) -> None: ...
+
 
 #: Executor caches per actor, with the epoch whose committed state they reflect. They live as
 #: long as the Python worker; a cache is used only if it reflects exactly the committed epoch.
@@ -46,7 +59,13 @@ def _publish_cache(actor: int, epoch: int, cache: dict[str, object]) -> None:
         _CACHES[actor] = (epoch, cache)
 
 
-def run_partition(plan: EpochPlan, stage: int, index: int, elements: Iterable[Element]) -> Iterator[Element]:
+def run_partition(
+    plan: EpochPlan,
+    stage: int,
+    index: int,
+    elements: Iterable[Element],
+    hook: TaskHook | None = None,
+) -> Iterator[Element]:
     """Run the actor at partition `index` of `stage` over its input elements."""
     started = time.perf_counter()
     me = plan.stages[stage][index]
@@ -66,6 +85,8 @@ def run_partition(plan: EpochPlan, stage: int, index: int, elements: Iterable[El
         inputs.setdefault(port, []).append(chunk)
 
     aid = actor_id(fragment_id, actor_index)
+    if hook is not None:
+        hook("input", plan, aid)
     store = open_object_store(plan.store_url)
     storage = HummockStorage(process_sstable_store(store), plan.version, plan.storage_options)
     vnodes = frag.vnode_bitmap(actor_index) if not frag.singleton else VnodeBitmap.full(1)
@@ -84,7 +105,11 @@ def run_partition(plan: EpochPlan, stage: int, index: int, elements: Iterable[El
     actor = Actor(ctx, frag.root)
     actor.init(EpochPair(plan.data_epoch, plan.committed_epoch))
     out = actor.run_epoch(inputs, plan.barrier)
+    if hook is not None:
+        hook("executed", plan, aid)
     ssts = storage.sync(plan.data_epoch)
+    if hook is not None:
+        hook("synced", plan, aid)
     watermarks = storage.take_table_watermarks()
     _publish_cache(aid, plan.data_epoch, cache)
 
@@ -97,6 +122,8 @@ def run_partition(plan: EpochPlan, stage: int, index: int, elements: Iterable[El
             for dst, sub in dispatch(chunk, edge, actor_index):
                 yield (edge.downstream_fragment_id, dst), encode_chunk(port, aid, seq, sub)
                 seq += 1
+                if hook is not None and seq == 1:
+                    hook("emitting", plan, aid)
     stats = {
         "rows_in": float(sum(c.cardinality for _, _, _, c in received)),  # type: ignore[attr-defined]
         "rows_out": float(rows_out),
@@ -105,4 +132,6 @@ def run_partition(plan: EpochPlan, stage: int, index: int, elements: Iterable[El
     }
     report = ActorReport(aid, plan.data_epoch, tuple(ssts), watermarks, stats)
     yield REPORT, encode_report(report)
+    if hook is not None:
+        hook("reported", plan, aid)
     yield from forward

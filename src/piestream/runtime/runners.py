@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
-from piestream.runtime.actor_task import run_partition
+from piestream.runtime.actor_task import TaskHook, run_partition
 from piestream.runtime.epoch_plan import EpochPlan, StagePartitioner, dml_elements
 from piestream.runtime.exchange import REPORT, ActorReport, Element, decode_report
 
@@ -43,6 +43,9 @@ def collect_reports(plan: EpochPlan, elements: Sequence[Element]) -> list[ActorR
 class LocalRunner:
     """Runs every actor in this process, stage by stage."""
 
+    def __init__(self, hook: TaskHook | None = None) -> None:
+        self.hook = hook  # called at fixed points of every task (tests inject faults with it)
+
     def run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         if not plan.stages:
             return []
@@ -54,36 +57,39 @@ class LocalRunner:
                 parts = [[] for _ in plan.stages[k]]
                 for e in elements:
                     parts[part_of(e[0])].append(e)
-            elements = [e for i, part in enumerate(parts) for e in run_partition(plan, k, i, part)]
+            elements = [e for i, part in enumerate(parts) for e in run_partition(plan, k, i, part, self.hook)]
         return collect_reports(plan, elements)
 
 
 class SparkRunner:
     """Runs each epoch as one Spark job on the given session."""
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, hook: TaskHook | None = None) -> None:
         self.spark = spark
         self.sc = spark.sparkContext
+        self.hook = hook  # pickled into each epoch's tasks (tests inject faults with it)
 
     def run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         if not plan.stages:
             return []
         parts = dml_elements(plan, dml)
         n0 = len(plan.stages[0])
-        rdd = self.sc.parallelize(parts, n0).mapPartitionsWithIndex(_stage_fn(plan, 0, first=True))
+        rdd = self.sc.parallelize(parts, n0).mapPartitionsWithIndex(_stage_fn(plan, 0, self.hook, first=True))
         for k in range(1, len(plan.stages)):
             n = len(plan.stages[k])
-            rdd = rdd.partitionBy(n, StagePartitioner(plan, k)).mapPartitionsWithIndex(_stage_fn(plan, k))
+            rdd = rdd.partitionBy(n, StagePartitioner(plan, k)).mapPartitionsWithIndex(
+                _stage_fn(plan, k, self.hook)
+            )
         self.sc.setJobDescription(f"piestream epoch {plan.data_epoch}")
         return collect_reports(plan, rdd.collect())
 
 
-def _stage_fn(plan: EpochPlan, stage: int, *, first: bool = False):  # type: ignore[no-untyped-def]
+def _stage_fn(plan: EpochPlan, stage: int, hook: TaskHook | None, *, first: bool = False):  # type: ignore[no-untyped-def]
     def run(index: int, it):  # type: ignore[no-untyped-def]
         if first:
             # stage 0 partitions hold one element: the list of that actor's DML elements
             elements = [e for lst in it for e in lst]
-            return run_partition(plan, stage, index, elements)
-        return run_partition(plan, stage, index, it)
+            return run_partition(plan, stage, index, elements, hook)
+        return run_partition(plan, stage, index, it, hook)
 
     return run
