@@ -508,6 +508,8 @@ _GENERIC_FUNCS = frozenset(
         "regexp_like",
     }
 )
+#: casts to these types only make sense against the catalogs
+_OID_TYPES = frozenset({"oid", "regclass", "regtype", "regproc", "regprocedure", "regnamespace", "regrole"})
 _CATALOG_WORDS = re.compile(
     r"\b(pg_catalog|information_schema|pg_[a-z_]+|version\s*\(|current_database|current_schemas?|format_type"
     r"|obj_description|col_description|has_[a-z_]+_privilege)\b",
@@ -564,6 +566,8 @@ def is_catalog_query(tree: exp.Expression, user_relations: Callable[[str], bool]
             return True
         fname = _func_name(node)
         if fname is not None and fname in FUNCTION_TYPES and fname not in _GENERIC_FUNCS:
+            return True
+        if isinstance(node, exp.Cast) and _type_name(node.args["to"]) in _OID_TYPES:
             return True
     return False
 

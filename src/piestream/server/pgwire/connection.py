@@ -385,6 +385,15 @@ class Connection:
         """Run one statement on the worker thread, answering cancel and statement_timeout."""
         assert self.session is not None
         stmt = p.stmt
+        if p.deallocate is not None:
+            if p.deallocate:
+                if self.statements.pop(p.deallocate, None) is None:
+                    raise PiestreamError(
+                        f'prepared statement "{p.deallocate}" does not exist', sqlstate="26000"
+                    )
+            else:
+                self.statements = {k: v for k, v in self.statements.items() if k == ""}
+            return QueryResult("DEALLOCATE ALL" if not p.deallocate else "DEALLOCATE")
         if p.savepoint is not None:
             if p.savepoint == "ROLLBACK":
                 self.txn_failed = False  # ROLLBACK TO SAVEPOINT recovers a failed block
@@ -397,6 +406,9 @@ class Connection:
             raise InFailedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
+        self.current_query = p.text
+        self.query_started = time.time()
+        self.state = "active"
         fn: Callable[[], QueryResult]
         if p.catalog:
             ctx = self._catalog_context()
@@ -406,9 +418,6 @@ class Connection:
             assert stmt is not None
             session = self.session
             fn = lambda: session.execute_statement(stmt, values)  # noqa: E731
-        self.current_query = p.text
-        self.query_started = time.time()
-        self.state = "active"
         try:
             result = self._wait(fn)
         finally:
@@ -548,7 +557,15 @@ class Connection:
             for i, o in enumerate(oids)
         ]
         p.param_types = types
-        self.statements[name] = PreparedStatement(p, oids, types)
+        statement = PreparedStatement(p, oids, types)
+        if isinstance(p.stmt, ast.Query):
+            # like PostgreSQL, report unknown relations / columns / functions at Parse time
+            try:
+                self._statement_columns(statement)
+            except PiestreamError as e:
+                if e.sqlstate in ("42P01", "42703", "42883"):
+                    raise
+        self.statements[name] = statement
         self.channel.send(b"1")
 
     def _bind(self, r: MessageReader) -> None:

@@ -29,11 +29,12 @@ class Prepared:
     stmt: ast.Statement | None = None  # an engine statement
     catalog: bool = False  # answered from the emulated pg_catalog
     savepoint: str | None = None  # SAVEPOINT / RELEASE / ROLLBACK TO: the command tag (no-ops here)
+    deallocate: str | None = None  # DEALLOCATE name (or "" for ALL): drops prepared statements
     param_types: list[DataType | None] = field(default_factory=list)  # per $n: declared or inferred
 
     @property
     def empty(self) -> bool:
-        return self.stmt is None and not self.catalog and self.savepoint is None
+        return self.stmt is None and not self.catalog and self.savepoint is None and self.deallocate is None
 
     @property
     def returns_rows(self) -> bool:
@@ -47,6 +48,7 @@ class Prepared:
 
 
 _COPY = re.compile(r"^\s*copy\b", re.IGNORECASE)
+_DEALLOCATE = re.compile(r"^\s*deallocate\s+(?:prepare\s+)?(?:(all)|\"?([\w$]+)\"?)\s*;?\s*$", re.IGNORECASE)
 #: Savepoints: accepted (client libraries nest transactions with them) and do nothing, like BEGIN.
 _SAVEPOINT = re.compile(
     r"^\s*(?:(savepoint)|(release)(?:\s+savepoint)?|(rollback)\s+to(?:\s+savepoint)?)\s+\"?[\w$]+\"?\s*;?\s*$",
@@ -86,6 +88,9 @@ def prepare_one(sql: str, is_user_relation: Callable[[str], bool]) -> Prepared:
         )
     if not strip_comments(sql).strip(" \t\r\n;"):
         return Prepared(sql)
+    d = _DEALLOCATE.match(strip_comments(sql))
+    if d is not None:
+        return Prepared(sql, deallocate="" if d.group(1) else d.group(2))
     m = _SAVEPOINT.match(strip_comments(sql))
     if m is not None:
         tag = "SAVEPOINT" if m.group(1) else ("RELEASE" if m.group(2) else "ROLLBACK")

@@ -1,0 +1,202 @@
+"""psycopg 3 against the server: simple and extended protocol, parameters, errors, transactions."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import psycopg
+import pytest
+from psycopg import sql
+
+
+@pytest.fixture(scope="module")
+def conn(dsn: str) -> psycopg.Connection:
+    c = psycopg.connect(dsn, autocommit=True)
+    c.execute(
+        "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR, price NUMERIC, qty BIGINT, ok BOOLEAN, "
+        "day DATE, at TIMESTAMP, atz TIMESTAMPTZ, score DOUBLE PRECISION, small SMALLINT, raw BYTEA)"
+    )
+    yield c
+    c.close()
+
+
+def test_startup_reports_parameters(conn: psycopg.Connection) -> None:
+    assert conn.info.server_version == 131400
+    assert conn.info.parameter_status("server_encoding") == "UTF8"
+    assert conn.info.parameter_status("client_encoding") == "UTF8"
+    assert conn.info.parameter_status("DateStyle") == "ISO, MDY"
+    assert conn.info.parameter_status("TimeZone") == "UTC"
+    assert conn.info.parameter_status("integer_datetimes") == "on"
+    assert conn.info.parameter_status("standard_conforming_strings") == "on"
+    assert conn.info.parameter_status("IntervalStyle") == "postgres"
+    assert conn.info.backend_pid > 0
+
+
+def test_simple_protocol_types_and_tags(conn: psycopg.Connection) -> None:
+    cur = conn.cursor()
+    cur.execute(
+        "INSERT INTO items VALUES (1, 'apple', 1.25, 10, true, '2024-01-02', '2024-01-02 03:04:05', "
+        "'2024-01-02 03:04:05+00', 0.5, 3, '\\x0102'), "
+        "(2, 'pear', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+    )
+    assert cur.statusmessage == "INSERT 0 2"
+    assert cur.rowcount == 2
+    cur.execute("SELECT * FROM items ORDER BY id")
+    assert cur.statusmessage == "SELECT 2"
+    oids = [d.type_code for d in cur.description]
+    assert oids == [23, 1043, 1700, 20, 16, 1082, 1114, 1184, 701, 21, 17]
+    first, second = cur.fetchall()
+    assert first == (
+        1,
+        "apple",
+        Decimal("1.25"),
+        10,
+        True,
+        dt.date(2024, 1, 2),
+        dt.datetime(2024, 1, 2, 3, 4, 5),
+        dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
+        0.5,
+        3,
+        b"\x01\x02",
+    )
+    assert second[1] == "pear" and all(v is None for v in second[2:])
+    cur.execute("UPDATE items SET qty = 11 WHERE id = 1")
+    assert cur.statusmessage == "UPDATE 1"
+
+
+def test_extended_protocol_parameters_of_several_types(conn: psycopg.Connection) -> None:
+    cur = conn.cursor()
+    cur.execute(
+        "INSERT INTO items (id, name, price, qty, ok, day, at, atz, score, small, raw) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            10,
+            "kiwi",
+            Decimal("-12.5"),
+            2**40,
+            False,
+            dt.date(1999, 12, 31),
+            dt.datetime(2020, 2, 29, 23, 59, 59, 123456),
+            dt.datetime(2020, 1, 1, 12, 0, tzinfo=dt.UTC),
+            -1.5e10,
+            -7,
+            b"\x00\xff",
+        ),
+    )
+    assert cur.rowcount == 1
+    cur.execute(
+        "SELECT name, price, qty, ok, day, at, atz, score, small, raw FROM items WHERE id = %s", (10,)
+    )
+    assert cur.fetchone() == (
+        "kiwi",
+        Decimal("-12.5"),
+        2**40,
+        False,
+        dt.date(1999, 12, 31),
+        dt.datetime(2020, 2, 29, 23, 59, 59, 123456),
+        dt.datetime(2020, 1, 1, 12, 0, tzinfo=dt.UTC),
+        -1.5e10,
+        -7,
+        b"\x00\xff",
+    )
+    # text parameters typed from context: a string compared with an INT column, a date column
+    cur.execute("SELECT id FROM items WHERE name = %s AND day = %s", ("kiwi", "1999-12-31"))
+    assert cur.fetchall() == [(10,)]
+    cur.execute("SELECT %s::int + 1, %s || 'x', %s IS NULL", (41, "a", None))
+    assert cur.fetchone() == (42, "ax", True)
+
+
+def test_binary_results(conn: psycopg.Connection) -> None:
+    cur = conn.cursor(binary=True)
+    cur.execute("SELECT id, name, price, qty, ok, day, at, atz, score, small, raw FROM items WHERE id = 10")
+    assert cur.fetchone() == (
+        10,
+        "kiwi",
+        Decimal("-12.5"),
+        2**40,
+        False,
+        dt.date(1999, 12, 31),
+        dt.datetime(2020, 2, 29, 23, 59, 59, 123456),
+        dt.datetime(2020, 1, 1, 12, 0, tzinfo=dt.UTC),
+        -1.5e10,
+        -7,
+        b"\x00\xff",
+    )
+
+
+def test_prepared_statements_are_reused(conn: psycopg.Connection) -> None:
+    cur = conn.cursor()
+    for i in range(8):  # psycopg prepares server-side after a few executions
+        cur.execute("SELECT count(*) FROM items WHERE id > %s", (i,), prepare=True)
+        assert cur.fetchone() is not None
+    cur.execute("SELECT name FROM items WHERE id = %s", (1,), prepare=True)
+    assert cur.fetchone() == ("apple",)
+
+
+def test_errors_carry_sqlstate_and_position(conn: psycopg.Connection) -> None:
+    with pytest.raises(psycopg.errors.UndefinedTable) as e:
+        conn.execute("SELECT * FROM nope")
+    assert e.value.sqlstate == "42P01"
+    assert e.value.diag.message_primary == 'relation "nope" does not exist'
+    assert e.value.diag.statement_position == "15"
+    with pytest.raises(psycopg.errors.SyntaxError) as e2:
+        conn.execute("SELEC 1")
+    assert e2.value.diag.statement_position == "1"
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        conn.execute("SELECT 1 / 0")
+    with pytest.raises(psycopg.errors.UndefinedTable):  # also through the extended protocol
+        conn.execute("SELECT * FROM nope WHERE x = %s", (1,))
+    assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection recovered
+
+
+def test_copy_is_not_supported(conn: psycopg.Connection) -> None:
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as e, conn.cursor().copy("COPY items FROM STDIN"):
+        pass
+    assert "COPY" in str(e.value)
+
+
+def test_transactions_are_accepted_as_no_ops(dsn: str) -> None:
+    with psycopg.connect(dsn) as c:  # not autocommit: psycopg sends BEGIN
+        c.execute("CREATE TABLE tx (k INT PRIMARY KEY)")
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        c.execute("INSERT INTO tx VALUES (1)")
+        c.commit()
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            c.execute("SELECT * FROM nope")
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+            c.execute("SELECT 1")
+        c.rollback()
+        with c.transaction(), c.transaction():  # nested: SAVEPOINT / RELEASE
+            c.execute("INSERT INTO tx VALUES (2)")
+        assert c.execute("SELECT count(*) FROM tx").fetchone() == (2,)
+
+
+def test_multiple_statements_notices_and_empty_query(conn: psycopg.Connection) -> None:
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE IF NOT EXISTS items (x INT); SELECT 1 AS one; SELECT 2 AS two")
+    assert cur.statusmessage == "CREATE"
+    assert cur.nextset() and cur.fetchall() == [(1,)]
+    assert cur.nextset() and cur.fetchall() == [(2,)]
+    assert any("already exists" in n for n in notices)
+    cur.execute("")
+    assert cur.statusmessage is None or cur.statusmessage == ""
+    cur.execute("-- just a comment")
+
+
+def test_set_and_show_report_parameter_status(conn: psycopg.Connection) -> None:
+    conn.execute("SET application_name = 'piestream-tests'")
+    assert conn.info.parameter_status("application_name") == "piestream-tests"
+    assert conn.execute("SHOW application_name").fetchone() == ("piestream-tests",)
+
+
+def test_statement_timeout_and_catalog_functions(conn: psycopg.Connection) -> None:
+    row = conn.execute("SELECT version(), current_database(), current_schema(), current_user").fetchone()
+    assert row is not None
+    assert row[0].startswith("PostgreSQL 13.14.0") and row[1:] == ("dev", "public", "root")
+    query = sql.SQL("SELECT {} FROM pg_catalog.pg_class WHERE relname = %s").format(sql.Identifier("relkind"))
+    assert conn.execute(query, ("items",)).fetchone() == ("r",)
