@@ -33,7 +33,6 @@ that also reads user relations never goes here: the engine runs it.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import re
@@ -45,7 +44,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from piestream.common.errors import PiestreamError, SyntaxError_
+from piestream.common.errors import SyntaxError_
 from piestream.common.types import (
     BIGINT,
     BOOLEAN,
@@ -72,6 +71,7 @@ PG_TOAST_NS = 99
 SUPERUSER_OID = 10
 DATABASE_OID = 16384 - 1
 HEAP_AM, BTREE_AM = 2, 403
+FOREIGN_SERVER_OID = 16383 - 100  # the one "server" every source reads through
 SERVER_VERSION = "13.14.0"
 VERSION_STRING = (
     f"PostgreSQL {SERVER_VERSION}-piestream on x86_64-pc-linux-gnu, compiled by piestream (Python)"
@@ -883,8 +883,8 @@ class CatalogViews:
             and isinstance(node.expressions[0], exp.Select)
         ):
             inner = node.expressions[0]
-            if any(isinstance(t.this, exp.Explode) for t in inner.find_all(exp.Table)):
-                return exp.Null()  # ARRAY(SELECT ... FROM unnest(options)): no array-valued options here
+            if any(not isinstance(t.this, exp.Identifier) for t in inner.find_all(exp.Table)):
+                return exp.Null()  # ARRAY(SELECT ... FROM unnest(options) / pg_options_to_table(...))
             inner = self._sub(inner)
             assert isinstance(inner, exp.Select)
             first = inner.expressions[0]
@@ -1433,6 +1433,7 @@ class CatalogRows:
                     )
                 )
             elif r.kind is RelationKind.SOURCE:
+                out["pg_foreign_table"].append((oid, FOREIGN_SERVER_OID, None))
                 info_tables.append(
                     (
                         ctx.database,
@@ -1459,6 +1460,7 @@ class CatalogRows:
                 out["pg_matviews"].append(
                     ("public", r.name, user, None, int(has_index), 1, _query_part(r.definition))
                 )
+        out["pg_foreign_server"] = [(FOREIGN_SERVER_OID, "piestream_connectors")]
         out["pg_type"] = list(self.types.rows)
         out["tables"] = info_tables
         out["columns"] = info_columns
@@ -1692,11 +1694,3 @@ class _ArrayAgg:
 
     def finalize(self) -> str:
         return "{" + ",".join(self.items) + "}"
-
-
-def now_text() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(sep=" ")
-
-
-def describe_error(e: Exception) -> PiestreamError:
-    return PiestreamError(str(e), sqlstate="XX000")
