@@ -26,7 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from piestream.common.errors import FeatureNotSupported, PiestreamError
+from piestream.common.errors import FeatureNotSupported, InternalError, PiestreamError
 from piestream.common.types import DataType
 from piestream.expr.expr import Literal
 from piestream.frontend.parser import ast
@@ -328,7 +328,15 @@ class Connection:
             if self.skip_until_sync and kind != b"S":
                 continue
             try:
-                self._dispatch(kind, r)
+                try:
+                    self._dispatch(kind, r)
+                except (ClientGone, Terminate, ProtocolViolation):
+                    raise
+                except PiestreamError:
+                    raise
+                except Exception as bug:  # a server bug answers this message; the connection goes on
+                    log.exception("connection %s: error handling message %r", self.address, kind)
+                    raise InternalError(f"internal error: {type(bug).__name__}: {bug}") from bug
             except PiestreamError as e:
                 if isinstance(e, ProtocolViolation):
                     raise
@@ -413,7 +421,7 @@ class Connection:
         if p.catalog:
             ctx = self._catalog_context()
             plain = [v.value if isinstance(v, Literal) else v for v in values]
-            fn = lambda: self.catalog.execute(p.text, plain, ctx)  # noqa: E731
+            fn = lambda: _internal_errors(lambda: self.catalog.execute(p.text, plain, ctx))  # noqa: E731
         else:
             assert stmt is not None
             session = self.session
@@ -683,6 +691,17 @@ class Connection:
         else:
             raise ProtocolViolation(f"invalid CLOSE message subtype {what[0]}")
         self.channel.send(b"3")
+
+
+def _internal_errors(fn: Callable[[], QueryResult]) -> QueryResult:
+    """Run `fn`; anything but a PiestreamError is a bug, reported as XX000 (and logged)."""
+    try:
+        return fn()
+    except PiestreamError:
+        raise
+    except Exception as e:
+        log.exception("catalog query failed")
+        raise InternalError(f"internal error: {type(e).__name__}: {e}") from e
 
 
 def _format_of(formats: Sequence[int], i: int) -> int:
