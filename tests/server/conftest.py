@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
+from pgwire_helpers import start_server
 
-from piestream.server.database import Database, DatabaseConfig
 from piestream.server.pgwire import PgServer
-
-
-def start_server(data_dir: Path, auth: dict[str, Any] | None = None, **db_kwargs: Any) -> PgServer:
-    config = DatabaseConfig(runner="local", barrier_interval=0.05, parallelism=2)
-    db = Database(data_dir, config=config, **db_kwargs)
-    return PgServer(db, port=0, auth=auth, shutdown_timeout=5).start()
 
 
 @pytest.fixture(scope="module")

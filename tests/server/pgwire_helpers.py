@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import socket
 import struct
+from pathlib import Path
+from typing import Any
 
+from piestream.server.database import Database, DatabaseConfig
+from piestream.server.pgwire import PgServer
 from piestream.server.pgwire.protocol import PROTOCOL_V3
+
+
+def start_server(data_dir: Path, auth: dict[str, Any] | None = None) -> PgServer:
+    """A server on a free port over a fresh local-runner Database in `data_dir`."""
+    config = DatabaseConfig(runner="local", barrier_interval=0.05, parallelism=2)
+    return PgServer(Database(data_dir, config=config), port=0, auth=auth, shutdown_timeout=5).start()
 
 
 def cstr(s: str) -> bytes:

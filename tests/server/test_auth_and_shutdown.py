@@ -9,8 +9,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from pgwire_helpers import start_server
 
-from conftest import start_server
 from piestream.server.pgwire.auth import ScramVerifier, md5_expected, read_password_file
 from piestream.server.pgwire.client import SimpleClient
 
