@@ -44,8 +44,8 @@ def schema_statements() -> list[str]:
     return [*TABLES.values()]
 
 
-def mv_statements() -> list[str]:
-    return [f"CREATE MATERIALIZED VIEW {name} AS {q}" for name, q in MVS.items()]
+def mv_statements(names: Iterable[str] | None = None) -> list[str]:
+    return [f"CREATE MATERIALIZED VIEW {n} AS {MVS[n]}" for n in (MVS if names is None else names)]
 
 
 def statement(seed: int, i: int) -> Statement:
@@ -133,11 +133,12 @@ def piestream_rows(session: Any, name: str) -> list[tuple[Any, ...]]:
 
 
 def mismatches(
-    session: Any, ref: Reference, extra_mvs: dict[str, str] | None = None
+    session: Any, ref: Reference, extra_mvs: dict[str, str] | None = None, mvs: Iterable[str] | None = None
 ) -> dict[str, tuple[list, list]]:
-    """{relation: (piestream rows, reference rows)} for every table and MV that differs
-    (`extra_mvs`: MVs created later in a test, name -> query)."""
-    queries = {**MVS, **(extra_mvs or {})}
+    """{relation: (piestream rows, reference rows)} for every table and MV that differs: the
+    workload's MVs (or those named in `mvs`), and `extra_mvs` created later (name -> query)."""
+    queries = {n: MVS[n] for n in (MVS if mvs is None else mvs)}
+    queries.update(extra_mvs or {})
     bad = {}
     for name in [*TABLES, *queries]:
         got = piestream_rows(session, name)

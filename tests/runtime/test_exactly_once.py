@@ -29,13 +29,17 @@ def _open(path: Path, runner: EpochRunner, spark: object = None) -> Database:
     return Database(path, spark=spark, config=config, runner=runner)  # type: ignore[arg-type]
 
 
-def _setup(db: Database, ref: Reference, seed: int) -> object:
+#: On Spark a smaller graph (each actor task costs tens of ms, a failed one a new Python worker)
+SPARK_MVS = ("agg", "j")
+
+
+def _setup(db: Database, ref: Reference, seed: int, mvs: tuple[str, ...] | None = None) -> object:
     """Tables, a few rows, then the MVs (their first epoch backfills), on a fresh database."""
     s = db.session()
     for ddl in schema_statements():
         s.execute(ddl)
     _drive(s, ref, seed, 0, 4)
-    for ddl in mv_statements():
+    for ddl in mv_statements(mvs):
         s.execute(ddl)
     return s
 
@@ -63,8 +67,8 @@ def _check_gc(db: Database) -> set[int]:
     return orphans
 
 
-def _assert_equal(s: object, ref: Reference) -> None:
-    bad = mismatches(s, ref)
+def _assert_equal(s: object, ref: Reference, mvs: tuple[str, ...] | None = None) -> None:
+    bad = mismatches(s, ref, mvs=mvs)
     assert not bad, "\n".join(f"{n}: piestream {g} != reference {w}" for n, (g, w) in bad.items())
 
 
@@ -127,12 +131,12 @@ def test_failed_epoch_is_not_committed_and_later_epochs_are_correct_in_process(t
 def test_spark_task_retries_exactly_once(tmp_path: Path, spark: object) -> None:
     """Spark retries failed tasks (local[2,4]); each retry uploads SSTs under fresh names, one
     report per actor is committed, and the failed attempts' uploads are orphans for GC."""
-    anywhere = RandomFaults(seed=7, rate=0.03, log_dir=str(tmp_path), max_failed_attempts=2)
+    anywhere = RandomFaults(seed=7, rate=0.06, log_dir=str(tmp_path), max_failed_attempts=2)
     runner = SparkRunner(spark, anywhere)  # type: ignore[arg-type]
     db = _open(tmp_path / "db", runner, spark)
     ref = Reference()
     try:
-        s = _setup(db, ref, seed=9)
+        s = _setup(db, ref, seed=9, mvs=SPARK_MVS)
         # and, for sure, some of table a's tasks fail after uploading their SSTs
         a = db.catalog.get("a")
         assert a is not None
@@ -144,15 +148,15 @@ def test_spark_task_retries_exactly_once(tmp_path: Path, spark: object) -> None:
             fragment_id=a.extra["fragment_id"],
         )
         runner.hook = AnyOf((anywhere, after_upload))
-        _drive(s, ref, 9, 4, 14)
-        _assert_equal(s, ref)
+        _drive(s, ref, 9, 4, 10)
+        _assert_equal(s, ref, SPARK_MVS)
         faults = read_log(tmp_path)
         points = {p for _, _, p, _ in faults}
-        assert len(faults) >= 6 and len(points) >= 4, faults
+        assert len(faults) >= 4 and len(points) >= 3, faults
         assert any(n > 0 for _, _, _, n in faults), "some task should have failed twice"
         assert set(HOOK_POINTS) >= points
         assert _check_gc(db), "failed attempts after 'synced' must have left orphaned SSTs"
-        _assert_equal(s, ref)
+        _assert_equal(s, ref, SPARK_MVS)
     finally:
         db.close()
         ref.close()
@@ -167,7 +171,7 @@ def test_spark_failure_exhausting_retries(tmp_path: Path, spark: object) -> None
     db = _open(tmp_path / "db", runner, spark)
     ref = Reference()
     try:
-        s = _setup(db, ref, seed=13)
+        s = _setup(db, ref, seed=13, mvs=SPARK_MVS)
         committed = db.barriers.committed_epoch
         a = db.catalog.get("a")
         assert a is not None  # the table's actors fail after emitting part of their changes
@@ -180,9 +184,9 @@ def test_spark_failure_exhausting_retries(tmp_path: Path, spark: object) -> None
         committed_epochs: list[int] = []
         db.barriers.on_commit.append(committed_epochs.append)
         runner.hook = None
-        _assert_equal(s, ref)
-        _drive(s, ref, 13, 4, 6)
-        _assert_equal(s, ref)
+        _assert_equal(s, ref, SPARK_MVS)
+        _drive(s, ref, 13, 4, 4)
+        _assert_equal(s, ref, SPARK_MVS)
         assert not failed_epochs & set(committed_epochs)
         _check_gc(db)
     finally:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
+from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochPair
 from piestream.common.vnode import VnodeBitmap
 from piestream.runtime.epoch_plan import EpochPlan
@@ -66,21 +67,35 @@ def run_partition(
     elements: Iterable[Element],
     hook: TaskHook | None = None,
 ) -> Iterator[Element]:
-    """Run the actor at partition `index` of `stage` over its input elements."""
+    """Run the actors of partition `index` of `stage` (one after the other) over their input."""
     started = time.perf_counter()
-    me = plan.stages[stage][index]
-    fragment_id, actor_index = me
-    frag = plan.fragments[fragment_id]
+    mine = plan.actors_of_partition(stage, index)
     forward: list[Element] = []
-    received: list[tuple[str, int, int, object]] = []
+    received: dict[tuple[int, ...], list[tuple[str, int, int, StreamChunk]]] = {me: [] for me in mine}
     for dest, payload in elements:  # exhaust the input first
-        if tuple(dest) == me:
+        inbox = received.get(tuple(dest))
+        if inbox is not None:
             env = decode_chunk(payload)
-            received.append((env.port, env.source_actor, env.seq, env.chunk))
+            inbox.append((env.port, env.source_actor, env.seq, env.chunk))
         else:
             forward.append((dest, payload))
+    for me in mine:
+        yield from _run_actor(plan, me, received[me], hook, started)
+        started = time.perf_counter()
+    yield from forward
+
+
+def _run_actor(
+    plan: EpochPlan,
+    me: tuple[int, int],
+    received: list[tuple[str, int, int, StreamChunk]],
+    hook: TaskHook | None,
+    started: float,
+) -> Iterator[Element]:
+    fragment_id, actor_index = me
+    frag = plan.fragments[fragment_id]
     received.sort(key=lambda r: (r[0], r[1], r[2]))
-    inputs: dict[str, list] = {}
+    inputs: dict[str, list[StreamChunk]] = {}
     for port, _, _, chunk in received:
         inputs.setdefault(port, []).append(chunk)
 
@@ -125,7 +140,7 @@ def run_partition(
                 if hook is not None and seq == 1:
                     hook("emitting", plan, aid)
     stats = {
-        "rows_in": float(sum(c.cardinality for _, _, _, c in received)),  # type: ignore[attr-defined]
+        "rows_in": float(sum(c.cardinality for _, _, _, c in received)),
         "rows_out": float(rows_out),
         "seconds": time.perf_counter() - started,
         "block_cache_hit_rate": storage.sstables.block_cache.hit_rate(),
@@ -134,4 +149,3 @@ def run_partition(
     yield REPORT, encode_report(report)
     if hook is not None:
         hook("reported", plan, aid)
-    yield from forward

@@ -6,6 +6,10 @@ k is one RDD whose partitions are the actors of all fragments at depth k; a shuf
 its destination actor. Chunks for deeper stages and actor reports are forwarded from stage to
 stage, so the whole epoch — every running streaming job — is one Spark job with
 (max depth) shuffles, ending in a `collect` of the reports.
+
+A Spark task has a fixed cost (~35-70 ms here, whatever it does), so a stage does not run one
+task per actor: with `task_slots` = S > 0 it has min(S, actors) partitions and actor i of the
+stage runs in partition i mod S, next to the others of its partition, one after the other.
 """
 
 from __future__ import annotations
@@ -43,6 +47,15 @@ class EpochPlan:
     store_url: str
     config: StreamingConfig = field(default_factory=StreamingConfig)
     storage_options: StorageOptions = field(default_factory=StorageOptions)
+    task_slots: int = 0  # partitions per stage at most (0: one per actor)
+
+    def num_partitions(self, stage: int) -> int:
+        n = len(self.stages[stage])
+        return min(n, self.task_slots) if self.task_slots > 0 else n
+
+    def actors_of_partition(self, stage: int, index: int) -> list[tuple[int, int]]:
+        """(fragment id, actor index) of every actor partition `index` of `stage` runs."""
+        return list(self.stages[stage][index :: self.num_partitions(stage)])
 
     def stage_of(self, fragment_id: int) -> int:
         for k, parts in enumerate(self.stages):
@@ -51,7 +64,9 @@ class EpochPlan:
         raise KeyError(fragment_id)
 
     def partition_index(self, stage: int) -> dict[tuple[int, int], int]:
-        return {dest: i for i, dest in enumerate(self.stages[stage])}
+        """Destination actor -> the partition of `stage` that runs it."""
+        n = self.num_partitions(stage)
+        return {dest: i % n for i, dest in enumerate(self.stages[stage])}
 
     def actor_ids(self) -> set[int]:
         return {a for f in self.fragments.values() for a in f.actor_ids()}
@@ -91,7 +106,7 @@ class StagePartitioner:
 
     def __init__(self, plan: EpochPlan, stage: int) -> None:
         self.index: dict[tuple[int, ...], int] = {tuple(k): v for k, v in plan.partition_index(stage).items()}
-        self.n = len(plan.stages[stage])
+        self.n = plan.num_partitions(stage)
 
     def __call__(self, dest: Destination) -> int:
         p = self.index.get(dest)
@@ -105,7 +120,7 @@ class StagePartitioner:
 
 def dml_elements(plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[list[Element]]:
     """Stage-0 input: each table's DML chunks routed to the actors of its DML fragment."""
-    parts: list[list[Element]] = [[] for _ in plan.stages[0]] if plan.stages else []
+    parts: list[list[Element]] = [[] for _ in range(plan.num_partitions(0))] if plan.stages else []
     index = plan.partition_index(0) if plan.stages else {}
     seq = 0
     for frag in plan.fragments.values():

@@ -1,14 +1,15 @@
 """Executing an epoch plan: on Spark (the real thing) or in-process (unit tests, debugging).
 
-Both run the same `run_partition` for every actor; they differ only in who moves the elements
-between stages. `SparkRunner` builds one RDD per stage (`parallelize` for stage 0, then
-`partitionBy` with the stage's exact partition function) and collects the reports: one Spark
-job per epoch.
+Both run the same `run_partition` for every partition of a stage (one or more actors); they
+differ only in who moves the elements between stages. `SparkRunner` builds one RDD per stage
+(`parallelize` for stage 0, then `partitionBy` with the stage's exact partition function) and
+collects the reports: one Spark job per epoch, at most one task per core and stage.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from piestream.common.chunk import StreamChunk
@@ -43,18 +44,20 @@ def collect_reports(plan: EpochPlan, elements: Sequence[Element]) -> list[ActorR
 class LocalRunner:
     """Runs every actor in this process, stage by stage."""
 
-    def __init__(self, hook: TaskHook | None = None) -> None:
+    def __init__(self, hook: TaskHook | None = None, task_slots: int = 0) -> None:
         self.hook = hook  # called at fixed points of every task (tests inject faults with it)
+        self.task_slots = task_slots  # partitions per stage at most (0: one per actor)
 
     def run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         if not plan.stages:
             return []
+        plan = replace(plan, task_slots=self.task_slots)
         parts = dml_elements(plan, dml)
         elements: list[Element] = []
         for k in range(len(plan.stages)):
             if k > 0:
                 part_of = StagePartitioner(plan, k)
-                parts = [[] for _ in plan.stages[k]]
+                parts = [[] for _ in range(plan.num_partitions(k))]
                 for e in elements:
                     parts[part_of(e[0])].append(e)
             elements = [e for i, part in enumerate(parts) for e in run_partition(plan, k, i, part, self.hook)]
@@ -64,19 +67,24 @@ class LocalRunner:
 class SparkRunner:
     """Runs each epoch as one Spark job on the given session."""
 
-    def __init__(self, spark: SparkSession, hook: TaskHook | None = None) -> None:
+    def __init__(
+        self, spark: SparkSession, hook: TaskHook | None = None, task_slots: int | None = None
+    ) -> None:
         self.spark = spark
         self.sc = spark.sparkContext
         self.hook = hook  # pickled into each epoch's tasks (tests inject faults with it)
+        # a task costs tens of ms whatever it does: a stage has at most one task per core
+        self.task_slots = self.sc.defaultParallelism if task_slots is None else task_slots
 
     def run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         if not plan.stages:
             return []
+        plan = replace(plan, task_slots=self.task_slots)
         parts = dml_elements(plan, dml)
-        n0 = len(plan.stages[0])
+        n0 = plan.num_partitions(0)
         rdd = self.sc.parallelize(parts, n0).mapPartitionsWithIndex(_stage_fn(plan, 0, self.hook, first=True))
         for k in range(1, len(plan.stages)):
-            n = len(plan.stages[k])
+            n = plan.num_partitions(k)
             rdd = rdd.partitionBy(n, StagePartitioner(plan, k)).mapPartitionsWithIndex(
                 _stage_fn(plan, k, self.hook)
             )
