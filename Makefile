@@ -14,7 +14,7 @@ setup: $(STAMP)
 
 ## run piestream's main job on embedded defaults
 run: $(STAMP)
-	$(BIN)/piestream demo
+	$(BIN)/piestream serve --demo
 
 ## lint + type-check + the whole test suite
 test: $(STAMP) lint

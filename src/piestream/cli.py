@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import logging
 import os
 import signal
@@ -34,21 +33,16 @@ Run `piestream COMMAND --help` for the options of a command.
 
 @contextlib.contextmanager
 def data_dir_lock(data_dir: str) -> Iterator[None]:
-    """One piestream process per data directory: a second `serve` (or embedded `sql`) fails fast."""
-    path = Path(data_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    with open(path / "LOCK", "a+") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise SystemExit(
-                f"piestream: {path} is in use by another piestream process "
-                "(connect to its server instead: piestream sql --host ... --port ...)"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    """One piestream process per data directory (the Database holds the lock): a second `serve`
+    (or embedded `sql`) fails fast with a hint instead of a traceback."""
+    from piestream.server.database import DataDirectoryInUse
+
+    try:
+        yield
+    except DataDirectoryInUse as e:
+        raise SystemExit(
+            f"piestream: {e.message} (connect to its server instead: piestream sql --host ... --port ...)"
+        ) from None
 
 
 def _open_database(args: argparse.Namespace) -> Any:

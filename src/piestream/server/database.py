@@ -8,15 +8,18 @@ committed state). Nothing acknowledged is lost; nothing is applied twice.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from piestream.common.errors import PiestreamError
 from piestream.meta.barrier_manager import BarrierManager
 from piestream.meta.catalog_store import CatalogStore
 from piestream.meta.hummock_manager import CompactorThread, HummockManager
+from piestream.meta.inbox import Inbox
 from piestream.meta.store import MetaStore
 from piestream.runtime.runners import EpochRunner, LocalRunner, SparkRunner
 from piestream.storage.hummock.compaction import CompactionConfig
@@ -45,6 +48,30 @@ class DatabaseConfig:
     storage: StorageOptions = field(default_factory=StorageOptions)
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     background_compaction: bool = True
+    # stale SSTs stay this long: Spark tasks reading a snapshot (other processes) cannot pin
+    vacuum_retention_sec: float = 300.0
+
+
+class DataDirectoryInUse(PiestreamError):
+    sqlstate = "55006"  # object_in_use
+
+
+class _DataDirLock:
+    """An exclusive flock on <data dir>/LOCK: two processes writing one meta store and object
+    directory would corrupt both. Readers that only open it (the Spark data source) don't lock."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._f = open(data_dir / "LOCK", "a+")  # noqa: SIM115 - held open for the lock's lifetime
+        try:
+            fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._f.close()
+            raise DataDirectoryInUse(f"{data_dir} is in use by another piestream process") from None
+
+    def release(self) -> None:
+        if not self._f.closed:
+            fcntl.flock(self._f.fileno(), fcntl.LOCK_UN)
+            self._f.close()
 
 
 class Database:
@@ -61,10 +88,16 @@ class Database:
         self.config = config or DatabaseConfig()
         self.data_dir = Path(data_dir or DEFAULT_DATA_DIR).resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_file = _DataDirLock(self.data_dir)
         self.store_url = self.config.object_store_url or str(self.data_dir / "objects")
         self.meta = MetaStore(self.data_dir / "meta.db")
         self.sstables = process_sstable_store(open_object_store(self.store_url))
-        self.hummock = HummockManager(self.meta, self.sstables, self.config.compaction)
+        self.hummock = HummockManager(
+            self.meta,
+            self.sstables,
+            self.config.compaction,
+            vacuum_retention_sec=self.config.vacuum_retention_sec,
+        )
         self.catalog = CatalogStore(self.meta)
         self.spark = spark
         if runner is None:
@@ -85,10 +118,15 @@ class Database:
             storage_options=self.config.storage,
         )
         self.barriers.add_fragments(self.catalog.all_fragments())  # recovery: resume every job
+        self.inbox = Inbox(self.data_dir, self.catalog, self.meta)  # writes from Spark jobs
+        self.barriers.epoch_inputs.append(self.inbox.collect)
         self.ddl_lock = threading.RLock()
         self.compactor = CompactorThread(self.hummock) if self.config.background_compaction else None
         if self.compactor is not None:
             self.compactor.start()
+        from piestream.server.connectors import attach as attach_connectors
+
+        attach_connectors(self)  # sink output of committed epochs gets published
         self.barriers.start()
         self._closed = False
 
@@ -120,9 +158,11 @@ class Database:
             return
         self._closed = True
         self.barriers.stop()
+        self.inbox.close()
         if self.compactor is not None:
             self.compactor.stop()
         self.meta.close()
+        self._lock_file.release()
 
     def __enter__(self) -> Database:
         return self

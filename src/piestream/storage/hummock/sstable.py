@@ -159,11 +159,12 @@ def _parse_payload(payload: bytes, where: str) -> KvBatch:
     try:
         (n,) = struct.unpack_from("<I", payload, 0)
         pos = 4
-        koffs = np.frombuffer(payload, np.uint32, n + 1, pos)
+        # copies: a bytes object's buffer is not 4-byte aligned, and Arrow (Acero) wants aligned offsets
+        koffs = np.frombuffer(payload, np.uint32, n + 1, pos).copy()
         pos += 4 * (n + 1)
-        voffs = np.frombuffer(payload, np.uint32, n + 1, pos)
+        voffs = np.frombuffer(payload, np.uint32, n + 1, pos).copy()
         pos += 4 * (n + 1)
-        flens = np.frombuffer(payload, np.uint16, n, pos)
+        flens = np.frombuffer(payload, np.uint16, n, pos).copy()
         pos += 2 * n
     except (struct.error, ValueError) as e:
         raise DataCorruption(f"{where}: block header truncated") from e
