@@ -29,7 +29,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not spark" $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b $(BENCH_ARGS) || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
