@@ -1,1 +1,32 @@
-"""piestream.connectors."""
+"""piestream.connectors: sources (nexmark, datagen, file) and sinks (parquet, blackhole).
+
+Source connectors register with the stream layer's registry (`register_source_connector`) so the
+frontend can plan a source from a catalog entry without importing this layer.
+"""
+
+from __future__ import annotations
+
+from piestream.connectors.datagen import datagen_connector
+from piestream.connectors.files import file_connector
+from piestream.connectors.nexmark.ddl import nexmark_ddl
+from piestream.connectors.nexmark.source import nexmark_connector
+from piestream.stream.executors.source import register_source_connector
+
+SOURCE_CONNECTORS = {
+    "nexmark": nexmark_connector,
+    "datagen": datagen_connector,
+    "file": file_connector,
+    "fs": file_connector,
+    "posix_fs": file_connector,
+}
+
+
+def ensure_registered() -> None:
+    """Register the built-in source connectors (idempotent)."""
+    for name, connector in SOURCE_CONNECTORS.items():
+        register_source_connector(name, connector)
+
+
+ensure_registered()
+
+__all__ = ["ensure_registered", "nexmark_ddl"]

@@ -27,6 +27,7 @@ from piestream.batch.plan import (
 )
 from piestream.common.errors import FeatureNotSupported
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
+from piestream.frontend.catalog import RelationKind
 from piestream.frontend.logical import (
     Agg,
     Filter,
@@ -108,6 +109,8 @@ def to_batch(node: PlanNode) -> BatchPlanNode:
 
 def _table(scan: Scan):  # type: ignore[no-untyped-def]
     desc = scan.relation.table
+    if desc is None and scan.relation.kind is RelationKind.SOURCE:
+        raise FeatureNotSupported("cannot query a source directly; create a materialized view or table")
     if desc is None:
         raise FeatureNotSupported(f'cannot read "{scan.relation.name}"')
     return desc

@@ -15,6 +15,7 @@ from typing import Any
 from piestream.common.vnode import VNODE_COUNT
 from piestream.frontend.stream_planner import ExchangeMarker
 from piestream.stream.dispatch import DispatchEdge, DispatchKind
+from piestream.stream.executors.source import SourceNode
 from piestream.stream.graph import Fragment
 from piestream.stream.nodes import ExchangeNode, StreamNode
 
@@ -31,7 +32,7 @@ class FragmentedJob:
 class _Draft:
     fragment_id: int
     root: StreamNode | None = None
-    entry: str = "none"  # how rows enter: "single", "hash", "upstream", "none"
+    entry: str = "none"  # how rows enter: "single", "hash", "upstream", "source", "none"
     upstream_parallelism: int = 0
     outputs: list[tuple[int, ExchangeMarker]] = field(default_factory=list)  # (downstream id, marker)
 
@@ -83,7 +84,10 @@ def fragment_job(
             draft.upstream_parallelism = upstream_parallelism(node.upstream_fragment_id)
             return node
         if not node.inputs():
-            if draft.entry == "none":
+            if draft.entry == "none" and isinstance(node, SourceNode):
+                draft.entry = "source"  # one actor per split, up to the job's parallelism
+                draft.upstream_parallelism = node.max_parallelism
+            elif draft.entry in ("none", "source"):
                 draft.entry = "single"  # a source of rows with no input (Values)
             return node
         return _with_children(node, lambda c: build(c, draft))
@@ -97,6 +101,8 @@ def fragment_job(
             return 1
         if d.entry == "upstream":
             return d.upstream_parallelism
+        if d.entry == "source":
+            return min(parallelism, d.upstream_parallelism)
         return parallelism
 
     pars = {fid: par(d) for fid, d in drafts.items()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from piestream.common.errors import PiestreamError
 from piestream.common.order import ASC, OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import SERIAL, DataType, Field
@@ -142,6 +143,73 @@ def plan_materialized_view(
         depends_on=tuple(depends_on),
         job_id=job_id,
         append_only=desc.append_only,
+        extra={"fragment_id": job.root_fragment_id, "parallelism": root_frag.parallelism, **(extra or {})},
+    )
+    return PlannedJob(job, rel, root)
+
+
+SinkFactory = Callable[[StreamNode, Sequence[str], tuple[int, ...]], StreamNode]
+
+
+def plan_sink(
+    bound: BoundQuery,
+    *,
+    name: str,
+    definition: str,
+    job_id: int,
+    parallelism: int,
+    ids: Ids,
+    depends_on: Sequence[int],
+    make_sink: SinkFactory,
+    key_names: Sequence[str] | None = None,
+    distribute_by_key: bool = True,
+    properties: dict[str, str] | None = None,
+    extra: dict[str, object] | None = None,
+) -> PlannedJob:
+    """CREATE SINK: the query's change stream into a sink node built by `make_sink(input,
+    column names, key)`. The key is `key_names` (visible columns) or the stream key; with
+    `distribute_by_key` the rows are hash-distributed by it, so one key's changes of an epoch
+    meet in one actor (what an upsert or changelog sink needs to keep them in order)."""
+    plan = optimize(bound.plan, streaming=True)
+    planner = StreamPlanner(ids.next_table_id)
+    piece = planner.plan(plan)
+    width = len(bound.names)
+    names = _unique_names(
+        [*bound.names, *[f"_{f.name}".replace("__", "_") for f in piece.schema.fields[width:]]]
+    )
+    if key_names:
+        missing = [k for k in key_names if k not in names[:width]]
+        if missing:
+            raise PiestreamError(
+                f'sink primary key column "{missing[0]}" is not in the query', sqlstate="42703"
+            )
+        key = tuple(names.index(k) for k in key_names)
+    else:
+        key = tuple(piece.stream_key)
+    if distribute_by_key and key:
+        piece = planner.require(piece, Dist("hash", key))
+    root = make_sink(piece.node, names, key)
+    job = fragment_job(
+        root,
+        job_id=job_id,
+        parallelism=parallelism,
+        next_fragment_id=ids.next_fragment_id,
+        upstream_parallelism=ids.upstream_parallelism,
+    )
+    root_frag = next(f for f in job.fragments if f.fragment_id == job.root_fragment_id)
+    types = piece.schema.types
+    rel = Relation(
+        id=ids.next_table_id(),
+        name=name,
+        kind=RelationKind.SINK,
+        columns=tuple(
+            ColumnCatalog(n, t, i >= width) for i, (n, t) in enumerate(zip(names, types, strict=True))
+        ),
+        definition=definition,
+        depends_on=tuple(depends_on),
+        job_id=job_id,
+        append_only=piece.node.append_only,
+        properties=dict(properties or {}),
         extra={"fragment_id": job.root_fragment_id, "parallelism": root_frag.parallelism, **(extra or {})},
     )
     return PlannedJob(job, rel, root)

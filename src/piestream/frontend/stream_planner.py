@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, INT, Field
+from piestream.common.types import BIGINT, INT, SERIAL, Field
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.binder.rewrite import input_refs, remap_refs
-from piestream.frontend.catalog import Relation
+from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.logical import (
     Agg,
     Filter,
@@ -36,6 +36,7 @@ from piestream.frontend.logical import (
     Union,
     Values,
 )
+from piestream.storage.table.desc import TableDesc
 from piestream.stream.executors.agg import AggCall as StreamAggCall
 from piestream.stream.executors.agg import hash_agg_node
 from piestream.stream.executors.backfill import BackfillNode, backfill_state_table
@@ -43,6 +44,8 @@ from piestream.stream.executors.filter import FilterNode
 from piestream.stream.executors.hash_join import JoinType, build_hash_join, join_stream_key_internal
 from piestream.stream.executors.hop_window import HopWindowNode
 from piestream.stream.executors.project import ProjectNode
+from piestream.stream.executors.row_id_gen import RowIdGenNode
+from piestream.stream.executors.source import SourceSpec, build_source_node
 from piestream.stream.executors.top_n import build_top_n
 from piestream.stream.executors.union import UnionNode
 from piestream.stream.executors.values import ValuesNode, values_state_table
@@ -170,6 +173,8 @@ class StreamPlanner:
 
     def _plan_scan(self, node: Scan) -> Piece:
         rel: Relation = node.relation
+        if rel.kind is RelationKind.SOURCE:
+            return self._plan_source(node)
         desc = rel.table
         frag = rel.extra.get("fragment_id")
         if desc is None or frag is None:
@@ -197,6 +202,24 @@ class StreamPlanner:
         )
         dist = Dist("hash", tuple(cols.index(k) for k in desc.dist_key)) if desc.dist_key else SINGLE
         return Piece(scan, dist, len(node.column_indices))
+
+    def _plan_source(self, node: Scan) -> Piece:
+        """A SOURCE read by a streaming job: a `SourceNode` leaf of its own (own splits and
+        offsets), then RowIdGen for the hidden `_row_id` stream key (reference §7)."""
+        rel: Relation = node.relation
+        cols = list(node.column_indices) or [0]  # read one column even for count(*)
+        fields = [Field(rel.columns[i].name, rel.columns[i].data_type) for i in cols]
+        schema = Schema((*fields, Field("_row_id", SERIAL)))
+        key = (len(cols),)
+        src = build_source_node(
+            source_spec(rel, cols),
+            schema=schema,
+            stream_key=key,
+            state_table_id=self.next_table_id(),
+            dead_letter=_dead_letter_desc(rel),
+        )
+        ids = RowIdGenNode(schema=schema, stream_key=key, append_only=True, input=src, row_id_index=key[0])
+        return Piece(ids, Dist("hash", key), len(node.column_indices))
 
     def _plan_values(self, node: Values) -> Piece:
         from piestream.expr.bind import fold_constants
@@ -395,6 +418,34 @@ class StreamPlanner:
         else:
             dist = Dist("hash", tuple(out.index(k) for k in left_keys))
         return Piece(n, dist, len(logical))
+
+
+def source_spec(rel: Relation, column_indices: Sequence[int]) -> SourceSpec:
+    """What a connector must read for a SOURCE (or a table WITH a connector) of the catalog."""
+    props = {k.lower(): v for k, v in rel.properties.items()}
+    return SourceSpec(
+        name=rel.name,
+        connector=props.get("connector", ""),
+        columns=tuple((rel.columns[i].name, rel.columns[i].data_type) for i in column_indices),
+        options=props,
+        encode=rel.extra.get("encode"),
+        encode_options=dict(rel.extra.get("encode_options") or {}),
+        generated=frozenset(rel.extra.get("generated") or ()),
+    )
+
+
+def _dead_letter_desc(rel: Relation) -> TableDesc | None:
+    d = rel.extra.get("dead_letter")
+    return None if d is None else TableDesc.from_json(d)
+
+
+def _upstreams(node: StreamNode) -> set[int]:
+    """Upstream fragments whose change streams `node` reads inside its own fragment."""
+    if isinstance(node, ExchangeMarker):
+        return set()
+    if isinstance(node, ExchangeNode):
+        return {node.upstream_fragment_id}
+    return set().union(*(_upstreams(i) for i in node.inputs()))
 
 
 def _conjuncts(e: Expr | None) -> list[Expr]:

@@ -1,21 +1,404 @@
-"""Connector-backed objects (CREATE SOURCE, CREATE SINK, tables WITH (connector = ...))."""
+"""Connector-backed objects: CREATE SOURCE, CREATE TABLE ... WITH (connector = ...), CREATE SINK.
+
+- A SOURCE is a catalog entry (columns + connector options), not materialized: nothing runs
+  until a materialized view (or sink) reads it; each such job gets its own `SourceNode` with its
+  own splits and offsets (the stream planner builds it from the entry). SELECT from a source is
+  refused, as RisingWave does for non-table sources.
+- A TABLE WITH a connector is fed by a `SourceNode` instead of DML (DML on it is refused); its
+  rows are stored, so it can be queried and read by MVs like any table.
+- With ``error.handling = 'dead_letter'`` the source/table owns a companion table
+  ``<name>_dead_letter(file, line, raw, error)`` that is dropped with it.
+- A SINK is a streaming job ending in a `SinkNode`; after every committed epoch the driver
+  publishes the sink output that epoch's committed state names (`SinkPublisher`), and does so
+  again on startup for the last committed epoch, so sinks are exactly once across crashes.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from piestream.common.errors import FeatureNotSupported
+from sqlglot import exp
+
+from piestream.common.errors import DuplicateObject, FeatureNotSupported, PiestreamError
+from piestream.common.types import DataType
+from piestream.connectors import ensure_registered
+from piestream.connectors.options import InvalidOption, lower_keys, parse_bool
+from piestream.connectors.sinks import publish_committed, sink_writer
+from piestream.frontend.binder import QueryBinder
+from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind
 from piestream.frontend.parser import ast
+from piestream.frontend.planner import PlannedJob, plan_sink, plan_table
+from piestream.frontend.stream_planner import Dist, ExchangeMarker
+from piestream.server.results import QueryResult, command
+from piestream.storage.table.desc import TableDesc
+from piestream.storage.table.storage_table import StorageTable
+from piestream.stream.executors.materialize import ConflictBehavior
+from piestream.stream.executors.sink import SINK_TYPES, SinkNode, sink_state_table
+from piestream.stream.executors.source import (
+    DEAD_LETTER_COLUMNS,
+    SourceSpec,
+    build_source_node,
+    dead_letter_table,
+    source_connector,
+)
+from piestream.stream.nodes import StreamNode
 
 if TYPE_CHECKING:
-    from piestream.frontend.planner import PlannedJob
-    from piestream.server.results import QueryResult
+    from piestream.server.database import Database
     from piestream.server.session import Session
 
+log = logging.getLogger(__name__)
 
-def plan_connector_table(s: Session, stmt: ast.CreateTable) -> PlannedJob:
-    raise FeatureNotSupported(f"connector {stmt.with_options.get('connector')!r} is not supported")
+DEAD_LETTER_SUFFIX = "_dead_letter"
+
+
+# -- shared: the spec of a source-like statement ---------------------------------------------------
+
+
+def _spec(
+    name: str,
+    columns: Sequence[ast.ColumnDef],
+    options: dict[str, str],
+    format_encode: ast.FormatEncode | None,
+) -> SourceSpec:
+    opts = lower_keys(options)
+    connector = opts.get("connector", "").strip().lower()
+    if not connector:
+        raise InvalidOption("a connector = '...' option is required")
+    cols: list[tuple[str, DataType]] = []
+    generated = []
+    for c in columns:
+        if c.default is not None:
+            raise FeatureNotSupported(f'DEFAULT for column "{c.name}" of a connector source is not supported')
+        if c.type is None:
+            raise FeatureNotSupported(f'generated column "{c.name}" needs a type in a connector source')
+        if c.generated is not None:
+            generated.append(c.name)
+        cols.append((c.name, c.type))
+    names = [n for n, _ in cols]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise PiestreamError(f'column "{dup}" specified more than once', sqlstate="42701")
+    if not cols:
+        raise PiestreamError("a source needs at least one column", sqlstate="42601")
+    fe = format_encode
+    if fe is not None and fe.format.lower() not in ("plain", "native", "none"):
+        raise FeatureNotSupported(f"FORMAT {fe.format.upper()} is not supported (only PLAIN)")
+    return SourceSpec(
+        name=name,
+        connector=connector,
+        columns=tuple(cols),
+        options=opts,
+        encode=None if fe is None else fe.encode.lower(),
+        encode_options={} if fe is None else lower_keys(fe.options),
+        generated=frozenset(generated),
+    )
+
+
+def _check_free(s: Session, *names: str) -> None:
+    for n in names:
+        if s.db.catalog.get(n) is not None:
+            raise DuplicateObject(f'relation "{n}" already exists')
+
+
+def _dead_letter_relation(desc: TableDesc, owner_id: int) -> Relation:
+    return Relation(
+        id=desc.table_id,
+        name=desc.name,
+        kind=RelationKind.TABLE,
+        columns=tuple(ColumnCatalog(n, t) for n, t in DEAD_LETTER_COLUMNS),
+        definition=f"-- malformed records of relation {owner_id}",
+        table=desc,
+        depends_on=(owner_id,),
+        properties={"connector": "dead_letter"},  # written by the source only: DML is refused
+        extra={"owned_by": owner_id},
+    )
+
+
+def _skip_existing(s: Session, name: str, if_not_exists: bool) -> QueryResult | None:
+    if s.db.catalog.get(name) is None:
+        return None
+    if if_not_exists:
+        r = command("CREATE")
+        r.notices.append(f'relation "{name}" already exists, skipping')
+        return r
+    raise DuplicateObject(f'relation "{name}" already exists')
+
+
+# -- CREATE TABLE ... WITH (connector = ...) -----------------------------------------------------------
+
+
+def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob, TableDesc | None]:
+    """A table fed by a connector: Source -> [RowIdGen] -> Materialize (an exchange by the pk
+    first if the table has one). Returns the plan and the dead-letter table to create, if any."""
+    from piestream.server.ddl import ids_for
+
+    ensure_registered()
+    spec = _spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
+    for k in stmt.primary_key:
+        if k not in [c for c, _ in spec.columns]:
+            raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
+    _, limits = source_connector(spec.connector)(spec)  # validate the options now
+    ids = ids_for(s)
+    dead = None
+    if limits.error_handling == "dead_letter":
+        dead = dead_letter_table(ids.next_table_id(), stmt.name + DEAD_LETTER_SUFFIX)
+    conflict = None
+    if stmt.on_conflict == "do_nothing":
+        conflict = ConflictBehavior.IGNORE_CONFLICT
+    elif stmt.on_conflict == "do_update_full":
+        conflict = ConflictBehavior.OVERWRITE
+    elif stmt.on_conflict is not None:
+        raise FeatureNotSupported(
+            f"ON CONFLICT {stmt.on_conflict.replace('_', ' ').upper()} is not supported"
+        )
+    parallelism = s.parallelism
+
+    def source_node(schema, pk):  # type: ignore[no-untyped-def]
+        node: StreamNode = build_source_node(
+            spec, schema=schema, stream_key=pk, state_table_id=ids.next_table_id(), dead_letter=dead
+        )
+        if stmt.primary_key and parallelism > 1:  # the table is stored by its pk
+            node = ExchangeMarker(
+                schema=schema, stream_key=pk, append_only=True, input=node, dist=Dist("hash", tuple(pk))
+            )
+        return node
+
+    planned = plan_table(
+        name=stmt.name,
+        columns=list(spec.columns),
+        pk_names=stmt.primary_key,
+        append_only=stmt.append_only or not stmt.primary_key,  # a source only inserts
+        conflict=conflict,
+        definition=stmt.text,
+        job_id=s.db.catalog.next_id("job"),
+        parallelism=parallelism,
+        ids=ids,
+        properties=dict(spec.options),
+        source_node=source_node,
+    )
+    return planned, dead
+
+
+def create_connector_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
+    from piestream.server.ddl import _install
+
+    with s.db.ddl_lock:
+        skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
+        if skipped is not None:
+            return skipped
+        planned, dead = plan_connector_table(s, stmt)
+        res = command("CREATE_TABLE")
+        if stmt.watermarks:
+            res.notices.append("WATERMARK is not supported yet; ignored")
+        if dead is None:
+            _install(s, planned, backfill=False)
+            return res
+        _check_free(s, dead.name)
+        companion = _dead_letter_relation(dead, planned.relation.id)
+        s.db.catalog.create(companion)
+        try:
+            _install(s, planned, backfill=False)
+        except BaseException:
+            s.db.catalog.drop([companion.name])
+            raise
+        return res
+
+
+# -- CREATE SOURCE -------------------------------------------------------------------------------------
+
+
+def create_source(s: Session, stmt: ast.CreateSource) -> QueryResult:
+    with s.db.ddl_lock:
+        skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
+        if skipped is not None:
+            return skipped
+        ensure_registered()
+        if stmt.primary_key:
+            raise FeatureNotSupported("PRIMARY KEY on a source is not supported (a source is append-only)")
+        spec = _spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
+        _, limits = source_connector(spec.connector)(spec)  # validate the options now
+        source_id = s.db.catalog.next_id("object")
+        dead = None
+        if limits.error_handling == "dead_letter":
+            dead = dead_letter_table(s.db.catalog.next_id("object"), stmt.name + DEAD_LETTER_SUFFIX)
+            _check_free(s, dead.name)
+        rel = Relation(
+            id=source_id,
+            name=stmt.name,
+            kind=RelationKind.SOURCE,
+            columns=tuple(ColumnCatalog(n, t) for n, t in spec.columns),
+            definition=stmt.text,
+            append_only=True,
+            properties=dict(spec.options),
+            extra={
+                "encode": spec.encode,
+                "encode_options": dict(spec.encode_options),
+                "generated": sorted(spec.generated),
+                "dead_letter": None if dead is None else dead.to_json(),
+            },
+        )
+        s.db.catalog.create(rel)
+        if dead is not None:
+            try:
+                s.db.catalog.create(_dead_letter_relation(dead, source_id))
+            except BaseException:
+                s.db.catalog.drop([rel.name])
+                raise
+        res = command("CREATE_SOURCE")
+        if stmt.watermarks:
+            res.notices.append("WATERMARK is not supported yet; ignored")
+        return res
+
+
+# -- CREATE SINK ---------------------------------------------------------------------------------------
+
+
+def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
+    from piestream.server.ddl import _install, ids_for
+
+    with s.db.ddl_lock:
+        skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
+        if skipped is not None:
+            return skipped
+        if stmt.into_table is not None:
+            raise FeatureNotSupported("CREATE SINK ... INTO a table is not supported")
+        opts = lower_keys(stmt.with_options)
+        connector = opts.get("connector", "").strip().lower()
+        if not connector:
+            raise InvalidOption("a connector = '...' option is required")
+        writer = sink_writer(connector, opts)
+        sink_type = opts.get("type", "").strip().lower() or None
+        if sink_type is not None and sink_type not in SINK_TYPES:
+            raise InvalidOption(f"type must be one of {', '.join(SINK_TYPES)}, got '{sink_type}'")
+        force_append = parse_bool("force_append_only", opts.get("force_append_only", "false"))
+        key_names = [k.strip() for k in opts.get("primary_key", "").split(",") if k.strip()] or None
+        if stmt.query is not None:
+            query = stmt.query
+            definition = stmt.text
+        else:
+            assert stmt.from_relation is not None
+            src = s.db.catalog.get(stmt.from_relation)
+            if src is not None and src.kind not in (RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW):
+                raise FeatureNotSupported(
+                    f"CREATE SINK FROM a {src.kind.value} is not supported; use AS SELECT"
+                )
+            query = exp.select("*").from_(exp.to_table(stmt.from_relation))
+            definition = stmt.text
+        binder = QueryBinder(s.db.catalog.snapshot())
+        bound = binder.bind_query(query)
+        ids = ids_for(s)
+        made: list[SinkNode] = []
+        width = len(bound.names)
+
+        def make_sink(input: StreamNode, names: Sequence[str], key: tuple[int, ...]) -> StreamNode:
+            kind = sink_type or ("append-only" if input.append_only or force_append else "upsert")
+            if kind == "append-only" and not input.append_only and not force_append:
+                raise PiestreamError(
+                    "The sink cannot be append-only. Please add \"force_append_only='true'\" in WITH "
+                    "options to force the sink to be append-only. Notice that this will cause the sink "
+                    "executor to drop DELETE messages and convert UPDATE messages to INSERT.",
+                    sqlstate="0A000",
+                )
+            cols = list(range(width))
+            if kind != "append-only":
+                cols += [k for k in key if k not in cols]  # hidden key columns are written too
+            node = SinkNode(
+                schema=input.schema,
+                stream_key=input.stream_key,
+                append_only=input.append_only,
+                input=input,
+                writer=writer,
+                sink_name=stmt.name,
+                connector=connector,
+                sink_type=kind,
+                columns=tuple(cols),
+                names=tuple(names[i] for i in cols),
+                key=key,
+                state_table=sink_state_table(ids.next_table_id(), f"{stmt.name}_sink_state"),
+                force_append_only=force_append,
+            )
+            made.append(node)
+            return node
+
+        planned = plan_sink(
+            bound,
+            name=stmt.name,
+            definition=definition,
+            job_id=s.db.catalog.next_id("job"),
+            parallelism=s.parallelism,
+            ids=ids,
+            depends_on=sorted(binder.dependencies),
+            make_sink=make_sink,
+            key_names=key_names,
+            distribute_by_key=connector != "blackhole" and sink_type != "append-only",
+            properties=opts,
+        )
+        node = made[0]
+        planned.relation.extra.update(
+            {
+                "connector": connector,
+                "sink_type": node.sink_type,
+                "path": getattr(writer, "path", None),
+                "state_table": node.state_table.to_json(),
+            }
+        )
+        _install(s, planned, backfill=True)
+        return command("CREATE_SINK")
 
 
 def create_connector_object(s: Session, stmt: ast.Statement) -> QueryResult:
+    if isinstance(stmt, ast.CreateSource):
+        return create_source(s, stmt)
+    if isinstance(stmt, ast.CreateSink):
+        return create_sink(s, stmt)
     raise FeatureNotSupported(f"{type(stmt).__name__} is not supported yet")
+
+
+# -- publishing sink output after commits ----------------------------------------------------------------
+
+
+class SinkPublisher:
+    """Driver side of exactly-once sinks: after each committed epoch, publish what the committed
+    sink state names (and, at startup, what the last committed epoch left staged)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _sinks(self) -> list[Relation]:
+        return [
+            r
+            for r in self.db.catalog.snapshot().relations()
+            if r.kind is RelationKind.SINK and r.extra.get("path") and r.extra.get("state_table")
+        ]
+
+    def publish(self, epoch: int | None = None) -> int:
+        sinks = self._sinks()
+        if not sinks:
+            return 0
+        storage, committed, vpin, spin = self.db.snapshot_storage()
+        try:
+            total = 0
+            for rel in sinks:
+                desc = TableDesc.from_json(rel.extra["state_table"])
+                rows = list(StorageTable(desc, storage, committed).iter_rows())
+                total += publish_committed(str(rel.extra["path"]), committed, rows)
+            return total
+        finally:
+            self.db.release_snapshot(vpin, spin)
+
+    def on_commit(self, epoch: int) -> None:
+        try:
+            self.publish(epoch)
+        except Exception:  # the epoch is committed; publishing is retried after the next one
+            log.exception("publishing sink output of epoch %d failed", epoch)
+
+
+def attach(db: Database) -> None:
+    """Hook sink publishing into the barrier manager and finish what a crash interrupted."""
+    ensure_registered()
+    publisher = SinkPublisher(db)
+    publisher.on_commit(db.hummock.max_committed_epoch)
+    db.barriers.on_commit.append(publisher.on_commit)

@@ -114,11 +114,9 @@ def create_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
         if stmt.as_query is not None:
             raise FeatureNotSupported("CREATE TABLE AS is not supported; use CREATE MATERIALIZED VIEW")
         if stmt.with_options.get("connector"):
-            from piestream.server.connectors import plan_connector_table
+            from piestream.server.connectors import create_connector_table
 
-            planned = plan_connector_table(s, stmt)
-            _install(s, planned, backfill=False)
-            return command("CREATE_TABLE")
+            return create_connector_table(s, stmt)
         cols = []
         for c in stmt.columns:
             if c.type is None or c.generated is not None:
@@ -280,12 +278,20 @@ def drop(s: Session, stmt: ast.Drop) -> QueryResult:
                     hint=f"Use DROP {rel.kind.value.upper()} to remove a {rel.kind.value}.",
                 )
             targets.append(rel)
+        for t in targets:
+            owner = t.extra.get("owned_by")
+            if owner is not None and owner not in {x.id for x in targets}:
+                raise DependentObjectsStillExist(
+                    f'cannot drop {t.kind.value} "{t.name}": it belongs to another object',
+                    hint="It is dropped together with its owner (e.g. DROP SOURCE).",
+                )
         # everything that depends on the targets, dependents first
         order: list[Relation] = []
 
         def visit(r: Relation) -> None:
             for d in db.catalog.dependents(r.id):
-                if not stmt.cascade and d not in targets:
+                owned = d.extra.get("owned_by") == r.id  # e.g. a source's dead-letter table
+                if not stmt.cascade and d not in targets and not owned:
                     raise DependentObjectsStillExist(
                         f"cannot drop {r.kind.value} {r.name} because other objects depend on it",
                         detail=f"{d.kind.value} {d.name} depends on {r.kind.value} {r.name}",

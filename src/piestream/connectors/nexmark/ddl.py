@@ -1,0 +1,74 @@
+"""SQL for the Nexmark tables (reference §8), used by the benchmarks, the demo and tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from piestream.connectors.nexmark.generator import AUCTION_COLUMNS, BID_COLUMNS, PERSON_COLUMNS
+
+TABLES: dict[str, tuple[str, dict]] = {
+    "person": ("Person", PERSON_COLUMNS),
+    "auction": ("Auction", AUCTION_COLUMNS),
+    "bid": ("Bid", BID_COLUMNS),
+}
+
+_SQL_TYPES = {"bigint": "BIGINT", "character varying": "VARCHAR", "timestamp without time zone": "TIMESTAMP"}
+
+
+def _columns(cols: dict, pk: str | None) -> str:
+    parts = [f"{name} {_SQL_TYPES[str(t)]}" for name, t in cols.items()]
+    if pk:
+        parts.append(f"PRIMARY KEY ({pk})")
+    return ", ".join(parts)
+
+
+def _quote(v: object) -> str:
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def nexmark_ddl(
+    *,
+    kind: str = "table",
+    tables: Sequence[str] = ("person", "auction", "bid"),
+    split_num: int = 1,
+    event_num: int | None = None,
+    events_per_second: float | None = None,
+    max_rows_per_epoch: int | None = None,
+    chunk_size: int | None = None,
+    primary_keys: bool = False,
+    prefix: str = "",
+    options: Mapping[str, object] | None = None,
+) -> str:
+    """CREATE statements for the per-table Nexmark relations (RisingWave's legacy table mode).
+
+    `kind`: "table" (CREATE TABLE ... WITH connector: stored, queryable) or "source" (CREATE
+    SOURCE: read by each MV). `events_per_second` is the rate of *events* of each relation's
+    generator (all splits together; 0 = unlimited; None = RisingWave's default of 10k/s per
+    split); every relation walks the same event sequence, keeping the rows of its kind.
+    `primary_keys` declares person.id / auction.id as primary keys (tables only)."""
+    if kind not in ("table", "source"):
+        raise ValueError("kind must be 'table' or 'source'")
+    stmts = []
+    for t in tables:
+        type_name, cols = TABLES[t]
+        opts: dict[str, object] = {
+            "connector": "nexmark",
+            "nexmark.table.type": type_name,
+            "nexmark.split.num": split_num,
+        }
+        if event_num is not None:
+            opts["nexmark.event.num"] = event_num
+        if events_per_second is not None:
+            opts["nexmark.min.event.gap.in.ns"] = (
+                0 if events_per_second <= 0 else max(1, int(1e9 * split_num / events_per_second))
+            )
+        if max_rows_per_epoch is not None:
+            opts["max.rows.per.epoch"] = max_rows_per_epoch
+        if chunk_size is not None:
+            opts["nexmark.max.chunk.size"] = chunk_size
+        opts.update(options or {})
+        pk = "id" if primary_keys and kind == "table" and t != "bid" else None
+        with_ = ", ".join(f"{k} = {_quote(v)}" for k, v in opts.items())
+        obj = "TABLE" if kind == "table" else "SOURCE"
+        stmts.append(f"CREATE {obj} {prefix}{t} ({_columns(cols, pk)}) WITH ({with_});")
+    return "\n".join(stmts)

@@ -1,0 +1,119 @@
+"""Sink connectors: ``parquet`` (files, exactly once per epoch) and ``blackhole`` (benchmarks).
+
+Parquet layout under ``path``::
+
+    part-<epoch:020d>-<actor:04d>.parquet    published: one file per (epoch, actor) with rows
+    _staging/<epoch>-<actor>-<attempt>.parquet  written by actors; invisible to readers
+
+Protocol (see `piestream.stream.executors.sink`): an actor writes its epoch's rows to a staging
+file whose name is unique to the attempt, and records the name in the sink's state table in
+the same epoch. After the epoch commits, the driver reads the committed state and renames the
+named staging files to their final ``part-`` names (`publish_committed`); anything else staged
+for epochs up to the committed one came from failed or duplicate attempts and is deleted. On
+restart the driver publishes what the last committed epoch left staged. So a final file exists
+iff its epoch committed, and each (epoch, actor) has at most one. Readers (pyarrow, Spark, DuckDB)
+skip ``_``-prefixed paths, so reading the directory shows exactly the committed epochs; file
+names sort by epoch, which is the order to apply upsert / changelog files in.
+
+The driver must see the same filesystem as the actors (a local directory in local mode, a shared
+mount on a cluster).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from piestream.connectors.options import InvalidOption
+from piestream.stream.executors.sink import SinkWriter
+
+STAGING = "_staging"
+
+
+def final_name(epoch: int, actor_index: int) -> str:
+    return f"part-{epoch:020d}-{actor_index:04d}.parquet"
+
+
+@dataclass(frozen=True)
+class ParquetSinkWriter:
+    """Actor side: stage an epoch's rows as a Parquet file unique to this attempt."""
+
+    path: str
+
+    def stage(self, epoch: int, actor_index: int, table: pa.Table) -> str | None:
+        staging = os.path.join(self.path, STAGING)
+        os.makedirs(staging, exist_ok=True)
+        name = f"{epoch:020d}-{actor_index:04d}-{uuid.uuid4().hex[:12]}.parquet"
+        tmp = os.path.join(staging, "." + name)
+        pq.write_table(table, tmp)
+        os.replace(tmp, os.path.join(staging, name))  # a staged file is always complete
+        return name
+
+
+@dataclass(frozen=True)
+class BlackholeSinkWriter:
+    """Discards everything (the Nexmark benchmarks' sink)."""
+
+    def stage(self, epoch: int, actor_index: int, table: pa.Table) -> str | None:
+        return None
+
+
+def publish_committed(path: str, committed_epoch: int, state_rows: Iterable[tuple]) -> int:
+    """Driver side, after `committed_epoch` commits: publish the staged files the committed sink
+    state names, delete orphans of epochs up to it. Idempotent. Returns files published."""
+    staging = os.path.join(path, STAGING)
+    published = 0
+    for actor_index, epoch, token, _rows in state_rows:
+        if token is None or epoch > committed_epoch:
+            continue
+        src = os.path.join(staging, str(token))
+        if os.path.exists(src):
+            os.replace(src, os.path.join(path, final_name(int(epoch), int(actor_index))))
+            published += 1
+    try:
+        leftovers = os.listdir(staging)
+    except FileNotFoundError:
+        return published
+    for name in leftovers:
+        head = name.lstrip(".").split("-", 1)[0]
+        if head.isdigit() and int(head) <= committed_epoch:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(staging, name))
+    return published
+
+
+SINK_CONNECTORS = ("parquet", "blackhole")
+
+
+def sink_writer(connector: str, options: Mapping[str, str]) -> SinkWriter:
+    """The writer of a sink connector, validating its options."""
+    c = connector.lower()
+    if c == "blackhole":
+        return BlackholeSinkWriter()
+    if c == "parquet":
+        path = options.get("path")
+        if not path:
+            raise InvalidOption("the parquet sink needs a path = '<directory>' option")
+        path = os.path.abspath(path)
+        os.makedirs(path, exist_ok=True)
+        if any(n.startswith("part-") for n in os.listdir(path)):
+            raise InvalidOption(f'path "{path}" already holds sink output; use an empty directory')
+        return ParquetSinkWriter(path)
+    from piestream.common.errors import FeatureNotSupported
+
+    raise FeatureNotSupported(
+        f'sink connector "{connector}" is not supported (known: {", ".join(SINK_CONNECTORS)})'
+    )
+
+
+def read_sink(path: str) -> pa.Table:
+    """All committed output of a parquet sink, in epoch order (tests, tools)."""
+    names = sorted(n for n in os.listdir(path) if n.startswith("part-") and n.endswith(".parquet"))
+    tables = [pq.read_table(os.path.join(path, n)) for n in names]
+    return pa.concat_tables(tables) if tables else pa.table({})

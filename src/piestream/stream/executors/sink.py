@@ -1,0 +1,156 @@
+"""Sink: write each epoch's change stream to an external system, exactly once per epoch.
+
+The connector side is a `SinkWriter` (picklable, shipped with the plan). The executor buffers
+one epoch's changes of its actor, shapes them by the sink type, and at the barrier hands them to
+the writer, which *stages* them (e.g. a Parquet file under a name unique to this attempt) and
+returns a token naming what it staged. The token is written to the sink's state table in the
+same epoch, so it commits atomically with everything else of the epoch.
+
+Why staging: an actor cannot know whether its epoch will commit (another actor may fail; a
+Spark task may run twice). So nothing an actor writes is visible to readers. After the epoch
+commits, the driver reads the committed state table and *publishes* exactly the staged output it
+names (`piestream.connectors.sinks`), and on restart publishes whatever the last committed epoch
+left staged. Output of failed or duplicate attempts is never named in committed state, so it is
+never published (and is cleaned up).
+
+Sink types (RisingWave's ``type`` option):
+- ``append-only``: the inserted rows (the input must be append-only, or ``force_append_only``
+  drops deletes and turns updates into inserts);
+- ``upsert``: per key, the epoch's net effect: the last row with ``_op = 'upsert'`` or
+  ``'delete'``; the key defaults to the input's stream key;
+- ``changelog`` (piestream): every change in order, ``_op`` = insert / delete / update_delete /
+  update_insert.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import pyarrow as pa
+
+from piestream.common.chunk import Op, StreamChunk
+from piestream.common.order import ASC
+from piestream.common.types import BIGINT, INT, VARCHAR
+from piestream.encoding import memcomparable
+from piestream.storage.table.desc import ColumnDesc, TableDesc
+from piestream.stream.executor import ActorContext, Executor
+from piestream.stream.message import Barrier
+from piestream.stream.nodes import StreamNode
+
+SINK_TYPES = ("append-only", "upsert", "changelog")
+OP_COLUMN = "_op"
+_OP_NAMES = {
+    Op.INSERT: "insert",
+    Op.DELETE: "delete",
+    Op.UPDATE_DELETE: "update_delete",
+    Op.UPDATE_INSERT: "update_insert",
+}
+
+
+@runtime_checkable
+class SinkWriter(Protocol):
+    """Stages one actor's output of one epoch; returns a token naming it (None: nothing staged)."""
+
+    def stage(self, epoch: int, actor_index: int, table: pa.Table) -> str | None: ...
+
+
+def sink_state_table(table_id: int, name: str = "sink_state") -> TableDesc:
+    """Per actor: the epoch it last staged output for, the token, the row count (singleton; each
+    actor writes only its own row)."""
+    return TableDesc(
+        table_id,
+        (
+            ColumnDesc("actor_index", INT),
+            ColumnDesc("epoch", BIGINT),
+            ColumnDesc("staged", VARCHAR),
+            ColumnDesc("rows", BIGINT),
+        ),
+        pk=(0,),
+        pk_orders=(ASC,),
+        name=name,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SinkNode(StreamNode):
+    input: StreamNode
+    writer: SinkWriter
+    sink_name: str
+    connector: str
+    sink_type: str
+    columns: tuple[int, ...]  # input columns written, in order
+    names: tuple[str, ...]  # their names in the output
+    key: tuple[int, ...]  # input columns of the upsert key
+    state_table: TableDesc
+    force_append_only: bool = False
+
+    def inputs(self) -> tuple[StreamNode, ...]:
+        return (self.input,)
+
+    def build(self, ctx: ActorContext) -> Executor:
+        return SinkExecutor(ctx, self)
+
+    def tables(self) -> list[TableDesc]:
+        return [self.state_table]
+
+    def explain(self) -> str:
+        return f"Sink {{ sink: {self.sink_name}, connector: {self.connector}, type: {self.sink_type} }}"
+
+
+class SinkExecutor(Executor):
+    def __init__(self, ctx: ActorContext, node: SinkNode) -> None:
+        super().__init__(ctx, node.schema, node.stream_key, node.append_only)
+        self.node = node
+        self.state = self.table(node.state_table)
+        self.chunks: list[StreamChunk] = []
+
+    def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
+        c = chunk.compact()
+        if c.capacity:
+            self.chunks.append(c)
+        return []
+
+    def barrier(self, barrier: Barrier) -> list[StreamChunk]:
+        table = self._epoch_output()
+        if table is not None and table.num_rows:
+            epoch = barrier.epoch.prev  # the epoch whose data this is
+            token = self.node.writer.stage(epoch, self.ctx.actor_index, table)
+            if token is not None:
+                row = (self.ctx.actor_index, epoch, token, table.num_rows)
+                old = self.state.get_row((self.ctx.actor_index,))
+                if old is None:
+                    self.state.insert_row(row)
+                else:
+                    self.state.update_row(old, row)
+        self.chunks = []
+        self.commit_state(barrier)
+        return []
+
+    def _epoch_output(self) -> pa.Table | None:
+        if not self.chunks:
+            return None
+        c = StreamChunk.concat(self.chunks)
+        ops = c.ops
+        n = self.node
+        cols = [c.columns[i] for i in n.columns]
+        if n.sink_type == "append-only":
+            keep = np.flatnonzero((ops == Op.INSERT) | (ops == Op.UPDATE_INSERT))
+            if len(keep) != len(ops) and not n.force_append_only:
+                raise AssertionError(f"sink {n.sink_name}: a delete reached an append-only sink")
+            return pa.Table.from_arrays([col.take(pa.array(keep)) for col in cols], names=list(n.names))
+        if n.sink_type == "changelog":
+            names = np.array(["", *(_OP_NAMES[Op(o)] for o in range(1, 5))], dtype=object)
+            op_names = names[ops.astype(np.int64)]
+            return pa.Table.from_arrays([*cols, pa.array(op_names, pa.string())], names=[*n.names, OP_COLUMN])
+        # upsert: the last change per key decides
+        key_cols = [c.columns[i] for i in n.key]
+        key_types = [n.input.schema[i].data_type for i in n.key]
+        keys = memcomparable.encode_columns(key_cols, key_types, [ASC] * len(key_cols)).to_list()
+        last = {k: i for i, k in enumerate(keys)}  # later rows of a key overwrite earlier ones
+        rows = np.fromiter(sorted(last.values()), np.int64, len(last))
+        upsert = (ops[rows] == Op.INSERT) | (ops[rows] == Op.UPDATE_INSERT)
+        op_col = pa.array(np.where(upsert, "upsert", "delete").astype(object), pa.string())
+        taken = [col.take(pa.array(rows)) for col in cols]
+        return pa.Table.from_arrays([*taken, op_col], names=[*n.names, OP_COLUMN])
