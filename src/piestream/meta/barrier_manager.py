@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochGenerator, EpochPair, epoch_from_ms, epoch_to_unix_ms
@@ -46,6 +47,25 @@ class EpochStats:
     ssts: int
     rows_in: float
     block_cache_hit_rate: float
+
+
+class EpochInput(Protocol):
+    """Changes from outside the DML queue (the Spark inbox) an epoch takes in at its start and
+    commits atomically: `record` runs inside the epoch's meta-store commit transaction."""
+
+    dml: dict[int, list[StreamChunk]]
+
+    def record(self, conn: Any) -> None: ...
+
+    def committed(self) -> None: ...
+
+
+def _recorder(inputs: list[EpochInput]) -> Callable[[Any], None]:
+    def record(conn: Any) -> None:
+        for x in inputs:
+            x.record(conn)
+
+    return record
 
 
 @dataclass
@@ -86,6 +106,7 @@ class BarrierManager:
         self._thread: threading.Thread | None = None
         self.stats: list[EpochStats] = []
         self.on_commit: list[Callable[[int], None]] = []
+        self.epoch_inputs: list[Callable[[], EpochInput | None]] = []  # asked at each epoch's start
         self.last_error: BaseException | None = None
 
     # -- graph ----------------------------------------------------------------------------------
@@ -123,15 +144,19 @@ class BarrierManager:
     def run_epoch(self) -> int:
         """Inject one barrier, run the epoch to completion and commit it; returns the epoch."""
         with self._lock:
+            inputs = [x for x in (fn() for fn in self.epoch_inputs) if x is not None]
             with self._queue_lock:
                 batch = list(self._dml)
             dml: dict[int, list[StreamChunk]] = {}
             for d in batch:
                 dml.setdefault(d.table_id, []).append(d.chunk)
+            for x in inputs:
+                for t, chunks in x.dml.items():
+                    dml.setdefault(t, []).extend(chunks)
             data_epoch = self._data_epoch
             # row ids of this epoch use its milliseconds and, for large DML, a few after: the
             # next epoch starts past them (RowIdGen)
-            rows = sum(d.chunk.cardinality for d in batch)
+            rows = sum(c.cardinality for chunks in dml.values() for c in chunks)
             self.epochs.advance_past(epoch_from_ms(epoch_to_unix_ms(data_epoch) + rows // 4096))
             next_epoch = self.epochs.next()
             # pinned while the epoch runs: compaction must not vacuum the SSTs its actors read
@@ -157,7 +182,15 @@ class BarrierManager:
                 for t, w in r.watermarks.items():
                     watermarks[t] = watermarks[t].merged(w) if t in watermarks else w
             tables = {t.table_id for t in self.graph.all_tables()}
-            self.hummock.commit_epoch(data_epoch, ssts, tables, new_watermarks=watermarks)
+            self.hummock.commit_epoch(
+                data_epoch,
+                ssts,
+                tables,
+                new_watermarks=watermarks,
+                extra=_recorder(inputs) if inputs else None,
+            )
+            for x in inputs:
+                x.committed()
             self._data_epoch = next_epoch
             self._record(data_epoch, started, reports, len(ssts))
             with self._queue_lock:

@@ -6,9 +6,11 @@ advances the committed epochs; compaction results replace their inputs. Each cha
 deltas), so after a restart the last committed version is exactly what is read.
 
 Readers pin versions (their SSTs are not deleted while pinned) and snapshots (compaction keeps the
-versions they read). Vacuum deletes objects no pinned version references; full GC lists the
-object store and deletes unreferenced objects older than a retention time — the leftovers of
-failed or retried writers.
+versions they read). Vacuum deletes objects no pinned version references once they have been
+unreferenced for `vacuum_retention_sec` (readers in other processes — Spark tasks reading a
+snapshot — cannot pin, so the retention time protects them); full GC lists the object store and
+deletes unreferenced objects older than a retention time — the leftovers of failed or retried
+writers.
 """
 
 from __future__ import annotations
@@ -59,10 +61,14 @@ class HummockManager:
         meta: MetaStore,
         sstables: SstableStore,
         compaction: CompactionConfig | None = None,
+        *,
+        vacuum_retention_sec: float = 0.0,
     ) -> None:
         self.meta = meta
         self.sstables = sstables
         self.compaction_config = compaction or CompactionConfig()
+        self.vacuum_retention_sec = vacuum_retention_sec
+        self._add_removed_at_column()
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._pin_ids = itertools.count(1)
@@ -84,6 +90,13 @@ class HummockManager:
             version = version.apply(VersionDelta.from_json(json.loads(str(payload))))
         return version
 
+    def _add_removed_at_column(self) -> None:
+        """Stale objects remember when they were removed (older meta stores lack the column)."""
+        cols = {str(r[1]) for r in self.meta.query("PRAGMA table_info(hummock_stale_object)")}
+        if "removed_at" not in cols:
+            with self.meta.transaction() as c:
+                c.execute("ALTER TABLE hummock_stale_object ADD COLUMN removed_at REAL NOT NULL DEFAULT 0")
+
     def _load_dropped(self) -> set[int]:
         raw = self.meta.get("hummock", "dropped_tables")
         return set(json.loads(raw)) if raw else set()
@@ -97,10 +110,11 @@ class HummockManager:
                     "INSERT INTO hummock_version_delta (id, payload) VALUES (?, ?)",
                     (delta.id, json.dumps(delta.to_json())),
                 )
+                now = time.time()
                 c.executemany(
-                    "INSERT OR REPLACE INTO hummock_stale_object (object_id, removed_in_version) "
-                    "VALUES (?, ?)",
-                    [(oid, delta.id) for oid in delta.removed_object_ids],
+                    "INSERT OR REPLACE INTO hummock_stale_object (object_id, removed_in_version, removed_at) "
+                    "VALUES (?, ?, ?)",
+                    [(oid, delta.id, now) for oid in delta.removed_object_ids],
                 )
                 if new.id % CHECKPOINT_EVERY_DELTAS == 0:
                     c.execute(
@@ -279,11 +293,15 @@ class HummockManager:
         return n
 
     # -- garbage collection ---------------------------------------------------------------------
-    def vacuum(self) -> int:
-        """Delete objects that compaction replaced and no pinned version still references."""
+    def vacuum(self, min_retention_sec: float | None = None, now: float | None = None) -> int:
+        """Delete objects that compaction replaced, that no pinned version still references and
+        that have been unreferenced for `min_retention_sec` (default `vacuum_retention_sec`)."""
+        retention = self.vacuum_retention_sec if min_retention_sec is None else min_retention_sec
+        now = time.time() if now is None else now
         min_pinned = self.min_pinned_version_id()
         rows = self.meta.query(
-            "SELECT object_id FROM hummock_stale_object WHERE removed_in_version <= ?", (min_pinned,)
+            "SELECT object_id FROM hummock_stale_object WHERE removed_in_version <= ? AND removed_at <= ?",
+            (min_pinned, now - retention),
         )
         ids = [int(str(r[0])) for r in rows]
         if not ids:
