@@ -109,3 +109,44 @@ def test_outer_column_inside_correlated_aggregate_is_rejected_at_create(s: Sessi
             "CREATE MATERIALIZED VIEW mv AS SELECT (SELECT sum(b.i * a.v) FROM u b WHERE b.g = a.g) FROM t a"
         )
     assert rows(s, "SHOW MATERIALIZED VIEWS") == []
+
+
+def test_self_semi_join_on_the_key(s: Session) -> None:
+    """Both sides read the table's change stream inside one fragment: each got both copies
+    (StateConsistencyError: double insert)."""
+    s.execute("CREATE TABLE t (k VARCHAR PRIMARY KEY, g INT)")
+    s.execute(
+        "CREATE MATERIALIZED VIEW mv AS SELECT a.g FROM t AS a "
+        "WHERE EXISTS (SELECT 1 FROM t AS b WHERE b.k = a.k AND a.k LIKE '_')"
+    )
+    s.execute("CREATE MATERIALIZED VIEW mv2 AS SELECT a.g, b.g AS g2 FROM t AS a JOIN t AS b ON a.k = b.k")
+    s.execute("INSERT INTO t VALUES ('x', 0), ('yy', 1)")
+    assert rows(s, "SELECT * FROM mv") == [(0,)]
+    assert rows(s, "SELECT * FROM mv2") == [(0, 0), (1, 1)]
+
+
+def test_join_of_a_singleton_side_and_a_table_scan(s: Session) -> None:
+    """A singleton input (here a join on columns of different types) 'satisfied' the hash
+    distribution of the other side's no-shuffle table scan; the fragment mixed parallelism 1 and
+    2 (epoch job ended with a chunk for an actor that does not exist)."""
+    s.execute(
+        "CREATE TABLE t0 (k VARCHAR PRIMARY KEY, g BIGINT, n NUMERIC);"
+        "CREATE TABLE t2 (k INT, g INT, v VARCHAR)"
+    )
+    s.execute("CREATE VIEW v0 AS SELECT a1.v AS c1 FROM t2 AS a1 RIGHT JOIN t0 AS a2 ON a1.g = a2.g")
+    s.execute("CREATE MATERIALIZED VIEW mv AS SELECT b.n, b.k FROM v0 AS a RIGHT JOIN t0 AS b ON a.c1 = b.k")
+    s.execute("INSERT INTO t0 VALUES ('k2', 7, 1), ('k3', 7, 2)")
+    s.execute("INSERT INTO t2 VALUES (9, 7, 'k2')")
+    assert rows(s, "SELECT * FROM mv") == [(1, "k2"), (1, "k2"), (2, "k3")]
+
+
+def test_join_with_a_single_actor_mv(s: Session) -> None:
+    """A TopN MV lives in one actor though keyed by a column; scanning it as hash-distributed put
+    it next to a two-actor table scan in one fragment."""
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+    s.execute("CREATE MATERIALIZED VIEW top AS SELECT k, v FROM t ORDER BY v DESC, k LIMIT 2")
+    s.execute("CREATE MATERIALIZED VIEW mv AS SELECT t.k, t.v, top.v AS tv FROM t JOIN top ON t.k = top.k")
+    s.execute("INSERT INTO t VALUES (1, 10), (2, 20), (3, 30), (4, 5)")
+    assert rows(s, "SELECT * FROM mv") == [(2, 20, 20), (3, 30, 30)]
+    s.execute("DELETE FROM t WHERE k = 3")
+    assert rows(s, "SELECT * FROM mv") == [(1, 10, 10), (2, 20, 20)]

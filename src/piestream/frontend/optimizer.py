@@ -408,7 +408,42 @@ def optimize(plan: PlanNode, *, streaming: bool) -> PlanNode:
     plan = fold(plan)
     if streaming:
         check_no_placeholders(plan)
+        check_no_volatile(plan)
     return plan
+
+
+def check_no_volatile(plan: PlanNode) -> None:
+    """now() / current_timestamp would be evaluated once per row as it streams by, so the view
+    would not equal its query a moment later (temporal filters are not implemented): 0A000."""
+    from dataclasses import fields, is_dataclass
+
+    from piestream.frontend.binder.rewrite import walk
+
+    def exprs_of(v: Any) -> list[Expr]:
+        if isinstance(v, Expr):
+            return [v]
+        if isinstance(v, list | tuple):
+            return [e for x in v for e in exprs_of(x)]
+        if isinstance(v, AggCall) and v.filter is not None:
+            return [v.filter]
+        return []
+
+    stack = [plan]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.inputs())
+        for f in fields(n) if is_dataclass(n) else ():
+            for e in exprs_of(getattr(n, f.name)):
+                if any(_volatile_call(x) for x in walk(e)):
+                    raise FeatureNotSupported(
+                        "now() / current_timestamp is not supported in materialized views"
+                    )
+
+
+def _volatile_call(e: Expr) -> bool:
+    from piestream.expr.signatures import VOLATILE
+
+    return isinstance(e, FuncCall) and e.name in VOLATILE
 
 
 def is_boolean(e: Expr) -> bool:

@@ -129,6 +129,14 @@ class StreamPlanner:
         )
         return Piece(marker, dist, piece.width)
 
+    def shuffle(self, piece: Piece, dist: Dist) -> Piece:
+        """An exchange to `dist` even where the piece already satisfies it."""
+        n = piece.node
+        marker = ExchangeMarker(
+            schema=n.schema, stream_key=n.stream_key, append_only=n.append_only, input=n, dist=dist
+        )
+        return Piece(marker, dist, piece.width)
+
     def project(self, piece: Piece, exprs: Sequence[Expr], names: Sequence[str], width: int) -> Piece:
         """A projection that keeps the input's stream key (hidden columns appended if dropped)."""
         exprs = list(exprs)
@@ -201,6 +209,8 @@ class StreamPlanner:
             state_table=backfill_state_table(self.next_table_id()),
         )
         dist = Dist("hash", tuple(cols.index(k) for k in desc.dist_key)) if desc.dist_key else SINGLE
+        if rel.extra.get("parallelism") == 1:
+            dist = SINGLE  # e.g. a TopN's MV: keyed by k, but all of it in one actor
         return Piece(scan, dist, len(node.column_indices))
 
     def _plan_source(self, node: Scan) -> Piece:
@@ -383,6 +393,18 @@ class StreamPlanner:
             rp = self.require(rp, Dist("hash", tuple(right_keys)))
         else:
             lp, rp = self.require(lp, SINGLE), self.require(rp, SINGLE)
+        if left_keys and (lp.dist.kind == "single") != (rp.dist.kind == "single"):
+            # a singleton side "satisfies" any distribution, but both sides share the join's
+            # fragment: its parallelism would clash with the other side's. Shuffle it by the keys.
+            if lp.dist.kind == "single":
+                lp = self.shuffle(lp, Dist("hash", tuple(left_keys)))
+            else:
+                rp = self.shuffle(rp, Dist("hash", tuple(right_keys)))
+        if _upstreams(lp.node) & _upstreams(rp.node):
+            # both sides would read one upstream fragment's change stream in the same fragment
+            # (a self-join already partitioned by its key): an actor has one input port per
+            # upstream fragment, so each side would get both copies. Shuffle one side.
+            rp = self.shuffle(rp, rp.dist)
         jt = {
             JoinKind.INNER: JoinType.INNER,
             JoinKind.LEFT: JoinType.LEFT_OUTER,

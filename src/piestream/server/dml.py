@@ -116,10 +116,17 @@ def _select_rows(
     return run_bound(s, bound), len(rel.columns)
 
 
+def _check_not_append_only(rel: Relation, verb: str) -> None:
+    """An APPEND ONLY table never retracts a row: its downstream operators rely on that."""
+    if rel.append_only:
+        raise PiestreamError(f'cannot {verb} table "{rel.name}": it is APPEND ONLY', sqlstate="42809")
+
+
 def delete(s: Session, stmt: ast.Delete, params: Sequence[Any] = ()) -> QueryResult:
     if stmt.returning:
         raise FeatureNotSupported("DELETE ... RETURNING is not supported")
     rel = _table(s, stmt.table)
+    _check_not_append_only(rel, "delete from")
     table, width = _select_rows(s, rel, stmt.alias, stmt.where, [], params)
     cols = [table.column(i).combine_chunks() for i in range(width)]
     _submit(s, rel, StreamChunk(np.full(table.num_rows, Op.DELETE, np.int8), cols, length=table.num_rows))
@@ -130,6 +137,7 @@ def update(s: Session, stmt: ast.Update, params: Sequence[Any] = ()) -> QueryRes
     if stmt.returning:
         raise FeatureNotSupported("UPDATE ... RETURNING is not supported")
     rel = _table(s, stmt.table)
+    _check_not_append_only(rel, "update")
     assert rel.table is not None
     assigned = {}
     for a in stmt.assignments:

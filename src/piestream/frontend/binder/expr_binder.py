@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from piestream.common.errors import FeatureNotSupported, PiestreamError, SyntaxError_
+from piestream.common.errors import FeatureNotSupported, PiestreamError, SyntaxError_, UndefinedTable
 from piestream.common.interval import Interval
 from piestream.common.types import DataType, TypeKind, parse_type
 from piestream.expr.bind import UnknownLiteral, bind_call, cast, literal
@@ -172,6 +172,7 @@ class ExprBinder:
                 base = self._ref(depth, idx)
                 if base.return_type.kind is TypeKind.STRUCT:
                     return bind_call("field", [base, literal(name)], position=pos)
+            raise UndefinedTable(f'missing FROM-clause entry for table "{qualifier}"', position=pos)
         depth, idx = self.scope.resolve(qualifier, name, pos)
         return self._ref(depth, idx)
 
