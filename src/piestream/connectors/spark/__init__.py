@@ -1,0 +1,5 @@
+"""Spark integration: the ``piestream`` data source for reading snapshots and writing tables."""
+
+from piestream.connectors.spark.source import PiestreamDataSource, register
+
+__all__ = ["PiestreamDataSource", "register"]
