@@ -1,0 +1,244 @@
+"""The Python API: ``piestream.connect()`` for scripts and notebooks.
+
+A thin layer over `Database` and `Session`: a `Connection` is one SQL session on a database
+opened in this process, a `Result` is one statement's outcome with rows as Python values and
+conversions to Arrow and pandas. Opening the same data directory twice in one process shares
+the open `Database` (two would both write its meta store and run barriers) — re-running a
+notebook cell that calls `connect()` just works.
+
+    import piestream
+    with piestream.connect("./data", runner="local") as conn:
+        conn.sql("CREATE TABLE t (k int PRIMARY KEY, v varchar)")
+        conn.sql("INSERT INTO t VALUES ($1, $2)", (1, "a"))
+        conn.sql("SELECT * FROM t").to_pandas()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from piestream.common.types import DataType
+from piestream.server.database import DEFAULT_DATA_DIR, Database, DatabaseConfig
+from piestream.server.results import QueryResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+    from piestream.server.session import Session
+
+#: Rows a Result's repr shows (a notebook cell stays small).
+REPR_ROWS = 20
+
+_lock = threading.Lock()
+_open: dict[Path, tuple[Database, int]] = {}  # data dir -> (database, connections using it)
+
+
+def connect(
+    data_dir: str | Path | None = None, spark: SparkSession | None = None, **config: Any
+) -> Connection:
+    """Open (or join) the database in `data_dir` (default ``./piestream-data``).
+
+    `spark`: a SparkSession to run the streaming jobs on (default: piestream's local-mode
+    session). `config`: `DatabaseConfig` fields, e.g. ``runner="local"``, ``barrier_interval=0.5``
+    — they apply when this call opens the database, not when it joins an open one.
+    """
+    fields = {f.name for f in dataclasses.fields(DatabaseConfig)}
+    unknown = sorted(set(config) - fields)
+    if unknown:
+        raise TypeError(f"unknown config {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
+    path = Path(data_dir or DEFAULT_DATA_DIR).resolve()
+    with _lock:
+        entry = _open.get(path)
+        if entry is None:
+            db = Database(path, spark=spark, config=DatabaseConfig(**config))
+            entry = (db, 0)
+        _open[path] = (entry[0], entry[1] + 1)
+        return Connection(entry[0])
+
+
+def _release(db: Database) -> None:
+    with _lock:
+        entry = _open.get(db.data_dir)
+        if entry is None or entry[0] is not db:
+            return
+        if entry[1] > 1:
+            _open[db.data_dir] = (db, entry[1] - 1)
+            return
+        del _open[db.data_dir]
+    db.close()
+
+
+class Connection:
+    """One SQL session on an open database (settings such as SET persist across calls)."""
+
+    def __init__(self, db: Database) -> None:
+        self.database = db
+        self._session: Session | None = db.session()
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            raise RuntimeError("the connection is closed")
+        return self._session
+
+    @property
+    def spark(self) -> SparkSession | None:
+        """The SparkSession the database runs on (None with the local runner)."""
+        return self.database.spark
+
+    @property
+    def data_dir(self) -> Path:
+        return self.database.data_dir
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> list[Result]:
+        """Run a SQL script; one Result per statement (stops at the first error)."""
+        return [Result(r) for r in self.session.execute(query, params)]
+
+    def sql(self, query: str, params: Sequence[Any] = ()) -> Result:
+        """Run a SQL script and return the last statement's Result."""
+        results = self.execute(query, params)
+        return results[-1] if results else Result(QueryResult("EMPTY"))
+
+    def flush(self) -> int:
+        """Commit an epoch now (pending DML, Spark writes in the inbox); returns the epoch."""
+        return self.database.barriers.flush()
+
+    def close(self) -> None:
+        """Close this connection; the database closes with the last one."""
+        if self._session is None:
+            return
+        self._session = None
+        _release(self.database)
+
+    @property
+    def closed(self) -> bool:
+        return self._session is None
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<piestream.Connection {self.data_dir} ({state})>"
+
+
+class Result:
+    """A statement's outcome: `tag` (``SELECT 3``, ``INSERT 0 2``), column names and types, rows."""
+
+    def __init__(self, result: QueryResult) -> None:
+        self._r = result
+
+    @property
+    def tag(self) -> str:
+        return self._r.tag
+
+    @property
+    def columns(self) -> list[str]:
+        return self._r.names
+
+    @property
+    def types(self) -> list[DataType]:
+        return [t for _, t in self._r.columns]
+
+    @property
+    def rows(self) -> list[tuple[Any, ...]]:
+        return self._r.rows
+
+    @property
+    def notices(self) -> list[str]:
+        return self._r.notices
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return list(self._r.rows)
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._r.rows[0] if self._r.rows else None
+
+    def scalar(self) -> Any:
+        """The first column of the first row (None if there is none)."""
+        row = self.fetchone()
+        return row[0] if row else None
+
+    def to_arrow(self) -> pa.Table:
+        """The rows as an Arrow table (columns in piestream's Arrow layout of their SQL types)."""
+        if self._r.arrow is not None:
+            t = self._r.arrow
+            return t.rename_columns(self.columns) if t.column_names != self.columns else t
+        from piestream.common.scalar import to_arrow
+
+        cols = [to_arrow([r[i] for r in self.rows], t) for i, t in enumerate(self.types)]
+        return pa.table(cols, names=self.columns) if cols else pa.table({})
+
+    def to_pandas(self) -> pd.DataFrame:
+        return self.to_arrow().to_pandas()
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._r.rows)
+
+    def __len__(self) -> int:
+        return len(self._r.rows)
+
+    def __getitem__(self, i: int) -> tuple[Any, ...]:
+        return self._r.rows[i]
+
+    # -- display ----------------------------------------------------------------------------------
+    def _text_rows(self, limit: int) -> list[list[str]]:
+        from piestream.common.text import format_datum
+
+        return [
+            ["NULL" if v is None else format_datum(v, t) for v, t in zip(row, self.types, strict=True)]
+            for row in self.rows[:limit]
+        ]
+
+    def _footer(self) -> str:
+        n = len(self.rows)
+        more = f", showing {REPR_ROWS}" if n > REPR_ROWS else ""
+        return f"({n} row{'s' if n != 1 else ''}{more})"
+
+    def __repr__(self) -> str:
+        if not self._r.returns_rows:
+            return self.tag
+        # psql's layout: centered headers, numbers right-aligned, everything else left-aligned
+        cells = self._text_rows(REPR_ROWS)
+        widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(self.columns)]
+        right = [t.is_numeric for t in self.types]
+        head = "|".join(f" {h.center(w)} " for h, w in zip(self.columns, widths, strict=True))
+        rule = "+".join("-" * (w + 2) for w in widths)
+        body = [
+            "|".join(
+                f" {c.rjust(w) if r else c.ljust(w)} " for c, w, r in zip(row, widths, right, strict=True)
+            ).rstrip()
+            for row in cells
+        ]
+        return "\n".join([head.rstrip(), rule, *body, self._footer()])
+
+    def _repr_html_(self) -> str:
+        if not self._r.returns_rows:
+            return f"<pre>{html.escape(self.tag)}</pre>"
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+            for r in self._text_rows(REPR_ROWS)
+        )
+        return (
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<p>{html.escape(self._footer())}</p>"
+        )
+
+
+def register_spark(spark: SparkSession) -> None:
+    """Make ``spark.read.format("piestream")`` / ``df.write.format("piestream")`` available."""
+    from piestream.connectors.spark import register
+
+    register(spark)
