@@ -80,7 +80,7 @@ def test_epoch_retries_exactly_once_in_process(tmp_path: Path) -> None:
     ref = Reference()
     try:
         s = _setup(db, ref, seed=3)
-        _drive(s, ref, 3, 4, 30)
+        _drive(s, ref, 3, 4, 20)
         _assert_equal(s, ref)
         faults = read_log(tmp_path)
         # epochs are clock-based, so which faults hit varies between runs; enough always do
@@ -88,7 +88,7 @@ def test_epoch_retries_exactly_once_in_process(tmp_path: Path) -> None:
         assert len({p for _, _, p, _ in faults}) >= 3
         assert _check_gc(db), "failed attempts after 'synced' must have left orphaned SSTs"
         _assert_equal(s, ref)  # GC removed nothing live
-        _drive(s, ref, 3, 34, 3)
+        _drive(s, ref, 3, 24, 3)
         _assert_equal(s, ref)
     finally:
         db.close()

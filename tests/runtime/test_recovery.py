@@ -201,7 +201,8 @@ def _check_after_kill(data_dir: Path, hist: History, run: ChildRun, new_dml_star
         db.close()
 
 
-def _kill_loop(tmp_path: Path, runner: str, kills: list[float], extra_mv_run: int) -> list[str]:
+def _kill_loop(tmp_path: Path, runner: str, kills: list[float], extra_mv_run: int) -> list[tuple[int, str]]:
+    """Kill a child after each delay in turn; (acknowledged statements, in-flight outcome) per kill."""
     data_dir = tmp_path / "data"
     hist = History()
     _create_schema(data_dir, hist)
@@ -210,22 +211,23 @@ def _kill_loop(tmp_path: Path, runner: str, kills: list[float], extra_mv_run: in
         extra = f"late_mv_{r}" if r == extra_mv_run else None
         run = _run_child(data_dir, (r + 1) * 1000, runner, kill_after, extra)
         assert "ready" in run.events, run.stderr[-3000:]
-        outcomes.append(_check_after_kill(data_dir, hist, run, 200_000 + r * 10))
+        outcomes.append((len(run.acked), _check_after_kill(data_dir, hist, run, 200_000 + r * 10)))
+    print(outcomes)
     return outcomes
 
 
 def test_sigkill_recovery_local_runner(tmp_path: Path) -> None:
     rng = random.Random(5)
-    kills = [rng.uniform(0.2, 2.5) for _ in range(5)]
+    kills = [rng.uniform(0.2, 2.0) for _ in range(4)]
     outcomes = _kill_loop(tmp_path, "local", kills, extra_mv_run=1)
-    assert len(outcomes) == 5
+    assert sum(n for n, _ in outcomes) >= 4, outcomes  # the kills hit a working database
 
 
 @pytest.mark.spark
 def test_sigkill_recovery_spark_runner(tmp_path: Path) -> None:
     """The child runs its epochs on its own Spark (killed with it: JVM and Python workers)."""
-    outcomes = _kill_loop(tmp_path, "spark", [4.0, 2.5], extra_mv_run=-1)
-    assert len(outcomes) == 2
+    outcomes = _kill_loop(tmp_path, "spark", [5.0], extra_mv_run=-1)
+    assert outcomes[0][0] >= 1, outcomes
 
 
 def test_clean_restart_resumes_every_job_from_the_last_committed_epoch(tmp_path: Path) -> None:
