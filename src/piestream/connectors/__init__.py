@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from piestream.connectors.datagen import datagen_connector
 from piestream.connectors.files import file_connector
-from piestream.connectors.nexmark.ddl import nexmark_ddl
+from piestream.connectors.nexmark.ddl import nexmark_combined_ddl, nexmark_ddl
 from piestream.connectors.nexmark.source import nexmark_connector
 from piestream.stream.executors.source import register_source_connector
 
@@ -29,4 +29,4 @@ def ensure_registered() -> None:
 
 ensure_registered()
 
-__all__ = ["ensure_registered", "nexmark_ddl"]
+__all__ = ["ensure_registered", "nexmark_combined_ddl", "nexmark_ddl"]

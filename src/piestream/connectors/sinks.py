@@ -30,7 +30,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from piestream.common.types import INTERVAL, VARCHAR
 from piestream.connectors.options import InvalidOption
+from piestream.expr.functions.cast import cast_array
 from piestream.stream.executors.sink import SinkWriter
 
 STAGING = "_staging"
@@ -51,9 +53,18 @@ class ParquetSinkWriter:
         os.makedirs(staging, exist_ok=True)
         name = f"{epoch:020d}-{actor_index:04d}-{uuid.uuid4().hex[:12]}.parquet"
         tmp = os.path.join(staging, "." + name)
-        pq.write_table(table, tmp)
+        pq.write_table(_parquet_compatible(table), tmp)
         os.replace(tmp, os.path.join(staging, name))  # a staged file is always complete
         return name
+
+
+def _parquet_compatible(table: pa.Table) -> pa.Table:
+    """Parquet has no month-day-nano interval: INTERVAL columns are written as PostgreSQL text."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_interval(f.type):
+            text = cast_array(table.column(i).combine_chunks(), INTERVAL, VARCHAR)
+            table = table.set_column(i, f.name, text)
+    return table
 
 
 @dataclass(frozen=True)

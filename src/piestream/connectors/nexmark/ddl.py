@@ -72,3 +72,43 @@ def nexmark_ddl(
         obj = "TABLE" if kind == "table" else "SOURCE"
         stmts.append(f"CREATE {obj} {prefix}{t} ({_columns(cols, pk)}) WITH ({with_});")
     return "\n".join(stmts)
+
+
+def _struct(cols: dict) -> str:
+    return "STRUCT<" + ", ".join(f"{n} {_SQL_TYPES[str(t)]}" for n, t in cols.items()) + ">"
+
+
+def nexmark_combined_ddl(
+    *,
+    name: str = "nexmark",
+    split_num: int = 1,
+    event_num: int | None = None,
+    events_per_second: float | None = None,
+    views: bool = True,
+    options: Mapping[str, object] | None = None,
+) -> str:
+    """RisingWave's combined Nexmark source (one row per event: ``event_type`` and a
+    person / auction / bid STRUCT, plus the event time), and the views PERSON / AUCTION / BID
+    over it (reference §8). The watermark clause is omitted (piestream ignores watermarks)."""
+    opts: dict[str, object] = {"connector": "nexmark", "nexmark.split.num": split_num}
+    if event_num is not None:
+        opts["nexmark.event.num"] = event_num
+    if events_per_second is not None:
+        opts["nexmark.min.event.gap.in.ns"] = (
+            0 if events_per_second <= 0 else max(1, int(1e9 * split_num / events_per_second))
+        )
+    opts.update(options or {})
+    with_ = ", ".join(f"{k} = {_quote(v)}" for k, v in opts.items())
+    stmts = [
+        f"CREATE SOURCE {name} (event_type BIGINT, person {_struct(PERSON_COLUMNS)}, "
+        f"auction {_struct(AUCTION_COLUMNS)}, bid {_struct(BID_COLUMNS)}, "
+        "date_time TIMESTAMP AS CASE WHEN event_type = 0 THEN (person).date_time "
+        "WHEN event_type = 1 THEN (auction).date_time ELSE (bid).date_time END) "
+        f"WITH ({with_});"
+    ]
+    if views:
+        for kind, (_, cols) in TABLES.items():
+            code = {"person": 0, "auction": 1, "bid": 2}[kind]
+            fields = ", ".join(f"({kind}).{c} AS {c}" for c in cols)
+            stmts.append(f"CREATE VIEW {kind} AS SELECT {fields} FROM {name} WHERE event_type = {code};")
+    return "\n".join(stmts)

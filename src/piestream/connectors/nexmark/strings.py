@@ -86,15 +86,19 @@ HOT_CHANNELS = ["Google", "Facebook", "Baidu", "Apple"]
 CHANNELS_NUMBER = 10_000
 
 
-def _java_nextstring(rng: np.random.Generator, max_len: int, special: str) -> str:
-    n = 3 + int(rng.integers(0, max_len - 3))
-    chars = _letters(rng, n, ord(special))
-    return chars.tobytes().decode()
+def _url_parts(rng: np.random.Generator, n: int) -> list[str]:
+    """`n` strings like Java's ``nextString(rng, 5, '_')``: 3-4 chars of [a-z], 1/13 ``_``."""
+    lens = 3 + rng.integers(0, 2, size=n)
+    data = _letters(rng, int(lens.sum()), ord("_")).tobytes().decode()
+    ends = np.cumsum(lens).tolist()
+    return [data[e - ln : e] for e, ln in zip(ends, lens.tolist(), strict=True)]
 
 
-def _base_url(rng: np.random.Generator) -> str:
-    parts = [_java_nextstring(rng, 5, "_") for _ in range(3)]
-    return "https://www.nexmark.com/" + "/".join(parts) + "/item.htm?query=1"
+def _base_urls(rng: np.random.Generator, n: int) -> list[str]:
+    p = _url_parts(rng, 3 * n)
+    return [
+        f"https://www.nexmark.com/{p[3 * i]}/{p[3 * i + 1]}/{p[3 * i + 2]}/item.htm?query=1" for i in range(n)
+    ]
 
 
 def _int_reverse_abs(k: int) -> int:
@@ -112,14 +116,11 @@ def channel_pools() -> tuple[ValuePool, ValuePool]:
     As in the Java generator, hot channels have fixed URLs and every other channel a cached
     random URL, 90% of them carrying ``&channel_id=<reversed k>``."""
     rng = np.random.default_rng(20150715)
-    channels = list(HOT_CHANNELS)
-    urls = [_base_url(rng) for _ in HOT_CHANNELS]
-    for k in range(CHANNELS_NUMBER):
-        url = _base_url(rng)
-        if int(rng.integers(0, 10)) > 0:
-            url += f"&channel_id={_int_reverse_abs(k)}"
-        channels.append(f"channel-{k}")
-        urls.append(url)
+    channels = list(HOT_CHANNELS) + [f"channel-{k}" for k in range(CHANNELS_NUMBER)]
+    urls = _base_urls(rng, len(HOT_CHANNELS) + CHANNELS_NUMBER)
+    with_id = rng.integers(0, 10, size=CHANNELS_NUMBER) > 0
+    for k in np.flatnonzero(with_id).tolist():
+        urls[len(HOT_CHANNELS) + k] += f"&channel_id={_int_reverse_abs(k)}"
     return ValuePool(channels), ValuePool(urls)
 
 
