@@ -57,7 +57,7 @@ ERROR_OPTIONS = ("error.handling", "error_handling")
 
 
 def source_limits(
-    spec: SourceSpec, *, default_rate: float | None = None, chunk_size: int = 1024
+    spec: SourceSpec, *, default_rate: float | None = None, chunk_size: int | None = None
 ) -> SourceLimits:
     """The limits every source accepts: ``source_rate_limit`` (rows or events per second for the
     whole source; 0 or negative = unlimited), ``max.rows.per.epoch`` and ``error.handling``."""

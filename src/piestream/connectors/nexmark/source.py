@@ -178,6 +178,10 @@ def nexmark_connector(spec: SourceSpec) -> tuple[SourceReader, SourceLimits]:
         minimum=0,
     )
     rate = split_num * 1e9 / gap if gap > 0 else None
-    chunk = parse_int("nexmark.max.chunk.size", opts.get("max.chunk.size", "1024"), minimum=1)
+    chunk = (
+        parse_int("nexmark.max.chunk.size", opts["max.chunk.size"], minimum=1)
+        if "max.chunk.size" in opts
+        else None
+    )
     reader = NexmarkReader(cfg, table_type, tuple(spec.columns), split_num, event_num)
     return reader, source_limits(spec, default_rate=rate, chunk_size=chunk)

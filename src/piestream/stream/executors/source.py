@@ -117,7 +117,7 @@ class SourceLimits:
 
     rate_limit: float | None = None  # rows (events) per second for the whole source; None = unlimited
     max_rows_per_epoch: int = 1_000_000  # for the whole source
-    chunk_size: int = 1024  # rows per emitted chunk
+    chunk_size: int | None = None  # rows per emitted chunk; None = the job's StreamingConfig
     error_handling: str = "reject"  # "reject" | "dead_letter"
 
 
@@ -339,7 +339,7 @@ class SourceExecutor(Executor):
         out = []
         types = self.schema.types
         width = self.node.reader_width
-        size = self.node.limits.chunk_size
+        size = self.node.limits.chunk_size or self.ctx.config.chunk_size
         for b in batches:
             n = b.num_rows
             if not n:
