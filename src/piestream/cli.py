@@ -190,7 +190,7 @@ def _print_error(e: Any) -> None:
 def _run_embedded(args: argparse.Namespace, sql: str) -> int:
     from piestream.common.errors import PiestreamError
     from piestream.common.text import format_datum
-    from piestream.server.catalog_views import CatalogContext, CatalogViews
+    from piestream.server.catalog import CatalogContext, CatalogViews
     from piestream.server.pgwire.client import TextResult
     from piestream.server.pgwire.statements import prepare_script
     from piestream.server.results import QueryResult

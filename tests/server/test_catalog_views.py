@@ -6,7 +6,7 @@ import psycopg
 import pytest
 import sqlglot
 
-from piestream.server.catalog_views import is_catalog_query, looks_like_catalog
+from piestream.server.catalog import is_catalog_query, looks_like_catalog
 from piestream.server.pgwire import PgServer
 
 

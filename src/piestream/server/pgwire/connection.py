@@ -30,7 +30,7 @@ from piestream.common.errors import FeatureNotSupported, InternalError, Piestrea
 from piestream.common.types import DataType
 from piestream.expr.expr import Literal
 from piestream.frontend.parser import ast
-from piestream.server.catalog_views import CatalogContext, CatalogViews
+from piestream.server.catalog import CatalogContext, CatalogViews
 from piestream.server.pgwire import auth, codec, params
 from piestream.server.pgwire.protocol import (
     CANCEL_REQUEST,

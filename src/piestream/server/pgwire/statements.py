@@ -18,7 +18,7 @@ from sqlglot import exp
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.types import DataType
 from piestream.frontend.parser import ast, parse, parse_one
-from piestream.server.catalog_views import is_catalog_query, looks_like_catalog
+from piestream.server.catalog import is_catalog_query, looks_like_catalog
 
 
 @dataclass

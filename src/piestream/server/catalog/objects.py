@@ -1,0 +1,64 @@
+"""How piestream relations appear as PostgreSQL catalog objects.
+
+The fixed oids of the built-in objects (namespaces, the superuser, the database, access methods),
+a relation's oid and relkind, its primary key's index and constraint, and the query text of a
+view definition. Both the catalog rows and the system functions describe relations this way, so
+the oids one hands out are the oids the other resolves.
+"""
+
+from __future__ import annotations
+
+import re
+
+from piestream.frontend.catalog import Relation, RelationKind
+
+OID_OFFSET = 16384
+PG_CATALOG_NS = 11
+PUBLIC_NS = 2200
+INFORMATION_SCHEMA_NS = 13183
+PG_TOAST_NS = 99
+SUPERUSER_OID = 10
+DATABASE_OID = 16384 - 1
+HEAP_AM, BTREE_AM = 2, 403
+FOREIGN_SERVER_OID = 16383 - 100  # the one "server" every source reads through
+SERVER_VERSION = "13.14.0"
+VERSION_STRING = (
+    f"PostgreSQL {SERVER_VERSION}-piestream on x86_64-pc-linux-gnu, compiled by piestream (Python)"
+)
+
+KIND_CHAR = {
+    RelationKind.TABLE: "r",
+    RelationKind.MATERIALIZED_VIEW: "m",
+    RelationKind.VIEW: "v",
+    RelationKind.INDEX: "i",
+    RelationKind.SOURCE: "f",
+}
+
+
+def rel_oid(rel: Relation) -> int:
+    return rel.id + OID_OFFSET
+
+
+def pk_names(r: Relation) -> str:
+    assert r.table is not None
+    return ", ".join(r.columns[i].name for i in r.table.pk)
+
+
+def has_user_pk(r: Relation) -> bool:
+    return (
+        r.kind is RelationKind.TABLE
+        and r.table is not None
+        and bool(r.table.pk)
+        and r.extra.get("row_id") is None
+    )
+
+
+def pkey_oid(r: Relation) -> int | None:
+    return rel_oid(r) + 1_000_000 if has_user_pk(r) else None
+
+
+def query_part(definition: str) -> str:
+    """``SELECT ...`` of ``CREATE [MATERIALIZED] VIEW name AS SELECT ...`` (psql shows only that)."""
+    m = re.search(r"\bAS\s+(.*)$", definition, re.IGNORECASE | re.DOTALL)
+    body = m.group(1) if m else definition
+    return " " + body.strip().rstrip(";") + ";"

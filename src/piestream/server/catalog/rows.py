@@ -1,0 +1,415 @@
+"""The rows of every emulated catalog table, built from the piestream catalog.
+
+Tables are ``r``, materialized views ``m``, views ``v``, indexes ``i``, sources ``f`` (foreign
+tables: their rows live outside); sinks store no rows and do not appear. A table's user-declared
+primary key is a ``p`` constraint with its index ``<table>_pkey``. Besides the relations, the
+rows show who is asking (`CatalogContext`): the user, the database, the session's settings
+(``pg_settings``) and the server's connections (``pg_stat_activity``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from piestream.common.types import DataType, TypeKind
+from piestream.frontend.catalog import Relation, RelationKind
+from piestream.server.catalog.objects import (
+    BTREE_AM,
+    DATABASE_OID,
+    FOREIGN_SERVER_OID,
+    HEAP_AM,
+    INFORMATION_SCHEMA_NS,
+    KIND_CHAR,
+    PG_CATALOG_NS,
+    PG_TOAST_NS,
+    PUBLIC_NS,
+    SUPERUSER_OID,
+    has_user_pk,
+    pk_names,
+    query_part,
+    rel_oid,
+)
+from piestream.server.catalog.pg_types import TypeRegistry
+from piestream.server.catalog.tables import TABLES
+
+
+@dataclass
+class CatalogContext:
+    """Who is asking: the connection's user and database, its settings and the live sessions."""
+
+    user: str = "root"
+    database: str = "dev"
+    settings: dict[str, str] = field(default_factory=dict)
+    pid: int = 0
+    activity: list[tuple[Any, ...]] = field(default_factory=list)  # pg_stat_activity rows
+
+
+class CatalogRows:
+    """Every catalog table's rows for one set of relations."""
+
+    def __init__(self, rels: list[Relation], types: TypeRegistry, ctx: CatalogContext) -> None:
+        self.rels = rels
+        self.types = types
+        self.ctx = ctx
+
+    def all(self) -> dict[str, list[tuple[Any, ...]]]:
+        ctx = self.ctx
+        user = ctx.user
+        out: dict[str, list[tuple[Any, ...]]] = {name: [] for name in TABLES}
+        out["pg_namespace"] = [
+            (PG_CATALOG_NS, "pg_catalog", SUPERUSER_OID, None),
+            (PUBLIC_NS, "public", SUPERUSER_OID, None),
+            (INFORMATION_SCHEMA_NS, "information_schema", SUPERUSER_OID, None),
+            (PG_TOAST_NS, "pg_toast", SUPERUSER_OID, None),
+        ]
+        out["pg_am"] = [(HEAP_AM, "heap", "heap_tableam_handler", "t"), (BTREE_AM, "btree", "bthandler", "i")]
+        out["pg_tablespace"] = [
+            (1663, "pg_default", SUPERUSER_OID, None, None),
+            (1664, "pg_global", SUPERUSER_OID, None, None),
+        ]
+        out["pg_collation"] = [
+            (100, "default", PG_CATALOG_NS, SUPERUSER_OID, "d", 1, -1, "", ""),
+            (950, "C", PG_CATALOG_NS, SUPERUSER_OID, "c", 1, -1, "C", "C"),
+        ]
+        databases = ["dev"] + ([ctx.database] if ctx.database != "dev" else [])
+        out["pg_database"] = [
+            (DATABASE_OID - i, name, SUPERUSER_OID, 6, "c", 0, 1, -1, "C", "C", None, None, 1663)
+            for i, name in enumerate(databases)
+        ]
+        out["pg_roles"] = [(SUPERUSER_OID, user, 1, 1, 1, 1, 1, 1, -1, "********", None, 1, None)]
+        out["pg_user"] = [(user, SUPERUSER_OID, 1, 1, 1, 1, "********", None, None)]
+        out["pg_settings"] = [
+            (
+                k,
+                v,
+                None,
+                "piestream",
+                "",
+                None,
+                "user",
+                "string",
+                "session",
+                None,
+                None,
+                None,
+                v,
+                v,
+                None,
+                None,
+                0,
+            )
+            for k, v in sorted(ctx.settings.items())
+        ]
+        out["pg_stat_activity"] = list(ctx.activity)
+        info_tables: list[tuple[Any, ...]] = []
+        info_columns: list[tuple[Any, ...]] = []
+        info_views: list[tuple[Any, ...]] = []
+        for r in self.rels:
+            kind = KIND_CHAR.get(r.kind)
+            if kind is None:
+                continue  # sinks store no rows and have no columns to show
+            oid = rel_oid(r)
+            cols = r.visible_columns
+            indexes = [
+                i for i in self.rels if i.kind is RelationKind.INDEX and i.extra.get("index_of") == r.id
+            ]
+            has_index = bool(indexes) or has_user_pk(r)
+            out["pg_class"].append(
+                (
+                    oid,
+                    r.name,
+                    PUBLIC_NS,
+                    0,
+                    0,
+                    SUPERUSER_OID,
+                    BTREE_AM if kind == "i" else (HEAP_AM if kind in "rm" else 0),
+                    oid,
+                    0,
+                    0,
+                    -1.0,
+                    0,
+                    0,
+                    int(has_index),
+                    0,
+                    "p",
+                    kind,
+                    len(cols),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    1,
+                    "d",
+                    0,
+                    0,
+                    0,
+                    0,
+                    None,
+                    None,
+                    None,
+                    0,
+                )
+            )
+            for n, c in enumerate(cols, 1):
+                t = c.data_type
+                toid = self.types.oid_of(t)
+                notnull = has_user_pk(r) and r.table is not None and c.name in pk_names(r).split(", ")
+                out["pg_attribute"].append(
+                    (
+                        oid,
+                        c.name,
+                        toid,
+                        -1,
+                        t.pg_typlen if t.kind in _PG_LEN_KINDS else -1,
+                        n,
+                        1 if t.kind is TypeKind.LIST else 0,
+                        -1,
+                        -1,
+                        0,
+                        "p",
+                        "i",
+                        int(notnull),
+                        0,
+                        0,
+                        "",
+                        "",
+                        0,
+                        1,
+                        0,
+                        100 if t.kind is TypeKind.VARCHAR else 0,
+                        None,
+                        None,
+                        None,
+                        None,
+                        "",
+                    )
+                )
+                if kind != "i":
+                    info_columns.append(
+                        (
+                            ctx.database,
+                            "public",
+                            r.name,
+                            c.name,
+                            n,
+                            None,
+                            "NO" if notnull else "YES",
+                            _info_data_type(t),
+                            None,
+                            None,
+                            None,
+                            None,
+                            None,
+                            None,
+                            None,
+                            ctx.database,
+                            "pg_catalog",
+                            self.types.names.get(toid, str(t))
+                            if t.kind is not TypeKind.LIST
+                            else "_" + str(t.elem),
+                            "NO",
+                            "NEVER",
+                            "YES" if r.kind is RelationKind.TABLE else "NO",
+                        )
+                    )
+            if r.kind is RelationKind.INDEX:
+                base = next((b for b in self.rels if b.id == r.extra.get("index_of")), None)
+                if base is not None:
+                    keys = [n for n in r.extra.get("index_columns", [])]
+                    nums = [str(i + 1) for i, c in enumerate(base.visible_columns) if c.name in keys]
+                    out["pg_index"].append(
+                        (
+                            oid,
+                            rel_oid(base),
+                            len(cols),
+                            len(keys),
+                            0,
+                            0,
+                            0,
+                            1,
+                            0,
+                            1,
+                            0,
+                            1,
+                            1,
+                            0,
+                            " ".join(nums),
+                            None,
+                            None,
+                            None,
+                            None,
+                            None,
+                            0,
+                        )
+                    )
+                    out["pg_indexes"].append(("public", base.name, r.name, None, r.definition))
+            if has_user_pk(r):
+                pk_oid = rel_oid(r) + 1_000_000
+                assert r.table is not None
+                nums = [str(i + 1) for i in r.table.pk]
+                out["pg_class"].append(
+                    (
+                        pk_oid,
+                        f"{r.name}_pkey",
+                        PUBLIC_NS,
+                        0,
+                        0,
+                        SUPERUSER_OID,
+                        BTREE_AM,
+                        pk_oid,
+                        0,
+                        0,
+                        -1.0,
+                        0,
+                        0,
+                        0,
+                        0,
+                        "p",
+                        "i",
+                        len(nums),
+                        0,
+                        0,
+                        0,
+                        0,
+                        0,
+                        0,
+                        1,
+                        "n",
+                        0,
+                        0,
+                        0,
+                        0,
+                        None,
+                        None,
+                        None,
+                        0,
+                    )
+                )
+                out["pg_index"].append(
+                    (
+                        pk_oid,
+                        oid,
+                        len(nums),
+                        len(nums),
+                        1,
+                        1,
+                        0,
+                        1,
+                        0,
+                        1,
+                        0,
+                        1,
+                        1,
+                        0,
+                        " ".join(nums),
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        0,
+                    )
+                )
+                out["pg_constraint"].append(
+                    (
+                        pk_oid + 1,
+                        f"{r.name}_pkey",
+                        PUBLIC_NS,
+                        "p",
+                        0,
+                        0,
+                        1,
+                        oid,
+                        0,
+                        pk_oid,
+                        0,
+                        0,
+                        " ",
+                        " ",
+                        " ",
+                        1,
+                        0,
+                        1,
+                        "{" + ",".join(nums) + "}",
+                        None,
+                        None,
+                    )
+                )
+                out["pg_indexes"].append(
+                    (
+                        "public",
+                        r.name,
+                        f"{r.name}_pkey",
+                        None,
+                        f"CREATE UNIQUE INDEX {r.name}_pkey ON public.{r.name} USING btree ({pk_names(r)})",
+                    )
+                )
+            if r.kind is RelationKind.TABLE:
+                out["pg_tables"].append(("public", r.name, user, None, int(has_index), 0, 0, 0))
+                info_tables.append(
+                    (
+                        ctx.database,
+                        "public",
+                        r.name,
+                        "BASE TABLE",
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        "YES",
+                        "NO",
+                        None,
+                    )
+                )
+            elif r.kind is RelationKind.SOURCE:
+                out["pg_foreign_table"].append((oid, FOREIGN_SERVER_OID, None))
+                info_tables.append(
+                    (
+                        ctx.database,
+                        "public",
+                        r.name,
+                        "FOREIGN",
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        "NO",
+                        "NO",
+                        None,
+                    )
+                )
+            elif r.kind is RelationKind.VIEW:
+                out["pg_views"].append(("public", r.name, user, query_part(r.definition)))
+                info_tables.append(
+                    (ctx.database, "public", r.name, "VIEW", None, None, None, None, None, "NO", "NO", None)
+                )
+                info_views.append((ctx.database, "public", r.name, query_part(r.definition)))
+            elif r.kind is RelationKind.MATERIALIZED_VIEW:
+                out["pg_matviews"].append(
+                    ("public", r.name, user, None, int(has_index), 1, query_part(r.definition))
+                )
+        out["pg_foreign_server"] = [(FOREIGN_SERVER_OID, "piestream_connectors")]
+        out["pg_type"] = list(self.types.rows)
+        out["tables"] = info_tables
+        out["columns"] = info_columns
+        out["views"] = info_views
+        out["schemata"] = [(ctx.database, s, user) for s in ("pg_catalog", "public", "information_schema")]
+        out["table_constraints"] = []
+        out["key_column_usage"] = []
+        return out
+
+
+_PG_LEN_KINDS = frozenset(k for k in TypeKind if k not in (TypeKind.LIST, TypeKind.STRUCT))
+
+
+def _info_data_type(t: DataType) -> str:
+    if t.kind is TypeKind.LIST:
+        return "ARRAY"
+    if t.kind is TypeKind.STRUCT:
+        return "USER-DEFINED"
+    return str(t)

@@ -1,0 +1,332 @@
+"""PostgreSQL's system functions as SQLite functions, with their result types.
+
+``version()``, ``current_database()``, ``format_type``, ``pg_get_expr``, ``pg_table_is_visible``,
+``obj_description``, ``has_table_privilege``, ``pg_encoding_to_char``, ``pg_get_viewdef`` ...
+answer from one built catalog (its relations, types and session context); the rest are
+constants or work on PostgreSQL's text form of arrays (``{a,b}``), which is how arrays are stored
+in the emulated catalogs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from piestream.frontend.catalog import Relation, RelationKind
+from piestream.server.catalog.objects import VERSION_STRING, pk_names, pkey_oid, query_part, rel_oid
+from piestream.server.catalog.pg_types import TypeRegistry
+from piestream.server.catalog.rows import CatalogContext
+from piestream.server.catalog.tables import TABLES
+
+#: system functions and their result types (None: from the argument / the values)
+FUNCTION_TYPES: dict[str, str] = {
+    "version": "text",
+    "current_database": "name",
+    "current_schema": "name",
+    "current_user": "name",
+    "session_user": "name",
+    "current_schemas": "text",
+    "format_type": "text",
+    "pg_get_expr": "text",
+    "pg_table_is_visible": "bool",
+    "pg_type_is_visible": "bool",
+    "pg_function_is_visible": "bool",
+    "obj_description": "text",
+    "col_description": "text",
+    "shobj_description": "text",
+    "has_table_privilege": "bool",
+    "has_schema_privilege": "bool",
+    "has_database_privilege": "bool",
+    "has_column_privilege": "bool",
+    "pg_has_role": "bool",
+    "pg_encoding_to_char": "name",
+    "pg_get_userbyid": "name",
+    "pg_get_viewdef": "text",
+    "pg_get_indexdef": "text",
+    "pg_get_constraintdef": "text",
+    "pg_get_partkeydef": "text",
+    "pg_relation_size": "int8",
+    "pg_total_relation_size": "int8",
+    "pg_table_size": "int8",
+    "pg_indexes_size": "int8",
+    "pg_database_size": "int8",
+    "pg_size_pretty": "text",
+    "array_to_string": "text",
+    "pg_get_serial_sequence": "text",
+    "to_regtype": "regtype",
+    "to_regclass": "regclass",
+    "current_setting": "text",
+    "set_config": "text",
+    "pg_backend_pid": "int4",
+    "pg_is_in_recovery": "bool",
+    "quote_ident": "text",
+    "pg_relation_is_publishable": "bool",
+    "pg_get_function_result": "text",
+    "pg_get_function_arguments": "text",
+    "pg_get_function_identity_arguments": "text",
+    "pg_postmaster_start_time": "text",
+    "txid_current": "int8",
+    "pg_get_statisticsobjdef_columns": "text",
+    "array_length": "int4",
+    "array_upper": "int4",
+    "array_lower": "int4",
+    "cardinality": "int4",
+    "json_build_object": "text",
+    "pg_tablespace_location": "text",
+    "regexp_i_like": "bool",
+    "regexp_like": "bool",
+    "array_contains_pg": "bool",
+    "regclass_name": "text",
+    "regtype_name": "text",
+    "to_regclass_oid": "regclass",
+    "to_regtype_oid": "regtype",
+    "array_agg_pg": "text",
+    "inet_server_addr": "text",
+    "inet_server_port": "int4",
+    "pg_get_keywords": "text",
+    "pg_char_to_encoding": "int4",
+    "pg_my_temp_schema": "oid",
+    "pg_is_other_temp_schema": "bool",
+    "pg_collation_is_visible": "bool",
+    "pg_conversion_is_visible": "bool",
+    "pg_get_triggerdef": "text",
+    "pg_get_ruledef": "text",
+    "pg_get_functiondef": "text",
+}
+
+
+class SystemFunctions:
+    """The system functions over one built catalog: its relations, types and session context."""
+
+    def __init__(self, rels: list[Relation], types: TypeRegistry, ctx: CatalogContext) -> None:
+        self._rels = rels
+        self.types = types
+        self.ctx = ctx
+
+    def register(self, conn: sqlite3.Connection) -> None:
+        """Make the system functions (and ``array_agg_pg``) callable in `conn`'s SQL."""
+        ctx = self.ctx
+
+        def const(value: Any) -> Callable[..., Any]:
+            return lambda *args: value
+
+        fns: dict[str, Callable[..., Any]] = {
+            "version": const(VERSION_STRING),
+            "current_database": const(ctx.database),
+            "current_schema": const("public"),
+            "current_user": const(ctx.user),
+            "session_user": const(ctx.user),
+            "current_schemas": const("{public}"),
+            "format_type": self._format_type,
+            "pg_get_expr": lambda e, *a: e,
+            "pg_table_is_visible": const(1),
+            "pg_type_is_visible": const(1),
+            "pg_function_is_visible": const(1),
+            "pg_collation_is_visible": const(1),
+            "pg_conversion_is_visible": const(1),
+            "obj_description": self._obj_description,
+            "col_description": const(None),
+            "shobj_description": const(None),
+            "has_table_privilege": const(1),
+            "has_schema_privilege": const(1),
+            "has_database_privilege": const(1),
+            "has_column_privilege": const(1),
+            "pg_has_role": const(1),
+            "pg_encoding_to_char": lambda n: "UTF8" if n == 6 else "SQL_ASCII",
+            "pg_char_to_encoding": lambda s: 6,
+            "pg_get_userbyid": lambda oid: ctx.user,
+            "pg_get_viewdef": self._viewdef,
+            "pg_get_indexdef": self._indexdef,
+            "pg_get_constraintdef": self._constraintdef,
+            "pg_get_partkeydef": const(None),
+            "pg_get_triggerdef": const(None),
+            "pg_get_ruledef": const(None),
+            "pg_get_functiondef": const(None),
+            "pg_relation_size": const(0),
+            "pg_total_relation_size": const(0),
+            "pg_table_size": const(0),
+            "pg_indexes_size": const(0),
+            "pg_database_size": const(0),
+            "pg_size_pretty": _size_pretty,
+            "pg_tablespace_location": const(""),
+            "array_to_string": _array_to_string,
+            "pg_get_serial_sequence": const(None),
+            "to_regtype": self._to_regtype,
+            "to_regclass": self._to_regclass,
+            "to_regtype_oid": self._to_regtype,
+            "to_regclass_oid": self._to_regclass,
+            "regclass_name": self.regclass_name,
+            "regtype_name": lambda oid: self.types.names.get(as_int(oid), None if oid is None else str(oid)),
+            "current_setting": lambda name, *a: ctx.settings.get(str(name).lower()),
+            "set_config": lambda name, value, *a: value,
+            "pg_backend_pid": const(ctx.pid),
+            "pg_is_in_recovery": const(0),
+            "pg_my_temp_schema": const(0),
+            "pg_is_other_temp_schema": const(0),
+            "quote_ident": _quote_ident,
+            "pg_relation_is_publishable": const(0),
+            "pg_get_function_result": const(None),
+            "pg_get_function_arguments": const(None),
+            "pg_get_function_identity_arguments": const(None),
+            "pg_get_statisticsobjdef_columns": const(None),
+            "pg_postmaster_start_time": const(None),
+            "txid_current": const(1),
+            "inet_server_addr": const(None),
+            "inet_server_port": const(None),
+            "array_length": lambda a, d=1: _array_len(a),
+            "array_upper": lambda a, d=1: _array_len(a),
+            "array_lower": lambda a, d=1: 1 if _array_len(a) else None,
+            "cardinality": lambda a: _array_len(a) or 0,
+            "array_contains_pg": lambda arr, x: None if arr is None else int(str(x) in _array_items(arr)),
+            "json_build_object": lambda *a: json.dumps(dict(zip(a[::2], a[1::2], strict=False))),
+            "regexp": lambda pattern, value: _regex(pattern, value, 0),
+            "regexp_i_like": lambda value, pattern: _regex(pattern, value, re.IGNORECASE),
+            "regexp_like": lambda value, pattern, *f: _regex(pattern, value, 0),
+        }
+        for name, fn in fns.items():
+            conn.create_function(name, -1, fn, deterministic=False)
+        conn.create_aggregate("array_agg_pg", 1, _ArrayAgg)  # type: ignore[arg-type]
+
+    # -- system functions -------------------------------------------------------------------------
+    def _rel(self, oid: Any) -> Relation | None:
+        o = as_int(oid)
+        return next((r for r in self._rels if rel_oid(r) == o), None)
+
+    def _format_type(self, oid: Any, typmod: Any = None) -> str | None:
+        if oid is None:
+            return None
+        return self.types.names.get(as_int(oid), "???")
+
+    def _obj_description(self, oid: Any, catalog: Any = None) -> str | None:
+        return None
+
+    def _viewdef(self, oid: Any, pretty: Any = None) -> str | None:
+        rel = self._rel(oid)
+        if rel is None:
+            return None
+        return query_part(rel.definition)
+
+    def _indexdef(self, oid: Any, column: Any = 0, pretty: Any = None) -> str | None:
+        o = as_int(oid)
+        for r in self._rels:
+            if rel_oid(r) == o and r.kind is RelationKind.INDEX:
+                return r.definition
+            if pkey_oid(r) == o:
+                return f"CREATE UNIQUE INDEX {r.name}_pkey ON public.{r.name} USING btree ({pk_names(r)})"
+        return None
+
+    def _constraintdef(self, oid: Any, pretty: Any = None) -> str | None:
+        o = as_int(oid)
+        r = next((r for r in self._rels if pkey_oid(r) == o), None)
+        return None if r is None else f"PRIMARY KEY ({pk_names(r)})"
+
+    def _to_regclass(self, name: Any) -> int | None:
+        if name is None:
+            return None
+        if isinstance(name, int):
+            return name
+        text = str(name).strip()
+        if text.isdigit():
+            return int(text)
+        text = text.split(".")[-1].strip('"')
+        for r in self._rels:
+            if r.name == text:
+                return rel_oid(r)
+        if text in TABLES:
+            return 1000 + sorted(TABLES).index(text)
+        return None
+
+    def regclass_name(self, oid: Any) -> str | None:
+        if oid is None:
+            return None
+        rel = self._rel(oid)
+        if rel is not None:
+            return rel.name
+        o = as_int(oid)
+        if 1000 <= o < 1000 + len(TABLES):
+            return sorted(TABLES)[o - 1000]
+        return str(oid)
+
+    def _to_regtype(self, name: Any) -> int | None:
+        if name is None:
+            return None
+        if isinstance(name, int):
+            return name
+        text = str(name).strip().lower()
+        if text.isdigit():
+            return int(text)
+        text = text.removeprefix("pg_catalog.").strip('"')
+        return self.types.by_name.get(text)
+
+
+def as_int(v: Any) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return -1
+
+
+def _regex(pattern: Any, value: Any, flags: int) -> int | None:
+    if pattern is None or value is None:
+        return None
+    try:
+        return int(re.search(str(pattern), str(value), flags) is not None)
+    except re.error:
+        raise ValueError(f"invalid regular expression: {pattern}") from None
+
+
+def _array_items(arr: Any) -> list[str]:
+    text = str(arr).strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1]
+        return [x.strip().strip('"') for x in text.split(",")] if text else []
+    return text.split()
+
+
+def _array_len(arr: Any) -> int | None:
+    if arr is None:
+        return None
+    n = len(_array_items(arr))
+    return n or None
+
+
+def _array_to_string(arr: Any, sep: Any, null: Any = None) -> str | None:
+    if arr is None:
+        return None
+    return str(sep).join(_array_items(arr))
+
+
+def _quote_ident(s: Any) -> str | None:
+    if s is None:
+        return None
+    text = str(s)
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", text):
+        return text
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _size_pretty(n: Any) -> str | None:
+    if n is None:
+        return None
+    size = float(n)
+    for unit in ("bytes", "kB", "MB", "GB", "TB"):
+        if abs(size) < 10 * 1024 or unit == "TB":
+            return f"{int(size)} {unit}"
+        size /= 1024
+    return f"{int(size)} TB"
+
+
+class _ArrayAgg:
+    """array_agg as PostgreSQL's text form of the array (``{a,b}``)."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def step(self, value: Any) -> None:
+        self.items.append("NULL" if value is None else str(value))
+
+    def finalize(self) -> str:
+        return "{" + ",".join(self.items) + "}"

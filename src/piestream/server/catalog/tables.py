@@ -1,0 +1,179 @@
+"""The emulated catalog tables: their columns, PostgreSQL column types and SQLite schemas.
+
+``TABLES`` are the ``pg_catalog`` relations, ``INFO_TABLES`` the ``information_schema`` ones.
+Each column keeps its PostgreSQL type name, which decides both its SQLite storage type and the
+type its values are sent to the client as.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+#: table -> [(column, pg type)]. Types: bool int2 int4 int8 oid float4 float8 text name char regclass.
+_TABLES_TEXT: dict[str, str] = {
+    "pg_namespace": "oid oid, nspname name, nspowner oid, nspacl text",
+    "pg_class": (
+        "oid oid, relname name, relnamespace oid, reltype oid, reloftype oid, relowner oid, relam oid, "
+        "relfilenode oid, reltablespace oid, relpages int4, reltuples float4, relallvisible int4, "
+        "reltoastrelid oid, relhasindex bool, relisshared bool, relpersistence char, relkind char, "
+        "relnatts int2, relchecks int2, relhasrules bool, relhastriggers bool, relhassubclass bool, "
+        "relrowsecurity bool, relforcerowsecurity bool, relispopulated bool, relreplident char, "
+        "relispartition bool, relrewrite oid, relfrozenxid int8, relminmxid int8, relacl text, reloptions"
+        " text, relpartbound text, relhasoids bool"
+    ),
+    "pg_attribute": (
+        "attrelid oid, attname name, atttypid oid, attstattarget int4, attlen int2, attnum int2, attndims"
+        " int4, attcacheoff int4, atttypmod int4, attbyval bool, attstorage char, attalign char, "
+        "attnotnull bool, atthasdef bool, atthasmissing bool, attidentity char, attgenerated char, "
+        "attisdropped bool, attislocal bool, attinhcount int4, attcollation oid, attacl text, attoptions "
+        "text, attfdwoptions text, attmissingval text, attcompression char"
+    ),
+    "pg_type": (
+        "oid oid, typname name, typnamespace oid, typowner oid, typlen int2, typbyval bool, typtype char,"
+        " typcategory char, typispreferred bool, typisdefined bool, typdelim char, typrelid oid, typelem "
+        "oid, typarray oid, typinput text, typoutput text, typreceive text, typsend text, typbasetype "
+        "oid, typtypmod int4, typndims int4, typcollation oid, typnotnull bool, typdefault text, typalign"
+        " char, typstorage char"
+    ),
+    "pg_database": (
+        "oid oid, datname name, datdba oid, encoding int4, datlocprovider char, datistemplate bool, "
+        "datallowconn bool, datconnlimit int4, datcollate name, datctype name, daticulocale text, datacl "
+        "text, dattablespace oid"
+    ),
+    "pg_index": (
+        "indexrelid oid, indrelid oid, indnatts int2, indnkeyatts int2, indisunique bool, indisprimary "
+        "bool, indisexclusion bool, indimmediate bool, indisclustered bool, indisvalid bool, indcheckxmin"
+        " bool, indisready bool, indislive bool, indisreplident bool, indkey int2vector, indcollation "
+        "text, indclass text, indoption text, indexprs text, indpred text, indnullsnotdistinct bool"
+    ),
+    "pg_constraint": (
+        "oid oid, conname name, connamespace oid, contype char, condeferrable bool, condeferred bool, "
+        "convalidated bool, conrelid oid, contypid oid, conindid oid, conparentid oid, confrelid oid, "
+        "confupdtype char, confdeltype char, confmatchtype char, conislocal bool, coninhcount int4, "
+        "connoinherit bool, conkey text, confkey text, conbin text"
+    ),
+    "pg_description": "objoid oid, classoid oid, objsubid int4, description text",
+    "pg_shdescription": "objoid oid, classoid oid, description text",
+    "pg_am": "oid oid, amname name, amhandler text, amtype char",
+    "pg_attrdef": "oid oid, adrelid oid, adnum int2, adbin text",
+    "pg_roles": (
+        "oid oid, rolname name, rolsuper bool, rolinherit bool, rolcreaterole bool, rolcreatedb bool, "
+        "rolcanlogin bool, rolreplication bool, rolconnlimit int4, rolpassword text, rolvaliduntil text, "
+        "rolbypassrls bool, rolconfig text"
+    ),
+    "pg_user": (
+        "usename name, usesysid oid, usecreatedb bool, usesuper bool, userepl bool, usebypassrls bool, "
+        "passwd text, valuntil text, useconfig text"
+    ),
+    "pg_settings": (
+        "name text, setting text, unit text, category text, short_desc text, extra_desc text, context "
+        "text, vartype text, source text, min_val text, max_val text, enumvals text, boot_val text, "
+        "reset_val text, sourcefile text, sourceline int4, pending_restart bool"
+    ),
+    "pg_tablespace": "oid oid, spcname name, spcowner oid, spcacl text, spcoptions text",
+    "pg_collation": (
+        "oid oid, collname name, collnamespace oid, collowner oid, collprovider char, collisdeterministic"
+        " bool, collencoding int4, collcollate name, collctype name"
+    ),
+    "pg_tables": (
+        "schemaname name, tablename name, tableowner name, tablespace name, hasindexes bool, hasrules "
+        "bool, hastriggers bool, rowsecurity bool"
+    ),
+    "pg_views": "schemaname name, viewname name, viewowner name, definition text",
+    "pg_matviews": (
+        "schemaname name, matviewname name, matviewowner name, tablespace name, hasindexes bool, "
+        "ispopulated bool, definition text"
+    ),
+    "pg_indexes": "schemaname name, tablename name, indexname name, tablespace name, indexdef text",
+    "pg_stat_activity": (
+        "datid oid, datname name, pid int4, usesysid oid, usename name, application_name text, "
+        "client_addr text, client_port int4, backend_start text, query_start text, state text, query "
+        "text, backend_type text"
+    ),
+    "pg_proc": (
+        "oid oid, proname name, pronamespace oid, proowner oid, prolang oid, prokind char, prorettype "
+        "oid, proargtypes text, proretset bool, proargnames text, prosrc text"
+    ),
+    "pg_extension": "oid oid, extname name, extowner oid, extnamespace oid, extversion text",
+    "pg_enum": "oid oid, enumtypid oid, enumsortorder float4, enumlabel name",
+    "pg_sequence": (
+        "seqrelid oid, seqtypid oid, seqstart int8, seqincrement int8, seqmax int8, seqmin int8, seqcache"
+        " int8, seqcycle bool"
+    ),
+    "pg_inherits": "inhrelid oid, inhparent oid, inhseqno int4, inhdetachpending bool",
+    "pg_trigger": "oid oid, tgrelid oid, tgname name, tgenabled char, tgisinternal bool",
+    "pg_rewrite": "oid oid, rulename name, ev_class oid, ev_type char",
+    "pg_policy": "oid oid, polname name, polrelid oid, polcmd char, polpermissive bool",
+    "pg_statistic_ext": "oid oid, stxrelid oid, stxname name, stxnamespace oid",
+    "pg_publication": "oid oid, pubname name, puballtables bool",
+    "pg_publication_rel": "oid oid, prpubid oid, prrelid oid",
+    "pg_publication_namespace": "oid oid, pnpubid oid, pnnspid oid",
+    "pg_partitioned_table": "partrelid oid, partstrat char, partnatts int2",
+    "pg_foreign_table": "ftrelid oid, ftserver oid, ftoptions text",
+    "pg_foreign_server": "oid oid, srvname name",
+    "pg_depend": (
+        "classid oid, objid oid, objsubid int4, refclassid oid, refobjid oid, refobjsubid int4, deptype char"
+    ),
+    "pg_event_trigger": "oid oid, evtname name",
+    "pg_range": "rngtypid oid, rngsubtype oid",
+    "pg_opclass": "oid oid, opcname name, opcmethod oid, opcdefault bool",
+    "pg_auth_members": "roleid oid, member oid, grantor oid, admin_option bool",
+}
+TABLES: dict[str, list[tuple[str, str]]] = {
+    name: [tuple(c.split()) for c in cols.split(", ")]  # type: ignore[misc]
+    for name, cols in _TABLES_TEXT.items()
+}
+
+_INFO_TABLES_TEXT: dict[str, str] = {
+    "tables": (
+        "table_catalog name, table_schema name, table_name name, table_type text, "
+        "self_referencing_column_name name, reference_generation text, user_defined_type_catalog name, "
+        "user_defined_type_schema name, user_defined_type_name name, is_insertable_into text, is_typed "
+        "text, commit_action text"
+    ),
+    "columns": (
+        "table_catalog name, table_schema name, table_name name, column_name name, ordinal_position int4,"
+        " column_default text, is_nullable text, data_type text, character_maximum_length int4, "
+        "character_octet_length int4, numeric_precision int4, numeric_precision_radix int4, numeric_scale"
+        " int4, datetime_precision int4, interval_type text, udt_catalog name, udt_schema name, udt_name "
+        "name, is_identity text, is_generated text, is_updatable text"
+    ),
+    "schemata": "catalog_name name, schema_name name, schema_owner name",
+    "views": "table_catalog name, table_schema name, table_name name, view_definition text",
+    "table_constraints": (
+        "constraint_catalog name, constraint_schema name, constraint_name name, table_schema name, "
+        "table_name name, constraint_type text"
+    ),
+    "key_column_usage": (
+        "constraint_schema name, constraint_name name, table_schema name, table_name name, column_name "
+        "name, ordinal_position int4"
+    ),
+}
+INFO_TABLES: dict[str, list[tuple[str, str]]] = {
+    name: [tuple(c.split()) for c in cols.split(", ")]  # type: ignore[misc]
+    for name, cols in _INFO_TABLES_TEXT.items()
+}
+
+CATALOG_TABLE_NAMES = frozenset(TABLES)
+_SQLITE_TYPE = {
+    "bool": "INTEGER",
+    "int2": "INTEGER",
+    "int4": "INTEGER",
+    "int8": "INTEGER",
+    "oid": "INTEGER",
+    "float4": "REAL",
+    "float8": "REAL",
+}
+
+
+def create_tables(conn: sqlite3.Connection) -> None:
+    """Empty catalog tables, in the ``pg_catalog`` and ``information_schema`` databases attached
+    to `conn`."""
+    for schema, tables in (("pg_catalog", TABLES), ("information_schema", INFO_TABLES)):
+        for name, cols in tables.items():
+            decl = ", ".join(f'"{c}" {_SQLITE_TYPE.get(t, "TEXT")}' for c, t in cols)
+            conn.execute(f"CREATE TABLE {schema}.{name} ({decl})")
+
+
+def table_columns(table: str) -> list[tuple[str, str]]:
+    return TABLES.get(table) or INFO_TABLES.get(table) or []
