@@ -1,4 +1,8 @@
-"""One client connection: startup, authentication, and the simple and extended query protocols.
+"""One client connection: its thread, the message loop, simple queries and running statements.
+
+Startup and authentication are in `startup`, the extended query protocol (Parse / Bind /
+Describe / Execute / Close) in `extended`, and result rows on the wire in `rows`; this module
+owns the connection's state and the statements' execution.
 
 A connection has its own thread (reading messages, writing results) and its own `Session`.
 Statements run on a second, per-connection worker thread so that the connection thread can give
@@ -23,35 +27,26 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from piestream.common.errors import FeatureNotSupported, InternalError, PiestreamError
-from piestream.common.types import DataType
+from piestream.common.errors import InternalError, PiestreamError
 from piestream.expr.expr import Literal
 from piestream.frontend.parser import ast
 from piestream.server.catalog import CatalogContext, CatalogViews
-from piestream.server.pgwire import auth, codec, params
+from piestream.server.pgwire.extended import ExtendedQuery
 from piestream.server.pgwire.protocol import (
-    CANCEL_REQUEST,
-    GSSENC_REQUEST,
-    PROTOCOL_V3,
-    SSL_REQUEST,
     Channel,
     ClientGone,
-    FieldDescription,
     MessageReader,
     ProtocolViolation,
     cstr,
-    data_row,
     error_fields,
-    int16,
     int32,
     parameter_status,
-    row_description,
 )
-from piestream.server.pgwire.statements import Prepared, max_parameter, prepare_one, prepare_script
-from piestream.server.query import bind as bind_query
+from piestream.server.pgwire.rows import describe_columns, send_rows
+from piestream.server.pgwire.startup import REPORTED, apply_startup_settings, authenticate, read_startup
+from piestream.server.pgwire.statements import Prepared, prepare_script
 from piestream.server.results import QueryResult
 from piestream.server.session import Session
 
@@ -60,21 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Settings reported to the client in ParameterStatus (PostgreSQL's GUC_REPORT ones), by wire name.
-REPORTED = {
-    "application_name": "application_name",
-    "client_encoding": "client_encoding",
-    "datestyle": "DateStyle",
-    "integer_datetimes": "integer_datetimes",
-    "intervalstyle": "IntervalStyle",
-    "is_superuser": "is_superuser",
-    "server_encoding": "server_encoding",
-    "server_version": "server_version",
-    "session_authorization": "session_authorization",
-    "standard_conforming_strings": "standard_conforming_strings",
-    "timezone": "TimeZone",
-}
-_ROW_STATEMENTS = (ast.ShowVariable, ast.ShowObjects, ast.ShowCreate, ast.Describe, ast.Explain)
 _WRITE_STATEMENTS = (ast.Insert, ast.Update, ast.Delete)
 
 
@@ -88,24 +68,6 @@ class InFailedTransaction(PiestreamError):
 
 class Terminate(Exception):
     """The client said goodbye (or the server is shutting down): close the connection."""
-
-
-@dataclass
-class PreparedStatement:
-    prepared: Prepared
-    oids: list[int]  # declared parameter type oids (0 = unspecified), one per $n
-    types: list[DataType | None]  # declared or inferred
-    described: list[tuple[str, DataType]] | None = None
-
-
-@dataclass
-class Portal:
-    statement: PreparedStatement
-    params: list[Any]
-    formats: list[int]  # result format codes as sent
-    result: QueryResult | None = None
-    sent: int = 0  # rows already sent by Execute
-    columns: list[tuple[str, DataType]] = field(default_factory=list)
 
 
 def _timeout_seconds(value: str) -> float:
@@ -138,8 +100,7 @@ class Connection:
         self.database = ""
         self.session: Session | None = None
         self.catalog = CatalogViews(lambda: server.database.catalog.snapshot().relations())
-        self.statements: dict[str, PreparedStatement] = {}
-        self.portals: dict[str, Portal] = {}
+        self.extended = ExtendedQuery(self)
         self.skip_until_sync = False
         self.txn_failed = False
         self.txn_wrote = False
@@ -207,56 +168,17 @@ class Connection:
     # -- startup --------------------------------------------------------------------------------
     def _startup(self) -> bool:
         ch = self.channel
-        while True:
-            code, r = ch.read_startup()
-            if code in (SSL_REQUEST, GSSENC_REQUEST):
-                ch.send_raw(b"N")  # no TLS / GSS encryption: the client goes on in the clear
-                ch.flush()
-                continue
-            if code == CANCEL_REQUEST:
-                pid, secret = r.int32(), r.int32()
-                self.server.cancel(pid, secret)
-                return False
-            break
-        if code >> 16 != 3:
-            raise ProtocolViolation(
-                f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}: server supports 3.0 to 3.0",
-                sqlstate="0A000",
-            )
-        startup: dict[str, str] = {}
-        unknown_options: list[str] = []
-        while r.remaining():
-            name = r.cstring()
-            if not name:
-                break
-            value = r.cstring()
-            if name.startswith("_pq_."):
-                unknown_options.append(name)
-            else:
-                startup[name] = value
-        if code != PROTOCOL_V3 or unknown_options:
-            body = int32(0) + int32(len(unknown_options)) + b"".join(cstr(n) for n in unknown_options)
-            ch.send(b"v", body)  # NegotiateProtocolVersion: we speak 3.0
-        self.user = startup.get("user", "")
-        if not self.user:
-            raise PiestreamError("no PostgreSQL user name specified in startup packet", sqlstate="28000")
-        self.database = startup.get("database") or self.user
+        packet = read_startup(ch, self.server.cancel)
+        if packet is None:
+            return False
+        self.user = packet.user
+        self.database = packet.database
         if self.server.too_many_connections():
             raise PiestreamError("sorry, too many clients already", sqlstate="53300")
-        self._authenticate()
+        authenticate(ch, self.server.authenticator, self.user)
         self.session = self.server.database.session()
         settings = self.session.settings
-        settings["session_authorization"] = self.user
-        for name, value in startup.items():
-            key = name.lower()
-            if key in ("user", "database", "replication", "client_encoding"):
-                continue
-            if key == "options":
-                for opt_name, opt_value in _parse_options(value):
-                    settings[opt_name.lower()] = opt_value
-                continue
-            settings[key] = value
-        settings["client_encoding"] = "UTF8"  # the only encoding spoken; clients adapt to the report
+        apply_startup_settings(settings, packet)
         for key, wire in REPORTED.items():
             ch.send(b"S", parameter_status(wire, settings.get(key, "")))
         ch.send(b"K", int32(self.pid) + int32(self.secret))
@@ -264,43 +186,6 @@ class Connection:
         self.state = "idle"
         self._ready()
         return True
-
-    def _authenticate(self) -> None:
-        ch = self.channel
-        authenticator = self.server.authenticator
-        if authenticator is None:
-            ch.send(b"R", int32(0))
-            return
-        if authenticator.method == auth.MD5:
-            salt = secrets.token_bytes(4)
-            ch.send(b"R", int32(5) + salt)
-            ch.flush()
-            kind, r = ch.read_message()
-            if kind != b"p":
-                raise ProtocolViolation(f"expected password response, got message type {kind!r}")
-            authenticator.check_md5(self.user, salt, r.cstring())
-        else:
-            ch.send(b"R", int32(10) + cstr("SCRAM-SHA-256") + b"\0")
-            ch.flush()
-            kind, r = ch.read_message()
-            if kind != b"p":
-                raise ProtocolViolation(f"expected SASL response, got message type {kind!r}")
-            mechanism = r.cstring()
-            if mechanism != "SCRAM-SHA-256":
-                raise auth.AuthFailed(
-                    f"client selected an invalid SASL authentication mechanism: {mechanism}", sqlstate="28000"
-                )
-            n = r.int32()
-            exchange = authenticator.scram(self.user)
-            first = exchange.server_first_message(r.bytes_(n).decode("utf-8", "replace"))
-            ch.send(b"R", int32(11) + first.encode())
-            ch.flush()
-            kind, r = ch.read_message()
-            if kind != b"p":
-                raise ProtocolViolation(f"expected SASL response, got message type {kind!r}")
-            final = exchange.server_final_message(r.rest().decode("utf-8", "replace"))
-            ch.send(b"R", int32(12) + final.encode())
-        ch.send(b"R", int32(0))
 
     # -- the message loop -----------------------------------------------------------------------
     def _loop(self) -> None:
@@ -350,21 +235,21 @@ class Connection:
         if kind == b"Q":
             self._simple_query(r.cstring())
         elif kind == b"P":
-            self._parse(r)
+            self.extended.parse(r)
         elif kind == b"B":
-            self._bind(r)
+            self.extended.bind(r)
         elif kind == b"D":
-            self._describe(r)
+            self.extended.describe(r)
         elif kind == b"E":
-            self._execute(r)
+            self.extended.execute(r)
         elif kind == b"S":
             self.skip_until_sync = False
-            self.portals.pop("", None)
+            self.extended.portals.pop("", None)
             self._ready()
         elif kind == b"H":
             self.channel.flush()
         elif kind == b"C":
-            self._close_object(r)
+            self.extended.close(r)
         elif kind in (b"d", b"c", b"f"):
             pass  # CopyData / CopyDone / CopyFail outside COPY: PostgreSQL ignores them too
         else:
@@ -389,19 +274,12 @@ class Connection:
         self.channel.send(b"N", error_fields("NOTICE", "00000", message))
 
     # -- running statements ---------------------------------------------------------------------
-    def _run(self, p: Prepared, values: Sequence[Any]) -> QueryResult:
+    def run_statement(self, p: Prepared, values: Sequence[Any]) -> QueryResult:
         """Run one statement on the worker thread, answering cancel and statement_timeout."""
         assert self.session is not None
         stmt = p.stmt
         if p.deallocate is not None:
-            if p.deallocate:
-                if self.statements.pop(p.deallocate, None) is None:
-                    raise PiestreamError(
-                        f'prepared statement "{p.deallocate}" does not exist', sqlstate="26000"
-                    )
-            else:
-                self.statements = {k: v for k, v in self.statements.items() if k == ""}
-            return QueryResult("DEALLOCATE ALL" if not p.deallocate else "DEALLOCATE")
+            return self.extended.deallocate(p.deallocate)
         if p.savepoint is not None:
             if p.savepoint == "ROLLBACK":
                 self.txn_failed = False  # ROLLBACK TO SAVEPOINT recovers a failed block
@@ -470,44 +348,14 @@ class Connection:
             activity=self.server.activity(),
         )
 
-    def _is_user_relation(self, name: str) -> bool:
+    def is_user_relation(self, name: str) -> bool:
         return self.server.database.catalog.get(name) is not None
 
-    def _lookup(self, name: str) -> Any:
+    def lookup_relation(self, name: str) -> Any:
         return self.server.database.catalog.get(name)
 
-    def _send_result(
-        self, result: QueryResult, formats: Sequence[int], start: int = 0, limit: int = 0
-    ) -> int:
-        """DataRows from `start` (at most `limit`, 0 = all); returns how many were sent."""
-        columns = result.columns
-        encoders = [self._encoder(t, _format_of(formats, i)) for i, (_, t) in enumerate(columns)]
-        rows = result.rows
-        end = len(rows) if limit <= 0 else min(len(rows), start + limit)
-        send = self.channel.send
-        for row in rows[start:end]:
-            send(
-                b"D", data_row([None if v is None else enc(v) for enc, v in zip(encoders, row, strict=False)])
-            )
-        return end - start
-
-    @staticmethod
-    def _encoder(t: DataType, fmt: int) -> Callable[[Any], bytes]:
-        if fmt == 1:
-            if not codec.supports_binary(t):
-                raise FeatureNotSupported(f"binary output of type {t} is not supported; use text format")
-            return lambda v: codec.encode_binary(v, t)
-        return lambda v: codec.encode_text(v, t)
-
-    def _row_description(self, columns: Sequence[tuple[str, DataType]], formats: Sequence[int]) -> bytes:
-        return row_description(
-            [
-                FieldDescription(name, t.pg_oid, t.pg_typlen, codec.type_modifier(t), _format_of(formats, i))
-                for i, (name, t) in enumerate(columns)
-            ]
-        )
-
-    def _complete(self, result: QueryResult, tag: str | None = None) -> None:
+    def complete(self, result: QueryResult, tag: str | None = None) -> None:
+        """Notices, CommandComplete, and ParameterStatus for settings the statement changed."""
         for notice in result.notices:
             self._notice(notice)
         self.channel.send(b"C", cstr(tag or result.tag))
@@ -525,172 +373,25 @@ class Connection:
     # -- simple query ---------------------------------------------------------------------------
     def _simple_query(self, sql: str) -> None:
         self.skip_until_sync = False
-        self.portals.pop("", None)
+        self.extended.portals.pop("", None)
         try:
-            prepared = prepare_script(sql, self._is_user_relation)
+            prepared = prepare_script(sql, self.is_user_relation)
             if not prepared:
                 self.channel.send(b"I")
             for p in prepared:
                 if p.empty:
                     self.channel.send(b"I")
                     continue
-                result = self._run(p, ())
+                result = self.run_statement(p, ())
                 if result.returns_rows or p.returns_rows:
-                    self.channel.send(b"T", self._row_description(result.columns, ()))
-                    self._send_result(result, ())
-                self._complete(result)
+                    self.channel.send(b"T", describe_columns(result.columns, ()))
+                    send_rows(self.channel, result, ())
+                self.complete(result)
         except PiestreamError as e:
             if isinstance(e, ProtocolViolation):
                 raise
             self._send_error(e)
         self._ready()
-
-    # -- extended query -------------------------------------------------------------------------
-    def _parse(self, r: MessageReader) -> None:
-        name = r.cstring()
-        sql = r.cstring()
-        n = r.int16()
-        oids = [r.int32() for _ in range(max(n, 0))]
-        if name and name in self.statements:
-            raise PiestreamError(f'prepared statement "{name}" already exists', sqlstate="42P05")
-        for oid in oids:
-            if not codec.is_known_oid(oid):
-                raise FeatureNotSupported(f"parameter type oid {oid} is not supported")
-        p = prepare_one(sql, self._is_user_relation)
-        count = max(len(oids), max_parameter(sql))
-        oids += [0] * (count - len(oids))
-        inferred = params.infer_types(p.stmt, count, self._lookup)
-        types = [
-            codec.type_for_oid(o) if o not in (0, codec.UNKNOWN_OID) else inferred[i]
-            for i, o in enumerate(oids)
-        ]
-        p.param_types = types
-        statement = PreparedStatement(p, oids, types)
-        if isinstance(p.stmt, ast.Query):
-            # like PostgreSQL, report unknown relations / columns / functions at Parse time
-            try:
-                self._statement_columns(statement)
-            except PiestreamError as e:
-                if e.sqlstate in ("42P01", "42703", "42883"):
-                    raise
-        self.statements[name] = statement
-        self.channel.send(b"1")
-
-    def _bind(self, r: MessageReader) -> None:
-        portal_name = r.cstring()
-        stmt_name = r.cstring()
-        nformats = r.int16()
-        formats = [r.int16() for _ in range(max(nformats, 0))]
-        nvalues = r.int16()
-        raw: list[bytes | None] = []
-        for _ in range(max(nvalues, 0)):
-            n = r.int32()
-            raw.append(None if n < 0 else r.bytes_(n))
-        nresult = r.int16()
-        result_formats = [r.int16() for _ in range(max(nresult, 0))]
-        statement = self.statements.get(stmt_name)
-        if statement is None:
-            raise PiestreamError(f'prepared statement "{stmt_name}" does not exist', sqlstate="26000")
-        if portal_name and portal_name in self.portals:
-            raise PiestreamError(f'portal "{portal_name}" already exists', sqlstate="42P03")
-        expected = len(statement.oids)
-        if len(raw) != expected:
-            raise ProtocolViolation(
-                f'bind message supplies {len(raw)} parameters, but prepared statement "{stmt_name}" '
-                f"requires {expected}"
-            )
-        if nformats not in (0, 1) and nformats != len(raw):
-            raise ProtocolViolation(
-                f"bind message has {nformats} parameter formats but {len(raw)} parameters"
-            )
-        values = params.bind_values(raw, formats, statement.oids, statement.types)
-        self.portals[portal_name] = Portal(statement, values, result_formats)
-        self.channel.send(b"2")
-
-    def _describe(self, r: MessageReader) -> None:
-        what = r.byte()
-        name = r.cstring()
-        if what == b"S":
-            statement = self.statements.get(name)
-            if statement is None:
-                raise PiestreamError(f'prepared statement "{name}" does not exist', sqlstate="26000")
-            self.channel.send(
-                b"t",
-                int16(len(statement.types))
-                + b"".join(int32(params.reported_oid(t)) for t in statement.types),
-            )
-            columns = self._statement_columns(statement)
-            if columns is None:
-                self.channel.send(b"n")
-            else:
-                self.channel.send(b"T", self._row_description(columns, ()))
-        elif what == b"P":
-            portal = self.portals.get(name)
-            if portal is None:
-                raise PiestreamError(f'portal "{name}" does not exist', sqlstate="34000")
-            p = portal.statement.prepared
-            if p.empty or not (p.returns_rows or p.catalog):
-                self.channel.send(b"n")
-                return
-            if portal.result is None:
-                portal.result = self._run(p, portal.params)
-            self.channel.send(b"T", self._row_description(portal.result.columns, portal.formats))
-        else:
-            raise ProtocolViolation(f"invalid DESCRIBE message subtype {what[0]}")
-
-    def _statement_columns(self, statement: PreparedStatement) -> list[tuple[str, DataType]] | None:
-        """The result columns of a prepared statement, without its parameters' values."""
-        p = statement.prepared
-        if p.empty or not p.returns_rows:
-            return None
-        if statement.described is not None:
-            return statement.described
-        assert self.session is not None
-        dummies = [Literal(None, t) if t is not None else None for t in statement.types]
-        if isinstance(p.stmt, ast.Query):
-            bound = bind_query(self.session, p.stmt.query, dummies)
-            columns = list(zip(bound.names, bound.types, strict=True))
-        else:  # SHOW / EXPLAIN / DESCRIBE / catalog queries: side-effect free, so just run them
-            columns = self._run(p, dummies).columns
-        statement.described = columns
-        return columns
-
-    def _execute(self, r: MessageReader) -> None:
-        name = r.cstring()
-        limit = r.int32()
-        portal = self.portals.get(name)
-        if portal is None:
-            raise PiestreamError(f'portal "{name}" does not exist', sqlstate="34000")
-        p = portal.statement.prepared
-        if p.empty:
-            self.channel.send(b"I")
-            return
-        if portal.result is None:
-            portal.result = self._run(p, portal.params)
-        result = portal.result
-        if not (result.returns_rows or p.returns_rows):
-            self._complete(result)
-            return
-        n = self._send_result(result, portal.formats, portal.sent, limit)
-        portal.sent += n
-        if limit > 0 and portal.sent < len(result.rows):
-            self.channel.send(b"s")  # PortalSuspended
-            return
-        tag = result.tag
-        if tag.startswith("SELECT"):
-            tag = f"SELECT {n}"
-        self._complete(result, tag)
-
-    def _close_object(self, r: MessageReader) -> None:
-        what = r.byte()
-        name = r.cstring()
-        if what == b"S":
-            self.statements.pop(name, None)
-        elif what == b"P":
-            self.portals.pop(name, None)
-        else:
-            raise ProtocolViolation(f"invalid CLOSE message subtype {what[0]}")
-        self.channel.send(b"3")
 
 
 def _internal_errors(fn: Callable[[], QueryResult]) -> QueryResult:
@@ -702,47 +403,3 @@ def _internal_errors(fn: Callable[[], QueryResult]) -> QueryResult:
     except Exception as e:
         log.exception("catalog query failed")
         raise InternalError(f"internal error: {type(e).__name__}: {e}") from e
-
-
-def _format_of(formats: Sequence[int], i: int) -> int:
-    if not formats:
-        return 0
-    if len(formats) == 1:
-        return formats[0]
-    return formats[i] if i < len(formats) else 0
-
-
-def _parse_options(options: str) -> list[tuple[str, str]]:
-    """The startup ``options`` string: ``-c name=value`` and ``--name=value`` (backslash escapes spaces)."""
-    words: list[str] = []
-    current = ""
-    escape = False
-    for ch in options:
-        if escape:
-            current += ch
-            escape = False
-        elif ch == "\\":
-            escape = True
-        elif ch.isspace():
-            if current:
-                words.append(current)
-            current = ""
-        else:
-            current += ch
-    if current:
-        words.append(current)
-    out: list[tuple[str, str]] = []
-    i = 0
-    while i < len(words):
-        w = words[i]
-        setting = None
-        if w == "-c" and i + 1 < len(words):
-            setting = words[i + 1]
-            i += 1
-        elif w.startswith("-c") or w.startswith("--"):
-            setting = w[2:]
-        if setting and "=" in setting:
-            k, v = setting.split("=", 1)
-            out.append((k.replace("-", "_"), v))
-        i += 1
-    return out
