@@ -137,6 +137,29 @@ def spark_stages(sc: Any, group: str) -> list[tuple[int, int, float, float]]:
     return out
 
 
+def _trivial_task(index: int, it: Iterator[Any]) -> list[tuple[int, bytes]]:
+    for _ in it:  # exhaust the input (keeps the Python worker reusable)
+        pass
+    return [(index, b"x")]
+
+
+def spark_floor(spark: Any, tasks_per_stage: list[int], runs: int) -> list[float]:
+    """Wall time of an RDD job shaped like an epoch (parallelize, then partitionBy per stage,
+    collect) whose tasks do nothing: what Spark itself costs per epoch on this machine now."""
+    sc = spark.sparkContext
+    out = []
+    for _ in range(runs + 3):
+        t = time.perf_counter()
+        rdd = sc.parallelize([[0]] * tasks_per_stage[0], tasks_per_stage[0]).mapPartitionsWithIndex(
+            _trivial_task
+        )
+        for n in tasks_per_stage[1:]:
+            rdd = rdd.partitionBy(n, lambda k, n=n: k % n).mapPartitionsWithIndex(_trivial_task)
+        rdd.collect()
+        out.append(time.perf_counter() - t)
+    return out[3:]
+
+
 def pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
@@ -242,6 +265,23 @@ def bench_empty(args: argparse.Namespace, spark: Any, root: Path) -> None:
         print(f"      meta commit (one transaction)    {commit * 1000:8.1f} ms")
         other = statistics.median(walls) - commit - stage_sum / 1000 - planning
         print(f"      rest: job submit/collect, driver {other * 1000:8.1f} ms")
+        floor = spark_floor(spark, [r[0] for r in recs[-1].stages], n)
+        print(
+            f"    the Spark floor now: the same-shaped job ({n_stages} stages, trivial Python tasks) "
+            f"p50 {statistics.median(floor):.3f} s  min {min(floor):.3f} s"
+        )
+        # where the driver's time goes (py4j calls, parallelize, closure pickling, collect)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(5):
+            rec.epoch()
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
+        print("    driver profile of 5 empty epochs, top functions by own time:")
+        for line in buf.getvalue().splitlines():
+            if line.strip() and ("/" in line or "{" in line or "ncalls" in line):
+                print("      " + line.replace(str(Path(__file__).resolve().parents[1]) + "/", ""))
     finally:
         db.close()
 

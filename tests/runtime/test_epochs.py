@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from graph_fixtures import MV, TABLE, table_and_mv
@@ -12,6 +13,7 @@ from piestream.common.types import BIGINT, INT
 from piestream.meta.barrier_manager import BarrierManager
 from piestream.meta.hummock_manager import HummockManager
 from piestream.meta.store import MetaStore
+from piestream.runtime.epoch_plan import plan_epoch
 from piestream.runtime.runners import LocalRunner, SparkRunner
 from piestream.storage.hummock import HummockStorage, SstableStore
 from piestream.storage.object_store import open_object_store
@@ -66,5 +68,31 @@ def test_local_runner_table_and_mv_equal_model(tmp_path) -> None:  # type: ignor
 def test_spark_runner_table_and_mv_equal_model(tmp_path, spark) -> None:  # type: ignore[no-untyped-def]
     sst, hm, bm = _setup(tmp_path, SparkRunner(spark))
     model = _run_random_epochs(bm, 6, seed=2)
+    assert _read(sst, hm, TABLE) == sorted(model.items())
+    assert _read(sst, hm, MV) == sorted((k, v * 2) for k, v in model.items() if v > 0)
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3])
+def test_actors_grouped_into_task_slots(tmp_path, slots: int) -> None:  # type: ignore[no-untyped-def]
+    """A stage with more actors than task slots runs several actors per task: each actor in
+    exactly one partition, routed there, and the results are those of one task per actor."""
+    sst, hm, bm = _setup(tmp_path, LocalRunner(task_slots=slots))
+    plan = plan_epoch(
+        bm.graph,
+        data_epoch=bm._data_epoch,
+        barrier=None,  # type: ignore[arg-type]
+        committed_epoch=0,
+        version=hm.version,
+        store_url="",
+    )
+    plan = replace(plan, task_slots=slots)
+    for k, actors in enumerate(plan.stages):
+        n = plan.num_partitions(k)
+        assert n == min(slots, len(actors))
+        owned = [a for i in range(n) for a in plan.actors_of_partition(k, i)]
+        assert sorted(owned) == sorted(actors)
+        index = plan.partition_index(k)
+        assert all(a in plan.actors_of_partition(k, index[a]) for a in actors)
+    model = _run_random_epochs(bm, 8, seed=3)
     assert _read(sst, hm, TABLE) == sorted(model.items())
     assert _read(sst, hm, MV) == sorted((k, v * 2) for k, v in model.items() if v > 0)
