@@ -483,6 +483,7 @@ SHAPES = (
     "distinct",
     "topn",
     "group_topn",
+    "over_window",
     "window",
     "cte",
     "subquery_from",
@@ -820,7 +821,41 @@ class QueryGen:
             f"FROM {s.dk}{wd}) AS gt WHERE {filt}",
             out_cols,
             "group_topn",
-            may_be_unsupported=show_rn,
+        )
+
+    def q_over_window(self, depth: int) -> Query:
+        """Ranking window functions selected (and maybe filtered): ORDER BY every other output
+        column, so rank / dense_rank are exact and row numbers of tied rows go to identical rows."""
+        s = self.src(depth)
+        sc = self.scope(s)
+        exprs = self.select_list(sc, self.r.randint(2, 4))
+        n_part = self.r.randint(0, len(exprs) - 1)
+        part, rest = exprs[:n_part], exprs[n_part:]
+        dirs = [self.r.choice(["", " DESC", " NULLS FIRST", " DESC NULLS LAST"]) for _ in rest]
+
+        def over(d: str) -> str:
+            es = [getattr(e, d) for e in exprs]
+            p = f"PARTITION BY {', '.join(es[:n_part])} " if part else ""
+            o = ", ".join(e + x for e, x in zip(es[n_part:], dirs, strict=True))
+            return f"{p}ORDER BY {o}"
+
+        fns = [self.r.choice(["ROW_NUMBER()", "rank()", "dense_rank()"]) for _ in range(self.r.randint(1, 2))]
+        pg, dk, cols = self.aliased(exprs)
+        wp, wd = self.where(sc, 0.3)
+        w_pg = ", ".join(f"{f} OVER ({over('pg')}) AS w{i}" for i, f in enumerate(fns))
+        w_dk = ", ".join(f"{f} OVER ({over('dk')}) AS w{i}" for i, f in enumerate(fns))
+        out_cols = cols + [Column(f"w{i}", "bigint") for i in range(len(fns))]
+        inner_pg = f"SELECT {pg}, {w_pg} FROM {s.pg}{wp}"
+        inner_dk = f"SELECT {dk}, {w_dk} FROM {s.dk}{wd}"
+        if self.g.chance(0.5):
+            return Query(inner_pg, inner_dk, out_cols, "over_window")
+        names = ", ".join(c.name for c in out_cols)
+        filt = f"w0 <= {self.r.randint(1, 3)}"
+        return Query(
+            f"SELECT {names} FROM ({inner_pg}) AS ow WHERE {filt}",
+            f"SELECT {names} FROM ({inner_dk}) AS ow WHERE {filt}",
+            out_cols,
+            "over_window",
         )
 
     def q_window(self, depth: int) -> Query:

@@ -91,6 +91,8 @@ FEATURES = {
     "order by limit": r"ORDER BY .* LIMIT \d+",
     "offset": r"OFFSET \d+",
     "row_number": r"ROW_NUMBER\(\) OVER \(PARTITION BY",
+    "rank": r"rank\(\) OVER",
+    "dense_rank": r"dense_rank\(\) OVER",
     "tumble": r"TUMBLE\(",
     "hop": r"HOP\(",
     "cte": r"^WITH ",

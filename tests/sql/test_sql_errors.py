@@ -84,7 +84,6 @@ def test_sqlstate(st: Session, sql: str, sqlstate: str, pos: int | None) -> None
 
 UNSUPPORTED = [
     "SELECT k FROM t ORDER BY k OFFSET 2",
-    "SELECT k, rank() OVER (ORDER BY v) AS r FROM t",
     "SELECT sum(v) OVER (PARTITION BY name) AS s FROM t",
     "SELECT k FROM t EXCEPT SELECT k FROM t",
     "SELECT k FROM t INTERSECT SELECT k FROM t",

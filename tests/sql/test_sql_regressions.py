@@ -150,3 +150,39 @@ def test_join_with_a_single_actor_mv(s: Session) -> None:
     assert rows(s, "SELECT * FROM mv") == [(2, 20, 20), (3, 30, 30)]
     s.execute("DELETE FROM t WHERE k = 3")
     assert rows(s, "SELECT * FROM mv") == [(1, 10, 10), (2, 20, 20)]
+
+
+def test_window_values_selected_in_an_mv(s: Session) -> None:
+    """ROW_NUMBER() selected next to its <= N filter failed with 0A000; rank() / dense_rank() in
+    an MV too. Now an OverWindow (over a GroupTopN when the filter allows) maintains them."""
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY, g INT, v INT)")
+    top = (
+        "SELECT k, g, v, rn FROM (SELECT k, g, v, ROW_NUMBER() OVER (PARTITION BY g ORDER BY v DESC) AS rn "
+        "FROM t) s WHERE rn <= 2"
+    )
+    ranks = (
+        "SELECT k, g, v, rank() OVER (PARTITION BY g ORDER BY v) AS r, "
+        "dense_rank() OVER (PARTITION BY g ORDER BY v) AS dr FROM t"
+    )
+    s.execute(f"CREATE MATERIALIZED VIEW m1 AS {top}")
+    s.execute(f"CREATE MATERIALIZED VIEW m2 AS {ranks}")
+    s.execute("INSERT INTO t VALUES (1, 1, 10), (2, 1, 20), (3, 1, 20), (4, 2, 5), (5, 1, 30)")
+    assert rows(s, "SELECT * FROM m1") == [(2, 1, 20, 2), (4, 2, 5, 1), (5, 1, 30, 1)]
+    assert rows(s, "SELECT * FROM m2") == [
+        (1, 1, 10, 1, 1),
+        (2, 1, 20, 2, 2),
+        (3, 1, 20, 2, 2),
+        (4, 2, 5, 1, 1),
+        (5, 1, 30, 4, 3),
+    ]
+    s.execute("DELETE FROM t WHERE k = 5")
+    s.execute("UPDATE t SET v = 1 WHERE k = 1")
+    assert rows(s, "SELECT * FROM m1") == [(2, 1, 20, 1), (3, 1, 20, 2), (4, 2, 5, 1)]
+    assert rows(s, "SELECT * FROM m2") == [
+        (1, 1, 1, 1, 1),
+        (2, 1, 20, 2, 2),
+        (3, 1, 20, 2, 2),
+        (4, 2, 5, 1, 1),
+    ]
+    assert rows(s, "SELECT * FROM m1") == rows(s, top)
+    assert rows(s, "SELECT * FROM m2") == rows(s, ranks)

@@ -8,12 +8,12 @@ their equi-conditions) without changing any result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.schema import Schema
-from piestream.common.types import DataType, TypeKind
+from piestream.common.types import TypeKind
 from piestream.expr.bind import bind_call, fold_constants
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.binder.rewrite import input_refs, remap_refs, transform
@@ -213,19 +213,11 @@ def _push_join(node: Join, preds: list[Expr]) -> PlanNode:
 # ROW_NUMBER() <= N  ->  group TopN
 
 
-@dataclass(frozen=True)
-class RowNumberUnavailable(Expr):
-    """Stands for a ROW_NUMBER() value after its filter became a group TopN, which does not output
-    it. If it survives column pruning the query selects the value itself: not supported."""
-
-    return_type: DataType
-
-    def eval(self, chunk: Any) -> Any:
-        raise FeatureNotSupported("selecting the value of ROW_NUMBER() is not supported; filter by it only")
-
-
 def row_number_to_top_n(plan: PlanNode) -> PlanNode:
-    """``Filter(rn <= N) over OverWindow(row_number)`` -> ``TopN(group=partition, limit=N)``."""
+    """``Filter(rn <= N) over OverWindow(row_number)`` -> ``OverWindow(TopN(group=partition,
+    limit=N))``: only the top N rows of a partition can pass, and their row numbers are the same
+    (TopN ranks by the same order, ties broken by the same stream key). Column pruning removes the
+    OverWindow again when the row number is not selected."""
 
     def rule(n: PlanNode) -> PlanNode:
         if not isinstance(n, Filter):
@@ -248,40 +240,12 @@ def row_number_to_top_n(plan: PlanNode) -> PlanNode:
         if limit is None:
             return n
         top = TopN(ow.input.schema, ow.input, list(ow.order_by), limit, 0, list(ow.partition_by))
-        placeholder = RowNumberUnavailable(ow.calls[0].return_type)
-        if proj is None:
-            exprs: list[Expr] = [*(InputRef(i, t) for i, t in enumerate(top.types)), placeholder]
-            out: PlanNode = Project(n.input.schema, top, exprs)
-        else:
-            exprs = [
-                transform(e, lambda x: placeholder if isinstance(x, InputRef) and x.index == rn_col else None)
-                for e in proj.exprs
-            ]
-            out = Project(proj.schema, top, exprs)
+        out: PlanNode = replace(ow, input=top)
+        if proj is not None:
+            out = Project(proj.schema, out, proj.exprs)
         return _wrap_filter(out, rest)
 
     return map_tree(plan, rule)
-
-
-def check_no_placeholders(plan: PlanNode) -> None:
-    from piestream.frontend.binder.rewrite import walk
-
-    def visit(n: PlanNode) -> None:
-        exprs: list[Expr] = []
-        if isinstance(n, Project):
-            exprs = n.exprs
-        elif isinstance(n, Filter):
-            exprs = [n.predicate]
-        elif isinstance(n, Join) and n.condition is not None:
-            exprs = [n.condition]
-        for e in exprs:
-            for x in walk(e):
-                if isinstance(x, RowNumberUnavailable):
-                    x.eval(None)
-        for i in n.inputs():
-            visit(i)
-
-    visit(plan)
 
 
 def _rank_limit(preds: list[Expr], col: int) -> tuple[int | None, list[Expr]]:
@@ -387,6 +351,10 @@ def _prune(node: PlanNode, required: set[int]) -> tuple[PlanNode, dict[int, int]
         out = {i: i for i in range(g)}
         out.update({g + old: g + new_i for new_i, old in enumerate(keep_calls)})
         return agg, out
+    if isinstance(node, OverWindow):
+        n_in = len(node.input.types)
+        if not any(i >= n_in for i in required):  # no window value is used: drop the window
+            return _prune(node.input, required)
     # nodes whose columns all pass through: prune nothing below them, keep their order
     kids = [(_prune(i, set(range(len(i.types))))[0]) for i in node.inputs()]
     return (node.with_inputs(kids) if kids else node), {i: i for i in range(len(node.types))}
@@ -407,7 +375,6 @@ def optimize(plan: PlanNode, *, streaming: bool) -> PlanNode:
     plan = merge_projects(plan)
     plan = fold(plan)
     if streaming:
-        check_no_placeholders(plan)
         check_no_volatile(plan)
     return plan
 

@@ -43,6 +43,7 @@ from piestream.stream.executors.backfill import BackfillNode, backfill_state_tab
 from piestream.stream.executors.filter import FilterNode
 from piestream.stream.executors.hash_join import JoinType, build_hash_join, join_stream_key_internal
 from piestream.stream.executors.hop_window import HopWindowNode
+from piestream.stream.executors.over_window import build_over_window
 from piestream.stream.executors.project import ProjectNode
 from piestream.stream.executors.row_id_gen import RowIdGenNode
 from piestream.stream.executors.source import SourceSpec, build_source_node
@@ -323,9 +324,22 @@ class StreamPlanner:
         return self.reorder(piece, [*range(p.width), w, w + 1])
 
     def _plan_overwindow(self, node: OverWindow) -> Piece:
-        raise FeatureNotSupported(
-            "window functions in materialized views are supported only as ROW_NUMBER() filtered by <= N"
+        p = self.plan(node.input)
+        g = list(node.partition_by)
+        p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
+        w = len(p.schema)
+        n_in = len(node.input.schema)
+        ow = build_over_window(
+            p.node,
+            partition_by=g,
+            order_by=node.order_by,
+            calls=[c.kind for c in node.calls],
+            names=node.schema.names[n_in:],
+            table_id=self.next_table_id(),
         )
+        piece = Piece(ow, p.dist, w + len(node.calls))
+        # logical order: input's logical columns, the window values, then hidden
+        return self.reorder(piece, [*range(p.width), *range(w, w + len(node.calls))])
 
     def _plan_union(self, node: Union) -> Piece:
         pieces = [self.plan(i) for i in node.union_inputs]

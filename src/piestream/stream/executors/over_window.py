@@ -1,0 +1,181 @@
+"""OverWindow: ranking window functions (row_number, rank, dense_rank) over partitions, maintained
+incrementally (reference §6 / §7: output = input columns ++ one column per call, stream key = input
+stream key ++ partition columns).
+
+The state table holds every input row, keyed by partition | ORDER BY | rest of the input stream key
+(the same layout as a GroupTopN), so a partition's rows come back in window order and ties in
+ORDER BY are broken by the stream key, deterministically. Output is computed per epoch, like TopN:
+the first time a chunk touches a partition in an epoch the executor reads the partition (what it
+has emitted so far is a function of those rows); on the barrier it re-reads every touched
+partition, recomputes the window values and emits the difference, Deletes before Inserts. A row
+whose rank moved is retracted with its old value and inserted with the new one.
+
+Cost per touched partition and epoch is its size: fine for the partitions ROW_NUMBER() <= N
+leaves (the planner puts a GroupTopN below when the filter allows) and for moderate ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+
+from piestream.common.chunk import Op, StreamChunk
+from piestream.common.errors import FeatureNotSupported, InternalError
+from piestream.common.order import ASC, OrderType
+from piestream.common.scalar import Row
+from piestream.common.schema import Schema
+from piestream.common.types import BIGINT, Field
+from piestream.encoding import memcomparable
+from piestream.storage.table.desc import TableDesc
+from piestream.storage.table.schemas import top_n_table
+from piestream.stream.executor import ActorContext, Executor
+from piestream.stream.message import Barrier
+from piestream.stream.nodes import StreamNode
+
+RANKING = ("row_number", "rank", "dense_rank")
+
+
+def over_window_stream_key(input_stream_key: Sequence[int], partition_by: Sequence[int]) -> tuple[int, ...]:
+    return tuple(dict.fromkeys([*input_stream_key, *partition_by]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverWindowNode(StreamNode):
+    """Window calls over `input`; build it with `build_over_window`."""
+
+    input: StreamNode
+    partition_by: tuple[int, ...]
+    order_by: tuple[tuple[int, OrderType], ...]
+    calls: tuple[str, ...]
+    state_table: TableDesc
+
+    def __post_init__(self) -> None:
+        bad = [c for c in self.calls if c not in RANKING]
+        if bad:
+            raise FeatureNotSupported(f"window function {bad[0]} is not supported in materialized views")
+        if self.append_only:
+            raise InternalError("OverWindow output is never append-only: ranks move")
+
+    def inputs(self) -> tuple[StreamNode, ...]:
+        return (self.input,)
+
+    def build(self, ctx: ActorContext) -> Executor:
+        return OverWindowExecutor(ctx, self)
+
+    def tables(self) -> list[TableDesc]:
+        return [self.state_table]
+
+    def explain(self) -> str:
+        names = self.input.schema.names
+        part = ", ".join(names[c] for c in self.partition_by)
+        order = ", ".join(f"{names[c]} {o}" for c, o in self.order_by)
+        return (
+            f"OverWindow {{ calls: [{', '.join(self.calls)}], partition_by: [{part}], order_by: [{order}] }}"
+        )
+
+
+def build_over_window(
+    input: StreamNode,
+    *,
+    partition_by: Sequence[int],
+    order_by: Sequence[tuple[int, OrderType]],
+    calls: Sequence[str],
+    names: Sequence[str] | None = None,
+    table_id: int,
+) -> OverWindowNode:
+    schema = input.schema
+    names = list(names or [f"_window{i}" for i in range(len(calls))])
+    out = Schema((*schema.fields, *(Field(n, BIGINT) for n in names)))
+    table = top_n_table(
+        table_id, [(f.name, f.data_type) for f in schema], partition_by, order_by, input.stream_key
+    )
+    return OverWindowNode(
+        schema=out,
+        stream_key=over_window_stream_key(input.stream_key, partition_by),
+        append_only=False,
+        input=input,
+        partition_by=tuple(partition_by),
+        order_by=tuple(order_by),
+        calls=tuple(calls),
+        state_table=table,
+    )
+
+
+def window_values(rows: Sequence[Row], order_cols: Sequence[int], calls: Sequence[str]) -> list[Row]:
+    """Each row (in window order) with its window values appended."""
+    out: list[Row] = []
+    rank = dense = 0
+    prev: tuple[object, ...] | None = None
+    for i, r in enumerate(rows):
+        peers = tuple(r[c] for c in order_cols)
+        if prev is None or peers != prev:
+            rank = i + 1
+            dense += 1
+            prev = peers
+        vals = {"row_number": i + 1, "rank": rank, "dense_rank": dense}
+        out.append((*r, *(vals[c] for c in calls)))
+    return out
+
+
+class OverWindowExecutor(Executor):
+    def __init__(self, ctx: ActorContext, node: OverWindowNode) -> None:
+        super().__init__(ctx, node.schema, node.stream_key, False)
+        self.state = self.table(node.state_table)
+        self.desc = node.state_table
+        self.partition_by = list(node.partition_by)
+        self.n_part = len(node.partition_by)
+        self.order_cols = [c for c, _ in node.order_by]
+        self.calls = list(node.calls)
+        self.in_types = node.input.schema.types
+        self.types = node.schema.types
+        self.parts: dict[bytes, tuple[Row, list[Row]]] = {}  # partition -> (prefix, rows at epoch start)
+
+    def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
+        c = chunk.compact()
+        n = c.capacity
+        if not n:
+            return []
+        if self.n_part:
+            keys = memcomparable.encode_columns_arrow(
+                [c.columns[i] for i in self.partition_by],
+                self.desc.pk_types[: self.n_part],
+                [ASC] * self.n_part,
+            )
+            enc = pc.dictionary_encode(keys)
+            ids = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
+            uniq: list[bytes] = enc.dictionary.to_pylist()
+        else:
+            ids = np.zeros(n, np.int64)
+            uniq = [b""]
+        new = [g for g, key in enumerate(uniq) if key not in self.parts]
+        if new:
+            _, first = np.unique(ids, return_index=True)
+            if self.n_part:
+                part_types = [self.in_types[i] for i in self.partition_by]
+                prefixes = c.take(first[new]).project(self.partition_by).to_rows(part_types)
+            else:
+                prefixes = [()]
+            for g, prefix in zip(new, prefixes, strict=True):
+                self.parts[uniq[g]] = (prefix, list(self.state.iter_with_prefix(prefix)))
+        self.state.write_chunk(c)
+        return []
+
+    def barrier(self, barrier: Barrier) -> list[StreamChunk]:
+        deletes: list[tuple[Op, Row]] = []
+        inserts: list[tuple[Op, Row]] = []
+        for prefix, old_rows in self.parts.values():
+            new_rows = list(self.state.iter_with_prefix(prefix))
+            old = window_values(old_rows, self.order_cols, self.calls)
+            new = window_values(new_rows, self.order_cols, self.calls)
+            old_set, new_set = set(old), set(new)
+            deletes.extend((Op.DELETE, r) for r in old if r not in new_set)
+            inserts.extend((Op.INSERT, r) for r in new if r not in old_set)
+        self.parts = {}
+        self.commit_state(barrier)
+        records = deletes + inserts
+        if not records:
+            return []
+        return StreamChunk.from_rows(records, self.types).split(self.ctx.config.chunk_size)
