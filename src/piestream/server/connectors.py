@@ -279,12 +279,7 @@ def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
             query = stmt.query
             definition = stmt.text
         else:
-            assert stmt.from_relation is not None
-            src = s.db.catalog.get(stmt.from_relation)
-            if src is not None and src.kind not in (RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW):
-                raise FeatureNotSupported(
-                    f"CREATE SINK FROM a {src.kind.value} is not supported; use AS SELECT"
-                )
+            assert stmt.from_relation is not None  # FROM x = AS SELECT * FROM x
             query = exp.select("*").from_(exp.to_table(stmt.from_relation))
             definition = stmt.text
         binder = QueryBinder(s.db.catalog.snapshot())
