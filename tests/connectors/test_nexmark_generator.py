@@ -167,6 +167,10 @@ def test_declared_types_are_cast_and_unknown_columns_rejected() -> None:
             _spec([("price", BIGINT)], **{"nexmark.table.type": "Bid", "nexmark.hot.ratio": "2"})
         )
     assert config_from_options({"nexmark.active_people": "50"}).active_people == 50
+    _, limits = nexmark_connector(
+        _spec([("price", BIGINT)], **{"nexmark.table.type": "Bid", "nexmark.event.rate": "200"})
+    )
+    assert limits.rate_limit == 200
 
 
 def test_combined_form_has_one_struct_per_event() -> None:

@@ -68,6 +68,7 @@ _FIELD_OPTIONS.update(
 )
 #: options the source reads itself (not generator model parameters)
 SOURCE_OPTIONS = {
+    "event.rate",
     "split.num",
     "event.num",
     "table.type",

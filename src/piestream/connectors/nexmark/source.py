@@ -16,7 +16,9 @@ Forms (reference §8):
 
 Declared types may differ from the natural ones (e.g. INT ids, TIMESTAMPTZ): values are cast.
 Rate: ``nexmark.min.event.gap.in.ns`` per split (default 100000 ⇒ 10k events/s per split;
-0 = unlimited), or ``source_rate_limit`` for the whole source.
+0 = unlimited), or ``nexmark.event.rate`` / ``source_rate_limit`` (events per second for the
+whole source). Event *times* advance by ``1000 / nexmark.first.event.rate`` ms per event whatever
+the generation rate (deterministic, as with RisingWave's ``nexmark.use.real.time = false``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from piestream.connectors.nexmark.generator import (
     event_kinds,
     timestamps_ms,
 )
-from piestream.connectors.options import InvalidOption, parse_int, source_limits
+from piestream.connectors.options import InvalidOption, parse_float, parse_int, source_limits
 from piestream.expr.functions.cast import cast_array
 from piestream.stream.executors.source import ReadResult, SourceLimits, SourceReader, SourceSpec
 
@@ -178,6 +180,9 @@ def nexmark_connector(spec: SourceSpec) -> tuple[SourceReader, SourceLimits]:
         minimum=0,
     )
     rate = split_num * 1e9 / gap if gap > 0 else None
+    if "event.rate" in opts:  # events per second for the whole source (0 = unlimited)
+        r = parse_float("nexmark.event.rate", opts["event.rate"], minimum=0)
+        rate = r if r > 0 else None
     chunk = (
         parse_int("nexmark.max.chunk.size", opts["max.chunk.size"], minimum=1)
         if "max.chunk.size" in opts
