@@ -186,3 +186,17 @@ def test_window_values_selected_in_an_mv(s: Session) -> None:
     ]
     assert rows(s, "SELECT * FROM m1") == rows(s, top)
     assert rows(s, "SELECT * FROM m2") == rows(s, ranks)
+
+
+def test_backfill_of_two_scans_in_one_fragment(s: Session) -> None:
+    """A join on both tables' keys needs no exchange: both backfills run in one actor, and the
+    second skipped its snapshot (the 'done' flag was one per actor). The MV missed old rows."""
+    s.execute("CREATE TABLE a (k VARCHAR PRIMARY KEY, g INT); CREATE TABLE b (k VARCHAR PRIMARY KEY, h INT)")
+    s.execute("INSERT INTO a VALUES ('k8', 0), ('k1', 3); INSERT INTO b VALUES ('k8', 30), ('k1', 31)")
+    s.execute("CREATE MATERIALIZED VIEW j AS SELECT a.g, b.h FROM a JOIN b ON a.k = b.k")
+    s.execute("CREATE MATERIALIZED VIEW r AS SELECT a.g, b.h FROM a RIGHT JOIN b ON a.k = b.k AND a.g > 0")
+    assert rows(s, "SELECT * FROM j") == [(0, 30), (3, 31)]
+    assert rows(s, "SELECT * FROM r") == [(3, 31), (None, 30)]
+    s.execute("INSERT INTO b VALUES ('k9', 32); INSERT INTO a VALUES ('k9', 5)")
+    assert rows(s, "SELECT * FROM j") == [(0, 30), (3, 31), (5, 32)]
+    assert rows(s, "SELECT * FROM r") == [(3, 31), (5, 32), (None, 30)]

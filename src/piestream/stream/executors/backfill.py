@@ -62,6 +62,8 @@ class BackfillExecutor(Executor):
         self.vnodes = ctx.vnodes.vnodes().tolist() if node.upstream.vnode_count == ctx.vnodes.count else [0]
         self._checked = False
         self._pending: list[int] = []
+        # the actor's cache is shared by its executors: a join of two scans has two backfills
+        self._done_key = f"backfill_done:{node.state_table.table_id}"
 
     def _project(self, chunk: StreamChunk) -> StreamChunk:
         return chunk.project(list(self.node.output_indices))
@@ -71,11 +73,11 @@ class BackfillExecutor(Executor):
         if self._checked:
             return []
         self._checked = True
-        if self.ctx.cache.get("backfill_done"):  # valid: the cache reflects the committed epoch
+        if self.ctx.cache.get(self._done_key):  # valid: the cache reflects the committed epoch
             return []
         self._pending = [v for v in self.vnodes if self.progress.get_row((v,)) is None]
         if not self._pending:
-            self.ctx.cache["backfill_done"] = True
+            self.ctx.cache[self._done_key] = True
             return []
         from piestream.common.vnode import VnodeBitmap
 
@@ -89,7 +91,7 @@ class BackfillExecutor(Executor):
                 out.extend(StreamChunk.inserts(chunk).split(self.ctx.config.chunk_size))
         for v in self._pending:
             self.progress.insert_row((v, True))
-        self.ctx.cache["backfill_done"] = True
+        self.ctx.cache[self._done_key] = True
         return out
 
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
