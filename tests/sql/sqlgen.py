@@ -566,6 +566,9 @@ class QueryGen:
             if category(c.t) == category(d.t) and c.t != "bool"
         ]
         g_pairs = [(x, y) for x, y in pairs if x.pg.endswith(".g") and y.pg.endswith(".g")]
+        k_pairs = [(x, y) for x, y in pairs if x.pg.endswith(".k") and y.pg.endswith(".k")]
+        if k_pairs and self.g.chance(0.25):  # both sides' keys: no exchange, one fragment
+            return self.r.choice(k_pairs)
         if g_pairs and self.g.chance(0.6):
             return self.r.choice(g_pairs)
         if pairs:

@@ -200,3 +200,20 @@ def test_backfill_of_two_scans_in_one_fragment(s: Session) -> None:
     s.execute("INSERT INTO b VALUES ('k9', 32); INSERT INTO a VALUES ('k9', 5)")
     assert rows(s, "SELECT * FROM j") == [(0, 30), (3, 31), (5, 32)]
     assert rows(s, "SELECT * FROM r") == [(3, 31), (5, 32), (None, 30)]
+
+
+def test_correlated_aggregate_with_conditions_on_the_outer_row(s: Session) -> None:
+    """WHERE conjuncts of a correlated aggregate subquery that use only outer columns were 0A000;
+    where they fail the subquery sees no rows (count 0, other aggregates NULL)."""
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY, g INT, v INT); CREATE TABLE u (g INT, i INT)")
+    q = (
+        "SELECT a.k, (SELECT count(*) FROM u b WHERE a.v > 3) AS c1, "
+        "(SELECT sum(b.i) + 1 FROM u b WHERE b.g = a.g AND a.v > 3) AS c2, "
+        "(SELECT count(*) + a.k FROM u b WHERE b.g = a.g AND a.v IS NOT NULL) AS c3 FROM t a"
+    )
+    s.execute(f"CREATE MATERIALIZED VIEW m AS {q}")
+    s.execute("INSERT INTO t VALUES (1, 1, 5), (2, 2, NULL), (3, NULL, 7), (4, 1, 0)")
+    s.execute("INSERT INTO u VALUES (1, 10), (1, 20), (3, 5), (NULL, 1)")
+    want = [(1, 4, 31, 3), (2, 0, None, 2), (3, 4, None, 3), (4, 0, None, 6)]
+    assert rows(s, "SELECT * FROM m") == want
+    assert rows(s, q) == want

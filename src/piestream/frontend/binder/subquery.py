@@ -20,7 +20,7 @@ from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.schema import Schema
 from piestream.common.types import TypeKind
 from piestream.expr.bind import bind_call, coerce_to, common_type
-from piestream.expr.expr import Expr, FuncCall, InputRef
+from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.rewrite import shift_refs, transform, walk
 from piestream.frontend.binder.scope import OuterRef, Scope, ScopeColumn
@@ -207,11 +207,15 @@ class SubqueryRewriter:
         keys_inner: list[Expr] = []
         keys_outer: list[Expr] = []
         filters: list[Expr] = []
+        outer_only: list[Expr] = []
         where = sub.args.get("where")
         for c in conjuncts(where.this) if where is not None else []:
             e = ExprBinder(scope, params=qb.params, context="WHERE").bind(c)
             if not any(isinstance(x, OuterRef) for x in walk(e)):
                 filters.append(e)
+                continue
+            if not any(isinstance(x, InputRef) and not isinstance(x, OuterRef) for x in walk(e)):
+                outer_only.append(_outer_to_input(e, position(c)))  # a condition on the outer row
                 continue
             pair = _correlated_equality(e)
             if pair is None:
@@ -262,7 +266,38 @@ class SubqueryRewriter:
             r = InputRef(n_left + x.index, x.return_type)
             return coalesce_zero(r) if calls[x.index - n_keys].kind in ("count", "count_star") else r
 
-        return transform(select[0], on_join)
+        value = transform(select[0], on_join)
+        if not outer_only:
+            return value
+
+        # conditions on the outer row alone: where they fail, the subquery sees no rows
+        def on_empty(x: Expr) -> Expr | None:
+            if isinstance(x, OuterRef):
+                return on_join(x)
+            if not isinstance(x, InputRef):
+                return None
+            if x.index < n_keys:
+                return keys_outer[x.index]
+            kind = calls[x.index - n_keys].kind
+            return Literal(0 if kind in ("count", "count_star") else None, x.return_type)
+
+        empty = transform(select[0], on_empty)
+        return bind_call("case", [and_all(outer_only), value, empty])  # type: ignore[list-item]
+
+
+def _outer_to_input(e: Expr, pos: int | None) -> Expr:
+    """An expression over the outer row only, with its outer references as plain columns."""
+
+    def fn(x: Expr) -> Expr | None:
+        if isinstance(x, OuterRef):
+            if x.depth != 1:
+                raise FeatureNotSupported(
+                    "subqueries correlated across two levels are not supported", position=pos
+                )
+            return InputRef(x.index, x.return_type)
+        return None
+
+    return transform(e, fn)
 
 
 def _has_outer(plan: PlanNode) -> bool:
