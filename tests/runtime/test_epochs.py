@@ -96,3 +96,34 @@ def test_actors_grouped_into_task_slots(tmp_path, slots: int) -> None:  # type: 
     model = _run_random_epochs(bm, 8, seed=3)
     assert _read(sst, hm, TABLE) == sorted(model.items())
     assert _read(sst, hm, MV) == sorted((k, v * 2) for k, v in model.items() if v > 0)
+
+
+def test_hash_agg_reads_previous_states_from_the_worker_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """In one long-lived worker (the in-process runner) the HashAgg actors find their groups'
+    states in the cache they filled at the committed epoch, and the MV stays exact."""
+    from piestream.server.database import Database, DatabaseConfig
+
+    config = DatabaseConfig(runner="local", barrier_interval=3600, background_compaction=False)
+    db = Database(tmp_path / "db", config=config)
+    try:
+        s = db.session()
+        s.execute("CREATE TABLE t (k INT, v BIGINT)")
+        s.execute("CREATE MATERIALIZED VIEW m AS SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k")
+        rng = random.Random(7)
+        rows: list[tuple[int, int]] = []
+        for _ in range(8):
+            batch = [(rng.randint(0, 30), rng.randint(-9, 9)) for _ in range(40)]
+            rows += batch
+            s.execute("INSERT INTO t VALUES " + ", ".join(f"({k}, {v})" for k, v in batch))
+        want = {}
+        for k, v in rows:
+            n, t = want.get(k, (0, 0))
+            want[k] = (n + 1, t + v)
+        got = s.execute_one("SELECT k, n, s FROM m ORDER BY k").rows
+        assert got == [(k, n, t) for k, (n, t) in sorted(want.items())]
+        stats = db.barriers.stats
+        assert sum(e.cache_warm_actors for e in stats) > 0
+        hits, misses = sum(e.agg_cache_hits for e in stats), sum(e.agg_cache_misses for e in stats)
+        assert hits > misses > 0, (hits, misses)  # 31 groups read from storage once, then cached
+    finally:
+        db.close()

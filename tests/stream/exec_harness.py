@@ -40,13 +40,22 @@ class Harness:
         vnodes: VnodeBitmap | None = None,
         rebuild_each_epoch: bool = True,
         sanity_check_storage: bool = True,
+        warm_cache: bool = False,
+        config: StreamingConfig | None = None,
     ) -> None:
         self.node = node
         self.sstables = SstableStore(InMemoryObjectStore(f"harness-{next(_store_names)}"))
         self.manager = HummockManager(MetaStore(":memory:"), self.sstables)
         self.vnodes = vnodes
         self.rebuild = rebuild_each_epoch
-        self.config = StreamingConfig(check_consistency=True, sanity_check_storage=sanity_check_storage)
+        self.config = config or StreamingConfig(
+            check_consistency=True, sanity_check_storage=sanity_check_storage
+        )
+        # warm: the rebuilt actor gets the executor cache of the previous epoch's (the runtime
+        # does this when a Python worker runs the same actor again at the committed epoch)
+        self.warm_cache = warm_cache
+        self.cache: dict[str, object] = {}
+        self.metrics: dict[str, float] = {}
         self._epoch_ms = 1000
         self.committed = 0
         self.epoch = self._next_epoch()
@@ -60,7 +69,11 @@ class Harness:
     def _start_actor(self) -> None:
         storage = HummockStorage(self.sstables, self.manager.version)
         vnodes = self.vnodes or VnodeBitmap.full()
-        ctx = ActorContext(1, 1, 0, 1, vnodes, storage, self.config, committed_epoch=self.committed)
+        cache = self.cache if self.warm_cache else {}
+        ctx = ActorContext(
+            1, 1, 0, 1, vnodes, storage, self.config, committed_epoch=self.committed, cache=cache
+        )
+        ctx.metrics = self.metrics  # counters accumulate over the whole run
         self.storage = storage
         self.actor = Actor(ctx, self.node)
         self.actor.init(EpochPair(self.epoch, self.committed))

@@ -23,6 +23,7 @@ from piestream.common.scalar import Row
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, BOOLEAN, INT, VARCHAR
 from piestream.expr.expr import FuncCall, InputRef, Literal
+from piestream.stream.executor import StreamingConfig
 from piestream.stream.executors.agg import AggCall, HashAggNode, hash_agg_node
 from piestream.stream.nodes import ExchangeNode
 
@@ -194,13 +195,23 @@ def _random_epoch(
     return chunks
 
 
+runs: list[Harness] = []  # the harness of each run, for checks of its counters
+
+
 def run(
-    seed: int, group_key: Sequence[int], epochs: int, *, append_only: bool = False, rebuild: bool = True
+    seed: int,
+    group_key: Sequence[int],
+    epochs: int,
+    *,
+    append_only: bool = False,
+    rebuild: bool = True,
+    harness: Callable[[HashAggNode], Harness] | None = None,
 ) -> list[list[tuple[Op, Row]]]:
     """Drive one random run, checking the output after every barrier; returns all output records."""
     rng = random.Random(seed)
     node = _node(group_key, append_only)
-    h = Harness(node, rebuild_each_epoch=rebuild)
+    h = harness(node) if harness else Harness(node, rebuild_each_epoch=rebuild)
+    runs.append(h)
     live: dict[int, Row] = {}
     ids = itertools.count(1)
     checker = StreamKeyChecker(len(group_key))
@@ -241,3 +252,18 @@ def test_rebuilding_each_epoch_changes_nothing() -> None:
     """Executors rebuilt from storage every epoch emit exactly what a long-lived one emits."""
     for seed, key in ((400, [K]), (401, [])):
         assert run(seed, key, epochs=6, rebuild=False) == run(seed, key, epochs=6, rebuild=True)
+
+
+@pytest.mark.parametrize("capacity", [3, 100_000])
+def test_warm_group_cache_changes_nothing(capacity: int) -> None:
+    """Previous states answered from the worker's group cache (also when it evicts and compacts
+    at a tiny capacity) give exactly the output of reading them all from storage."""
+    config = StreamingConfig(check_consistency=True, sanity_check_storage=True, agg_cache_rows=capacity)
+    for seed in (500, 501):
+        cold = run(seed, [K], epochs=12)
+        warm = run(seed, [K], epochs=12, harness=lambda n: Harness(n, warm_cache=True, config=config))
+        assert warm == cold
+        m = runs[-1].metrics
+        assert m["agg_cache_hits"] > 0 and m["agg_cache_misses"] > 0, m
+        if capacity >= 100_000:  # groups are read from storage only the first time they are seen
+            assert m["agg_cache_hits"] > m["agg_cache_misses"], m

@@ -47,6 +47,9 @@ class EpochStats:
     ssts: int
     rows_in: float
     block_cache_hit_rate: float
+    cache_warm_actors: int = 0  # actors that ran in a worker holding their caches (valid)
+    agg_cache_hits: int = 0  # HashAgg groups answered from the worker's group cache
+    agg_cache_misses: int = 0  # ... and read from the state store
 
 
 class EpochInput(Protocol):
@@ -227,9 +230,21 @@ class BarrierManager:
     def _record(self, epoch: int, started: float, reports: list[ActorReport], nssts: int) -> None:
         rows = sum(r.stats.get("rows_in", 0.0) for r in reports)
         hit = [r.stats.get("block_cache_hit_rate", 0.0) for r in reports]
+
+        def total(name: str) -> int:
+            return int(sum(r.stats.get(name, 0.0) for r in reports))
+
         self.stats.append(
             EpochStats(
-                epoch, time.perf_counter() - started, len(reports), nssts, rows, sum(hit) / max(len(hit), 1)
+                epoch,
+                time.perf_counter() - started,
+                len(reports),
+                nssts,
+                rows,
+                sum(hit) / max(len(hit), 1),
+                cache_warm_actors=total("executor_cache_warm"),
+                agg_cache_hits=total("agg_cache_hits"),
+                agg_cache_misses=total("agg_cache_misses"),
             )
         )
         del self.stats[:-1000]

@@ -45,14 +45,16 @@ _CACHES: dict[int, tuple[int, dict[str, object]]] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _cache_for(actor: int, committed_epoch: int) -> dict[str, object]:
+def _cache_for(actor: int, committed_epoch: int) -> tuple[dict[str, object], bool]:
+    """The actor's executor cache, and whether it is warm (reflects the committed epoch)."""
     with _CACHE_LOCK:
         entry = _CACHES.get(actor)
         if entry is not None and entry[0] == committed_epoch:
-            return entry[1]
+            _CACHES[actor] = (-1, entry[1])  # in use: invalid until this run publishes it
+            return entry[1], True
         cache: dict[str, object] = {}
         _CACHES[actor] = (-1, cache)  # not valid until this epoch commits
-        return cache
+        return cache, False
 
 
 def _publish_cache(actor: int, epoch: int, cache: dict[str, object]) -> None:
@@ -106,7 +108,7 @@ def _run_actor(
     store = open_object_store(plan.store_url)
     storage = HummockStorage(process_sstable_store(store), plan.version, plan.storage_options)
     vnodes = frag.vnode_bitmap(actor_index) if not frag.singleton else VnodeBitmap.full(1)
-    cache = _cache_for(aid, plan.committed_epoch)
+    cache, warm = _cache_for(aid, plan.committed_epoch)
     ctx = ActorContext(
         actor_id=aid,
         fragment_id=fragment_id,
@@ -154,6 +156,8 @@ def _run_actor(
         "sync_s": t4 - t3,  # SSTs built and uploaded
         "emit_s": t5 - t4,  # output encoded and handed to Spark
         "block_cache_hit_rate": storage.sstables.block_cache.hit_rate(),
+        "executor_cache_warm": float(warm),  # the worker ran this actor at the committed epoch
+        **ctx.metrics,
     }
     report = ActorReport(aid, plan.data_epoch, tuple(ssts), watermarks, stats)
     yield REPORT, encode_report(report)

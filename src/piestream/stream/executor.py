@@ -36,6 +36,7 @@ class StreamingConfig:
     check_consistency: bool = True  # MemTable merge-rule checks (reference §4.1)
     sanity_check_storage: bool = False  # also check ops against storage at flush (slow; tests)
     spill_threshold: int = 4 << 20
+    agg_cache_rows: int = 500_000  # groups per HashAgg actor kept in the worker between epochs
 
 
 @dataclass
@@ -51,6 +52,11 @@ class ActorContext:
     config: StreamingConfig = field(default_factory=StreamingConfig)
     committed_epoch: int = 0  # the epoch the committed state reflects (cache validity)
     cache: dict[str, Any] = field(default_factory=dict)  # survives across epochs in a worker
+    metrics: dict[str, float] = field(default_factory=dict)  # this epoch's counters, reported
+
+    def count(self, name: str, n: float = 1) -> None:
+        """Add to one of this epoch's counters (e.g. cache hits), sent back in the actor's report."""
+        self.metrics[name] = self.metrics.get(name, 0.0) + n
 
     def state_table(self, desc: TableDesc) -> StateTable:
         """A state table over this actor's vnodes (all of a singleton table's one vnode)."""

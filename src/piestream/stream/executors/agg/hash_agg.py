@@ -31,6 +31,7 @@ from piestream.expr.expr import Expr
 from piestream.storage.table.desc import TableDesc
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.executors.agg.arrays import add_bigint, change_rows, np_int, rows_differ
+from piestream.stream.executors.agg.cache import GroupStateCache
 from piestream.stream.executors.agg.calls import AggCall
 from piestream.stream.executors.agg.dirty import DirtyGroups, Groups
 from piestream.stream.executors.agg.distinct import DistinctDedup
@@ -141,6 +142,18 @@ class HashAggExecutor(Executor):
             at += len(st.specs)
         self.specs = [_ROW_COUNT] + [s for st in self.calls for s in st.specs]
         self.dirty = DirtyGroups(self.group_types, self.specs)
+        self.cache = self._group_cache(tables.value) if self.group_key else None
+        self._keys: list[bytes] = []  # the flushed groups' cache keys, from read to write
+
+    def _group_cache(self, desc: TableDesc) -> GroupStateCache:
+        """This actor's cache of the value table, kept in the worker across epochs."""
+        key = f"hash_agg:{desc.table_id}"
+        cache = self.ctx.cache.get(key)
+        if not isinstance(cache, GroupStateCache):
+            cap = self.ctx.config.agg_cache_rows
+            cache = GroupStateCache(desc.pk_types, desc.pk_orders, desc.types, cap)
+            self.ctx.cache[key] = cache
+        return cache
 
     # -- input --------------------------------------------------------------------------------
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
@@ -229,11 +242,36 @@ class HashAggExecutor(Executor):
     def _previous(self, key_cols: list[pa.Array]) -> tuple[np.ndarray, list[pa.Array]]:
         """(found, the stored intermediate rows as columns, NULL where not found)."""
         if key_cols:
-            return self.value_table.get_rows(key_cols)
+            return self._cached_rows(key_cols)
         row = self.value_table.get_row(())  # get_rows cannot look up the empty pk
         if row is None:
             return np.zeros(1, np.bool_), [pa.nulls(1, t.arrow) for t in self.value_types]
         return np.ones(1, np.bool_), [to_arrow([v], t) for v, t in zip(row, self.value_types, strict=True)]
+
+    def _cached_rows(self, key_cols: list[pa.Array]) -> tuple[np.ndarray, list[pa.Array]]:
+        """`get_rows` of the value table, answered from the group cache where it holds the key."""
+        cache = self.cache
+        assert cache is not None
+        hits0, misses0 = cache.hits, cache.misses
+        self._keys = cache.encode(key_cols)
+        pos = cache.lookup(self._keys)
+        self.ctx.count("agg_cache_hits", cache.hits - hits0)
+        self.ctx.count("agg_cache_misses", cache.misses - misses0)
+        hit = pos >= 0
+        if hit.all():
+            return hit, cache.rows(pos)
+        miss = np.flatnonzero(~hit)
+        mask = pa.array(~hit)
+        found_m, rows_m = self.value_table.get_rows([k.filter(mask) for k in key_cols])
+        if not hit.any():
+            return found_m, rows_m
+        hit_idx = np.flatnonzero(hit)
+        rows_h = cache.rows(pos[hit_idx])
+        back = pa.array(np.argsort(np.concatenate([hit_idx, miss]), kind="stable"), pa.int64())
+        rows = [pa.concat_arrays([h, m]).take(back) for h, m in zip(rows_h, rows_m, strict=True)]
+        found = hit.copy()
+        found[miss] = found_m
+        return found, rows
 
     def _write_states(
         self, found: np.ndarray, alive: np.ndarray, prev: list[pa.Array], new: list[pa.Array]
@@ -250,6 +288,8 @@ class HashAggExecutor(Executor):
         ops, cols = change_rows(prev, new, found, alive, changed)
         if len(ops):
             self.value_table.write_chunk(StreamChunk(ops, cols))
+        if self.cache is not None:
+            self.cache.put(self._keys, alive, new)
 
     def _emit(
         self,
