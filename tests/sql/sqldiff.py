@@ -106,6 +106,7 @@ def duck_connect() -> duckdb.DuckDBPyConnection:
     con.execute("SET integer_division = true")  # PostgreSQL's int / int
     con.execute("SET default_null_order = 'nulls_last_on_asc_first_on_desc'")  # PostgreSQL's
     con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET order_by_non_integer_literal = true")  # string_agg('x', ',' ORDER BY 'x')
     return con
 
 

@@ -290,9 +290,19 @@ class Gen:
         r = self.r
         if t == "bool":
             return self.pred(scope, depth)
-        common = ["case", "coalesce"]
+        common = ["case", "coalesce", "nullif", "case_simple", "greatest"]
         if t in ("int", "bigint"):
-            op = r.choice(["+", "-", "*", "/", "%", "abs", "length", "neg", *common])
+            op = r.choice(
+                ["+", "-", "*", "/", "%", "abs", "length", "neg", "mod", "strpos", "datediff", *common]
+            )
+            if op == "mod":
+                return fmt(f"mod({{0}}, {r.choice([2, 3, -4])})", t, self.expr(t, scope, d))
+            if op == "strpos":
+                return fmt(
+                    f"strpos({{0}}, '{r.choice(['a', 'b', ''])}')", "int", self.expr("varchar", scope, d)
+                )
+            if op == "datediff":
+                return fmt("({0} - {1})", "int", self.expr("date", scope, d), self.expr("date", scope, d))
             if op in ("+", "-"):
                 return fmt(f"({{0}} {op} {{1}})", t, self.expr(t, scope, d), self.expr("int", scope, d))
             if op == "*":
@@ -306,7 +316,12 @@ class Gen:
             if op == "length":
                 return fmt("length({0})", "int", self.expr("varchar", scope, d))
         elif t == "numeric":
-            op = r.choice(["+", "-", "*int", "round", "abs", *common])
+            op = r.choice(["+", "-", "*int", "round", "abs", "floor", "ceil", "extract", *common])
+            if op in ("floor", "ceil"):
+                return fmt(f"{op}({{0}})", t, self.expr(t, scope, d))
+            if op == "extract":
+                part = r.choice(["HOUR", "DAY", "MINUTE"])
+                return fmt(f"EXTRACT({part} FROM {{0}})", t, self.expr("timestamp", scope, d))
             if op in ("+", "-"):
                 return fmt(f"({{0}} {op} {{1}})", t, self.expr(t, scope, d), self.expr(t, scope, d))
             if op == "*int":
@@ -326,7 +341,29 @@ class Gen:
             if op == "abs":
                 return fmt("abs({0})", t, self.expr(t, scope, d))
         elif t == "varchar":
-            op = r.choice(["upper", "lower", "||", "substr", "replace", "trim", *common])
+            ops = [
+                "upper",
+                "lower",
+                "||",
+                "substr",
+                "replace",
+                "trim",
+                "concat",
+                "split_part",
+                "left",
+                "lpad",
+            ]
+            op = r.choice([*ops, "regexp_replace", *common])
+            if op == "concat":
+                return fmt("concat({0}, {1})", t, self.expr(t, scope, d), self.expr(t, scope, d))
+            if op == "split_part":
+                return fmt(f"split_part({{0}}, 'a', {r.randint(1, 2)})", t, self.expr(t, scope, d))
+            if op == "left":
+                return fmt(f"left({{0}}, {r.randint(1, 2)})", t, self.expr(t, scope, d))
+            if op == "lpad":
+                return fmt("lpad({0}, 3, '*')", t, self.expr(t, scope, d))
+            if op == "regexp_replace":
+                return fmt("regexp_replace({0}, 'a+', 'z')", t, self.expr(t, scope, d))
             if op in ("upper", "lower", "trim"):
                 return fmt(f"{op}({{0}})", t, self.expr(t, scope, d))
             if op == "||":
@@ -347,7 +384,21 @@ class Gen:
             if op == "+n":
                 return fmt(f"({{0}} + {r.randint(0, 3)})", t, self.expr(t, scope, d))
         op = r.choice(common)
-        if op == "case":
+        if op == "nullif":
+            return fmt("NULLIF({0}, {1})", t, self.expr(t, scope, d), self.literal(t))
+        if op == "greatest" and t != "bool":
+            return fmt(
+                f"{r.choice(['GREATEST', 'LEAST'])}({{0}}, {{1}})",
+                t,
+                self.expr(t, scope, d),
+                self.expr(t, scope, d),
+            )
+        if op == "case_simple" and t != "bool":
+            x = self.leaf(t, scope)
+            return fmt(
+                "CASE {0} WHEN {1} THEN {2} ELSE {3} END", t, x, self.literal(t), self.expr(t, scope, d), x
+            )
+        if op == "case" or op in ("greatest", "case_simple"):
             return fmt(
                 "CASE WHEN {0} THEN {1} ELSE {2} END",
                 t,
@@ -368,8 +419,12 @@ class Gen:
         d = max(depth - 1, 0)
         choices = ["cmp", "cmp", "cmp", "isnull", "between", "in", "like", "distinct", "boolcol"]
         if depth > 0:
-            choices += ["and", "or", "not"]
+            choices += ["and", "or", "not", "istrue"]
         op = r.choice(choices)
+        if op == "istrue":
+            return fmt(
+                f"(({{0}}) {r.choice(['IS TRUE', 'IS NOT FALSE', 'IS FALSE'])})", "bool", self.pred(scope, d)
+            )
         if op in ("and", "or"):
             return fmt(f"({{0}} {op.upper()} {{1}})", "bool", self.pred(scope, d), self.pred(scope, d))
         if op == "not":
@@ -644,6 +699,8 @@ class QueryGen:
                 keys.append(ref(a, c))
             else:
                 keys.append(self.g.expr(self.r.choice(["int", "varchar", "bool"]), sc, 1))
+        # a bare integer in GROUP BY is an ordinal: keep only keys that read a column
+        keys = [k for k in keys if "." in k.pg]
         aggs = [self.g.agg(sc) for _ in range(self.r.randint(1, 3))]
         pg, dk, cols = self.aliased(keys + aggs)
         wp, wd = self.where(sc, 0.4)

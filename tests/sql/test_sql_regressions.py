@@ -217,3 +217,19 @@ def test_correlated_aggregate_with_conditions_on_the_outer_row(s: Session) -> No
     want = [(1, 4, 31, 3), (2, 0, None, 2), (3, 4, None, 3), (4, 0, None, 6)]
     assert rows(s, "SELECT * FROM m") == want
     assert rows(s, q) == want
+
+
+def test_join_with_an_aggregate_over_a_single_actor_mv(s: Session) -> None:
+    """An aggregation over a one-actor input needed no shuffle but claimed hash(group) as its
+    distribution: a join then put that one-actor fragment next to a two-actor table scan
+    (epoch job ended with a chunk for an actor that does not exist)."""
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+    s.execute("CREATE MATERIALIZED VIEW top AS SELECT k, v FROM t ORDER BY v, k LIMIT 3")
+    s.execute(
+        "CREATE MATERIALIZED VIEW mv AS SELECT t.k, c.n FROM t "
+        "JOIN (SELECT k, count(*) AS n FROM top GROUP BY k) AS c ON t.k = c.k"
+    )
+    s.execute("INSERT INTO t VALUES (1, 10), (2, 20), (3, 30), (4, 5)")
+    assert rows(s, "SELECT * FROM mv") == [(1, 1), (2, 1), (4, 1)]
+    s.execute("DELETE FROM t WHERE k = 4")
+    assert rows(s, "SELECT * FROM mv") == [(1, 1), (2, 1), (3, 1)]

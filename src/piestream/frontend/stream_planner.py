@@ -285,7 +285,10 @@ class StreamPlanner:
             for c in node.calls
         ]
         n = hash_agg_node(p.node, g, calls, self.next_table_id, output_names=node.schema.names)
-        return Piece(n, Dist("hash", tuple(range(len(g)))) if g else SINGLE, len(node.schema))
+        # a single-actor input stays single (it needed no shuffle): claiming hash(g) would let a
+        # join put this fragment of one actor next to a parallel one
+        single = not g or p.dist.kind == "single"
+        return Piece(n, SINGLE if single else Dist("hash", tuple(range(len(g)))), len(node.schema))
 
     def _plan_topn(self, node: TopN) -> Piece:
         if node.limit is None:
@@ -445,7 +448,7 @@ class StreamPlanner:
             null_safe=null_safe,
             output_indices=out,
         )
-        if not left_keys:
+        if not left_keys or (lp.dist.kind == "single" and rp.dist.kind == "single"):
             dist = SINGLE
         elif node.kind is JoinKind.FULL:
             dist = ANY

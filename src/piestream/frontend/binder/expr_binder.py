@@ -438,7 +438,8 @@ class ExprBinder:
             v = node.args.get(key)
             if v is None:
                 continue
-            args += v if isinstance(v, list) else [v]
+            # flags such as Concat(safe=True, coalesce=True) are not arguments
+            args += [a for a in (v if isinstance(v, list) else [v]) if isinstance(a, exp.Expression)]
         return self._call(name, args, typing.cast(exp.Expression, node))
 
 
