@@ -68,6 +68,8 @@ def fragment_job(
             child.outputs.append((draft.fragment_id, node))
             if node.dist.kind == "single":
                 draft.entry = "single"
+            elif node.dist.kind == "broadcast":
+                pass  # a broadcast input follows the parallelism the other inputs give
             elif draft.entry == "none":
                 draft.entry = "hash"
             return ExchangeNode(
@@ -110,7 +112,9 @@ def fragment_job(
     for fid, d in drafts.items():
         edges = []
         for down, marker in d.outputs:
-            if marker.dist.kind == "single" or pars[down] == 1:
+            if marker.dist.kind == "broadcast" and pars[down] > 1:
+                edges.append(DispatchEdge(down, DispatchKind.BROADCAST, pars[down]))
+            elif marker.dist.kind == "single" or pars[down] == 1:
                 edges.append(DispatchEdge(down, DispatchKind.SIMPLE, 1))
             else:
                 keys = marker.dist.keys

@@ -21,6 +21,7 @@ from piestream.common.types import BIGINT, INT, SERIAL, Field
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.binder.rewrite import input_refs, remap_refs
 from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.dynamic_filter_rule import DynamicFilterMatch, match_dynamic_filter
 from piestream.frontend.logical import (
     Agg,
     Filter,
@@ -40,6 +41,7 @@ from piestream.storage.table.desc import TableDesc
 from piestream.stream.executors.agg import AggCall as StreamAggCall
 from piestream.stream.executors.agg import hash_agg_node
 from piestream.stream.executors.backfill import BackfillNode, backfill_state_table
+from piestream.stream.executors.dynamic_filter import build_dynamic_filter
 from piestream.stream.executors.filter import FilterNode
 from piestream.stream.executors.hash_join import JoinType, build_hash_join, join_stream_key_internal
 from piestream.stream.executors.hop_window import HopWindowNode
@@ -57,7 +59,8 @@ from piestream.stream.nodes import ExchangeNode, StreamNode
 class Dist:
     """How a piece's rows are spread over actors."""
 
-    kind: str  # "hash" (by `keys`), "single" (one actor), "any" (no known property)
+    kind: str  # "hash" (by `keys`), "single" (one actor), "any" (no known property),
+    # "broadcast" (every actor gets every row; only as an exchange's target)
     keys: tuple[int, ...] = ()
 
     def satisfies(self, required: Dist) -> bool:
@@ -92,6 +95,8 @@ class ExchangeMarker(StreamNode):
     def explain(self) -> str:
         if self.dist.kind == "hash":
             return f"Exchange {{ dist: HashShard({', '.join(f'${k}' for k in self.dist.keys)}) }}"
+        if self.dist.kind == "broadcast":
+            return "Exchange { dist: Broadcast }"
         return "Exchange { dist: Single }"
 
 
@@ -267,8 +272,61 @@ class StreamPlanner:
         return Piece(f, p.dist, p.width)
 
     def _plan_project(self, node: Project) -> Piece:
-        p = self.plan(node.input)
+        needed = set().union(*(input_refs(e) for e in node.exprs))
+        m = match_dynamic_filter(node.input, needed) if isinstance(node.input, Filter) else None
+        p = self._plan_dynamic_filter(m) if m is not None else self.plan(node.input)
         return self.project(p, node.exprs, node.schema.names, len(node.exprs))
+
+    def _plan_dynamic_filter(self, m: DynamicFilterMatch) -> Piece:
+        """Left rows stay where they are; the one-row subquery is broadcast to every actor."""
+        lp = self.plan(m.join.left)
+        nl = len(m.join.left.schema)
+        if isinstance(m.left_expr, InputRef):
+            key = m.left_expr.index
+        else:  # the compared value becomes a hidden column the state table is ordered by
+            key = len(lp.schema)
+            lp = self.project(lp, [*_refs(lp.schema), m.left_expr], [*lp.schema.names, "_dyn_key"], lp.width)
+        # the left state table's distribution key must lie inside its pk (key, stream key)
+        sk = lp.stream_key
+        if lp.dist.kind == "single":
+            dist_key: tuple[int, ...] = ()
+        elif lp.dist.kind == "hash" and set(lp.dist.keys) <= {key, *sk}:
+            dist_key = lp.dist.keys
+        elif sk:
+            lp = self.shuffle(lp, Dist("hash", sk))
+            dist_key = sk
+        else:
+            lp = self.require(lp, SINGLE)
+            dist_key = ()
+        rp = self.plan(m.join.right)
+        rhs = remap_refs(m.right_expr, {nl: 0})
+        rp = self.project(rp, [rhs], ["_rhs"], 1)
+        if lp.dist.kind == "single":
+            rp = self.require(rp, SINGLE)
+            if _upstreams(lp.node) & _upstreams(rp.node):
+                rp = self.shuffle(rp, SINGLE)
+        else:
+            rp = self.shuffle(rp, Dist("broadcast"))
+        df = build_dynamic_filter(
+            lp.node,
+            rp.node,
+            key_col=key,
+            comparator=m.comparator,
+            left_table_id=self.next_table_id(),
+            right_table_id=self.next_table_id(),
+            left_dist_key=dist_key,
+        )
+        piece = Piece(df, lp.dist, nl)
+        if not m.rest:
+            return piece
+        f = FilterNode(
+            schema=df.schema,
+            stream_key=df.stream_key,
+            append_only=False,
+            input=df,
+            predicate=_and(list(m.rest)),  # type: ignore[arg-type]
+        )
+        return Piece(f, lp.dist, nl)
 
     def _plan_sort(self, node: Sort) -> Piece:
         return self.plan(node.input)  # order inside a streaming query has no effect
