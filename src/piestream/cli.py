@@ -23,6 +23,7 @@ getting started:
   piestream serve --demo              start the server on 127.0.0.1:4566 with a live demo
   psql -h 127.0.0.1 -p 4566 -d dev -U root
   piestream sql "SELECT * FROM revenue_by_customer"
+  piestream bench nexmark --queries q0,q5 --events 200000
 
 Run `piestream COMMAND --help` for the options of a command.
 """
@@ -254,6 +255,43 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- bench --------------------------------------------------------------------------------------
+
+
+def _bench_nexmark(args: argparse.Namespace) -> int:
+    from piestream.connectors.nexmark.bench import run_from_args
+
+    return run_from_args(args)
+
+
+def bench_nexmark_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `piestream bench nexmark` (here: the CLI starts without importing the bench)."""
+    p.add_argument("--queries", default="q0,q1,q2", help="comma-separated (q0,q5), ranges (q0-q9) or 'all'")
+    p.add_argument("--events", type=int, default=1_000_000, help="events per query (default 1,000,000)")
+    p.add_argument(
+        "--runner", choices=["spark", "local"], default="spark", help="piestream's runner (default spark)"
+    )
+    p.add_argument("--parallelism", type=int, default=2, help="actors per fragment and source splits")
+    p.add_argument(
+        "--sink",
+        choices=["blackhole", "mv"],
+        default="blackhole",
+        help="each query as a blackhole sink or an MV",
+    )
+    p.add_argument(
+        "--epoch-events", type=int, default=100_000, help="events each source reads per epoch at most"
+    )
+    p.add_argument(
+        "--spark-baseline",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run each query on Spark's own operators (default on)",
+    )
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per query before it is stopped")
+    p.add_argument("--profile", action="store_true", help="cProfile piestream's run of each query")
+    p.add_argument("--master", default=None, help="Spark master (default local[2])")
+
+
 # -- parser -------------------------------------------------------------------------------------
 
 
@@ -352,6 +390,25 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--epochs", type=int, default=5, help="how many epochs to run (default 5)")
     d.add_argument("--master", default=None, help="Spark master (default local[2])")
     d.set_defaults(fn=_demo)
+
+    b = sub.add_parser("bench", help="benchmarks: piestream bench nexmark --queries q0,q1 --events N")
+    bsub = b.add_subparsers(dest="bench", metavar="BENCHMARK")
+    nx = bsub.add_parser(
+        "nexmark",
+        help="the Nexmark queries, side by side with Spark",
+        description="Run Nexmark queries (RisingWave's SQL, as blackhole sinks or MVs) over exactly "
+        "--events generated events each and print events/s, events/s per core, epoch latency p50/p99 "
+        "and state size, next to the same query on Spark Structured Streaming (or a Spark batch "
+        "recompute where Spark streaming cannot run it).",
+    )
+    bench_nexmark_arguments(nx)
+    nx.set_defaults(fn=_bench_nexmark)
+
+    def bench_help(_args: argparse.Namespace) -> int:
+        b.print_help()
+        return 0
+
+    b.set_defaults(fn=bench_help)
     return p
 
 
