@@ -41,6 +41,7 @@ from piestream.storage.table.desc import TableDesc
 from piestream.stream.executors.agg import AggCall as StreamAggCall
 from piestream.stream.executors.agg import hash_agg_node
 from piestream.stream.executors.backfill import BackfillNode, backfill_state_table
+from piestream.stream.executors.dedup import build_dedup
 from piestream.stream.executors.dynamic_filter import build_dynamic_filter
 from piestream.stream.executors.filter import FilterNode
 from piestream.stream.executors.hash_join import JoinType, build_hash_join, join_stream_key_internal
@@ -335,6 +336,13 @@ class StreamPlanner:
         p = self.plan(node.input)
         g = list(node.group_key)
         p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
+        if g and not node.calls and p.node.append_only:
+            # DISTINCT / GROUP BY without aggregates over an append-only input: the first row of
+            # a key stays the answer forever, so keep only the keys (no row counts), and the
+            # output stays append-only for the operators above (reference §6.5)
+            d = build_dedup(p.node, g, table_id=self.next_table_id(), name="dedup")
+            keys = [InputRef(i, p.schema[i].data_type) for i in g]
+            return self.project(Piece(d, p.dist, p.width), keys, node.schema.names, len(g))
         in_types = p.schema.types
         calls = [
             StreamAggCall.create(
