@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ class History:
     applied: list[str] = field(default_factory=list)  # DuckDB SQL, in order
     extra_mvs: dict[str, str] = field(default_factory=dict)
 
-    def reference(self, extra: list[str] = ()) -> Reference:  # type: ignore[assignment]
+    def reference(self, extra: Sequence[str] = ()) -> Reference:
         return Reference([*self.applied, *extra])
 
 
