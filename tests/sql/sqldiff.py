@@ -123,6 +123,7 @@ class SeedRun:
         data_dir: str | Path | None = None,
         parallelism: int = 2,
         barrier_interval: float | None = None,
+        spark: Any = None,
     ) -> None:
         self.seed = seed
         self.g = Gen(seed)
@@ -130,6 +131,7 @@ class SeedRun:
         self.n_mvs = n_mvs
         self.n_steps = n_steps
         self.parallelism = parallelism
+        self.spark = spark  # a SparkSession: run the epochs on Spark instead of in-process
         # background barriers: mostly rare (DML and FLUSH still end epochs), sometimes frequent
         # enough to split a batch of statements over several epochs
         self.barrier_interval = barrier_interval or self.g.r.choice([0.05, 2.0, 2.0, 2.0])
@@ -158,9 +160,11 @@ class SeedRun:
     def run(self) -> Stats:
         started = time.perf_counter()
         cfg = DatabaseConfig(
-            runner="local", barrier_interval=self.barrier_interval, parallelism=self.parallelism
+            runner="spark" if self.spark is not None else "local",
+            barrier_interval=self.barrier_interval,
+            parallelism=self.parallelism,
         )
-        self.db = Database(self.data_dir, config=cfg)
+        self.db = Database(self.data_dir, spark=self.spark, config=cfg)
         self.duck = duck_connect()
         try:
             self.s = self.db.session()
