@@ -8,6 +8,9 @@ keys, other joins run as nested loops; a scalar subquery's side is checked to ha
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from piestream.batch.plan import (
     BatchAggCall,
     BatchFilter,
@@ -27,7 +30,7 @@ from piestream.batch.plan import (
 )
 from piestream.common.errors import FeatureNotSupported
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
-from piestream.frontend.catalog import RelationKind
+from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.logical import (
     Agg,
     Filter,
@@ -44,6 +47,11 @@ from piestream.frontend.logical import (
     Values,
 )
 from piestream.frontend.optimizer import and_all, conjuncts
+from piestream.storage.table.desc import TableDesc
+from piestream.storage.table.key_range import Bound
+
+#: The indexes (catalog relations of kind INDEX) of a table, by the table's relation id.
+IndexLookup = Callable[[int], list[Relation]]
 
 _JOIN = {
     JoinKind.INNER: "inner",
@@ -55,30 +63,43 @@ _JOIN = {
 }
 
 
-def to_batch(node: PlanNode) -> BatchPlanNode:
+def to_batch(node: PlanNode, indexes: IndexLookup | None = None) -> BatchPlanNode:
+    """The batch plan of an optimized logical plan; `indexes` lets scans use a table's indexes."""
+    return _Planner(indexes).plan(node)
+
+
+class _Planner:
+    def __init__(self, indexes: IndexLookup | None) -> None:
+        self.indexes = indexes
+
+    def plan(self, node: PlanNode) -> BatchPlanNode:
+        return _to_batch(node, self)
+
+
+def _to_batch(node: PlanNode, pl: _Planner) -> BatchPlanNode:
     if isinstance(node, Filter) and isinstance(node.input, Scan):
-        return _scan_with_predicates(node.input, conjuncts(node.predicate))
+        return _scan_with_predicates(node.input, conjuncts(node.predicate), pl.indexes)
     if isinstance(node, Scan):
         return BatchScan(schema=node.schema, table=_table(node), output_indices=tuple(node.column_indices))
     if isinstance(node, Values):
         return BatchValues(schema=node.schema, rows=tuple(tuple(r) for r in node.rows))
     if isinstance(node, Filter):
-        return BatchFilter(input=to_batch(node.input), predicate=node.predicate)
+        return BatchFilter(input=pl.plan(node.input), predicate=node.predicate)
     if isinstance(node, Project):
-        return BatchProject(schema=node.schema, input=to_batch(node.input), exprs=tuple(node.exprs))
+        return BatchProject(schema=node.schema, input=pl.plan(node.input), exprs=tuple(node.exprs))
     if isinstance(node, Join):
-        return _join(node)
+        return _join(node, pl)
     if isinstance(node, Agg):
         calls = tuple(
             BatchAggCall(c.kind, c.args, c.return_type, c.distinct, c.filter, tuple(c.order_by))
             for c in node.calls
         )
         return BatchHashAgg(
-            schema=node.schema, input=to_batch(node.input), group_key=tuple(node.group_key), calls=calls
+            schema=node.schema, input=pl.plan(node.input), group_key=tuple(node.group_key), calls=calls
         )
     if isinstance(node, TopN):
         return BatchTopN(
-            input=to_batch(node.input),
+            input=pl.plan(node.input),
             order=tuple(node.order),
             limit=node.limit,
             offset=node.offset,
@@ -86,12 +107,12 @@ def to_batch(node: PlanNode) -> BatchPlanNode:
             with_ties=node.with_ties,
         )
     if isinstance(node, Sort):
-        return BatchSort(input=to_batch(node.input), order=tuple(node.order))
+        return BatchSort(input=pl.plan(node.input), order=tuple(node.order))
     if isinstance(node, Union):
-        return BatchUnion(schema=node.schema, inputs=tuple(to_batch(i) for i in node.union_inputs))
+        return BatchUnion(schema=node.schema, inputs=tuple(pl.plan(i) for i in node.union_inputs))
     if isinstance(node, HopWindow):
         return BatchHopWindow(
-            input=to_batch(node.input),
+            input=pl.plan(node.input),
             time_col=node.time_col,
             slide_usecs=node.slide_usecs,
             size_usecs=node.size_usecs,
@@ -99,7 +120,7 @@ def to_batch(node: PlanNode) -> BatchPlanNode:
         )
     if isinstance(node, OverWindow):
         return BatchOverWindow(
-            input=to_batch(node.input),
+            input=pl.plan(node.input),
             partition_by=tuple(node.partition_by),
             order_by=tuple(node.order_by),
             calls=tuple((c.kind, c.return_type) for c in node.calls),
@@ -116,11 +137,55 @@ def _table(scan: Scan):  # type: ignore[no-untyped-def]
     return desc
 
 
-def _scan_with_predicates(scan: Scan, preds: list[Expr]) -> BatchPlanNode:
-    """Equality predicates on the leading pk columns -> a pk prefix; the rest filter above."""
+def _scan_with_predicates(scan: Scan, preds: list[Expr], indexes: IndexLookup | None) -> BatchPlanNode:
+    """Equality predicates on the leading pk columns -> a pk prefix, then comparisons on the next
+    pk column -> a pk range; the rest filter above. An index of the table whose key the predicates
+    match further (and that holds every column the scan reads) is scanned instead of the table."""
     desc = _table(scan)
-    out_of = {ci: i for i, ci in enumerate(scan.column_indices)}  # table column -> scan output
-    prefix = []
+    best = _key_access(desc, {ci: i for i, ci in enumerate(scan.column_indices)}, preds)
+    best_out = tuple(scan.column_indices)
+    for index in indexes(scan.relation.id) if indexes is not None else ():
+        idesc = index.table
+        if idesc is None:
+            continue
+        pos = {c.name: i for i, c in enumerate(index.columns)}
+        names = [scan.relation.columns[ci].name for ci in scan.column_indices]
+        if not all(n in pos for n in names):
+            continue  # the index does not hold a column the query reads
+        access = _key_access(idesc, {pos[n]: i for i, n in enumerate(names)}, preds)
+        if access.score > best.score:
+            best, best_out = access, tuple(pos[n] for n in names)
+    node: BatchPlanNode = BatchScan(
+        schema=scan.schema,
+        table=best.desc,
+        output_indices=best_out,
+        pk_prefix=tuple(best.prefix),
+        pk_range=best.range,
+        point_get=len(best.prefix) == len(best.desc.pk) and bool(best.prefix),
+    )
+    pred = and_all([p for i, p in enumerate(preds) if i not in best.used])
+    return node if pred is None else BatchFilter(input=node, predicate=pred)
+
+
+@dataclass
+class _KeyAccess:
+    desc: TableDesc
+    prefix: list[object]
+    used: set[int]  # predicates the prefix answers exactly
+    range: tuple[Bound | None, Bound | None]
+
+    @property
+    def score(self) -> tuple[bool, int, bool]:
+        """Higher is fewer rows read: any point get (one key) beats prefixes, longer prefixes
+        beat shorter ones, then a range beats none."""
+        if len(self.prefix) == len(self.desc.pk) and self.prefix:
+            return (True, 0, False)
+        return (False, len(self.prefix), self.range != (None, None))
+
+
+def _key_access(desc: TableDesc, out_of: dict[int, int], preds: list[Expr]) -> _KeyAccess:
+    """What `preds` fix of `desc`'s pk; `out_of` maps table columns to the scan's outputs."""
+    prefix: list[object] = []
     used: set[int] = set()
     for pk_col in desc.pk:
         if pk_col not in out_of:
@@ -135,16 +200,41 @@ def _scan_with_predicates(scan: Scan, preds: list[Expr]) -> BatchPlanNode:
             break
         used.add(hit[0])
         prefix.append(hit[1])
-    rest = [p for i, p in enumerate(preds) if i not in used]
-    node: BatchPlanNode = BatchScan(
-        schema=scan.schema,
-        table=desc,
-        output_indices=tuple(scan.column_indices),
-        pk_prefix=tuple(prefix),
-        point_get=len(prefix) == len(desc.pk) and bool(prefix),
-    )
-    pred = and_all(rest)
-    return node if pred is None else BatchFilter(input=node, predicate=pred)
+    rng: tuple[Bound | None, Bound | None] = (None, None)
+    if len(prefix) < len(desc.pk) and desc.pk[len(prefix)] in out_of:
+        col = desc.pk[len(prefix)]
+        rng = _range(preds, out_of[col], desc.columns[col].data_type, desc.pk_orders[len(prefix)].descending)
+    return _KeyAccess(desc, prefix, used, rng)
+
+
+_RANGE_OPS = {"greater_than": (True, False), "greater_than_or_equal": (True, True)}
+_RANGE_OPS |= {"less_than": (False, False), "less_than_or_equal": (False, True)}
+_FLIPPED = {"greater_than": "less_than", "greater_than_or_equal": "less_than_or_equal"}
+_FLIPPED |= {v: k for k, v in _FLIPPED.items()}
+
+
+def _range(preds: list[Expr], col: int, t: object, descending: bool) -> tuple[Bound | None, Bound | None]:
+    """Bounds on `col` from ``col <op> constant`` predicates, in the key's order. The predicates
+    stay in the filter above too (the range only prunes; NULLs sort inside some ranges)."""
+    lower: Bound | None = None  # in value order
+    upper: Bound | None = None
+    for p in preds:
+        if not (isinstance(p, FuncCall) and p.name in _RANGE_OPS and len(p.args) == 2):
+            continue
+        a, b = p.args
+        name = p.name
+        if isinstance(b, InputRef) and isinstance(a, Literal):
+            a, b, name = b, a, _FLIPPED[name]
+        if not (isinstance(a, InputRef) and a.index == col and isinstance(b, Literal)):
+            continue
+        if b.value is None or b.return_type != t:
+            continue
+        is_lower, inclusive = _RANGE_OPS[name]
+        if is_lower and lower is None:
+            lower = Bound((b.value,), inclusive)
+        elif not is_lower and upper is None:
+            upper = Bound((b.value,), inclusive)
+    return (upper, lower) if descending else (lower, upper)
 
 
 def _eq_const(p: Expr, col: int, t: object) -> object:
@@ -165,8 +255,8 @@ def _eq_const(p: Expr, col: int, t: object) -> object:
     return None
 
 
-def _join(node: Join) -> BatchPlanNode:
-    left, right = to_batch(node.left), to_batch(node.right)
+def _join(node: Join, pl: _Planner) -> BatchPlanNode:
+    left, right = pl.plan(node.left), pl.plan(node.right)
     nl = len(node.left.types)
     lk, rk, safe, residual = [], [], [], []
     for c in conjuncts(node.condition) if node.condition is not None else []:

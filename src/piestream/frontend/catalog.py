@@ -152,3 +152,11 @@ class CatalogSnapshot:
 
     def dependents(self, rel_id: int) -> list[Relation]:
         return [r for r in self.by_name.values() if rel_id in r.depends_on]
+
+    def indexes_of(self, rel_id: int) -> list[Relation]:
+        """The indexes created on a table or MV (batch scans may read them instead)."""
+        return [
+            r
+            for r in self.by_name.values()
+            if r.kind is RelationKind.INDEX and r.extra.get("index_of") == rel_id
+        ]

@@ -29,7 +29,7 @@ def bind(s: Session, query: exp.Expression, params: Sequence[Any] = ()) -> Bound
 
 def run_bound(s: Session, bound: BoundQuery) -> pa.Table:
     """Execute a bound query at the latest committed snapshot (pinned while it runs)."""
-    plan = to_batch(optimize(bound.plan, streaming=False))
+    plan = to_batch(optimize(bound.plan, streaming=False), s.db.catalog.snapshot().indexes_of)
     storage, epoch, vpin, spin = s.db.snapshot_storage()
     try:
         return execute(plan, BatchContext(storage=storage, epoch=epoch, now=dt.datetime.now(dt.UTC)))

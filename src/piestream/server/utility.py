@@ -33,9 +33,10 @@ def explain(s: Session, stmt: ast.Explain, params: Sequence[Any]) -> QueryResult
         from piestream.batch.plan import explain_tree as explain_batch
         from piestream.frontend.batch_planner import to_batch
 
-        bound = QueryBinder(s.db.catalog.snapshot(), params).bind_query(inner.query)
+        catalog = s.db.catalog.snapshot()
+        bound = QueryBinder(catalog, params).bind_query(inner.query)
         plan = optimize(bound.plan, streaming=False)
-        text = explain_batch(to_batch(plan))
+        text = explain_batch(to_batch(plan, catalog.indexes_of))
         if stmt.verbose:
             text = "Logical plan:\n" + explain_tree(plan) + "\n\nBatch plan:\n" + text
         return _text_result("EXPLAIN", "QUERY PLAN", text.splitlines())
