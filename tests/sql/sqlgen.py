@@ -567,7 +567,7 @@ class QueryGen:
 
     def src(self, depth: int) -> Src:
         if depth > 0 and self.g.chance(0.15):
-            q = self.query(depth - 1, shapes=("project", "agg", "distinct", "union", "join"))
+            q = self.query(depth - 1, shapes=("project", "agg", "distinct", "union", "join", "topn"))
             a = self.g.alias("q")
             return Src(f"({q.pg}) AS {a}", f"({q.dk}) AS {a}", a, q.cols)
         return self.src_named()
@@ -610,6 +610,9 @@ class QueryGen:
         sc = self.scope(s)
         pg, dk, cols = self.aliased(self.select_list(sc))
         wp, wd = self.where(sc)
+        if self.g.chance(0.2):  # ORDER BY without LIMIT: only the MV's pk order
+            wp += f" ORDER BY {self.order_by([c.name for c in cols])}"
+            wd += f" ORDER BY {self.order_by([c.name for c in cols])}"
         return Query(f"SELECT {pg} FROM {s.pg}{wp}", f"SELECT {dk} FROM {s.dk}{wd}", cols, "project")
 
     def equi(self, left: Scope, right: Scope) -> tuple[E, E]:
@@ -635,7 +638,18 @@ class QueryGen:
         kind = self.r.choice(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "JOIN"])
         ls, rs = self.scope(left), self.scope(right)
         a, b = self.equi(ls, rs)
-        on_pg, on_dk = f"{a.pg} = {b.pg}", f"{a.dk} = {b.dk}"
+        eq = " IS NOT DISTINCT FROM " if self.g.chance(0.15) else " = "  # a null-safe key
+        on_pg, on_dk = f"{a.pg}{eq}{b.pg}", f"{a.dk}{eq}{b.dk}"
+        if kind == "JOIN" and self.g.chance(0.2):  # the equality in WHERE of a comma join
+            w = self.g.pred(ls + rs, 0) if self.g.chance(0.5) else None
+            cond_pg = on_pg + (f" AND {w.pg}" if w else "")
+            cond_dk = on_dk + (f" AND {w.dk}" if w else "")
+            return (
+                f"{left.pg}, {right.pg} WHERE {cond_pg}",
+                f"{left.dk}, {right.dk} WHERE {cond_dk}",
+                ls + rs,
+                "comma",
+            )
         if self.g.chance(0.3):  # a second equality
             a2, b2 = self.equi(ls, rs)
             on_pg += f" AND {a2.pg} = {b2.pg}"
@@ -649,9 +663,11 @@ class QueryGen:
         return pg, dk, ls + rs, kind
 
     def q_join(self, depth: int) -> Query:
-        fpg, fdk, sc, _kind = self.join_src(depth)
+        fpg, fdk, sc, kind = self.join_src(depth)
         pg, dk, cols = self.aliased(self.select_list(sc, self.r.randint(2, 5)))
         wp, wd = self.where(sc, 0.4)
+        if kind == "comma" and wp:
+            wp, wd = wp.replace(" WHERE ", " AND ", 1), wd.replace(" WHERE ", " AND ", 1)
         return Query(f"SELECT {pg} FROM {fpg}{wp}", f"SELECT {dk} FROM {fdk}{wd}", cols, "join")
 
     def q_semi_anti(self, depth: int) -> Query:
@@ -689,7 +705,7 @@ class QueryGen:
             "semi_anti",
         )
 
-    def group_by(self, sc: Scope, fpg: str, fdk: str, shape: str) -> Query:
+    def group_by(self, sc: Scope, fpg: str, fdk: str, shape: str, comma: bool = False) -> Query:
         n_keys = self.r.choice([0, 1, 1, 1, 2])
         keys = []
         for _ in range(n_keys):
@@ -704,6 +720,8 @@ class QueryGen:
         aggs = [self.g.agg(sc) for _ in range(self.r.randint(1, 3))]
         pg, dk, cols = self.aliased(keys + aggs)
         wp, wd = self.where(sc, 0.4)
+        if comma and wp:  # a comma join's condition is already a WHERE
+            wp, wd = wp.replace(" WHERE ", " AND ", 1), wd.replace(" WHERE ", " AND ", 1)
         gp = f" GROUP BY {', '.join(k.pg for k in keys)}" if keys else ""
         gd = f" GROUP BY {', '.join(k.dk for k in keys)}" if keys else ""
         if self.g.chance(0.35):
@@ -737,8 +755,8 @@ class QueryGen:
         return self.group_by(self.scope(s), s.pg, s.dk, "agg")
 
     def q_join_agg(self, depth: int) -> Query:
-        fpg, fdk, sc, _ = self.join_src(depth)
-        return self.group_by(sc, fpg, fdk, "join_agg")
+        fpg, fdk, sc, kind = self.join_src(depth)
+        return self.group_by(sc, fpg, fdk, "join_agg", comma=kind == "comma")
 
     def scalar_agg_subquery(self, outer: Scope, correlated: bool) -> tuple[E, bool]:
         inner = self.src_named()

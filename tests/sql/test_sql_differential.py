@@ -72,6 +72,9 @@ def test_soak() -> None:
 
 FEATURES = {
     "inner join": r" JOIN .* ON ",
+    "comma join": r"FROM \S+ AS a\d+, \S+ AS a\d+ WHERE",
+    "null-safe join key": r" ON \S+ IS NOT DISTINCT FROM ",
+    "order by without limit": r"ORDER BY [^()]*$",
     "left join": r"LEFT JOIN",
     "right join": r"RIGHT JOIN",
     "full join": r"FULL JOIN",
