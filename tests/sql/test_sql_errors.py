@@ -91,6 +91,8 @@ UNSUPPORTED = [
     "SELECT k FROM t WHERE ts > now() - INTERVAL '1 hour'",
     "WITH RECURSIVE r AS (SELECT 1) SELECT * FROM r",
     "SELECT DISTINCT ON (name) k, name FROM t",
+    # a scalar subquery that may return two rows: the query would fail (21000) then, the MV cannot
+    "SELECT k, (SELECT v FROM t AS t2) AS s FROM t",
 ]
 
 

@@ -233,3 +233,16 @@ def test_join_with_an_aggregate_over_a_single_actor_mv(s: Session) -> None:
     assert rows(s, "SELECT * FROM mv") == [(1, 1), (2, 1), (4, 1)]
     s.execute("DELETE FROM t WHERE k = 4")
     assert rows(s, "SELECT * FROM mv") == [(1, 1), (2, 1), (3, 1)]
+
+
+def test_scalar_subquery_in_an_mv_returns_at_most_one_row(s: Session) -> None:
+    """(SELECT a FROM u) in an MV duplicated the outer rows once u had two rows, where the query
+    fails with 21000: such MVs are refused at CREATE; aggregates and LIMIT 1 are fine."""
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY, v INT); CREATE TABLE u (a INT)")
+    with pytest.raises(FeatureNotSupported):
+        s.execute("CREATE MATERIALIZED VIEW bad AS SELECT k, (SELECT a FROM u) AS s FROM t")
+    s.execute("CREATE MATERIALIZED VIEW m1 AS SELECT k, (SELECT max(a) FROM u) AS s FROM t")
+    s.execute("CREATE MATERIALIZED VIEW m2 AS SELECT k, (SELECT a FROM u ORDER BY a LIMIT 1) AS s FROM t")
+    s.execute("INSERT INTO t VALUES (1, 10); INSERT INTO u VALUES (5), (6)")
+    assert rows(s, "SELECT * FROM m1") == [(1, 6)]
+    assert rows(s, "SELECT * FROM m2") == [(1, 5)]

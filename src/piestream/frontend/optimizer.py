@@ -376,7 +376,37 @@ def optimize(plan: PlanNode, *, streaming: bool) -> PlanNode:
     plan = fold(plan)
     if streaming:
         check_no_volatile(plan)
+        check_scalar_subqueries(plan)
     return plan
+
+
+def check_scalar_subqueries(plan: PlanNode) -> None:
+    """A scalar subquery that returns two rows is an error (21000) in a query; an MV cannot
+    raise it later, when a second row arrives. So in an MV the subquery must return at most one
+    row by construction: 0A000 otherwise."""
+    stack = [plan]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.inputs())
+        if isinstance(n, Join) and n.scalar_subquery and not at_most_one_row(n.right):
+            raise FeatureNotSupported(
+                "a scalar subquery in a materialized view must return at most one row by construction "
+                "(an aggregate without GROUP BY, or LIMIT 1)"
+            )
+
+
+def at_most_one_row(n: PlanNode) -> bool:
+    if isinstance(n, Agg):
+        return not n.group_key
+    if isinstance(n, TopN):
+        return not n.group_key and n.limit is not None and n.limit <= 1
+    if isinstance(n, Values):
+        return len(n.rows) <= 1
+    if isinstance(n, Project | Filter):
+        return at_most_one_row(n.input)
+    if isinstance(n, Join) and n.kind in (JoinKind.LEFT_SEMI, JoinKind.LEFT_ANTI):
+        return at_most_one_row(n.left)
+    return False
 
 
 def check_no_volatile(plan: PlanNode) -> None:
