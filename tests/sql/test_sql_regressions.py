@@ -246,3 +246,14 @@ def test_scalar_subquery_in_an_mv_returns_at_most_one_row(s: Session) -> None:
     s.execute("INSERT INTO t VALUES (1, 10); INSERT INTO u VALUES (5), (6)")
     assert rows(s, "SELECT * FROM m1") == [(1, 6)]
     assert rows(s, "SELECT * FROM m2") == [(1, 5)]
+
+
+def test_window_over_rows_with_array_values(s: Session) -> None:
+    """OverWindow compared rows in sets: an array column (from array_agg) was unhashable."""
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY, g INT)")
+    s.execute("CREATE MATERIALIZED VIEW a AS SELECT g, array_agg(k ORDER BY k) AS ks FROM t GROUP BY g")
+    s.execute("CREATE MATERIALIZED VIEW w AS SELECT g, ks, rank() OVER (ORDER BY g) AS r FROM a")
+    s.execute("INSERT INTO t VALUES (1, 1), (2, 1), (3, 2)")
+    assert rows(s, "SELECT * FROM w") == [(1, [1, 2], 1), (2, [3], 2)]
+    s.execute("DELETE FROM t WHERE k = 1")
+    assert rows(s, "SELECT * FROM w") == [(1, [2], 1), (2, [3], 2)]

@@ -170,12 +170,21 @@ class OverWindowExecutor(Executor):
             new_rows = list(self.state.iter_with_prefix(prefix))
             old = window_values(old_rows, self.order_cols, self.calls)
             new = window_values(new_rows, self.order_cols, self.calls)
-            old_set, new_set = set(old), set(new)
-            deletes.extend((Op.DELETE, r) for r in old if r not in new_set)
-            inserts.extend((Op.INSERT, r) for r in new if r not in old_set)
+            old_set, new_set = {_key(r) for r in old}, {_key(r) for r in new}
+            deletes.extend((Op.DELETE, r) for r in old if _key(r) not in new_set)
+            inserts.extend((Op.INSERT, r) for r in new if _key(r) not in old_set)
         self.parts = {}
         self.commit_state(barrier)
         records = deletes + inserts
         if not records:
             return []
         return StreamChunk.from_rows(records, self.types).split(self.ctx.config.chunk_size)
+
+
+def _key(v: object) -> object:
+    """A hashable stand-in for a row (array and struct values are lists / dicts)."""
+    if isinstance(v, list | tuple):
+        return tuple(_key(x) for x in v)
+    if isinstance(v, dict):
+        return tuple((k, _key(x)) for k, x in v.items())
+    return v
