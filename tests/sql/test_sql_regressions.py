@@ -257,3 +257,14 @@ def test_window_over_rows_with_array_values(s: Session) -> None:
     assert rows(s, "SELECT * FROM w") == [(1, [1, 2], 1), (2, [3], 2)]
     s.execute("DELETE FROM t WHERE k = 1")
     assert rows(s, "SELECT * FROM w") == [(1, [2], 1), (2, [3], 2)]
+
+
+def test_top_n_over_rows_with_array_values(s: Session) -> None:
+    """TopN compared rows in sets too: an array column made every epoch fail."""
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY, g INT)")
+    s.execute("CREATE MATERIALIZED VIEW a AS SELECT g, array_agg(k ORDER BY k) AS ks FROM t GROUP BY g")
+    s.execute("CREATE MATERIALIZED VIEW w AS SELECT g, ks FROM a ORDER BY g LIMIT 1")
+    s.execute("INSERT INTO t VALUES (1, 1), (2, 1), (3, 2)")
+    assert rows(s, "SELECT * FROM w") == [(1, [1, 2])]
+    s.execute("DELETE FROM t WHERE k = 1")
+    assert rows(s, "SELECT * FROM w") == [(1, [2])]

@@ -257,10 +257,10 @@ class TopNExecutor(Executor):
             rows, bound = self._read_range(g.prefix)
             old = g.rows[self.offset :]
             new = rows[self.offset :]
-            new_set = set(new)
-            old_set = set(old)
-            records.extend((Op.DELETE, r) for r in old if r not in new_set)
-            records.extend((Op.INSERT, r) for r in new if r not in old_set)
+            new_set = {_key(r) for r in new}
+            old_set = {_key(r) for r in old}
+            records.extend((Op.DELETE, r) for r in old if _key(r) not in new_set)
+            records.extend((Op.INSERT, r) for r in new if _key(r) not in old_set)
             if self.append_only_input and bound is not None:
                 self._trim(g.prefix, rows[-1])
         self.groups = {}
@@ -275,3 +275,12 @@ class TopNExecutor(Executor):
         below = list(self.state.iter_chunks_with_prefix(prefix, (Bound.exc(*after), None)))
         for data in below:
             self.state.write_chunk(StreamChunk(np.full(data.capacity, Op.DELETE, np.int8), data.columns))
+
+
+def _key(v: object) -> object:
+    """A hashable stand-in for a row (array and struct values are lists / dicts)."""
+    if isinstance(v, list | tuple):
+        return tuple(_key(x) for x in v)
+    if isinstance(v, dict):
+        return tuple((k, _key(x)) for k, x in v.items())
+    return v
