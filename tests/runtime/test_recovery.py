@@ -66,7 +66,11 @@ class ChildRun:
     stderr: str
 
 
-def _run_child(data_dir: Path, start: int, runner: str, kill_after: float, extra_mv: str | None) -> ChildRun:
+def _run_child(
+    data_dir: Path, start: int, runner: str, kill_after: float, extra_mv: str | None, min_acks: int = 0
+) -> ChildRun:
+    """Run the child; `kill_after` seconds after it is ready and has acknowledged `min_acks`
+    statements (so a slow machine cannot make the kill land before any work), SIGKILL it."""
     args = [sys.executable, str(CHILD), str(data_dir), str(SEED), str(start), runner]
     if extra_mv:
         args.append(extra_mv)
@@ -77,6 +81,7 @@ def _run_child(data_dir: Path, start: int, runner: str, kill_after: float, extra
     )
     lines: list[str] = []
     ready = threading.Event()
+    acks = threading.Semaphore(0)
 
     def read() -> None:
         assert proc.stdout is not None
@@ -84,6 +89,8 @@ def _run_child(data_dir: Path, start: int, runner: str, kill_after: float, extra
             lines.append(line)
             if '"ready"' in line:
                 ready.set()
+            elif '"ack"' in line:
+                acks.release()
 
     err: list[str] = []
     t_out = threading.Thread(target=read, daemon=True)
@@ -95,6 +102,9 @@ def _run_child(data_dir: Path, start: int, runner: str, kill_after: float, extra
     try:
         if not ready.wait(120):
             pytest.fail(f"child never got ready: {''.join(lines)} {proc.poll()}")
+        for _ in range(min_acks):
+            if not acks.acquire(timeout=120):
+                pytest.fail(f"child acknowledged too little: {''.join(lines)[-2000:]} {proc.poll()}")
         time.sleep(kill_after)
         assert proc.poll() is None, f"child died by itself: {''.join(lines)[-2000:]}"
     finally:
@@ -202,7 +212,9 @@ def _check_after_kill(data_dir: Path, hist: History, run: ChildRun, new_dml_star
         db.close()
 
 
-def _kill_loop(tmp_path: Path, runner: str, kills: list[float], extra_mv_run: int) -> list[tuple[int, str]]:
+def _kill_loop(
+    tmp_path: Path, runner: str, kills: list[float], extra_mv_run: int, min_acks: int = 0
+) -> list[tuple[int, str]]:
     """Kill a child after each delay in turn; (acknowledged statements, in-flight outcome) per kill."""
     data_dir = tmp_path / "data"
     hist = History()
@@ -210,7 +222,7 @@ def _kill_loop(tmp_path: Path, runner: str, kills: list[float], extra_mv_run: in
     outcomes = []
     for r, kill_after in enumerate(kills):
         extra = f"late_mv_{r}" if r == extra_mv_run else None
-        run = _run_child(data_dir, (r + 1) * 1000, runner, kill_after, extra)
+        run = _run_child(data_dir, (r + 1) * 1000, runner, kill_after, extra, min_acks)
         assert "ready" in run.events, run.stderr[-3000:]
         outcomes.append((len(run.acked), _check_after_kill(data_dir, hist, run, 200_000 + r * 10)))
     print(outcomes)
@@ -227,7 +239,7 @@ def test_sigkill_recovery_local_runner(tmp_path: Path) -> None:
 @pytest.mark.spark
 def test_sigkill_recovery_spark_runner(tmp_path: Path) -> None:
     """The child runs its epochs on its own Spark (killed with it: JVM and Python workers)."""
-    outcomes = _kill_loop(tmp_path, "spark", [5.0], extra_mv_run=-1)
+    outcomes = _kill_loop(tmp_path, "spark", [1.5], extra_mv_run=-1, min_acks=1)
     assert outcomes[0][0] >= 1, outcomes
 
 
