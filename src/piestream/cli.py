@@ -22,7 +22,7 @@ EPILOG = """\
 getting started:
   piestream serve --demo              start the server on 127.0.0.1:4566 with a live demo
   psql -h 127.0.0.1 -p 4566 -d dev -U root
-  piestream sql "SELECT * FROM revenue_by_customer"
+  piestream sql "SELECT * FROM bids_per_auction ORDER BY bids DESC LIMIT 5"
   piestream bench nexmark --queries q0,q5 --events 200000
 
 Run `piestream COMMAND --help` for the options of a command.
@@ -83,11 +83,11 @@ def _serve(args: argparse.Namespace) -> int:
             return 1
         feeder = None
         if args.demo:
-            from piestream.server.live_demo import TRY_THIS, start_demo
+            from piestream.server.live_demo import start_demo, try_this
 
             feeder = start_demo(db)
             print("piestream: demo loaded (tables and materialized views are updating)")
-            print(TRY_THIS)
+            print(try_this(db))
 
         stopping: list[threading.Thread] = []
 
