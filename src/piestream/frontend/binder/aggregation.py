@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from piestream.common.errors import FeatureNotSupported
+from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.order import OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import Field, TypeKind
@@ -151,7 +151,10 @@ class AggBinding:
             oe = inner.bind(o.this)
             orders.append((self._add_pre(oe), OrderType.of(bool(o.args.get("desc")), nulls_first_of(o))))
         idx = tuple(self._add_pre(a) for a in args)
-        self.calls.append(AggCall(kind, idx, ret, distinct, filter_expr, tuple(orders)))
+        call = AggCall(kind, idx, ret, distinct, filter_expr, tuple(orders))
+        if call in self.calls:  # e.g. count(*) in both SELECT and HAVING: computed once
+            return AggRef(self.calls.index(call), ret)
+        self.calls.append(call)
         return AggRef(len(self.calls) - 1, ret)
 
     def _defer_subquery(self, kind: str, sub: exp.Expression, lhs: Expr | None, eb: ExprBinder) -> Expr:
@@ -159,8 +162,15 @@ class AggBinding:
             raise FeatureNotSupported(
                 f"{kind.upper()} subqueries are not supported here", position=position(sub)
             )
+        # its type now, so the expression around it binds (operators resolve by argument types);
+        # the subquery itself is bound again over the Agg's output once that exists
+        typed = self.qb.correlated_child().bind_query(sub)
+        if len(typed.names) != 1:
+            raise PiestreamError(
+                "subquery must return only one column", sqlstate="42601", position=position(sub)
+            )
         self.deferred.append(sub)
-        return DeferredSubquery(len(self.deferred) - 1, None)
+        return DeferredSubquery(len(self.deferred) - 1, typed.plan.types[0])
 
     # -- main -----------------------------------------------------------------------------------
     def bind(
