@@ -317,7 +317,8 @@ def explain_stream(planned: PlannedJob) -> str:
     for f in sorted(planned.job.fragments, key=lambda f: f.fragment_id):
         outs = ", ".join(e.explain() for e in f.outputs) or "-"
         lines.append(f"Fragment {f.fragment_id} (parallelism {f.parallelism}, outputs: {outs})")
-        lines += _explain_node(f.root, 1, top=False)
+        lines.append(f"  └─{f.root.explain()} {_node_line(f.root)}")
+        lines += _explain_node(f.root, 2, top=False)
     for up, e in planned.job.upstream_edges:
         lines.append(f"Upstream fragment {up} -> {e.explain()}")
     lines.append("")
