@@ -1,0 +1,142 @@
+"""The Nexmark queries (reference §8) as MVs over the three generated tables, equal to DuckDB
+computing the same SQL over the same events; and their stream plans (stream keys, state tables,
+fragments) as golden files.
+
+DuckDB has no TUMBLE / HOP table functions, PostgreSQL's to_char or regexp_match: `duck_sql`
+rewrites those spots into DuckDB's equivalents; everything else is the query text as is.
+Goldens: `PIESTREAM_UPDATE_GOLDEN=1 pytest tests/sql/test_nexmark_sql.py` rewrites them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from sqldiff import diff_text, duck_connect, norm_rows
+
+from piestream.connectors.nexmark.config import NexmarkConfig
+from piestream.connectors.nexmark.ddl import nexmark_ddl
+from piestream.connectors.nexmark.queries import QUERIES
+from piestream.connectors.nexmark.spark_baseline import event_table
+from piestream.server.database import Database, DatabaseConfig
+from piestream.server.session import Session
+
+N = 10_000  # 200 people, 600 auctions (fewer than q105's LIMIT: its ties cannot matter), 9200 bids
+GOLDEN = Path(__file__).parent / "golden" / "nexmark"
+# not maintained incrementally yet (each fails at CREATE with 0A000, checked below)
+UNSUPPORTED = {"q6"}  # AVG() OVER (... ROWS BETWEEN 10 PRECEDING AND CURRENT ROW)
+# ROW_NUMBER ties (hot auctions' prices are multiples of 100): compare the tie-free columns
+TIE_FREE = {"q19": "auction, price"}
+
+_HOP = "HOP(bid, date_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND)"
+_REGEX = "(regexp_match(url, '(&|^)channel_id=([^&]*)'))[2]"
+_DUCK_WINDOWS = {
+    _HOP: "(SELECT b.*, time_bucket(INTERVAL '2 seconds', b.date_time) - r.i * INTERVAL '2 seconds' "
+    "AS window_start, time_bucket(INTERVAL '2 seconds', b.date_time) - r.i * INTERVAL '2 seconds' "
+    "+ INTERVAL '10 seconds' AS window_end FROM bid b CROSS JOIN range(0, 5) r(i))",
+    **{
+        f"TUMBLE({t}, date_time, INTERVAL '10' SECOND)": f"(SELECT *, time_bucket(INTERVAL '10 seconds', "
+        f"date_time) AS window_start, time_bucket(INTERVAL '10 seconds', date_time) + "
+        f"INTERVAL '10 seconds' AS window_end FROM {t})"
+        for t in ("bid", "person", "auction")
+    },
+    _REGEX: "(CASE WHEN regexp_matches(url, '(&|^)channel_id=([^&]*)') "
+    "THEN regexp_extract(url, '(&|^)channel_id=([^&]*)', 2) END)",
+    "0.908 * price": "CAST(0.908 AS DECIMAL(4, 3)) * price",
+}
+_TO_CHAR = {"'YYYY-MM-DD'": "'%Y-%m-%d'", "'HH:MI'": "'%I:%M'", "'HH:mm'": "'%I:%m'"}
+
+
+def duck_sql(sql: str) -> str:
+    for pg, duck in _DUCK_WINDOWS.items():
+        sql = sql.replace(pg, duck)
+    return re.sub(r"(?i)to_char\(([^,]+), ('[^']+')\)", lambda m: f"strftime({m[1]}, {_TO_CHAR[m[2]]})", sql)
+
+
+def _events(table: str) -> pa.Table:
+    t = event_table(NexmarkConfig(), table, 0, N)
+    # the tables' TIMESTAMP columns have no time zone
+    return t.cast(
+        pa.schema(
+            [pa.field(f.name, pa.timestamp("us")) if pa.types.is_timestamp(f.type) else f for f in t.schema]
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One database: the three tables, every query as an MV, all N events ingested."""
+    cfg = DatabaseConfig(runner="local", barrier_interval=3600, parallelism=2, background_compaction=False)
+    db = Database(tmp_path_factory.mktemp("nexmark") / "d", config=cfg)
+    db.barriers.stop()
+    s = db.session()
+    s.execute(nexmark_ddl(kind="table", split_num=2, event_num=N, events_per_second=0, primary_keys=True))
+    created, refused = [], {}
+    for name, q in QUERIES.items():
+        try:
+            s.execute(f"CREATE MATERIALIZED VIEW {name} AS {q.sql}")
+            created.append(name)
+        except Exception as e:
+            refused[name] = e
+    events = {t: _events(t) for t in ("person", "auction", "bid")}
+    for _ in range(200):
+        counts = {t: s.execute_one(f"SELECT count(*) FROM {t}").rows[0][0] for t in events}
+        if all(counts[t] == events[t].num_rows for t in events):
+            break
+        s.execute("FLUSH")
+    duck = duck_connect()
+    for t, rows in events.items():
+        duck.register(f"{t}_arrow", rows)
+        duck.execute(f"CREATE TABLE {t} AS SELECT * FROM {t}_arrow")
+    yield s, duck, created, refused, counts
+    db.close()
+
+
+def test_every_event_arrived_and_the_supported_queries_were_created(loaded: Any) -> None:
+    _s, _duck, created, refused, counts = loaded
+    assert counts == {t: _events(t).num_rows for t in ("person", "auction", "bid")}
+    assert set(refused) == UNSUPPORTED, {k: str(v) for k, v in refused.items()}
+    for e in refused.values():
+        assert getattr(e, "sqlstate", None) == "0A000", e
+    assert len(created) == len(QUERIES) - len(UNSUPPORTED)
+
+
+@pytest.mark.parametrize("name", [n for n in QUERIES if n not in UNSUPPORTED])
+def test_mv_equals_duckdb(loaded: Any, name: str) -> None:
+    s, duck, _created, _refused, _counts = loaded
+    cols = TIE_FREE.get(name, "*")
+    got = norm_rows(s.execute_one(f"SELECT {cols} FROM {name}").rows)
+    want = norm_rows(duck.execute(f"SELECT {cols} FROM ({duck_sql(QUERIES[name].sql)}) q").fetchall())
+    assert sum(want.values()) > 0 or name in ("q2",), f"{name}: the reference is empty"
+    assert got == want, f"{name}:\n{diff_text(got, want)}"
+
+
+def _explain(s: Session, sql: str) -> str:
+    return "\n".join(r[0] for r in s.execute_one(f"EXPLAIN CREATE MATERIALIZED VIEW x AS {sql}").rows)
+
+
+@pytest.fixture(scope="module")
+def planner(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A fresh catalog holding only the three tables (ids in the plans are the same every run)."""
+    cfg = DatabaseConfig(runner="local", barrier_interval=3600, parallelism=2, background_compaction=False)
+    db = Database(tmp_path_factory.mktemp("plans") / "d", config=cfg)
+    db.barriers.stop()
+    s = db.session()
+    s.execute(nexmark_ddl(kind="table", split_num=2, event_num=1, events_per_second=0, primary_keys=True))
+    yield s
+    db.close()
+
+
+@pytest.mark.parametrize("name", [n for n in QUERIES if n not in UNSUPPORTED])
+def test_stream_plan_golden(planner: Session, name: str) -> None:
+    text = _explain(planner, QUERIES[name].sql) + "\n"
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("PIESTREAM_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no golden plan for {name}; PIESTREAM_UPDATE_GOLDEN=1 writes {path}"
+    assert text == path.read_text(), f"plan of {name} changed; PIESTREAM_UPDATE_GOLDEN=1 rewrites {path}"
