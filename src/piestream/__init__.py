@@ -9,7 +9,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
+
+# Arrow buffers sliced out of decoded bytes need not be 8-byte aligned; Acero (group-by, joins)
+# then warns on stderr for every batch. Copy such buffers to aligned memory instead, silently.
+# Read once by Arrow on first Acero use, so it is set before anything imports pyarrow.acero.
+os.environ.setdefault("ACERO_ALIGNMENT_HANDLING", "reallocate")
 
 if TYPE_CHECKING:
     from piestream.server.api import Connection, Result, connect, register_spark
