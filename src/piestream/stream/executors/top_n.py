@@ -21,7 +21,7 @@ committed state, which is what survives a Spark task re-run.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -139,6 +139,7 @@ class _Group:
     rows: list[Row]  # ranks [0, offset + limit) (+ ties) at the epoch start
     bound: bytes | None  # rank key of the last row read; None = the group has fewer rows (no bound)
     dirty: bool = False  # some change ranked at or above `bound`
+    inserted: list[Row] = field(default_factory=list)  # append-only: this epoch's rows in range
 
 
 class TopNExecutor(Executor):
@@ -165,6 +166,10 @@ class TopNExecutor(Executor):
         self.n_rank = self.n_group + n_order
         # what decides whether a change can reach the range: the full pk, or with ties only ORDER BY
         self.n_bound = self.n_rank if self.with_ties else len(self.desc.pk)
+        # append-only without ties: a group's state holds only its top offset + limit rows, so
+        # the new range is the old one plus this epoch's rows that reached it, merged in memory
+        # (no re-read or trimming scan per group at the barrier)
+        self.in_memory = self.append_only_input and not self.with_ties
         self.groups: dict[bytes, _Group] = {}
 
     # -- keys -----------------------------------------------------------------------------------
@@ -244,25 +249,39 @@ class TopNExecutor(Executor):
             groups[g].dirty = True
         if self.append_only_input and not reaches.all():
             c = c.take(np.flatnonzero(reaches))  # below the range forever: never stored
+            ids = ids[reaches]
+        if self.in_memory:
+            # per-row loop over the rows that reached a range only (each is ranked at the barrier)
+            for g, row in zip(ids.tolist(), c.to_rows(self.types), strict=True):
+                groups[g].inserted.append(row)
         self.state.write_chunk(c)
         return []
 
     # -- barrier --------------------------------------------------------------------------------
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         records: list[tuple[Op, Row]] = []
-        # per group: one prefix scan of the new range and a set difference with the old one
+        # per group: the new range (a prefix scan, or merged in memory) diffed with the old one
+        evicted: list[Row] = []
         for g in self.groups.values():
             if not g.dirty:
                 continue
-            rows, bound = self._read_range(g.prefix)
+            if self.in_memory:
+                merged = sorted(g.rows + g.inserted, key=self._bound_key_of_row)
+                rows = merged[: self.k]
+                evicted += merged[self.k :]  # ranked after the range: can never re-enter
+                bound = None
+            else:
+                rows, bound = self._read_range(g.prefix)
             old = g.rows[self.offset :]
             new = rows[self.offset :]
             new_set = {_key(r) for r in new}
             old_set = {_key(r) for r in old}
             records.extend((Op.DELETE, r) for r in old if _key(r) not in new_set)
             records.extend((Op.INSERT, r) for r in new if _key(r) not in old_set)
-            if self.append_only_input and bound is not None:
+            if self.append_only_input and not self.in_memory and bound is not None:
                 self._trim(g.prefix, rows[-1])
+        if evicted:
+            self.state.write_chunk(StreamChunk.from_rows([(Op.DELETE, r) for r in evicted], self.types))
         self.groups = {}
         self.commit_state(barrier)
         if not records:
