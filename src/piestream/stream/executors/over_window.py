@@ -20,18 +20,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.compute as pc
 
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.errors import FeatureNotSupported, InternalError
-from piestream.common.order import ASC, OrderType
+from piestream.common.order import OrderType
 from piestream.common.scalar import Row
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, Field
-from piestream.encoding import memcomparable
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.schemas import top_n_table
 from piestream.stream.executor import ActorContext, Executor
+from piestream.stream.executors.group_ids import group_ids
 from piestream.stream.message import Barrier
 from piestream.stream.nodes import StreamNode
 
@@ -138,18 +137,7 @@ class OverWindowExecutor(Executor):
         n = c.capacity
         if not n:
             return []
-        if self.n_part:
-            keys = memcomparable.encode_columns_arrow(
-                [c.columns[i] for i in self.partition_by],
-                self.desc.pk_types[: self.n_part],
-                [ASC] * self.n_part,
-            )
-            enc = pc.dictionary_encode(keys)
-            ids = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
-            uniq: list[bytes] = enc.dictionary.to_pylist()
-        else:
-            ids = np.zeros(n, np.int64)
-            uniq = [b""]
+        ids, uniq = group_ids([c.columns[i] for i in self.partition_by], self.desc.pk_types[: self.n_part], n)
         new = [g for g, key in enumerate(uniq) if key not in self.parts]
         if new:
             _, first = np.unique(ids, return_index=True)

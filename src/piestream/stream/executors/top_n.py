@@ -25,17 +25,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.errors import FeatureNotSupported, InternalError
-from piestream.common.order import ASC, OrderType
+from piestream.common.order import OrderType
 from piestream.common.scalar import Row
 from piestream.encoding import memcomparable
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.key_range import Bound
 from piestream.storage.table.schemas import top_n_table
 from piestream.stream.executor import ActorContext, Executor
+from piestream.stream.executors.group_ids import group_ids
 from piestream.stream.message import Barrier
 from piestream.stream.nodes import StreamNode
 
@@ -213,18 +213,7 @@ class TopNExecutor(Executor):
         if self.append_only_input and not (c.ops == Op.INSERT).all():
             raise InternalError("append-only TopN received a retraction")
         # group ids per row (vectorized); a singleton TopN has one group
-        if self.n_group:
-            gbytes = memcomparable.encode_columns_arrow(
-                [c.columns[i] for i in self.group_key],
-                self.desc.pk_types[: self.n_group],
-                [ASC] * self.n_group,
-            )
-            enc = pc.dictionary_encode(gbytes)
-            ids = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
-            uniq: list[bytes] = enc.dictionary.to_pylist()
-        else:
-            ids = np.zeros(n, np.int64)
-            uniq = [b""]
+        ids, uniq = group_ids([c.columns[i] for i in self.group_key], self.desc.pk_types[: self.n_group], n)
         # first touch of a group this epoch: read its range before this chunk's writes (per group)
         new = [g for g, key in enumerate(uniq) if key not in self.groups]
         if new:
