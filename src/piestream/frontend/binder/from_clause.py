@@ -2,32 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from piestream.common.errors import DatatypeMismatch, FeatureNotSupported, PiestreamError, UndefinedTable
+from piestream.common.errors import (
+    DatatypeMismatch,
+    FeatureNotSupported,
+    PiestreamError,
+    SyntaxError_,
+    UndefinedColumn,
+    UndefinedTable,
+)
 from piestream.common.interval import Interval
 from piestream.common.schema import Schema
 from piestream.common.types import Field, TypeKind
-from piestream.expr.bind import bind_call, literal
+from piestream.expr.bind import bind_call, coerce_to, common_type, literal
 from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.expr_binder import ExprBinder, position
-from piestream.frontend.binder.scope import Scope, ScopeColumn
+from piestream.frontend.binder.scope import AmbiguousColumn, Scope, ScopeColumn
 from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.logical import HopWindow, Join, JoinKind, PlanNode, Project, Scan, Values
 
 if TYPE_CHECKING:
     from piestream.frontend.binder.query import QueryBinder
 
-_JOIN_KINDS = {
-    "": JoinKind.INNER,
-    "INNER": JoinKind.INNER,
-    "LEFT": JoinKind.LEFT,
-    "RIGHT": JoinKind.RIGHT,
-    "FULL": JoinKind.FULL,
-    "CROSS": JoinKind.INNER,
-}
+_JOIN_SIDES = {"": JoinKind.INNER, "LEFT": JoinKind.LEFT, "RIGHT": JoinKind.RIGHT, "FULL": JoinKind.FULL}
+#: join kind words with the side's meaning (OUTER only ever follows a side)
+_PLAIN_KINDS = ("", "INNER", "OUTER", "CROSS")
 
 
 def empty_relation() -> tuple[PlanNode, Scope]:
@@ -39,62 +42,138 @@ def bind_from(qb: QueryBinder, node: exp.Select) -> tuple[PlanNode, Scope]:
     from_ = node.args.get("from_") or node.args.get("from")
     if from_ is None:
         return empty_relation()
-    plan, scope = bind_table_expr(qb, from_.this)
+    plan, scope = bind_from_item(qb, from_.this)
     for j in node.args.get("joins") or []:
         plan, scope = bind_join(qb, plan, scope, j)
     return plan, scope
 
 
+def bind_from_item(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Scope]:
+    """A FROM item; a parenthesized join parses as a table that carries its joins."""
+    plan, scope = bind_table_expr(qb, node)
+    if isinstance(node, exp.Table):
+        for j in node.args.get("joins") or []:
+            plan, scope = bind_join(qb, plan, scope, j)
+    return plan, scope
+
+
+def _aliased_join(scope: Scope, alias: str, names: list[str] | None) -> Scope:
+    """`(a JOIN b ...) AS j (c1, ...)`: the join's output columns (what `*` lists) become j's, and
+    the tables inside are no longer visible by their own names."""
+    out_cols = scope.visible()
+    renamed = dict(zip(out_cols, names or [], strict=False))
+    return Scope(
+        [
+            ScopeColumn(alias, renamed.get(i, c.name), c.data_type, c.hidden)
+            if i in out_cols or c.hidden
+            else ScopeColumn(None, c.name, c.data_type, True, True)
+            for i, c in enumerate(scope.columns)
+        ],
+        scope.parent,
+    )
+
+
 def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tuple[PlanNode, Scope]:
-    right, rscope = bind_table_expr(qb, j.this)
+    right, rscope = bind_from_item(qb, j.this)
     side = str(j.args.get("side") or "").upper()
     kind_word = str(j.args.get("kind") or "").upper()
-    if kind_word in ("SEMI", "ANTI"):
-        raise FeatureNotSupported(f"{kind_word} JOIN is not supported", position=position(j))
-    kind = _JOIN_KINDS.get(side or kind_word, JoinKind.INNER)
+    method = str(j.args.get("method") or "").upper()
+    if kind_word not in _PLAIN_KINDS or side not in _JOIN_SIDES or method not in ("", "NATURAL"):
+        words = " ".join(w for w in (method, side, kind_word) if w)
+        raise FeatureNotSupported(f"{words} JOIN is not supported", position=position(j))
+    kind = _JOIN_SIDES[side]
+    on, using = j.args.get("on"), j.args.get("using")
+    natural = method == "NATURAL"
+    if kind_word == "CROSS" and (natural or on is not None or using):
+        raise SyntaxError_("CROSS JOIN takes no join condition", position=position(j))
+    if side and not (natural or on is not None or using):
+        raise SyntaxError_(f"{side} JOIN needs ON, USING or NATURAL", position=position(j))
+    if natural or using:
+        names = natural_join_columns(lscope, rscope) if natural else [i.name for i in using]
+        return _bind_using_join(left, lscope, right, rscope, kind, names, j)
     scope = lscope.concat(rscope)
-    n_left = len(lscope.columns)
     cond: Expr | None = None
-    using = j.args.get("using")
-    if j.args.get("on") is not None:
+    if on is not None:
         eb = ExprBinder(scope, params=qb.params, context="JOIN conditions")
-        cond = eb.bind(j.args["on"])
+        cond = eb.bind(on)
         if cond.return_type.kind is not TypeKind.BOOLEAN:
-            raise DatatypeMismatch(
-                "argument of JOIN/ON must be type boolean", position=position(j.args["on"])
-            )
-    elif using:
-        conds = []
-        for ident in using:
-            name = ident.name
-            li = lscope.find(None, name)
-            ri = rscope.find(None, name)
-            if li is None or ri is None:
-                raise UndefinedTable(
-                    f'column "{name}" specified in USING clause does not exist', position=position(ident)
-                )
-            conds.append(
-                bind_call(
-                    "=",
-                    [
-                        InputRef(li, lscope.columns[li].data_type),
-                        InputRef(n_left + ri, rscope.columns[ri].data_type),
-                    ],
-                )
-            )
-        cond = conds[0] if len(conds) == 1 else bind_call("and", conds)
-        # the right side's USING columns are not visible twice
-        hidden = {n_left + rscope.find(None, i.name) for i in using}  # type: ignore[operator]
-        scope = Scope(
-            [
-                c if i not in hidden else ScopeColumn(c.qualifier, c.name, c.data_type, True)
-                for i, c in enumerate(scope.columns)
-            ],
-            scope.parent,
+            raise DatatypeMismatch("argument of JOIN/ON must be type boolean", position=position(on))
+    return Join(_schema_of(scope), left, right, kind, cond), scope
+
+
+def natural_join_columns(lscope: Scope, rscope: Scope) -> list[str]:
+    """NATURAL JOIN's USING list: each left column name that the right side also has, in left order
+    (an empty list makes it a cross join, as in PostgreSQL)."""
+    right_names = {rscope.columns[i].name for i in rscope.visible()}
+    return [lscope.columns[i].name for i in lscope.visible() if lscope.columns[i].name in right_names]
+
+
+def _using_column(scope: Scope, name: str, side: str, node: exp.Expression) -> int:
+    hits = [i for i in scope.visible() if scope.columns[i].name == name]
+    if not hits:
+        raise UndefinedColumn(
+            f'column "{name}" specified in USING clause does not exist in {side} table',
+            position=position(node),
         )
-    return Join(
-        Schema(tuple(Field(c.name, c.data_type) for c in scope.columns)), left, right, kind, cond
-    ), scope
+    if len(hits) > 1:
+        raise AmbiguousColumn(
+            f'common column name "{name}" appears more than once in {side} table', position=position(node)
+        )
+    return hits[0]
+
+
+def _bind_using_join(
+    left: PlanNode,
+    lscope: Scope,
+    right: PlanNode,
+    rscope: Scope,
+    kind: JoinKind,
+    names: list[str],
+    j: exp.Join,
+) -> tuple[PlanNode, Scope]:
+    """JOIN ... USING (names) / NATURAL JOIN, as PostgreSQL binds it: the join condition equates
+    each pair of columns, and one merged column per name stands for the pair unqualified and in
+    `*` (listed first): the left column for INNER / LEFT, the right one for RIGHT, and
+    COALESCE(left, right) for FULL, in the pair's common type. `alias.name` still reaches either
+    input column."""
+    n_left = len(lscope.columns)
+    pairs: list[tuple[int, int]] = []
+    for n, name in enumerate(names):
+        if name in names[:n]:
+            raise PiestreamError(
+                f'column name "{name}" appears more than once in USING clause',
+                sqlstate="42701",
+                position=position(j),
+            )
+        pairs.append((_using_column(lscope, name, "left", j), _using_column(rscope, name, "right", j)))
+    joined = lscope.concat(rscope)
+    conds = []
+    merged: list[Expr] = []
+    for li, ri in pairs:
+        lref = InputRef(li, lscope.columns[li].data_type)
+        rref = InputRef(n_left + ri, rscope.columns[ri].data_type)
+        t = common_type([lref.return_type, rref.return_type], "JOIN/USING", position=position(j))
+        conds.append(bind_call("=", [lref, rref], position=position(j)))
+        lval, rval = coerce_to(lref, t), coerce_to(rref, t)
+        if kind is JoinKind.FULL:
+            merged.append(bind_call("coalesce", [lval, rval]))
+        else:
+            merged.append(rval if kind is JoinKind.RIGHT else lval)
+    cond = None if not conds else conds[0] if len(conds) == 1 else bind_call("and", conds)
+    join = Join(_schema_of(joined), left, right, kind, cond)
+    if not pairs:
+        return join, joined
+    inputs = {li for li, _ in pairs} | {n_left + ri for _, ri in pairs}
+    cols = [ScopeColumn(None, names[k], e.return_type) for k, e in enumerate(merged)] + [
+        replace(c, merged=True) if i in inputs else c for i, c in enumerate(joined.columns)
+    ]
+    exprs = merged + [InputRef(i, c.data_type) for i, c in enumerate(joined.columns)]
+    scope = Scope(cols, joined.parent)
+    return Project(_schema_of(scope), join, exprs), scope
+
+
+def _schema_of(scope: Scope) -> Schema:
+    return Schema(tuple(Field(c.name, c.data_type) for c in scope.columns))
 
 
 def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Scope]:
@@ -108,6 +187,9 @@ def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Sc
         name = node.name
         plan, scope = bind_named_relation(qb, name, node)
         return plan, scope.requalified(alias or name, col_aliases)
+    if isinstance(node, exp.Subquery) and isinstance(node.this, exp.Table):
+        plan, scope = bind_from_item(qb, node.this)  # a parenthesized join
+        return plan, scope if alias is None else _aliased_join(scope, alias, col_aliases)
     if isinstance(node, exp.Subquery):
         sub = qb.child().bind_query(node.this)
         scope = Scope.of([ScopeColumn(alias, n, t) for n, t in zip(sub.names, sub.plan.types, strict=False)])

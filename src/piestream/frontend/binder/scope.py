@@ -28,10 +28,16 @@ class GroupingError(PiestreamError):
 
 @dataclass(frozen=True)
 class ScopeColumn:
+    """One column a name can resolve to. `hidden` columns (row ids, subquery results) are never
+    expanded by `*`. A `merged` column is an input of JOIN ... USING / NATURAL JOIN: the join's
+    merged column stands for it unqualified and in `*`, so only `alias.name` and `alias.*` reach it
+    (PostgreSQL's rule)."""
+
     qualifier: str | None
     name: str
     data_type: DataType
     hidden: bool = False
+    merged: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,7 @@ class Scope:
         cols = []
         for i, c in enumerate(self.columns):
             name = names[i] if names is not None and i < len(names) else c.name
-            cols.append(ScopeColumn(qualifier, name, c.data_type, c.hidden))
+            cols.append(ScopeColumn(qualifier, name, c.data_type, c.hidden, c.merged))
         return Scope(cols, self.parent)
 
     def find(self, qualifier: str | None, name: str, position: int | None = None) -> int | None:
@@ -74,7 +80,7 @@ class Scope:
         hits = [
             i
             for i, c in enumerate(self.columns)
-            if c.name == name and (qualifier is None or c.qualifier == qualifier)
+            if c.name == name and (c.qualifier == qualifier if qualifier is not None else not c.merged)
         ]
         if len(hits) > 1:
             shown = f"{qualifier}.{name}" if qualifier else name
@@ -98,8 +104,9 @@ class Scope:
         return any(c.qualifier == qualifier for c in self.columns)
 
     def visible(self, qualifier: str | None = None) -> list[int]:
+        """The columns `*` (or `qualifier.*`) stands for, in order."""
         return [
             i
             for i, c in enumerate(self.columns)
-            if not c.hidden and (qualifier is None or c.qualifier == qualifier)
+            if not c.hidden and (c.qualifier == qualifier if qualifier is not None else not c.merged)
         ]
