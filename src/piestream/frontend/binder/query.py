@@ -150,6 +150,8 @@ class QueryBinder:
             )
         left = self.child().bind_query(node.this)
         right = self.child().bind_query(node.expression)
+        if any(node.args.get(k) for k in ("by_name", "side", "kind", "on")):
+            left, right = corresponding(node, left, right)
         if len(left.names) != len(right.names):
             raise SyntaxError_(
                 "each UNION query must have the same number of columns", position=position(node)
@@ -362,6 +364,66 @@ class QueryBinder:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def corresponding(node: exp.Expression, left: BoundQuery, right: BoundQuery) -> tuple[BoundQuery, BoundQuery]:
+    """`a UNION CORRESPONDING [BY (cols)] b` (SQL standard, RisingWave): both sides narrowed to the
+    columns they share by name, in the left side's order, or to the BY list in its order; the set
+    operation then matches them by position."""
+    op = type(node).__name__.upper()
+    words = [str(node.args.get(k) or "").upper() for k in ("side", "kind")]
+    if not node.args.get("by_name") or words != ["", "INNER"]:
+        shown = " ".join(w for w in words if w)
+        raise FeatureNotSupported(
+            f"{shown + ' ' if shown else ''}{op} BY NAME / STRICT CORRESPONDING is not supported"
+            if node.args.get("by_name")
+            else f"{shown} {op} is not supported",
+            position=position(node),
+        )
+    by = node.args.get("on")
+    if by:
+        names = []
+        for c in by:
+            if not isinstance(c, exp.Column) or c.table:
+                raise SyntaxError_("CORRESPONDING BY takes column names", position=position(c))
+            if c.name in names:
+                raise PiestreamError(
+                    f'column name "{c.name}" appears more than once in CORRESPONDING BY list',
+                    sqlstate="42701",
+                    position=position(c),
+                )
+            names.append(c.name)
+    else:
+        names = [n for n in left.names if n in right.names]
+        if not names:
+            raise PiestreamError(
+                f"{op} CORRESPONDING: the two queries have no column name in common "
+                f"(left: {', '.join(left.names)}; right: {', '.join(right.names)})",
+                sqlstate="42601",
+                position=position(node),
+            )
+    return _narrow(left, names, "left", node), _narrow(right, names, "right", node)
+
+
+def _narrow(q: BoundQuery, names: list[str], side: str, node: exp.Expression) -> BoundQuery:
+    idx = []
+    for n in names:
+        hits = [i for i, m in enumerate(q.names) if m == n]
+        if not hits:
+            raise PiestreamError(
+                f'column "{n}" of CORRESPONDING BY does not exist in the {side} query',
+                sqlstate="42703",
+                position=position(node),
+            )
+        if len(hits) > 1:
+            raise PiestreamError(
+                f'column name "{n}" appears more than once in the {side} query of CORRESPONDING',
+                sqlstate="42702",
+                position=position(node),
+            )
+        idx.append(hits[0])
+    refs: list[Expr] = [InputRef(i, q.plan.types[i]) for i in idx]
+    return BoundQuery(Project(project_schema(names, refs), q.plan, refs), list(names))
 
 
 def bind_item(eb: ExprBinder, item: exp.Expression | int) -> Expr:
