@@ -22,6 +22,7 @@ from piestream.common.types import DataType, TypeKind, parse_type
 from piestream.expr.bind import UnknownLiteral, bind_call, cast, literal
 from piestream.expr.expr import Expr, InputRef
 from piestream.frontend.binder.scope import GroupingError, OuterRef, Scope
+from piestream.frontend.catalog import DEFAULT_SCHEMA
 
 AggHook = Callable[[exp.Expression, "ExprBinder"], Expr]
 SubqueryHook = Callable[[str, exp.Expression, Expr | None, "ExprBinder"], Expr]
@@ -159,6 +160,11 @@ class ExprBinder:
 
     # -- leaves ---------------------------------------------------------------------------------
     def _bind_column(self, node: exp.Column) -> Expr:
+        if node.args.get("db") is not None and node.text("db") != DEFAULT_SCHEMA:
+            raise UndefinedTable(
+                f'missing FROM-clause entry for table "{node.text("db")}.{node.table}"',
+                position=position(node),
+            )
         qualifier = node.table or None
         name = node.name
         pos = position(node)
@@ -243,7 +249,7 @@ class ExprBinder:
         if isinstance(inner, exp.Is):
             return self._is(inner, negate=True)
         if isinstance(inner, exp.Between):
-            return self._call("not_between", [inner.this, inner.args["low"], inner.args["high"]], inner)
+            return self._between(inner, negate=True)
         return self._call("not", [inner], node)
 
     def _bind_neg(self, node: exp.Neg) -> Expr:
@@ -282,7 +288,19 @@ class ExprBinder:
         raise FeatureNotSupported(f"IS {rhs.sql('postgres')} is not supported", position=position(node))
 
     def _bind_between(self, node: exp.Between) -> Expr:
-        return self._call("between", [node.this, node.args["low"], node.args["high"]], node)
+        return self._between(node, negate=False)
+
+    def _between(self, node: exp.Between, negate: bool) -> Expr:
+        """[NOT] BETWEEN [SYMMETRIC]: SYMMETRIC is PostgreSQL's `(x BETWEEN a AND b) OR (x BETWEEN
+        b AND a)`, and NOT negates the whole."""
+        x, low, high = (self.bind(node.args[k]) for k in ("this", "low", "high"))
+        pos = position(node)
+        fn = "not_between" if negate else "between"
+        out = bind_call(fn, [x, low, high], position=pos)
+        if node.args.get("symmetric"):
+            swapped = bind_call(fn, [x, high, low], position=pos)
+            out = bind_call("and" if negate else "or", [out, swapped], position=pos)
+        return out
 
     def _bind_in(self, node: exp.In) -> Expr:
         return self._in(node, negate=False)
@@ -325,8 +343,6 @@ class ExprBinder:
         return cast(
             self.bind(node.this), convert_type(node.args["to"]), explicit=True, position=position(node)
         )
-
-    _bind_trycast = _bind_cast
 
     def _bind_interval(self, node: exp.Interval) -> Expr:
         value = node.this

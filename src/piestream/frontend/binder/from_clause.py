@@ -22,7 +22,7 @@ from piestream.expr.bind import bind_call, coerce_to, common_type, literal
 from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.scope import AmbiguousColumn, Scope, ScopeColumn
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import DEFAULT_SCHEMA, Relation, RelationKind
 from piestream.frontend.logical import HopWindow, Join, JoinKind, PlanNode, Project, Scan, Values
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tu
     if side and not (natural or on is not None or using):
         raise SyntaxError_(f"{side} JOIN needs ON, USING or NATURAL", position=position(j))
     if natural or using:
-        names = natural_join_columns(lscope, rscope) if natural else [i.name for i in using]
+        names = natural_join_columns(lscope, rscope) if natural else [i.name for i in using or []]
         return _bind_using_join(left, lscope, right, rscope, kind, names, j)
     scope = lscope.concat(rscope)
     cond: Expr | None = None
@@ -185,6 +185,10 @@ def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Sc
         return plan, scope.requalified(alias or str(node.this.this).lower(), col_aliases)
     if isinstance(node, exp.Table):
         name = node.name
+        if node.args.get("db") is not None and node.text("db") != DEFAULT_SCHEMA:
+            # piestream keeps every relation in schema public
+            shown = f"{node.text('db')}.{name}"
+            raise UndefinedTable(f'relation "{shown}" does not exist', position=position(node))
         plan, scope = bind_named_relation(qb, name, node)
         return plan, scope.requalified(alias or name, col_aliases)
     if isinstance(node, exp.Subquery) and isinstance(node.this, exp.Table):
@@ -258,6 +262,12 @@ def bind_window_function(qb: QueryBinder, fn: exp.Anonymous) -> tuple[PlanNode, 
             f"{name.upper()} takes {need} or {need + 1} arguments", sqlstate="42883", position=position(fn)
         )
     rel_node = args[0]
+    if not isinstance(rel_node, exp.Column | exp.Table) or (
+        isinstance(rel_node, exp.Column) and rel_node.table not in ("", DEFAULT_SCHEMA)
+    ):
+        raise UndefinedTable(
+            f"the first argument of {name.upper()} must name a relation", position=position(rel_node)
+        )
     rel_name = rel_node.name
     plan, scope = bind_named_relation(qb, rel_name, rel_node)
     scope = scope.requalified(rel_name)

@@ -17,6 +17,7 @@ from piestream.common.types import BIGINT, DataType, Field, TypeKind
 from piestream.expr.bind import cast, coerce_to, common_type, fold_constants
 from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.aggregation import AggBinding
+from piestream.frontend.binder.clauses import check_supported
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.from_clause import bind_from
 from piestream.frontend.binder.rewrite import replace_exprs
@@ -61,12 +62,16 @@ class QueryBinder:
         parent_scope: Scope | None = None,
         ctes: dict[str, tuple[exp.Expression, list[str] | None]] | None = None,
         dependencies: set[int] | None = None,
+        checked: bool = False,
     ) -> None:
         self.catalog = catalog
         self.params = params
         self.parent_scope = parent_scope
         self.ctes: dict[str, tuple[exp.Expression, list[str] | None]] = dict(ctes or {})
         self.dependencies: set[int] = dependencies if dependencies is not None else set()
+        # the tree being bound was checked for clauses the binder does not honour (a subquery's
+        # binder is handed a part of its parent's tree; a view's definition is checked anew)
+        self.checked = checked
         # the relation being built at this level (subquery rewrites extend it)
         self.plan: PlanNode | None = None
         self.scope: Scope = Scope(parent=parent_scope)
@@ -78,7 +83,7 @@ class QueryBinder:
         if include_ctes_after is not None:  # a CTE sees only the CTEs defined before it
             names = list(ctes)
             ctes = {k: ctes[k] for k in names[: names.index(include_ctes_after)]}
-        return QueryBinder(self.catalog, self.params, self.parent_scope, ctes, self.dependencies)
+        return QueryBinder(self.catalog, self.params, self.parent_scope, ctes, self.dependencies, True)
 
     def root_child(self) -> QueryBinder:
         """A binder for a view's definition: no CTEs, no outer scope."""
@@ -86,13 +91,16 @@ class QueryBinder:
 
     def correlated_child(self) -> QueryBinder:
         """A binder for a subquery in an expression: it may reference this level's columns."""
-        return QueryBinder(self.catalog, self.params, self.scope, self.ctes, self.dependencies)
+        return QueryBinder(self.catalog, self.params, self.scope, self.ctes, self.dependencies, True)
 
     def lookup_cte(self, name: str) -> tuple[exp.Expression, list[str] | None] | None:
         return self.ctes.get(name)
 
     # -- entry ----------------------------------------------------------------------------------
     def bind_query(self, node: exp.Expression) -> BoundQuery:
+        if not self.checked:
+            check_supported(node)
+            self.checked = True
         with_ = node.args.get("with_") or node.args.get("with")
         if with_ is not None:
             if with_.args.get("recursive"):
@@ -105,16 +113,21 @@ class QueryBinder:
         if isinstance(node, exp.Union | exp.Except | exp.Intersect):
             return self._bind_set_op(node)
         if isinstance(node, exp.Values):
-            return self._bind_values(node)
+            return self._with_order_limit(node, self._bind_values(node))
         if isinstance(node, exp.Subquery):
-            return self.child().bind_query(node.this)
+            return self._with_order_limit(node, self.child().bind_query(node.this))
         raise FeatureNotSupported(
             f"query {node.sql('postgres')[:60]!r} is not supported", position=position(node)
         )
 
     def bind_insert_source(self, node: exp.Expression, target_types: Sequence[DataType]) -> BoundQuery:
         """The rows of an INSERT: a plain VALUES list binds against the target column types."""
-        if isinstance(node, exp.Values) and not (node.args.get("with_") or node.args.get("with")):
+        if isinstance(node, exp.Values) and not any(
+            node.args.get(k) for k in ("with_", "order", "limit", "offset")
+        ):
+            if not self.checked:
+                check_supported(node)
+                self.checked = True
             return self._bind_values(node, target_types)
         return self.bind_query(node)
 
@@ -264,6 +277,12 @@ class QueryBinder:
             raise FeatureNotSupported(
                 f"window function {fn.sql('postgres')} is not supported", position=position(node)
             )
+        if isinstance(fn, exp.Anonymous) and fn.expressions:  # rank(x) OVER: no such window function
+            raise PiestreamError(
+                f"function {kind}() takes no arguments as a window function",
+                sqlstate="42883",
+                position=position(node),
+            )
         placeholder = _WindowRef(len(self._windows), BIGINT)
         self._windows.append((node, placeholder))
         return placeholder
@@ -336,6 +355,16 @@ class QueryBinder:
                 continue
             out.append((eb.bind(e), ot))
         return out
+
+    def _with_order_limit(self, node: exp.Expression, bq: BoundQuery) -> BoundQuery:
+        """ORDER BY / LIMIT / OFFSET after VALUES or a parenthesized query, over its output columns;
+        a LIMIT without ORDER BY keeps the inner query's order: `(... ORDER BY a) LIMIT 1`."""
+        if not any(node.args.get(k) for k in ("order", "limit", "offset")):
+            return bq
+        scope = Scope.of([ScopeColumn(None, n, t) for n, t in zip(bq.names, bq.plan.types, strict=True)])
+        if node.args.get("order") is None and bq.order:
+            return self._finish_order(node, BoundQuery(bq.plan, bq.names), bq.order, len(bq.names))
+        return self._order_limit(node, BoundQuery(bq.plan, bq.names), scope)
 
     def _order_limit(self, node: exp.Expression, bq: BoundQuery, scope: Scope) -> BoundQuery:
         exprs = [InputRef(i, t) for i, t in enumerate(bq.plan.types)]
@@ -462,7 +491,10 @@ def nulls_first_of(o: exp.Ordered) -> bool | None:
 def _const_int(node: exp.Expression | None, what: str) -> int | None:
     if node is None:
         return None
-    e = node.args.get("expression") or node.this
+    if isinstance(node, exp.Fetch):  # FETCH { FIRST | NEXT } [n] { ROW | ROWS } ONLY
+        e = node.args.get("count") or exp.Literal.number(1)
+    else:
+        e = node.args.get("expression") or node.this
     if isinstance(e, exp.Literal) and not e.is_string:
         v = int(str(e.this))
         if v < 0:
