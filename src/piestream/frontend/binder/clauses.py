@@ -123,7 +123,7 @@ RULES: dict[type[exp.Expression], Rule] = {
     # ONLY: piestream has no table inheritance, so ONLY t is t
     exp.Table: rule(
         "this alias db joins only",
-        catalog="cross-database references",
+        catalog="a cross-database reference",
         laterals="LATERAL VIEW",
         pivots="PIVOT / UNPIVOT",
         hints="table hints",
@@ -167,11 +167,11 @@ RULES: dict[type[exp.Expression], Rule] = {
     exp.Identifier: rule("this quoted", global_="GLOBAL", temporary="TEMPORARY"),
     exp.Column: rule(
         "this table db",
-        catalog="cross-database references",
+        catalog="a cross-database reference",
         join_mark="(+) outer join marker",
         shadow="shadowed column",
     ),
-    exp.Star: rule(except_="* EXCEPT / EXCLUDE", replace="* REPLACE", rename="* RENAME", ilike="* ILIKE"),
+    exp.Star: rule("except_", replace="* REPLACE", rename="* RENAME", ilike="* ILIKE"),  # * EXCEPT (a)
     exp.Alias: rule("this alias"),
     exp.Literal: rule("this is_string"),
     exp.Boolean: _ONE_ARG,
@@ -268,9 +268,9 @@ RULES: dict[type[exp.Expression], Rule] = {
         alias="named window (OVER name)",
         first="KEEP (DENSE_RANK FIRST / LAST)",
     ),
-    exp.RowNumber: rule(this="arguments of row_number()"),
-    exp.Rank: rule(expressions="arguments of rank()"),
-    exp.DenseRank: rule(expressions="arguments of dense_rank()"),
+    exp.RowNumber: rule(this="row_number() with arguments"),
+    exp.Rank: rule(expressions="rank() with arguments"),
+    exp.DenseRank: rule(expressions="dense_rank() with arguments"),
 }
 
 #: User-facing names of node kinds the binder does not take (a fallback shows the SQL text).
@@ -292,11 +292,11 @@ KIND_NAMES: dict[type[exp.Expression], str] = {
     exp.SimilarTo: "SIMILAR TO",
     exp.IgnoreNulls: "IGNORE NULLS",
     exp.RespectNulls: "RESPECT NULLS",
-    exp.Slice: "array slices",
-    exp.Lambda: "lambda expressions",
-    exp.Kwarg: "named function arguments",
-    exp.PropertyEQ: "named function arguments",
-    exp.IntervalSpan: "interval ranges (DAY TO SECOND)",
+    exp.Slice: "an array slice",
+    exp.Lambda: "a lambda expression",
+    exp.Kwarg: "a named function argument",
+    exp.PropertyEQ: "a named function argument",
+    exp.IntervalSpan: "an interval range (DAY TO SECOND)",
     exp.TryCast: "TRY_CAST",
     exp.JSONExtract: "the -> operator",
     exp.JSONExtractScalar: "the ->> operator",

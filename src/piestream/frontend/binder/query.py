@@ -10,7 +10,13 @@ from typing import Any
 
 from sqlglot import exp
 
-from piestream.common.errors import DatatypeMismatch, FeatureNotSupported, PiestreamError, SyntaxError_
+from piestream.common.errors import (
+    DatatypeMismatch,
+    FeatureNotSupported,
+    PiestreamError,
+    SyntaxError_,
+    UndefinedColumn,
+)
 from piestream.common.order import OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, DataType, Field, TypeKind
@@ -252,9 +258,9 @@ class QueryBinder:
                         sqlstate="42P01",
                         position=position(e),
                     )
-                for idx in self.scope.visible(qual or None):
-                    c = self.scope.columns[idx]
-                    out.append((idx, c.name))
+                cols = [(idx, self.scope.columns[idx].name) for idx in self.scope.visible(qual or None)]
+                star = e if isinstance(e, exp.Star) else e.this
+                out += _star_except(cols, star)
                 continue
             out.append((e, _derive_name(e, i)))
         return out
@@ -395,6 +401,17 @@ class QueryBinder:
 # ---------------------------------------------------------------------------------------------
 
 
+def _star_except(cols: list[tuple[int, str]], star: exp.Expression) -> list[tuple[int, str]]:
+    """RisingWave's `SELECT * EXCEPT (a, b)`: the star's columns without the named ones."""
+    excluded = star.args.get("except_") or []
+    names = [name for _, name in cols]
+    for c in excluded:
+        if not isinstance(c, exp.Column) or c.table or c.name not in names:
+            raise UndefinedColumn(f'column "{c.sql("postgres")}" does not exist', position=position(c))
+    drop = {c.name for c in excluded}
+    return [(i, name) for i, name in cols if name not in drop]
+
+
 def corresponding(node: exp.Expression, left: BoundQuery, right: BoundQuery) -> tuple[BoundQuery, BoundQuery]:
     """`a UNION CORRESPONDING [BY (cols)] b` (SQL standard, RisingWave): both sides narrowed to the
     columns they share by name, in the left side's order, or to the BY list in its order; the set
@@ -500,7 +517,7 @@ def _const_int(node: exp.Expression | None, what: str) -> int | None:
         if v < 0:
             raise PiestreamError(f"{what} must not be negative", sqlstate="2201W", position=position(node))
         return v
-    if isinstance(e, exp.Null):
+    if isinstance(e, exp.Null) or (what == "LIMIT" and isinstance(e, exp.Var) and e.name.upper() == "ALL"):
         return None
     raise FeatureNotSupported(f"{what} must be a constant integer", position=position(node))
 
