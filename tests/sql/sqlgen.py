@@ -542,6 +542,8 @@ SHAPES = (
     "window",
     "cte",
     "subquery_from",
+    "natural_using",
+    "corresponding",
 )
 
 
@@ -1030,6 +1032,106 @@ class QueryGen:
             cols,
             "subquery_from",
         )
+
+    def q_natural_using(self, depth: int) -> Query:
+        """NATURAL JOIN or JOIN ... USING between two derived tables whose shared column names
+        (u0, u1) are chosen, next to their own (l0.., r0..): `*` lists the merged columns first
+        (PostgreSQL's order, spelled out for DuckDB), or the merged column is selected
+        unqualified beside the inputs it merges; NATURAL without shared names is a cross join."""
+        left, right = self.src(depth), self.src(depth)
+        ls, rs = self.scope(left), self.scope(right)
+        natural = self.g.chance(0.5)
+        n_shared = self.r.choice([0, 1, 1, 2] if natural else [1, 1, 2])
+        # DuckDB types a merged date / timestamp column as one side's type, PostgreSQL as their
+        # common type (timestamp): the date side is cast so the oracle agrees
+        shared = [_same_time_type(*self.equi(ls, rs)) for _ in range(n_shared)]
+        own_l = [self.g.expr(self.g.any_type(ls), ls, 1) for _ in range(self.r.randint(1, 2))]
+        own_r = [self.g.expr(self.g.any_type(rs), rs, 1) for _ in range(self.r.randint(1, 2))]
+
+        def side(src: Src, shared_exprs: list[E], own: list[E], prefix: str, alias: str, d: str) -> str:
+            items = [f"{getattr(e, d)} AS u{i}" for i, e in enumerate(shared_exprs)]
+            items += [f"{getattr(e, d)} AS {prefix}{i}" for i, e in enumerate(own)]
+            return f"(SELECT {', '.join(items)} FROM {getattr(src, d)}) AS {alias}"
+
+        x, y = self.g.alias("x"), self.g.alias("y")
+        kind = self.r.choice(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"])
+        lp, ld = (side(left, [a for a, _ in shared], own_l, "l", x, d) for d in ("pg", "dk"))
+        rp, rd = (side(right, [b for _, b in shared], own_r, "r", y, d) for d in ("pg", "dk"))
+        using = ", ".join(f"u{i}" for i in range(n_shared))
+        if natural:
+            from_pg = f"{lp} NATURAL {kind} {rp}"
+            from_dk = f"{ld} NATURAL {kind} {rd}" if shared else f"{ld} {kind} {rd} ON TRUE"
+        else:
+            from_pg, from_dk = f"{lp} {kind} {rp} USING ({using})", f"{ld} {kind} {rd} USING ({using})"
+        merged_t = [_merged_type(a.t, b.t) for a, b in shared]
+        own_cols = [Column(f"l{i}", e.t) for i, e in enumerate(own_l)]
+        own_cols += [Column(f"r{i}", e.t) for i, e in enumerate(own_r)]
+        if not shared or self.g.chance(0.5):
+            cols = [Column(f"u{i}", t) for i, t in enumerate(merged_t)] + own_cols
+            names = ", ".join(c.name for c in cols)
+            return Query(f"SELECT * FROM {from_pg}", f"SELECT {names} FROM {from_dk}", cols, "natural_using")
+        i = self.r.randrange(n_shared)
+        items = [f"u{i}", f"{x}.u{i} AS xu{i}", f"{y}.u{i} AS yu{i}", *(c.name for c in own_cols)]
+        cols = [
+            Column(f"u{i}", merged_t[i]),
+            Column(f"xu{i}", shared[i][0].t),
+            Column(f"yu{i}", shared[i][1].t),
+            *own_cols,
+        ]
+        where = f" WHERE u{i} IS NOT NULL" if self.g.chance(0.3) else ""
+        sel = ", ".join(items)
+        pg, dk = f"SELECT {sel} FROM {from_pg}{where}", f"SELECT {sel} FROM {from_dk}{where}"
+        return Query(pg, dk, cols, "natural_using")
+
+    def q_corresponding(self, depth: int) -> Query:
+        """UNION [ALL] CORRESPONDING [BY (...)]: each branch names a random subset of c0..c3 (one
+        type per name) in its own order; DuckDB gets the same columns spelled out."""
+        types = [self.r.choice(TYPES) for _ in range(4)]
+        pool = list(range(4))
+        common = self.r.sample(pool, self.r.randint(1, 2))
+        branches = []
+        for _ in range(2):
+            s = self.src(depth)
+            sc = self.scope(s)
+            picked = common + [c for c in self.r.sample(pool, self.r.randint(0, 2)) if c not in common]
+            self.r.shuffle(picked)
+            exprs = [(c, self.g.expr(types[c], sc, 1)) for c in picked]
+            wp, wd = self.where(sc, 0.4)
+            pg = ", ".join(f"{e.pg} AS c{c}" for c, e in exprs)
+            dk = ", ".join(f"{e.dk} AS c{c}" for c, e in exprs)
+            branches.append((f"SELECT {pg} FROM {s.pg}{wp}", f"SELECT {dk} FROM {s.dk}{wd}", picked))
+        (lp, ld, lcols), (rp, rd, rcols) = branches
+        on_both = [c for c in lcols if c in rcols]
+        op = self.r.choice(["UNION ALL", "UNION ALL", "UNION"])
+        if self.g.chance(0.4):
+            out = self.r.sample(on_both, self.r.randint(1, len(on_both)))
+            clause = f"CORRESPONDING BY ({', '.join(f'c{c}' for c in out)})"
+        else:
+            out, clause = on_both, "CORRESPONDING"
+        names = ", ".join(f"c{c}" for c in out)
+        b1, b2 = self.g.alias("b"), self.g.alias("b")
+        return Query(
+            f"{lp} {op} {clause} {rp}",
+            f"SELECT {names} FROM ({ld}) AS {b1} {op} SELECT {names} FROM ({rd}) AS {b2}",
+            [Column(f"c{c}", types[c]) for c in out],
+            "corresponding",
+        )
+
+
+def _same_time_type(a: E, b: E) -> tuple[E, E]:
+    if {a.t, b.t} == {"date", "timestamp"}:
+        a, b = (fmt("CAST({0} AS TIMESTAMP)", "timestamp", e) if e.t == "date" else e for e in (a, b))
+    return a, b
+
+
+def _merged_type(a: str, b: str) -> str:
+    """The type of a USING column merged from an `a` and a `b` column (PostgreSQL's common type)."""
+    if a == b:
+        return a
+    order = ["int", "bigint", "numeric", "double"]
+    if a in order and b in order:
+        return order[max(order.index(a), order.index(b))]
+    return "timestamp" if {a, b} == {"timestamp", "date"} else a
 
 
 # -- DML ----------------------------------------------------------------------------------------

@@ -115,6 +115,14 @@ FEATURES = {
     "is distinct from": r"IS (NOT )?DISTINCT FROM",
     "interval arithmetic": r"INTERVAL '",
     "cast": r"CAST\(",
+    "natural join": r" NATURAL (JOIN|LEFT JOIN|RIGHT JOIN|FULL JOIN) \(SELECT .* AS u0",
+    "natural join without common columns": r" NATURAL \w*\s?JOIN \(SELECT (?!.* AS u0)",
+    "natural full join": r" NATURAL FULL JOIN ",
+    "join using": r" JOIN .* USING \(u0",
+    "full join using": r" FULL JOIN .* USING \(u0",
+    "using merged column selected": r"SELECT u\d, x\d+\.u\d AS xu",
+    "union corresponding": r"UNION (ALL )?CORRESPONDING SELECT",
+    "union corresponding by": r"UNION (ALL )?CORRESPONDING BY \(",
 }
 
 
