@@ -85,3 +85,19 @@ def test_clauses_not_implemented_fail_at_create(st: Session, sql: str, clause: s
             st.execute(stmt)
         assert info.value.sqlstate == "0A000" and clause in str(info.value), info.value
     assert st.execute("SHOW MATERIALIZED VIEWS")[-1].rows == []
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # PostgreSQL: k = 1 only (the second match per g); the OFFSET was dropped, giving 1 and 2
+        "SELECT k FROM tt t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a OFFSET 1)",
+        # PostgreSQL: NULL where the group has one row; the HAVING was dropped
+        "SELECT a, (SELECT count(*) FROM u WHERE u.a = tt.a HAVING count(*) > 1) AS c FROM tt",
+        # PostgreSQL: always NULL; the LIMIT was dropped
+        "SELECT a, (SELECT sum(c) FROM u WHERE u.a = tt.a LIMIT 0) AS c FROM tt",
+    ],
+)
+def test_correlated_subquery_clauses_are_not_dropped(st: Session, sql: str) -> None:
+    with pytest.raises(FeatureNotSupported, match="correlated"):
+        st.execute(sql)

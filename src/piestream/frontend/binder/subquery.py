@@ -89,12 +89,9 @@ class SubqueryRewriter:
         return False
 
     def _exists(self, sub: exp.Expression, anti: bool, where: exp.Expression) -> None:
-        if (
-            not isinstance(sub, exp.Select)
-            or sub.args.get("group")
-            or sub.args.get("having")
-            or sub.args.get("limit")
-        ):
+        # rewritten from its FROM and WHERE alone: anything else that can change which rows
+        # exist goes the general way (select list, DISTINCT and ORDER BY cannot)
+        if not isinstance(sub, exp.Select) or _has_any(sub, "group", "having", "limit", "offset", "with_"):
             bq = self.qb.correlated_child().bind_query(sub)
             if _has_outer(bq.plan):
                 raise FeatureNotSupported(
@@ -172,7 +169,11 @@ class SubqueryRewriter:
             )
         if not _has_outer(bq.plan):
             return self._attach(bq.plan, None, 0, scalar=True)
-        if not isinstance(sub, exp.Select) or sub.args.get("group") or len(sub.expressions) != 1:
+        if (
+            not isinstance(sub, exp.Select)
+            or len(sub.expressions) != 1
+            or _has_any(sub, "group", "having", "limit", "offset", "with_", "distinct", "order")
+        ):
             raise FeatureNotSupported(
                 "this correlated scalar subquery is not supported", position=position(sub)
             )
@@ -283,6 +284,10 @@ class SubqueryRewriter:
 
         empty = transform(select[0], on_empty)
         return bind_call("case", [and_all(outer_only), value, empty])  # type: ignore[list-item]
+
+
+def _has_any(node: exp.Expression, *args: str) -> bool:
+    return any(node.args.get(a) for a in args)
 
 
 def _outer_to_input(e: Expr, pos: int | None) -> Expr:
