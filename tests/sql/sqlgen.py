@@ -1042,8 +1042,6 @@ class QueryGen:
         ls, rs = self.scope(left), self.scope(right)
         natural = self.g.chance(0.5)
         n_shared = self.r.choice([0, 1, 1, 2] if natural else [1, 1, 2])
-        # DuckDB types a merged date / timestamp column as one side's type, PostgreSQL as their
-        # common type (timestamp): the date side is cast so the oracle agrees
         shared = [_same_time_type(*self.equi(ls, rs)) for _ in range(n_shared)]
         own_l = [self.g.expr(self.g.any_type(ls), ls, 1) for _ in range(self.r.randint(1, 2))]
         own_r = [self.g.expr(self.g.any_type(rs), rs, 1) for _ in range(self.r.randint(1, 2))]
@@ -1119,9 +1117,13 @@ class QueryGen:
 
 
 def _same_time_type(a: E, b: E) -> tuple[E, E]:
-    if {a.t, b.t} == {"date", "timestamp"}:
-        a, b = (fmt("CAST({0} AS TIMESTAMP)", "timestamp", e) if e.t == "date" else e for e in (a, b))
-    return a, b
+    """DuckDB types a merged USING column as one side's type (a date stays a date, a DECIMAL keeps
+    its scale: -7.5 became -8), PostgreSQL as their common type: both sides are cast to it,
+    except integers, which compare and print the same in either type."""
+    if {a.t, b.t} <= {"int", "bigint"} or category(a.t) not in ("num", "time"):
+        return a, b
+    t = _merged_type(a.t, b.t)
+    return tuple(E(f"CAST({e.pg} AS {PG_TYPE[t]})", f"CAST({e.dk} AS {DK_TYPE[t]})", t) for e in (a, b))  # type: ignore[return-value]
 
 
 def _merged_type(a: str, b: str) -> str:
