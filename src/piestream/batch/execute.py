@@ -61,7 +61,7 @@ def run(plan: BatchPlanNode, ctx: BatchContext) -> DataChunk:
     fn = _EXECUTORS.get(type(plan))
     if fn is None:
         raise InternalError(f"no batch executor for {type(plan).__name__}")
-    inputs = [run(i, ctx) for i in plan.inputs()]
+    inputs = [run(i, ctx) for i in plan.children()]
     out = fn(plan, inputs, ctx)
     _check(plan, out)
     return out

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from piestream.common.order import OrderType
 from piestream.common.scalar import Datum
 from piestream.common.schema import Schema
+from piestream.common.tree import TreeNode
 from piestream.common.types import TIMESTAMP, DataType, Field, TypeKind
 from piestream.expr.expr import Expr, InputRef
 from piestream.storage.table.desc import TableDesc
@@ -48,8 +49,8 @@ _DERIVE = Schema(())
 
 
 @dataclass(frozen=True, kw_only=True)
-class BatchPlanNode:
-    """One executor of a batch plan."""
+class BatchPlanNode(TreeNode):
+    """One executor of a batch plan; its inputs are its tree children (`child_fields`)."""
 
     schema: Schema = field(default=_DERIVE)
 
@@ -69,9 +70,6 @@ class BatchPlanNode:
     def derive_schema(self) -> Schema:
         raise NotImplementedError(type(self).__name__)
 
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return ()
-
     def explain(self) -> str:
         return type(self).__name__
 
@@ -83,7 +81,7 @@ class BatchPlanNode:
 def explain_tree(node: BatchPlanNode, indent: int = 0) -> str:
     """EXPLAIN text: one line per node, children indented."""
     lines = ["  " * indent + node.explain()]
-    lines += [explain_tree(i, indent + 1) for i in node.inputs()]
+    lines += [explain_tree(i, indent + 1) for i in node.children()]
     return "\n".join(lines)
 
 
@@ -186,14 +184,13 @@ class BatchValues(BatchPlanNode):
 class BatchFilter(BatchPlanNode):
     """Rows where `predicate` is true (NULL counts as false)."""
 
+    child_fields = ("input",)
+
     input: BatchPlanNode
     predicate: Expr
 
     def derive_schema(self) -> Schema:
         return self.input.schema
-
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.input,)
 
     def explain(self) -> str:
         return f"BatchFilter {{ predicate: {self.predicate} }}"
@@ -201,6 +198,8 @@ class BatchFilter(BatchPlanNode):
 
 @dataclass(frozen=True)
 class BatchProject(BatchPlanNode):
+    child_fields = ("input",)
+
     input: BatchPlanNode
     exprs: tuple[Expr, ...]
 
@@ -211,9 +210,6 @@ class BatchProject(BatchPlanNode):
             name = names[e.index] if isinstance(e, InputRef) else f"expr{i}"
             fields.append(Field(name, e.return_type))
         return Schema(tuple(fields))
-
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.input,)
 
     def explain(self) -> str:
         return f"BatchProject {{ exprs: [{', '.join(str(e) for e in self.exprs)}] }}"
@@ -235,6 +231,8 @@ class BatchHashJoin(BatchPlanNode):
     """Equi-join on `left_keys` = `right_keys` (NULL keys match only where `null_safe`), then
     `condition` over left ++ right decides matching. Output: left ++ right (left only for
     semi / anti joins); outer joins NULL-pad the rows no pair matched."""
+
+    child_fields = ("left", "right")
 
     left: BatchPlanNode
     right: BatchPlanNode
@@ -261,9 +259,6 @@ class BatchHashJoin(BatchPlanNode):
     def derive_schema(self) -> Schema:
         return _join_schema(self.kind, self.left, self.right)
 
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.left, self.right)
-
     def explain(self) -> str:
         keys = ", ".join(
             f"${lk} {'IS NOT DISTINCT FROM' if ns else '='} ${rk + len(self.left.schema)}"
@@ -277,6 +272,8 @@ class BatchHashJoin(BatchPlanNode):
 class BatchNestedLoopJoin(BatchPlanNode):
     """A join without equi keys: every pair is tested against `condition` (None = cross join)."""
 
+    child_fields = ("left", "right")
+
     left: BatchPlanNode
     right: BatchPlanNode
     kind: str  # one of JOIN_KINDS
@@ -288,9 +285,6 @@ class BatchNestedLoopJoin(BatchPlanNode):
 
     def derive_schema(self) -> Schema:
         return _join_schema(self.kind, self.left, self.right)
-
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.left, self.right)
 
     def explain(self) -> str:
         return f"BatchNestedLoopJoin {{ type: {self.kind}, condition: {self.condition} }}"
@@ -335,6 +329,8 @@ class BatchHashAgg(BatchPlanNode):
     """GROUP BY `group_key`; output = group columns then one column per call. Without a group
     key there is exactly one output row, even for an empty input."""
 
+    child_fields = ("input",)
+
     input: BatchPlanNode
     group_key: tuple[int, ...]
     calls: tuple[BatchAggCall, ...]
@@ -350,9 +346,6 @@ class BatchHashAgg(BatchPlanNode):
         keys = self.input.schema.project(self.group_key).fields
         return Schema(keys + tuple(Field(c.kind, c.return_type) for c in self.calls))
 
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.input,)
-
     def explain(self) -> str:
         calls = ", ".join(str(c) for c in self.calls)
         return f"BatchHashAgg {{ group_key: {_cols_str(self.group_key)}, aggs: [{calls}] }}"
@@ -367,6 +360,8 @@ class BatchHashAgg(BatchPlanNode):
 class BatchSort(BatchPlanNode):
     """ORDER BY (stable: rows with equal keys keep their input order)."""
 
+    child_fields = ("input",)
+
     input: BatchPlanNode
     order: OrderBy
 
@@ -375,9 +370,6 @@ class BatchSort(BatchPlanNode):
 
     def derive_schema(self) -> Schema:
         return self.input.schema
-
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.input,)
 
     def explain(self) -> str:
         return f"BatchSort {{ order: {_order_str(self.order)} }}"
@@ -388,6 +380,8 @@ class BatchTopN(BatchPlanNode):
     """ORDER BY ... OFFSET `offset` LIMIT `limit`, over everything or per group of `group_key`.
     Ties are broken by input order (a stable sort), so the answer is deterministic for a given
     input; `with_ties` also keeps the rows that tie with the last one (FETCH ... WITH TIES)."""
+
+    child_fields = ("input",)
 
     input: BatchPlanNode
     order: OrderBy
@@ -406,9 +400,6 @@ class BatchTopN(BatchPlanNode):
     def derive_schema(self) -> Schema:
         return self.input.schema
 
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.input,)
-
     def explain(self) -> str:
         group = f", group_key: {_cols_str(self.group_key)}" if self.group_key else ""
         ties = ", with_ties: true" if self.with_ties else ""
@@ -422,6 +413,8 @@ class BatchTopN(BatchPlanNode):
 class BatchLimit(BatchPlanNode):
     """OFFSET / LIMIT without ORDER BY: the first rows in input order."""
 
+    child_fields = ("input",)
+
     input: BatchPlanNode
     limit: int | None
     offset: int = 0
@@ -432,9 +425,6 @@ class BatchLimit(BatchPlanNode):
 
     def derive_schema(self) -> Schema:
         return self.input.schema
-
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.input,)
 
     def explain(self) -> str:
         return f"BatchLimit {{ limit: {self.limit}, offset: {self.offset} }}"
@@ -449,9 +439,11 @@ class BatchLimit(BatchPlanNode):
 class BatchUnion(BatchPlanNode):
     """UNION ALL of inputs with identical column types (names from the first input).
 
-    Built as ``BatchUnion(inputs)`` / ``BatchUnion(inputs=...)``; the field is `union_inputs`
-    because `inputs()` is every node's children method.
+    Built as ``BatchUnion(inputs)`` / ``BatchUnion(inputs=...)``; the field is `union_inputs`, as
+    in the logical and the stream Union.
     """
+
+    child_fields = ("union_inputs",)
 
     union_inputs: tuple[BatchPlanNode, ...]
 
@@ -476,9 +468,6 @@ class BatchUnion(BatchPlanNode):
     def derive_schema(self) -> Schema:
         return self.union_inputs[0].schema
 
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return self.union_inputs
-
     def explain(self) -> str:
         return "BatchUnion { all: true }"
 
@@ -488,13 +477,12 @@ class BatchMaxOneRow(BatchPlanNode):
     """The input if it has at most one row, else error 21000 (a scalar subquery's guard). An
     empty input stays empty: the join above a scalar subquery supplies the NULL."""
 
+    child_fields = ("input",)
+
     input: BatchPlanNode
 
     def derive_schema(self) -> Schema:
         return self.input.schema
-
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.input,)
 
     def explain(self) -> str:
         return "BatchMaxOneRow"
@@ -509,6 +497,8 @@ class BatchMaxOneRow(BatchPlanNode):
 class BatchHopWindow(BatchPlanNode):
     """Each row once per hopping window containing its time (NULL times belong to none);
     output = input columns, window_start, window_end (the time column's type)."""
+
+    child_fields = ("input",)
 
     input: BatchPlanNode
     time_col: int
@@ -529,9 +519,6 @@ class BatchHopWindow(BatchPlanNode):
             t = TIMESTAMP
         return self.input.schema.concat(Schema.of(("window_start", t), ("window_end", t)))
 
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.input,)
-
     def explain(self) -> str:
         return (
             f"BatchHopWindow {{ time_col: ${self.time_col}, slide: {self.slide_usecs}us, "
@@ -543,6 +530,8 @@ class BatchHopWindow(BatchPlanNode):
 class BatchOverWindow(BatchPlanNode):
     """Ranking window functions per partition in `order_by` order; output = input columns then
     one column per call, rows in (partition, order) order."""
+
+    child_fields = ("input",)
 
     input: BatchPlanNode
     partition_by: tuple[int, ...]
@@ -559,9 +548,6 @@ class BatchOverWindow(BatchPlanNode):
 
     def derive_schema(self) -> Schema:
         return self.input.schema.concat(Schema(tuple(Field(k, t) for k, t in self.calls)))
-
-    def inputs(self) -> tuple[BatchPlanNode, ...]:
-        return (self.input,)
 
     def explain(self) -> str:
         calls = ", ".join(k for k, _ in self.calls)

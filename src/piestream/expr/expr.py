@@ -1,8 +1,9 @@
 """Bound expressions, evaluated over whole Arrow columns (DESIGN layer 4).
 
-An expression tree is plain data (dataclasses that pickle to Spark workers); `eval(chunk)` turns
-it into one Arrow array for all rows of a chunk by calling vectorized kernels. The same evaluator
-serves streaming executors and batch queries, so an MV and its SELECT agree.
+An expression tree is plain data (dataclasses with the `TreeNode` protocol, serialized with the
+plan nodes that hold them); `eval(chunk)` turns it into one Arrow array for all rows of a chunk by
+calling vectorized kernels. The same evaluator serves streaming executors and batch queries, so an
+MV and its SELECT agree.
 
 Rows are evaluated for every physical row of the chunk, so callers hand over compacted chunks:
 a row a filter removed must not raise (e.g. a division by zero in a row WHERE dropped).
@@ -20,10 +21,11 @@ import pyarrow as pa
 
 from piestream.common.chunk import DataChunk
 from piestream.common.scalar import Datum, to_arrow
+from piestream.common.tree import TreeNode
 from piestream.common.types import VARCHAR, DataType
 
 
-class Expr(ABC):
+class Expr(TreeNode, ABC):
     """A typed expression over the columns of an input chunk."""
 
     return_type: DataType
@@ -32,15 +34,9 @@ class Expr(ABC):
     def eval(self, chunk: DataChunk) -> pa.Array:
         """One value per physical row of `chunk`."""
 
-    def children(self) -> Sequence[Expr]:
-        return ()
-
     def input_refs(self) -> set[int]:
         """Indices of the input columns this expression reads."""
-        out: set[int] = set()
-        for c in self.children():
-            out |= c.input_refs()
-        return out
+        return {e.index for e in self.walk() if isinstance(e, InputRef)}
 
 
 @dataclass(frozen=True)
@@ -50,9 +46,6 @@ class InputRef(Expr):
 
     def eval(self, chunk: DataChunk) -> pa.Array:
         return chunk.columns[self.index]
-
-    def input_refs(self) -> set[int]:
-        return {self.index}
 
     def __str__(self) -> str:
         return f"${self.index}"
@@ -111,6 +104,8 @@ class FuncCall(Expr):
     into ``now()`` (see `piestream.expr.functions.datetime`).
     """
 
+    child_fields = ("args",)
+
     name: str
     args: tuple[Expr, ...]
     return_type: DataType
@@ -120,9 +115,6 @@ class FuncCall(Expr):
         from piestream.expr.functions.registry import evaluate_call
 
         return evaluate_call(self, chunk)
-
-    def children(self) -> Sequence[Expr]:
-        return self.args
 
     def option(self, key: str, default: Datum = None) -> Datum:
         for k, v in self.options:

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from piestream.expr.expr import Expr, FuncCall
-from piestream.frontend.binder.rewrite import input_refs
 from piestream.frontend.logical import Filter, Join, JoinKind
 
 _OPS = {"less_than": "<", "less_than_or_equal": "<=", "greater_than": ">", "greater_than_or_equal": ">="}
@@ -46,7 +45,7 @@ def match_dynamic_filter(node: Filter, needed_above: set[int]) -> DynamicFilterM
     found: DynamicFilterMatch | None = None
     rest = []
     for c in _conjuncts(node.predicate):
-        refs = input_refs(c)
+        refs = c.input_refs()
         if nl not in refs:
             rest.append(c)
             continue
@@ -65,11 +64,11 @@ def _comparison(join: Join, c: Expr, nl: int) -> DynamicFilterMatch | None:
         return None
     a, b = c.args
     op = _OPS[c.name]
-    if input_refs(a) == {nl}:
+    if a.input_refs() == {nl}:
         a, b, op = b, a, _FLIP[op]
-    if input_refs(b) != {nl} or nl in input_refs(a) or a.return_type != b.return_type:
+    if b.input_refs() != {nl} or nl in a.input_refs() or a.return_type != b.return_type:
         return None
-    if not input_refs(a):
+    if not a.input_refs():
         return None  # a constant compared with the subquery: nothing to store per left row
     return DynamicFilterMatch(join, a, op, b, ())
 

@@ -9,8 +9,7 @@ fragment with that table's parallelism, fed by a no-shuffle edge from the table'
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from dataclasses import dataclass, field
 
 from piestream.common.vnode import VNODE_COUNT
 from piestream.frontend.stream_planner import ExchangeMarker
@@ -35,18 +34,6 @@ class _Draft:
     entry: str = "none"  # how rows enter: "single", "hash", "upstream", "source", "none"
     upstream_parallelism: int = 0
     outputs: list[tuple[int, ExchangeMarker]] = field(default_factory=list)  # (downstream id, marker)
-
-
-def _with_children(node: StreamNode, fn: Callable[[StreamNode], StreamNode]) -> StreamNode:
-    """`node` with every input node replaced by `fn(input)`."""
-    changes: dict[str, Any] = {}
-    for f in fields(node):
-        v = getattr(node, f.name)
-        if isinstance(v, StreamNode):
-            changes[f.name] = fn(v)
-        elif isinstance(v, tuple) and v and all(isinstance(x, StreamNode) for x in v):
-            changes[f.name] = tuple(fn(x) for x in v)
-    return replace(node, **changes) if changes else node
 
 
 def fragment_job(
@@ -85,14 +72,14 @@ def fragment_job(
                 draft.entry = "upstream"
             draft.upstream_parallelism = upstream_parallelism(node.upstream_fragment_id)
             return node
-        if not node.inputs():
+        if not node.children():
             if draft.entry == "none" and isinstance(node, SourceNode):
                 draft.entry = "source"  # one actor per split, up to the job's parallelism
                 draft.upstream_parallelism = node.max_parallelism
             elif draft.entry in ("none", "source"):
                 draft.entry = "single"  # a source of rows with no input (Values)
             return node
-        return _with_children(node, lambda c: build(c, draft))
+        return node.with_children([build(c, draft) for c in node.children()])
 
     top = _Draft(next_fragment_id())
     drafts[top.fragment_id] = top

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from piestream.common.order import OrderType
 from piestream.common.schema import Schema
+from piestream.common.tree import TreeNode
 from piestream.common.types import DataType, Field
 from piestream.expr.expr import Expr
 from piestream.frontend.catalog import Relation
@@ -33,15 +34,10 @@ class JoinKind(enum.Enum):
 
 
 @dataclass(eq=False)
-class PlanNode:
+class PlanNode(TreeNode):
+    """A node of the logical plan; its inputs are its tree children (`child_fields`)."""
+
     schema: Schema
-
-    def inputs(self) -> list[PlanNode]:
-        return []
-
-    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
-        assert not inputs
-        return self
 
     @property
     def types(self) -> list[DataType]:
@@ -73,14 +69,10 @@ class Values(PlanNode):
 
 @dataclass(eq=False)
 class Filter(PlanNode):
+    child_fields = ("input",)
+
     input: PlanNode
     predicate: Expr
-
-    def inputs(self) -> list[PlanNode]:
-        return [self.input]
-
-    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
-        return replace(self, input=inputs[0])
 
     def explain(self) -> str:
         return f"Filter {{ predicate: {self.predicate} }}"
@@ -88,14 +80,10 @@ class Filter(PlanNode):
 
 @dataclass(eq=False)
 class Project(PlanNode):
+    child_fields = ("input",)
+
     input: PlanNode
     exprs: list[Expr]
-
-    def inputs(self) -> list[PlanNode]:
-        return [self.input]
-
-    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
-        return replace(self, input=inputs[0])
 
     def explain(self) -> str:
         return f"Project {{ exprs: [{', '.join(str(e) for e in self.exprs)}] }}"
@@ -103,17 +91,13 @@ class Project(PlanNode):
 
 @dataclass(eq=False)
 class Join(PlanNode):
+    child_fields = ("left", "right")
+
     left: PlanNode
     right: PlanNode
     kind: JoinKind
     condition: Expr | None  # over left ++ right columns
     scalar_subquery: bool = False  # the right side is an uncorrelated scalar subquery (<= 1 row)
-
-    def inputs(self) -> list[PlanNode]:
-        return [self.left, self.right]
-
-    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
-        return replace(self, left=inputs[0], right=inputs[1])
 
     def explain(self) -> str:
         return f"Join {{ type: {self.kind.value}, on: {self.condition} }}"
@@ -141,15 +125,11 @@ class AggCall:
 class Agg(PlanNode):
     """GROUP BY `group_key` computing `calls`; output = group columns then one column per call."""
 
+    child_fields = ("input",)
+
     input: PlanNode
     group_key: list[int]
     calls: list[AggCall]
-
-    def inputs(self) -> list[PlanNode]:
-        return [self.input]
-
-    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
-        return replace(self, input=inputs[0])
 
     def explain(self) -> str:
         keys = ", ".join(f"${g}" for g in self.group_key)
@@ -160,18 +140,14 @@ class Agg(PlanNode):
 class TopN(PlanNode):
     """ORDER BY ... LIMIT/OFFSET, per group (ROW_NUMBER() <= N) or over everything."""
 
+    child_fields = ("input",)
+
     input: PlanNode
     order: list[tuple[int, OrderType]]
     limit: int | None
     offset: int = 0
     group_key: list[int] = field(default_factory=list)
     with_ties: bool = False
-
-    def inputs(self) -> list[PlanNode]:
-        return [self.input]
-
-    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
-        return replace(self, input=inputs[0])
 
     def explain(self) -> str:
         order = ", ".join(f"${c} {o}" for c, o in self.order)
@@ -183,14 +159,10 @@ class TopN(PlanNode):
 class Sort(PlanNode):
     """ORDER BY without LIMIT (batch output order; an MV's pk order)."""
 
+    child_fields = ("input",)
+
     input: PlanNode
     order: list[tuple[int, OrderType]]
-
-    def inputs(self) -> list[PlanNode]:
-        return [self.input]
-
-    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
-        return replace(self, input=inputs[0])
 
     def explain(self) -> str:
         return f"Sort {{ order: [{', '.join(f'${c} {o}' for c, o in self.order)}] }}"
@@ -200,13 +172,9 @@ class Sort(PlanNode):
 class Union(PlanNode):
     """UNION ALL of inputs with identical column types."""
 
+    child_fields = ("union_inputs",)
+
     union_inputs: list[PlanNode]
-
-    def inputs(self) -> list[PlanNode]:
-        return list(self.union_inputs)
-
-    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
-        return replace(self, union_inputs=list(inputs))
 
     def explain(self) -> str:
         return "Union { all: true }"
@@ -216,17 +184,13 @@ class Union(PlanNode):
 class HopWindow(PlanNode):
     """Each row once per hopping window containing its time; output = input, window_start, window_end."""
 
+    child_fields = ("input",)
+
     input: PlanNode
     time_col: int
     slide_usecs: int
     size_usecs: int
     offset_usecs: int = 0
-
-    def inputs(self) -> list[PlanNode]:
-        return [self.input]
-
-    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
-        return replace(self, input=inputs[0])
 
     def explain(self) -> str:
         return (
@@ -245,16 +209,12 @@ class WindowCall:
 class OverWindow(PlanNode):
     """Window functions over partitions; output = input columns then one per call."""
 
+    child_fields = ("input",)
+
     input: PlanNode
     partition_by: list[int]
     order_by: list[tuple[int, OrderType]]
     calls: list[WindowCall]
-
-    def inputs(self) -> list[PlanNode]:
-        return [self.input]
-
-    def with_inputs(self, inputs: Sequence[PlanNode]) -> PlanNode:
-        return replace(self, input=inputs[0])
 
     def explain(self) -> str:
         return (
@@ -270,5 +230,5 @@ def schema_of(names: Sequence[str], types: Sequence[DataType]) -> Schema:
 
 def explain_tree(node: PlanNode, indent: int = 0) -> str:
     lines = ["  " * indent + node.explain()]
-    lines += [explain_tree(i, indent + 1) for i in node.inputs()]
+    lines += [explain_tree(i, indent + 1) for i in node.children()]
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from piestream.common.schema import Schema
 from piestream.common.types import TypeKind
 from piestream.expr.bind import bind_call, fold_constants
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
-from piestream.frontend.binder.rewrite import input_refs, remap_refs, transform
+from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.logical import (
     Agg,
     AggCall,
@@ -66,12 +66,6 @@ def _map_node_exprs(node: PlanNode, fn: Any) -> PlanNode:
     return node
 
 
-def map_tree(node: PlanNode, fn: Any) -> PlanNode:
-    """Bottom-up rebuild: `fn(node_with_rewritten_inputs)`."""
-    new_inputs = [map_tree(i, fn) for i in node.inputs()]
-    return fn(node.with_inputs(new_inputs) if new_inputs else node)
-
-
 # ---------------------------------------------------------------------------------------------
 # constant folding
 
@@ -83,7 +77,7 @@ def fold(plan: PlanNode) -> PlanNode:
             return n.input
         return n
 
-    return map_tree(plan, rule)
+    return plan.transform(rule)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,14 +90,15 @@ def merge_projects(plan: PlanNode) -> PlanNode:
             inner = n.input
             subst = {i: e for i, e in enumerate(inner.exprs)}
             exprs = [
-                transform(e, lambda x: subst[x.index] if isinstance(x, InputRef) else None) for e in n.exprs
+                e.transform_down(lambda x: subst[x.index] if isinstance(x, InputRef) else None)
+                for e in n.exprs
             ]
             return Project(n.schema, inner.input, exprs)
         if isinstance(n, Project) and _is_identity(n):
             return n.input
         return n
 
-    return map_tree(plan, rule)
+    return plan.transform(rule)
 
 
 def _is_identity(p: Project) -> bool:
@@ -122,8 +117,7 @@ def _is_identity(p: Project) -> bool:
 def push_down_predicates(plan: PlanNode) -> PlanNode:
     if isinstance(plan, Filter):
         return _push_filter(push_down_predicates(plan.input), conjuncts(plan.predicate), plan.schema)
-    new_inputs = [push_down_predicates(i) for i in plan.inputs()]
-    node = plan.with_inputs(new_inputs) if new_inputs else plan
+    node = plan.with_children([push_down_predicates(i) for i in plan.children()])
     if isinstance(node, Join) and node.kind is JoinKind.INNER and node.condition is not None:
         # single-side conjuncts of an inner join's condition filter that side first
         return _push_join(node, [])
@@ -136,9 +130,7 @@ def _wrap_filter(node: PlanNode, preds: list[Expr]) -> PlanNode:
 
 
 def _volatile(e: Expr) -> bool:
-    from piestream.frontend.binder.rewrite import walk
-
-    return any(isinstance(x, FuncCall) and x.name in ("now",) for x in walk(e))
+    return any(isinstance(x, FuncCall) and x.name in ("now",) for x in e.walk())
 
 
 def _push_filter(node: PlanNode, preds: list[Expr], schema: Schema) -> PlanNode:
@@ -149,7 +141,7 @@ def _push_filter(node: PlanNode, preds: list[Expr], schema: Schema) -> PlanNode:
         pushable: list[Expr] = []
         kept: list[Expr] = []
         for p in preds:
-            mapped = transform(p, lambda x: subst[x.index] if isinstance(x, InputRef) else None)
+            mapped = p.transform_down(lambda x: subst[x.index] if isinstance(x, InputRef) else None)
             (kept if _volatile(mapped) or _volatile(p) else pushable).append(
                 mapped if not _volatile(mapped) else p
             )
@@ -163,7 +155,7 @@ def _push_filter(node: PlanNode, preds: list[Expr], schema: Schema) -> PlanNode:
         g = len(node.group_key)
         below, above = [], []
         for p in preds:
-            refs = input_refs(p)
+            refs = p.input_refs()
             if refs and all(r < g for r in refs):
                 below.append(remap_refs(p, {i: node.group_key[i] for i in range(g)}))
             else:
@@ -182,7 +174,7 @@ def _push_join(node: Join, preds: list[Expr]) -> PlanNode:
     cond = conjuncts(node.condition) if node.condition is not None else []
     kind = node.kind
     for p in preds:
-        refs = input_refs(p)
+        refs = p.input_refs()
         if kind.keeps_left_only:
             (left_p if refs and max(refs) < nl else above).append(p)
         elif refs and max(refs) < nl and kind in (JoinKind.INNER, JoinKind.LEFT):
@@ -196,7 +188,7 @@ def _push_join(node: Join, preds: list[Expr]) -> PlanNode:
     # an inner join's own single-side conditions filter its inputs
     keep_cond = []
     for c in cond:
-        refs = input_refs(c)
+        refs = c.input_refs()
         if kind in (JoinKind.INNER, JoinKind.LEFT_SEMI) and refs and min(refs) >= nl and not _volatile(c):
             right_p.append(remap_refs(c, {r: r - nl for r in refs}))
         elif kind is JoinKind.INNER and refs and max(refs) < nl and not _volatile(c):
@@ -245,7 +237,7 @@ def row_number_to_top_n(plan: PlanNode) -> PlanNode:
             out = Project(proj.schema, out, proj.exprs)
         return _wrap_filter(out, rest)
 
-    return map_tree(plan, rule)
+    return plan.transform(rule)
 
 
 def _rank_limit(preds: list[Expr], col: int) -> tuple[int | None, list[Expr]]:
@@ -298,17 +290,17 @@ def _prune(node: PlanNode, required: set[int]) -> tuple[PlanNode, dict[int, int]
     if isinstance(node, Project):
         keep = sorted(required)
         exprs = [node.exprs[i] for i in keep]
-        need = set().union(*[input_refs(e) for e in exprs]) if exprs else set()
+        need = set().union(*[e.input_refs() for e in exprs]) if exprs else set()
         child, m = _prune(node.input, need)
         new_exprs = [remap_refs(e, m) for e in exprs]
         return Project(node.schema.project(keep), child, new_exprs), {c: i for i, c in enumerate(keep)}
     if isinstance(node, Filter):
-        need = set(required) | input_refs(node.predicate)
+        need = set(required) | node.predicate.input_refs()
         child, m = _prune(node.input, need)
         return Filter(child.schema, child, remap_refs(node.predicate, m)), m
     if isinstance(node, Join):
         nl = len(node.left.types)
-        cond_refs = input_refs(node.condition) if node.condition is not None else set()
+        cond_refs = node.condition.input_refs() if node.condition is not None else set()
         need = set(required) | cond_refs
         left, ml = _prune(node.left, {i for i in need if i < nl} or {0} if nl else set())
         right_need = {i - nl for i in need if i >= nl}
@@ -333,7 +325,7 @@ def _prune(node: PlanNode, required: set[int]) -> tuple[PlanNode, dict[int, int]
         for c in calls:
             need |= set(c.args) | {o for o, _ in c.order_by}
             if c.filter is not None:
-                need |= input_refs(c.filter)
+                need |= c.filter.input_refs()
         child, m = _prune(node.input, need or ({0} if node.input.types else set()))
         new_calls = [
             AggCall(
@@ -356,8 +348,8 @@ def _prune(node: PlanNode, required: set[int]) -> tuple[PlanNode, dict[int, int]
         if not any(i >= n_in for i in required):  # no window value is used: drop the window
             return _prune(node.input, required)
     # nodes whose columns all pass through: prune nothing below them, keep their order
-    kids = [(_prune(i, set(range(len(i.types))))[0]) for i in node.inputs()]
-    return (node.with_inputs(kids) if kids else node), {i: i for i in range(len(node.types))}
+    kids = [_prune(i, set(range(len(i.types))))[0] for i in node.children()]
+    return node.with_children(kids), {i: i for i in range(len(node.types))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -384,10 +376,7 @@ def check_scalar_subqueries(plan: PlanNode) -> None:
     """A scalar subquery that returns two rows is an error (21000) in a query; an MV cannot
     raise it later, when a second row arrives. So in an MV the subquery must return at most one
     row by construction: 0A000 otherwise."""
-    stack = [plan]
-    while stack:
-        n = stack.pop()
-        stack.extend(n.inputs())
+    for n in plan.walk():
         if isinstance(n, Join) and n.scalar_subquery and not at_most_one_row(n.right):
             raise FeatureNotSupported(
                 "a scalar subquery in a materialized view must return at most one row by construction "
@@ -414,8 +403,6 @@ def check_no_volatile(plan: PlanNode) -> None:
     would not equal its query a moment later (temporal filters are not implemented): 0A000."""
     from dataclasses import fields, is_dataclass
 
-    from piestream.frontend.binder.rewrite import walk
-
     def exprs_of(v: Any) -> list[Expr]:
         if isinstance(v, Expr):
             return [v]
@@ -425,13 +412,10 @@ def check_no_volatile(plan: PlanNode) -> None:
             return [v.filter]
         return []
 
-    stack = [plan]
-    while stack:
-        n = stack.pop()
-        stack.extend(n.inputs())
+    for n in plan.walk():
         for f in fields(n) if is_dataclass(n) else ():
             for e in exprs_of(getattr(n, f.name)):
-                if any(_volatile_call(x) for x in walk(e)):
+                if any(_volatile_call(x) for x in e.walk()):
                     raise FeatureNotSupported(
                         "now() / current_timestamp is not supported in materialized views"
                     )

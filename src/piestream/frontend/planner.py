@@ -338,7 +338,7 @@ def _node_line(n: StreamNode) -> str:
 
 def _explain_node(n: StreamNode, depth: int, top: bool) -> list[str]:
     lines = []
-    for c in n.inputs():
+    for c in n.children():
         lines.append("  " * depth + f"└─{c.explain()} {_node_line(c)}")
         lines += _explain_node(c, depth + 1, top)
     return lines

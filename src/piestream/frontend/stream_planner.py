@@ -19,7 +19,7 @@ from piestream.common.errors import FeatureNotSupported
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, INT, SERIAL, Field
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
-from piestream.frontend.binder.rewrite import input_refs, remap_refs
+from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.dynamic_filter_rule import DynamicFilterMatch, match_dynamic_filter
 from piestream.frontend.logical import (
@@ -87,11 +87,10 @@ ANY = Dist("any")
 class ExchangeMarker(StreamNode):
     """Where the fragmenter cuts: the rows below move to `dist` (hash / single)."""
 
+    child_fields = ("input",)
+
     input: StreamNode
     dist: Dist
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def explain(self) -> str:
         if self.dist.kind == "hash":
@@ -273,7 +272,7 @@ class StreamPlanner:
         return Piece(f, p.dist, p.width)
 
     def _plan_project(self, node: Project) -> Piece:
-        needed = set().union(*(input_refs(e) for e in node.exprs))
+        needed = set().union(*(e.input_refs() for e in node.exprs))
         m = match_dynamic_filter(node.input, needed) if isinstance(node.input, Filter) else None
         p = self._plan_dynamic_filter(m) if m is not None else self.plan(node.input)
         return self.project(p, node.exprs, node.schema.names, len(node.exprs))
@@ -550,7 +549,7 @@ def _upstreams(node: StreamNode) -> set[int]:
         return set()
     if isinstance(node, ExchangeNode):
         return {node.upstream_fragment_id}
-    return set().union(*(_upstreams(i) for i in node.inputs()))
+    return set().union(*(_upstreams(i) for i in node.children()))
 
 
 def _conjuncts(e: Expr | None) -> list[Expr]:
@@ -587,4 +586,4 @@ def _equi_pair(c: Expr, nl: int) -> tuple[int, int, bool] | None:
 
 
 def uses_only(e: Expr, cols: set[int]) -> bool:
-    return input_refs(e) <= cols
+    return e.input_refs() <= cols

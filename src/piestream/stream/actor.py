@@ -41,13 +41,10 @@ class Actor:
 
     def _build(self, node: StreamNode, parent: int, input_idx: int) -> int:
         """Build children first (their executors exist before the parent's), return the slot index."""
-        child_slots = []
-        for k, child in enumerate(node.inputs()):
-            child_slots.append((k, child))
         me = len(self._slots)
         port = node.port if isinstance(node, InputPortNode) else None
         self._slots.append(_Slot(None, parent, input_idx, port))  # type: ignore[arg-type]
-        for k, child in child_slots:
+        for k, child in enumerate(node.children()):
             self._build(child, me, k)
         self._slots[me].executor = node.build(self.ctx)
         return me

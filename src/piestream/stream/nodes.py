@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from piestream.common.schema import Schema
+from piestream.common.tree import TreeNode
 from piestream.storage.table.desc import TableDesc
 
 if TYPE_CHECKING:
@@ -19,15 +20,12 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StreamNode:
-    """One executor of a fragment's tree."""
+class StreamNode(TreeNode):
+    """One executor of a fragment's tree; its inputs are its tree children (`child_fields`)."""
 
     schema: Schema
     stream_key: tuple[int, ...]
     append_only: bool = False
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return ()
 
     def build(self, ctx: ActorContext) -> Executor:
         raise NotImplementedError(type(self).__name__)
@@ -39,13 +37,6 @@ class StreamNode:
     def explain(self) -> str:
         """One line for EXPLAIN (the node name and its arguments)."""
         return type(self).__name__.removesuffix("Node")
-
-    def walk(self) -> list[StreamNode]:
-        """This node and every node below it, parents first."""
-        out: list[StreamNode] = [self]
-        for i in self.inputs():
-            out += i.walk()
-        return out
 
 
 @dataclass(frozen=True, kw_only=True)

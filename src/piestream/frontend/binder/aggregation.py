@@ -21,7 +21,6 @@ from piestream.common.types import Field, TypeKind
 from piestream.expr.bind import agg_signature, bind_call, coerce_to
 from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.expr_binder import AGG_FUNCS, AGG_NAMES, ExprBinder, position
-from piestream.frontend.binder.rewrite import children_of, transform
 from piestream.frontend.binder.scope import GroupingError, Scope, ScopeColumn
 from piestream.frontend.logical import Agg, AggCall, Filter, Project
 
@@ -256,7 +255,7 @@ class AggBinding:
                 return hit
 
             _check_grouped(e, mapping, scope)
-            return transform(e, fn)
+            return e.transform_down(fn)
 
         qb.plan = agg
         qb.scope = Scope.of([ScopeColumn(None, f.name, f.data_type) for f in out_fields], scope.parent)
@@ -269,8 +268,8 @@ class AggBinding:
                     subq.hook("scalar", d, None, ExprBinder(qb.scope, params=qb.params))
                     for d in self.deferred
                 ]
-                having = transform(
-                    having, lambda x: subs[x.slot] if isinstance(x, DeferredSubquery) else None
+                having = having.transform_down(
+                    lambda x: subs[x.slot] if isinstance(x, DeferredSubquery) else None
                 )
             if having.return_type.kind is not TypeKind.BOOLEAN:
                 raise GroupingError(
@@ -303,7 +302,7 @@ def _check_grouped(e: Expr, mapping: dict[Any, Expr], scope: Scope) -> None:
             raise GroupingError(
                 f'column "{shown}" must appear in the GROUP BY clause or be used in an aggregate function'
             )
-        for ch in children_of(x):
+        for ch in x.children():
             visit(ch)
 
     visit(e)

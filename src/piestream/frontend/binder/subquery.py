@@ -22,7 +22,7 @@ from piestream.common.types import TypeKind
 from piestream.expr.bind import bind_call, coerce_to, common_type
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.binder.expr_binder import ExprBinder, position
-from piestream.frontend.binder.rewrite import shift_refs, transform, walk
+from piestream.frontend.binder.rewrite import shift_refs
 from piestream.frontend.binder.scope import OuterRef, Scope, ScopeColumn
 from piestream.frontend.logical import Filter, Join, JoinKind, PlanNode
 
@@ -140,8 +140,8 @@ class SubqueryRewriter:
         for c in conjuncts(where.this) if where is not None else []:
             eb = ExprBinder(scope, params=self.qb.params, context="WHERE")
             e = eb.bind(c)
-            if any(isinstance(x, OuterRef) for x in walk(e)):
-                if any(isinstance(x, OuterRef) and x.depth != 1 for x in walk(e)):
+            if any(isinstance(x, OuterRef) for x in e.walk()):
+                if any(isinstance(x, OuterRef) and x.depth != 1 for x in e.walk()):
                     raise FeatureNotSupported(
                         "subqueries correlated across two levels are not supported", position=position(c)
                     )
@@ -212,10 +212,10 @@ class SubqueryRewriter:
         where = sub.args.get("where")
         for c in conjuncts(where.this) if where is not None else []:
             e = ExprBinder(scope, params=qb.params, context="WHERE").bind(c)
-            if not any(isinstance(x, OuterRef) for x in walk(e)):
+            if not any(isinstance(x, OuterRef) for x in e.walk()):
                 filters.append(e)
                 continue
-            if not any(isinstance(x, InputRef) and not isinstance(x, OuterRef) for x in walk(e)):
+            if not any(isinstance(x, InputRef) and not isinstance(x, OuterRef) for x in e.walk()):
                 outer_only.append(_outer_to_input(e, position(c)))  # a condition on the outer row
                 continue
             pair = _correlated_equality(e)
@@ -267,7 +267,7 @@ class SubqueryRewriter:
             r = InputRef(n_left + x.index, x.return_type)
             return coalesce_zero(r) if calls[x.index - n_keys].kind in ("count", "count_star") else r
 
-        value = transform(select[0], on_join)
+        value = select[0].transform_down(on_join)
         if not outer_only:
             return value
 
@@ -282,7 +282,7 @@ class SubqueryRewriter:
             kind = calls[x.index - n_keys].kind
             return Literal(0 if kind in ("count", "count_star") else None, x.return_type)
 
-        empty = transform(select[0], on_empty)
+        empty = select[0].transform_down(on_empty)
         return bind_call("case", [and_all(outer_only), value, empty])  # type: ignore[list-item]
 
 
@@ -302,16 +302,13 @@ def _outer_to_input(e: Expr, pos: int | None) -> Expr:
             return InputRef(x.index, x.return_type)
         return None
 
-    return transform(e, fn)
+    return e.transform_down(fn)
 
 
 def _has_outer(plan: PlanNode) -> bool:
     from dataclasses import fields, is_dataclass
 
-    stack = [plan]
-    while stack:
-        p = stack.pop()
-        stack.extend(p.inputs())
+    for p in plan.walk():
         if not is_dataclass(p):
             continue
         for f in fields(p):
@@ -320,7 +317,7 @@ def _has_outer(plan: PlanNode) -> bool:
             for x in vals:
                 items = x if isinstance(x, list) else [x]
                 for y in items:
-                    if isinstance(y, Expr) and any(isinstance(z, OuterRef) for z in walk(y)):
+                    if isinstance(y, Expr) and any(isinstance(z, OuterRef) for z in y.walk()):
                         return True
     return False
 
@@ -328,7 +325,9 @@ def _has_outer(plan: PlanNode) -> bool:
 def _to_join_condition(e: Expr, n_left: int) -> Expr:
     """Outer references -> left columns, inner columns -> right columns (offset by n_left)."""
     shifted = shift_refs(e, n_left)
-    return transform(shifted, lambda x: InputRef(x.index, x.return_type) if isinstance(x, OuterRef) else None)
+    return shifted.transform_down(
+        lambda x: InputRef(x.index, x.return_type) if isinstance(x, OuterRef) else None
+    )
 
 
 def _correlated_equality(e: Expr) -> tuple[Expr, Expr] | None:
@@ -336,15 +335,15 @@ def _correlated_equality(e: Expr) -> tuple[Expr, Expr] | None:
     if not (isinstance(e, FuncCall) and e.name in ("equal", "=") and len(e.args) == 2):
         return None
     a, b = e.args
-    a_outer = any(isinstance(x, OuterRef) for x in walk(a))
-    b_outer = any(isinstance(x, OuterRef) for x in walk(b))
-    a_inner = any(isinstance(x, InputRef) for x in walk(a))
-    b_inner = any(isinstance(x, InputRef) for x in walk(b))
+    a_outer = any(isinstance(x, OuterRef) for x in a.walk())
+    b_outer = any(isinstance(x, OuterRef) for x in b.walk())
+    a_inner = any(isinstance(x, InputRef) for x in a.walk())
+    b_inner = any(isinstance(x, InputRef) for x in b.walk())
     if a_outer and not a_inner and b_inner and not b_outer:
         a, b = b, a
     elif not (b_outer and not b_inner and a_inner and not a_outer):
         return None
-    outer = transform(b, lambda x: InputRef(x.index, x.return_type) if isinstance(x, OuterRef) else None)
+    outer = b.transform_down(lambda x: InputRef(x.index, x.return_type) if isinstance(x, OuterRef) else None)
     return a, outer
 
 

@@ -33,13 +33,12 @@ def backfill_state_table(table_id: int) -> TableDesc:
 
 @dataclass(frozen=True, kw_only=True)
 class BackfillNode(StreamNode):
+    child_fields = ("input",)
+
     input: StreamNode  # the upstream table's change stream (no-shuffle exchange)
     upstream: TableDesc
     output_indices: tuple[int, ...]  # upstream columns to output
     state_table: TableDesc
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return BackfillExecutor(ctx, self)

@@ -52,6 +52,8 @@ class DedupNode(StreamNode):
     """Append-only dedup of `input` on `dedup_cols`; output = input columns, stream key =
     dedup columns, append-only. Build it with `build_dedup`."""
 
+    child_fields = ("input",)
+
     input: StreamNode
     dedup_cols: tuple[int, ...]
     state_table: TableDesc
@@ -66,9 +68,6 @@ class DedupNode(StreamNode):
             raise InternalError("dedup state table pk must be the dedup columns")
         if self.stream_key != self.dedup_cols:
             raise InternalError("dedup stream key must be the dedup columns")
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return AppendOnlyDedupExecutor(ctx, self)

@@ -81,6 +81,8 @@ class DynamicFilterNode(StreamNode):
     """``left[key_col] <comparator> right[right_col]``; output = left columns, stream key = left's.
     Build it with `build_dynamic_filter`."""
 
+    child_fields = ("left", "right")
+
     left: StreamNode
     right: StreamNode
     key_col: int
@@ -100,9 +102,6 @@ class DynamicFilterNode(StreamNode):
             raise InternalError("dynamic filter left table pk must start with the key column")
         if self.stream_key != self.left.stream_key:
             raise InternalError("dynamic filter stream key must be the left stream key")
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.left, self.right)
 
     def build(self, ctx: ActorContext) -> Executor:
         return DynamicFilterExecutor(ctx, self)

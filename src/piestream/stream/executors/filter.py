@@ -18,11 +18,10 @@ from piestream.stream.nodes import StreamNode
 
 @dataclass(frozen=True, kw_only=True)
 class FilterNode(StreamNode):
+    child_fields = ("input",)
+
     input: StreamNode
     predicate: Expr
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return FilterExecutor(ctx, self)

@@ -86,6 +86,8 @@ class HashJoinNode(StreamNode):
     internal row (left ++ right columns; for semi/anti only that side's columns). `condition` is
     the residual (non-equi) predicate over left ++ right; a pair matches only if it holds."""
 
+    child_fields = ("left", "right")
+
     left: StreamNode
     right: StreamNode
     join_type: JoinType
@@ -98,9 +100,6 @@ class HashJoinNode(StreamNode):
     right_table: TableDesc
     left_degree_table: TableDesc
     right_degree_table: TableDesc
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.left, self.right)
 
     def build(self, ctx: ActorContext) -> Executor:
         from piestream.stream.executors.join.executor import HashJoinExecutor

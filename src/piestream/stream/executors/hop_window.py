@@ -20,6 +20,8 @@ from piestream.stream.nodes import StreamNode
 
 @dataclass(frozen=True, kw_only=True)
 class HopWindowNode(StreamNode):
+    child_fields = ("input",)
+
     input: StreamNode
     time_col: int
     slide_usecs: int
@@ -31,9 +33,6 @@ class HopWindowNode(StreamNode):
             raise FeatureNotSupported("HOP window slide and size must be positive")
         if self.size_usecs % self.slide_usecs:
             raise FeatureNotSupported("HOP window size must be a multiple of the slide")
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return HopWindowExecutor(ctx, self)

@@ -32,12 +32,11 @@ class ConflictBehavior(enum.Enum):
 
 @dataclass(frozen=True, kw_only=True)
 class MaterializeNode(StreamNode):
+    child_fields = ("input",)
+
     input: StreamNode
     table: TableDesc
     conflict: ConflictBehavior = ConflictBehavior.NO_CHECK
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return MaterializeExecutor(ctx, self)

@@ -45,6 +45,8 @@ def over_window_stream_key(input_stream_key: Sequence[int], partition_by: Sequen
 class OverWindowNode(StreamNode):
     """Window calls over `input`; build it with `build_over_window`."""
 
+    child_fields = ("input",)
+
     input: StreamNode
     partition_by: tuple[int, ...]
     order_by: tuple[tuple[int, OrderType], ...]
@@ -57,9 +59,6 @@ class OverWindowNode(StreamNode):
             raise FeatureNotSupported(f"window function {bad[0]} is not supported in materialized views")
         if self.append_only:
             raise InternalError("OverWindow output is never append-only: ranks move")
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return OverWindowExecutor(ctx, self)

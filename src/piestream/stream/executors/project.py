@@ -16,11 +16,10 @@ from piestream.stream.nodes import StreamNode
 
 @dataclass(frozen=True, kw_only=True)
 class ProjectNode(StreamNode):
+    child_fields = ("input",)
+
     input: StreamNode
     exprs: tuple[Expr, ...]
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return ProjectExecutor(ctx, self)

@@ -23,11 +23,10 @@ from piestream.stream.nodes import StreamNode
 
 @dataclass(frozen=True, kw_only=True)
 class RowIdGenNode(StreamNode):
+    child_fields = ("input",)
+
     input: StreamNode
     row_id_index: int
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return RowIdGenExecutor(ctx, self)

@@ -75,6 +75,8 @@ def sink_state_table(table_id: int, name: str = "sink_state") -> TableDesc:
 
 @dataclass(frozen=True, kw_only=True)
 class SinkNode(StreamNode):
+    child_fields = ("input",)
+
     input: StreamNode
     writer: SinkWriter
     sink_name: str
@@ -85,9 +87,6 @@ class SinkNode(StreamNode):
     key: tuple[int, ...]  # input columns of the upsert key
     state_table: TableDesc
     force_append_only: bool = False
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return SinkExecutor(ctx, self)

@@ -58,6 +58,8 @@ class TopNNode(StreamNode):
     is treated as append-only iff `input.append_only`. Build it with `build_top_n`.
     """
 
+    child_fields = ("input",)
+
     input: StreamNode
     group_key: tuple[int, ...]
     order_by: tuple[tuple[int, OrderType], ...]
@@ -80,9 +82,6 @@ class TopNNode(StreamNode):
         )
         if self.stream_key != expected:
             raise InternalError(f"TopN stream key {self.stream_key} should be {expected}")
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return TopNExecutor(ctx, self)

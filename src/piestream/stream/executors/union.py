@@ -14,10 +14,9 @@ from piestream.stream.nodes import StreamNode
 
 @dataclass(frozen=True, kw_only=True)
 class UnionNode(StreamNode):
-    union_inputs: tuple[StreamNode, ...]
+    child_fields = ("union_inputs",)
 
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return self.union_inputs
+    union_inputs: tuple[StreamNode, ...]
 
     def build(self, ctx: ActorContext) -> Executor:
         return Executor(ctx, self.schema, self.stream_key, self.append_only)

@@ -54,6 +54,8 @@ class HashAggNode(StreamNode):
     """Output: group key columns, then one column per call; stream key = the group key.
     With an empty group key this is a SimpleAgg. Build it with `hash_agg_node`."""
 
+    child_fields = ("input",)
+
     input: StreamNode
     group_key: tuple[int, ...]
     calls: tuple[AggCall, ...]
@@ -62,9 +64,6 @@ class HashAggNode(StreamNode):
     @property
     def is_simple(self) -> bool:
         return not self.group_key
-
-    def inputs(self) -> tuple[StreamNode, ...]:
-        return (self.input,)
 
     def build(self, ctx: ActorContext) -> Executor:
         return HashAggExecutor(ctx, self)
