@@ -19,18 +19,17 @@ from piestream.expr.expr import FuncCall, InputRef, Literal
 from piestream.meta.barrier_manager import BarrierManager
 from piestream.meta.hummock_manager import HummockManager
 from piestream.meta.store import MetaStore
+from piestream.plan.filter import FilterNode
+from piestream.plan.fragment import DispatchEdge, DispatchKind, Fragment
+from piestream.plan.materialize import ConflictBehavior, MaterializeNode
+from piestream.plan.node import DmlNode, ExchangeNode
+from piestream.plan.project import ProjectNode
 from piestream.runtime.runners import SparkRunner
 from piestream.runtime.spark import spark_session
 from piestream.storage.hummock import HummockStorage, SstableStore
 from piestream.storage.object_store import open_object_store
 from piestream.storage.table.schemas import mv_table
 from piestream.storage.table.storage_table import StorageTable
-from piestream.stream.dispatch import DispatchEdge, DispatchKind
-from piestream.stream.executors.filter import FilterNode
-from piestream.stream.executors.materialize import ConflictBehavior, MaterializeNode
-from piestream.stream.executors.project import ProjectNode
-from piestream.stream.graph import Fragment
-from piestream.stream.nodes import DmlNode, ExchangeNode
 
 ORDERS = mv_table(1001, [("id", INT), ("amount", BIGINT)], pk=[0], pk_orders=[ASC], name="orders")
 BIG = mv_table(1002, [("id", INT), ("doubled", BIGINT)], pk=[0], pk_orders=[ASC], name="big_orders")

@@ -16,8 +16,9 @@ from piestream.common.errors import PiestreamError
 from piestream.common.types import BIGINT, INT, TIMESTAMP, VARCHAR
 from piestream.connectors.files import FileReader, file_connector
 from piestream.connectors.options import InvalidOption
+from piestream.plan.source import SourceSpec
 from piestream.server.database import Database, DatabaseConfig
-from piestream.stream.executors.source import ReadResult, SourceSpec
+from piestream.stream.connector import ReadResult
 
 EP = EpochPair(2 << 16, 1 << 16)
 

@@ -23,7 +23,8 @@ from piestream.connectors.nexmark.generator import (
 )
 from piestream.connectors.nexmark.source import NexmarkReader, nexmark_connector
 from piestream.connectors.options import InvalidOption
-from piestream.stream.executors.source import SourceReader, SourceSpec
+from piestream.plan.source import SourceSpec
+from piestream.stream.connector import SourceReader
 
 CFG = NexmarkConfig()
 N = 100_000

@@ -13,16 +13,9 @@ from source_harness import EpochHarness
 from piestream.common.epoch import EpochPair
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, Field
-from piestream.stream.executors.source import (
-    BadRecord,
-    ReadResult,
-    SourceError,
-    SourceLimits,
-    SourceNode,
-    dead_letter_table,
-    owned_splits,
-    source_state_table,
-)
+from piestream.plan.source import SourceLimits, SourceNode, SourceSpec, dead_letter_table, source_state_table
+from piestream.stream.connector import BadRecord, ReadResult, register_source_connector
+from piestream.stream.executors.source import SourceError, owned_splits
 
 
 @dataclass(frozen=True)
@@ -48,18 +41,24 @@ class Counter:
         return ReadResult([batch], str(start + budget), budget, bad)
 
 
+def counter_connector(spec: SourceSpec) -> tuple[Counter, SourceLimits]:
+    """The test connector: the executor builds its reader from the node's spec, as for any other."""
+    return Counter(int(spec.options["splits"]), int(spec.options["bad_every"])), SourceLimits()
+
+
+register_source_connector("counter", counter_connector)
+
+
 def _node(reader: Counter, limits: SourceLimits, dead: bool = False) -> SourceNode:
+    options = {"splits": str(reader.n_splits), "bad_every": str(reader.bad_every)}
     return SourceNode(
         schema=Schema((Field("v", BIGINT),)),
         stream_key=(0,),
         append_only=True,
-        reader=reader,
+        spec=SourceSpec("s", "counter", (("v", BIGINT),), options),
         limits=limits,
         state_table=source_state_table(7),
-        source_name="s",
-        connector="counter",
         split_ids=tuple(reader.splits()),
-        reader_width=1,
         dead_letter=dead_letter_table(8, "s_dead_letter") if dead else None,
     )
 

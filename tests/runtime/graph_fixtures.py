@@ -6,13 +6,12 @@ from piestream.common.order import ASC
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, BOOLEAN, INT
 from piestream.expr.expr import FuncCall, InputRef, Literal
+from piestream.plan.filter import FilterNode
+from piestream.plan.fragment import DispatchEdge, DispatchKind, Fragment
+from piestream.plan.materialize import ConflictBehavior, MaterializeNode
+from piestream.plan.node import DmlNode, ExchangeNode
+from piestream.plan.project import ProjectNode
 from piestream.storage.table.schemas import mv_table
-from piestream.stream.dispatch import DispatchEdge, DispatchKind
-from piestream.stream.executors.filter import FilterNode
-from piestream.stream.executors.materialize import ConflictBehavior, MaterializeNode
-from piestream.stream.executors.project import ProjectNode
-from piestream.stream.graph import Fragment
-from piestream.stream.nodes import DmlNode, ExchangeNode
 
 T = Schema.of(("k", INT), ("v", BIGINT))
 TABLE = mv_table(1, [("k", INT), ("v", BIGINT)], pk=[0], pk_orders=[ASC], name="t")

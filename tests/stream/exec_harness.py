@@ -18,6 +18,7 @@ from piestream.common.types import DataType
 from piestream.common.vnode import VnodeBitmap
 from piestream.meta.hummock_manager import HummockManager
 from piestream.meta.store import MetaStore
+from piestream.plan.node import StreamNode
 from piestream.storage.hummock import HummockStorage, SstableStore
 from piestream.storage.object_store import InMemoryObjectStore
 from piestream.storage.table.desc import TableDesc
@@ -25,7 +26,6 @@ from piestream.storage.table.storage_table import StorageTable
 from piestream.stream.actor import Actor
 from piestream.stream.executor import ActorContext, StreamingConfig
 from piestream.stream.message import Barrier
-from piestream.stream.nodes import StreamNode
 
 _store_names = itertools.count()
 

@@ -8,14 +8,14 @@ from piestream.common.order import ASC
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, BOOLEAN, INT, SERIAL, TIMESTAMP
 from piestream.expr.expr import FuncCall, InputRef, Literal
+from piestream.plan.filter import FilterNode
+from piestream.plan.hop_window import HopWindowNode
+from piestream.plan.materialize import ConflictBehavior, MaterializeNode
+from piestream.plan.node import ExchangeNode
+from piestream.plan.project import ProjectNode
+from piestream.plan.row_id_gen import RowIdGenNode
+from piestream.plan.values import ValuesNode, values_state_table
 from piestream.storage.table.schemas import mv_table
-from piestream.stream.executors.filter import FilterNode
-from piestream.stream.executors.hop_window import HopWindowNode
-from piestream.stream.executors.materialize import ConflictBehavior, MaterializeNode
-from piestream.stream.executors.project import ProjectNode
-from piestream.stream.executors.row_id_gen import RowIdGenNode
-from piestream.stream.executors.values import ValuesNode, values_state_table
-from piestream.stream.nodes import ExchangeNode
 
 S2 = Schema.from_types([INT, INT])
 SRC = ExchangeNode(schema=S2, stream_key=(0,), upstream_fragment_id=1)

@@ -13,8 +13,8 @@ from piestream.common.errors import FeatureNotSupported, InternalError
 from piestream.common.scalar import Row
 from piestream.common.schema import Schema
 from piestream.common.types import INT, VARCHAR
-from piestream.stream.executors.dedup import DedupNode, build_dedup, dedup_table
-from piestream.stream.nodes import ExchangeNode
+from piestream.plan.dedup import DedupNode, build_dedup, dedup_table
+from piestream.plan.node import ExchangeNode
 
 # id (stream key), k1, k2, payload
 S = Schema.of(("id", INT), ("k1", INT), ("k2", VARCHAR), ("p", INT))

@@ -12,8 +12,8 @@ from piestream.common.errors import FeatureNotSupported, InternalError
 from piestream.common.scalar import Row
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, DOUBLE, INT, VARCHAR
-from piestream.stream.executors.dynamic_filter import DynamicFilterNode, build_dynamic_filter
-from piestream.stream.nodes import ExchangeNode
+from piestream.plan.dynamic_filter import DynamicFilterNode, build_dynamic_filter
+from piestream.plan.node import ExchangeNode
 
 # left: id (stream key), k (compared), p; right: one column, the RHS (a SimpleAgg's output)
 LS = Schema.of(("id", INT), ("k", INT), ("p", VARCHAR))

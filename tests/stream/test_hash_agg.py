@@ -34,10 +34,11 @@ from piestream.common.types import (
     list_of,
 )
 from piestream.expr.expr import FuncCall, InputRef, Literal
-from piestream.stream.executors.agg import AggCall, AggKind, HashAggNode, agg_return_type, hash_agg_node
+from piestream.plan.agg_call import AggCall, AggKind, agg_return_type
+from piestream.plan.hash_agg import HashAggNode, hash_agg_node
+from piestream.plan.node import ExchangeNode
 from piestream.stream.executors.agg.dirty import DirtyGroups
 from piestream.stream.executors.agg.states import DeltaSpec
-from piestream.stream.nodes import ExchangeNode
 
 # k (group), v (value), s (string), id (stream key)
 TYPES = [INT, INT, VARCHAR, BIGINT]

@@ -23,9 +23,10 @@ from piestream.common.scalar import Row
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, BOOLEAN, INT, VARCHAR
 from piestream.expr.expr import FuncCall, InputRef, Literal
+from piestream.plan.agg_call import AggCall
+from piestream.plan.hash_agg import HashAggNode, hash_agg_node
+from piestream.plan.node import ExchangeNode
 from piestream.stream.executor import StreamingConfig
-from piestream.stream.executors.agg import AggCall, HashAggNode, hash_agg_node
-from piestream.stream.nodes import ExchangeNode
 
 # k (group), v (value), s (string), b (bool), id (stream key)
 SCHEMA = Schema.from_types([INT, INT, VARCHAR, BOOLEAN, BIGINT])

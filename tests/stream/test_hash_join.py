@@ -17,8 +17,8 @@ from piestream.common.scalar import Row
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, BOOLEAN, INT, VARCHAR
 from piestream.expr.expr import Expr, FuncCall, InputRef
-from piestream.stream.executors.hash_join import HashJoinNode, JoinType, SideKind, build_hash_join
-from piestream.stream.nodes import ExchangeNode, StreamNode
+from piestream.plan.hash_join import HashJoinNode, JoinType, SideKind, build_hash_join
+from piestream.plan.node import ExchangeNode, StreamNode
 
 L, R = "fragment:1", "fragment:2"
 LS = Schema.of(("lid", INT), ("lk", INT), ("lv", INT))

@@ -15,8 +15,8 @@ from piestream.common.order import ASC, ASC_NULLS_FIRST, DESC, DESC_NULLS_LAST, 
 from piestream.common.scalar import Row
 from piestream.common.schema import Schema
 from piestream.common.types import INT, VARCHAR
-from piestream.stream.executors.top_n import TopNNode, build_top_n
-from piestream.stream.nodes import ExchangeNode
+from piestream.plan.node import ExchangeNode
+from piestream.plan.top_n import TopNNode, build_top_n
 
 # id (stream key), g (group), v, w
 S = Schema.of(("id", INT), ("g", INT), ("v", INT), ("w", VARCHAR))

@@ -1,7 +1,8 @@
 """piestream.connectors: sources (nexmark, datagen, file) and sinks (parquet, blackhole).
 
-Source connectors register with the stream layer's registry (`register_source_connector`) so the
-frontend can plan a source from a catalog entry without importing this layer.
+Connectors register with the stream layer's registry (`piestream.stream.connector`) by name, so
+the frontend can plan a source from a catalog entry, and an actor build its readers and writers,
+without importing this layer.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from piestream.connectors.datagen import datagen_connector
 from piestream.connectors.files import file_connector
 from piestream.connectors.nexmark.ddl import nexmark_combined_ddl, nexmark_ddl
 from piestream.connectors.nexmark.source import nexmark_connector
-from piestream.stream.executors.source import register_source_connector
+from piestream.connectors.sinks import SINK_CONNECTORS
+from piestream.stream.connector import register_sink_connector, register_source_connector
 
 SOURCE_CONNECTORS = {
     "nexmark": nexmark_connector,
@@ -22,9 +24,11 @@ SOURCE_CONNECTORS = {
 
 
 def ensure_registered() -> None:
-    """Register the built-in source connectors (idempotent)."""
+    """Register the built-in source and sink connectors (idempotent)."""
     for name, connector in SOURCE_CONNECTORS.items():
         register_source_connector(name, connector)
+    for name, sink in SINK_CONNECTORS.items():
+        register_sink_connector(name, sink)
 
 
 ensure_registered()

@@ -27,7 +27,8 @@ from piestream.common.text import parse_datum
 from piestream.common.types import DataType, TypeKind
 from piestream.connectors.options import InvalidOption, parse_float, parse_int, source_limits
 from piestream.connectors.rand import below, draws, unit
-from piestream.stream.executors.source import ReadResult, SourceLimits, SourceReader, SourceSpec
+from piestream.plan.source import SourceLimits, SourceSpec
+from piestream.stream.connector import ReadResult, SourceReader
 
 _INTS = {TypeKind.SMALLINT: 2**15 - 1, TypeKind.INT: 2**31 - 1, TypeKind.BIGINT: 2**63 - 1}
 _FLOATS = (TypeKind.REAL, TypeKind.DOUBLE, TypeKind.NUMERIC)

@@ -42,7 +42,8 @@ from piestream.common.scalar import Datum, check_int, normalize_numeric, to_arro
 from piestream.common.text import parse_datum
 from piestream.common.types import DataType, TypeKind
 from piestream.connectors.options import InvalidOption, parse_bool, parse_int, source_limits
-from piestream.stream.executors.source import BadRecord, ReadResult, SourceLimits, SourceReader, SourceSpec
+from piestream.plan.source import SourceLimits, SourceSpec
+from piestream.stream.connector import BadRecord, ReadResult, SourceReader
 
 ENCODES = ("json", "csv", "parquet")
 READ_BLOCK = 4 << 20  # bytes read from a file at a time

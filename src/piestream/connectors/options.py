@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from piestream.common.errors import PiestreamError
-from piestream.stream.executors.source import SourceLimits, SourceSpec
+from piestream.plan.source import SourceLimits, SourceSpec
 
 DEFAULT_MAX_ROWS_PER_EPOCH = 1_000_000
 

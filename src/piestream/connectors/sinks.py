@@ -30,10 +30,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from piestream.common.errors import FeatureNotSupported
 from piestream.common.types import INTERVAL, VARCHAR
 from piestream.connectors.options import InvalidOption
 from piestream.expr.functions.cast import cast_array
-from piestream.stream.executors.sink import SinkWriter
+from piestream.stream.connector import SinkWriter
 
 STAGING = "_staging"
 
@@ -99,14 +100,27 @@ def publish_committed(path: str, committed_epoch: int, state_rows: Iterable[tupl
     return published
 
 
-SINK_CONNECTORS = ("parquet", "blackhole")
+def parquet_sink(options: Mapping[str, str]) -> SinkWriter:
+    """The registered ``parquet`` connector: the writer of a sink whose options were validated."""
+    return ParquetSinkWriter(options["path"])
 
 
-def sink_writer(connector: str, options: Mapping[str, str]) -> SinkWriter:
-    """The writer of a sink connector, validating its options."""
+def blackhole_sink(options: Mapping[str, str]) -> SinkWriter:
+    return BlackholeSinkWriter()
+
+
+SINK_CONNECTORS = {"parquet": parquet_sink, "blackhole": blackhole_sink}
+
+
+def validate_sink_options(connector: str, options: Mapping[str, str]) -> dict[str, str]:
+    """CREATE SINK's options checked for `connector`, as the sink node keeps them (a parquet
+    sink's path made absolute, its directory created and required to hold no output yet)."""
     c = connector.lower()
-    if c == "blackhole":
-        return BlackholeSinkWriter()
+    if c not in SINK_CONNECTORS:
+        raise FeatureNotSupported(
+            f'sink connector "{connector}" is not supported (known: {", ".join(SINK_CONNECTORS)})'
+        )
+    out = dict(options)
     if c == "parquet":
         path = options.get("path")
         if not path:
@@ -115,12 +129,13 @@ def sink_writer(connector: str, options: Mapping[str, str]) -> SinkWriter:
         os.makedirs(path, exist_ok=True)
         if any(n.startswith("part-") for n in os.listdir(path)):
             raise InvalidOption(f'path "{path}" already holds sink output; use an empty directory')
-        return ParquetSinkWriter(path)
-    from piestream.common.errors import FeatureNotSupported
+        out["path"] = path
+    return out
 
-    raise FeatureNotSupported(
-        f'sink connector "{connector}" is not supported (known: {", ".join(SINK_CONNECTORS)})'
-    )
+
+def sink_output_path(connector: str, options: Mapping[str, str]) -> str | None:
+    """Where a sink's committed output is published (None: it keeps none, e.g. blackhole)."""
+    return options.get("path") if connector.lower() == "parquet" else None
 
 
 def read_sink(path: str) -> pa.Table:

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 
 from piestream.common.vnode import VNODE_COUNT
 from piestream.frontend.stream_planner import ExchangeMarker
-from piestream.stream.dispatch import DispatchEdge, DispatchKind
-from piestream.stream.executors.source import SourceNode
-from piestream.stream.graph import Fragment
-from piestream.stream.nodes import ExchangeNode, StreamNode
+from piestream.plan.fragment import DispatchEdge, DispatchKind, Fragment
+from piestream.plan.node import ExchangeNode, StreamNode
+from piestream.plan.source import SourceNode
 
 
 @dataclass

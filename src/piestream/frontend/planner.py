@@ -19,11 +19,11 @@ from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind
 from piestream.frontend.fragmenter import FragmentedJob, fragment_job
 from piestream.frontend.optimizer import optimize
 from piestream.frontend.stream_planner import SINGLE, Dist, StreamPlanner
+from piestream.plan.fragment import Fragment
+from piestream.plan.materialize import ConflictBehavior, MaterializeNode
+from piestream.plan.node import DmlNode, StreamNode
+from piestream.plan.row_id_gen import RowIdGenNode
 from piestream.storage.table.desc import ColumnDesc, TableDesc
-from piestream.stream.executors.materialize import ConflictBehavior, MaterializeNode
-from piestream.stream.executors.row_id_gen import RowIdGenNode
-from piestream.stream.graph import Fragment
-from piestream.stream.nodes import DmlNode, StreamNode
 
 ROW_ID = "_row_id"
 

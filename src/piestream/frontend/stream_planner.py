@@ -37,23 +37,24 @@ from piestream.frontend.logical import (
     Union,
     Values,
 )
+from piestream.plan.agg_call import AggCall as StreamAggCall
+from piestream.plan.backfill import BackfillNode, backfill_state_table
+from piestream.plan.dedup import build_dedup
+from piestream.plan.dynamic_filter import build_dynamic_filter
+from piestream.plan.filter import FilterNode
+from piestream.plan.hash_agg import hash_agg_node
+from piestream.plan.hash_join import JoinType, build_hash_join, join_stream_key_internal
+from piestream.plan.hop_window import HopWindowNode
+from piestream.plan.node import ExchangeNode, StreamNode
+from piestream.plan.over_window import build_over_window
+from piestream.plan.project import ProjectNode
+from piestream.plan.row_id_gen import RowIdGenNode
+from piestream.plan.source import SourceSpec
+from piestream.plan.top_n import build_top_n
+from piestream.plan.union import UnionNode
+from piestream.plan.values import ValuesNode, values_state_table
 from piestream.storage.table.desc import TableDesc
-from piestream.stream.executors.agg import AggCall as StreamAggCall
-from piestream.stream.executors.agg import hash_agg_node
-from piestream.stream.executors.backfill import BackfillNode, backfill_state_table
-from piestream.stream.executors.dedup import build_dedup
-from piestream.stream.executors.dynamic_filter import build_dynamic_filter
-from piestream.stream.executors.filter import FilterNode
-from piestream.stream.executors.hash_join import JoinType, build_hash_join, join_stream_key_internal
-from piestream.stream.executors.hop_window import HopWindowNode
-from piestream.stream.executors.over_window import build_over_window
-from piestream.stream.executors.project import ProjectNode
-from piestream.stream.executors.row_id_gen import RowIdGenNode
-from piestream.stream.executors.source import SourceSpec, build_source_node
-from piestream.stream.executors.top_n import build_top_n
-from piestream.stream.executors.union import UnionNode
-from piestream.stream.executors.values import ValuesNode, values_state_table
-from piestream.stream.nodes import ExchangeNode, StreamNode
+from piestream.stream.connector import plan_source_node
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ class StreamPlanner:
         fields = [Field(rel.columns[i].name, rel.columns[i].data_type) for i in cols]
         schema = Schema((*fields, Field("_row_id", SERIAL)))
         key = (len(cols),)
-        src = build_source_node(
+        src = plan_source_node(
             source_spec(rel, cols),
             schema=schema,
             stream_key=key,

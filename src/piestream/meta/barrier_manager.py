@@ -25,13 +25,13 @@ from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochGenerator, EpochPair, epoch_from_ms, epoch_to_unix_ms
 from piestream.common.errors import PiestreamError
 from piestream.meta.hummock_manager import HummockManager
+from piestream.plan.fragment import Fragment, StreamGraph
 from piestream.runtime.epoch_plan import plan_epoch
 from piestream.runtime.exchange import ActorReport
 from piestream.runtime.runners import EpochRunner
 from piestream.storage.hummock.store import StorageOptions
 from piestream.storage.hummock.version import TableWatermark
 from piestream.stream.executor import StreamingConfig
-from piestream.stream.graph import Fragment, StreamGraph
 from piestream.stream.message import Barrier, BarrierKind
 
 log = logging.getLogger(__name__)

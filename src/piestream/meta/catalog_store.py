@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from piestream.frontend.catalog import CatalogSnapshot, Relation
 from piestream.meta.store import MetaStore
-from piestream.stream.graph import Fragment
+from piestream.plan.fragment import Fragment
 
 _NS_REL = "catalog.relation"
 _NS_JOB = "catalog.job"

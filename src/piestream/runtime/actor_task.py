@@ -20,6 +20,7 @@ from typing import Protocol
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochPair
 from piestream.common.vnode import VnodeBitmap
+from piestream.plan.fragment import actor_id
 from piestream.runtime.epoch_plan import EpochPlan
 from piestream.runtime.exchange import REPORT, ActorReport, Element, decode_chunk, encode_chunk, encode_report
 from piestream.storage.hummock.sstable_store import process_sstable_store
@@ -28,7 +29,6 @@ from piestream.storage.object_store import open_object_store
 from piestream.stream.actor import Actor
 from piestream.stream.dispatch import dispatch
 from piestream.stream.executor import ActorContext
-from piestream.stream.graph import actor_id
 
 #: Where a task calls its hook: input read; executors ran the epoch; SSTs uploaded; first output
 #: element emitted; report emitted (only forwarded elements remain).
@@ -119,6 +119,7 @@ def _run_actor(
         config=plan.config,
         committed_epoch=plan.committed_epoch,
         cache=cache,
+        connectors=plan.connectors,
     )
     actor = Actor(ctx, frag.root)
     actor.init(EpochPair(plan.data_epoch, plan.committed_epoch))

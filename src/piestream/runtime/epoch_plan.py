@@ -23,13 +23,14 @@ from piestream.common.chunk import StreamChunk
 from piestream.common.types import TypeKind
 from piestream.common.vnode import actor_of_vnodes
 from piestream.encoding.distribution import compute_vnodes
+from piestream.plan.fragment import Fragment, StreamGraph
+from piestream.plan.node import DmlNode
 from piestream.runtime.exchange import REPORT, Destination, Element, encode_chunk
 from piestream.storage.hummock.store import StorageOptions
 from piestream.storage.hummock.version import HummockVersion
+from piestream.stream.connector import Connectors, registered_connectors
 from piestream.stream.executor import StreamingConfig
-from piestream.stream.graph import Fragment, StreamGraph
 from piestream.stream.message import Barrier
-from piestream.stream.nodes import DmlNode
 
 DRIVER_SOURCE_ACTOR = -1  # the "actor" DML chunks come from
 
@@ -48,6 +49,7 @@ class EpochPlan:
     config: StreamingConfig = field(default_factory=StreamingConfig)
     storage_options: StorageOptions = field(default_factory=StorageOptions)
     task_slots: int = 0  # partitions per stage at most (0: one per actor)
+    connectors: Connectors = field(default_factory=registered_connectors)  # the driver's registry
 
     def num_partitions(self, stage: int) -> int:
         n = len(self.stages[stage])

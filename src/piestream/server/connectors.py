@@ -25,25 +25,20 @@ from piestream.common.errors import DuplicateObject, FeatureNotSupported, Piestr
 from piestream.common.types import DataType
 from piestream.connectors import ensure_registered
 from piestream.connectors.options import InvalidOption, lower_keys, parse_bool
-from piestream.connectors.sinks import publish_committed, sink_writer
+from piestream.connectors.sinks import publish_committed, sink_output_path, validate_sink_options
 from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import PlannedJob, plan_sink, plan_table
 from piestream.frontend.stream_planner import Dist, ExchangeMarker
+from piestream.plan.materialize import ConflictBehavior
+from piestream.plan.node import StreamNode
+from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
+from piestream.plan.source import DEAD_LETTER_COLUMNS, SourceSpec, dead_letter_table
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.storage_table import StorageTable
-from piestream.stream.executors.materialize import ConflictBehavior
-from piestream.stream.executors.sink import SINK_TYPES, SinkNode, sink_state_table
-from piestream.stream.executors.source import (
-    DEAD_LETTER_COLUMNS,
-    SourceSpec,
-    build_source_node,
-    dead_letter_table,
-    source_connector,
-)
-from piestream.stream.nodes import StreamNode
+from piestream.stream.connector import plan_source_node, source_connector
 
 if TYPE_CHECKING:
     from piestream.server.database import Database
@@ -157,7 +152,7 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
     parallelism = s.parallelism
 
     def source_node(schema, pk):  # type: ignore[no-untyped-def]
-        node: StreamNode = build_source_node(
+        node: StreamNode = plan_source_node(
             spec, schema=schema, stream_key=pk, state_table_id=ids.next_table_id(), dead_letter=dead
         )
         if stmt.primary_key and parallelism > 1:  # the table is stored by its pk
@@ -269,7 +264,7 @@ def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
         connector = opts.get("connector", "").strip().lower()
         if not connector:
             raise InvalidOption("a connector = '...' option is required")
-        writer = sink_writer(connector, opts)
+        opts = validate_sink_options(connector, opts)
         sink_type = opts.get("type", "").strip().lower() or None
         if sink_type is not None and sink_type not in SINK_TYPES:
             raise InvalidOption(f"type must be one of {', '.join(SINK_TYPES)}, got '{sink_type}'")
@@ -305,9 +300,9 @@ def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
                 stream_key=input.stream_key,
                 append_only=input.append_only,
                 input=input,
-                writer=writer,
                 sink_name=stmt.name,
                 connector=connector,
+                options=opts,
                 sink_type=kind,
                 columns=tuple(cols),
                 names=tuple(names[i] for i in cols),
@@ -336,7 +331,7 @@ def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
             {
                 "connector": connector,
                 "sink_type": node.sink_type,
-                "path": getattr(writer, "path", None),
+                "path": sink_output_path(connector, opts),
                 "state_table": node.state_table.to_json(),
             }
         )

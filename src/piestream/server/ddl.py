@@ -23,9 +23,9 @@ from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import Ids, PlannedJob, plan_materialized_view, plan_table
+from piestream.plan.fragment import Fragment
+from piestream.plan.materialize import ConflictBehavior
 from piestream.server.results import QueryResult, command
-from piestream.stream.executors.materialize import ConflictBehavior
-from piestream.stream.graph import Fragment
 
 if TYPE_CHECKING:
     from piestream.server.session import Session

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochPair
+from piestream.plan.node import InputPortNode, StreamNode
+from piestream.stream.build import build_executor
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
-from piestream.stream.nodes import InputPortNode, StreamNode
 
 
 @dataclass
@@ -46,7 +47,7 @@ class Actor:
         self._slots.append(_Slot(None, parent, input_idx, port))  # type: ignore[arg-type]
         for k, child in enumerate(node.children()):
             self._build(child, me, k)
-        self._slots[me].executor = node.build(self.ctx)
+        self._slots[me].executor = build_executor(node, self.ctx)
         return me
 
     @property

@@ -10,38 +10,12 @@
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-
 import numpy as np
 
 from piestream.common.chunk import Op, StreamChunk
-from piestream.common.types import DataType
-from piestream.common.vnode import VNODE_COUNT, actor_of_vnodes
+from piestream.common.vnode import actor_of_vnodes
 from piestream.encoding.distribution import compute_vnodes
-
-
-class DispatchKind(enum.Enum):
-    HASH = "hash"
-    BROADCAST = "broadcast"
-    SIMPLE = "simple"
-    NO_SHUFFLE = "no_shuffle"
-
-
-@dataclass(frozen=True)
-class DispatchEdge:
-    """An edge from one fragment's output to a downstream fragment's input port."""
-
-    downstream_fragment_id: int
-    kind: DispatchKind
-    downstream_parallelism: int
-    dist_key: tuple[int, ...] = ()
-    dist_types: tuple[DataType, ...] = ()
-    vnode_count: int = VNODE_COUNT
-
-    def explain(self) -> str:
-        key = f"({', '.join(f'${i}' for i in self.dist_key)})" if self.kind is DispatchKind.HASH else ""
-        return f"{self.kind.value}{key} -> fragment {self.downstream_fragment_id}"
+from piestream.plan.fragment import DispatchEdge, DispatchKind
 
 
 def dispatch(chunk: StreamChunk, edge: DispatchEdge, actor_index: int) -> list[tuple[int, StreamChunk]]:

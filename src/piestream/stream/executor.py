@@ -23,6 +23,7 @@ from piestream.common.vnode import VnodeBitmap
 from piestream.storage.hummock.store import HummockStorage
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.state_table import StateTable
+from piestream.stream.connector import Connectors, registered_connectors
 from piestream.stream.message import Barrier
 
 DEFAULT_CHUNK_SIZE = 1024
@@ -51,6 +52,7 @@ class ActorContext:
     storage: HummockStorage
     config: StreamingConfig = field(default_factory=StreamingConfig)
     committed_epoch: int = 0  # the epoch the committed state reflects (cache validity)
+    connectors: Connectors = field(default_factory=registered_connectors)  # builds readers / writers
     cache: dict[str, Any] = field(default_factory=dict)  # survives across epochs in a worker
     metrics: dict[str, float] = field(default_factory=dict)  # this epoch's counters, reported
 

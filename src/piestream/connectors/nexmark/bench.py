@@ -172,7 +172,7 @@ class SourceOffsets:
     """Reads the committed offsets of every Nexmark source node in the running graph."""
 
     def __init__(self, db: Database) -> None:
-        from piestream.stream.executors.source import SourceNode
+        from piestream.plan.source import SourceNode
 
         self.db = db
         self.nodes: list[SourceNode] = [

@@ -40,7 +40,8 @@ from piestream.connectors.nexmark.generator import (
 )
 from piestream.connectors.options import InvalidOption, parse_float, parse_int, source_limits
 from piestream.expr.functions.cast import cast_array
-from piestream.stream.executors.source import ReadResult, SourceLimits, SourceReader, SourceSpec
+from piestream.plan.source import SourceLimits, SourceSpec
+from piestream.stream.connector import ReadResult, SourceReader
 
 DEFAULT_MIN_EVENT_GAP_NS = 100_000
 BATCH_EVENTS = 1 << 16  # events generated per record batch

@@ -8,49 +8,11 @@ that it forwards the changes. Whether a vnode is done is state, so a restart doe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from piestream.common.chunk import StreamChunk
-from piestream.common.order import ASC
-from piestream.common.types import BOOLEAN, INT
-from piestream.storage.table.desc import ColumnDesc, TableDesc
+from piestream.plan.backfill import BackfillNode
 from piestream.storage.table.storage_table import StorageTable
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
-from piestream.stream.nodes import StreamNode
-
-
-def backfill_state_table(table_id: int) -> TableDesc:
-    """One row per upstream vnode: whether its snapshot was emitted."""
-    return TableDesc(
-        table_id,
-        (ColumnDesc("vnode", INT), ColumnDesc("done", BOOLEAN)),
-        pk=(0,),
-        pk_orders=(ASC,),
-        name="backfill_progress",
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class BackfillNode(StreamNode):
-    child_fields = ("input",)
-
-    input: StreamNode  # the upstream table's change stream (no-shuffle exchange)
-    upstream: TableDesc
-    output_indices: tuple[int, ...]  # upstream columns to output
-    state_table: TableDesc
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return BackfillExecutor(ctx, self)
-
-    def tables(self) -> list[TableDesc]:
-        return [self.state_table]
-
-    def explain(self) -> str:
-        cols = ", ".join(self.upstream.columns[i].name for i in self.output_indices)
-        return (
-            f"StreamTableScan {{ table: {self.upstream.name or self.upstream.table_id}, columns: [{cols}] }}"
-        )
 
 
 class BackfillExecutor(Executor):

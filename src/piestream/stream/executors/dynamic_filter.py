@@ -18,135 +18,21 @@ table, the others keep the value they saw in memory until the next epoch reads i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.common.chunk import Op, StreamChunk, filter_mask
-from piestream.common.errors import FeatureNotSupported, InternalError
 from piestream.common.order import ASC
 from piestream.common.scalar import Datum
-from piestream.common.types import DataType
-from piestream.common.vnode import VNODE_COUNT
 from piestream.encoding import memcomparable
-from piestream.storage.table.desc import ColumnDesc, TableDesc
+from piestream.plan.dynamic_filter import DynamicFilterNode
 from piestream.storage.table.key_range import Bound, SubRange
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.executors.filter import fix_update_pairs
 from piestream.stream.message import Barrier
-from piestream.stream.nodes import StreamNode
 
-COMPARATORS = ("<", "<=", ">", ">=")
 _ARROW_CMP = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
-
-
-def dynamic_filter_left_table(
-    table_id: int,
-    left_columns: Sequence[tuple[str, DataType] | ColumnDesc],
-    key_col: int,
-    left_stream_key: Sequence[int],
-    dist_key: Sequence[int] | None = None,
-    *,
-    name: str = "",
-) -> TableDesc:
-    """Left state: all left columns; pk = key column ++ left stream key (ASC), prefix hint 0.
-
-    `dist_key` (left column indices, inside the pk) must be how the left input is sharded over
-    actors; it defaults to the left stream key (a singleton table if that is empty)."""
-    cols = tuple(c if isinstance(c, ColumnDesc) else ColumnDesc(c[0], c[1]) for c in left_columns)
-    pk = (key_col, *(c for c in left_stream_key if c != key_col))
-    dist = tuple(left_stream_key) if dist_key is None else tuple(dist_key)
-    return TableDesc(
-        table_id=table_id,
-        columns=cols,
-        pk=pk,
-        pk_orders=(ASC,) * len(pk),
-        dist_key=dist,
-        vnode_count=VNODE_COUNT if dist else 1,
-        read_prefix_len_hint=0,
-        name=name,
-    )
-
-
-def dynamic_filter_right_table(table_id: int, rhs_type: DataType, *, name: str = "") -> TableDesc:
-    """Right state: a singleton table of one row, the committed RHS value (pk = ())."""
-    return TableDesc(table_id, (ColumnDesc("rhs", rhs_type),), pk=(), pk_orders=(), name=name)
-
-
-@dataclass(frozen=True, kw_only=True)
-class DynamicFilterNode(StreamNode):
-    """``left[key_col] <comparator> right[right_col]``; output = left columns, stream key = left's.
-    Build it with `build_dynamic_filter`."""
-
-    child_fields = ("left", "right")
-
-    left: StreamNode
-    right: StreamNode
-    key_col: int
-    comparator: str  # one of COMPARATORS
-    right_col: int = 0
-    left_table: TableDesc
-    right_table: TableDesc
-
-    def __post_init__(self) -> None:
-        if self.comparator not in COMPARATORS:
-            raise FeatureNotSupported(f"dynamic filter comparator {self.comparator!r} is not supported")
-        lt = self.left.schema[self.key_col].data_type
-        rt = self.right.schema[self.right_col].data_type
-        if lt != rt:
-            raise InternalError(f"dynamic filter compares {lt} with {rt}: the planner must cast the RHS")
-        if self.left_table.pk[:1] != (self.key_col,):
-            raise InternalError("dynamic filter left table pk must start with the key column")
-        if self.stream_key != self.left.stream_key:
-            raise InternalError("dynamic filter stream key must be the left stream key")
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return DynamicFilterExecutor(ctx, self)
-
-    def tables(self) -> list[TableDesc]:
-        return [self.left_table, self.right_table]
-
-    def explain(self) -> str:
-        return f"DynamicFilter {{ predicate: ${self.key_col} {self.comparator} $expr{self.right_col} }}"
-
-
-def build_dynamic_filter(
-    left: StreamNode,
-    right: StreamNode,
-    *,
-    key_col: int,
-    comparator: str,
-    right_col: int = 0,
-    left_table_id: int,
-    right_table_id: int,
-    left_dist_key: Sequence[int] | None = None,
-) -> DynamicFilterNode:
-    """The planner's entry point: a DynamicFilterNode with both state tables."""
-    ls = left.schema
-    return DynamicFilterNode(
-        schema=ls,
-        stream_key=tuple(left.stream_key),
-        append_only=False,
-        left=left,
-        right=right,
-        key_col=key_col,
-        comparator=comparator,
-        right_col=right_col,
-        left_table=dynamic_filter_left_table(
-            left_table_id,
-            [(f.name, f.data_type) for f in ls],
-            key_col,
-            left.stream_key,
-            left_dist_key,
-            name="dynamic_filter_left",
-        ),
-        right_table=dynamic_filter_right_table(
-            right_table_id, right.schema[right_col].data_type, name="dynamic_filter_right"
-        ),
-    )
 
 
 _UNCHANGED = object()  # no right-input row arrived this epoch

@@ -6,28 +6,11 @@ passing and the new one not becomes a Delete; the reverse becomes an Insert.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from piestream.common.chunk import Op, StreamChunk, filter_mask
-from piestream.expr.expr import Expr
+from piestream.plan.filter import FilterNode
 from piestream.stream.executor import ActorContext, Executor
-from piestream.stream.nodes import StreamNode
-
-
-@dataclass(frozen=True, kw_only=True)
-class FilterNode(StreamNode):
-    child_fields = ("input",)
-
-    input: StreamNode
-    predicate: Expr
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return FilterExecutor(ctx, self)
-
-    def explain(self) -> str:
-        return f"Filter {{ predicate: {self.predicate} }}"
 
 
 def fix_update_pairs(ops: np.ndarray, keep: np.ndarray) -> np.ndarray:

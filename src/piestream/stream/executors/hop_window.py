@@ -7,41 +7,12 @@ a pair in every chunk (stream key = input key + window_start).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import StreamChunk
-from piestream.common.errors import FeatureNotSupported
+from piestream.plan.hop_window import HopWindowNode
 from piestream.stream.executor import ActorContext, Executor
-from piestream.stream.nodes import StreamNode
-
-
-@dataclass(frozen=True, kw_only=True)
-class HopWindowNode(StreamNode):
-    child_fields = ("input",)
-
-    input: StreamNode
-    time_col: int
-    slide_usecs: int
-    size_usecs: int
-    offset_usecs: int = 0
-
-    def __post_init__(self) -> None:
-        if self.slide_usecs <= 0 or self.size_usecs <= 0:
-            raise FeatureNotSupported("HOP window slide and size must be positive")
-        if self.size_usecs % self.slide_usecs:
-            raise FeatureNotSupported("HOP window size must be a multiple of the slide")
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return HopWindowExecutor(ctx, self)
-
-    def explain(self) -> str:
-        return (
-            f"HopWindow {{ time_col: ${self.time_col}, slide: {self.slide_usecs}us, "
-            f"size: {self.size_usecs}us }}"
-        )
 
 
 def window_starts(ts_us: np.ndarray, slide: int, size: int, offset: int) -> np.ndarray:

@@ -11,42 +11,13 @@ Conflict handling by pk:
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import Op, StreamChunk
 from piestream.encoding import memcomparable
-from piestream.storage.table.desc import TableDesc
+from piestream.plan.materialize import ConflictBehavior, MaterializeNode
 from piestream.stream.executor import ActorContext, Executor
-from piestream.stream.nodes import StreamNode
-
-
-class ConflictBehavior(enum.Enum):
-    NO_CHECK = "no_check"
-    OVERWRITE = "overwrite"
-    IGNORE_CONFLICT = "ignore_conflict"
-
-
-@dataclass(frozen=True, kw_only=True)
-class MaterializeNode(StreamNode):
-    child_fields = ("input",)
-
-    input: StreamNode
-    table: TableDesc
-    conflict: ConflictBehavior = ConflictBehavior.NO_CHECK
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return MaterializeExecutor(ctx, self)
-
-    def tables(self) -> list[TableDesc]:
-        return [self.table]
-
-    def explain(self) -> str:
-        table = self.table.name or self.table.table_id
-        return f"Materialize {{ table: {table}, conflict: {self.conflict.value} }}"
 
 
 class MaterializeExecutor(Executor):

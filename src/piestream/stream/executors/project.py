@@ -6,26 +6,9 @@ output still has a stream key (reference §7).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from piestream.common.chunk import StreamChunk
-from piestream.expr.expr import Expr
+from piestream.plan.project import ProjectNode
 from piestream.stream.executor import ActorContext, Executor
-from piestream.stream.nodes import StreamNode
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProjectNode(StreamNode):
-    child_fields = ("input",)
-
-    input: StreamNode
-    exprs: tuple[Expr, ...]
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return ProjectExecutor(ctx, self)
-
-    def explain(self) -> str:
-        return f"Project {{ exprs: [{', '.join(str(e) for e in self.exprs)}] }}"
 
 
 class ProjectExecutor(Executor):

@@ -9,30 +9,14 @@ Rows that already carry an id (deletes found by scanning the table) pass through
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochPair, physical_ms
 from piestream.common.row_id import make_row_ids, sequence_bits
+from piestream.plan.row_id_gen import RowIdGenNode
 from piestream.stream.executor import ActorContext, Executor
-from piestream.stream.nodes import StreamNode
-
-
-@dataclass(frozen=True, kw_only=True)
-class RowIdGenNode(StreamNode):
-    child_fields = ("input",)
-
-    input: StreamNode
-    row_id_index: int
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return RowIdGenExecutor(ctx, self)
-
-    def explain(self) -> str:
-        return f"RowIdGen {{ row_id_index: {self.row_id_index} }}"
 
 
 class RowIdGenExecutor(Executor):

@@ -1,6 +1,7 @@
 """Sink: write each epoch's change stream to an external system, exactly once per epoch.
 
-The connector side is a `SinkWriter` (picklable, shipped with the plan). The executor buffers
+The connector side is a `SinkWriter` (`piestream.stream.connector`), built from the node's
+connector name and options when the actor builds its executors. The executor buffers
 one epoch's changes of its actor, shapes them by the sink type, and at the barrier hands them to
 the writer, which *stages* them (e.g. a Parquet file under a name unique to this attempt) and
 returns a token naming what it staged. The token is written to the sink's state table in the
@@ -24,22 +25,17 @@ Sink types (RisingWave's ``type`` option):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
-
 import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.order import ASC
-from piestream.common.types import BIGINT, INT, VARCHAR
 from piestream.encoding import memcomparable
-from piestream.storage.table.desc import ColumnDesc, TableDesc
+from piestream.plan.sink import SinkNode
+from piestream.stream.connector import SinkWriter
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
-from piestream.stream.nodes import StreamNode
 
-SINK_TYPES = ("append-only", "upsert", "changelog")
 OP_COLUMN = "_op"
 _OP_NAMES = {
     Op.INSERT: "insert",
@@ -49,59 +45,11 @@ _OP_NAMES = {
 }
 
 
-@runtime_checkable
-class SinkWriter(Protocol):
-    """Stages one actor's output of one epoch; returns a token naming it (None: nothing staged)."""
-
-    def stage(self, epoch: int, actor_index: int, table: pa.Table) -> str | None: ...
-
-
-def sink_state_table(table_id: int, name: str = "sink_state") -> TableDesc:
-    """Per actor: the epoch it last staged output for, the token, the row count (singleton; each
-    actor writes only its own row)."""
-    return TableDesc(
-        table_id,
-        (
-            ColumnDesc("actor_index", INT),
-            ColumnDesc("epoch", BIGINT),
-            ColumnDesc("staged", VARCHAR),
-            ColumnDesc("rows", BIGINT),
-        ),
-        pk=(0,),
-        pk_orders=(ASC,),
-        name=name,
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class SinkNode(StreamNode):
-    child_fields = ("input",)
-
-    input: StreamNode
-    writer: SinkWriter
-    sink_name: str
-    connector: str
-    sink_type: str
-    columns: tuple[int, ...]  # input columns written, in order
-    names: tuple[str, ...]  # their names in the output
-    key: tuple[int, ...]  # input columns of the upsert key
-    state_table: TableDesc
-    force_append_only: bool = False
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return SinkExecutor(ctx, self)
-
-    def tables(self) -> list[TableDesc]:
-        return [self.state_table]
-
-    def explain(self) -> str:
-        return f"Sink {{ sink: {self.sink_name}, connector: {self.connector}, type: {self.sink_type} }}"
-
-
 class SinkExecutor(Executor):
-    def __init__(self, ctx: ActorContext, node: SinkNode) -> None:
+    def __init__(self, ctx: ActorContext, node: SinkNode, writer: SinkWriter) -> None:
         super().__init__(ctx, node.schema, node.stream_key, node.append_only)
         self.node = node
+        self.writer = writer
         self.state = self.table(node.state_table)
         self.chunks: list[StreamChunk] = []
 
@@ -115,7 +63,7 @@ class SinkExecutor(Executor):
         table = self._epoch_output()
         if table is not None and table.num_rows:
             epoch = barrier.epoch.prev  # the epoch whose data this is
-            token = self.node.writer.stage(epoch, self.ctx.actor_index, table)
+            token = self.writer.stage(epoch, self.ctx.actor_index, table)
             if token is not None:
                 row = (self.ctx.actor_index, epoch, token, table.num_rows)
                 old = self.state.get_row((self.ctx.actor_index,))

@@ -1,10 +1,11 @@
 """Source: a leaf executor reading a connector's splits, one bounded batch per epoch, exactly once.
 
-The connector side is a `SourceReader` (picklable; shipped with the plan to Spark tasks): it
-names the source's splits and reads one split from an offset. This module owns everything that
-makes a source exactly-once and deterministic, whatever the connector:
+The connector side is a `SourceReader` (`piestream.stream.connector`), built from the node's
+`SourceSpec` by the connector registry when the actor builds its executors: it names the source's
+splits and reads one split from an offset. This module owns everything that makes a source
+exactly-once and deterministic, whatever the connector:
 
-- **Split ownership.** The splits are fixed when the job is planned (`SourceReader.splits()`).
+- **Split ownership.** The splits are fixed when the job is planned (`SourceNode.split_ids`).
   Actor i of a fragment with parallelism P owns the splits whose position ≡ i (mod P); no other
   actor reads or writes them. The fragment's parallelism is at most the number of splits.
 - **Offsets are state** (reference §6.9): one singleton table ``(split_id VARCHAR pk,
@@ -23,224 +24,33 @@ makes a source exactly-once and deterministic, whatever the connector:
   commits, nothing is skipped); with ``"dead_letter"`` they are written, in the same epoch, to
   the dead-letter table ``(file, line, raw, error)`` that users can query.
 
-Connectors register themselves by name (`register_source_connector`); the frontend builds a
-`SourceNode` from a catalog entry through `build_source_node` without importing connectors.
+The node is plan data (`piestream.plan.source`); connectors register themselves by name
+(`piestream.stream.connector`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.epoch import EpochPair, physical_ms
-from piestream.common.errors import FeatureNotSupported, PiestreamError
-from piestream.common.order import ASC
-from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, VARCHAR, DataType
-from piestream.storage.table.desc import ColumnDesc, TableDesc
+from piestream.common.errors import PiestreamError
+from piestream.plan.source import SourceLimits, SourceNode
 from piestream.storage.table.state_table import StateTable
+from piestream.stream.connector import BadRecord, SourceReader
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
-from piestream.stream.nodes import StreamNode
-
-# -- the connector interface ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    """What a connector is asked to read: the columns it must produce and the WITH options."""
-
-    name: str  # the source (or table) name, for messages
-    connector: str
-    columns: tuple[tuple[str, DataType], ...]  # output columns, in order
-    options: Mapping[str, str] = field(default_factory=dict)  # WITH (...), keys lower-case
-    encode: str | None = None  # FORMAT ... ENCODE <encode>, lower-case
-    encode_options: Mapping[str, str] = field(default_factory=dict)
-    generated: frozenset[str] = frozenset()  # columns declared ``AS expr`` the connector must supply
-
-    def option(self, *names: str, default: str | None = None) -> str | None:
-        """The first of `names` given in WITH (...) (aliases), else `default`."""
-        for n in names:
-            if n in self.options:
-                return self.options[n]
-        return default
-
-
-@dataclass(frozen=True)
-class BadRecord:
-    """A record a reader could not turn into a row: where it was, what it was, why."""
-
-    file: str
-    line: int  # 1-based line (row number for Parquet); 0 = the whole file
-    raw: str
-    error: str
-
-    def describe(self) -> str:
-        where = f'file "{self.file}"' + (f", line {self.line}" if self.line else "")
-        return f"malformed record in {where}: {self.error}"
-
-
-@dataclass
-class ReadResult:
-    """One split's read for one epoch."""
-
-    batches: list[pa.RecordBatch]  # rows, columns as in `SourceSpec.columns` (Arrow types of them)
-    offset: str  # the offset after these rows (the reader's own format)
-    consumed: int  # budget units used (events, lines, rows); 0 = nothing available now
-    bad_records: list[BadRecord] = field(default_factory=list)
-
-
-@runtime_checkable
-class SourceReader(Protocol):
-    """A connector's reading logic. Must be picklable and deterministic: the same (split, offset,
-    budget) gives the same rows, so a retried Spark task emits exactly what the first did."""
-
-    def splits(self) -> list[str]:
-        """The split ids, fixed for the life of the job."""
-        ...
-
-    def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
-        """Read up to `budget` units of `split` after `offset` (None: from the beginning)."""
-        ...
-
-
-@dataclass(frozen=True)
-class SourceLimits:
-    """How fast a source may go: per epoch at most rate × epoch span rows, and `max_rows_per_epoch`."""
-
-    rate_limit: float | None = None  # rows (events) per second for the whole source; None = unlimited
-    max_rows_per_epoch: int = 1_000_000  # for the whole source
-    chunk_size: int | None = None  # rows per emitted chunk; None = the job's StreamingConfig
-    error_handling: str = "reject"  # "reject" | "dead_letter"
-
-
-class SourceConnector(Protocol):
-    """A registered connector: builds the reader and the limits from a spec (validating options)."""
-
-    def __call__(self, spec: SourceSpec) -> tuple[SourceReader, SourceLimits]: ...
-
-
-_CONNECTORS: dict[str, SourceConnector] = {}
-
-
-def register_source_connector(name: str, connector: SourceConnector) -> None:
-    _CONNECTORS[name.lower()] = connector
-
-
-def source_connector(name: str) -> SourceConnector:
-    c = _CONNECTORS.get(name.lower())
-    if c is None:
-        known = ", ".join(sorted(_CONNECTORS)) or "none registered"
-        raise FeatureNotSupported(f'connector "{name}" is not supported (known: {known})')
-    return c
 
 
 class SourceError(PiestreamError):
     """A source could not be read (a malformed record under error.handling = 'reject', ...)."""
 
     sqlstate = "22P02"
-
-
-# -- state tables ----------------------------------------------------------------------------------
-
-
-def source_state_table(table_id: int, name: str = "source_state") -> TableDesc:
-    """Offsets: one row per split, singleton (each actor writes only its own splits' rows)."""
-    return TableDesc(
-        table_id,
-        (ColumnDesc("split_id", VARCHAR), ColumnDesc("offset_info", VARCHAR)),
-        pk=(0,),
-        pk_orders=(ASC,),
-        name=name,
-    )
-
-
-DEAD_LETTER_COLUMNS: tuple[tuple[str, DataType], ...] = (
-    ("file", VARCHAR),
-    ("line", BIGINT),
-    ("raw", VARCHAR),
-    ("error", VARCHAR),
-)
-
-
-def dead_letter_table(table_id: int, name: str) -> TableDesc:
-    """Malformed records of a source, keyed by (file, line): a re-read writes the same row."""
-    return TableDesc(
-        table_id,
-        tuple(ColumnDesc(n, t) for n, t in DEAD_LETTER_COLUMNS),
-        pk=(0, 1),
-        pk_orders=(ASC, ASC),
-        name=name,
-    )
-
-
-# -- the plan node ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class SourceNode(StreamNode):
-    """Reads a connector. `schema` = the reader's columns, then any extra columns (e.g. a table's
-    hidden `_row_id`) which come out NULL for a following executor to fill."""
-
-    reader: SourceReader
-    limits: SourceLimits
-    state_table: TableDesc
-    source_name: str
-    connector: str
-    split_ids: tuple[str, ...]
-    reader_width: int  # leading schema columns the reader produces
-    dead_letter: TableDesc | None = None  # written here but owned by the source's catalog entry
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return SourceExecutor(ctx, self)
-
-    def tables(self) -> list[TableDesc]:
-        return [self.state_table]
-
-    @property
-    def max_parallelism(self) -> int:
-        return max(1, len(self.split_ids))
-
-    def explain(self) -> str:
-        cols = ", ".join(self.schema.names[: self.reader_width])
-        return (
-            f"Source {{ source: {self.source_name}, connector: {self.connector}, "
-            f"splits: {len(self.split_ids)}, columns: [{cols}] }}"
-        )
-
-
-def build_source_node(
-    spec: SourceSpec,
-    *,
-    schema: Schema,
-    stream_key: tuple[int, ...],
-    state_table_id: int,
-    dead_letter: TableDesc | None = None,
-) -> SourceNode:
-    """A `SourceNode` for a catalog source or connector table (validates the options)."""
-    reader, limits = source_connector(spec.connector)(spec)
-    if limits.error_handling == "dead_letter" and dead_letter is None:
-        raise PiestreamError("error.handling = 'dead_letter' needs a dead-letter table", sqlstate="22023")
-    return SourceNode(
-        schema=schema,
-        stream_key=stream_key,
-        append_only=True,
-        reader=reader,
-        limits=limits,
-        state_table=source_state_table(state_table_id, f"{spec.name}_source_state"),
-        source_name=spec.name,
-        connector=spec.connector,
-        split_ids=tuple(reader.splits()),
-        reader_width=len(spec.columns),
-        dead_letter=dead_letter,
-    )
 
 
 # -- the executor ----------------------------------------------------------------------------------
@@ -262,9 +72,10 @@ def split_budget(limits: SourceLimits, n_splits: int, epoch: EpochPair, credit: 
 
 
 class SourceExecutor(Executor):
-    def __init__(self, ctx: ActorContext, node: SourceNode) -> None:
+    def __init__(self, ctx: ActorContext, node: SourceNode, reader: SourceReader) -> None:
         super().__init__(ctx, node.schema, node.stream_key, True)
         self.node = node
+        self.reader = reader
         self.state: StateTable = self.table(node.state_table)
         self.dead: StateTable | None = self.table(node.dead_letter) if node.dead_letter is not None else None
         self.splits = owned_splits(node.split_ids, ctx.actor_index, ctx.parallelism)
@@ -297,7 +108,7 @@ class SourceExecutor(Executor):
             consumed = 0
             new_offset = offset
             if budget > 0:
-                result = self.node.reader.read(s, offset, budget, barrier.epoch)
+                result = self.reader.read(s, offset, budget, barrier.epoch)
                 if result.consumed > budget:
                     raise SourceError(f"source {self.node.source_name}: reader exceeded its budget")
                 self._handle_bad_records(result.bad_records)

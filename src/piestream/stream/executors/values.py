@@ -6,34 +6,10 @@ emit them again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from piestream.common.chunk import Op, StreamChunk
-from piestream.common.scalar import Row
-from piestream.common.types import BOOLEAN
-from piestream.storage.table.desc import ColumnDesc, TableDesc
+from piestream.plan.values import ValuesNode
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
-from piestream.stream.nodes import StreamNode
-
-
-def values_state_table(table_id: int) -> TableDesc:
-    return TableDesc(table_id, (ColumnDesc("emitted", BOOLEAN),), pk=(), pk_orders=(), name="values_state")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ValuesNode(StreamNode):
-    rows: tuple[Row, ...]
-    state_table: TableDesc
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return ValuesExecutor(ctx, self)
-
-    def tables(self) -> list[TableDesc]:
-        return [self.state_table]
-
-    def explain(self) -> str:
-        return f"Values {{ rows: {len(self.rows)} }}"
 
 
 class ValuesExecutor(Executor):

@@ -17,11 +17,11 @@ import pyarrow as pa
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import StateConsistencyError
 from piestream.common.types import DataType
+from piestream.plan.hash_agg import DistinctTable
 from piestream.storage.table.state_table import StateTable
 from piestream.stream.executors.agg.arrays import change_rows, np_int
 from piestream.stream.executors.agg.dirty import DirtyGroups
 from piestream.stream.executors.agg.states import DeltaSpec
-from piestream.stream.executors.agg.tables import DistinctTable
 
 
 @dataclass

@@ -16,23 +16,19 @@ executors from storage every epoch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import DataChunk, StreamChunk, filter_mask
 from piestream.common.errors import StateConsistencyError
 from piestream.common.scalar import to_arrow
-from piestream.common.schema import Schema
-from piestream.common.types import DataType, Field
+from piestream.common.types import DataType
 from piestream.expr.expr import Expr
+from piestream.plan.hash_agg import HashAggNode
 from piestream.storage.table.desc import TableDesc
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.executors.agg.arrays import add_bigint, change_rows, np_int, rows_differ
 from piestream.stream.executors.agg.cache import GroupStateCache
-from piestream.stream.executors.agg.calls import AggCall
 from piestream.stream.executors.agg.dirty import DirtyGroups, Groups
 from piestream.stream.executors.agg.distinct import DistinctDedup
 from piestream.stream.executors.agg.states import (
@@ -42,75 +38,9 @@ from piestream.stream.executors.agg.states import (
     MaterializedState,
     make_call_state,
 )
-from piestream.stream.executors.agg.tables import AggTables, plan_agg_tables
 from piestream.stream.message import Barrier
-from piestream.stream.nodes import StreamNode
 
 _ROW_COUNT = DeltaSpec(pa.int64(), "sum")
-
-
-@dataclass(frozen=True, kw_only=True)
-class HashAggNode(StreamNode):
-    """Output: group key columns, then one column per call; stream key = the group key.
-    With an empty group key this is a SimpleAgg. Build it with `hash_agg_node`."""
-
-    child_fields = ("input",)
-
-    input: StreamNode
-    group_key: tuple[int, ...]
-    calls: tuple[AggCall, ...]
-    state_tables: AggTables
-
-    @property
-    def is_simple(self) -> bool:
-        return not self.group_key
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return HashAggExecutor(ctx, self)
-
-    def tables(self) -> list[TableDesc]:
-        return self.state_tables.all()
-
-    def explain(self) -> str:
-        aggs = ", ".join(str(c) for c in self.calls)
-        if self.is_simple:
-            return f"SimpleAgg {{ aggs: [{aggs}] }}"
-        keys = ", ".join(f"${i}" for i in self.group_key)
-        return f"HashAgg {{ group_key: [{keys}], aggs: [{aggs}] }}"
-
-
-def hash_agg_node(
-    input: StreamNode,
-    group_key: Sequence[int],
-    calls: Sequence[AggCall],
-    next_table_id: Callable[[], int],
-    *,
-    output_names: Sequence[str] | None = None,
-) -> HashAggNode:
-    """A HashAgg (SimpleAgg if `group_key` is empty) over `input`, with its state tables.
-
-    Table ids come from `next_table_id`, in this order: the intermediate table, one
-    materialized-input table per call that needs one, one dedup table per DISTINCT column."""
-    group_key = tuple(group_key)
-    calls = tuple(calls)
-    in_schema = input.schema
-    tables = plan_agg_tables(in_schema, input.stream_key, input.append_only, group_key, calls, next_table_id)
-    if output_names is None:
-        output_names = [in_schema[i].name for i in group_key] + [str(c.kind) for c in calls]
-    names = list(output_names)
-    if len(names) != len(group_key) + len(calls):
-        raise ValueError(f"{len(names)} output names for {len(group_key)} group keys and {len(calls)} calls")
-    fields = [Field(names[j], in_schema[i].data_type) for j, i in enumerate(group_key)]
-    fields += [Field(names[len(group_key) + j], c.return_type) for j, c in enumerate(calls)]
-    return HashAggNode(
-        schema=Schema(tuple(fields)),
-        stream_key=tuple(range(len(group_key))),
-        append_only=False,
-        input=input,
-        group_key=group_key,
-        calls=calls,
-        state_tables=tables,
-    )
 
 
 class HashAggExecutor(Executor):

@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.errors import NumericOutOfRange, StateConsistencyError
 from piestream.common.scalar import Row, columns_to_rows
-from piestream.common.types import BIGINT, DOUBLE, NUMERIC, DataType, TypeKind
+from piestream.common.types import DataType, TypeKind
+from piestream.plan.agg_call import EXTREME, AggCall, AggKind, agg_state_columns, sum_state_type
 from piestream.storage.table.state_table import StateTable
 from piestream.stream.executors.agg.arrays import (
     NUMERIC_ARROW,
@@ -48,10 +49,9 @@ from piestream.stream.executors.agg.arrays import (
     take_merged,
     zeros,
 )
-from piestream.stream.executors.agg.calls import EXTREME, AggCall, AggKind
 
 if TYPE_CHECKING:
-    from piestream.stream.executors.agg.tables import MaterializedInputTable
+    from piestream.plan.hash_agg import MaterializedInputTable
 
 Columns = Sequence[pa.Array | None]  # input columns by index; None where a path does not need them
 
@@ -96,11 +96,7 @@ class CallState:
         self.arg_type = arg_type
         self.arg = call.args[0] if call.args else -1
         self.table: StateTable | None = None  # the materialized input, if the call reads one
-        self.n_states = len(self.state_columns(call, arg_type))
-
-    @staticmethod
-    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
-        raise NotImplementedError
+        self.n_states = len(agg_state_columns(call, arg_type))
 
     def mask(self, cols: Columns, filter_mask: np.ndarray) -> np.ndarray:
         """Rows the call aggregates: FILTER passed and (most aggregates) a non-NULL argument."""
@@ -121,10 +117,6 @@ class CallState:
 class CountState(CallState):
     specs = (_COUNT,)
 
-    @staticmethod
-    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
-        return [("", BIGINT)]
-
     def mask(self, cols: Columns, filter_mask: np.ndarray) -> np.ndarray:
         return filter_mask if self.call.kind is AggKind.COUNT_STAR else super().mask(cols, filter_mask)
 
@@ -136,16 +128,6 @@ class CountState(CallState):
 
     def output(self, state: list[pa.Array]) -> pa.Array:
         return pc.fill_null(state[0], 0)
-
-
-def _sum_state_type(kind: AggKind, arg: DataType, ret: DataType) -> DataType:
-    """sum/sum0 keep their result type (REAL accumulates in DOUBLE); avg keeps BIGINT for small
-    integers and NUMERIC for bigint / numeric."""
-    if arg.kind in (TypeKind.REAL, TypeKind.DOUBLE):
-        return DOUBLE
-    if kind is AggKind.AVG:
-        return BIGINT if arg.kind in (TypeKind.SMALLINT, TypeKind.INT) else NUMERIC
-    return ret
 
 
 class SumState(CallState):
@@ -163,17 +145,11 @@ class SumState(CallState):
             self.acc = NUMERIC_ARROW
         else:
             self.acc = pa.float64()
-        self.sum_type = _sum_state_type(call.kind, arg_type, call.return_type)
+        self.sum_type = sum_state_type(call.kind, arg_type, call.return_type)
         self.with_count = call.kind is not AggKind.SUM0
         self.specs = (
             (DeltaSpec(self.acc, "sum"), _COUNT) if self.with_count else (DeltaSpec(self.acc, "sum"),)
         )
-
-    @staticmethod
-    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
-        assert arg_type is not None
-        cols = [("_sum", _sum_state_type(call.kind, arg_type, call.return_type))]
-        return cols + ([("_count", BIGINT)] if call.kind is not AggKind.SUM0 else [])
 
     def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
         x = cols[self.arg]
@@ -225,10 +201,6 @@ class BoolState(CallState):
 
     specs = (_COUNT, _COUNT)
 
-    @staticmethod
-    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
-        return [("_true", BIGINT), ("_false", BIGINT)]
-
     def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
         x = cols[self.arg]
         assert x is not None
@@ -250,10 +222,6 @@ class MaterializedState(CallState):
     def __init__(self, call: AggCall, arg_type: DataType | None, mat: MaterializedInputTable) -> None:
         super().__init__(call, arg_type)
         self.mat = mat
-
-    @staticmethod
-    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
-        return [("", call.return_type)]  # the last output, to rebuild U- / Delete after a restart
 
     def write_input(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> None:
         """Insert the aggregated rows that arrive, delete those that retract."""
@@ -284,10 +252,6 @@ class ExtremeState(CallState):
         self.how = "min" if call.kind is AggKind.MIN else "max"
         self.specs = (DeltaSpec(pa.binary(), self.how),)
         self.pick: Callable[..., pa.Array] = pc.min_element_wise if self.how == "min" else pc.max_element_wise
-
-    @staticmethod
-    def state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
-        return [("", call.return_type)]
 
     def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
         if (mask & (signs < 0)).any():
@@ -414,12 +378,6 @@ def _state_class(call: AggCall, materialized: bool) -> type[CallState]:
     if kind in EXTREME:
         return RetractableExtremeState if materialized else ExtremeState
     return OrderedInputState
-
-
-def state_columns(call: AggCall, arg_types: Sequence[DataType]) -> list[tuple[str, DataType]]:
-    """(name suffix, type) of the call's columns in the intermediate table."""
-    arg = arg_types[0] if arg_types else None
-    return _state_class(call, False).state_columns(call, arg)
 
 
 def make_call_state(

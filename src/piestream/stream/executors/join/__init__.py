@@ -1,1 +1,1 @@
-"""The streaming HashJoin executor (reference §6.2); the plan node is in `executors.hash_join`."""
+"""The streaming HashJoin executor (reference §6.2); the plan node is `piestream.plan.hash_join`."""

@@ -26,9 +26,9 @@ from piestream.common.chunk import DataChunk, Op, StreamChunk, filter_mask
 from piestream.common.errors import StateConsistencyError
 from piestream.common.scalar import Row
 from piestream.common.types import BIGINT, DataType
+from piestream.plan.hash_join import HashJoinNode, SideKind
 from piestream.storage.table.state_table import StateTable
 from piestream.stream.executor import ActorContext, Executor
-from piestream.stream.executors.hash_join import HashJoinNode, SideKind
 from piestream.stream.executors.join.kernels import (
     as_type,
     degree_walk,

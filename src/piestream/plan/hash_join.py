@@ -1,6 +1,6 @@
 """HashJoin plan node and its planner helpers (reference §6.2 state tables, §7 stream key).
 
-The executor itself lives in `piestream.stream.executors.join`: it keeps each input's rows in a
+The executor lives in `piestream.stream.executors.join`: it keeps each input's rows in a
 state table keyed by join key | input stream key, and, for the sides whose rows are emitted on
 their own (outer padding, semi, anti), a degree table counting each row's matches on the other
 side. Everything lives in state tables, so an actor rebuilt from storage each epoch joins on.
@@ -11,17 +11,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from piestream.common.schema import Schema
 from piestream.common.types import DataType
 from piestream.expr.expr import Expr
+from piestream.plan.node import StreamNode, node_kind
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.schemas import join_degree_table, join_table
-from piestream.stream.nodes import StreamNode
-
-if TYPE_CHECKING:
-    from piestream.stream.executor import ActorContext, Executor
 
 
 class SideKind(enum.Enum):
@@ -80,6 +76,7 @@ _SIDE_KINDS: dict[JoinType, tuple[SideKind, SideKind]] = {
 }
 
 
+@node_kind("HashJoin")
 @dataclass(frozen=True, kw_only=True)
 class HashJoinNode(StreamNode):
     """An equi-join of two inputs (port 0 = left, 1 = right), output = `output_indices` of the
@@ -100,11 +97,6 @@ class HashJoinNode(StreamNode):
     right_table: TableDesc
     left_degree_table: TableDesc
     right_degree_table: TableDesc
-
-    def build(self, ctx: ActorContext) -> Executor:
-        from piestream.stream.executors.join.executor import HashJoinExecutor
-
-        return HashJoinExecutor(ctx, self)
 
     def tables(self) -> list[TableDesc]:
         """All four tables, as RisingWave's catalog declares them; the executor only opens the

@@ -1,4 +1,4 @@
-"""The state tables of a HashAgg / SimpleAgg (seed 002; reference §6.1), planned once.
+"""The HashAgg / SimpleAgg node and its state tables (seed 002; reference §6.1), planned once.
 
 - The intermediate (value-state) table: group key | `_row_count` | each call's state columns.
   The hidden row count (count(*) of the group, ignoring FILTER) decides whether a group exists.
@@ -18,8 +18,10 @@ from dataclasses import dataclass
 
 from piestream.common.order import ASC, OrderType
 from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, DataType
+from piestream.common.types import BIGINT, DataType, Field
 from piestream.common.vnode import VNODE_COUNT
+from piestream.plan.agg_call import AggCall, AggKind, agg_state_columns
+from piestream.plan.node import StreamNode, node_kind
 from piestream.storage.table.desc import ColumnDesc, TableDesc
 from piestream.storage.table.schemas import (
     AggStateKind,
@@ -28,8 +30,6 @@ from piestream.storage.table.schemas import (
     agg_value_table,
     distinct_dedup_table,
 )
-from piestream.stream.executors.agg.calls import AggCall, AggKind
-from piestream.stream.executors.agg.states import state_columns
 
 ROW_COUNT = "_row_count"
 
@@ -84,7 +84,7 @@ def plan_agg_tables(
     gk = [cols[i] for i in group_key]
     states: list[tuple[str, DataType] | ColumnDesc] = [ColumnDesc(ROW_COUNT, BIGINT, hidden=True)]
     for i, call in enumerate(calls):
-        for name, t in state_columns(call, [types[a] for a in call.args[:1]]):
+        for name, t in agg_state_columns(call, types[call.args[0]] if call.args else None):
             states.append(ColumnDesc(f"_{call.kind}_{i}{name}", t, hidden=True))
     value = agg_value_table(next_table_id(), gk, states, name="agg_state")
 
@@ -173,3 +173,65 @@ def _ordered_table(
         name=f"agg_call_{i}",
     )
     return MaterializedInputTable(desc, tuple(sources), sources.index(arg), delimiter_col)
+
+
+@node_kind("HashAgg")
+@dataclass(frozen=True, kw_only=True)
+class HashAggNode(StreamNode):
+    """Output: group key columns, then one column per call; stream key = the group key.
+    With an empty group key this is a SimpleAgg. Build it with `hash_agg_node`."""
+
+    child_fields = ("input",)
+
+    input: StreamNode
+    group_key: tuple[int, ...]
+    calls: tuple[AggCall, ...]
+    state_tables: AggTables
+
+    @property
+    def is_simple(self) -> bool:
+        return not self.group_key
+
+    def tables(self) -> list[TableDesc]:
+        return self.state_tables.all()
+
+    def explain(self) -> str:
+        aggs = ", ".join(str(c) for c in self.calls)
+        if self.is_simple:
+            return f"SimpleAgg {{ aggs: [{aggs}] }}"
+        keys = ", ".join(f"${i}" for i in self.group_key)
+        return f"HashAgg {{ group_key: [{keys}], aggs: [{aggs}] }}"
+
+
+def hash_agg_node(
+    input: StreamNode,
+    group_key: Sequence[int],
+    calls: Sequence[AggCall],
+    next_table_id: Callable[[], int],
+    *,
+    output_names: Sequence[str] | None = None,
+) -> HashAggNode:
+    """A HashAgg (SimpleAgg if `group_key` is empty) over `input`, with its state tables.
+
+    Table ids come from `next_table_id`, in this order: the intermediate table, one
+    materialized-input table per call that needs one, one dedup table per DISTINCT column."""
+    group_key = tuple(group_key)
+    calls = tuple(calls)
+    in_schema = input.schema
+    tables = plan_agg_tables(in_schema, input.stream_key, input.append_only, group_key, calls, next_table_id)
+    if output_names is None:
+        output_names = [in_schema[i].name for i in group_key] + [str(c.kind) for c in calls]
+    names = list(output_names)
+    if len(names) != len(group_key) + len(calls):
+        raise ValueError(f"{len(names)} output names for {len(group_key)} group keys and {len(calls)} calls")
+    fields = [Field(names[j], in_schema[i].data_type) for j, i in enumerate(group_key)]
+    fields += [Field(names[len(group_key) + j], c.return_type) for j, c in enumerate(calls)]
+    return HashAggNode(
+        schema=Schema(tuple(fields)),
+        stream_key=tuple(range(len(group_key))),
+        append_only=False,
+        input=input,
+        group_key=group_key,
+        calls=calls,
+        state_tables=tables,
+    )

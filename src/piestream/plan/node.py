@@ -1,34 +1,56 @@
-"""Stream plan nodes: plain, picklable descriptions from which actors build executors.
+"""The stream plan node: what one executor of a fragment is, as plain data (DESIGN "Layers").
 
-The planner produces a tree of nodes per fragment; the runtime ships the tree to Spark tasks,
-where each actor builds its executors from it (`StreamNode.build`). Leaves are input ports: an
-`ExchangeNode` receives chunks from an upstream fragment, a `DmlNode` receives a table's rows
-from INSERT / UPDATE / DELETE statements.
+A fragment's plan is a tree of `StreamNode`s (the tree protocol of `piestream.common.tree`: a node
+declares its input fields in `child_fields`). Nodes hold only data — schemas, column indices,
+bound expressions, state-table descriptors, connector specs — never executors or connector
+objects: the frontend plans them, meta stores them (`piestream.plan.serde`, versioned JSON), and
+the stream layer builds executors from them through its registry (`piestream.stream.build`), the
+way RisingWave keeps ``stream_plan.proto`` apart from its executors.
+
+Every node kind is registered under a stable name (`node_kind`), which is what the serialized
+form records instead of a Python module path. Leaves are input ports: an `ExchangeNode` receives
+chunks from an upstream fragment, a `DmlNode` receives a table's rows from INSERT / UPDATE /
+DELETE statements.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from piestream.common.schema import Schema
 from piestream.common.tree import TreeNode
 from piestream.storage.table.desc import TableDesc
 
-if TYPE_CHECKING:
-    from piestream.stream.executor import ActorContext, Executor
+#: Node kinds by their stable serialized name.
+NODE_KINDS: dict[str, type[StreamNode]] = {}
+
+N = TypeVar("N", bound="StreamNode")
+
+
+def node_kind(name: str) -> Callable[[type[N]], type[N]]:
+    """Register a node class under `name` (its name in the serialized plan; never change it)."""
+
+    def register(cls: type[N]) -> type[N]:
+        if name in NODE_KINDS:
+            raise ValueError(f"stream node kind {name!r} registered twice")
+        NODE_KINDS[name] = cls
+        cls.kind = name
+        return cls
+
+    return register
 
 
 @dataclass(frozen=True, kw_only=True)
 class StreamNode(TreeNode):
     """One executor of a fragment's tree; its inputs are its tree children (`child_fields`)."""
 
+    kind = ""  # the registered name (`node_kind`)
+
     schema: Schema
     stream_key: tuple[int, ...]
     append_only: bool = False
-
-    def build(self, ctx: ActorContext) -> Executor:
-        raise NotImplementedError(type(self).__name__)
 
     def tables(self) -> list[TableDesc]:
         """The state tables this node's executor keeps (for the catalog and EXPLAIN)."""
@@ -47,12 +69,8 @@ class InputPortNode(StreamNode):
     def port(self) -> str:
         raise NotImplementedError
 
-    def build(self, ctx: ActorContext) -> Executor:
-        from piestream.stream.executor import Executor
 
-        return Executor(ctx, self.schema, self.stream_key, self.append_only)
-
-
+@node_kind("Exchange")
 @dataclass(frozen=True, kw_only=True)
 class ExchangeNode(InputPortNode):
     """Chunks from an upstream fragment (through an exchange)."""
@@ -67,6 +85,7 @@ class ExchangeNode(InputPortNode):
         return f"Exchange {{ from: fragment {self.upstream_fragment_id} }}"
 
 
+@node_kind("Dml")
 @dataclass(frozen=True, kw_only=True)
 class DmlNode(InputPortNode):
     """Rows written to a table by DML statements, routed here by the driver."""

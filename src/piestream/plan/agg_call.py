@@ -1,4 +1,5 @@
-"""Aggregate calls: which function, over which input columns, with which result type.
+"""Aggregate calls of a HashAgg / SimpleAgg node: which function, over which input columns, with
+which result type, and which columns its state takes in the intermediate table (seed 002).
 
 Result types follow PostgreSQL: count -> BIGINT; sum(smallint/int) -> BIGINT, sum(bigint/numeric)
 -> NUMERIC, sum(real) -> REAL, sum(double) -> DOUBLE; avg of integers/numeric -> NUMERIC, of floats
@@ -171,3 +172,29 @@ class AggCall:
         if self.filter is not None:
             s += f" FILTER (WHERE {self.filter})"
         return s
+
+
+def sum_state_type(kind: AggKind, arg: DataType, ret: DataType) -> DataType:
+    """sum/sum0 keep their result type (REAL accumulates in DOUBLE); avg keeps BIGINT for small
+    integers and NUMERIC for bigint / numeric."""
+    if arg.kind in (TypeKind.REAL, TypeKind.DOUBLE):
+        return DOUBLE
+    if kind is AggKind.AVG:
+        return BIGINT if arg.kind in (TypeKind.SMALLINT, TypeKind.INT) else NUMERIC
+    return ret
+
+
+def agg_state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
+    """(name suffix, type) of the call's columns in the intermediate (value-state) table: count
+    keeps a count; sum / sum0 / avg a sum (and a non-NULL count, but for sum0); bool_and / bool_or
+    the trues and falses; min / max, string_agg, array_agg their (last) output."""
+    kind = call.kind
+    if kind in (AggKind.COUNT, AggKind.COUNT_STAR):
+        return [("", BIGINT)]
+    if kind in (AggKind.SUM, AggKind.SUM0, AggKind.AVG):
+        assert arg_type is not None
+        cols = [("_sum", sum_state_type(kind, arg_type, call.return_type))]
+        return cols + ([("_count", BIGINT)] if kind is not AggKind.SUM0 else [])
+    if kind in (AggKind.BOOL_AND, AggKind.BOOL_OR):
+        return [("_true", BIGINT), ("_false", BIGINT)]
+    return [("", call.return_type)]  # the (last) output: rebuilds U- / Delete after a restart

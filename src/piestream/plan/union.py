@@ -8,18 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from piestream.stream.executor import ActorContext, Executor
-from piestream.stream.nodes import StreamNode
+from piestream.plan.node import StreamNode, node_kind
 
 
+@node_kind("Union")
 @dataclass(frozen=True, kw_only=True)
 class UnionNode(StreamNode):
     child_fields = ("union_inputs",)
 
     union_inputs: tuple[StreamNode, ...]
-
-    def build(self, ctx: ActorContext) -> Executor:
-        return Executor(ctx, self.schema, self.stream_key, self.append_only)
 
     def explain(self) -> str:
         return "Union"

@@ -1,21 +1,47 @@
-"""Fragments and the fragment graph (DESIGN "Spark, concretely").
+"""Fragments, their dispatch edges, and the fragment graph (DESIGN "Spark, concretely").
 
 A fragment is a chain (tree) of executors without an exchange inside; it runs as `parallelism`
 actors, actor i owning the i-th contiguous range of the vnodes. Fragments connect through
-dispatch edges. The graph of every running streaming job is what one epoch's Spark job executes.
+dispatch edges (how one fragment's output chunks reach the actors of a downstream one). The graph
+of every running streaming job is what one epoch's Spark job executes. All of it is plan data:
+meta stores it (`piestream.plan.serde`), the runtime runs it.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from piestream.common.types import DataType
 from piestream.common.vnode import VNODE_COUNT, VnodeBitmap, split_vnodes
+from piestream.plan.node import DmlNode, ExchangeNode, StreamNode
 from piestream.storage.table.desc import TableDesc
-from piestream.stream.dispatch import DispatchEdge
-from piestream.stream.nodes import DmlNode, ExchangeNode, StreamNode
 
 ACTOR_INDEX_BITS = 16
+
+
+class DispatchKind(enum.Enum):
+    HASH = "hash"
+    BROADCAST = "broadcast"
+    SIMPLE = "simple"
+    NO_SHUFFLE = "no_shuffle"
+
+
+@dataclass(frozen=True)
+class DispatchEdge:
+    """An edge from one fragment's output to a downstream fragment's input port."""
+
+    downstream_fragment_id: int
+    kind: DispatchKind
+    downstream_parallelism: int
+    dist_key: tuple[int, ...] = ()
+    dist_types: tuple[DataType, ...] = ()
+    vnode_count: int = VNODE_COUNT
+
+    def explain(self) -> str:
+        key = f"({', '.join(f'${i}' for i in self.dist_key)})" if self.kind is DispatchKind.HASH else ""
+        return f"{self.kind.value}{key} -> fragment {self.downstream_fragment_id}"
 
 
 def actor_id(fragment_id: int, index: int) -> int:
@@ -97,10 +123,6 @@ class StreamGraph:
         for fid in self.fragments:
             visit(fid, frozenset())
         return depth
-
-    def topological(self) -> list[Fragment]:
-        d = self.depths()
-        return sorted(self.fragments.values(), key=lambda f: (d[f.fragment_id], f.fragment_id))
 
     def all_tables(self) -> list[TableDesc]:
         return [t for f in self.fragments.values() for t in f.tables()]

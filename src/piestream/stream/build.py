@@ -1,0 +1,92 @@
+"""Building executors from plan nodes: one builder per node kind (RisingWave's ``from_proto``).
+
+Plan nodes are data (`piestream.plan`); this table is the only place that knows which executor
+runs each kind. A node kind without a builder cannot run: `build_executor` says so by name.
+Connector-backed nodes get their reader / writer from the actor's `Connectors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from piestream.common.errors import InternalError
+from piestream.plan.backfill import BackfillNode
+from piestream.plan.dedup import DedupNode
+from piestream.plan.dynamic_filter import DynamicFilterNode
+from piestream.plan.filter import FilterNode
+from piestream.plan.hash_agg import HashAggNode
+from piestream.plan.hash_join import HashJoinNode
+from piestream.plan.hop_window import HopWindowNode
+from piestream.plan.materialize import MaterializeNode
+from piestream.plan.node import DmlNode, ExchangeNode, StreamNode
+from piestream.plan.over_window import OverWindowNode
+from piestream.plan.project import ProjectNode
+from piestream.plan.row_id_gen import RowIdGenNode
+from piestream.plan.sink import SinkNode
+from piestream.plan.source import SourceNode
+from piestream.plan.top_n import TopNNode
+from piestream.plan.union import UnionNode
+from piestream.plan.values import ValuesNode
+from piestream.stream.executor import ActorContext, Executor
+from piestream.stream.executors.agg.hash_agg import HashAggExecutor
+from piestream.stream.executors.backfill import BackfillExecutor
+from piestream.stream.executors.dedup import AppendOnlyDedupExecutor
+from piestream.stream.executors.dynamic_filter import DynamicFilterExecutor
+from piestream.stream.executors.filter import FilterExecutor
+from piestream.stream.executors.hop_window import HopWindowExecutor
+from piestream.stream.executors.join.executor import HashJoinExecutor
+from piestream.stream.executors.materialize import MaterializeExecutor
+from piestream.stream.executors.over_window import OverWindowExecutor
+from piestream.stream.executors.project import ProjectExecutor
+from piestream.stream.executors.row_id_gen import RowIdGenExecutor
+from piestream.stream.executors.sink import SinkExecutor
+from piestream.stream.executors.source import SourceExecutor
+from piestream.stream.executors.top_n import TopNExecutor
+from piestream.stream.executors.values import ValuesExecutor
+
+Builder = Callable[[Any, ActorContext], Executor]
+
+
+def _pass_through(node: StreamNode, ctx: ActorContext) -> Executor:
+    """Input ports and Union: chunks pass unchanged (the base executor)."""
+    return Executor(ctx, node.schema, node.stream_key, node.append_only)
+
+
+def _source(node: SourceNode, ctx: ActorContext) -> Executor:
+    reader, _ = ctx.connectors.source(node.spec.connector)(node.spec)
+    return SourceExecutor(ctx, node, reader)
+
+
+def _sink(node: SinkNode, ctx: ActorContext) -> Executor:
+    return SinkExecutor(ctx, node, ctx.connectors.sink(node.connector)(node.options))
+
+
+BUILDERS: dict[type[StreamNode], Builder] = {
+    ExchangeNode: _pass_through,
+    DmlNode: _pass_through,
+    UnionNode: _pass_through,
+    ProjectNode: lambda n, ctx: ProjectExecutor(ctx, n),
+    FilterNode: lambda n, ctx: FilterExecutor(ctx, n),
+    MaterializeNode: lambda n, ctx: MaterializeExecutor(ctx, n),
+    RowIdGenNode: lambda n, ctx: RowIdGenExecutor(ctx, n),
+    HashAggNode: lambda n, ctx: HashAggExecutor(ctx, n),
+    HashJoinNode: lambda n, ctx: HashJoinExecutor(ctx, n),
+    TopNNode: lambda n, ctx: TopNExecutor(ctx, n),
+    DedupNode: lambda n, ctx: AppendOnlyDedupExecutor(ctx, n),
+    DynamicFilterNode: lambda n, ctx: DynamicFilterExecutor(ctx, n),
+    HopWindowNode: lambda n, ctx: HopWindowExecutor(ctx, n),
+    OverWindowNode: lambda n, ctx: OverWindowExecutor(ctx, n),
+    BackfillNode: lambda n, ctx: BackfillExecutor(ctx, n),
+    ValuesNode: lambda n, ctx: ValuesExecutor(ctx, n),
+    SourceNode: _source,
+    SinkNode: _sink,
+}
+
+
+def build_executor(node: StreamNode, ctx: ActorContext) -> Executor:
+    """The executor of one plan node (its inputs are built by the actor, children first)."""
+    builder = BUILDERS.get(type(node))
+    if builder is None:
+        raise InternalError(f"no executor for stream plan node {node.kind or type(node).__name__}")
+    return builder(node, ctx)
