@@ -106,7 +106,7 @@ def test_failed_epoch_is_not_committed_and_later_epochs_are_correct_in_process(t
         committed = db.barriers.committed_epoch
         agg = db.catalog.get("agg")
         assert agg is not None
-        runner.hook = AlwaysFail(agg.extra["fragment_id"], "synced", str(tmp_path))
+        runner.hook = AlwaysFail(agg.fragment_id, "synced", str(tmp_path))
         with pytest.raises(PiestreamError, match="streaming epoch failed"):
             s.execute("INSERT INTO a VALUES (1000, 1, 1), (1001, 2, 2)")  # type: ignore[attr-defined]
         assert db.barriers.committed_epoch == committed
@@ -147,7 +147,7 @@ def test_spark_task_retries_exactly_once(tmp_path: Path, spark: object) -> None:
             rate=0.4,
             log_dir=str(tmp_path),
             points=("synced", "reported"),
-            fragment_id=a.extra["fragment_id"],
+            fragment_id=a.fragment_id,
         )
         runner.hook = AnyOf((anywhere, after_upload))
         _drive(s, ref, 9, 4, 10)
@@ -177,7 +177,7 @@ def test_spark_failure_exhausting_retries(tmp_path: Path, spark: object) -> None
         committed = db.barriers.committed_epoch
         a = db.catalog.get("a")
         assert a is not None  # the table's actors fail after emitting part of their changes
-        runner.hook = AlwaysFail(a.extra["fragment_id"], "emitting", str(tmp_path))
+        runner.hook = AlwaysFail(a.fragment_id, "emitting", str(tmp_path))
         with pytest.raises(PiestreamError, match="streaming epoch failed"):
             s.execute("INSERT INTO a VALUES (1000, 1, 1), (1001, 2, 2)")  # type: ignore[attr-defined]
         assert db.barriers.committed_epoch == committed

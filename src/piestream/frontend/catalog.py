@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from piestream.common.errors import UndefinedTable
+from piestream.common.errors import PiestreamError, UndefinedTable
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field, parse_type
+from piestream.plan.materialize import ConflictBehavior
 from piestream.storage.table.desc import TableDesc
 
 DEFAULT_SCHEMA = "public"
@@ -45,6 +46,45 @@ class ColumnCatalog:
 
 
 @dataclass(frozen=True)
+class IndexInfo:
+    """What an INDEX indexes: the relation's id and the key columns, in order."""
+
+    index_of: int
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What a SOURCE reads besides its WITH options (`Relation.properties`)."""
+
+    encode: str | None = None  # FORMAT ... ENCODE <encode>, lower-case
+    encode_options: dict[str, str] = field(default_factory=dict)
+    generated: tuple[str, ...] = ()  # columns declared ``AS expr`` the connector supplies
+    dead_letter: TableDesc | None = None  # the companion table malformed records go to
+
+
+@dataclass(frozen=True)
+class SinkInfo:
+    """A SINK's connector, its type, and the state table naming what each actor staged."""
+
+    connector: str
+    sink_type: str  # append-only | upsert | changelog
+    path: str | None  # where committed output is published (None: nowhere, e.g. blackhole)
+    state_table: TableDesc
+
+
+#: The catalog entry format `Relation.to_json` writes; format 0 kept kind-specific fields in an
+#: untyped ``extra`` dict and is still read.
+RELATION_FORMAT = 1
+
+
+class CatalogFormatError(PiestreamError):
+    """A catalog entry written by a newer piestream than this one."""
+
+    sqlstate = "XX001"  # data_corrupted: the data directory is not readable by this build
+
+
+@dataclass(frozen=True)
 class Relation:
     """One named catalog object."""
 
@@ -58,8 +98,15 @@ class Relation:
     job_id: int | None = None  # the streaming job maintaining it (tables, MVs, indexes, sinks)
     append_only: bool = False
     properties: dict[str, str] = field(default_factory=dict)  # WITH (...) options
-    extra: dict[str, Any] = field(default_factory=dict)  # kind-specific (conflict, index columns, ...)
     schema_name: str = DEFAULT_SCHEMA
+    fragment_id: int | None = None  # the job's root fragment: where a reader of its changes attaches
+    parallelism: int | None = None  # actors of that fragment
+    conflict: ConflictBehavior | None = None  # tables: what an insert of an existing pk does
+    row_id_index: int | None = None  # tables without a pk: the hidden `_row_id` column
+    owned_by: int | None = None  # dropped with this relation (a source's dead-letter table)
+    index: IndexInfo | None = None
+    source: SourceInfo | None = None
+    sink: SinkInfo | None = None
 
     @property
     def visible_columns(self) -> list[ColumnCatalog]:
@@ -80,7 +127,9 @@ class Relation:
         return None
 
     def to_json(self) -> dict[str, Any]:
+        src, sink = self.source, self.sink
         return {
+            "format": RELATION_FORMAT,
             "id": self.id,
             "name": self.name,
             "kind": self.kind.value,
@@ -91,12 +140,44 @@ class Relation:
             "job_id": self.job_id,
             "append_only": self.append_only,
             "properties": self.properties,
-            "extra": self.extra,
             "schema": self.schema_name,
+            "fragment_id": self.fragment_id,
+            "parallelism": self.parallelism,
+            "conflict": None if self.conflict is None else self.conflict.value,
+            "row_id_index": self.row_id_index,
+            "owned_by": self.owned_by,
+            "index": None
+            if self.index is None
+            else {"of": self.index.index_of, "columns": list(self.index.columns)},
+            "source": None
+            if src is None
+            else {
+                "encode": src.encode,
+                "encode_options": src.encode_options,
+                "generated": list(src.generated),
+                "dead_letter": None if src.dead_letter is None else src.dead_letter.to_json(),
+            },
+            "sink": None
+            if sink is None
+            else {
+                "connector": sink.connector,
+                "sink_type": sink.sink_type,
+                "path": sink.path,
+                "state_table": sink.state_table.to_json(),
+            },
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Relation:
+        version = d.get("format", 0)
+        if version > RELATION_FORMAT:
+            raise CatalogFormatError(
+                f'catalog entry "{d.get("name")}" has format {version}; this piestream reads formats '
+                f"up to {RELATION_FORMAT}",
+                hint="Open the data directory with the newer piestream that wrote it.",
+            )
+        typed = d if version else _typed_from_extra(d.get("extra") or {})
+        index, src, sink = typed.get("index"), typed.get("source"), typed.get("sink")
         return cls(
             id=d["id"],
             name=d["name"],
@@ -108,9 +189,55 @@ class Relation:
             job_id=d["job_id"],
             append_only=d["append_only"],
             properties=dict(d["properties"]),
-            extra=dict(d["extra"]),
             schema_name=d.get("schema", DEFAULT_SCHEMA),
+            fragment_id=typed.get("fragment_id"),
+            parallelism=typed.get("parallelism"),
+            conflict=None if typed.get("conflict") is None else ConflictBehavior(typed["conflict"]),
+            row_id_index=typed.get("row_id_index"),
+            owned_by=typed.get("owned_by"),
+            index=None if index is None else IndexInfo(index["of"], tuple(index["columns"])),
+            source=None
+            if src is None
+            else SourceInfo(
+                encode=src["encode"],
+                encode_options=dict(src["encode_options"]),
+                generated=tuple(src["generated"]),
+                dead_letter=None if src["dead_letter"] is None else TableDesc.from_json(src["dead_letter"]),
+            ),
+            sink=None
+            if sink is None
+            else SinkInfo(
+                sink["connector"], sink["sink_type"], sink["path"], TableDesc.from_json(sink["state_table"])
+            ),
         )
+
+
+def _typed_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """Format 0's ``extra`` dict as format 1's typed fields."""
+    out: dict[str, Any] = {
+        "fragment_id": extra.get("fragment_id"),
+        "parallelism": extra.get("parallelism"),
+        "conflict": extra.get("conflict"),
+        "row_id_index": extra.get("row_id"),
+        "owned_by": extra.get("owned_by"),
+    }
+    if "index_of" in extra:
+        out["index"] = {"of": extra["index_of"], "columns": extra.get("index_columns", [])}
+    if "encode" in extra or "dead_letter" in extra:
+        out["source"] = {
+            "encode": extra.get("encode"),
+            "encode_options": extra.get("encode_options") or {},
+            "generated": extra.get("generated") or [],
+            "dead_letter": extra.get("dead_letter"),
+        }
+    if "sink_type" in extra:
+        out["sink"] = {
+            "connector": extra["connector"],
+            "sink_type": extra["sink_type"],
+            "path": extra.get("path"),
+            "state_table": extra["state_table"],
+        }
+    return out
 
 
 class CatalogReader(Protocol):
@@ -158,5 +285,5 @@ class CatalogSnapshot:
         return [
             r
             for r in self.by_name.values()
-            if r.kind is RelationKind.INDEX and r.extra.get("index_of") == rel_id
+            if r.kind is RelationKind.INDEX and r.index is not None and r.index.index_of == rel_id
         ]

@@ -15,7 +15,7 @@ from piestream.common.order import ASC, OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import SERIAL, DataType, Field
 from piestream.frontend.binder.query import BoundQuery
-from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind
+from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, RelationKind
 from piestream.frontend.fragmenter import FragmentedJob, fragment_job
 from piestream.frontend.optimizer import optimize
 from piestream.frontend.stream_planner import SINGLE, Dist, StreamPlanner
@@ -86,7 +86,7 @@ def plan_materialized_view(
     ids: Ids,
     depends_on: Sequence[int],
     distributed_by: Sequence[int] | None = None,
-    extra: dict[str, object] | None = None,
+    index: IndexInfo | None = None,
 ) -> PlannedJob:
     plan = optimize(bound.plan, streaming=True)
     planner = StreamPlanner(ids.next_table_id)
@@ -143,7 +143,9 @@ def plan_materialized_view(
         depends_on=tuple(depends_on),
         job_id=job_id,
         append_only=desc.append_only,
-        extra={"fragment_id": job.root_fragment_id, "parallelism": root_frag.parallelism, **(extra or {})},
+        fragment_id=job.root_fragment_id,
+        parallelism=root_frag.parallelism,
+        index=index,
     )
     return PlannedJob(job, rel, root)
 
@@ -164,7 +166,6 @@ def plan_sink(
     key_names: Sequence[str] | None = None,
     distribute_by_key: bool = True,
     properties: dict[str, str] | None = None,
-    extra: dict[str, object] | None = None,
 ) -> PlannedJob:
     """CREATE SINK: the query's change stream into a sink node built by `make_sink(input,
     column names, key)`. The key is `key_names` (visible columns) or the stream key; with
@@ -210,7 +211,8 @@ def plan_sink(
         job_id=job_id,
         append_only=piece.node.append_only,
         properties=dict(properties or {}),
-        extra={"fragment_id": job.root_fragment_id, "parallelism": root_frag.parallelism, **(extra or {})},
+        fragment_id=job.root_fragment_id,
+        parallelism=root_frag.parallelism,
     )
     return PlannedJob(job, rel, root)
 
@@ -289,12 +291,10 @@ def plan_table(
         job_id=job_id,
         append_only=append_only,
         properties=dict(properties or {}),
-        extra={
-            "fragment_id": job.root_fragment_id,
-            "parallelism": root_frag.parallelism,
-            "conflict": behavior.value,
-            "row_id": None if pk_names else len(cols) - 1,
-        },
+        fragment_id=job.root_fragment_id,
+        parallelism=root_frag.parallelism,
+        conflict=behavior,
+        row_id_index=None if pk_names else len(cols) - 1,
     )
     return PlannedJob(job, rel, root)
 

@@ -20,7 +20,7 @@ from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, INT, SERIAL, Field
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.binder.rewrite import remap_refs
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import Relation, RelationKind, SourceInfo
 from piestream.frontend.dynamic_filter_rule import DynamicFilterMatch, match_dynamic_filter
 from piestream.frontend.logical import (
     Agg,
@@ -53,7 +53,6 @@ from piestream.plan.source import SourceSpec
 from piestream.plan.top_n import build_top_n
 from piestream.plan.union import UnionNode
 from piestream.plan.values import ValuesNode, values_state_table
-from piestream.storage.table.desc import TableDesc
 from piestream.stream.connector import plan_source_node
 
 
@@ -191,7 +190,7 @@ class StreamPlanner:
         if rel.kind is RelationKind.SOURCE:
             return self._plan_source(node)
         desc = rel.table
-        frag = rel.extra.get("fragment_id")
+        frag = rel.fragment_id
         if desc is None or frag is None:
             raise FeatureNotSupported(f'cannot stream from "{rel.name}"')
         cols = list(node.column_indices)
@@ -216,7 +215,7 @@ class StreamPlanner:
             state_table=backfill_state_table(self.next_table_id()),
         )
         dist = Dist("hash", tuple(cols.index(k) for k in desc.dist_key)) if desc.dist_key else SINGLE
-        if rel.extra.get("parallelism") == 1:
+        if rel.parallelism == 1:
             dist = SINGLE  # e.g. a TopN's MV: keyed by k, but all of it in one actor
         return Piece(scan, dist, len(node.column_indices))
 
@@ -233,7 +232,7 @@ class StreamPlanner:
             schema=schema,
             stream_key=key,
             state_table_id=self.next_table_id(),
-            dead_letter=_dead_letter_desc(rel),
+            dead_letter=rel.source.dead_letter if rel.source else None,
         )
         ids = RowIdGenNode(schema=schema, stream_key=key, append_only=True, input=src, row_id_index=key[0])
         return Piece(ids, Dist("hash", key), len(node.column_indices))
@@ -528,20 +527,16 @@ class StreamPlanner:
 def source_spec(rel: Relation, column_indices: Sequence[int]) -> SourceSpec:
     """What a connector must read for a SOURCE (or a table WITH a connector) of the catalog."""
     props = {k.lower(): v for k, v in rel.properties.items()}
+    info = rel.source or SourceInfo()
     return SourceSpec(
         name=rel.name,
         connector=props.get("connector", ""),
         columns=tuple((rel.columns[i].name, rel.columns[i].data_type) for i in column_indices),
         options=props,
-        encode=rel.extra.get("encode"),
-        encode_options=dict(rel.extra.get("encode_options") or {}),
-        generated=frozenset(rel.extra.get("generated") or ()),
+        encode=info.encode,
+        encode_options=dict(info.encode_options),
+        generated=frozenset(info.generated),
     )
-
-
-def _dead_letter_desc(rel: Relation) -> TableDesc | None:
-    d = rel.extra.get("dead_letter")
-    return None if d is None else TableDesc.from_json(d)
 
 
 def _upstreams(node: StreamNode) -> set[int]:

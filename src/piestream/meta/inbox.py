@@ -454,7 +454,7 @@ def _check_rows(rel: Relation, cols: list[pa.Array], ops: np.ndarray) -> None:
     from piestream.common.chunk import Op
 
     assert rel.table is not None
-    if rel.extra.get("row_id") is not None or rel.append_only:
+    if rel.row_id_index is not None or rel.append_only:
         if bool((ops != Op.INSERT).any()):
             raise InboxError(
                 f'table "{rel.name}" has no primary key (or is append-only): it takes no deletes'

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -27,7 +28,7 @@ from piestream.connectors import ensure_registered
 from piestream.connectors.options import InvalidOption, lower_keys, parse_bool
 from piestream.connectors.sinks import publish_committed, sink_output_path, validate_sink_options
 from piestream.frontend.binder import QueryBinder
-from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind
+from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind, SinkInfo, SourceInfo
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import PlannedJob, plan_sink, plan_table
 from piestream.frontend.stream_planner import Dist, ExchangeMarker
@@ -108,7 +109,7 @@ def _dead_letter_relation(desc: TableDesc, owner_id: int) -> Relation:
         table=desc,
         depends_on=(owner_id,),
         properties={"connector": "dead_letter"},  # written by the source only: DML is refused
-        extra={"owned_by": owner_id},
+        owned_by=owner_id,
     )
 
 
@@ -228,12 +229,12 @@ def create_source(s: Session, stmt: ast.CreateSource) -> QueryResult:
             definition=stmt.text,
             append_only=True,
             properties=dict(spec.options),
-            extra={
-                "encode": spec.encode,
-                "encode_options": dict(spec.encode_options),
-                "generated": sorted(spec.generated),
-                "dead_letter": None if dead is None else dead.to_json(),
-            },
+            source=SourceInfo(
+                encode=spec.encode,
+                encode_options=dict(spec.encode_options),
+                generated=tuple(sorted(spec.generated)),
+                dead_letter=dead,
+            ),
         )
         s.db.catalog.create(rel)
         if dead is not None:
@@ -327,13 +328,9 @@ def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
             properties=opts,
         )
         node = made[0]
-        planned.relation.extra.update(
-            {
-                "connector": connector,
-                "sink_type": node.sink_type,
-                "path": sink_output_path(connector, opts),
-                "state_table": node.state_table.to_json(),
-            }
+        planned.relation = replace(
+            planned.relation,
+            sink=SinkInfo(connector, node.sink_type, sink_output_path(connector, opts), node.state_table),
         )
         _install(s, planned, backfill=True)
         return command("CREATE_SINK")
@@ -358,11 +355,7 @@ class SinkPublisher:
         self.db = db
 
     def _sinks(self) -> list[Relation]:
-        return [
-            r
-            for r in self.db.catalog.snapshot().relations()
-            if r.kind is RelationKind.SINK and r.extra.get("path") and r.extra.get("state_table")
-        ]
+        return [r for r in self.db.catalog.snapshot().relations() if r.sink is not None and r.sink.path]
 
     def publish(self, epoch: int | None = None) -> int:
         sinks = self._sinks()
@@ -372,9 +365,9 @@ class SinkPublisher:
         try:
             total = 0
             for rel in sinks:
-                desc = TableDesc.from_json(rel.extra["state_table"])
-                rows = list(StorageTable(desc, storage, committed).iter_rows())
-                total += publish_committed(str(rel.extra["path"]), committed, rows)
+                assert rel.sink is not None and rel.sink.path is not None
+                rows = list(StorageTable(rel.sink.state_table, storage, committed).iter_rows())
+                total += publish_committed(rel.sink.path, committed, rows)
             return total
         finally:
             self.db.release_snapshot(vpin, spin)

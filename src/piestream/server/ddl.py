@@ -20,7 +20,7 @@ from piestream.common.errors import (
     UndefinedTable,
 )
 from piestream.frontend.binder import QueryBinder
-from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind
+from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, RelationKind
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import Ids, PlannedJob, plan_materialized_view, plan_table
 from piestream.plan.fragment import Fragment
@@ -249,7 +249,7 @@ def create_index(s: Session, stmt: ast.CreateIndex) -> QueryResult:
             ids=ids_for(s),
             depends_on=[table.id],
             distributed_by=dist,
-            extra={"index_of": table.id, "index_columns": key_cols},
+            index=IndexInfo(table.id, tuple(key_cols)),
         )
         _install(s, planned, backfill=True)
         return command("CREATE_INDEX")
@@ -279,7 +279,7 @@ def drop(s: Session, stmt: ast.Drop) -> QueryResult:
                 )
             targets.append(rel)
         for t in targets:
-            owner = t.extra.get("owned_by")
+            owner = t.owned_by
             if owner is not None and owner not in {x.id for x in targets}:
                 raise DependentObjectsStillExist(
                     f'cannot drop {t.kind.value} "{t.name}": it belongs to another object',
@@ -290,7 +290,7 @@ def drop(s: Session, stmt: ast.Drop) -> QueryResult:
 
         def visit(r: Relation) -> None:
             for d in db.catalog.dependents(r.id):
-                owned = d.extra.get("owned_by") == r.id  # e.g. a source's dead-letter table
+                owned = d.owned_by == r.id  # e.g. a source's dead-letter table
                 if not stmt.cascade and d not in targets and not owned:
                     raise DependentObjectsStillExist(
                         f"cannot drop {r.kind.value} {r.name} because other objects depend on it",

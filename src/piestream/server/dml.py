@@ -88,7 +88,7 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
 
 def _check_not_null_pk(rel: Relation, chunk: StreamChunk) -> None:
     assert rel.table is not None
-    if rel.extra.get("row_id") is not None:
+    if rel.row_id_index is not None:
         return
     for i in rel.table.pk:
         if chunk.columns[i].null_count:

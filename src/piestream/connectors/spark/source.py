@@ -275,7 +275,7 @@ class WritePlan:
         op = opts.op_column
         if op is not None and op not in fields:
             raise UndefinedColumn(f'op_column "{op}" is not a column of the DataFrame')
-        keyed = rel.extra.get("row_id") is None and not rel.append_only
+        keyed = rel.row_id_index is None and not rel.append_only
         if op is not None and not keyed:
             raise FeatureNotSupported(
                 f'op_column needs a table with a primary key: "{rel.name}" cannot match rows to delete'
@@ -289,7 +289,7 @@ class WritePlan:
                 raise UndefinedColumn(f'column "{name}" of relation "{rel.name}" does not exist')
             names.append(name)
             types.append(rel.columns[i].data_type)
-        if rel.extra.get("row_id") is None:
+        if rel.row_id_index is None:
             for i in rel.table.pk:
                 if rel.columns[i].name not in names:
                     raise InvalidInput(f'primary key column "{rel.columns[i].name}" is missing')

@@ -46,10 +46,7 @@ def pk_names(r: Relation) -> str:
 
 def has_user_pk(r: Relation) -> bool:
     return (
-        r.kind is RelationKind.TABLE
-        and r.table is not None
-        and bool(r.table.pk)
-        and r.extra.get("row_id") is None
+        r.kind is RelationKind.TABLE and r.table is not None and bool(r.table.pk) and r.row_id_index is None
     )
 
 

@@ -112,7 +112,9 @@ class CatalogRows:
             oid = rel_oid(r)
             cols = r.visible_columns
             indexes = [
-                i for i in self.rels if i.kind is RelationKind.INDEX and i.extra.get("index_of") == r.id
+                i
+                for i in self.rels
+                if i.kind is RelationKind.INDEX and i.index is not None and i.index.index_of == r.id
             ]
             has_index = bool(indexes) or has_user_pk(r)
             out["pg_class"].append(
@@ -216,9 +218,9 @@ class CatalogRows:
                         )
                     )
             if r.kind is RelationKind.INDEX:
-                base = next((b for b in self.rels if b.id == r.extra.get("index_of")), None)
+                base = next((b for b in self.rels if r.index is not None and b.id == r.index.index_of), None)
                 if base is not None:
-                    keys = [n for n in r.extra.get("index_columns", [])]
+                    keys = list(r.index.columns) if r.index is not None else []
                     nums = [str(i + 1) for i, c in enumerate(base.visible_columns) if c.name in keys]
                     out["pg_index"].append(
                         (
