@@ -273,7 +273,8 @@ def test_clean_restart_resumes_every_job_from_the_last_committed_epoch(tmp_path:
     # the version as meta recovers it (read before a reopened database's barrier loop can commit)
     meta = MetaStore(data_dir / "meta.db")
     try:
-        assert HummockManager(meta, SstableStore(InMemoryObjectStore("unused"))).max_committed_epoch == committed
+        recovered = HummockManager(meta, SstableStore(InMemoryObjectStore("unused")))
+        assert recovered.max_committed_epoch == committed
     finally:
         meta.close()
 

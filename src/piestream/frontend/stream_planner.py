@@ -20,7 +20,7 @@ from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, INT, SERIAL, Field
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.binder.rewrite import remap_refs
-from piestream.frontend.catalog import Relation, RelationKind, SourceInfo
+from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.dynamic_filter_rule import DynamicFilterMatch, match_dynamic_filter
 from piestream.frontend.logical import (
     Agg,
@@ -37,6 +37,7 @@ from piestream.frontend.logical import (
     Union,
     Values,
 )
+from piestream.frontend.source_spec import source_spec
 from piestream.plan.agg_call import AggCall as StreamAggCall
 from piestream.plan.backfill import BackfillNode, backfill_state_table
 from piestream.plan.dedup import build_dedup
@@ -49,7 +50,6 @@ from piestream.plan.node import ExchangeNode, StreamNode
 from piestream.plan.over_window import build_over_window
 from piestream.plan.project import ProjectNode
 from piestream.plan.row_id_gen import RowIdGenNode
-from piestream.plan.source import SourceSpec
 from piestream.plan.top_n import build_top_n
 from piestream.plan.union import UnionNode
 from piestream.plan.values import ValuesNode, values_state_table
@@ -522,21 +522,6 @@ class StreamPlanner:
         else:
             dist = Dist("hash", tuple(out.index(k) for k in left_keys))
         return Piece(n, dist, len(logical))
-
-
-def source_spec(rel: Relation, column_indices: Sequence[int]) -> SourceSpec:
-    """What a connector must read for a SOURCE (or a table WITH a connector) of the catalog."""
-    props = {k.lower(): v for k, v in rel.properties.items()}
-    info = rel.source or SourceInfo()
-    return SourceSpec(
-        name=rel.name,
-        connector=props.get("connector", ""),
-        columns=tuple((rel.columns[i].name, rel.columns[i].data_type) for i in column_indices),
-        options=props,
-        encode=info.encode,
-        encode_options=dict(info.encode_options),
-        generated=frozenset(info.generated),
-    )
 
 
 def _upstreams(node: StreamNode) -> set[int]:

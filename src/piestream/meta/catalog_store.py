@@ -1,27 +1,43 @@
 """The persistent catalog: relations, streaming jobs (their fragments) and id sequences.
 
-Relations are stored as JSON; a job's fragments (plan trees of picklable dataclasses) are stored
-pickled with the relation that owns them. Creating or dropping an object — its relation, its
-job, the new output edges of the upstream fragments it reads — is one meta-store transaction, so
-after a crash the catalog holds either all of a DDL statement or none of it, and recovery rebuilds
-the stream graph from it.
+Relations are stored as versioned JSON (`Relation.to_json`); a job's fragments as a versioned
+plan document (`piestream.plan.serde`), so recovery depends on the format, never on Python module
+paths. Creating or dropping an object — its relation, its job, the new output edges of the
+upstream fragments it reads — is one meta-store transaction, so after a crash the catalog holds
+either all of a DDL statement or none of it, and recovery rebuilds the stream graph from it.
+
+The catalog's format version is stored with it. Format 0 (before plans were versioned data:
+fragments stored in Python's own object format, relations with an untyped ``extra`` dict) is
+upgraded in place when a data directory is opened, in one transaction; a catalog of a newer
+format than this build's is refused with a message naming both versions.
 """
 
 from __future__ import annotations
 
 import json
-import pickle
+import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from piestream.frontend.catalog import CatalogSnapshot, Relation
+from piestream.common.types import DataType
+from piestream.frontend.catalog import CatalogFormatError, CatalogSnapshot, Relation
+from piestream.frontend.source_spec import definition_source_spec
 from piestream.meta.store import MetaStore
 from piestream.plan.fragment import Fragment
+from piestream.plan.legacy import FORMAT0_MAGIC, convert_fragments
+from piestream.plan.serde import decode_fragments, encode_fragments
+from piestream.plan.source import SourceSpec
+
+log = logging.getLogger(__name__)
 
 _NS_REL = "catalog.relation"
 _NS_JOB = "catalog.job"
 _NS_SEQ = "catalog.seq"
+_NS_FORMAT = "catalog.format"
 FIRST_ID = 1000
+#: The catalog format this build writes and the newest it reads (see the module docstring).
+CATALOG_FORMAT = 1
 
 
 class CatalogStore:
@@ -30,11 +46,58 @@ class CatalogStore:
         self._lock = threading.RLock()
         self.relations: dict[str, Relation] = {}
         self.jobs: dict[int, list[Fragment]] = {}
-        for _, raw in meta.scan(_NS_REL):
-            rel = Relation.from_json(json.loads(raw))
-            self.relations[rel.name] = rel
-        for key, raw in meta.scan(_NS_JOB):
-            self.jobs[int(key)] = pickle.loads(raw if isinstance(raw, bytes) else raw.encode("latin1"))
+        with meta.transaction():
+            version = self._format()
+            for _, raw in meta.scan(_NS_REL):
+                rel = Relation.from_json(json.loads(raw))
+                self.relations[rel.name] = rel
+            if version == 0:
+                self._upgrade_from_format_0()
+            for key, raw in meta.scan(_NS_JOB):
+                self.jobs[int(key)] = decode_fragments(raw)
+
+    # -- format ---------------------------------------------------------------------------------
+    def _format(self) -> int:
+        raw = self.meta.get(_NS_FORMAT, "version")
+        if raw is None:
+            # a catalog written before the format was recorded is format 0; an empty one is new
+            old = self.meta.scan(_NS_REL) or self.meta.scan(_NS_JOB)
+            if not old:
+                self.meta.put(_NS_FORMAT, "version", str(CATALOG_FORMAT))
+            return 0 if old else CATALOG_FORMAT
+        version = int(raw)
+        if version > CATALOG_FORMAT:
+            raise CatalogFormatError(
+                f"the catalog of this data directory has format {version}; this piestream reads "
+                f"catalog formats up to {CATALOG_FORMAT}",
+                hint="Open the data directory with the newer piestream that wrote it.",
+            )
+        return version
+
+    def _upgrade_from_format_0(self) -> None:
+        """Rewrite every job's fragments and every relation in today's format (one transaction)."""
+        jobs = self.meta.scan(_NS_JOB)
+        for key, raw in jobs:
+            data = raw if isinstance(raw, bytes) else raw.encode("latin1")
+            if data[:1] != FORMAT0_MAGIC:
+                continue  # already a plan document
+            frags = convert_fragments(data, self._format0_source_spec, self._format0_sink_options)
+            self.meta.put(_NS_JOB, key, encode_fragments(frags))
+        for rel in self.relations.values():
+            self.meta.put(_NS_REL, rel.name, json.dumps(rel.to_json()))
+        self.meta.put(_NS_FORMAT, "version", str(CATALOG_FORMAT))
+        log.info("upgraded the catalog from format 0 to %d (%d streaming jobs)", CATALOG_FORMAT, len(jobs))
+
+    def _format0_source_spec(self, name: str, columns: tuple[tuple[str, DataType], ...]) -> SourceSpec:
+        """A format-0 source node read `columns` of source (or connector table) `name`."""
+        return definition_source_spec(self.relations[name], columns)
+
+    def _format0_sink_options(self, name: str, writer: Mapping[str, Any]) -> dict[str, str]:
+        """A format-0 sink's options: its WITH options, with the output path its writer held."""
+        options = {k.lower(): v for k, v in self.relations[name].properties.items()}
+        if isinstance(writer.get("path"), str):
+            options["path"] = writer["path"]
+        return options
 
     # -- ids ------------------------------------------------------------------------------------
     def next_id(self, seq: str = "object") -> int:
@@ -91,7 +154,7 @@ class CatalogStore:
                 raise ValueError(f"relation {relation.name} exists")
             self.meta.put(_NS_REL, relation.name, json.dumps(relation.to_json()))
             if relation.job_id is not None and frags:
-                self.meta.put(_NS_JOB, str(relation.job_id), pickle.dumps(frags))
+                self.meta.put(_NS_JOB, str(relation.job_id), encode_fragments(frags))
             changed = self._replace_fragments(replaced)
             self.relations[relation.name] = relation
             if relation.job_id is not None and frags:
@@ -127,5 +190,5 @@ class CatalogStore:
             frags = [f if g.fragment_id == f.fragment_id else g for g in frags]
             changed[f.job_id] = frags
         for job_id, frags in changed.items():
-            self.meta.put(_NS_JOB, str(job_id), pickle.dumps(frags))
+            self.meta.put(_NS_JOB, str(job_id), encode_fragments(frags))
         return changed

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from piestream.common.errors import DuplicateObject, FeatureNotSupported, PiestreamError
-from piestream.common.types import DataType
 from piestream.connectors import ensure_registered
 from piestream.connectors.options import InvalidOption, lower_keys, parse_bool
 from piestream.connectors.sinks import publish_committed, sink_output_path, validate_sink_options
@@ -31,11 +30,12 @@ from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind, SinkInfo, SourceInfo
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import PlannedJob, plan_sink, plan_table
+from piestream.frontend.source_spec import statement_source_spec
 from piestream.frontend.stream_planner import Dist, ExchangeMarker
 from piestream.plan.materialize import ConflictBehavior
 from piestream.plan.node import StreamNode
 from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
-from piestream.plan.source import DEAD_LETTER_COLUMNS, SourceSpec, dead_letter_table
+from piestream.plan.source import DEAD_LETTER_COLUMNS, dead_letter_table
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.storage_table import StorageTable
@@ -51,46 +51,6 @@ DEAD_LETTER_SUFFIX = "_dead_letter"
 
 
 # -- shared: the spec of a source-like statement ---------------------------------------------------
-
-
-def _spec(
-    name: str,
-    columns: Sequence[ast.ColumnDef],
-    options: dict[str, str],
-    format_encode: ast.FormatEncode | None,
-) -> SourceSpec:
-    opts = lower_keys(options)
-    connector = opts.get("connector", "").strip().lower()
-    if not connector:
-        raise InvalidOption("a connector = '...' option is required")
-    cols: list[tuple[str, DataType]] = []
-    generated = []
-    for c in columns:
-        if c.default is not None:
-            raise FeatureNotSupported(f'DEFAULT for column "{c.name}" of a connector source is not supported')
-        if c.type is None:
-            raise FeatureNotSupported(f'generated column "{c.name}" needs a type in a connector source')
-        if c.generated is not None:
-            generated.append(c.name)
-        cols.append((c.name, c.type))
-    names = [n for n, _ in cols]
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise PiestreamError(f'column "{dup}" specified more than once', sqlstate="42701")
-    if not cols:
-        raise PiestreamError("a source needs at least one column", sqlstate="42601")
-    fe = format_encode
-    if fe is not None and fe.format.lower() not in ("plain", "native", "none"):
-        raise FeatureNotSupported(f"FORMAT {fe.format.upper()} is not supported (only PLAIN)")
-    return SourceSpec(
-        name=name,
-        connector=connector,
-        columns=tuple(cols),
-        options=opts,
-        encode=None if fe is None else fe.encode.lower(),
-        encode_options={} if fe is None else lower_keys(fe.options),
-        generated=frozenset(generated),
-    )
 
 
 def _check_free(s: Session, *names: str) -> None:
@@ -132,7 +92,7 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
     from piestream.server.ddl import ids_for
 
     ensure_registered()
-    spec = _spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
+    spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
     for k in stmt.primary_key:
         if k not in [c for c, _ in spec.columns]:
             raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
@@ -214,7 +174,7 @@ def create_source(s: Session, stmt: ast.CreateSource) -> QueryResult:
         ensure_registered()
         if stmt.primary_key:
             raise FeatureNotSupported("PRIMARY KEY on a source is not supported (a source is append-only)")
-        spec = _spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
+        spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
         _, limits = source_connector(spec.connector)(spec)  # validate the options now
         source_id = s.db.catalog.next_id("object")
         dead = None
