@@ -129,7 +129,7 @@ def golden_documents(db: Database) -> dict[str, object]:
     out: dict[str, object] = {}
     for rel in db.catalog.snapshot().relations():
         if rel.job_id is not None and rel.name not in ("person", "auction", "bid", "v", "ao"):
-            out[rel.name] = json.loads(encode_fragments(db.catalog.jobs[rel.job_id]))
+            out[rel.name] = json.loads(encode_fragments(db.catalog.job_fragments(rel.job_id)))
     return dict(sorted(out.items()))
 
 

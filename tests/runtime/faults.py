@@ -80,8 +80,9 @@ class RandomFaults:
 
     def choice(self, plan: EpochPlan, actor_id: int) -> tuple[str, int] | None:
         if self.fragment_id is not None:
-            frag = plan.fragments.get(self.fragment_id)
-            if frag is None or actor_id not in frag.actor_ids():
+            if self.fragment_id not in plan.fragments:
+                return None
+            if actor_id not in plan.fragment(self.fragment_id).actor_ids():
                 return None
         if self.one_per_epoch:
             r = random.Random(f"{self.seed}:{plan.data_epoch}")
@@ -127,8 +128,9 @@ class AlwaysFail:
     def __call__(self, point: str, plan: EpochPlan, actor_id: int) -> None:
         if point != self.point:
             return
-        frag = plan.fragments.get(self.fragment_id)
-        if frag is None or actor_id not in frag.actor_ids():
+        if self.fragment_id not in plan.fragments:
+            return
+        if actor_id not in plan.fragment(self.fragment_id).actor_ids():
             return
         _log(self.log_dir, f"{plan.data_epoch} {actor_id} {point} -1")
         raise InjectedFault(f"injected (always): actor {actor_id} epoch {plan.data_epoch} at {point!r}")

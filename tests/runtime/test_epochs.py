@@ -13,6 +13,7 @@ from piestream.common.types import BIGINT, INT
 from piestream.meta.barrier_manager import BarrierManager
 from piestream.meta.hummock_manager import HummockManager
 from piestream.meta.store import MetaStore
+from piestream.plan.serde import encode_fragment
 from piestream.runtime.epoch_plan import plan_epoch
 from piestream.runtime.runners import LocalRunner, SparkRunner
 from piestream.storage.hummock import HummockStorage, SstableStore
@@ -79,6 +80,7 @@ def test_actors_grouped_into_task_slots(tmp_path, slots: int) -> None:  # type: 
     sst, hm, bm = _setup(tmp_path, LocalRunner(task_slots=slots))
     plan = plan_epoch(
         bm.graph,
+        {fid: encode_fragment(f) for fid, f in bm.graph.fragments.items()},
         data_epoch=bm._data_epoch,
         barrier=None,  # type: ignore[arg-type]
         committed_epoch=0,

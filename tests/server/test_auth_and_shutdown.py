@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -69,15 +70,15 @@ def test_graceful_shutdown_finishes_running_statements(tmp_path: Path) -> None:
         except BaseException as e:
             result.append(e)
 
-    lock = server.database.barriers._lock
-    lock.acquire()  # the INSERT waits for its epoch
+    pause = contextlib.ExitStack()
+    pause.enter_context(server.database.barriers.paused())  # the INSERT waits for its epoch
     t = threading.Thread(target=insert)
     t.start()
     time.sleep(0.3)
     stopper = threading.Thread(target=server.stop)
     stopper.start()
     time.sleep(0.3)
-    lock.release()  # the epoch commits: the INSERT is answered, then the connection ends
+    pause.close()  # the epoch commits: the INSERT is answered, then the connection ends
     stopper.join(timeout=30)
     t.join(timeout=10)
     assert not stopper.is_alive()

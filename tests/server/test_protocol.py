@@ -146,7 +146,7 @@ def test_cancel_request_cancels_a_waiting_insert(server: PgServer, dsn: str) -> 
         except BaseException as e:
             errors.append(e)
 
-    with barriers._lock:  # no epoch can commit: the INSERT waits for its epoch
+    with barriers.paused():  # no epoch can commit: the INSERT waits for its epoch
         t = threading.Thread(target=insert)
         t.start()
         time.sleep(0.5)
@@ -174,7 +174,7 @@ def test_cancel_with_a_wrong_key_does_nothing(server: PgServer, dsn: str) -> Non
 def test_statement_timeout(server: PgServer, dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET statement_timeout = 200")
-        with server.database.barriers._lock, pytest.raises(psycopg.errors.QueryCanceled) as e:
+        with server.database.barriers.paused(), pytest.raises(psycopg.errors.QueryCanceled) as e:
             conn.execute("INSERT INTO p VALUES (60, 'slow')")
         assert "statement timeout" in str(e.value)
         conn.execute("SET statement_timeout = 0")

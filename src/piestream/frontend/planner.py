@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from piestream.common.errors import PiestreamError
+from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.order import ASC, OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import SERIAL, DataType, Field
@@ -215,6 +215,17 @@ def plan_sink(
         parallelism=root_frag.parallelism,
     )
     return PlannedJob(job, rel, root)
+
+
+def table_conflict(on_conflict: str | None) -> ConflictBehavior | None:
+    """A table's ON CONFLICT clause as its conflict behaviour (None: the default for its kind)."""
+    if on_conflict is None:
+        return None
+    if on_conflict == "do_nothing":
+        return ConflictBehavior.IGNORE_CONFLICT
+    if on_conflict == "do_update_full":
+        return ConflictBehavior.OVERWRITE
+    raise FeatureNotSupported(f"ON CONFLICT {on_conflict.replace('_', ' ').upper()} is not supported")
 
 
 def plan_table(

@@ -9,6 +9,11 @@ are acknowledged after the epoch holding them commits; `flush()` forces a barrie
 If an epoch fails (a task failed beyond Spark's retries, an actor did not report), nothing of it
 is committed: its uploads become orphans for GC, its DML stays queued and the epoch is retried
 from the same committed state — so nothing is lost and nothing is applied twice.
+
+The running graph is an immutable `StreamGraph` swapped whole under the manager's lock, which
+also spans every epoch: a graph change (`add_fragments`, `remove_job`, or several inside
+`paused()`) happens between epochs, and an epoch plans from the snapshot it took, encoded in the
+plan format, never from objects other threads may touch while Spark serializes the plan.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,6 +32,7 @@ from piestream.common.epoch import EpochGenerator, EpochPair, epoch_from_ms, epo
 from piestream.common.errors import PiestreamError
 from piestream.meta.hummock_manager import HummockManager
 from piestream.plan.fragment import Fragment, StreamGraph
+from piestream.plan.serde import encode_fragment
 from piestream.runtime.epoch_plan import plan_epoch
 from piestream.runtime.exchange import ActorReport
 from piestream.runtime.runners import EpochRunner
@@ -97,7 +104,8 @@ class BarrierManager:
         self.barrier_interval = barrier_interval
         self.config = config or StreamingConfig()
         self.storage_options = storage_options or StorageOptions()
-        self.graph = StreamGraph()
+        self._graph = StreamGraph()
+        self._encoded: dict[int, tuple[Fragment, bytes]] = {}  # the plan format of each fragment
         self.epochs = EpochGenerator()
         self.epochs.advance_past(hummock.max_committed_epoch)
         self._data_epoch = self.epochs.next()
@@ -113,19 +121,41 @@ class BarrierManager:
         self.last_error: BaseException | None = None
 
     # -- graph ----------------------------------------------------------------------------------
-    def add_fragments(self, fragments: list[Fragment]) -> None:
-        """Start running new fragments from the next epoch (and connect upstream edges)."""
-        with self._lock:
-            for f in fragments:
-                self.graph.add(f)
+    @property
+    def graph(self) -> StreamGraph:
+        """The running graph (an immutable snapshot)."""
+        return self._graph
 
-    def replace_fragment(self, fragment: Fragment) -> None:
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No epoch runs inside this block: changes made in it (graph and catalog) land together
+        between two epochs. Re-entrant."""
         with self._lock:
-            self.graph.add(fragment)
+            yield
+
+    def add_fragments(self, fragments: Iterable[Fragment]) -> None:
+        """Run these fragments from the next epoch; one of an existing id replaces it (new edges)."""
+        with self._lock:
+            self._graph = self._graph.with_fragments(fragments)
 
     def remove_job(self, job_id: int) -> list[Fragment]:
+        """Stop a job's fragments (and the edges into them) from the next epoch; returns them."""
         with self._lock:
-            return self.graph.remove_job(job_id)
+            self._graph, gone = self._graph.without_job(job_id)
+            return gone
+
+    def _encode(self, graph: StreamGraph) -> dict[int, bytes]:
+        """The plan format of every fragment of `graph` (each encoded once while it runs)."""
+        out = {}
+        for fid, f in graph.fragments.items():
+            cached = self._encoded.get(fid)
+            if cached is None or cached[0] is not f:
+                cached = (f, encode_fragment(f))
+                self._encoded[fid] = cached
+            out[fid] = cached[1]
+        for fid in set(self._encoded) - set(graph.fragments):
+            del self._encoded[fid]
+        return out
 
     # -- DML ------------------------------------------------------------------------------------
     def submit_dml(self, table_id: int, chunk: StreamChunk) -> Future[int]:
@@ -164,8 +194,10 @@ class BarrierManager:
             next_epoch = self.epochs.next()
             # pinned while the epoch runs: compaction must not vacuum the SSTs its actors read
             vpin, version = self.hummock.pin_version()
+            graph = self._graph
             plan = plan_epoch(
-                self.graph,
+                graph,
+                self._encode(graph),
                 data_epoch=data_epoch,
                 barrier=Barrier(EpochPair(next_epoch, data_epoch), BarrierKind.CHECKPOINT),
                 committed_epoch=version.max_committed_epoch,
@@ -184,7 +216,7 @@ class BarrierManager:
             for r in reports:
                 for t, w in r.watermarks.items():
                     watermarks[t] = watermarks[t].merged(w) if t in watermarks else w
-            tables = {t.table_id for t in self.graph.all_tables()}
+            tables = {t.table_id for t in graph.all_tables()}
             self.hummock.commit_epoch(
                 data_epoch,
                 ssts,

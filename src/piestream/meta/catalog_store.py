@@ -44,17 +44,17 @@ class CatalogStore:
     def __init__(self, meta: MetaStore) -> None:
         self.meta = meta
         self._lock = threading.RLock()
-        self.relations: dict[str, Relation] = {}
-        self.jobs: dict[int, list[Fragment]] = {}
+        self._relations: dict[str, Relation] = {}
+        self._jobs: dict[int, list[Fragment]] = {}
         with meta.transaction():
             version = self._format()
             for _, raw in meta.scan(_NS_REL):
                 rel = Relation.from_json(json.loads(raw))
-                self.relations[rel.name] = rel
+                self._relations[rel.name] = rel
             if version == 0:
                 self._upgrade_from_format_0()
             for key, raw in meta.scan(_NS_JOB):
-                self.jobs[int(key)] = decode_fragments(raw)
+                self._jobs[int(key)] = decode_fragments(raw)
 
     # -- format ---------------------------------------------------------------------------------
     def _format(self) -> int:
@@ -83,18 +83,18 @@ class CatalogStore:
                 continue  # already a plan document
             frags = convert_fragments(data, self._format0_source_spec, self._format0_sink_options)
             self.meta.put(_NS_JOB, key, encode_fragments(frags))
-        for rel in self.relations.values():
+        for rel in self._relations.values():
             self.meta.put(_NS_REL, rel.name, json.dumps(rel.to_json()))
         self.meta.put(_NS_FORMAT, "version", str(CATALOG_FORMAT))
         log.info("upgraded the catalog from format 0 to %d (%d streaming jobs)", CATALOG_FORMAT, len(jobs))
 
     def _format0_source_spec(self, name: str, columns: tuple[tuple[str, DataType], ...]) -> SourceSpec:
         """A format-0 source node read `columns` of source (or connector table) `name`."""
-        return definition_source_spec(self.relations[name], columns)
+        return definition_source_spec(self._relations[name], columns)
 
     def _format0_sink_options(self, name: str, writer: Mapping[str, Any]) -> dict[str, str]:
         """A format-0 sink's options: its WITH options, with the output path its writer held."""
-        options = {k.lower(): v for k, v in self.relations[name].properties.items()}
+        options = {k.lower(): v for k, v in self._relations[name].properties.items()}
         if isinstance(writer.get("path"), str):
             options["path"] = writer["path"]
         return options
@@ -111,29 +111,33 @@ class CatalogStore:
     # -- reading --------------------------------------------------------------------------------
     def snapshot(self) -> CatalogSnapshot:
         with self._lock:
-            snap = CatalogSnapshot(dict(self.relations))
+            snap = CatalogSnapshot(dict(self._relations))
             snap._next = 0
             return snap
 
     def get(self, name: str) -> Relation | None:
         with self._lock:
-            return self.relations.get(name)
+            return self._relations.get(name)
 
     def by_id(self, rel_id: int) -> Relation | None:
         with self._lock:
-            return next((r for r in self.relations.values() if r.id == rel_id), None)
+            return next((r for r in self._relations.values() if r.id == rel_id), None)
 
     def dependents(self, rel_id: int) -> list[Relation]:
         with self._lock:
-            return [r for r in self.relations.values() if rel_id in r.depends_on]
+            return [r for r in self._relations.values() if rel_id in r.depends_on]
+
+    def job_fragments(self, job_id: int) -> list[Fragment]:
+        with self._lock:
+            return list(self._jobs.get(job_id, []))
 
     def all_fragments(self) -> list[Fragment]:
         with self._lock:
-            return [f for frags in self.jobs.values() for f in frags]
+            return [f for frags in self._jobs.values() for f in frags]
 
     def fragment(self, fragment_id: int) -> Fragment | None:
         with self._lock:
-            for frags in self.jobs.values():
+            for frags in self._jobs.values():
                 for f in frags:
                     if f.fragment_id == fragment_id:
                         return f
@@ -145,21 +149,32 @@ class CatalogStore:
         relation: Relation,
         fragments: Iterable[Fragment] = (),
         replaced_fragments: Iterable[Fragment] = (),
+        companions: Iterable[Relation] = (),
     ) -> None:
-        """Add a relation (and its job), and replace upstream fragments that gained outputs."""
+        """Add a relation (and its job, and `companions` it owns), and replace the upstream
+        fragments that gained outputs into the job: one transaction."""
         frags = list(fragments)
-        replaced = list(replaced_fragments)
+        new = [relation, *companions]
         with self._lock, self.meta.transaction():
-            if relation.name in self.relations:
-                raise ValueError(f"relation {relation.name} exists")
-            self.meta.put(_NS_REL, relation.name, json.dumps(relation.to_json()))
+            for rel in new:
+                if rel.name in self._relations or sum(r.name == rel.name for r in new) > 1:
+                    raise ValueError(f"relation {rel.name} exists")
+                self.meta.put(_NS_REL, rel.name, json.dumps(rel.to_json()))
             if relation.job_id is not None and frags:
                 self.meta.put(_NS_JOB, str(relation.job_id), encode_fragments(frags))
-            changed = self._replace_fragments(replaced)
-            self.relations[relation.name] = relation
+            changed = self._replace_fragments(list(replaced_fragments))
+            self._relations.update((rel.name, rel) for rel in new)
             if relation.job_id is not None and frags:
-                self.jobs[relation.job_id] = frags
-            self.jobs.update(changed)
+                self._jobs[relation.job_id] = frags
+            self._jobs.update(changed)
+
+    def replace(self, name: str, relation: Relation) -> None:
+        """Swap a job-less relation (CREATE OR REPLACE VIEW) in one transaction."""
+        with self._lock, self.meta.transaction():
+            self.meta.delete(_NS_REL, name)
+            self.meta.put(_NS_REL, relation.name, json.dumps(relation.to_json()))
+            del self._relations[name]
+            self._relations[relation.name] = relation
 
     def drop(self, names: Iterable[str], replaced_fragments: Iterable[Fragment] = ()) -> list[Relation]:
         """Remove relations (and their jobs); `replaced_fragments` lose edges into dropped jobs."""
@@ -167,26 +182,26 @@ class CatalogStore:
         with self._lock, self.meta.transaction():
             gone = []
             for n in names:
-                rel = self.relations.get(n)
+                rel = self._relations.get(n)
                 if rel is None:
                     continue
                 self.meta.delete(_NS_REL, n)
                 if rel.job_id is not None:
                     self.meta.delete(_NS_JOB, str(rel.job_id))
                 gone.append(rel)
-            live_jobs = {k: v for k, v in self.jobs.items() if k not in {r.job_id for r in gone}}
-            self.jobs = live_jobs
+            dropped_jobs = {r.job_id for r in gone}
+            self._jobs = {k: v for k, v in self._jobs.items() if k not in dropped_jobs}
             changed = self._replace_fragments(list(replaced_fragments))
             for rel in gone:
-                del self.relations[rel.name]
-            self.jobs.update(changed)
+                del self._relations[rel.name]
+            self._jobs.update(changed)
             return gone
 
     def _replace_fragments(self, replaced: list[Fragment]) -> dict[int, list[Fragment]]:
         """Persist jobs whose fragments changed; returns the new fragment lists by job."""
         changed: dict[int, list[Fragment]] = {}
         for f in replaced:
-            frags = changed.get(f.job_id) or list(self.jobs.get(f.job_id, []))
+            frags = changed.get(f.job_id) or list(self._jobs.get(f.job_id, []))
             frags = [f if g.fragment_id == f.fragment_id else g for g in frags]
             changed[f.job_id] = frags
         for job_id, frags in changed.items():

@@ -10,8 +10,9 @@ meta stores it (`piestream.plan.serde`), the runtime runs it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from piestream.common.types import DataType
 from piestream.common.vnode import VNODE_COUNT, VnodeBitmap, split_vnodes
@@ -84,27 +85,36 @@ class Fragment:
         return replace(self, outputs=tuple(outputs))
 
 
-@dataclass
+@dataclass(frozen=True)
 class StreamGraph:
-    """Fragments of the running jobs, by id."""
+    """Fragments of the running jobs, by id: an immutable value (a change makes a new graph), so
+    a reader — an epoch being planned, a DDL statement looking up an upstream — holds a snapshot
+    no other thread changes under it."""
 
-    fragments: dict[int, Fragment] = field(default_factory=dict)
+    fragments: Mapping[int, Fragment] = field(default_factory=lambda: MappingProxyType({}))
 
-    def add(self, fragment: Fragment) -> None:
-        self.fragments[fragment.fragment_id] = fragment
+    def __post_init__(self) -> None:
+        if not isinstance(self.fragments, MappingProxyType):
+            object.__setattr__(self, "fragments", MappingProxyType(dict(self.fragments)))
 
-    def remove_job(self, job_id: int) -> list[Fragment]:
+    def with_fragments(self, fragments: Iterable[Fragment]) -> StreamGraph:
+        """This graph with `fragments` added (a fragment of an existing id replaces it)."""
+        out = dict(self.fragments)
+        out.update((f.fragment_id, f) for f in fragments)
+        return StreamGraph(out)
+
+    def without_job(self, job_id: int) -> tuple[StreamGraph, list[Fragment]]:
+        """This graph without the job's fragments (and the edges into them), and those fragments."""
         gone = [f for f in self.fragments.values() if f.job_id == job_id]
-        for f in gone:
-            del self.fragments[f.fragment_id]
-        # drop edges pointing at removed fragments
         ids = {f.fragment_id for f in gone}
-        for fid, f in list(self.fragments.items()):
+        out: dict[int, Fragment] = {}
+        for fid, f in self.fragments.items():
+            if fid in ids:
+                continue
             if any(e.downstream_fragment_id in ids for e in f.outputs):
-                self.fragments[fid] = f.with_outputs(
-                    e for e in f.outputs if e.downstream_fragment_id not in ids
-                )
-        return gone
+                f = f.with_outputs(e for e in f.outputs if e.downstream_fragment_id not in ids)
+            out[fid] = f
+        return StreamGraph(out), gone
 
     def depths(self) -> dict[int, int]:
         """Longest distance of each fragment from a fragment without upstream fragments."""

@@ -95,7 +95,7 @@ def _run_actor(
     started: float,
 ) -> Iterator[Element]:
     fragment_id, actor_index = me
-    frag = plan.fragments[fragment_id]
+    frag = plan.fragment(fragment_id)
     received.sort(key=lambda r: (r[0], r[1], r[2]))
     inputs: dict[str, list[StreamChunk]] = {}
     for port, _, _, chunk in received:

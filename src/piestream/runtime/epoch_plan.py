@@ -10,10 +10,17 @@ stage, so the whole epoch — every running streaming job — is one Spark job w
 A Spark task has a fixed cost (~35-70 ms here, whatever it does), so a stage does not run one
 task per actor: with `task_slots` = S > 0 it has min(S, actors) partitions and actor i of the
 stage runs in partition i mod S, next to the others of its partition, one after the other.
+
+The plan holds each fragment in the plan format (`piestream.plan.serde`), not as the objects the
+catalog and DDL statements share: it is an immutable snapshot, taken under the barrier manager's
+lock, that Spark can serialize while other threads plan or look up those objects. A process
+decodes a fragment once and keeps it while its bytes stay the same (`EpochPlan.fragment`).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -23,8 +30,9 @@ from piestream.common.chunk import StreamChunk
 from piestream.common.types import TypeKind
 from piestream.common.vnode import actor_of_vnodes
 from piestream.encoding.distribution import compute_vnodes
-from piestream.plan.fragment import Fragment, StreamGraph
+from piestream.plan.fragment import Fragment, StreamGraph, actor_id
 from piestream.plan.node import DmlNode
+from piestream.plan.serde import decode_fragment
 from piestream.runtime.exchange import REPORT, Destination, Element, encode_chunk
 from piestream.storage.hummock.store import StorageOptions
 from piestream.storage.hummock.version import HummockVersion
@@ -39,7 +47,7 @@ DRIVER_SOURCE_ACTOR = -1  # the "actor" DML chunks come from
 class EpochPlan:
     """Everything the tasks of one epoch need (pickled into the Spark closures)."""
 
-    fragments: dict[int, Fragment]
+    fragments: Mapping[int, bytes]  # fragment id -> the fragment in the plan format
     stages: tuple[tuple[tuple[int, int], ...], ...]  # per stage: (fragment id, actor index) per partition
     data_epoch: int  # what this epoch's writes carry
     barrier: Barrier  # closes the epoch: (curr = next epoch, prev = data_epoch)
@@ -59,23 +67,41 @@ class EpochPlan:
         """(fragment id, actor index) of every actor partition `index` of `stage` runs."""
         return list(self.stages[stage][index :: self.num_partitions(stage)])
 
-    def stage_of(self, fragment_id: int) -> int:
-        for k, parts in enumerate(self.stages):
-            if any(f == fragment_id for f, _ in parts):
-                return k
-        raise KeyError(fragment_id)
-
     def partition_index(self, stage: int) -> dict[tuple[int, int], int]:
         """Destination actor -> the partition of `stage` that runs it."""
         n = self.num_partitions(stage)
         return {dest: i % n for i, dest in enumerate(self.stages[stage])}
 
+    def fragment(self, fragment_id: int) -> Fragment:
+        return decoded_fragment(self.fragments[fragment_id])
+
     def actor_ids(self) -> set[int]:
-        return {a for f in self.fragments.values() for a in f.actor_ids()}
+        return {actor_id(f, i) for parts in self.stages for f, i in parts}
+
+
+_DECODED: OrderedDict[bytes, Fragment] = OrderedDict()
+_DECODED_LOCK = threading.Lock()
+_DECODED_MAX = 4096
+
+
+def decoded_fragment(data: bytes) -> Fragment:
+    """The fragment `data` encodes; decoded once per process while it stays in use."""
+    with _DECODED_LOCK:
+        f = _DECODED.get(data)
+        if f is not None:
+            _DECODED.move_to_end(data)
+            return f
+    f = decode_fragment(data)
+    with _DECODED_LOCK:
+        _DECODED[data] = f
+        while len(_DECODED) > _DECODED_MAX:
+            _DECODED.popitem(last=False)
+    return f
 
 
 def plan_epoch(
     graph: StreamGraph,
+    encoded: Mapping[int, bytes],
     *,
     data_epoch: int,
     barrier: Barrier,
@@ -91,7 +117,7 @@ def plan_epoch(
     for f in sorted(graph.fragments.values(), key=lambda f: f.fragment_id):
         stages[depths[f.fragment_id]].extend((f.fragment_id, i) for i in range(f.parallelism))
     return EpochPlan(
-        fragments=dict(graph.fragments),
+        fragments={fid: encoded[fid] for fid in graph.fragments},
         stages=tuple(tuple(s) for s in stages),
         data_epoch=data_epoch,
         barrier=barrier,
@@ -125,7 +151,8 @@ def dml_elements(plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> l
     parts: list[list[Element]] = [[] for _ in range(plan.num_partitions(0))] if plan.stages else []
     index = plan.partition_index(0) if plan.stages else {}
     seq = 0
-    for frag in plan.fragments.values():
+    for fid in plan.fragments:
+        frag = plan.fragment(fid)
         for node in frag.root.walk():
             if not isinstance(node, DmlNode) or node.table_id not in dml:
                 continue

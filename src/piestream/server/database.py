@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import fcntl
 import logging
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.errors import PiestreamError
+from piestream.connectors import ensure_registered
 from piestream.meta.barrier_manager import BarrierManager
 from piestream.meta.catalog_store import CatalogStore
+from piestream.meta.ddl_controller import DdlController
 from piestream.meta.hummock_manager import CompactorThread, HummockManager
 from piestream.meta.inbox import Inbox
 from piestream.meta.store import MetaStore
 from piestream.runtime.runners import EpochRunner, LocalRunner, SparkRunner
+from piestream.server.sink_publisher import attach as attach_sink_publisher
 from piestream.storage.hummock.compaction import CompactionConfig
 from piestream.storage.hummock.sstable_store import process_sstable_store
 from piestream.storage.hummock.store import HummockStorage, StorageOptions
@@ -86,6 +88,7 @@ class Database:
         runner: EpochRunner | None = None,
     ) -> None:
         self.config = config or DatabaseConfig()
+        ensure_registered()  # the built-in connectors, which plans name and actors build
         self.data_dir = Path(data_dir or DEFAULT_DATA_DIR).resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = _DataDirLock(self.data_dir)
@@ -118,15 +121,13 @@ class Database:
             storage_options=self.config.storage,
         )
         self.barriers.add_fragments(self.catalog.all_fragments())  # recovery: resume every job
+        self.ddl = DdlController(self.catalog, self.barriers, self.hummock)
         self.inbox = Inbox(self.data_dir, self.catalog, self.meta)  # writes from Spark jobs
         self.barriers.epoch_inputs.append(self.inbox.collect)
-        self.ddl_lock = threading.RLock()
         self.compactor = CompactorThread(self.hummock) if self.config.background_compaction else None
         if self.compactor is not None:
             self.compactor.start()
-        from piestream.server.connectors import attach as attach_connectors
-
-        attach_connectors(self)  # sink output of committed epochs gets published
+        attach_sink_publisher(self)  # sink output of committed epochs gets published
         self.barriers.start()
         self._closed = False
 

@@ -4,40 +4,24 @@ Statement semantics follow PostgreSQL and RisingWave: DDL changes the catalog an
 stream graph atomically (a failed statement changes nothing), DML becomes change chunks for the
 table's streaming job and — by default — returns once the epoch holding it is committed, SELECT
 reads one committed snapshot. Errors are `PiestreamError`s carrying SQLSTATEs.
+
+Each statement kind has one handler (`HANDLERS`, a table like the parser dialect's), so adding a
+statement is adding a row, not another branch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from piestream.common.errors import FeatureNotSupported, InternalError, PiestreamError
 from piestream.frontend.parser import ast, parse
-from piestream.server import ddl, dml, query, utility
-from piestream.server.database import Database
+from piestream.server import connector_handlers, ddl_handlers, dml, query, utility
 from piestream.server.results import QueryResult, command
+from piestream.server.settings import DEFAULT_SETTINGS
 
-DEFAULT_SETTINGS: dict[str, str] = {
-    "application_name": "",
-    "client_encoding": "UTF8",
-    "client_min_messages": "notice",
-    "datestyle": "ISO, MDY",
-    "default_transaction_isolation": "read committed",
-    "extra_float_digits": "1",
-    "implicit_flush": "true",
-    "integer_datetimes": "on",
-    "intervalstyle": "postgres",
-    "is_superuser": "on",
-    "search_path": "public",
-    "server_encoding": "UTF8",
-    "server_version": "13.14.0",
-    "server_version_num": "130014",
-    "standard_conforming_strings": "on",
-    "statement_timeout": "0",
-    "streaming_parallelism": "",
-    "timezone": "UTC",
-    "transaction_isolation": "read committed",
-}
+if TYPE_CHECKING:
+    from piestream.server.database import Database
 
 
 class Session:
@@ -73,52 +57,62 @@ class Session:
 
     def execute_statement(self, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryResult:
         try:
-            return self._dispatch(stmt, params)
+            handler = HANDLERS.get(type(stmt))
+            if handler is None:
+                raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
+            return handler(self, stmt, params)
         except PiestreamError:
             raise
         except Exception as e:  # a bug must still reach the client as an error, not kill it
             raise InternalError(f"internal error: {type(e).__name__}: {e}") from e
 
-    def _dispatch(self, stmt: ast.Statement, params: Sequence[Any]) -> QueryResult:
-        if isinstance(stmt, ast.Query):
-            return query.run_select(self, stmt, params)
-        if isinstance(stmt, ast.Insert):
-            return dml.insert(self, stmt, params)
-        if isinstance(stmt, ast.Update):
-            return dml.update(self, stmt, params)
-        if isinstance(stmt, ast.Delete):
-            return dml.delete(self, stmt, params)
-        if isinstance(stmt, ast.CreateTable):
-            return ddl.create_table(self, stmt)
-        if isinstance(stmt, ast.CreateMaterializedView):
-            return ddl.create_materialized_view(self, stmt)
-        if isinstance(stmt, ast.CreateView):
-            return ddl.create_view(self, stmt)
-        if isinstance(stmt, ast.CreateIndex):
-            return ddl.create_index(self, stmt)
-        if isinstance(stmt, ast.Drop):
-            return ddl.drop(self, stmt)
-        if isinstance(stmt, ast.Flush):
-            self.db.barriers.flush()
-            return command("FLUSH")
-        if isinstance(stmt, ast.Explain):
-            return utility.explain(self, stmt, params)
-        if isinstance(stmt, ast.SetVariable | ast.ResetAll | ast.ShowVariable):
-            return utility.variables(self, stmt)
-        if isinstance(stmt, ast.ShowObjects | ast.ShowCreate | ast.Describe):
-            return utility.show(self, stmt)
-        if isinstance(stmt, ast.Begin):
-            self.in_transaction = True
-            return command("BEGIN")
-        if isinstance(stmt, ast.Commit):
-            self.in_transaction = False
-            return command("COMMIT")
-        if isinstance(stmt, ast.Rollback):
-            self.in_transaction = False
-            return command("ROLLBACK")
-        if isinstance(stmt, ast.Discard):
-            self.settings = dict(DEFAULT_SETTINGS)
-            return command("DISCARD ALL")
-        if isinstance(stmt, ast.CreateSource | ast.CreateSink):
-            return ddl.create_connector_object(self, stmt)
-        raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
+    # -- session-level statements ---------------------------------------------------------------
+    def _flush(self, stmt: ast.Statement, params: Sequence[Any]) -> QueryResult:
+        self.db.barriers.flush()
+        return command("FLUSH")
+
+    def _transaction(self, stmt: ast.Statement, params: Sequence[Any]) -> QueryResult:
+        """BEGIN / COMMIT / ROLLBACK: statements run in autocommit; the flag is for clients."""
+        self.in_transaction = isinstance(stmt, ast.Begin)
+        return command({ast.Begin: "BEGIN", ast.Commit: "COMMIT", ast.Rollback: "ROLLBACK"}[type(stmt)])
+
+    def _discard(self, stmt: ast.Statement, params: Sequence[Any]) -> QueryResult:
+        self.settings = dict(DEFAULT_SETTINGS)
+        return command("DISCARD ALL")
+
+
+Handler = Callable[[Session, Any, Sequence[Any]], QueryResult]
+
+
+def _create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -> QueryResult:
+    if stmt.with_options.get("connector"):
+        return connector_handlers.create_connector_table(s, stmt)
+    return ddl_handlers.create_table(s, stmt)
+
+
+#: The handler of each statement kind.
+HANDLERS: dict[type[ast.Statement], Handler] = {
+    ast.Query: query.run_select,
+    ast.Insert: dml.insert,
+    ast.Update: dml.update,
+    ast.Delete: dml.delete,
+    ast.CreateTable: _create_table,
+    ast.CreateMaterializedView: lambda s, stmt, p: ddl_handlers.create_materialized_view(s, stmt),
+    ast.CreateView: lambda s, stmt, p: ddl_handlers.create_view(s, stmt),
+    ast.CreateIndex: lambda s, stmt, p: ddl_handlers.create_index(s, stmt),
+    ast.CreateSource: lambda s, stmt, p: connector_handlers.create_source(s, stmt),
+    ast.CreateSink: lambda s, stmt, p: connector_handlers.create_sink(s, stmt),
+    ast.Drop: lambda s, stmt, p: ddl_handlers.drop(s, stmt),
+    ast.Explain: utility.explain,
+    ast.SetVariable: lambda s, stmt, p: utility.variables(s, stmt),
+    ast.ResetAll: lambda s, stmt, p: utility.variables(s, stmt),
+    ast.ShowVariable: lambda s, stmt, p: utility.variables(s, stmt),
+    ast.ShowObjects: lambda s, stmt, p: utility.show(s, stmt),
+    ast.ShowCreate: lambda s, stmt, p: utility.show(s, stmt),
+    ast.Describe: lambda s, stmt, p: utility.show(s, stmt),
+    ast.Flush: Session._flush,
+    ast.Begin: Session._transaction,
+    ast.Commit: Session._transaction,
+    ast.Rollback: Session._transaction,
+    ast.Discard: Session._discard,
+}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedTable
@@ -14,6 +14,7 @@ from piestream.frontend.optimizer import optimize
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import Ids, explain_stream, plan_materialized_view
 from piestream.server.results import QueryResult, command
+from piestream.server.settings import DEFAULT_SETTINGS
 
 if TYPE_CHECKING:
     from piestream.server.session import Session
@@ -59,7 +60,7 @@ def explain(s: Session, stmt: ast.Explain, params: Sequence[Any]) -> QueryResult
     raise FeatureNotSupported(f"EXPLAIN {type(inner).__name__} is not supported")
 
 
-def _upstream_parallelism(s: Session):  # type: ignore[no-untyped-def]
+def _upstream_parallelism(s: Session) -> Callable[[int], int]:
     def fn(fid: int) -> int:
         f = s.db.barriers.graph.fragments.get(fid)
         return f.parallelism if f is not None else s.parallelism
@@ -68,8 +69,6 @@ def _upstream_parallelism(s: Session):  # type: ignore[no-untyped-def]
 
 
 def variables(s: Session, stmt: ast.Statement) -> QueryResult:
-    from piestream.server.session import DEFAULT_SETTINGS
-
     if isinstance(stmt, ast.SetVariable):
         name = stmt.name.lower()
         if stmt.value is None:

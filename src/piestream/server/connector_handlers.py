@@ -1,4 +1,5 @@
-"""Connector-backed objects: CREATE SOURCE, CREATE TABLE ... WITH (connector = ...), CREATE SINK.
+"""Handlers of connector-backed objects: CREATE SOURCE, CREATE TABLE ... WITH (connector = ...),
+CREATE SINK (meta's `DdlController` stores and starts what they plan).
 
 - A SOURCE is a catalog entry (columns + connector options), not materialized: nothing runs
   until a materialized view (or sink) reads it; each such job gets its own `SourceNode` with its
@@ -9,13 +10,11 @@
 - With ``error.handling = 'dead_letter'`` the source/table owns a companion table
   ``<name>_dead_letter(file, line, raw, error)`` that is dropped with it.
 - A SINK is a streaming job ending in a `SinkNode`; after every committed epoch the driver
-  publishes the sink output that epoch's committed state names (`SinkPublisher`), and does so
-  again on startup for the last committed epoch, so sinks are exactly once across crashes.
+  publishes the sink output that epoch's committed state names (`piestream.server.sink_publisher`).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -23,34 +22,25 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from piestream.common.errors import DuplicateObject, FeatureNotSupported, PiestreamError
-from piestream.connectors import ensure_registered
 from piestream.connectors.options import InvalidOption, lower_keys, parse_bool
-from piestream.connectors.sinks import publish_committed, sink_output_path, validate_sink_options
+from piestream.connectors.sinks import sink_output_path, validate_sink_options
 from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind, SinkInfo, SourceInfo
 from piestream.frontend.parser import ast
-from piestream.frontend.planner import PlannedJob, plan_sink, plan_table
+from piestream.frontend.planner import PlannedJob, plan_sink, plan_table, table_conflict
 from piestream.frontend.source_spec import statement_source_spec
 from piestream.frontend.stream_planner import Dist, ExchangeMarker
-from piestream.plan.materialize import ConflictBehavior
 from piestream.plan.node import StreamNode
 from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
 from piestream.plan.source import DEAD_LETTER_COLUMNS, dead_letter_table
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.desc import TableDesc
-from piestream.storage.table.storage_table import StorageTable
 from piestream.stream.connector import plan_source_node, source_connector
 
 if TYPE_CHECKING:
-    from piestream.server.database import Database
     from piestream.server.session import Session
 
-log = logging.getLogger(__name__)
-
 DEAD_LETTER_SUFFIX = "_dead_letter"
-
-
-# -- shared: the spec of a source-like statement ---------------------------------------------------
 
 
 def _check_free(s: Session, *names: str) -> None:
@@ -89,27 +79,16 @@ def _skip_existing(s: Session, name: str, if_not_exists: bool) -> QueryResult | 
 def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob, TableDesc | None]:
     """A table fed by a connector: Source -> [RowIdGen] -> Materialize (an exchange by the pk
     first if the table has one). Returns the plan and the dead-letter table to create, if any."""
-    from piestream.server.ddl import ids_for
-
-    ensure_registered()
     spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
     for k in stmt.primary_key:
         if k not in [c for c, _ in spec.columns]:
             raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
     _, limits = source_connector(spec.connector)(spec)  # validate the options now
-    ids = ids_for(s)
+    ids = s.db.ddl.ids()
     dead = None
     if limits.error_handling == "dead_letter":
         dead = dead_letter_table(ids.next_table_id(), stmt.name + DEAD_LETTER_SUFFIX)
-    conflict = None
-    if stmt.on_conflict == "do_nothing":
-        conflict = ConflictBehavior.IGNORE_CONFLICT
-    elif stmt.on_conflict == "do_update_full":
-        conflict = ConflictBehavior.OVERWRITE
-    elif stmt.on_conflict is not None:
-        raise FeatureNotSupported(
-            f"ON CONFLICT {stmt.on_conflict.replace('_', ' ').upper()} is not supported"
-        )
+    conflict = table_conflict(stmt.on_conflict)
     parallelism = s.parallelism
 
     def source_node(schema, pk):  # type: ignore[no-untyped-def]
@@ -129,7 +108,7 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
         append_only=stmt.append_only or not stmt.primary_key,  # a source only inserts
         conflict=conflict,
         definition=stmt.text,
-        job_id=s.db.catalog.next_id("job"),
+        job_id=s.db.ddl.next_job_id(),
         parallelism=parallelism,
         ids=ids,
         properties=dict(spec.options),
@@ -139,9 +118,7 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
 
 
 def create_connector_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
-    from piestream.server.ddl import _install
-
-    with s.db.ddl_lock:
+    with s.db.ddl.lock:
         skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
@@ -149,17 +126,11 @@ def create_connector_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
         res = command("CREATE_TABLE")
         if stmt.watermarks:
             res.notices.append("WATERMARK is not supported yet; ignored")
-        if dead is None:
-            _install(s, planned, backfill=False)
-            return res
-        _check_free(s, dead.name)
-        companion = _dead_letter_relation(dead, planned.relation.id)
-        s.db.catalog.create(companion)
-        try:
-            _install(s, planned, backfill=False)
-        except BaseException:
-            s.db.catalog.drop([companion.name])
-            raise
+        companions = []
+        if dead is not None:
+            _check_free(s, dead.name)
+            companions.append(_dead_letter_relation(dead, planned.relation.id))
+        s.db.ddl.create_job(planned, backfill=False, companions=companions)
         return res
 
 
@@ -167,19 +138,18 @@ def create_connector_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
 
 
 def create_source(s: Session, stmt: ast.CreateSource) -> QueryResult:
-    with s.db.ddl_lock:
+    with s.db.ddl.lock:
         skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
-        ensure_registered()
         if stmt.primary_key:
             raise FeatureNotSupported("PRIMARY KEY on a source is not supported (a source is append-only)")
         spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
         _, limits = source_connector(spec.connector)(spec)  # validate the options now
-        source_id = s.db.catalog.next_id("object")
+        source_id = s.db.ddl.next_object_id()
         dead = None
         if limits.error_handling == "dead_letter":
-            dead = dead_letter_table(s.db.catalog.next_id("object"), stmt.name + DEAD_LETTER_SUFFIX)
+            dead = dead_letter_table(s.db.ddl.next_object_id(), stmt.name + DEAD_LETTER_SUFFIX)
             _check_free(s, dead.name)
         rel = Relation(
             id=source_id,
@@ -196,13 +166,7 @@ def create_source(s: Session, stmt: ast.CreateSource) -> QueryResult:
                 dead_letter=dead,
             ),
         )
-        s.db.catalog.create(rel)
-        if dead is not None:
-            try:
-                s.db.catalog.create(_dead_letter_relation(dead, source_id))
-            except BaseException:
-                s.db.catalog.drop([rel.name])
-                raise
+        s.db.ddl.create_relations(rel, [] if dead is None else [_dead_letter_relation(dead, source_id)])
         res = command("CREATE_SOURCE")
         if stmt.watermarks:
             res.notices.append("WATERMARK is not supported yet; ignored")
@@ -213,9 +177,7 @@ def create_source(s: Session, stmt: ast.CreateSource) -> QueryResult:
 
 
 def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
-    from piestream.server.ddl import _install, ids_for
-
-    with s.db.ddl_lock:
+    with s.db.ddl.lock:
         skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
@@ -240,7 +202,7 @@ def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
             definition = stmt.text
         binder = QueryBinder(s.db.catalog.snapshot())
         bound = binder.bind_query(query)
-        ids = ids_for(s)
+        ids = s.db.ddl.ids()
         made: list[SinkNode] = []
         width = len(bound.names)
 
@@ -278,7 +240,7 @@ def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
             bound,
             name=stmt.name,
             definition=definition,
-            job_id=s.db.catalog.next_id("job"),
+            job_id=s.db.ddl.next_job_id(),
             parallelism=s.parallelism,
             ids=ids,
             depends_on=sorted(binder.dependencies),
@@ -292,56 +254,5 @@ def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
             planned.relation,
             sink=SinkInfo(connector, node.sink_type, sink_output_path(connector, opts), node.state_table),
         )
-        _install(s, planned, backfill=True)
+        s.db.ddl.create_job(planned, backfill=True)
         return command("CREATE_SINK")
-
-
-def create_connector_object(s: Session, stmt: ast.Statement) -> QueryResult:
-    if isinstance(stmt, ast.CreateSource):
-        return create_source(s, stmt)
-    if isinstance(stmt, ast.CreateSink):
-        return create_sink(s, stmt)
-    raise FeatureNotSupported(f"{type(stmt).__name__} is not supported yet")
-
-
-# -- publishing sink output after commits ----------------------------------------------------------------
-
-
-class SinkPublisher:
-    """Driver side of exactly-once sinks: after each committed epoch, publish what the committed
-    sink state names (and, at startup, what the last committed epoch left staged)."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-
-    def _sinks(self) -> list[Relation]:
-        return [r for r in self.db.catalog.snapshot().relations() if r.sink is not None and r.sink.path]
-
-    def publish(self, epoch: int | None = None) -> int:
-        sinks = self._sinks()
-        if not sinks:
-            return 0
-        storage, committed, vpin, spin = self.db.snapshot_storage()
-        try:
-            total = 0
-            for rel in sinks:
-                assert rel.sink is not None and rel.sink.path is not None
-                rows = list(StorageTable(rel.sink.state_table, storage, committed).iter_rows())
-                total += publish_committed(rel.sink.path, committed, rows)
-            return total
-        finally:
-            self.db.release_snapshot(vpin, spin)
-
-    def on_commit(self, epoch: int) -> None:
-        try:
-            self.publish(epoch)
-        except Exception:  # the epoch is committed; publishing is retried after the next one
-            log.exception("publishing sink output of epoch %d failed", epoch)
-
-
-def attach(db: Database) -> None:
-    """Hook sink publishing into the barrier manager and finish what a crash interrupted."""
-    ensure_registered()
-    publisher = SinkPublisher(db)
-    publisher.on_commit(db.hummock.max_committed_epoch)
-    db.barriers.on_commit.append(publisher.on_commit)

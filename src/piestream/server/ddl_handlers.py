@@ -1,9 +1,8 @@
-"""DDL: CREATE TABLE / MATERIALIZED VIEW / VIEW / INDEX and DROP.
+"""Handlers of DDL statements: CREATE TABLE / MATERIALIZED VIEW / VIEW / INDEX and DROP.
 
-A statement either fully happens or changes nothing: the plan is built first (any planning error
-leaves everything untouched); then the catalog entry and the new fragments are stored in one
-meta-store transaction and added to the stream graph; a new MV's first epoch (its backfill) runs
-before the statement returns, and if that epoch fails the job is removed again.
+A statement either fully happens or changes nothing: the handler checks names and builds the
+plan (any error leaves everything untouched), then hands it to meta's `DdlController`, which
+stores and starts the job atomically — and removes it again if its first epoch fails.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from piestream.common.errors import (
-    DependentObjectsStillExist,
     DuplicateObject,
     FeatureNotSupported,
     PiestreamError,
@@ -22,9 +20,7 @@ from piestream.common.errors import (
 from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, RelationKind
 from piestream.frontend.parser import ast
-from piestream.frontend.planner import Ids, PlannedJob, plan_materialized_view, plan_table
-from piestream.plan.fragment import Fragment
-from piestream.plan.materialize import ConflictBehavior
+from piestream.frontend.planner import plan_materialized_view, plan_table, table_conflict
 from piestream.server.results import QueryResult, command
 
 if TYPE_CHECKING:
@@ -44,18 +40,6 @@ class WrongObjectType(PiestreamError):
     sqlstate = "42809"
 
 
-def ids_for(s: Session) -> Ids:
-    cat = s.db.catalog
-
-    def upstream_parallelism(fid: int) -> int:
-        f = s.db.barriers.graph.fragments.get(fid) or cat.fragment(fid)
-        if f is None:
-            raise PiestreamError(f"fragment {fid} is not running", sqlstate="XX000")
-        return f.parallelism
-
-    return Ids(lambda: cat.next_id("object"), lambda: cat.next_id("fragment"), upstream_parallelism)
-
-
 def _check_new_name(s: Session, name: str, if_not_exists: bool) -> QueryResult | None:
     if s.db.catalog.get(name) is not None:
         if if_not_exists:
@@ -66,57 +50,16 @@ def _check_new_name(s: Session, name: str, if_not_exists: bool) -> QueryResult |
     return None
 
 
-def _install(s: Session, planned: PlannedJob, *, backfill: bool) -> None:
-    """Store a new job and start running it; on a failed first epoch, undo everything."""
-    db = s.db
-    replaced: list[Fragment] = []
-    for up, edge in planned.job.upstream_edges:
-        f = db.barriers.graph.fragments.get(up) or db.catalog.fragment(up)
-        assert f is not None
-        f = next((r for r in replaced if r.fragment_id == up), f)
-        replaced = [r for r in replaced if r.fragment_id != up] + [f.with_outputs((*f.outputs, edge))]
-    originals = [
-        db.barriers.graph.fragments[r.fragment_id]
-        for r in replaced
-        if r.fragment_id in db.barriers.graph.fragments
-    ]
-    with db.barriers._lock:  # no epoch runs between the catalog write and the graph change
-        db.catalog.create(planned.relation, planned.job.fragments, replaced)
-        db.barriers.add_fragments([*planned.job.fragments, *replaced])
-    if not backfill:
-        return
-    try:
-        db.barriers.flush()
-    except PiestreamError:
-        with db.barriers._lock:
-            db.barriers.remove_job(planned.relation.job_id)  # type: ignore[arg-type]
-            db.barriers.add_fragments(originals)
-            db.catalog.drop([planned.relation.name], originals)
-        db.hummock.drop_tables(_job_table_ids(planned.job.fragments, planned.relation))
-        raise
-
-
-def _job_table_ids(fragments: list[Fragment], rel: Relation) -> list[int]:
-    ids = {t.table_id for f in fragments for t in f.tables()}
-    if rel.table is not None:
-        ids.add(rel.table.table_id)
-    return sorted(ids)
-
-
 # -- CREATE TABLE -------------------------------------------------------------------------------
 
 
 def create_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
-    with s.db.ddl_lock:
+    with s.db.ddl.lock:
         skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
         if stmt.as_query is not None:
             raise FeatureNotSupported("CREATE TABLE AS is not supported; use CREATE MATERIALIZED VIEW")
-        if stmt.with_options.get("connector"):
-            from piestream.server.connectors import create_connector_table
-
-            return create_connector_table(s, stmt)
         cols = []
         for c in stmt.columns:
             if c.type is None or c.generated is not None:
@@ -131,18 +74,10 @@ def create_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
         for k in stmt.primary_key:
             if k not in names:
                 raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
-        conflict = None
-        if stmt.on_conflict == "do_nothing":
-            conflict = ConflictBehavior.IGNORE_CONFLICT
-        elif stmt.on_conflict == "do_update_full":
-            conflict = ConflictBehavior.OVERWRITE
-        elif stmt.on_conflict is not None:
-            raise FeatureNotSupported(
-                f"ON CONFLICT {stmt.on_conflict.replace('_', ' ').upper()} is not supported"
-            )
+        conflict = table_conflict(stmt.on_conflict)
         if stmt.append_only and stmt.on_conflict == "do_update_full":
             raise FeatureNotSupported("an APPEND ONLY table cannot have ON CONFLICT DO UPDATE FULL")
-        job_id = s.db.catalog.next_id("job")
+        job_id = s.db.ddl.next_job_id()
         planned = plan_table(
             name=stmt.name,
             columns=cols,
@@ -152,9 +87,9 @@ def create_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
             definition=stmt.text,
             job_id=job_id,
             parallelism=s.parallelism,
-            ids=ids_for(s),
+            ids=s.db.ddl.ids(),
         )
-        _install(s, planned, backfill=False)
+        s.db.ddl.create_job(planned, backfill=False)
         return command("CREATE_TABLE")
 
 
@@ -162,7 +97,7 @@ def create_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
 
 
 def create_materialized_view(s: Session, stmt: ast.CreateMaterializedView) -> QueryResult:
-    with s.db.ddl_lock:
+    with s.db.ddl.lock:
         skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
@@ -177,17 +112,17 @@ def create_materialized_view(s: Session, stmt: ast.CreateMaterializedView) -> Qu
             name=stmt.name,
             definition=stmt.text,
             kind=RelationKind.MATERIALIZED_VIEW,
-            job_id=s.db.catalog.next_id("job"),
+            job_id=s.db.ddl.next_job_id(),
             parallelism=s.parallelism,
-            ids=ids_for(s),
+            ids=s.db.ddl.ids(),
             depends_on=sorted(binder.dependencies),
         )
-        _install(s, planned, backfill=True)
+        s.db.ddl.create_job(planned, backfill=True)
         return command("CREATE_MATERIALIZED_VIEW")
 
 
 def create_view(s: Session, stmt: ast.CreateView) -> QueryResult:
-    with s.db.ddl_lock:
+    with s.db.ddl.lock:
         existing = s.db.catalog.get(stmt.name)
         if existing is not None and not (stmt.or_replace and existing.kind is RelationKind.VIEW):
             skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
@@ -198,7 +133,7 @@ def create_view(s: Session, stmt: ast.CreateView) -> QueryResult:
         names = list(stmt.columns or []) + bound.names[len(stmt.columns or []) :]
         cols = tuple(ColumnCatalog(n, t) for n, t in zip(names, bound.plan.types, strict=True))
         rel = Relation(
-            id=s.db.catalog.next_id("object"),
+            id=s.db.ddl.next_object_id(),
             name=stmt.name,
             kind=RelationKind.VIEW,
             columns=cols,
@@ -206,17 +141,14 @@ def create_view(s: Session, stmt: ast.CreateView) -> QueryResult:
             depends_on=tuple(sorted(binder.dependencies)),
         )
         if existing is not None:
-            if s.db.catalog.dependents(existing.id):
-                raise DependentObjectsStillExist(
-                    f'cannot replace view "{stmt.name}": other objects depend on it'
-                )
-            s.db.catalog.drop([stmt.name])
-        s.db.catalog.create(rel)
+            s.db.ddl.replace_view(existing, rel)
+        else:
+            s.db.ddl.create_relations(rel)
         return command("CREATE_VIEW")
 
 
 def create_index(s: Session, stmt: ast.CreateIndex) -> QueryResult:
-    with s.db.ddl_lock:
+    with s.db.ddl.lock:
         skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
@@ -244,14 +176,14 @@ def create_index(s: Session, stmt: ast.CreateIndex) -> QueryResult:
             name=stmt.name,
             definition=stmt.text,
             kind=RelationKind.INDEX,
-            job_id=s.db.catalog.next_id("job"),
+            job_id=s.db.ddl.next_job_id(),
             parallelism=s.parallelism,
-            ids=ids_for(s),
+            ids=s.db.ddl.ids(),
             depends_on=[table.id],
             distributed_by=dist,
             index=IndexInfo(table.id, tuple(key_cols)),
         )
-        _install(s, planned, backfill=True)
+        s.db.ddl.create_job(planned, backfill=True)
         return command("CREATE_INDEX")
 
 
@@ -262,7 +194,7 @@ def drop(s: Session, stmt: ast.Drop) -> QueryResult:
     db = s.db
     kind = _KIND[stmt.kind]
     tag = "DROP_" + stmt.kind.upper().replace(" ", "_")
-    with db.ddl_lock:
+    with db.ddl.lock:
         targets: list[Relation] = []
         notices = []
         for name in stmt.names:
@@ -278,60 +210,7 @@ def drop(s: Session, stmt: ast.Drop) -> QueryResult:
                     hint=f"Use DROP {rel.kind.value.upper()} to remove a {rel.kind.value}.",
                 )
             targets.append(rel)
-        for t in targets:
-            owner = t.owned_by
-            if owner is not None and owner not in {x.id for x in targets}:
-                raise DependentObjectsStillExist(
-                    f'cannot drop {t.kind.value} "{t.name}": it belongs to another object',
-                    hint="It is dropped together with its owner (e.g. DROP SOURCE).",
-                )
-        # everything that depends on the targets, dependents first
-        order: list[Relation] = []
-
-        def visit(r: Relation) -> None:
-            for d in db.catalog.dependents(r.id):
-                owned = d.owned_by == r.id  # e.g. a source's dead-letter table
-                if not stmt.cascade and d not in targets and not owned:
-                    raise DependentObjectsStillExist(
-                        f"cannot drop {r.kind.value} {r.name} because other objects depend on it",
-                        detail=f"{d.kind.value} {d.name} depends on {r.kind.value} {r.name}",
-                        hint="Use DROP ... CASCADE to drop the dependent objects too.",
-                    )
-                visit(d)
-            if r not in order:
-                order.append(r)
-
-        for r in targets:
-            visit(r)
-        if not order:
-            res = command(tag)
-            res.notices += notices
-            return res
-        table_ids: list[int] = []
-        with db.barriers._lock:
-            removed: list[Fragment] = []
-            for r in order:
-                if r.job_id is not None:
-                    removed += db.barriers.remove_job(r.job_id)
-            removed_ids = {f.fragment_id for f in removed}
-            # upstream fragments that lost outputs into the dropped jobs
-            replaced = [f for f in db.barriers.graph.fragments.values() if _had_edge_into(db, f, removed_ids)]
-            db.catalog.drop([r.name for r in order], replaced)
-            for r in order:
-                table_ids += _job_table_ids([f for f in removed if f.job_id == r.job_id], r)
-        if table_ids:
-            db.hummock.drop_tables(table_ids)
+        db.ddl.drop(targets, cascade=stmt.cascade)
         res = command(tag)
         res.notices += notices
         return res
-
-
-def _had_edge_into(db: object, f: Fragment, removed: set[int]) -> bool:
-    stored = db.catalog.fragment(f.fragment_id)  # type: ignore[attr-defined]
-    return stored is not None and any(e.downstream_fragment_id in removed for e in stored.outputs)
-
-
-def create_connector_object(s: Session, stmt: ast.Statement) -> QueryResult:
-    from piestream.server.connectors import create_connector_object as create
-
-    return create(s, stmt)

@@ -1,0 +1,154 @@
+"""The DDL controller: creating and dropping catalog objects and streaming jobs, atomically
+(DESIGN "meta"; RisingWave's ``DdlController``).
+
+A streaming job is four things that must agree: its catalog entry, its fragments in the running
+graph (and the new output edges of the upstream fragments it reads), the state it backfills, and
+its first epoch. `create_job` stores the first two in one meta-store transaction while no epoch
+runs (`BarrierManager.paused`), then runs the first epoch (the backfill); if that fails, it puts
+the graph and the catalog back as they were and forgets the job's state tables, so a failed
+statement changes nothing. `drop` removes jobs and their dependents the same way. Server handlers
+parse, check names and plan; everything that changes meta happens here.
+
+`lock` is held for a whole DDL statement (its checks, its planning and the change), so two
+sessions never plan against a catalog the other is changing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from piestream.common.errors import DependentObjectsStillExist, PiestreamError
+from piestream.frontend.catalog import Relation
+from piestream.frontend.planner import Ids, PlannedJob
+from piestream.meta.barrier_manager import BarrierManager
+from piestream.meta.catalog_store import CatalogStore
+from piestream.meta.hummock_manager import HummockManager
+from piestream.plan.fragment import DispatchEdge, Fragment
+
+
+class DdlController:
+    def __init__(self, catalog: CatalogStore, barriers: BarrierManager, hummock: HummockManager) -> None:
+        self.catalog = catalog
+        self.barriers = barriers
+        self.hummock = hummock
+        self.lock = threading.RLock()
+
+    # -- ids ------------------------------------------------------------------------------------
+    def ids(self) -> Ids:
+        """The id allocators a planner draws from (meta owns the sequences)."""
+        return Ids(
+            lambda: self.catalog.next_id("object"),
+            lambda: self.catalog.next_id("fragment"),
+            self.upstream_parallelism,
+        )
+
+    def next_job_id(self) -> int:
+        return self.catalog.next_id("job")
+
+    def next_object_id(self) -> int:
+        return self.catalog.next_id("object")
+
+    def upstream_parallelism(self, fragment_id: int) -> int:
+        """The parallelism of a running fragment a new job reads (no-shuffle: the same)."""
+        f = self.barriers.graph.fragments.get(fragment_id) or self.catalog.fragment(fragment_id)
+        if f is None:
+            raise PiestreamError(f"fragment {fragment_id} is not running", sqlstate="XX000")
+        return f.parallelism
+
+    # -- creating -------------------------------------------------------------------------------
+    def create_relations(self, relation: Relation, companions: Sequence[Relation] = ()) -> None:
+        """Catalog objects without a streaming job (a view, a source and its dead-letter table)."""
+        self.catalog.create(relation, companions=companions)
+
+    def replace_view(self, old: Relation, new: Relation) -> None:
+        if self.catalog.dependents(old.id):
+            raise DependentObjectsStillExist(f'cannot replace view "{old.name}": other objects depend on it')
+        self.catalog.replace(old.name, new)
+
+    def create_job(self, planned: PlannedJob, *, backfill: bool, companions: Sequence[Relation] = ()) -> None:
+        """Store a new streaming job and start it; with `backfill`, run its first epoch before
+        returning, and if that fails undo everything (catalog, graph, state tables)."""
+        job = planned.job
+        with self.barriers.paused():
+            graph = self.barriers.graph
+            replaced: dict[int, Fragment] = {}
+            for up, edge in job.upstream_edges:
+                f = replaced.get(up) or graph.fragments.get(up) or self.catalog.fragment(up)
+                if f is None:
+                    raise PiestreamError(f"fragment {up} is not running", sqlstate="XX000")
+                replaced[up] = f.with_outputs((*f.outputs, edge))
+            originals = [graph.fragments[fid] for fid in replaced if fid in graph.fragments]
+            self.catalog.create(planned.relation, job.fragments, replaced.values(), companions)
+            self.barriers.add_fragments([*job.fragments, *replaced.values()])
+        if not backfill:
+            return
+        try:
+            self.barriers.flush()
+        except Exception:
+            with self.barriers.paused():
+                if planned.relation.job_id is not None:
+                    self.barriers.remove_job(planned.relation.job_id)
+                self.barriers.add_fragments(originals)
+                self.catalog.drop([planned.relation.name, *(c.name for c in companions)], originals)
+            self.hummock.drop_tables(_job_table_ids(job.fragments, [planned.relation, *companions]))
+            raise
+
+    # -- dropping -------------------------------------------------------------------------------
+    def drop(self, targets: Sequence[Relation], *, cascade: bool) -> list[Relation]:
+        """Drop `targets`, and with `cascade` everything that depends on them (dependents first),
+        with their jobs and state; returns what was dropped. An object owned by another (a
+        source's dead-letter table) goes only with its owner."""
+        ids = {t.id for t in targets}
+        for t in targets:
+            if t.owned_by is not None and t.owned_by not in ids:
+                raise DependentObjectsStillExist(
+                    f'cannot drop {t.kind.value} "{t.name}": it belongs to another object',
+                    hint="It is dropped together with its owner (e.g. DROP SOURCE).",
+                )
+        order: list[Relation] = []
+
+        def visit(r: Relation) -> None:
+            for d in self.catalog.dependents(r.id):
+                if not cascade and d.id not in ids and d.owned_by != r.id:
+                    raise DependentObjectsStillExist(
+                        f"cannot drop {r.kind.value} {r.name} because other objects depend on it",
+                        detail=f"{d.kind.value} {d.name} depends on {r.kind.value} {r.name}",
+                        hint="Use DROP ... CASCADE to drop the dependent objects too.",
+                    )
+                visit(d)
+            if r not in order:
+                order.append(r)
+
+        for r in targets:
+            visit(r)
+        if not order:
+            return []
+        with self.barriers.paused():
+            removed: list[Fragment] = []
+            for r in order:
+                if r.job_id is not None:
+                    removed += self.barriers.remove_job(r.job_id)
+            gone = {f.fragment_id for f in removed}
+            # the upstream fragments that lost their edges into the dropped jobs
+            replaced = [
+                f
+                for f in self.barriers.graph.fragments.values()
+                if any(e.downstream_fragment_id in gone for e in self._stored_outputs(f))
+            ]
+            self.catalog.drop([r.name for r in order], replaced)
+        table_ids = _job_table_ids(removed, order)
+        if table_ids:
+            self.hummock.drop_tables(table_ids)
+        return order
+
+    def _stored_outputs(self, f: Fragment) -> tuple[DispatchEdge, ...]:
+        stored = self.catalog.fragment(f.fragment_id)
+        return stored.outputs if stored is not None else ()
+
+
+def _job_table_ids(fragments: Sequence[Fragment], relations: Sequence[Relation]) -> list[int]:
+    """Every state table of the fragments and the storage of the relations."""
+    ids = {t.table_id for f in fragments for t in f.tables()}
+    ids |= {r.table.table_id for r in relations if r.table is not None}
+    return sorted(ids)

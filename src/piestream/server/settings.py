@@ -1,0 +1,25 @@
+"""Session settings (SET / SHOW / RESET) and their defaults, as PostgreSQL clients expect them."""
+
+from __future__ import annotations
+
+DEFAULT_SETTINGS: dict[str, str] = {
+    "application_name": "",
+    "client_encoding": "UTF8",
+    "client_min_messages": "notice",
+    "datestyle": "ISO, MDY",
+    "default_transaction_isolation": "read committed",
+    "extra_float_digits": "1",
+    "implicit_flush": "true",
+    "integer_datetimes": "on",
+    "intervalstyle": "postgres",
+    "is_superuser": "on",
+    "search_path": "public",
+    "server_encoding": "UTF8",
+    "server_version": "13.14.0",
+    "server_version_num": "130014",
+    "standard_conforming_strings": "on",
+    "statement_timeout": "0",
+    "streaming_parallelism": "",
+    "timezone": "UTC",
+    "transaction_isolation": "read committed",
+}
