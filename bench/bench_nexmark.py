@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from piestream.connectors.nexmark.bench import main
+from piestream.cli import main
 
 DEFAULTS = ["--queries", "all", "--events", "200000", "--timeout", "300"]
 QUICK = ["--queries", "q0,q1,q5", "--events", "20000", "--epoch-events", "10000"]
@@ -20,4 +20,4 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     quick = "--quick" in args
     args = [a for a in args if a != "--quick"]
-    sys.exit(main([*(QUICK if quick else DEFAULTS), *args]))
+    sys.exit(main(["bench", "nexmark", *(QUICK if quick else DEFAULTS), *args]))

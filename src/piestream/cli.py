@@ -259,7 +259,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _bench_nexmark(args: argparse.Namespace) -> int:
-    from piestream.connectors.nexmark.bench import run_from_args
+    from piestream.nexmark_bench import run_from_args
 
     return run_from_args(args)
 

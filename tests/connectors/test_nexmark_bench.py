@@ -14,7 +14,6 @@ import pyarrow as pa
 import pytest
 
 from piestream.cli import main as cli_main
-from piestream.connectors.nexmark.bench import BenchConfig, Progress, format_report, run_bench, run_piestream
 from piestream.connectors.nexmark.config import NexmarkConfig
 from piestream.connectors.nexmark.queries import QUERIES, query_names
 from piestream.connectors.nexmark.spark_baseline import (
@@ -23,6 +22,7 @@ from piestream.connectors.nexmark.spark_baseline import (
     run_spark_query,
     write_events,
 )
+from piestream.nexmark_bench import BenchConfig, Progress, format_report, run_bench, run_piestream
 from piestream.server.database import Database
 
 N = 6000

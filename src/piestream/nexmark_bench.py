@@ -1,4 +1,5 @@
-"""`piestream bench nexmark`: the Nexmark queries on piestream, side by side with Spark.
+"""`piestream bench nexmark`: the Nexmark queries on piestream, side by side with Spark (the
+driver sits at the CLI level: it opens databases and runs jobs; the connectors only generate).
 
 For each query: a fresh database in a temporary directory, the per-table Nexmark sources it
 reads with exactly ``--events`` events each (RisingWave's legacy table mode: every source walks
@@ -479,17 +480,6 @@ def _load_avg() -> str:
     return "?"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m piestream.connectors.nexmark.bench``: the same as ``piestream bench nexmark``."""
-    import argparse
-
-    from piestream.cli import bench_nexmark_arguments
-
-    p = argparse.ArgumentParser(prog="piestream bench nexmark", description=__doc__.split("\n")[0])
-    bench_nexmark_arguments(p)
-    return run_from_args(p.parse_args(argv))
-
-
 def run_from_args(args: Any) -> int:
     from piestream.connectors.nexmark.queries import query_names
 
@@ -512,7 +502,3 @@ def run_from_args(args: Any) -> int:
     )
     run_bench(cfg)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
