@@ -40,6 +40,20 @@ FIRST_ID = 1000
 CATALOG_FORMAT = 1
 
 
+def read_relation(meta: MetaStore, name: str) -> Relation | None:
+    """One catalog entry as stored (for readers that open the meta store read-only)."""
+    raw = meta.get(_NS_FORMAT, "version")
+    if raw is not None and int(raw) > CATALOG_FORMAT:
+        raise CatalogFormatError(
+            f"the catalog of this data directory has format {int(raw)}; this piestream reads "
+            f"catalog formats up to {CATALOG_FORMAT}"
+        )
+    stored = meta.get(_NS_REL, name)
+    if stored is None:
+        return None
+    return Relation.from_json(json.loads(stored if isinstance(stored, str) else stored.decode()))
+
+
 class CatalogStore:
     def __init__(self, meta: MetaStore) -> None:
         self.meta = meta

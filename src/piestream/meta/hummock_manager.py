@@ -47,6 +47,18 @@ CHECKPOINT_EVERY_DELTAS = 32
 DEFAULT_GC_RETENTION_SEC = 6 * 3600.0
 
 
+def load_version(meta: MetaStore) -> HummockVersion:
+    """The last committed version a meta store holds: its newest checkpoint plus the deltas after
+    it (call inside a transaction for a version consistent with other reads)."""
+    rows = meta.query("SELECT id, payload FROM hummock_version_checkpoint ORDER BY id DESC LIMIT 1")
+    version = HummockVersion.from_json(json.loads(str(rows[0][1]))) if rows else HummockVersion(id=0)
+    for _, payload in meta.query(
+        "SELECT id, payload FROM hummock_version_delta WHERE id > ? ORDER BY id", (version.id,)
+    ):
+        version = version.apply(VersionDelta.from_json(json.loads(str(payload))))
+    return version
+
+
 @dataclass(frozen=True)
 class PinnedSnapshot:
     pin_id: int
@@ -82,13 +94,7 @@ class HummockManager:
 
     # -- persistence ----------------------------------------------------------------------------
     def _load(self) -> HummockVersion:
-        rows = self.meta.query("SELECT id, payload FROM hummock_version_checkpoint ORDER BY id DESC LIMIT 1")
-        version = HummockVersion.from_json(json.loads(str(rows[0][1]))) if rows else HummockVersion(id=0)
-        for _, payload in self.meta.query(
-            "SELECT id, payload FROM hummock_version_delta WHERE id > ? ORDER BY id", (version.id,)
-        ):
-            version = version.apply(VersionDelta.from_json(json.loads(str(payload))))
-        return version
+        return load_version(self.meta)
 
     def _add_removed_at_column(self) -> None:
         """Stale objects remember when they were removed (older meta stores lack the column)."""

@@ -24,17 +24,30 @@ CREATE TABLE IF NOT EXISTS hummock_stale_object (
 
 
 class MetaStore:
-    """A thread-safe SQLite connection with explicit transactions."""
+    """A thread-safe SQLite connection with explicit transactions.
 
-    def __init__(self, path: str | Path) -> None:
+    `read_only` opens an existing store for reading from another process (the Spark data source
+    reads the catalog and the committed version while the server writes: SQLite's WAL lets
+    readers in); its `transaction()` is a read transaction, a consistent view of everything."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = str(path)
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._depth = 0
+        if read_only:
+            if not Path(self.path).exists():
+                raise FileNotFoundError(self.path)
+            uri = f"file:{self.path}?mode=ro"
+            self._conn = sqlite3.connect(
+                uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30
+            )
+            return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")  # durability: a commit survives power loss
-        self._lock = threading.RLock()
-        self._depth = 0
         with self.transaction() as c:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
@@ -46,7 +59,7 @@ class MetaStore:
         with self._lock:
             outer = self._depth == 0
             if outer:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
             self._depth += 1
             try:
                 yield self._conn

@@ -1,24 +1,23 @@
 """Read-only access to a data directory's catalog and Hummock version from another process.
 
 Spark plans reads and writes in its own Python processes, so they cannot ask the running
-`Database`; they open ``meta.db`` read-only (SQLite WAL lets readers in while the server
-writes) and read the catalog and the latest committed version in one read transaction, i.e. a
-consistent pair.
+`Database`; they open the meta store read-only and read a catalog entry and the latest committed
+version in one read transaction, i.e. a consistent pair, through meta's own readers
+(`read_relation`, `load_version`).
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from piestream.common.errors import PiestreamError, UndefinedTable
 from piestream.encoding.keys import TABLE_ID_LEN, VNODE_LEN
 from piestream.frontend.catalog import Relation
-from piestream.storage.hummock.version import HummockVersion, Level, VersionDelta
-
-_NS_REL = "catalog.relation"  # CatalogStore's namespace
+from piestream.meta.catalog_store import read_relation
+from piestream.meta.hummock_manager import load_version
+from piestream.meta.store import MetaStore
+from piestream.storage.hummock.version import HummockVersion, Level
 
 
 @dataclass(frozen=True)
@@ -27,41 +26,23 @@ class MetaSnapshot:
     version: HummockVersion
 
 
-def _connect(data_dir: str | Path) -> sqlite3.Connection:
-    path = Path(data_dir) / "meta.db"
-    if not path.exists():
-        raise PiestreamError(f"no piestream database at {Path(data_dir).resolve()} (meta.db is missing)")
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
-
-
 def read_snapshot(data_dir: str | Path, table: str, *, with_version: bool = True) -> MetaSnapshot:
     """The relation `table` and (optionally) the latest committed version, read together."""
-    conn = _connect(data_dir)
     try:
-        conn.execute("BEGIN")  # one read transaction: checkpoint, deltas and catalog agree
-        rows = conn.execute("SELECT value FROM kv WHERE ns = ? AND key = ?", (_NS_REL, table)).fetchall()
-        if not rows:
-            raise UndefinedTable(f'relation "{table}" does not exist')
-        raw = rows[0][0]
-        rel = Relation.from_json(json.loads(raw if isinstance(raw, str) else raw.decode()))
-        version = _load_version(conn) if with_version else HummockVersion(id=0)
-        conn.execute("COMMIT")
+        meta = MetaStore(Path(data_dir) / "meta.db", read_only=True)
+    except FileNotFoundError:
+        raise PiestreamError(
+            f"no piestream database at {Path(data_dir).resolve()} (meta.db is missing)"
+        ) from None
+    try:
+        with meta.transaction():  # one read transaction: checkpoint, deltas and catalog agree
+            rel = read_relation(meta, table)
+            if rel is None:
+                raise UndefinedTable(f'relation "{table}" does not exist')
+            version = load_version(meta) if with_version else HummockVersion(id=0)
     finally:
-        conn.close()
+        meta.close()
     return MetaSnapshot(rel, version)
-
-
-def _load_version(conn: sqlite3.Connection) -> HummockVersion:
-    """As `HummockManager._load`: the newest checkpoint plus the deltas after it."""
-    rows = conn.execute(
-        "SELECT id, payload FROM hummock_version_checkpoint ORDER BY id DESC LIMIT 1"
-    ).fetchall()
-    version = HummockVersion.from_json(json.loads(rows[0][1])) if rows else HummockVersion(id=0)
-    for _, payload in conn.execute(
-        "SELECT id, payload FROM hummock_version_delta WHERE id > ? ORDER BY id", (version.id,)
-    ).fetchall():
-        version = version.apply(VersionDelta.from_json(json.loads(payload)))
-    return version
 
 
 def table_version(version: HummockVersion, table_id: int, vnode_lo: int, vnode_hi: int) -> HummockVersion:
