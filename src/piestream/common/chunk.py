@@ -296,13 +296,6 @@ class StreamChunk(DataChunk):
         """+1 for rows that add, -1 for rows that retract (np.int64), visibility ignored."""
         return np.where(self.insert_mask(), 1, -1).astype(np.int64)
 
-    def erase_updates(self) -> StreamChunk:
-        """UpdateDelete -> Delete and UpdateInsert -> Insert (for operators that break pairs)."""
-        ops = self.ops.copy()
-        ops[ops == Op.UPDATE_DELETE] = Op.DELETE
-        ops[ops == Op.UPDATE_INSERT] = Op.INSERT
-        return StreamChunk(ops, self.columns, self.visibility, self._len)
-
     # -- reading --------------------------------------------------------------------------------
     def to_records(self, types: Sequence[DataType] | None = None) -> list[tuple[Op, Row]]:
         """Visible rows as (op, row) pairs."""

@@ -75,6 +75,3 @@ def decode_report(payload: bytes) -> ActorReport:
     assert isinstance(report, ActorReport)
     return report
 
-
-def is_report(payload: bytes) -> bool:
-    return payload[:1] == _KIND_REPORT

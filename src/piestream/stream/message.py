@@ -8,7 +8,7 @@ one Spark job: an actor's task processes the epoch's input, then the barrier.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from piestream.common.epoch import EpochPair
 
@@ -20,21 +20,10 @@ class BarrierKind(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Mutation:
-    """A change to the running graph carried by a barrier."""
-
-    stop_actors: frozenset[int] = field(default_factory=frozenset)
-
-
-@dataclass(frozen=True)
 class Barrier:
     epoch: EpochPair
     kind: BarrierKind = BarrierKind.CHECKPOINT
-    mutation: Mutation | None = None
 
     @property
     def is_checkpoint(self) -> bool:
         return self.kind is not BarrierKind.BARRIER
-
-    def stops(self, actor_id: int) -> bool:
-        return self.mutation is not None and actor_id in self.mutation.stop_actors
