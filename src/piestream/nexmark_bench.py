@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from piestream.common.errors import PiestreamError
-from piestream.connectors.nexmark.ddl import nexmark_ddl
 from piestream.connectors.nexmark.queries import QUERIES, target_per_core
+from piestream.connectors.nexmark.tables_sql import nexmark_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -21,7 +21,7 @@ from piestream.connectors.nexmark.generator import (
     event_kinds,
     generate,
 )
-from piestream.connectors.nexmark.source import NexmarkReader, nexmark_connector
+from piestream.connectors.nexmark.reader import NexmarkReader, nexmark_connector
 from piestream.connectors.options import InvalidOption
 from piestream.plan.source import SourceSpec
 from piestream.stream.connector import SourceReader

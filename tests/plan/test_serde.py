@@ -32,8 +32,8 @@ from piestream.common.types import (
     parse_type,
     struct_of,
 )
-from piestream.connectors.nexmark.ddl import nexmark_ddl
 from piestream.connectors.nexmark.queries import QUERIES
+from piestream.connectors.nexmark.tables_sql import nexmark_ddl
 from piestream.expr.expr import FuncCall, Literal
 from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import RelationKind

@@ -19,7 +19,7 @@ from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, Str
 
 from piestream.common.chunk import Op
 from piestream.common.errors import InvalidInput
-from piestream.connectors.spark.source import Options, WritePlan
+from piestream.connectors.spark.data_source import Options, WritePlan
 from piestream.frontend.catalog import Relation
 from piestream.meta.inbox import (
     CONSUMED_NS,

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from piestream.connectors.spark import register
-from piestream.connectors.spark.source import Options, SnapshotReader, VnodePartition
-from piestream.connectors.spark.types import spark_schema
+from piestream.connectors.spark.data_source import Options, SnapshotReader, VnodePartition
+from piestream.connectors.spark.spark_types import spark_schema
 from piestream.server.database import Database, DatabaseConfig
 
 pytestmark = pytest.mark.spark

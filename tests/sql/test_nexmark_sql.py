@@ -19,9 +19,9 @@ import pytest
 from sqldiff import diff_text, duck_connect, norm_rows
 
 from piestream.connectors.nexmark.config import NexmarkConfig
-from piestream.connectors.nexmark.ddl import nexmark_ddl
 from piestream.connectors.nexmark.queries import QUERIES
 from piestream.connectors.nexmark.spark_baseline import event_table
+from piestream.connectors.nexmark.tables_sql import nexmark_ddl
 from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
 

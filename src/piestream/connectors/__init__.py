@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from piestream.connectors.datagen import datagen_connector
 from piestream.connectors.files import file_connector
-from piestream.connectors.nexmark.ddl import nexmark_combined_ddl, nexmark_ddl
-from piestream.connectors.nexmark.source import nexmark_connector
+from piestream.connectors.nexmark.reader import nexmark_connector
+from piestream.connectors.nexmark.tables_sql import nexmark_combined_ddl, nexmark_ddl
 from piestream.connectors.sinks import SINK_CONNECTORS
 from piestream.stream.connector import register_sink_connector, register_source_connector
 

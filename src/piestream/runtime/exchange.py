@@ -74,4 +74,3 @@ def decode_report(payload: bytes) -> ActorReport:
     report = pickle.loads(payload[1:])
     assert isinstance(report, ActorReport)
     return report
-

@@ -27,7 +27,7 @@ from sqlglot.tokens import Token, TokenType
 
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.base import ParserBase
-from piestream.frontend.parser.ddl import DdlParser
+from piestream.frontend.parser.ddl_syntax import DdlParser
 from piestream.frontend.parser.dml import DmlParser
 from piestream.frontend.parser.utility import UtilityParser
 

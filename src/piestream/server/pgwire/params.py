@@ -19,7 +19,7 @@ from piestream.common.types import BIGINT, DataType
 from piestream.expr.bind import literal
 from piestream.frontend.catalog import Relation
 from piestream.frontend.parser import ast
-from piestream.frontend.parser.types import convert_type as _convert_type
+from piestream.frontend.parser.type_names import convert_type as _convert_type
 from piestream.server.pgwire import codec
 
 RelationLookup = Callable[[str], Relation | None]

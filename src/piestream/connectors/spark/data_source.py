@@ -55,7 +55,7 @@ from piestream.common.chunk import Op
 from piestream.common.errors import FeatureNotSupported, InvalidInput, PiestreamError, UndefinedColumn
 from piestream.common.types import DataType
 from piestream.connectors.spark.snapshot import read_snapshot, table_version
-from piestream.connectors.spark.types import (
+from piestream.connectors.spark.spark_types import (
     expected_arrow_schema,
     spark_schema,
     to_spark_arrow,

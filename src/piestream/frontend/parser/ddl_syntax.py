@@ -29,7 +29,7 @@ from piestream.common.errors import PiestreamError
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.base import ParserBase
 from piestream.frontend.parser.names import identifier_name
-from piestream.frontend.parser.types import convert_type
+from piestream.frontend.parser.type_names import convert_type
 
 #: Objects PostgreSQL / RisingWave can CREATE or DROP that piestream does not have.
 UNSUPPORTED_OBJECTS = frozenset(
