@@ -10,13 +10,14 @@ sources resume from their committed offsets (no row read twice).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from piestream.common.text import format_datum
 from piestream.frontend.catalog import CatalogFormatError, RelationKind
 from piestream.frontend.parser import ast, parse_one
 from piestream.meta.catalog_store import CATALOG_FORMAT
@@ -26,43 +27,22 @@ from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "datadir_v0"
-QUERIES = {
-    "t": "SELECT * FROM t ORDER BY k",
-    "events": "SELECT id, amount, ts, tags FROM events ORDER BY id, ts",
-    "ao": "SELECT a, b FROM ao ORDER BY a, b",
-    "up": "SELECT * FROM up ORDER BY k",
-    "gen_sum": "SELECT * FROM gen_sum",
-    "gent_by_r": "SELECT * FROM gent_by_r ORDER BY r",
-    "mv_join": "SELECT * FROM mv_join ORDER BY k",
-    "mv_left": "SELECT * FROM mv_left ORDER BY k, amount",
-    "top2": "SELECT * FROM top2 ORDER BY x DESC",
-    "proj": "SELECT * FROM proj ORDER BY k",
-    "dedup": "SELECT * FROM dedup ORDER BY a",
-    "hop": "SELECT * FROM hop ORDER BY window_start",
-    "ranked": "SELECT * FROM ranked ORDER BY k",
-    "ranks": "SELECT * FROM ranks ORDER BY k",
-    "uni": "SELECT * FROM uni ORDER BY id",
-    "dyn": "SELECT * FROM dyn ORDER BY k",
-    "consts": "SELECT * FROM consts ORDER BY i",
-    "mv_on_mv": "SELECT * FROM mv_on_mv",
-    "semi": "SELECT * FROM semi ORDER BY k",
-    "t_by_v": "SELECT v, k FROM t_by_v ORDER BY v, k",
-    "v_big": "SELECT * FROM v_big ORDER BY k",
-}
+
+
+def _fixture_module() -> ModuleType:
+    """tests/fixtures/make_datadir_v0.py: the queries whose answers the fixture recorded."""
+    spec = importlib.util.spec_from_file_location("make_datadir_v0", FIXTURE.parent / "make_datadir_v0.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MAKER = _fixture_module()
 
 
 def _config() -> DatabaseConfig:
     return DatabaseConfig(runner="local", barrier_interval=3600, background_compaction=False)
-
-
-def _answers(s: Session) -> dict[str, list[list[str | None]]]:
-    out = {}
-    for name, sql in QUERIES.items():
-        r = s.execute_one(sql)
-        types = [t for _, t in r.columns]
-        out[name] = [[None if v is None else format_datum(v, t) for v, t in zip(row, types, strict=True)]
-                     for row in r.rows]  # fmt: skip
-    return out
 
 
 def _every_mv_equals_its_query(db: Database, s: Session) -> None:
@@ -91,7 +71,7 @@ def test_a_format_0_data_directory_is_upgraded_and_keeps_running(old_dir: Path) 
     db = Database(old_dir, config=_config())
     try:
         s = db.session()
-        assert _answers(s) == expected  # the committed state, read through the upgraded catalog
+        assert MAKER.answers(db) == expected  # the committed state, read through the upgraded catalog
         jobs = db.meta.scan("catalog.job")
         assert len(jobs) == 22
         for _, raw in jobs:  # every job is now a versioned plan document
@@ -108,7 +88,7 @@ def test_a_format_0_data_directory_is_upgraded_and_keeps_running(old_dir: Path) 
             "INSERT INTO ao VALUES (9, 9); DELETE FROM t WHERE k = 1; FLUSH;"
         )
         db.barriers.flush()
-        after = _answers(s)
+        after = MAKER.answers(db)
         assert after["gen_sum"] == expected["gen_sum"]  # the bounded sources read no row twice
         assert after["gent_by_r"] == expected["gent_by_r"]
         assert after["mv_join"][-1] == ["6", "f", "1", "7.25", "n"]
@@ -121,7 +101,7 @@ def test_a_format_0_data_directory_is_upgraded_and_keeps_running(old_dir: Path) 
     db = Database(old_dir, config=_config())  # and it opens again, now as the current format
     try:
         s = db.session()
-        assert _answers(s) == after
+        assert MAKER.answers(db) == after
         _every_mv_equals_its_query(db, s)
     finally:
         db.close()

@@ -4,6 +4,7 @@ entry when a streaming job reads it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.types import DataType
@@ -78,6 +79,4 @@ def definition_source_spec(rel: Relation, columns: tuple[tuple[str, DataType], .
             f'the definition of "{rel.name}" is not a CREATE SOURCE / TABLE', sqlstate="XX000"
         )
     spec = statement_source_spec(rel.name, stmt.columns, stmt.with_options, stmt.format_encode)
-    return SourceSpec(
-        spec.name, spec.connector, columns, spec.options, spec.encode, spec.encode_options, spec.generated
-    )
+    return replace(spec, columns=columns)

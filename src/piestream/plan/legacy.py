@@ -31,7 +31,7 @@ from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field, TypeKind
 from piestream.plan.fragment import Fragment
 from piestream.plan.node import NODE_KINDS
-from piestream.plan.serde import _DATACLASSES, _ENUMS, PlanFormatError
+from piestream.plan.serde import DATACLASSES, ENUMS, PlanFormatError
 from piestream.plan.sink import SinkNode
 from piestream.plan.source import SourceLimits, SourceNode, SourceSpec
 from piestream.storage.table.desc import ColumnDesc, TableDesc
@@ -118,7 +118,7 @@ SinkOptionsOf = Callable[[str, Mapping[str, Any]], dict[str, str]]
 
 _CLASSES: dict[str, type] = {
     **{cls.__name__: cls for cls in NODE_KINDS.values()},
-    **{cls.__name__: cls for cls in _DATACLASSES.values()},
+    **{cls.__name__: cls for cls in DATACLASSES.values()},
     "Schema": Schema,
     "Field": Field,
     "OrderType": OrderType,
@@ -126,7 +126,7 @@ _CLASSES: dict[str, type] = {
     "TableDesc": TableDesc,
     "ColumnDesc": ColumnDesc,
 }
-_ENUM_CLASSES: dict[str, type[enum.Enum]] = {**_ENUMS, "TypeKind": TypeKind}
+_ENUM_CLASSES: dict[str, type[enum.Enum]] = {**ENUMS, "TypeKind": TypeKind}
 
 
 class _Converter:

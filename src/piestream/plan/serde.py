@@ -9,7 +9,7 @@ A document is ``{"format": PLAN_FORMAT, ...}``. Inside it every value is self-de
   or a datum / descriptor that JSON has no word for (numeric, date, time, timestamp, interval,
   bytea, non-finite float, list, map, set, SQL type, schema, order, table descriptor).
 
-The names after ``"@"`` are this module's registry (`_DATACLASSES`, `_ENUMS` and the stream node
+The names after ``"@"`` are this module's registry (`DATACLASSES`, `ENUMS` and the stream node
 kinds of `piestream.plan.node`), never Python module paths: moving or renaming a class does not
 change the format, renaming a registered name or a field does (and needs a new format version
 with a migration). Decoding rebuilds the objects through their constructors, so a node's own
@@ -46,7 +46,8 @@ from piestream.storage.table.desc import TableDesc
 #: executor modules' classes; `piestream.plan.legacy` reads it.
 PLAN_FORMAT = 1
 
-_DATACLASSES: dict[str, type] = {
+#: The format's vocabulary besides the stream node kinds: registered name -> class.
+DATACLASSES: dict[str, type] = {
     "Fragment": Fragment,
     "DispatchEdge": DispatchEdge,
     "InputRef": InputRef,
@@ -60,7 +61,7 @@ _DATACLASSES: dict[str, type] = {
     "SourceSpec": SourceSpec,
     "SourceLimits": SourceLimits,
 }
-_ENUMS: dict[str, type[enum.Enum]] = {
+ENUMS: dict[str, type[enum.Enum]] = {
     "ConflictBehavior": ConflictBehavior,
     "JoinType": JoinType,
     "AggKind": AggKind,
@@ -75,25 +76,16 @@ class PlanFormatError(PiestreamError):
 
 
 def _registry() -> dict[str, type]:
-    out = dict(_DATACLASSES)
-    for name, cls in NODE_KINDS.items():
-        if name in out:
-            raise PlanFormatError(f"plan type name {name!r} is registered twice")
-        out[name] = cls
-    return out
+    clash = set(DATACLASSES) & set(NODE_KINDS)
+    if clash:
+        raise PlanFormatError(f"plan type names registered twice: {sorted(clash)}")
+    return {**DATACLASSES, **NODE_KINDS}
 
 
-_BY_NAME: dict[str, type] = {}
-_NAME_OF: dict[type, str] = {}
-_ENUM_NAME_OF = {cls: name for name, cls in _ENUMS.items()}
-
-
-def _names() -> tuple[dict[str, type], dict[type, str]]:
-    """The registry, built on first use (every node module has registered by then)."""
-    if not _BY_NAME:
-        _BY_NAME.update(_registry())
-        _NAME_OF.update({cls: name for name, cls in _BY_NAME.items()})
-    return _BY_NAME, _NAME_OF
+# every node kind has registered by now: importing this module imported the `piestream.plan` package
+_BY_NAME = _registry()
+_NAME_OF = {cls: name for name, cls in _BY_NAME.items()}
+_ENUM_NAME_OF = {cls: name for name, cls in ENUMS.items()}
 
 
 # -- encoding ---------------------------------------------------------------------------------------
@@ -115,7 +107,7 @@ def to_json(v: Any) -> Any:
     encode = _ENCODERS.get(type(v))
     if encode is not None:
         return encode(v)
-    name = _names()[1].get(type(v))
+    name = _NAME_OF.get(type(v))
     if name is not None:
         out: dict[str, Any] = {"@": name}
         for f in dataclasses.fields(v):
@@ -179,10 +171,10 @@ def from_json(d: Any) -> Any:
     decode = _DECODERS.get(tag)
     if decode is not None:
         return decode(d["v"])
-    enum_cls = _ENUMS.get(tag)
+    enum_cls = ENUMS.get(tag)
     if enum_cls is not None:
         return enum_cls(d["v"])
-    cls = _names()[0].get(tag)
+    cls = _BY_NAME.get(tag)
     if cls is None:
         raise PlanFormatError(f"unknown type {tag!r} in a stored plan")
     fields = {f.name for f in dataclasses.fields(cls) if f.init}

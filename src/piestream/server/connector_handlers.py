@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -117,7 +117,7 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
     return planned, dead
 
 
-def create_connector_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
+def create_connector_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
         skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
@@ -137,7 +137,7 @@ def create_connector_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
 # -- CREATE SOURCE -------------------------------------------------------------------------------------
 
 
-def create_source(s: Session, stmt: ast.CreateSource) -> QueryResult:
+def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
         skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
@@ -176,7 +176,7 @@ def create_source(s: Session, stmt: ast.CreateSource) -> QueryResult:
 # -- CREATE SINK ---------------------------------------------------------------------------------------
 
 
-def create_sink(s: Session, stmt: ast.CreateSink) -> QueryResult:
+def create_sink(s: Session, stmt: ast.CreateSink, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
         skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:

@@ -7,7 +7,8 @@ stores and starts the job atomically — and removes it again if its first epoch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -53,7 +54,7 @@ def _check_new_name(s: Session, name: str, if_not_exists: bool) -> QueryResult |
 # -- CREATE TABLE -------------------------------------------------------------------------------
 
 
-def create_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
+def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
         skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
@@ -96,7 +97,9 @@ def create_table(s: Session, stmt: ast.CreateTable) -> QueryResult:
 # -- CREATE MATERIALIZED VIEW / VIEW / INDEX -----------------------------------------------------
 
 
-def create_materialized_view(s: Session, stmt: ast.CreateMaterializedView) -> QueryResult:
+def create_materialized_view(
+    s: Session, stmt: ast.CreateMaterializedView, params: Sequence[Any] = ()
+) -> QueryResult:
     with s.db.ddl.lock:
         skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
@@ -121,7 +124,7 @@ def create_materialized_view(s: Session, stmt: ast.CreateMaterializedView) -> Qu
         return command("CREATE_MATERIALIZED_VIEW")
 
 
-def create_view(s: Session, stmt: ast.CreateView) -> QueryResult:
+def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
         existing = s.db.catalog.get(stmt.name)
         if existing is not None and not (stmt.or_replace and existing.kind is RelationKind.VIEW):
@@ -147,7 +150,7 @@ def create_view(s: Session, stmt: ast.CreateView) -> QueryResult:
         return command("CREATE_VIEW")
 
 
-def create_index(s: Session, stmt: ast.CreateIndex) -> QueryResult:
+def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
         skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
@@ -190,7 +193,7 @@ def create_index(s: Session, stmt: ast.CreateIndex) -> QueryResult:
 # -- DROP ---------------------------------------------------------------------------------------
 
 
-def drop(s: Session, stmt: ast.Drop) -> QueryResult:
+def drop(s: Session, stmt: ast.Drop, params: Sequence[Any] = ()) -> QueryResult:
     db = s.db
     kind = _KIND[stmt.kind]
     tag = "DROP_" + stmt.kind.upper().replace(" ", "_")

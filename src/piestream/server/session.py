@@ -86,8 +86,8 @@ Handler = Callable[[Session, Any, Sequence[Any]], QueryResult]
 
 def _create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -> QueryResult:
     if stmt.with_options.get("connector"):
-        return connector_handlers.create_connector_table(s, stmt)
-    return ddl_handlers.create_table(s, stmt)
+        return connector_handlers.create_connector_table(s, stmt, params)
+    return ddl_handlers.create_table(s, stmt, params)
 
 
 #: The handler of each statement kind.
@@ -97,19 +97,19 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.Update: dml.update,
     ast.Delete: dml.delete,
     ast.CreateTable: _create_table,
-    ast.CreateMaterializedView: lambda s, stmt, p: ddl_handlers.create_materialized_view(s, stmt),
-    ast.CreateView: lambda s, stmt, p: ddl_handlers.create_view(s, stmt),
-    ast.CreateIndex: lambda s, stmt, p: ddl_handlers.create_index(s, stmt),
-    ast.CreateSource: lambda s, stmt, p: connector_handlers.create_source(s, stmt),
-    ast.CreateSink: lambda s, stmt, p: connector_handlers.create_sink(s, stmt),
-    ast.Drop: lambda s, stmt, p: ddl_handlers.drop(s, stmt),
+    ast.CreateMaterializedView: ddl_handlers.create_materialized_view,
+    ast.CreateView: ddl_handlers.create_view,
+    ast.CreateIndex: ddl_handlers.create_index,
+    ast.CreateSource: connector_handlers.create_source,
+    ast.CreateSink: connector_handlers.create_sink,
+    ast.Drop: ddl_handlers.drop,
     ast.Explain: utility.explain,
-    ast.SetVariable: lambda s, stmt, p: utility.variables(s, stmt),
-    ast.ResetAll: lambda s, stmt, p: utility.variables(s, stmt),
-    ast.ShowVariable: lambda s, stmt, p: utility.variables(s, stmt),
-    ast.ShowObjects: lambda s, stmt, p: utility.show(s, stmt),
-    ast.ShowCreate: lambda s, stmt, p: utility.show(s, stmt),
-    ast.Describe: lambda s, stmt, p: utility.show(s, stmt),
+    ast.SetVariable: utility.variables,
+    ast.ResetAll: utility.variables,
+    ast.ShowVariable: utility.variables,
+    ast.ShowObjects: utility.show,
+    ast.ShowCreate: utility.show,
+    ast.Describe: utility.show,
     ast.Flush: Session._flush,
     ast.Begin: Session._transaction,
     ast.Commit: Session._transaction,

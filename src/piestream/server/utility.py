@@ -68,7 +68,7 @@ def _upstream_parallelism(s: Session) -> Callable[[int], int]:
     return fn
 
 
-def variables(s: Session, stmt: ast.Statement) -> QueryResult:
+def variables(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryResult:
     if isinstance(stmt, ast.SetVariable):
         name = stmt.name.lower()
         if stmt.value is None:
@@ -98,7 +98,7 @@ _SHOW_KINDS = {
 }
 
 
-def show(s: Session, stmt: ast.Statement) -> QueryResult:
+def show(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryResult:
     cat = s.db.catalog
     if isinstance(stmt, ast.ShowObjects):
         if stmt.kind in _SHOW_KINDS:
