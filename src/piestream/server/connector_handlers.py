@@ -33,6 +33,7 @@ from piestream.frontend.stream_planner import Dist, ExchangeMarker
 from piestream.plan.node import StreamNode
 from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
 from piestream.plan.source import DEAD_LETTER_COLUMNS, dead_letter_table
+from piestream.server.ddl_handlers import check_new_name
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.desc import TableDesc
 from piestream.stream.connector import plan_source_node, source_connector
@@ -61,16 +62,6 @@ def _dead_letter_relation(desc: TableDesc, owner_id: int) -> Relation:
         properties={"connector": "dead_letter"},  # written by the source only: DML is refused
         owned_by=owner_id,
     )
-
-
-def _skip_existing(s: Session, name: str, if_not_exists: bool) -> QueryResult | None:
-    if s.db.catalog.get(name) is None:
-        return None
-    if if_not_exists:
-        r = command("CREATE")
-        r.notices.append(f'relation "{name}" already exists, skipping')
-        return r
-    raise DuplicateObject(f'relation "{name}" already exists')
 
 
 # -- CREATE TABLE ... WITH (connector = ...) -----------------------------------------------------------
@@ -119,7 +110,7 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
 
 def create_connector_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
         planned, dead = plan_connector_table(s, stmt)
@@ -139,7 +130,7 @@ def create_connector_table(s: Session, stmt: ast.CreateTable, params: Sequence[A
 
 def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
         if stmt.primary_key:
@@ -178,7 +169,7 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
 
 def create_sink(s: Session, stmt: ast.CreateSink, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = _skip_existing(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
         if stmt.into_table is not None:

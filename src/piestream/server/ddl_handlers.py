@@ -41,7 +41,8 @@ class WrongObjectType(PiestreamError):
     sqlstate = "42809"
 
 
-def _check_new_name(s: Session, name: str, if_not_exists: bool) -> QueryResult | None:
+def check_new_name(s: Session, name: str, if_not_exists: bool) -> QueryResult | None:
+    """None if `name` is free; a notice result for IF NOT EXISTS; else 42P07."""
     if s.db.catalog.get(name) is not None:
         if if_not_exists:
             r = command("CREATE")
@@ -56,7 +57,7 @@ def _check_new_name(s: Session, name: str, if_not_exists: bool) -> QueryResult |
 
 def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
         if stmt.as_query is not None:
@@ -101,7 +102,7 @@ def create_materialized_view(
     s: Session, stmt: ast.CreateMaterializedView, params: Sequence[Any] = ()
 ) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
         binder = QueryBinder(s.db.catalog.snapshot())
@@ -128,7 +129,7 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
     with s.db.ddl.lock:
         existing = s.db.catalog.get(stmt.name)
         if existing is not None and not (stmt.or_replace and existing.kind is RelationKind.VIEW):
-            skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
+            skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
             if skipped is not None:
                 return skipped
         binder = QueryBinder(s.db.catalog.snapshot())
@@ -152,7 +153,7 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
 
 def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = _check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
         table = s.db.catalog.get(stmt.table)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import pyarrow as pa
 
@@ -82,6 +82,7 @@ class SinkWriter(Protocol):
 
 #: A registered sink connector: the writer for a sink's validated options.
 SinkConnector = Callable[[Mapping[str, str]], SinkWriter]
+C = TypeVar("C")
 
 
 # -- the registry ----------------------------------------------------------------------------------
@@ -95,18 +96,18 @@ class Connectors:
     sinks: Mapping[str, SinkConnector] = field(default_factory=dict)
 
     def source(self, name: str) -> SourceConnector:
-        c = self.sources.get(name.lower())
-        if c is None:
-            known = ", ".join(sorted(self.sources)) or "none registered"
-            raise FeatureNotSupported(f'connector "{name}" is not supported (known: {known})')
-        return c
+        return _lookup(self.sources, name, "connector")
 
     def sink(self, name: str) -> SinkConnector:
-        c = self.sinks.get(name.lower())
-        if c is None:
-            known = ", ".join(sorted(self.sinks)) or "none registered"
-            raise FeatureNotSupported(f'sink connector "{name}" is not supported (known: {known})')
-        return c
+        return _lookup(self.sinks, name, "sink connector")
+
+
+def _lookup(connectors: Mapping[str, C], name: str, what: str) -> C:
+    c = connectors.get(name.lower())
+    if c is None:
+        known = ", ".join(sorted(connectors)) or "none registered"
+        raise FeatureNotSupported(f'{what} "{name}" is not supported (known: {known})')
+    return c
 
 
 _SOURCES: dict[str, SourceConnector] = {}
