@@ -255,7 +255,7 @@ class CatalogSnapshot:
     """An in-memory catalog (tests, and the frontend's view of meta's catalog)."""
 
     by_name: dict[str, Relation] = field(default_factory=dict)
-    _next: int = 1000
+    last_id: int = 1000  # `next_id` hands out ids after it
 
     def get_relation(self, name: str) -> Relation | None:
         return self.by_name.get(name)
@@ -264,12 +264,12 @@ class CatalogSnapshot:
         return list(self.by_name.values())
 
     def next_id(self) -> int:
-        self._next += 1
-        return self._next
+        self.last_id += 1
+        return self.last_id
 
     def add(self, rel: Relation) -> None:
         self.by_name[rel.name] = rel
-        self._next = max(self._next, rel.id)
+        self.last_id = max(self.last_id, rel.id)
 
     def require(self, name: str, position: int | None = None) -> Relation:
         rel = self.get_relation(name)

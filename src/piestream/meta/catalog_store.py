@@ -125,9 +125,7 @@ class CatalogStore:
     # -- reading --------------------------------------------------------------------------------
     def snapshot(self) -> CatalogSnapshot:
         with self._lock:
-            snap = CatalogSnapshot(dict(self._relations))
-            snap._next = 0
-            return snap
+            return CatalogSnapshot(dict(self._relations), last_id=0)
 
     def get(self, name: str) -> Relation | None:
         with self._lock:
