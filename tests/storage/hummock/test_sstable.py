@@ -519,11 +519,11 @@ def test_block_index_pointing_at_garbage_is_detected() -> None:
         decode_block(b"\x00" * 5, "where")
     # a valid checksum over a payload whose layout is inconsistent
     payload = struct.pack("<I", 5) + b"\x00" * 3
-    raw = payload + struct.pack("<BQ", 0, xxhash.xxh64_intdigest(payload + b"\x00"))
+    raw = payload + struct.pack("<BQ", 0, xxhash.xxh64_intdigest(payload, 0))
     with pytest.raises(DataCorruption, match="where"):
         decode_block(raw, "where")
     # and an unknown compression code with a valid checksum
-    raw = payload + struct.pack("<BQ", 7, xxhash.xxh64_intdigest(payload + b"\x07"))
+    raw = payload + struct.pack("<BQ", 7, xxhash.xxh64_intdigest(payload, 7))
     with pytest.raises(DataCorruption, match="compression"):
         decode_block(raw, "where")
 

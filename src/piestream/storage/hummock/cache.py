@@ -37,6 +37,22 @@ class LruCache(Generic[V]):
             self.hits += 1
             return item[0]
 
+    def peek(self, key: Hashable) -> V | None:
+        """The entry without counting a hit or a miss or refreshing its recency."""
+        item = self._data.get(key)
+        return None if item is None else item[0]
+
+    def touch(self, key: Hashable) -> None:
+        """Mark an entry as just used."""
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+
+    def count(self, *, hits: int = 0, misses: int = 0) -> None:
+        """Record hits and misses of a cache whose entries hold many items (blocks of an SST)."""
+        self.hits += hits
+        self.misses += misses
+
     def put(self, key: Hashable, value: V) -> None:
         size = self._size_of(value)
         with self._lock:

@@ -89,8 +89,8 @@ class SstableIterator:
         first = 0 if start is None else max(meta.block_for(start), 0)
         pending: list[KvBatch] = []
         rows = 0
-        for idx in range(first, len(meta.blocks)):
-            if end is not None and meta.blocks[idx].first_key >= end:
+        for idx in range(first, len(meta)):
+            if end is not None and meta.first_keys[idx] >= end:
                 break
             for b in BlockIterator(self.store.block(self.sst, idx), self.rng):
                 pending.append(b)

@@ -1,20 +1,26 @@
-"""The SST object format (seed 001 "Storage Format"; reference §5.1 for the ideas).
+"""The SST object format, version 2 (seed 001 "Storage Format"; reference §5.1 for the ideas).
 
 One object per SST::
 
     [block 0] ... [block n-1] [meta] [footer]
 
-A block holds up to ~64 KiB of sorted entries laid out column-wise, so decoding it is a few
-zero-copy numpy / Arrow views instead of a loop over entries::
+A block holds ~64 KiB of sorted entries (configurable per table) laid out as columns, so
+decoding it is a few numpy / Arrow views and never a loop over entries::
 
     count u32 | key offsets u32 x (count+1) | value offsets u32 x (count+1)
     | filter lens u16 x count | key bytes | value bytes
 
-On disk a block is ``body | compression u8 | xxh64(body + compression) u64`` where body is the
-payload, optionally LZ4- or Zstd-compressed. The meta holds the block index (offset, length,
-first key), smallest and largest key, the Bloom filter, key count, epoch range and table ids; the
-footer locates and checksums the meta. Every read verifies checksums, so corrupt bytes raise
-`DataCorruption` naming the object and block instead of being returned as data.
+Keys are full keys (user key | inverted epoch u64 BE), so every key ends in a fixed 8-byte epoch
+column: the read-epoch rule is one gather of those words plus a search for ``user key | read
+epoch`` (`key_index`). On disk a block is ``body | compression u8 | xxh64(body, seed=compression)
+u64``; body is the payload, optionally LZ4- or Zstd-compressed.
+
+The meta is columnar too: block offsets, lengths, uncompressed sizes and key counts as arrays,
+the block index as the array of block first keys (offsets + bytes), then smallest and largest key,
+key count, epoch range, table ids and the Bloom filter. The footer locates and checksums the meta
+and carries the format version; an SST of another version is refused with `SstFormatError`
+(README "Upgrading"). Every read verifies checksums, so corrupt bytes raise `DataCorruption`
+naming the object and block instead of being returned as data.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import lz4.block
 import numpy as np
@@ -32,11 +38,13 @@ import zstandard
 
 from piestream.common.errors import DataCorruption
 from piestream.encoding.keys import EPOCH_LEN, TABLE_PREFIX_LEN, split_full_key
+from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.filter import BloomFilter
+from piestream.storage.hummock.key_index import KeyIndex, padded_ragged
 from piestream.storage.hummock.kv_batch import KvBatch
 
 MAGIC = 0x5049_4553  # "PIES"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 DEFAULT_BLOCK_SIZE = 64 * 1024
 
 COMPRESSION_NONE = 0
@@ -45,8 +53,13 @@ COMPRESSION_ZSTD = 2
 _COMPRESSIONS = {"none": COMPRESSION_NONE, "lz4": COMPRESSION_LZ4, "zstd": COMPRESSION_ZSTD}
 
 _BLOCK_TRAILER = struct.Struct("<BQ")
+BLOCK_TRAILER_SIZE = _BLOCK_TRAILER.size
 _FOOTER = struct.Struct("<QIQII")  # meta offset, meta len, meta checksum, version, magic
 FOOTER_SIZE = _FOOTER.size
+
+
+class SstFormatError(DataCorruption):
+    """An SST written in a format version this piestream does not read."""
 
 
 def compression_code(name: str) -> int:
@@ -63,21 +76,17 @@ def compression_code(name: str) -> int:
 
 def _rebased_offsets(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets from 0 as uint32, data bytes) of a binary array slice."""
-    bufs = arr.buffers()
-    offs = np.frombuffer(bufs[1], np.int32, count=len(arr) + 1 + arr.offset)[arr.offset :]
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    data = data[offs[0] : offs[-1]]
-    return (offs - offs[0]).astype(np.uint32), data
+    r = Ragged.from_arrow(arr)
+    return (r.offsets - r.offsets[0]).astype(np.uint32), r.data[r.offsets[0] : r.offsets[-1]]
 
 
-def encode_block(batch: KvBatch, compression: int = COMPRESSION_NONE) -> bytes:
-    """The on-disk bytes of one block holding all of `batch`."""
-    n = len(batch)
+def block_payload(batch: KvBatch) -> bytes:
+    """The uncompressed columnar payload of one block holding all of `batch`."""
     koffs, kdata = _rebased_offsets(batch.keys)
     voffs, vdata = _rebased_offsets(batch.values)
-    payload = b"".join(
+    return b"".join(
         (
-            struct.pack("<I", n),
+            struct.pack("<I", len(batch)),
             koffs.tobytes(),
             voffs.tobytes(),
             np.asarray(batch.filter_lens, np.uint16).tobytes(),
@@ -85,19 +94,46 @@ def encode_block(batch: KvBatch, compression: int = COMPRESSION_NONE) -> bytes:
             vdata.tobytes(),
         )
     )
+
+
+def encode_block(batch: KvBatch, compression: int = COMPRESSION_NONE) -> bytes:
+    """The on-disk bytes of one block holding all of `batch`."""
+    payload = block_payload(batch)
     if compression == COMPRESSION_LZ4:
         body = lz4.block.compress(payload, store_size=True)
     elif compression == COMPRESSION_ZSTD:
         body = zstandard.ZstdCompressor(level=3).compress(payload)
     else:
         body = payload
-    checksum = xxhash.xxh64_intdigest(body + bytes([compression]))
-    return body + _BLOCK_TRAILER.pack(compression, checksum)
+    return body + _BLOCK_TRAILER.pack(compression, xxhash.xxh64_intdigest(body, compression))
+
+
+def block_body(raw: memoryview | bytes, where: str) -> bytes | memoryview:
+    """Verify one block's on-disk bytes and return its uncompressed payload (no copy when the
+    block is not compressed)."""
+    mv = memoryview(raw)
+    if len(mv) < _BLOCK_TRAILER.size:
+        raise DataCorruption(f"{where}: block truncated")
+    body = mv[: -_BLOCK_TRAILER.size]
+    compression, checksum = _BLOCK_TRAILER.unpack_from(mv, len(mv) - _BLOCK_TRAILER.size)
+    if xxhash.xxh64_intdigest(body, compression) != checksum:
+        raise DataCorruption(f"{where}: block checksum mismatch")
+    try:
+        if compression == COMPRESSION_NONE:
+            return body
+        if compression == COMPRESSION_LZ4:
+            return lz4.block.decompress(body)
+        if compression == COMPRESSION_ZSTD:
+            return zstandard.ZstdDecompressor().decompress(body)
+    except (lz4.block.LZ4BlockError, zstandard.ZstdError) as e:
+        raise DataCorruption(f"{where}: cannot decompress block: {e}") from e
+    raise DataCorruption(f"{where}: unknown compression {compression}")
 
 
 class Block:
-    """A decoded block: Arrow views over its keys and values, plus a lazily built key list for
-    point lookups (bisect over Python bytes is the fastest per-key search Python offers)."""
+    """A decoded block: Arrow views over its keys and values (zero-copy into the decoded SST's
+    buffer), plus a lazily built key list for the single-key `get` (bisect over Python bytes is
+    the fastest one-key search Python offers)."""
 
     __slots__ = ("_key_list", "_vbuf", "_voffs", "batch", "nbytes")
 
@@ -120,10 +156,8 @@ class Block:
     def value_at(self, i: int) -> bytes:
         """The i-th value, sliced from the value buffer (an Arrow scalar costs microseconds)."""
         if self._voffs is None:
-            from piestream.encoding.ragged import Ragged
-
             r = Ragged.from_arrow(self.batch.values)
-            self._vbuf = r.data.data
+            self._vbuf = memoryview(r.data)
             self._voffs = r.offsets.tolist()
         assert self._vbuf is not None
         return bytes(self._vbuf[self._voffs[i] : self._voffs[i + 1]])
@@ -133,56 +167,19 @@ class Block:
 
 
 def decode_block(raw: bytes, where: str) -> Block:
-    """Verify and decode one block's on-disk bytes; `where` names it in errors."""
-    if len(raw) < _BLOCK_TRAILER.size:
-        raise DataCorruption(f"{where}: block truncated")
-    body = raw[: -_BLOCK_TRAILER.size]
-    compression, checksum = _BLOCK_TRAILER.unpack_from(raw, len(raw) - _BLOCK_TRAILER.size)
-    if xxhash.xxh64_intdigest(body + bytes([compression])) != checksum:
-        raise DataCorruption(f"{where}: block checksum mismatch")
-    try:
-        if compression == COMPRESSION_LZ4:
-            payload = lz4.block.decompress(body)
-        elif compression == COMPRESSION_ZSTD:
-            payload = zstandard.ZstdDecompressor().decompress(body)
-        elif compression == COMPRESSION_NONE:
-            payload = body
-        else:
-            raise DataCorruption(f"{where}: unknown compression {compression}")
-    except (lz4.block.LZ4BlockError, zstandard.ZstdError) as e:
-        raise DataCorruption(f"{where}: cannot decompress block: {e}") from e
-    return Block(_parse_payload(payload, where), len(payload))
+    """Verify and decode one block's on-disk bytes on their own (tests, tools); reads go through
+    `DecodedSstable`, which decodes blocks straight into its shared buffer."""
+    from piestream.storage.hummock.decoded import DecodedSstable
 
-
-def _parse_payload(payload: bytes, where: str) -> KvBatch:
-    buf = np.frombuffer(payload, np.uint8)
-    try:
-        (n,) = struct.unpack_from("<I", payload, 0)
-        pos = 4
-        # copies: a bytes object's buffer is not 4-byte aligned, and Arrow (Acero) wants aligned offsets
-        koffs = np.frombuffer(payload, np.uint32, n + 1, pos).copy()
-        pos += 4 * (n + 1)
-        voffs = np.frombuffer(payload, np.uint32, n + 1, pos).copy()
-        pos += 4 * (n + 1)
-        flens = np.frombuffer(payload, np.uint16, n, pos).copy()
-        pos += 2 * n
-    except (struct.error, ValueError) as e:
-        raise DataCorruption(f"{where}: block header truncated") from e
-    kbytes, vbytes = int(koffs[-1]), int(voffs[-1])
-    if (
-        koffs[0] != 0
-        or voffs[0] != 0
-        or pos + kbytes + vbytes != len(payload)
-        or (
-            n and (np.any(np.diff(koffs.astype(np.int64)) < 0) or np.any(np.diff(voffs.astype(np.int64)) < 0))
-        )
-    ):
-        raise DataCorruption(f"{where}: block layout is inconsistent")
-    kbuf = pa.py_buffer(buf[pos : pos + kbytes])
-    vbuf = pa.py_buffer(buf[pos + kbytes : pos + kbytes + vbytes])
-    keys = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(koffs.view(np.int32)), kbuf])
-    values = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(voffs.view(np.int32)), vbuf])
-    return KvBatch(keys, values, flens)
+    payload = block_body(raw, where)
+    n = struct.unpack_from("<I", payload, 0)[0] if len(payload) >= 4 else -1
+    if n < 0:
+        raise DataCorruption(f"{where}: block header truncated")
+    meta = SstableMeta.single_block(len(raw), len(payload), n)
+    d = DecodedSstable(0, meta, "")
+    d.install(0, payload, where)
+    d.loaded[0] = True
+    return d.block(0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,23 +196,84 @@ class BlockMeta:
     first_key: bytes
 
 
-@dataclass
 class SstableMeta:
-    """Everything about an SST except its entries."""
+    """Everything about an SST except its entries; the block index is columnar."""
 
-    blocks: list[BlockMeta]
-    smallest_key: bytes
-    largest_key: bytes
-    key_count: int
-    min_epoch: int
-    max_epoch: int
-    table_ids: list[int]
-    unfiltered_table_ids: list[int]
-    bloom: BloomFilter
-    first_keys: list[bytes] = field(default_factory=list)
+    def __init__(
+        self,
+        *,
+        offsets: np.ndarray,
+        lengths: np.ndarray,
+        usizes: np.ndarray,
+        key_counts: np.ndarray,
+        first_keys: Ragged,
+        smallest_key: bytes,
+        largest_key: bytes,
+        key_count: int,
+        min_epoch: int,
+        max_epoch: int,
+        table_ids: list[int],
+        unfiltered_table_ids: list[int],
+        bloom: BloomFilter,
+    ) -> None:
+        self.offsets = offsets.astype(np.int64)
+        self.lengths = lengths.astype(np.int64)
+        self.usizes = usizes.astype(np.int64)
+        self.key_counts = key_counts.astype(np.int64)
+        self.first_key_ragged = first_keys
+        self.smallest_key = smallest_key
+        self.largest_key = largest_key
+        self.key_count = key_count
+        self.min_epoch = min_epoch
+        self.max_epoch = max_epoch
+        self.table_ids = table_ids
+        self.unfiltered_table_ids = unfiltered_table_ids
+        self.bloom = bloom
+        self.first_keys: list[bytes] = first_keys.to_list()
+        self._index: KeyIndex | None = None
+        self._blocks: list[BlockMeta] | None = None
 
-    def __post_init__(self) -> None:
-        self.first_keys = [b.first_key for b in self.blocks]
+    @classmethod
+    def single_block(cls, length: int, usize: int, count: int) -> SstableMeta:
+        return cls(
+            offsets=np.zeros(1, np.int64),
+            lengths=np.array([length]),
+            usizes=np.array([usize]),
+            key_counts=np.array([count]),
+            first_keys=Ragged.from_list([b""]),
+            smallest_key=b"",
+            largest_key=b"",
+            key_count=count,
+            min_epoch=0,
+            max_epoch=0,
+            table_ids=[],
+            unfiltered_table_ids=[],
+            bloom=BloomFilter.build(np.zeros(0, np.uint64)),
+        )
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def blocks(self) -> list[BlockMeta]:
+        """The block index as records (tests and tools; reads use the arrays)."""
+        if self._blocks is None:
+            self._blocks = [
+                BlockMeta(int(o), int(ln), int(u), int(c), k)
+                for o, ln, u, c, k in zip(
+                    self.offsets, self.lengths, self.usizes, self.key_counts, self.first_keys, strict=True
+                )
+            ]
+        return self._blocks
+
+    def index(self) -> KeyIndex:
+        """The block first keys as a `KeyIndex`, to route a batch of keys to blocks at once."""
+        if self._index is None:
+            data, starts, lens = padded_ragged(self.first_key_ragged)
+            idx = KeyIndex(data, starts, lens, np.array([0, len(starts)], np.int64))
+            idx.fill(np.zeros(1, np.int64))
+            self._index = idx
+        return self._index
 
     def block_for(self, key: bytes) -> int:
         """Index of the block that may hold the first entry >= `key` (-1: before all blocks)."""
@@ -228,14 +286,18 @@ class SstableMeta:
         return self.bloom.may_contain(filter_key)
 
     def nbytes(self) -> int:
-        return sum(len(b.first_key) + 40 for b in self.blocks) + len(self.bloom.to_bytes()) + 200
+        return int(self.first_key_ragged.offsets[-1]) + 90 * len(self) + len(self.bloom.to_bytes()) + 200
 
     def encode(self) -> bytes:
-        parts = [struct.pack("<I", len(self.blocks))]
-        for b in self.blocks:
-            parts.append(struct.pack("<QIII", b.offset, b.length, b.uncompressed_size, b.key_count))
-            parts.append(_lp(b.first_key))
-        parts += [
+        fk = self.first_key_ragged
+        parts = [
+            struct.pack("<I", len(self)),
+            self.offsets.astype("<u8").tobytes(),
+            self.lengths.astype("<u4").tobytes(),
+            self.usizes.astype("<u4").tobytes(),
+            self.key_counts.astype("<u4").tobytes(),
+            (fk.offsets - fk.offsets[0]).astype("<u4").tobytes(),
+            fk.data[fk.offsets[0] : fk.offsets[-1]].tobytes(),
             _lp(self.smallest_key),
             _lp(self.largest_key),
             struct.pack("<QQQ", self.key_count, self.min_epoch, self.max_epoch),
@@ -253,10 +315,15 @@ class SstableMeta:
     def decode(cls, data: bytes, where: str) -> SstableMeta:
         try:
             r = _Reader(data)
-            blocks = []
-            for _ in range(r.u32()):
-                off, length, usize, kc = r.unpack("<QIII")
-                blocks.append(BlockMeta(off, length, usize, kc, r.lp()))
+            n = r.u32()
+            offsets = r.array("<u8", n)
+            lengths = r.array("<u4", n)
+            usizes = r.array("<u4", n)
+            counts = r.array("<u4", n)
+            fko = r.array("<u4", n + 1).astype(np.int64)
+            if n and (fko[0] != 0 or np.any(np.diff(fko) < 0)):
+                raise DataCorruption("block index offsets are inconsistent")
+            fkd = np.frombuffer(r.take(int(fko[-1])), np.uint8)
             smallest, largest = r.lp(), r.lp()
             key_count, min_epoch, max_epoch = r.unpack("<QQQ")
             table_ids = [r.u32() for _ in range(r.u32())]
@@ -264,9 +331,23 @@ class SstableMeta:
             bloom = BloomFilter.from_bytes(r.lp())
             if r.pos != len(data):
                 raise DataCorruption("trailing bytes")
-        except (struct.error, DataCorruption) as e:
+        except (struct.error, ValueError, DataCorruption) as e:
             raise DataCorruption(f"{where}: SST meta is corrupt ({e})") from e
-        return cls(blocks, smallest, largest, key_count, min_epoch, max_epoch, table_ids, unfiltered, bloom)
+        return cls(
+            offsets=offsets,
+            lengths=lengths,
+            usizes=usizes,
+            key_counts=counts,
+            first_keys=Ragged(fko, fkd),
+            smallest_key=smallest,
+            largest_key=largest,
+            key_count=key_count,
+            min_epoch=min_epoch,
+            max_epoch=max_epoch,
+            table_ids=table_ids,
+            unfiltered_table_ids=unfiltered,
+            bloom=bloom,
+        )
 
 
 def _lp(b: bytes) -> bytes:
@@ -286,28 +367,47 @@ class _Reader:
     def u32(self) -> int:
         return self.unpack("<I")[0]
 
-    def lp(self) -> bytes:
-        n = self.u32()
-        if self.pos + n > len(self.data):
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
             raise DataCorruption("length past the end")
         b = self.data[self.pos : self.pos + n]
         self.pos += n
         return b
+
+    def array(self, dtype: str, n: int) -> np.ndarray:
+        dt = np.dtype(dtype)
+        return np.frombuffer(self.take(n * dt.itemsize), dt).astype(np.int64)
+
+    def lp(self) -> bytes:
+        return self.take(self.u32())
 
 
 def encode_footer(meta_offset: int, meta: bytes) -> bytes:
     return _FOOTER.pack(meta_offset, len(meta), xxhash.xxh64_intdigest(meta), FORMAT_VERSION, MAGIC)
 
 
-def decode_meta_and_footer(tail: bytes, meta_offset: int, where: str) -> SstableMeta:
-    """Decode the bytes from `meta_offset` to the end of an SST object (meta + footer)."""
+def check_footer(tail: bytes, where: str) -> tuple[int, int, int]:
+    """(meta offset, meta length, meta checksum) from an SST's last `FOOTER_SIZE` bytes, after
+    checking magic and format version."""
     if len(tail) < FOOTER_SIZE:
         raise DataCorruption(f"{where}: SST footer truncated")
     off, mlen, checksum, version, magic = _FOOTER.unpack_from(tail, len(tail) - FOOTER_SIZE)
     if magic != MAGIC:
         raise DataCorruption(f"{where}: not an SST (bad magic)")
     if version != FORMAT_VERSION:
-        raise DataCorruption(f"{where}: unsupported SST format version {version}")
+        raise SstFormatError(
+            f"{where}: SST format version {version}, but this piestream reads only version "
+            f"{FORMAT_VERSION}; the data directory was written by "
+            f"{'an older' if version < FORMAT_VERSION else 'a newer'} piestream. Start from a new "
+            "data directory, or reload the data with the piestream that wrote it "
+            "(README \"Upgrading\")"
+        )
+    return off, mlen, checksum
+
+
+def decode_meta_and_footer(tail: bytes, meta_offset: int, where: str) -> SstableMeta:
+    """Decode the bytes from `meta_offset` to the end of an SST object (meta + footer)."""
+    off, mlen, checksum = check_footer(tail, where)
     if off != meta_offset or mlen != len(tail) - FOOTER_SIZE:
         raise DataCorruption(f"{where}: SST footer does not match its meta")
     meta = tail[:mlen]
@@ -358,30 +458,35 @@ def build_sstable(
     compression: int = COMPRESSION_NONE,
     bits_per_key: int = 10,
 ) -> BuiltSstable:
-    """Build one SST from a non-empty sorted batch."""
+    """Build one SST from a non-empty sorted batch (block cuts and the index from arrays)."""
     if not len(batch):
         raise ValueError("cannot build an empty SST")
     cum = np.cumsum(batch.entry_sizes())
     # block boundaries: cut whenever the running size passes a multiple of block_size
     cuts = np.flatnonzero(np.diff(cum // block_size) > 0) + 1
-    bounds = [0, *cuts.tolist(), len(batch)]
+    bounds = np.array([0, *cuts.tolist(), len(batch)], np.int64)
     parts: list[bytes] = []
-    blocks: list[BlockMeta] = []
-    offset = 0
-    for s, e in itertools.pairwise(bounds):
-        if e <= s:
-            continue
-        sub = batch.slice(s, e - s)
-        raw = encode_block(sub, compression)
-        usize = int(cum[e - 1] - (cum[s - 1] if s else 0))
-        blocks.append(BlockMeta(offset, len(raw), usize, e - s, sub.first_key()))
+    lengths: list[int] = []
+    for s, e in itertools.pairwise(bounds.tolist()):  # one iteration per block, not per entry
+        raw = encode_block(batch.slice(s, e - s), compression)
         parts.append(raw)
-        offset += len(raw)
+        lengths.append(len(raw))
+    starts, ends = bounds[:-1], bounds[1:]
+    lens = np.asarray(lengths, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    counts = ends - starts
+    keys = Ragged.from_arrow(batch.keys)
+    koffs, voffs = keys.offsets, Ragged.from_arrow(batch.values).offsets
+    usizes = 4 + 8 * (counts + 1) + 2 * counts + (koffs[ends] - koffs[starts]) + (voffs[ends] - voffs[starts])
     epochs = batch.epochs()
     hashes, unfiltered = filter_hashes(batch)
     tids = sorted(_table_ids(batch))
     meta = SstableMeta(
-        blocks=blocks,
+        offsets=offsets,
+        lengths=lens,
+        usizes=usizes,
+        key_counts=counts,
+        first_keys=keys.take(starts),
         smallest_key=batch.first_key(),
         largest_key=batch.last_key(),
         key_count=len(batch),
@@ -392,8 +497,9 @@ def build_sstable(
         bloom=BloomFilter.build(hashes, bits_per_key),
     )
     meta_bytes = meta.encode()
-    data = b"".join([*parts, meta_bytes, encode_footer(offset, meta_bytes)])
-    return BuiltSstable(data, meta, offset)
+    end = int(lens.sum())
+    data = b"".join([*parts, meta_bytes, encode_footer(end, meta_bytes)])
+    return BuiltSstable(data, meta, end)
 
 
 def _table_ids(batch: KvBatch) -> set[int]:

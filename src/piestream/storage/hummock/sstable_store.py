@@ -3,6 +3,8 @@
 `SstableStore` is the only component that touches SST bytes: `upload` publishes a built SST
 under a fresh object id (every write attempt gets its own name, so a retried Spark task never
 overwrites what another attempt wrote), `meta` and `block` read with caching and verify checksums.
+The block cache holds decoded arrays: one `DecodedSstable` per SST that has blocks in memory,
+charged by the bytes of its loaded blocks and evicted whole, least recently used first.
 """
 
 from __future__ import annotations
@@ -10,15 +12,14 @@ from __future__ import annotations
 import secrets
 import threading
 
+import numpy as np
+
 from piestream.common.errors import DataCorruption, ObjectNotFound, StorageError
+from collections.abc import Sequence
+
 from piestream.storage.hummock.cache import LruCache
-from piestream.storage.hummock.sstable import (
-    Block,
-    BuiltSstable,
-    SstableMeta,
-    decode_block,
-    decode_meta_and_footer,
-)
+from piestream.storage.hummock.decoded import DecodedSstable
+from piestream.storage.hummock.sstable import Block, BuiltSstable, SstableMeta, decode_meta_and_footer
 from piestream.storage.hummock.version import SstableInfo, sst_path
 from piestream.storage.object_store import ObjectStore
 
@@ -42,7 +43,7 @@ class SstableStore:
     ) -> None:
         self.store = store
         self.meta_cache: LruCache[SstableMeta] = LruCache(meta_cache_bytes, lambda m: m.nbytes())
-        self.block_cache: LruCache[Block] = LruCache(block_cache_bytes, lambda b: b.nbytes + 64)
+        self.block_cache: LruCache[DecodedSstable] = LruCache(block_cache_bytes, lambda d: d.nbytes())
 
     def upload(self, built: BuiltSstable) -> SstableInfo:
         """Publish an SST under a fresh object id and describe it for a version."""
@@ -80,27 +81,38 @@ class SstableStore:
 
         return self.meta_cache.get_or_load(sst.object_id, load)
 
+    def decoded(self, sst: SstableInfo) -> DecodedSstable:
+        """The SST's decoded blocks (from the block cache, or a new empty one)."""
+        d = self.block_cache.peek(sst.object_id)
+        if d is None:
+            d = DecodedSstable(sst.object_id, self.meta(sst), sst.path)
+        return d
+
+    def load_blocks(self, sst: SstableInfo, blocks: Sequence[int] | np.ndarray) -> DecodedSstable:
+        """The SST's decoded blocks with `blocks` loaded (read, verified and decoded if missing)."""
+        d = self.decoded(sst)
+        nb = len(d.meta)
+        want = np.asarray(blocks, np.int64)
+        if len(want) and (want.min() < 0 or want.max() >= nb):
+            raise DataCorruption(f"{sst.path}: block {int(want.max())} does not exist")
+        before = int(d.loaded[want].sum()) if len(want) else 0
+        loaded = d.ensure(want, lambda off, n: self._read(sst, off, n, f"block at {off}"))
+        self.block_cache.count(hits=before, misses=loaded)
+        if loaded or self.block_cache.peek(sst.object_id) is None:
+            self.block_cache.put(sst.object_id, d)  # re-charged with its new size
+        else:
+            self.block_cache.touch(sst.object_id)
+        return d
+
     def block(self, sst: SstableInfo, idx: int) -> Block:
-        key = (sst.object_id, idx)
-        block = self.block_cache.get(key)
-        if block is None:
-            meta = self.meta(sst)
-            if not 0 <= idx < len(meta.blocks):
-                raise DataCorruption(f"{sst.path}: block {idx} does not exist")
-            bm = meta.blocks[idx]
-            raw = self._read(sst, bm.offset, bm.length, f"block {idx}")
-            block = decode_block(raw, f"{sst.path} block {idx}")
-            if len(block) != bm.key_count:
-                raise DataCorruption(f"{sst.path} block {idx}: key count differs from the index")
-            self.block_cache.put(key, block)
-        return block
+        return self.load_blocks(sst, [idx]).block(idx)
 
     def delete_objects(self, object_ids: list[int]) -> None:
         self.store.delete_many([sst_path(i) for i in object_ids])
         for i in object_ids:
             self.meta_cache.evict_where(lambda k, i=i: k == i)  # type: ignore[misc]
         ids = set(object_ids)
-        self.block_cache.evict_where(lambda k: isinstance(k, tuple) and k[0] in ids)
+        self.block_cache.evict_where(lambda k: k in ids)
 
 
 _PROCESS_STORES: dict[str, SstableStore] = {}

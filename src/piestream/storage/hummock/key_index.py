@@ -1,0 +1,258 @@
+"""Vector search over sorted byte-string keys: the in-block and block-index search of Hummock.
+
+Keys live in one uint8 buffer addressed by (start, length) arrays, so a batch of queries is
+compared against a batch of keys with a few numpy gathers of 8-byte big-endian words instead of
+one Python ``bytes`` comparison per key (reference: columnar-state-notes "Vector search facts").
+
+`KeyIndex` holds sorted keys cut into *segments* (the blocks of an SST, or fixed-size slices of an
+in-memory run). Each segment knows the prefix all its keys share, and every key gets a uint64
+search word: the segment number in the top bits, then the bytes right after the segment's common
+prefix. The words of the whole index are sorted, so one `np.searchsorted` finds every query's
+place; only queries whose word ties with a key's (equal bytes so far) are settled by an exact,
+still vectorized, word-by-word comparison. Keys are never turned into numpy ``S`` strings, which
+drop trailing NUL bytes (a BIGINT 0 key ends in ``00``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from piestream.encoding.ragged import Ragged, word_view
+
+#: ``_MASKS[r]`` keeps the first r bytes (big-endian) of a word; r is clipped to 0..8.
+_MASKS = np.array([0] + [((1 << 64) - 1) ^ ((1 << (8 * (8 - r))) - 1) for r in range(1, 8)] + [(1 << 64) - 1], np.uint64)
+_BYTE_SHIFTS = np.arange(56, -8, -8, dtype=np.uint64)
+PAD = 8  # every key buffer carries 8 spare bytes so a word read at a key's end stays in bounds
+
+
+def padded(data: np.ndarray) -> np.ndarray:
+    """A copy of a uint8 buffer with `PAD` zero bytes appended (word reads at the end are safe)."""
+    out = np.zeros(len(data) + PAD, np.uint8)
+    out[: len(data)] = data
+    return out
+
+
+def padded_ragged(r: Ragged) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(padded data, starts, lengths) of a Ragged, the form every search here takes."""
+    return padded(r.data), r.offsets[:-1].astype(np.int64), r.lengths.astype(np.int64)
+
+
+def words(data: np.ndarray, pos: np.ndarray, remaining: np.ndarray) -> np.ndarray:
+    """The big-endian uint64 at each ``data[pos:]``, keeping only `remaining` bytes (zero-filled)."""
+    w = word_view(data, ">u8")[pos].astype(np.uint64)
+    return w & _MASKS[np.clip(remaining, 0, 8)]
+
+
+def compare(
+    a_data: np.ndarray,
+    a_start: np.ndarray,
+    a_len: np.ndarray,
+    b_data: np.ndarray,
+    b_start: np.ndarray,
+    b_len: np.ndarray,
+    skip: np.ndarray | int = 0,
+) -> np.ndarray:
+    """Byte-order comparison of key pairs (-1, 0, 1 as int8), starting at byte `skip` of both
+    (the caller knows the bytes before it are equal). Both buffers must be `padded`."""
+    n = len(a_start)
+    out = np.zeros(n, np.int8)
+    idx = np.arange(n)
+    off = np.broadcast_to(np.asarray(skip, np.int64), (n,)).copy()
+    while len(idx):
+        ra = a_len[idx] - off
+        rb = b_len[idx] - off
+        wa = words(a_data, a_start[idx] + off, ra)
+        wb = words(b_data, b_start[idx] + off, rb)
+        lt = wa < wb
+        gt = wa > wb
+        ends = (ra <= 8) | (rb <= 8)
+        decided = lt | gt | ends
+        res = np.where(lt, -1, np.where(gt, 1, np.sign(ra - rb))).astype(np.int8)
+        out[idx[decided]] = res[decided]
+        keep = ~decided
+        idx = idx[keep]
+        off = off[keep] + 8
+    return out
+
+
+def common_prefix_len(
+    data: np.ndarray, a_start: np.ndarray, a_len: np.ndarray, b_start: np.ndarray, b_len: np.ndarray
+) -> np.ndarray:
+    """Length of the common prefix of each pair of keys in one padded buffer."""
+    n = len(a_start)
+    out = np.zeros(n, np.int64)
+    idx = np.arange(n)
+    off = np.zeros(n, np.int64)
+    limit = np.minimum(a_len, b_len)
+    while len(idx):
+        rem = limit[idx] - off
+        wa = words(data, a_start[idx] + off, rem)
+        wb = words(data, b_start[idx] + off, rem)
+        x = wa ^ wb
+        same = x == 0
+        # leading zero bytes of the xor = bytes equal in this word
+        lead = np.where(same, 8, ((x[:, None] >> _BYTE_SHIFTS[None, :]) == 0).argmin(axis=1))
+        done = ~same | (rem <= 8)
+        out[idx[done]] = np.minimum(off[done] + lead[done], limit[idx[done]])
+        keep = ~done
+        idx = idx[keep]
+        off = off[keep] + 8
+    return out
+
+
+class KeyIndex:
+    """Sorted keys in segments, searchable for whole batches of queries at once.
+
+    ``data`` is a padded buffer; ``starts``/``lens`` address every key; ``seg_start`` (nseg + 1)
+    gives each segment's first key. Segments may be filled later (`fill`): until then their search
+    words are the segment number alone, which keeps the word column sorted.
+    """
+
+    __slots__ = ("_top", "bits", "cp", "data", "lens", "nseg", "seg_start", "shift", "starts", "word")
+
+    def __init__(self, data: np.ndarray, starts: np.ndarray, lens: np.ndarray, seg_start: np.ndarray) -> None:
+        self.data = data
+        self.starts = starts
+        self.lens = lens
+        self.seg_start = seg_start
+        self.nseg = len(seg_start) - 1
+        self.bits = int(self.nseg - 1).bit_length() if self.nseg > 1 else 0
+        self.shift = np.uint64(64 - self.bits) if self.bits else np.uint64(0)
+        self.cp = np.zeros(self.nseg, np.int64)
+        self._top: KeyIndex | None = None
+        counts = np.diff(seg_start)
+        if self.bits:
+            self.word = np.repeat(np.arange(self.nseg, dtype=np.uint64) << self.shift, counts)
+        else:
+            self.word = np.zeros(int(seg_start[-1]), np.uint64)
+
+    @classmethod
+    def of_ragged(cls, r: Ragged, segment_rows: int = 256) -> KeyIndex:
+        """An index over every key of a sorted Ragged, in segments of `segment_rows` keys."""
+        data, starts, lens = padded_ragged(r)
+        n = len(starts)
+        seg_start = np.unique(np.append(np.arange(0, n, segment_rows, dtype=np.int64), n))
+        if n == 0:
+            seg_start = np.zeros(1, np.int64)
+        idx = cls(data, starts, lens, seg_start)
+        idx.fill(np.arange(idx.nseg))
+        return idx
+
+    def _low(self, data: np.ndarray, pos: np.ndarray, rem: np.ndarray) -> np.ndarray:
+        w = words(data, pos, rem) if len(pos) else np.zeros(0, np.uint64)
+        return w >> np.uint64(self.bits) if self.bits else w
+
+    def fill(self, segs: np.ndarray) -> None:
+        """Compute the common prefix and the search words of the given (now loaded) segments."""
+        segs = np.asarray(segs, np.int64)
+        segs = segs[self.seg_start[segs + 1] > self.seg_start[segs]]
+        if not len(segs):
+            return
+        first = self.seg_start[segs]
+        last = self.seg_start[segs + 1] - 1
+        cp = common_prefix_len(self.data, self.starts[first], self.lens[first], self.starts[last], self.lens[last])
+        self.cp[segs] = cp
+        counts = last - first + 1
+        ent = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        seg_of = np.repeat(segs, counts)
+        cpe = np.repeat(cp, counts)
+        low = self._low(self.data, self.starts[ent] + cpe, self.lens[ent] - cpe)
+        top = seg_of.astype(np.uint64) << self.shift if self.bits else np.uint64(0)
+        self.word[ent] = top | low
+
+    def lower_bound(
+        self,
+        q_data: np.ndarray,
+        q_start: np.ndarray,
+        q_len: np.ndarray,
+        seg: np.ndarray | None = None,
+        *,
+        right: bool = False,
+    ) -> np.ndarray:
+        """For each query, the first key position in its segment with key >= query (> with
+        `right`), or the segment's end. `seg` gives each query's segment (the last one whose
+        first key is <= the query, see `route`); None routes by the segments' first keys, which
+        makes the result the global lower bound (every segment must be filled)."""
+        m = len(q_start)
+        if seg is None:
+            seg = self.route_segments(q_data, q_start, q_len) if self.nseg > 1 else np.zeros(m, np.int64)
+        if not m or self.nseg == 0:
+            return np.zeros(m, np.int64)
+        s_lo = self.seg_start[seg]
+        s_hi = self.seg_start[seg + 1]
+        pos = s_lo.copy()
+        nonempty = s_hi > s_lo
+        cp = self.cp[seg]
+        # bytes before the segment's common prefix: compare with the segment's first key
+        head = np.zeros(m, np.int8)
+        hp = np.flatnonzero(nonempty & (cp > 0))
+        if len(hp):
+            f = s_lo[hp]
+            head[hp] = compare(
+                q_data, q_start[hp], np.minimum(q_len[hp], cp[hp]), self.data, self.starts[f], cp[hp]
+            )
+        pos[head > 0] = s_hi[head > 0]
+        live = np.flatnonzero(nonempty & (head == 0))
+        if not len(live):
+            return pos
+        c = cp[live]
+        low = self._low(q_data, q_start[live] + c, q_len[live] - c)
+        top = seg[live].astype(np.uint64) << self.shift if self.bits else np.uint64(0)
+        g = top | low
+        lo = np.searchsorted(self.word, g, "left")
+        hi = np.searchsorted(self.word, g, "right")
+        # ties: equal words, so compare the keys exactly (binary search inside [lo, hi))
+        tie = np.flatnonzero(hi > lo)
+        if len(tie):
+            t_lo, t_hi = lo[tie], hi[tie]
+            qi = live[tie]
+            while True:
+                open_ = np.flatnonzero(t_lo < t_hi)
+                if not len(open_):
+                    break
+                a, b = t_lo[open_], t_hi[open_]
+                mid = (a + b) // 2
+                q = qi[open_]
+                cmp = compare(
+                    self.data, self.starts[mid], self.lens[mid], q_data, q_start[q], q_len[q], cp[q]
+                )
+                go_right = cmp <= 0 if right else cmp < 0
+                t_lo[open_] = np.where(go_right, mid + 1, a)
+                t_hi[open_] = np.where(go_right, b, mid)
+            lo[tie] = t_lo
+        pos[live] = lo
+        return pos
+
+    def route_segments(self, q_data: np.ndarray, q_start: np.ndarray, q_len: np.ndarray) -> np.ndarray:
+        """Each query's segment: the last one whose first key is <= the query (0 if none is)."""
+        if self._top is None:
+            first = self.seg_start[:-1]
+            self._top = KeyIndex(self.data, self.starts[first], self.lens[first], np.array([0, self.nseg]))
+            self._top.fill(np.zeros(1, np.int64))
+        return self._top.route(q_data, q_start, q_len)
+
+    def route(self, q_data: np.ndarray, q_start: np.ndarray, q_len: np.ndarray) -> np.ndarray:
+        """For keys that are segment *first keys* (a block index): the last key <= each query,
+        clipped to 0 (queries below every key go to the first)."""
+        return np.maximum(self.lower_bound(q_data, q_start, q_len, right=True) - 1, 0)
+
+
+def sort_order(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """A stable permutation sorting the keys (padded buffer) in byte order: numpy sorts of 8-byte
+    words after the prefix every key shares, instead of Arrow's comparison sort of binary strings."""
+    n = len(starts)
+    if n < 2:
+        return np.arange(n)
+    z = np.zeros(n, np.int64)
+    cp = int(common_prefix_len(data, starts, lens, starts[z], lens[z]).min())
+    w0 = words(data, starts + cp, lens - cp)
+    order = np.argsort(w0, kind="stable")
+    sw = w0[order]
+    if not (sw[1:] == sw[:-1]).any():
+        return order
+    nwords = (int(lens.max()) - cp + 7) // 8
+    cols = [w0]
+    for k in range(1, nwords):
+        rem = lens - cp - 8 * k
+        cols.append(words(data, np.where(rem > 0, starts + cp + 8 * k, 0), rem))
+    return np.lexsort((lens, *reversed(cols)))
