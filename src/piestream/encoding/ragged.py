@@ -87,14 +87,39 @@ class Ragged:
         return cls(offsets, data)
 
     def gather_by(self, starts: np.ndarray, lens: np.ndarray) -> Ragged:
-        """A new Ragged whose string i is ``data[starts[i] : starts[i] + lens[i]]``."""
+        """A new Ragged whose string i is ``data[starts[i] : starts[i] + lens[i]]``.
+
+        Large gathers describe the strings as an Arrow ``binary_view`` array over the data and let
+        Arrow's cast to ``binary`` copy them (C++ memcpy per string). Small ones copy whole
+        8-byte words with one fancy index per word (destinations never overlap: a string's full
+        words lie inside its own output range) and the last ``len % 8`` bytes byte by byte.
+        """
+        lens = np.asarray(lens, np.int64)
+        starts = np.asarray(starts, np.int64)
         offsets = np.zeros(len(lens) + 1, np.int64)
         np.cumsum(lens, out=offsets[1:])
         total = int(offsets[-1])
         if total == 0:
             return Ragged(offsets, np.zeros(0, np.uint8))
-        src = np.repeat(starts - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
-        return Ragged(offsets, self.data[src])
+        if total >= _VIEW_GATHER_MIN and len(self.data) < 2**31 - 1 and total < 2**31 - 1:
+            return _gather_with_views(self.data, starts, lens)
+        out = np.empty(total, np.uint8)
+        nw = lens >> 3
+        words = int(nw.sum())
+        if words:
+            first = np.repeat(np.cumsum(nw) - nw, nw)
+            k8 = (np.arange(words, dtype=np.int64) - first) << 3
+            src = np.repeat(starts, nw) + k8
+            dst = np.repeat(offsets[:-1], nw) + k8
+            word_view(out, np.uint64)[dst] = word_view(np.ascontiguousarray(self.data), np.uint64)[src]
+        tail = lens & 7
+        nt = int(tail.sum())
+        if nt:
+            tstart = starts + (nw << 3)
+            tdst = offsets[:-1] + (nw << 3)
+            step = np.arange(nt, dtype=np.int64) - np.repeat(np.cumsum(tail) - tail, tail)
+            out[np.repeat(tdst, tail) + step] = self.data[np.repeat(tstart, tail) + step]
+        return Ragged(offsets, out)
 
     def slice_bytes(self, start: int, cut_end: int = 0) -> Ragged:
         """Every string without its first `start` and last `cut_end` bytes (they must exist)."""
@@ -129,6 +154,53 @@ class Ragged:
         if self.offsets[0] == 0 and len(self.data) == self.offsets[-1]:
             return self
         return Ragged(self.offsets - self.offsets[0], self.data[self.offsets[0] : self.offsets[-1]])
+
+
+_VIEW_GATHER_MIN = 1 << 16
+
+
+def _gather_with_views(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> Ragged:
+    """`Ragged.gather_by` through an Arrow binary_view array and a cast to binary."""
+    return Ragged.from_arrow(gather_views([data], np.zeros(len(lens), np.int64), starts, lens))
+
+
+def gather_views(
+    buffers: Sequence[np.ndarray], buf: np.ndarray, starts: np.ndarray, lens: np.ndarray
+) -> pa.Array:
+    """A binary array whose string i is ``buffers[buf[i]][starts[i]:starts[i] + lens[i]]``: an
+    Arrow binary_view array over the buffers, cast to binary (Arrow copies each string in C++).
+    Buffers must be under 2 GiB."""
+    n = len(lens)
+    views = np.zeros((n, 16), np.uint8)
+    views[:, :4] = lens.astype("<i4").view(np.uint8).reshape(n, 4)
+    long_ = lens > 12
+    li = np.flatnonzero(long_)
+    if len(li):
+        ls = starts[li]
+        lb = buf[li]
+        for k, data in enumerate(buffers):  # one step per source buffer, not per string
+            sel = np.flatnonzero(lb == k) if len(buffers) > 1 else np.arange(len(li))
+            views[li[sel], 4:8] = data[ls[sel, None] + np.arange(4)]
+        views[li, 8:12] = lb.astype("<i4").view(np.uint8).reshape(len(li), 4)
+        views[li, 12:16] = ls.astype("<i4").view(np.uint8).reshape(len(li), 4)
+    si = np.flatnonzero(~long_ & (lens > 0))
+    if len(si):  # short strings live inside their view
+        sl = lens[si]
+        sb = buf[si]
+        step = np.arange(int(sl.sum()), dtype=np.int64) - np.repeat(np.cumsum(sl) - sl, sl)
+        dst = np.repeat(si * 16 + 4, sl) + step
+        src = np.repeat(starts[si], sl) + step
+        owner = np.repeat(sb, sl)
+        flat = views.reshape(-1)
+        for k, data in enumerate(buffers):
+            sel = np.flatnonzero(owner == k) if len(buffers) > 1 else slice(None)
+            flat[dst[sel]] = data[src[sel]]
+    arr = pa.Array.from_buffers(
+        pa.binary_view(),
+        n,
+        [None, pa.py_buffer(views), *(pa.py_buffer(np.ascontiguousarray(b)) for b in buffers)],
+    )
+    return arr.cast(pa.binary())
 
 
 def concat_rows(parts: Sequence[Ragged]) -> Ragged:

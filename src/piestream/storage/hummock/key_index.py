@@ -39,8 +39,12 @@ def padded_ragged(r: Ragged) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def words(data: np.ndarray, pos: np.ndarray, remaining: np.ndarray) -> np.ndarray:
     """The big-endian uint64 at each ``data[pos:]``, keeping only `remaining` bytes (zero-filled)."""
-    w = word_view(data, ">u8")[pos].astype(np.uint64)
-    return w & _MASKS[np.clip(remaining, 0, 8)]
+    w = word_view(data, np.uint64)[pos]
+    w.byteswap(inplace=True)
+    short = np.flatnonzero(remaining < 8)
+    if len(short):
+        w[short] &= _MASKS[np.maximum(remaining[short], 0)]
+    return w
 
 
 def compare(
@@ -55,19 +59,22 @@ def compare(
     """Byte-order comparison of key pairs (-1, 0, 1 as int8), starting at byte `skip` of both
     (the caller knows the bytes before it are equal). Both buffers must be `padded`."""
     n = len(a_start)
+    if n == 0:
+        return np.zeros(0, np.int8)
+    a_s, b_s = a_start + skip, b_start + skip
+    a_l, b_l = a_len - skip, b_len - skip
     out = np.zeros(n, np.int8)
     idx = np.arange(n)
-    off = np.broadcast_to(np.asarray(skip, np.int64), (n,)).copy()
+    off = np.zeros(n, np.int64)
     while len(idx):
-        ra = a_len[idx] - off
-        rb = b_len[idx] - off
-        wa = words(a_data, a_start[idx] + off, ra)
-        wb = words(b_data, b_start[idx] + off, rb)
-        lt = wa < wb
-        gt = wa > wb
-        ends = (ra <= 8) | (rb <= 8)
-        decided = lt | gt | ends
-        res = np.where(lt, -1, np.where(gt, 1, np.sign(ra - rb))).astype(np.int8)
+        ra = a_l[idx] - off
+        rb = b_l[idx] - off
+        wa1 = words(a_data, a_s[idx] + off, ra)
+        wb1 = words(b_data, b_s[idx] + off, rb)
+        lt1 = wa1 < wb1
+        gt1 = wa1 > wb1
+        decided = lt1 | gt1 | (ra <= 8) | (rb <= 8)
+        res = np.where(lt1, -1, np.where(gt1, 1, np.sign(ra - rb))).astype(np.int8)
         out[idx[decided]] = res[decided]
         keep = ~decided
         idx = idx[keep]

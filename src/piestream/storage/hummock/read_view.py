@@ -22,8 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
+import pyarrow as pa
+
+from piestream.common.errors import DataCorruption
 from piestream.encoding.keys import EPOCH_LEN, TABLE_ID_LEN, TABLE_PREFIX_LEN, encode_epoch
-from piestream.encoding.ragged import Ragged, concat_rows
+from piestream.encoding.ragged import Ragged, concat_rows, gather_views
 from piestream.storage.hummock.key_index import KeyIndex, compare, padded_ragged, sort_order, words
 from piestream.storage.hummock.kv_batch import DELETE_TAG, PUT_TAG, KvBatch
 from piestream.storage.hummock.shared_buffer import Imm
@@ -232,11 +235,12 @@ class ReadView:
         user_keys: Ragged,
         read_epoch: int,
         filter_lens: np.ndarray | None,
-    ) -> tuple[np.ndarray, Ragged]:
-        """(found mask, value-encoded rows; b"" where not found) of many user keys at once."""
+    ) -> tuple[np.ndarray, pa.Array]:
+        """(found mask, value-encoded rows as a binary array; b"" where not found) of many user
+        keys at once."""
         n = user_keys.n
         if n == 0:
-            return np.zeros(0, np.bool_), Ragged(np.zeros(1, np.int64), np.zeros(0, np.uint8))
+            return np.zeros(0, np.bool_), _empty_values(0)
         suffix = np.frombuffer(encode_epoch(read_epoch), np.uint8)
         targets = concat_rows([user_keys, Ragged.fixed(np.broadcast_to(suffix, (n, EPOCH_LEN)))])
         data, start, length = padded_ragged(targets)
@@ -338,32 +342,32 @@ class ReadView:
 
     def _assemble(
         self, found: list[Found], q: Queries, order: np.ndarray, n: int, read_epoch: int
-    ) -> tuple[np.ndarray, Ragged]:
+    ) -> tuple[np.ndarray, pa.Array]:
+        """Found mask and values in query order: one Arrow gather over every run's buffer."""
         ok = np.zeros(n, np.bool_)
-        if not found:
-            return ok, Ragged(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8))
-        parts = []
-        where = []
+        where: list[np.ndarray] = []
+        starts: list[np.ndarray] = []
+        lens: list[np.ndarray] = []
+        bufs: list[np.ndarray] = []
+        buf_of: list[np.ndarray] = []
         for f in found:
             if not len(f.pos):
                 continue
             if np.any(f.vlen < 1):
-                from piestream.common.errors import DataCorruption
-
                 raise DataCorruption("a stored value has no tag byte")
             tags = f.data[f.vstart]
-            put = tags == PUT_TAG
             if np.any((tags != PUT_TAG) & (tags != DELETE_TAG)):
-                from piestream.common.errors import DataCorruption
-
                 raise DataCorruption("a stored value has an unknown tag byte")
-            if put.any():
-                parts.append(Ragged(np.zeros(1, np.int64), f.data).gather_by(f.vstart[put] + 1, f.vlen[put] - 1))
+            put = np.flatnonzero(tags == PUT_TAG)
+            if len(put):
                 where.append(order[f.pos[put]])
-        if not parts:
-            return ok, Ragged(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8))
+                starts.append(f.vstart[put] + 1)
+                lens.append(f.vlen[put] - 1)
+                buf_of.append(np.full(len(put), len(bufs), np.int64))
+                bufs.append(f.data)
+        if not where:
+            return ok, pa.array([b""] * 0, pa.binary()) if n == 0 else _empty_values(n)
         dest = np.concatenate(where)
-        vals = _concat_ragged(parts)
         ok[dest] = True
         if self.watermarks:
             from piestream.storage.hummock.iterators import below_watermark
@@ -374,21 +378,23 @@ class ReadView:
                 inv[order] = np.arange(n)
                 sp = inv[dest]
                 ukeys = Ragged(np.zeros(1, np.int64), q.data).gather_by(q.start[sp], q.length[sp] - EPOCH_LEN)
-                dead = below_watermark(ukeys.to_arrow(), wms)
-                ok[dest[dead]] = False
-                keep = ~dead
-                dest = dest[keep]
-                vals = vals.take(np.flatnonzero(keep))
-        # scatter into query order: empty strings where not found
-        lens = np.zeros(n, np.int64)
-        lens[dest] = vals.lengths
+                ok[dest[below_watermark(ukeys.to_arrow(), wms)]] = False
         src_start = np.zeros(n, np.int64)
-        src_start[dest] = vals.offsets[:-1]
-        return ok, vals.gather_by(src_start, lens)
+        src_len = np.zeros(n, np.int64)
+        src_buf = np.zeros(n, np.int64)
+        src_start[dest] = np.concatenate(starts)
+        src_len[dest] = np.concatenate(lens)
+        src_buf[dest] = np.concatenate(buf_of)
+        src_len[~ok] = 0
+        return ok, gather_views(bufs, src_buf, src_start, src_len)
 
     # -- helpers for ranges ---------------------------------------------------------------------
     def sst_runs(self) -> list[SstRun]:
         return [*self.l0, *(s for lv in self.levels for s in lv.ssts)]
+
+
+def _empty_values(n: int) -> pa.Array:
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b"")])
 
 
 def _concat_ragged(parts: list[Ragged]) -> Ragged:

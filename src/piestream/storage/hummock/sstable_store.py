@@ -105,6 +105,13 @@ class SstableStore:
         return d
 
     def block(self, sst: SstableInfo, idx: int) -> Block:
+        """One decoded block (the single-key path: a cached block costs a few dict lookups)."""
+        cache = self.block_cache
+        d = cache.peek(sst.object_id)
+        if d is not None and 0 <= idx < len(d.loaded) and d.loaded[idx]:
+            cache.hits += 1
+            cache.touch(sst.object_id)
+            return d.block(idx)
         return self.load_blocks(sst, [idx]).block(idx)
 
     def delete_objects(self, object_ids: list[int]) -> None:

@@ -154,8 +154,7 @@ class HummockStorage:
         filter length (see `get`)."""
         keys = user_keys if isinstance(user_keys, Ragged) else Ragged.from_arrow(user_keys)
         fl = None if filter_lens is None or not np.any(filter_lens) else np.asarray(filter_lens)
-        found, values = self._view().multi_get(self.sstables, keys, visible_bound(read_epoch), fl)
-        return found, values.to_arrow()
+        return self._view().multi_get(self.sstables, keys, visible_bound(read_epoch), fl)
 
     def multi_get(
         self,
