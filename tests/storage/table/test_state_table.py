@@ -285,7 +285,8 @@ def run_walk(seed: int, key_only_pk: bool, steps: int = 200) -> None:
                 assert t.exists(pk) == (pk in rows)
         elif r < 0.81:  # vectorized gets
             pks = [rnd.choice(list(rows)) if rnd.random() < 0.6 else random_pk(rnd) for _ in range(12)]
-            found, cols = t.get_rows(rows_to_columns(pks, desc.pk_types))
+            found, chunk = t.get_rows(rows_to_columns(pks, desc.pk_types))
+            cols = chunk.columns
             assert found.tolist() == [pk in rows for pk in pks]
             got = columns_to_rows(cols, types)
             for pk, row in zip(pks, got, strict=True):
@@ -426,7 +427,8 @@ def test_value_indices_in_any_order_and_partly_in_the_pk(value_indices: tuple[in
     e = env.barrier(t)
     for r in half[::7]:
         assert norm(t.get_row(r[:3])) == norm(r)
-    found, cols = t.get_rows(rows_to_columns([r[:3] for r in half], desc.pk_types))
+    found, chunk = t.get_rows(rows_to_columns([r[:3] for r in half], desc.pk_types))
+    cols = chunk.columns
     assert found.all() and norms(columns_to_rows(cols, desc.types)) == norms(half)
     st = env.storage_table(desc, e, [2, 6, 1])
     assert norms(st.iter_rows()) == norms((r[2], r[6], r[1]) for r in model.scan_order(rows.values()))

@@ -13,15 +13,24 @@ Operations per key merge by exactly the rules of reference §4.1::
     Delete          Delete          error "double delete"
     Delete          Update          error "update on deleted"
 
+Every op is a transition of the key between *absent* and *present*: Insert(n) absent -> n,
+Delete(o) o -> absent, Update(o, n) o -> n. A run of ops on one key composes to the transition
+from the first op's "before" to the last op's "after" (absent -> absent = removed), and once a
+run is removed the key is "none" again, so the next op starts afresh. That makes the table a
+handful of vector operations (`_fold`) over ops sorted by (key, arrival): the MemTable keeps its
+ops as *columns* — a sorted, merged base plus appended chunks — and merges the chunks into the
+base when it is read, flushed, or has grown. `write_chunk` appends one chunk: no per-row work.
+
 With consistency checks on (the default, and always in tests) an illegal sequence raises
 `StateConsistencyError`, and the old value a delete or update carries must equal the value the
 MemTable holds for the key byte for byte — that is what catches executor bugs before they corrupt
-state. With checks off the last operation wins.
+state. Chunk ops are checked when the chunk is merged (the next read, spill or flush of the
+epoch); the single-row calls check at once, through a small per-key overlay. With checks off the
+last operation wins.
 """
 
 from __future__ import annotations
 
-import bisect
 import enum
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +40,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.common.errors import StateConsistencyError
+from piestream.encoding.ragged import Ragged
+from piestream.storage.hummock.key_index import KeyIndex, padded_ragged, sort_order
 
 
 class KeyOpKind(enum.IntEnum):
@@ -45,16 +56,56 @@ KeyOp = tuple[KeyOpKind, bytes | None, bytes | None]
 _INS = KeyOpKind.INSERT
 _DEL = KeyOpKind.DELETE
 _UPD = KeyOpKind.UPDATE
+_EMPTY = pa.array([], pa.binary())
 
 
 @dataclass
-class _Segment:
-    """A chunk of ops on keys nobody else touched in this epoch, kept as arrays (no per-row
-    Python) until a read or a conflicting op needs them merged into the dict."""
+class Ops:
+    """Ops as columns: table keys, kinds (KeyOpKind as int8), old and new values (b"" where the
+    op has none)."""
 
-    keys: pa.Array  # binary table keys
-    values: pa.Array  # binary encoded rows (the new row of an insert, the old row of a delete)
-    deletes: np.ndarray  # bool
+    keys: pa.Array
+    kinds: np.ndarray
+    old: pa.Array
+    new: pa.Array
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @classmethod
+    def empty(cls) -> Ops:
+        return cls(_EMPTY, np.zeros(0, np.int8), _EMPTY, _EMPTY)
+
+    def take(self, idx: np.ndarray) -> Ops:
+        ia = pa.array(idx, pa.int64())
+        return Ops(self.keys.take(ia), self.kinds[idx], self.old.take(ia), self.new.take(ia))
+
+    def slice(self, lo: int, hi: int) -> Ops:
+        return Ops(self.keys.slice(lo, hi - lo), self.kinds[lo:hi], self.old.slice(lo, hi - lo), self.new.slice(lo, hi - lo))
+
+    @staticmethod
+    def concat(parts: list[Ops]) -> Ops:
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return Ops.empty()
+        if len(parts) == 1:
+            return parts[0]
+        return Ops(
+            pa.concat_arrays([p.keys for p in parts]),
+            np.concatenate([p.kinds for p in parts]),
+            pa.concat_arrays([p.old for p in parts]),
+            pa.concat_arrays([p.new for p in parts]),
+        )
+
+    def to_list(self) -> list[tuple[bytes, KeyOp]]:
+        """As Python (key, KeyOp) pairs (tests and the storage sanity check)."""
+        out = []
+        for k, kind, o, n in zip(
+            self.keys.to_pylist(), self.kinds.tolist(), self.old.to_pylist(), self.new.to_pylist(), strict=True
+        ):
+            kk = KeyOpKind(kind)
+            out.append((k, (kk, None if kk is _INS else o, None if kk is _DEL else n)))
+        return out
 
 
 @dataclass
@@ -66,96 +117,223 @@ class Drained:
     deletes: np.ndarray
 
 
+def _binary(values: list[bytes]) -> pa.Array:
+    return pa.array(values, pa.binary())
+
+
+def _fail(what: str, key: bytes) -> StateConsistencyError:
+    return StateConsistencyError(f"mem-table operation inconsistent: {what} on key {key.hex()}")
+
+
+def fold(ops: Ops, check: bool) -> Ops:
+    """Merge ops listed in arrival order into one op per key, sorted by key (the §4.1 rules as
+    vector operations; see the module docstring)."""
+    n = len(ops)
+    if n == 0:
+        return ops
+    data, starts, lens = padded_ragged(Ragged.from_arrow(ops.keys))
+    order = sort_order(data, starts, lens)  # stable: arrival order within a key
+    s = ops.take(order) if not np.array_equal(order, np.arange(n)) else ops
+    kind = s.kinds
+    new_key = np.ones(n, np.bool_)
+    if n > 1:
+        new_key[1:] = ~pc.equal(s.keys.slice(1), s.keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    if new_key.all():
+        return s  # one op per key: every op stands as it is
+    pos = np.arange(n)
+    gstart = np.maximum.accumulate(np.where(new_key, pos, 0))
+    gend = np.empty(n, np.bool_)
+    gend[:-1] = new_key[1:]
+    gend[-1] = True
+    is_del = kind == _DEL
+    # a Delete closes a removal (Insert ... Delete = none) while every run of the key so far began
+    # with an Insert; the op after a removal starts a new run
+    last_del = np.maximum.accumulate(np.where(is_del, pos, -1))
+    prev_del = np.concatenate([[-1], last_del[:-1]])
+    run_start = np.maximum(prev_del + 1, gstart)
+    bad = np.where(is_del, kind[run_start] != _INS, False).astype(np.int64)
+    cum = np.cumsum(bad)
+    before_group = np.where(gstart > 0, cum[gstart - 1], 0)
+    removal = is_del & (cum - before_group == 0)
+    new_run = new_key.copy()
+    new_run[1:] |= removal[:-1] & ~new_key[1:]
+    first = np.maximum.accumulate(np.where(new_run, pos, 0))  # start of the run each op is in
+    if check:
+        _check_pairs(s, new_run)
+    ends = np.flatnonzero(gend & ~removal)  # last op of every key that still has an op
+    firsts = first[ends]
+    before = kind[firsts] != _INS
+    after = kind[ends] != _DEL
+    out_kind = np.where(before, np.where(after, _UPD, _DEL), _INS).astype(np.int8)
+    ie, if_ = pa.array(ends, pa.int64()), pa.array(firsts, pa.int64())
+    return Ops(s.keys.take(ie), out_kind, s.old.take(if_), s.new.take(ie))
+
+
+def _check_pairs(s: Ops, new_run: np.ndarray) -> None:
+    """Raise for the first illegal pair of consecutive ops on one key (within one run)."""
+    kind = s.kinds
+    prev_after = kind[:-1] != _DEL
+    next_before = kind[1:] != _INS
+    same = ~new_run[1:]
+    mismatch = same & (prev_after != next_before)
+    value = np.flatnonzero(same & prev_after & next_before)
+    bad_value = np.zeros(len(kind) - 1, np.bool_)
+    if len(value):
+        ia = pa.array(value, pa.int64())
+        eq = pc.equal(s.new.take(ia), s.old.take(pa.array(value + 1, pa.int64())))
+        bad_value[value] = ~eq.to_numpy(zero_copy_only=False)
+    wrong = np.flatnonzero(mismatch | bad_value)
+    if not len(wrong):
+        return
+    i = int(wrong[0])
+    key = s.keys[i].as_py()
+    if bad_value[i]:
+        raise _fail("old value differs from the buffered value", key)
+    nxt = kind[i + 1]
+    raise _fail("double insert" if nxt == _INS else "double delete" if nxt == _DEL else "update on deleted", key)
+
+
 class MemTable:
     """Ops keyed by table key (vnode | memcomparable pk), values as encoded rows."""
 
+    #: Appended chunks are merged once they hold this many ops and more than the base.
+    MERGE_ROWS = 1 << 16
+
     def __init__(self, *, check_consistency: bool = True) -> None:
         self.check = check_consistency
-        self._ops: dict[bytes, KeyOp] = {}
-        self._sorted: list[bytes] | None = []
+        self._base = Ops.empty()  # merged: sorted, one op per key
+        self._base_dead: np.ndarray | None = None  # base rows taken over by the row overlay
+        self._chunks: list[Ops] = []  # appended, arrival order
+        self._chunk_rows = 0
+        self._rows: dict[bytes, KeyOp] = {}  # the single-row overlay (newest of all)
+        self._base_pos: dict[bytes, int] | None = None
+        self._index: KeyIndex | None = None
         self._bytes = 0
-        self._segments: list[_Segment] = []
-        self._segment_keys: set[bytes] = set()
 
-    def _materialize(self) -> None:
-        """Merge bulk segments into the dict (they hold no keys in common with it)."""
-        if not self._segments:
-            return
-        ops = self._ops
-        for seg in self._segments:
-            ops.update(
-                (k, (_DEL, v, None) if d else (_INS, None, v))
-                for k, v, d in zip(
-                    seg.keys.to_pylist(), seg.values.to_pylist(), seg.deletes.tolist(), strict=True
+    # -- merging --------------------------------------------------------------------------------
+    def _merge(self) -> Ops:
+        """Fold appended chunks and the row overlay into the base; return the base."""
+        if not self._chunks and not self._rows and self._base_dead is None:
+            return self._base
+        parts = [self._base if self._base_dead is None else self._base.take(np.flatnonzero(~self._base_dead))]
+        if self._rows:  # the overlay's ops already include what they replaced in the base
+            items = sorted(self._rows.items())
+            parts.append(
+                Ops(
+                    _binary([k for k, _ in items]),
+                    np.array([op[0] for _, op in items], np.int8),
+                    _binary([op[1] or b"" for _, op in items]),
+                    _binary([op[2] or b"" for _, op in items]),
                 )
             )
-        self._segments = []
-        self._segment_keys = set()
-        self._sorted = None
+        merged = fold(Ops.concat([*parts, *self._chunks]), self.check)
+        self._base = merged
+        self._base_dead = None
+        self._chunks = []
+        self._chunk_rows = 0
+        self._rows = {}
+        self._base_pos = None
+        self._index = None
+        return merged
+
+    def ops(self) -> Ops:
+        """Every buffered op, merged: sorted by key, one per key."""
+        return self._merge()
+
+    def index(self) -> KeyIndex:
+        """The merged keys as a `KeyIndex` (for batched lookups and range bounds)."""
+        base = self._merge()
+        if self._index is None:
+            self._index = KeyIndex.of_ragged(Ragged.from_arrow(base.keys))
+        return self._index
 
     def __len__(self) -> int:
-        return len(self._ops) + len(self._segment_keys)
+        return len(self._merge())
 
     def __contains__(self, key: bytes) -> bool:
-        return key in self._ops or key in self._segment_keys
+        return self.get(key) is not None
 
     @property
     def nbytes(self) -> int:
         """Approximate buffered size (drives spilling)."""
         return self._bytes
 
-    def get(self, key: bytes) -> KeyOp | None:
-        if self._segments and key in self._segment_keys:
-            self._materialize()
-        return self._ops.get(key)
+    # -- single rows ----------------------------------------------------------------------------
+    def _current(self, key: bytes) -> KeyOp | None:
+        """The key's op, moved into the row overlay if it was in the base or the chunks."""
+        op = self._rows.get(key)
+        if op is not None:
+            return op
+        if self._chunks:
+            self._merge()
+        if self._base_pos is None:
+            self._base_pos = {k: i for i, k in enumerate(self._base.keys.to_pylist())}
+        i = self._base_pos.get(key)
+        if i is None or (self._base_dead is not None and self._base_dead[i]):
+            return None
+        b = self._base
+        kind = KeyOpKind(int(b.kinds[i]))
+        op = (kind, None if kind is _INS else b.old[i].as_py(), None if kind is _DEL else b.new[i].as_py())
+        if self._base_dead is None:
+            self._base_dead = np.zeros(len(b), np.bool_)
+        self._base_dead[i] = True
+        self._rows[key] = op
+        return op
 
-    # -- writes ---------------------------------------------------------------------------------
+    def get(self, key: bytes) -> KeyOp | None:
+        op = self._rows.get(key)
+        if op is not None:
+            return op
+        if self._chunks:
+            self._merge()
+        if self._base_pos is None:
+            self._base_pos = {k: i for i, k in enumerate(self._base.keys.to_pylist())}
+        i = self._base_pos.get(key)
+        if i is None or (self._base_dead is not None and self._base_dead[i]):
+            return None
+        b = self._base
+        kind = KeyOpKind(int(b.kinds[i]))
+        return (kind, None if kind is _INS else b.old[i].as_py(), None if kind is _DEL else b.new[i].as_py())
+
     def _set(self, key: bytes, op: KeyOp) -> None:
-        if key not in self._ops:
-            self._sorted = None
-        self._ops[key] = op
+        self._rows[key] = op
         self._bytes += len(key) + len(op[1] or b"") + len(op[2] or b"") + 48
 
-    def _fail(self, what: str, key: bytes) -> None:
-        raise StateConsistencyError(f"mem-table operation inconsistent: {what} on key {key.hex()}")
+    def _removed(self, key: bytes) -> None:
+        self._rows.pop(key, None)
+        # a removed key is "none": a tombstone-free marker keeps later ops starting afresh
+        self._index = None
 
     def _check_old(self, key: bytes, expected: bytes | None, given: bytes) -> None:
         if self.check and expected != given:
-            self._fail("old value differs from the buffered value", key)
+            raise _fail("old value differs from the buffered value", key)
 
     def insert(self, key: bytes, new: bytes) -> None:
-        if self._segments:
-            self._materialize()
-        e = self._ops.get(key)
+        e = self._current(key)
         if e is None:
             self._set(key, (_INS, None, new))
         elif e[0] is _DEL:
             self._set(key, (_UPD, e[1], new))
         else:
             if self.check:
-                self._fail("double insert", key)
+                raise _fail("double insert", key)
             self._set(key, (e[0], e[1], new))
 
     def delete(self, key: bytes, old: bytes) -> None:
-        if self._segments:
-            self._materialize()
-        e = self._ops.get(key)
+        e = self._current(key)
         if e is None:
             self._set(key, (_DEL, old, None))
         elif e[0] is _INS:
             self._check_old(key, e[2], old)
-            del self._ops[key]
-            self._sorted = None
+            self._removed(key)
         elif e[0] is _UPD:
             self._check_old(key, e[2], old)
             self._set(key, (_DEL, e[1], None))
         elif self.check:
-            self._fail("double delete", key)
+            raise _fail("double delete", key)
 
     def update(self, key: bytes, old: bytes, new: bytes) -> None:
-        if self._segments:
-            self._materialize()
-        e = self._ops.get(key)
+        e = self._current(key)
         if e is None:
             self._set(key, (_UPD, old, new))
         elif e[0] is _INS:
@@ -166,56 +344,92 @@ class MemTable:
             self._set(key, (_UPD, e[1], new))
         else:
             if self.check:
-                self._fail("update on deleted", key)
+                raise _fail("update on deleted", key)
             self._set(key, (_UPD, e[1], new))
 
+    # -- chunks ---------------------------------------------------------------------------------
     def apply_batch(self, keys: pa.Array, values: pa.Array, inserts: np.ndarray, nbytes: int) -> None:
-        """Apply a chunk's ops in order. When no key is buffered yet and none repeats — the common
-        case — the chunk is kept as one array segment; otherwise each op merges one by one."""
-        key_list = keys.to_pylist()
-        fresh = set(key_list)
-        if (
-            len(fresh) == len(key_list)
-            and self._ops.keys().isdisjoint(fresh)
-            and self._segment_keys.isdisjoint(fresh)
-        ):
-            self._segments.append(_Segment(keys, values, ~np.asarray(inserts, np.bool_)))
-            self._segment_keys |= fresh
-            self._bytes += nbytes + 16 * len(key_list)
+        """Append a chunk's ops (Insert where `inserts`, else Delete with `values` as the old
+        row), in order after everything buffered; merged later as columns."""
+        if not len(keys):
             return
-        self._materialize()
-        for k, v, ins in zip(key_list, values.to_pylist(), np.asarray(inserts).tolist(), strict=True):
-            if ins:
-                self.insert(k, v)
-            else:
-                self.delete(k, v)
+        if self._rows:  # the overlay is older than this chunk: fold it first to keep the order
+            self._merge()
+        ins = np.asarray(inserts, np.bool_)
+        mask = pa.array(ins)
+        empty = pa.scalar(b"", pa.binary())
+        new = pc.if_else(mask, values, empty) if not ins.all() else values
+        old = pc.if_else(mask, empty, values) if ins.any() else values
+        if ins.all():
+            old = pa.nulls(len(keys), pa.binary()).fill_null(b"")
+        self._chunks.append(Ops(keys, np.where(ins, _INS, _DEL).astype(np.int8), old, new))
+        self._chunk_rows += len(keys)
+        self._bytes += nbytes + 16 * len(keys)
+        self._index = None
+        if self._chunk_rows >= self.MERGE_ROWS and self._chunk_rows > len(self._base):
+            self._merge()
 
     # -- reads ----------------------------------------------------------------------------------
+    def lookup(self, keys: Ragged) -> tuple[np.ndarray, pa.Array]:
+        """Batched `get`: (kind per key, 0 = not buffered; the new row of each Insert/Update)."""
+        base = self._merge()
+        m = keys.n
+        kinds = np.zeros(m, np.int8)
+        if not len(base) or not m:
+            return kinds, pa.nulls(m, pa.binary()).fill_null(b"")
+        idx = self.index()
+        qd, qs, ql = padded_ragged(keys)
+        pos = idx.lower_bound(qd, qs, ql)
+        inside = np.flatnonzero(pos < len(base))
+        p = pos[inside]
+        same = ql[inside] == idx.lens[p]
+        k = inside[same]
+        p = p[same]
+        if len(k):
+            from piestream.storage.hummock.key_index import compare
+
+            eq = compare(idx.data, idx.starts[p], idx.lens[p], qd, qs[k], ql[k]) == 0
+            k, p = k[eq], p[eq]
+        kinds[k] = base.kinds[p]
+        where = np.full(m, -1, np.int64)
+        where[k] = p
+        take = pa.array(where, mask=where < 0)
+        return kinds, base.new.take(take).fill_null(b"")
+
+    def range_ops(self, start: bytes | None, end: bytes | None) -> Ops:
+        """The merged ops with keys in [start, end), ascending."""
+        base = self._merge()
+        if not len(base):
+            return base
+        idx = self.index()
+        bounds = [b for b in (start, end) if b is not None]
+        if not bounds:
+            return base
+        r = Ragged.from_list(bounds)
+        qd, qs, ql = padded_ragged(r)
+        pos = idx.lower_bound(qd, qs, ql).tolist()
+        lo = pos.pop(0) if start is not None else 0
+        hi = pos[0] if end is not None else len(base)
+        return base.slice(lo, max(hi, lo))
+
     def sorted_keys(self) -> list[bytes]:
-        self._materialize()
-        if self._sorted is None:
-            self._sorted = sorted(self._ops)
-        return self._sorted
+        return self._merge().keys.to_pylist()
 
     def iter_range(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, KeyOp]]:
-        """Ops with keys in [start, end), ascending."""
-        self._materialize()
-        keys = self.sorted_keys()
-        lo = 0 if start is None else bisect.bisect_left(keys, start)
-        hi = len(keys) if end is None else bisect.bisect_left(keys, end)
-        ops = self._ops
-        for k in keys[lo:hi]:
-            op = ops.get(k)
-            if op is not None:
-                yield k, op
+        """Ops with keys in [start, end), ascending (as Python tuples; tests and small reads)."""
+        yield from self.range_ops(start, end).to_list()
+
+    def _reset(self) -> None:
+        self._base = Ops.empty()
+        self._base_dead = None
+        self._base_pos = None
+        self._index = None
+        self._bytes = 0
 
     def drain(self) -> list[tuple[bytes, KeyOp]]:
         """Every op, sorted by key, leaving the MemTable empty (a flush or a spill)."""
-        self._materialize()
-        out = sorted(self._ops.items())  # keys are unique, so only keys are ever compared
-        self._ops = {}
-        self._sorted = []
-        self._bytes = 0
+        out = self._merge().to_list()
+        self._reset()
         return out
 
     @staticmethod
@@ -226,18 +440,12 @@ class MemTable:
         return Drained(keys, rows, dels)
 
     def drain_arrays(self) -> Drained | None:
-        """Like `drain`, as sorted arrays; bulk segments never become Python objects."""
-        if not self._ops and not self._segments:
+        """Like `drain`, as sorted arrays (no Python object per op)."""
+        base = self._merge()
+        if not len(base):
+            self._reset()
             return None
-        if self._ops:
-            return self.drained_of(self.drain())
-        keys = pa.concat_arrays([sg.keys for sg in self._segments])
-        values = pa.concat_arrays([sg.values for sg in self._segments])
-        dels = np.concatenate([sg.deletes for sg in self._segments])
-        order = pc.sort_indices(keys)
-        self._segments = []
-        self._segment_keys = set()
-        self._sorted = []
-        self._bytes = 0
-        rows = pc.if_else(pa.array(dels), pa.scalar(b"", pa.binary()), values).take(order)
-        return Drained(keys.take(order), rows, dels[order.to_numpy()])
+        dels = base.kinds == _DEL
+        rows = base.new
+        self._reset()
+        return Drained(base.keys, rows, dels)

@@ -12,7 +12,6 @@ hiding rows. Rows are full table rows (tuples of datums); scans also come as Arr
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -33,7 +32,7 @@ from piestream.storage.hummock.store import HummockStorage
 from piestream.storage.hummock.version import TableWatermark
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.key_range import UNBOUNDED, SubRange, byte_range
-from piestream.storage.table.mem_table import Drained, KeyOp, KeyOpKind, MemTable
+from piestream.storage.table.mem_table import Drained, KeyOp, KeyOpKind, MemTable, Ops
 from piestream.storage.table.row_serde import RowSerde
 
 DEFAULT_SPILL_THRESHOLD = 4 << 20
@@ -239,15 +238,9 @@ class StateTable:
             return None if op[0] is KeyOpKind.DELETE else op[2]
         return self.storage.get(self._prefix + key, MAX_EPOCH, filter_len=filter_len)
 
-    def get_rows(
-        self, pk_columns: Sequence[pa.Array], num_rows: int | None = None
-    ) -> tuple[np.ndarray, list[pa.Array]]:
-        """Vectorized `get_row` for a column of pks: (found mask, table rows as columns; the rows
-        that were not found are NULL). A table with an empty pk needs `num_rows`."""
+    def pk_keys(self, pk_columns: Sequence[pa.Array], num_rows: int | None = None) -> tuple[Ragged, np.ndarray]:
+        """(table keys ``vnode | memcomparable(pk)``, filter lengths) of a batch of pks."""
         n = len(pk_columns[0]) if pk_columns else (num_rows or 0)
-        cols = [None] * len(self.desc.columns)
-        for pos, ci in enumerate(self.desc.pk):
-            cols[ci] = pk_columns[pos]
         pk_bytes = memcomparable.encode_columns(
             list(pk_columns), self.desc.pk_types, list(self.desc.pk_orders), num_rows=n
         )
@@ -262,36 +255,42 @@ class StateTable:
         from piestream.encoding.ragged import be_matrix
 
         key_r = concat_rows([Ragged.fixed(be_matrix(vn.astype(np.uint16), ">u2")), pk_bytes])
-        keys = key_r.to_list()
         flen = self._filter_lens(key_r) if self._hint else np.zeros(n, np.uint16)
-        values: list[bytes | None] = [None] * n
-        missing: list[int] = []
-        mem = self.mem
-        for i, k in enumerate(keys):  # the MemTable wins; the rest go to storage in one batch
-            op = mem.get(k)
-            if op is None:
-                missing.append(i)
-            elif op[0] is not KeyOpKind.DELETE:
-                values[i] = op[2]
-        if missing:
-            p = self._prefix
-            got = self.storage.multi_get(
-                [p + keys[i] for i in missing], MAX_EPOCH, filter_lens=[int(flen[i]) for i in missing]
-            )
-            for i, v in zip(missing, got, strict=True):
-                values[i] = v
-        found = np.array([v is not None for v in values], np.bool_)
+        return key_r, flen
+
+    def get_rows(self, pk_columns: Sequence[pa.Array], num_rows: int | None = None) -> tuple[np.ndarray, DataChunk]:
+        """Vectorized `get_row` for a batch of pks as columns: (found mask, the table rows as a
+        chunk; rows not found are NULL). The MemTable answers first (one batched lookup), storage
+        the rest (one `multi_get_columns`); no step runs per key. An empty pk needs `num_rows`."""
+        key_r, flen = self.pk_keys(pk_columns, num_rows)
+        n = key_r.n
+        kinds, mem_vals = self.mem.lookup(key_r)
+        values = mem_vals
+        found = (kinds != 0) & (kinds != KeyOpKind.DELETE)
+        missing = np.flatnonzero(kinds == 0)
+        if len(missing):
+            user = concat_rows([Ragged.constant(len(missing), self._prefix), key_r.take(missing)])
+            got, vals = self.storage.multi_get_columns(user, MAX_EPOCH, filter_lens=flen[missing])
+            found[missing] = got
+            if got.any():
+                # values in key order: memtable rows where buffered, storage rows where read
+                src = np.zeros(n, np.int64)
+                src[missing] = np.arange(len(missing)) + len(mem_vals)
+                buffered = np.flatnonzero(kinds != 0)
+                src[buffered] = buffered
+                values = pa.concat_arrays([mem_vals, vals]).take(pa.array(src))
         if not found.any():
-            return found, [pa.nulls(n, t.arrow) for t in self.desc.types]
+            return found, DataChunk([pa.nulls(n, t.arrow) for t in self.desc.types], length=n)
         idx = np.flatnonzero(found)
-        rows = self.serde.decode(
-            pa.array([keys[i] for i in idx], pa.binary()), pa.array([values[i] for i in idx], pa.binary())
-        )
+        ia = pa.array(idx)
+        rows = self.serde.decode(key_r.take(idx), values.take(ia))
+        if len(idx) == n:
+            return found, DataChunk(rows, length=n)
         # scatter found rows back to their positions, NULL elsewhere
         where = np.full(n, -1, np.int64)
         where[idx] = np.arange(len(idx))
         take = pa.array(where, mask=~found)
-        return found, [col.take(take) for col in rows]
+        return found, DataChunk([col.take(take) for col in rows], length=n)
 
     # -- scans ----------------------------------------------------------------------------------
     def _prefix_key(self, prefix: Sequence[Datum], vnode: int) -> bytes:
@@ -382,79 +381,126 @@ class StateTable:
         if not n:
             return DataChunk([pa.nulls(0, t.arrow) for t in self.desc.types], length=0), counts
         keys = [self._prefix_key(p, self._scan_vnodes(p, None)[0]) for p in prefixes]
-        order = sorted(range(n), key=keys.__getitem__)
-        ranges = [(keys[i], next_key(keys[i])) for i in order]
-        use_filter = self._hint > 0 and all(len(p) == self._hint for p in prefixes)
+        return self.scan_prefix_keys(Ragged.from_list(keys), all(len(p) == self._hint for p in prefixes))
+
+    def scan_prefix_keys(self, prefix_keys: Ragged, filtered: bool = False) -> tuple[DataChunk, np.ndarray]:
+        """`scan_prefixes` of table-key prefixes (``vnode | memcomparable(pk prefix)``)."""
+        from piestream.storage.hummock.key_index import padded_ragged, sort_order
+
+        n = prefix_keys.n
+        counts = np.zeros(n, np.int64)
+        pd, ps, pl = padded_ragged(prefix_keys)
+        order = sort_order(pd, ps, pl)
+        keys = prefix_keys.take(order).to_list()
+        ranges = [(k, next_key(k)) for k in keys]
+        use_filter = self._hint > 0 and filtered
         filters = [self._prefix + k for k, _ in ranges] if use_filter else None
         full = [
             (self._prefix + a, self._prefix + b if b is not None else next_key(self._prefix))
             for a, b in ranges
         ]
         batch = self.storage.read_ranges(full, MAX_EPOCH, filter_keys=filters)
-        ukeys = batch.user_keys() if len(batch) else pa.array([], pa.binary())
-        rows = batch.rows() if len(batch) else pa.array([], pa.binary())
-        mem_ops = [op for a, b in ranges for op in self.mem.iter_range(a, b)]
-        merged = self._merge_batch(ukeys if len(ukeys) else None, rows if len(rows) else None, mem_ops)
+        ukeys = batch.user_keys() if len(batch) else None
+        rows = batch.rows() if len(batch) else None
+        mem_ops = self._mem_ranges(keys)
+        merged = self._merge_batch(ukeys, rows, mem_ops)
         if merged is None:
             return DataChunk([pa.nulls(0, t.arrow) for t in self.desc.types], length=0), counts
         chunk, tkey_arr = merged
-        # rows are in key order; find each range's run, then lay the runs out in prefix order
-        tkeys = tkey_arr.to_pylist()
-        bounds = [
-            (bisect.bisect_left(tkeys, a), bisect.bisect_left(tkeys, b) if b is not None else len(tkeys))
-            for a, b in ranges
-        ]
-        take: list[np.ndarray] = [np.zeros(0, np.int64)] * n
-        for pos, i in enumerate(order):
-            lo, hi = bounds[pos]
-            counts[i] = hi - lo
-            take[i] = np.arange(lo, hi, dtype=np.int64)
-        idx = np.concatenate(take) if take else np.zeros(0, np.int64)
-        return chunk.take(idx), counts
+        # rows are in key order; each sorted prefix owns a run of them: find the runs with one
+        # vector search, then lay them out in the callers' prefix order
+        tk = Ragged.from_arrow(tkey_arr)
+        from piestream.storage.hummock.key_index import KeyIndex
+
+        idx = KeyIndex.of_ragged(tk)
+        lo = idx.lower_bound(pd, ps[order], pl[order])
+        ends = [b for _, b in ranges]
+        hi = lo.copy()
+        has_end = np.array([e is not None for e in ends])
+        if has_end.any():
+            er = Ragged.from_list([e for e in ends if e is not None])
+            ed, es, el = padded_ragged(er)
+            hi[has_end] = idx.lower_bound(ed, es, el)
+        hi[~has_end] = tk.n
+        per = hi - lo
+        counts[order] = per
+        # runs in caller order
+        inv_lo = np.empty(n, np.int64)
+        inv_lo[order] = lo
+        cnt = counts
+        total = int(cnt.sum())
+        take = np.repeat(inv_lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total, dtype=np.int64)
+        return chunk.take(take), counts
+
+    def _mem_ranges(self, sorted_prefixes: list[bytes]) -> Ops:
+        """The MemTable's ops under any of the sorted, disjoint key prefixes (one vector search)."""
+        if not len(self.mem):
+            return Ops.empty()
+        from piestream.storage.hummock.key_index import padded_ragged
+
+        idx = self.mem.index()
+        r = Ragged.from_list(sorted_prefixes)
+        qd, qs, ql = padded_ragged(r)
+        lo = idx.lower_bound(qd, qs, ql)
+        ends = [next_key(k) for k in sorted_prefixes]
+        hi = np.full(len(ends), len(idx.starts), np.int64)
+        has = np.array([e is not None for e in ends])
+        if has.any():
+            ed, es, el = padded_ragged(Ragged.from_list([e for e in ends if e is not None]))
+            hi[has] = idx.lower_bound(ed, es, el)
+        cnt = np.maximum(hi - lo, 0)
+        total = int(cnt.sum())
+        if not total:
+            return Ops.empty()
+        take = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total, dtype=np.int64)
+        return self.mem.ops().take(take)
 
     def _merged_range(self, start: bytes, end: bytes | None, filter_key: bytes | None) -> Iterator[DataChunk]:
         """Storage rows in [start, end) with the MemTable's ops applied (the MemTable wins)."""
-        mem_ops = list(self.mem.iter_range(start, end))
+        from piestream.storage.hummock.key_index import KeyIndex, padded_ragged
+
+        mem_ops = self.mem.range_ops(start, end) if len(self.mem) else Ops.empty()
+        mem_index = KeyIndex.of_ragged(Ragged.from_arrow(mem_ops.keys)) if len(mem_ops) else None
         p = self._prefix
         storage_end = p + end if end is not None else next_key(p)
         batches = self.storage.iter(p + start, storage_end, MAX_EPOCH, filter_key=filter_key)
         mi = 0
         for batch in batches:
             ukeys = batch.user_keys()
-            last = ukeys[len(ukeys) - 1].as_py()[TABLE_ID_LEN:]
-            # MemTable ops up to this batch's last key merge into it
             hi = mi
-            while hi < len(mem_ops) and mem_ops[hi][0] <= last:
-                hi += 1
-            merged = self._merge_batch(ukeys, batch.rows(), mem_ops[mi:hi])
+            if mem_index is not None and mi < len(mem_ops):
+                # MemTable ops up to this batch's last key merge into it
+                last = ukeys[len(ukeys) - 1].as_py()[TABLE_ID_LEN:]
+                qd, qs, ql = padded_ragged(Ragged.from_list([last]))
+                hi = max(mi, int(mem_index.lower_bound(qd, qs, ql, right=True)[0]))
+            merged = self._merge_batch(ukeys, batch.rows(), mem_ops.slice(mi, hi))
             mi = hi
             if merged is not None:
                 yield merged[0]
         if mi < len(mem_ops):
-            merged = self._merge_batch(None, None, mem_ops[mi:])
+            merged = self._merge_batch(None, None, mem_ops.slice(mi, len(mem_ops)))
             if merged is not None:
                 yield merged[0]
 
     def _merge_batch(
-        self, ukeys: pa.Array | None, rows: pa.Array | None, ops: list[tuple[bytes, KeyOp]]
+        self, ukeys: pa.Array | None, rows: pa.Array | None, ops: Ops
     ) -> tuple[DataChunk, pa.Array] | None:
         """Storage rows with MemTable ops applied: (decoded rows, their table keys), key order."""
         tkeys = Ragged.from_arrow(ukeys).slice_bytes(TABLE_ID_LEN).to_arrow() if ukeys is not None else None
-        if ops:
-            op_keys = pa.array([k for k, _ in ops], pa.binary())
+        if len(ops):
             if tkeys is not None:
-                keep = pc.invert(pc.is_in(tkeys, value_set=op_keys)).to_numpy(zero_copy_only=False)
-                tkeys = tkeys.filter(pa.array(keep))
-                rows = rows.filter(pa.array(keep))  # type: ignore[union-attr]
-            live = [(k, op[2]) for k, op in ops if op[0] is not KeyOpKind.DELETE]
-            if live:
-                lk = pa.array([k for k, _ in live], pa.binary())
-                lv = pa.array([v for _, v in live], pa.binary())
+                keep = pc.invert(pc.is_in(tkeys, value_set=ops.keys))
+                tkeys = tkeys.filter(keep)
+                rows = rows.filter(keep)  # type: ignore[union-attr]
+            live = np.flatnonzero(ops.kinds != KeyOpKind.DELETE)
+            if len(live):
+                ia = pa.array(live, pa.int64())
+                lk, lv = ops.keys.take(ia), ops.new.take(ia)
                 if tkeys is None or not len(tkeys):
                     tkeys, rows = lk, lv
                 else:
                     tkeys = pa.concat_arrays([tkeys, lk])
-                    rows = pa.concat_arrays([rows, lv])
+                    rows = pa.concat_arrays([rows, lv])  # type: ignore[list-item]
                     order = pc.sort_indices(tkeys)
                     tkeys, rows = tkeys.take(order), rows.take(order)
         if tkeys is None or not len(tkeys):

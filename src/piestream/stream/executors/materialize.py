@@ -42,7 +42,8 @@ class MaterializeExecutor(Executor):
         d = self.desc
         pk_cols = [c.columns[i] for i in d.pk]
         keys = memcomparable.encode_columns(pk_cols, d.pk_types, list(d.pk_orders)).to_list()
-        found, stored = self.state.get_rows(pk_cols)
+        found, stored_chunk = self.state.get_rows(pk_cols)
+        stored = stored_chunk.columns
         overwrite = self.conflict is ConflictBehavior.OVERWRITE
         # Per-row Python: several ops on one key within a chunk must see each other's effect.
         current: dict[bytes, tuple[str, int] | None] = {}

@@ -60,7 +60,8 @@ class DistinctDedup:
         groups = self.counts.take()
         if groups is None:
             return None
-        found, stored = self.table.get_rows(groups.key_cols)
+        found, stored_chunk = self.table.get_rows(groups.key_cols)
+        stored = stored_chunk.columns
         k = self.g + 1
         signs = []
         new_counts = []

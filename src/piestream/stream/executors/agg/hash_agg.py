@@ -191,7 +191,8 @@ class HashAggExecutor(Executor):
             return hit, cache.rows(pos)
         miss = np.flatnonzero(~hit)
         mask = pa.array(~hit)
-        found_m, rows_m = self.value_table.get_rows([k.filter(mask) for k in key_cols])
+        found_m, chunk_m = self.value_table.get_rows([k.filter(mask) for k in key_cols])
+        rows_m = chunk_m.columns
         if not hit.any():
             return found_m, rows_m
         hit_idx = np.flatnonzero(hit)
