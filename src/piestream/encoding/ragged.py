@@ -111,7 +111,7 @@ class Ragged:
             k8 = (np.arange(words, dtype=np.int64) - first) << 3
             src = np.repeat(starts, nw) + k8
             dst = np.repeat(offsets[:-1], nw) + k8
-            word_view(out, np.uint64)[dst] = word_view(np.ascontiguousarray(self.data), np.uint64)[src]
+            word_view(out, "u8")[dst] = word_view(np.ascontiguousarray(self.data), "u8")[src]
         tail = lens & 7
         nt = int(tail.sum())
         if nt:
@@ -193,8 +193,8 @@ def gather_views(
         owner = np.repeat(sb, sl)
         flat = views.reshape(-1)
         for k, data in enumerate(buffers):
-            sel = np.flatnonzero(owner == k) if len(buffers) > 1 else slice(None)
-            flat[dst[sel]] = data[src[sel]]
+            pick = np.flatnonzero(owner == k) if len(buffers) > 1 else np.arange(len(owner))
+            flat[dst[pick]] = data[src[pick]]
     arr = pa.Array.from_buffers(
         pa.binary_view(),
         n,

@@ -20,7 +20,9 @@ import numpy as np
 from piestream.encoding.ragged import Ragged, word_view
 
 #: ``_MASKS[r]`` keeps the first r bytes (big-endian) of a word; r is clipped to 0..8.
-_MASKS = np.array([0] + [((1 << 64) - 1) ^ ((1 << (8 * (8 - r))) - 1) for r in range(1, 8)] + [(1 << 64) - 1], np.uint64)
+_MASKS = np.array(
+    [0] + [((1 << 64) - 1) ^ ((1 << (8 * (8 - r))) - 1) for r in range(1, 8)] + [(1 << 64) - 1], np.uint64
+)
 _BYTE_SHIFTS = np.arange(56, -8, -8, dtype=np.uint64)
 PAD = 8  # every key buffer carries 8 spare bytes so a word read at a key's end stays in bounds
 
@@ -39,7 +41,7 @@ def padded_ragged(r: Ragged) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def words(data: np.ndarray, pos: np.ndarray, remaining: np.ndarray) -> np.ndarray:
     """The big-endian uint64 at each ``data[pos:]``, keeping only `remaining` bytes (zero-filled)."""
-    w = word_view(data, np.uint64)[pos]
+    w = word_view(data, "u8")[pos]
     w.byteswap(inplace=True)
     short = np.flatnonzero(remaining < 8)
     if len(short):
@@ -157,7 +159,9 @@ class KeyIndex:
             return
         first = self.seg_start[segs]
         last = self.seg_start[segs + 1] - 1
-        cp = common_prefix_len(self.data, self.starts[first], self.lens[first], self.starts[last], self.lens[last])
+        cp = common_prefix_len(
+            self.data, self.starts[first], self.lens[first], self.starts[last], self.lens[last]
+        )
         self.cp[segs] = cp
         counts = last - first + 1
         ent = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))

@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import xxhash
-
 import pyarrow as pa
+import xxhash
 
 from piestream.common.errors import DataCorruption
 from piestream.encoding.keys import EPOCH_LEN, TABLE_ID_LEN, TABLE_PREFIX_LEN, encode_epoch
@@ -299,10 +298,14 @@ class ReadView:
         hit[k] = _same_user_key(index.data, index.starts[p], index.lens[p], q, j[k])
         if hit.any():
             p = pos[hit]
-            found.append(Found(j[hit], values.data, values.offsets[p], values.offsets[p + 1] - values.offsets[p]))
+            found.append(
+                Found(j[hit], values.data, values.offsets[p], values.offsets[p + 1] - values.offsets[p])
+            )
         return j[~hit]
 
-    def _in_sst(self, store: SstableStore, s: SstRun, q: Queries, j: np.ndarray, found: list[Found]) -> np.ndarray:
+    def _in_sst(
+        self, store: SstableStore, s: SstRun, q: Queries, j: np.ndarray, found: list[Found]
+    ) -> np.ndarray:
         """Look up queries `j` in one SST; returns the ones it answered (a version or a tombstone)."""
         meta = s.get_meta(store)
         if q.hashes is not None:
@@ -394,7 +397,9 @@ class ReadView:
 
 
 def _empty_values(n: int) -> pa.Array:
-    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b"")])
+    return pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b"")]
+    )
 
 
 def _concat_ragged(parts: list[Ragged]) -> Ragged:
@@ -412,7 +417,9 @@ def _filter_hashes(keys: Ragged, flens: np.ndarray) -> np.ndarray:
 
     fl = np.asarray(flens, np.int64)
     # like `key[:TABLE_PREFIX_LEN + filter_len]`, clipped to the key
-    pref = keys.gather_by(keys.offsets[:-1], np.where(fl > 0, np.minimum(TABLE_PREFIX_LEN + fl, keys.lengths), 0))
+    pref = keys.gather_by(
+        keys.offsets[:-1], np.where(fl > 0, np.minimum(TABLE_PREFIX_LEN + fl, keys.lengths), 0)
+    )
     h = xxh64_ragged(pref)
     h[fl == 0] = 0
     return h
@@ -426,7 +433,9 @@ def below_watermark_key(user_key: bytes, wms: dict[int, TableWatermark], read_ep
     return key is not None and user_key[TABLE_PREFIX_LEN:] < key
 
 
-def slices_of_batch(batch: KvBatch, block: Block | None, fulls: Sequence[tuple[bytes | None, bytes | None]]) -> KvBatch:
+def slices_of_batch(
+    batch: KvBatch, block: Block | None, fulls: Sequence[tuple[bytes | None, bytes | None]]
+) -> KvBatch:
     """The entries of a sorted run inside any of the sorted full-key ranges, as one sorted batch."""
     keys = (block or Block(batch, 0)).key_list()
     parts = []

@@ -68,7 +68,10 @@ class SharedBuffer:
         return [
             self.sstables.upload(
                 build_sstable(
-                    part, block_size=o.block_size, compression=o.compression, bits_per_key=o.bloom_bits_per_key
+                    part,
+                    block_size=o.block_size,
+                    compression=o.compression,
+                    bits_per_key=o.bloom_bits_per_key,
                 )
             )
             for part in split_at_user_keys(batch, o.sstable_size)

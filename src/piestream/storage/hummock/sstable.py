@@ -157,7 +157,7 @@ class Block:
         """The i-th value, sliced from the value buffer (an Arrow scalar costs microseconds)."""
         if self._voffs is None:
             r = Ragged.from_arrow(self.batch.values)
-            self._vbuf = memoryview(r.data)
+            self._vbuf = memoryview(r.data.tobytes()) if not r.data.flags.c_contiguous else r.data.data
             self._voffs = r.offsets.tolist()
         assert self._vbuf is not None
         return bytes(self._vbuf[self._voffs[i] : self._voffs[i + 1]])
@@ -400,7 +400,7 @@ def check_footer(tail: bytes, where: str) -> tuple[int, int, int]:
             f"{FORMAT_VERSION}; the data directory was written by "
             f"{'an older' if version < FORMAT_VERSION else 'a newer'} piestream. Start from a new "
             "data directory, or reload the data with the piestream that wrote it "
-            "(README \"Upgrading\")"
+            '(README "Upgrading")'
         )
     return off, mlen, checksum
 

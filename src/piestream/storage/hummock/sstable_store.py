@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
 from piestream.common.errors import DataCorruption, ObjectNotFound, StorageError
-from collections.abc import Sequence
-
 from piestream.storage.hummock.cache import LruCache
 from piestream.storage.hummock.decoded import DecodedSstable
 from piestream.storage.hummock.sstable import Block, BuiltSstable, SstableMeta, decode_meta_and_footer

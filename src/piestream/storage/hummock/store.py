@@ -191,9 +191,7 @@ class HummockStorage:
         if filter_keys is not None and any(k is not None for k in filter_keys):
             hashes = [xxhash.xxh64_intdigest(k) if k is not None else None for k in filter_keys]
         runs: list[KvBatch] = []
-        for imm in view.imms:
-            if imm.epoch <= read_epoch:
-                runs.append(slices_of_batch(imm.imm.batch, imm.block, fulls))
+        runs += [slices_of_batch(i.imm.batch, i.block, fulls) for i in view.imms if i.epoch <= read_epoch]
         store = self.sstables
         runs += [_slices(store, s.info, fulls, ranges, hashes) for s in view.l0 if s.min_epoch <= read_epoch]
         for lv in view.levels:
@@ -205,7 +203,13 @@ class HummockStorage:
                     s = lv.ssts[j]
                     if s.min_epoch <= read_epoch and s.hi >= start:
                         parts.append(
-                            _slices(store, s.info, [fulls[i]], [ranges[i]], None if hashes is None else [hashes[i]])
+                            _slices(
+                                store,
+                                s.info,
+                                [fulls[i]],
+                                [ranges[i]],
+                                None if hashes is None else [hashes[i]],
+                            )
                         )
                     j += 1
             runs.append(KvBatch.concat(parts))

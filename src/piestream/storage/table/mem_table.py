@@ -81,7 +81,12 @@ class Ops:
         return Ops(self.keys.take(ia), self.kinds[idx], self.old.take(ia), self.new.take(ia))
 
     def slice(self, lo: int, hi: int) -> Ops:
-        return Ops(self.keys.slice(lo, hi - lo), self.kinds[lo:hi], self.old.slice(lo, hi - lo), self.new.slice(lo, hi - lo))
+        return Ops(
+            self.keys.slice(lo, hi - lo),
+            self.kinds[lo:hi],
+            self.old.slice(lo, hi - lo),
+            self.new.slice(lo, hi - lo),
+        )
 
     @staticmethod
     def concat(parts: list[Ops]) -> Ops:
@@ -101,7 +106,11 @@ class Ops:
         """As Python (key, KeyOp) pairs (tests and the storage sanity check)."""
         out = []
         for k, kind, o, n in zip(
-            self.keys.to_pylist(), self.kinds.tolist(), self.old.to_pylist(), self.new.to_pylist(), strict=True
+            self.keys.to_pylist(),
+            self.kinds.tolist(),
+            self.old.to_pylist(),
+            self.new.to_pylist(),
+            strict=True,
         ):
             kk = KeyOpKind(kind)
             out.append((k, (kk, None if kk is _INS else o, None if kk is _DEL else n)))
@@ -190,7 +199,9 @@ def _check_pairs(s: Ops, new_run: np.ndarray) -> None:
     if bad_value[i]:
         raise _fail("old value differs from the buffered value", key)
     nxt = kind[i + 1]
-    raise _fail("double insert" if nxt == _INS else "double delete" if nxt == _DEL else "update on deleted", key)
+    raise _fail(
+        "double insert" if nxt == _INS else "double delete" if nxt == _DEL else "update on deleted", key
+    )
 
 
 class MemTable:

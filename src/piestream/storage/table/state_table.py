@@ -238,7 +238,9 @@ class StateTable:
             return None if op[0] is KeyOpKind.DELETE else op[2]
         return self.storage.get(self._prefix + key, MAX_EPOCH, filter_len=filter_len)
 
-    def pk_keys(self, pk_columns: Sequence[pa.Array], num_rows: int | None = None) -> tuple[Ragged, np.ndarray]:
+    def pk_keys(
+        self, pk_columns: Sequence[pa.Array], num_rows: int | None = None
+    ) -> tuple[Ragged, np.ndarray]:
         """(table keys ``vnode | memcomparable(pk)``, filter lengths) of a batch of pks."""
         n = len(pk_columns[0]) if pk_columns else (num_rows or 0)
         pk_bytes = memcomparable.encode_columns(
@@ -258,7 +260,9 @@ class StateTable:
         flen = self._filter_lens(key_r) if self._hint else np.zeros(n, np.uint16)
         return key_r, flen
 
-    def get_rows(self, pk_columns: Sequence[pa.Array], num_rows: int | None = None) -> tuple[np.ndarray, DataChunk]:
+    def get_rows(
+        self, pk_columns: Sequence[pa.Array], num_rows: int | None = None
+    ) -> tuple[np.ndarray, DataChunk]:
         """Vectorized `get_row` for a batch of pks as columns: (found mask, the table rows as a
         chunk; rows not found are NULL). The MemTable answers first (one batched lookup), storage
         the rest (one `multi_get_columns`); no step runs per key. An empty pk needs `num_rows`."""
@@ -500,7 +504,7 @@ class StateTable:
                     tkeys, rows = lk, lv
                 else:
                     tkeys = pa.concat_arrays([tkeys, lk])
-                    rows = pa.concat_arrays([rows, lv])  # type: ignore[list-item]
+                    rows = pa.concat_arrays([rows, lv])
                     order = pc.sort_indices(tkeys)
                     tkeys, rows = tkeys.take(order), rows.take(order)
         if tkeys is None or not len(tkeys):
