@@ -207,9 +207,6 @@ def _check_pairs(s: Ops, new_run: np.ndarray) -> None:
 class MemTable:
     """Ops keyed by table key (vnode | memcomparable pk), values as encoded rows."""
 
-    #: Appended chunks are merged once they hold this many ops and more than the base.
-    MERGE_ROWS = 1 << 16
-
     def __init__(self, *, check_consistency: bool = True) -> None:
         self.check = check_consistency
         self._base = Ops.empty()  # merged: sorted, one op per key
@@ -377,8 +374,6 @@ class MemTable:
         self._chunk_rows += len(keys)
         self._bytes += nbytes + 16 * len(keys)
         self._index = None
-        if self._chunk_rows >= self.MERGE_ROWS and self._chunk_rows > len(self._base):
-            self._merge()
 
     # -- reads ----------------------------------------------------------------------------------
     def lookup(self, keys: Ragged) -> tuple[np.ndarray, pa.Array]:
