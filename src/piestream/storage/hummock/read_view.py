@@ -243,7 +243,9 @@ class ReadView:
         suffix = np.frombuffer(encode_epoch(read_epoch), np.uint8)
         targets = concat_rows([user_keys, Ragged.fixed(np.broadcast_to(suffix, (n, EPOCH_LEN)))])
         data, start, length = padded_ragged(targets)
-        order = sort_order(data, start, length)
+        # sorted by user key: the order the runs' key ranges and `Queries.bound` use (a target's
+        # epoch suffix could reorder a key that is a prefix of another)
+        order = sort_order(data, start, length - EPOCH_LEN)
         q = Queries(
             data,
             start[order],
