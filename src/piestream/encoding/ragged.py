@@ -164,43 +164,59 @@ def _gather_with_views(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -
     return Ragged.from_arrow(gather_views([data], np.zeros(len(lens), np.int64), starts, lens))
 
 
-def gather_views(
-    buffers: Sequence[np.ndarray], buf: np.ndarray, starts: np.ndarray, lens: np.ndarray
+_INLINE_MASK = np.arange(12)
+
+
+def binary_views(
+    buffers: Sequence[np.ndarray], buf: np.ndarray | None, starts: np.ndarray, lens: np.ndarray
 ) -> pa.Array:
-    """A binary array whose string i is ``buffers[buf[i]][starts[i]:starts[i] + lens[i]]``: an
-    Arrow binary_view array over the buffers, cast to binary (Arrow copies each string in C++).
-    Buffers must be under 2 GiB."""
+    """An Arrow binary_view array whose string i is ``buffers[buf[i]][starts[i]:][:lens[i]]``,
+    without copying the strings (views of up to 12 bytes hold them inline, zero-padded, as the
+    format requires). Arrow's kernels then compare or copy them in C++. Buffers must be under
+    2 GiB."""
     n = len(lens)
-    views = np.zeros((n, 16), np.uint8)
-    views[:, :4] = lens.astype("<i4").view(np.uint8).reshape(n, 4)
-    long_ = lens > 12
-    li = np.flatnonzero(long_)
-    if len(li):
-        ls = starts[li]
-        lb = buf[li]
-        for k, data in enumerate(buffers):  # one step per source buffer, not per string
-            sel = np.flatnonzero(lb == k) if len(buffers) > 1 else np.arange(len(li))
-            views[li[sel], 4:8] = data[ls[sel, None] + np.arange(4)]
-        views[li, 8:12] = lb.astype("<i4").view(np.uint8).reshape(len(li), 4)
-        views[li, 12:16] = ls.astype("<i4").view(np.uint8).reshape(len(li), 4)
-    si = np.flatnonzero(~long_ & (lens > 0))
-    if len(si):  # short strings live inside their view
-        sl = lens[si]
-        sb = buf[si]
-        step = np.arange(int(sl.sum()), dtype=np.int64) - np.repeat(np.cumsum(sl) - sl, sl)
-        dst = np.repeat(si * 16 + 4, sl) + step
-        src = np.repeat(starts[si], sl) + step
-        owner = np.repeat(sb, sl)
-        flat = views.reshape(-1)
-        for k, data in enumerate(buffers):
-            pick = np.flatnonzero(owner == k) if len(buffers) > 1 else np.arange(len(owner))
-            flat[dst[pick]] = data[src[pick]]
-    arr = pa.Array.from_buffers(
+    lens = np.asarray(lens, np.int64)
+    starts = np.asarray(starts, np.int64)
+    views = np.zeros((n, 4), np.uint32)  # length | prefix or inline bytes | buffer | offset
+    views[:, 0] = lens
+    short = lens <= 12
+    multi = len(buffers) > 1
+    for k, data in enumerate(buffers):  # one step per source buffer, not per string
+        mine = np.flatnonzero(buf == k) if multi and buf is not None else slice(None)
+        st = starts[mine]
+        sh = short[mine]
+        data = np.ascontiguousarray(data)
+        size = len(data)
+        safe = st + 12 <= size
+        if size >= 4 and safe.all():
+            w = word_view(data, "<u4")
+            views[mine, 1] = w[st]
+            views[mine, 2] = np.where(sh, w[np.where(sh, st + 4, 0)], k)
+            views[mine, 3] = np.where(sh, w[np.where(sh, st + 8, 0)], st)
+        else:  # near the end of an unpadded buffer: gather byte by byte
+            idx = np.minimum(st[:, None] + _INLINE_MASK, max(size - 1, 0))
+            raw = data[idx] if size else np.zeros((len(st), 12), np.uint8)
+            w3 = np.ascontiguousarray(raw).view("<u4")
+            views[mine, 1] = w3[:, 0]
+            views[mine, 2] = np.where(sh, w3[:, 1], k)
+            views[mine, 3] = np.where(sh, w3[:, 2], st)
+    si = np.flatnonzero(short)
+    if len(si):  # inline bytes past the string's end must be zero
+        vb = views.view(np.uint8).reshape(n, 16)
+        vb[si, 4:16] &= np.where(_INLINE_MASK[None, :] < lens[si, None], 0xFF, 0).astype(np.uint8)
+    return pa.Array.from_buffers(
         pa.binary_view(),
         n,
         [None, pa.py_buffer(views), *(pa.py_buffer(np.ascontiguousarray(b)) for b in buffers)],
     )
-    return arr.cast(pa.binary())
+
+
+def gather_views(
+    buffers: Sequence[np.ndarray], buf: np.ndarray, starts: np.ndarray, lens: np.ndarray
+) -> pa.Array:
+    """A binary array whose string i is ``buffers[buf[i]][starts[i]:starts[i] + lens[i]]``
+    (`binary_views` cast to binary: Arrow copies each string in C++)."""
+    return binary_views(buffers, buf, starts, lens).cast(pa.binary())
 
 
 def concat_rows(parts: Sequence[Ragged]) -> Ragged:

@@ -16,8 +16,9 @@ drop trailing NUL bytes (a BIGINT 0 key ends in ``00``).
 from __future__ import annotations
 
 import numpy as np
+import pyarrow.compute as pc
 
-from piestream.encoding.ragged import Ragged, word_view
+from piestream.encoding.ragged import Ragged, binary_views, word_view
 
 #: ``_MASKS[r]`` keeps the first r bytes (big-endian) of a word; r is clipped to 0..8.
 _MASKS = np.array(
@@ -41,9 +42,12 @@ def padded_ragged(r: Ragged) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def words(data: np.ndarray, pos: np.ndarray, remaining: np.ndarray) -> np.ndarray:
     """The big-endian uint64 at each ``data[pos:]``, keeping only `remaining` bytes (zero-filled)."""
+    short = np.flatnonzero(remaining < 8)
+    if len(short):
+        pos = pos.copy()
+        pos[short[remaining[short] <= 0]] = 0  # nothing to read: any position will do
     w = word_view(data, "u8")[pos]
     w.byteswap(inplace=True)
-    short = np.flatnonzero(remaining < 8)
     if len(short):
         w[short] &= _MASKS[np.maximum(remaining[short], 0)]
     return w
@@ -59,24 +63,47 @@ def compare(
     skip: np.ndarray | int = 0,
 ) -> np.ndarray:
     """Byte-order comparison of key pairs (-1, 0, 1 as int8), starting at byte `skip` of both
-    (the caller knows the bytes before it are equal). Both buffers must be `padded`."""
+    (the caller knows the bytes before it are equal): both sides as Arrow binary_view arrays over
+    the buffers (no copy), compared by Arrow's kernels (memcmp per pair in C++)."""
     n = len(a_start)
     if n == 0:
         return np.zeros(0, np.int8)
     a_s, b_s = a_start + skip, b_start + skip
-    a_l, b_l = a_len - skip, b_len - skip
+    a_l, b_l = np.maximum(a_len - skip, 0), np.maximum(b_len - skip, 0)
+    if int(min(a_l.max(), b_l.max())) <= _SHORT_COMPARE:
+        return _compare_words(a_data, a_s, a_l, b_data, b_s, b_l)
+    va = binary_views([a_data], None, a_s, a_l)
+    vb = binary_views([b_data], None, b_s, b_l)
+    lt = pc.less(va, vb).to_numpy(zero_copy_only=False)
+    eq = pc.equal(va, vb).to_numpy(zero_copy_only=False)
+    return np.where(lt, -1, np.where(eq, 0, 1)).astype(np.int8)
+
+
+#: Pairs whose shorter side is at most this long are compared with 8-byte words (two rounds).
+_SHORT_COMPARE = 16
+
+
+def _compare_words(
+    a_data: np.ndarray, a_s: np.ndarray, a_l: np.ndarray, b_data: np.ndarray, b_s: np.ndarray, b_l: np.ndarray
+) -> np.ndarray:
+    """`compare` by rounds of big-endian words; each round settles every pair whose words
+    differ or whose shorter key ends in the word."""
+    n = len(a_s)
     out = np.zeros(n, np.int8)
     idx = np.arange(n)
     off = np.zeros(n, np.int64)
     while len(idx):
         ra = a_l[idx] - off
         rb = b_l[idx] - off
-        wa1 = words(a_data, a_s[idx] + off, ra)
-        wb1 = words(b_data, b_s[idx] + off, rb)
-        lt1 = wa1 < wb1
-        gt1 = wa1 > wb1
-        decided = lt1 | gt1 | (ra <= 8) | (rb <= 8)
-        res = np.where(lt1, -1, np.where(gt1, 1, np.sign(ra - rb))).astype(np.int8)
+        wa = words(a_data, a_s[idx] + off, ra)
+        wb = words(b_data, b_s[idx] + off, rb)
+        lt = wa < wb
+        gt = wa > wb
+        decided = lt | gt | (ra <= 8) | (rb <= 8)
+        res = np.where(lt, -1, np.where(gt, 1, np.sign(ra - rb))).astype(np.int8)
+        if decided.all():
+            out[idx] = res
+            break
         out[idx[decided]] = res[decided]
         keep = ~decided
         idx = idx[keep]
@@ -117,7 +144,20 @@ class KeyIndex:
     words are the segment number alone, which keeps the word column sorted.
     """
 
-    __slots__ = ("_top", "bits", "cp", "data", "lens", "nseg", "seg_start", "shift", "starts", "word")
+    __slots__ = (
+        "_top",
+        "bits",
+        "cp",
+        "data",
+        "lens",
+        "nseg",
+        "next_at",
+        "seg_start",
+        "shift",
+        "starts",
+        "word",
+        "word2",
+    )
 
     def __init__(self, data: np.ndarray, starts: np.ndarray, lens: np.ndarray, seg_start: np.ndarray) -> None:
         self.data = data
@@ -128,6 +168,9 @@ class KeyIndex:
         self.bits = int(self.nseg - 1).bit_length() if self.nseg > 1 else 0
         self.shift = np.uint64(64 - self.bits) if self.bits else np.uint64(0)
         self.cp = np.zeros(self.nseg, np.int64)
+        # the second word starts at the first byte the first word does not hold whole
+        self.next_at = 8 - (self.bits + 7) // 8
+        self.word2 = np.zeros(int(seg_start[-1]), np.uint64)
         self._top: KeyIndex | None = None
         counts = np.diff(seg_start)
         if self.bits:
@@ -170,6 +213,8 @@ class KeyIndex:
         low = self._low(self.data, self.starts[ent] + cpe, self.lens[ent] - cpe)
         top = seg_of.astype(np.uint64) << self.shift if self.bits else np.uint64(0)
         self.word[ent] = top | low
+        at = cpe + self.next_at
+        self.word2[ent] = words(self.data, self.starts[ent] + at, self.lens[ent] - at)
 
     def lower_bound(
         self,
@@ -212,25 +257,36 @@ class KeyIndex:
         g = top | low
         lo = np.searchsorted(self.word, g, "left")
         hi = np.searchsorted(self.word, g, "right")
-        # ties: equal words, so compare the keys exactly (binary search inside [lo, hi))
+        # ties on the first word: binary search on the second (plain uint64 compares), then an
+        # exact comparison only where both words tie
         tie = np.flatnonzero(hi > lo)
         if len(tie):
-            t_lo, t_hi = lo[tie], hi[tie]
             qi = live[tie]
-            while True:
-                open_ = np.flatnonzero(t_lo < t_hi)
-                if not len(open_):
-                    break
-                a, b = t_lo[open_], t_hi[open_]
-                mid = (a + b) // 2
-                q = qi[open_]
-                cmp = compare(
-                    self.data, self.starts[mid], self.lens[mid], q_data, q_start[q], q_len[q], cp[q]
-                )
-                go_right = cmp <= 0 if right else cmp < 0
-                t_lo[open_] = np.where(go_right, mid + 1, a)
-                t_hi[open_] = np.where(go_right, b, mid)
-            lo[tie] = t_lo
+            at = cp[qi] + self.next_at
+            q2 = words(q_data, q_start[qi] + at, q_len[qi] - at)
+            a = _range_search(self.word2, lo[tie], hi[tie], q2, right=False)
+            b = _range_search(self.word2, a, hi[tie], q2, right=True)
+            lo[tie] = a
+            tie2 = np.flatnonzero(b > a)
+            if len(tie2):
+                t_lo, t_hi = a[tie2], b[tie2]
+                qj = qi[tie2]
+                skip = cp[qj] + self.next_at + 8
+                while True:
+                    open_ = np.flatnonzero(t_lo < t_hi)
+                    if not len(open_):
+                        break
+                    x, y = t_lo[open_], t_hi[open_]
+                    mid = (x + y) // 2
+                    q = qj[open_]
+                    sk = np.minimum(skip[open_], np.minimum(self.lens[mid], q_len[q]))
+                    cmp = compare(
+                        self.data, self.starts[mid], self.lens[mid], q_data, q_start[q], q_len[q], sk
+                    )
+                    go_right = cmp <= 0 if right else cmp < 0
+                    t_lo[open_] = np.where(go_right, mid + 1, x)
+                    t_hi[open_] = np.where(go_right, y, mid)
+                lo[tie[tie2]] = t_lo
         pos[live] = lo
         return pos
 
@@ -246,6 +302,24 @@ class KeyIndex:
         """For keys that are segment *first keys* (a block index): the last key <= each query,
         clipped to 0 (queries below every key go to the first)."""
         return np.maximum(self.lower_bound(q_data, q_start, q_len, right=True) - 1, 0)
+
+
+def _range_search(
+    arr: np.ndarray, lo: np.ndarray, hi: np.ndarray, q: np.ndarray, *, right: bool
+) -> np.ndarray:
+    """Vectorized binary search of each q in its own sorted range ``arr[lo:hi]``."""
+    lo = lo.copy()
+    hi = hi.copy()
+    while True:
+        open_ = np.flatnonzero(lo < hi)
+        if not len(open_):
+            return lo
+        x, y = lo[open_], hi[open_]
+        mid = (x + y) >> 1
+        v = arr[mid]
+        go = v <= q[open_] if right else v < q[open_]
+        lo[open_] = np.where(go, mid + 1, x)
+        hi[open_] = np.where(go, y, mid)
 
 
 def sort_order(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
