@@ -135,11 +135,12 @@ class Block:
     buffer), plus a lazily built key list for the single-key `get` (bisect over Python bytes is
     the fastest one-key search Python offers)."""
 
-    __slots__ = ("_key_list", "_vbuf", "_voffs", "batch", "nbytes")
+    __slots__ = ("_key_list", "_vbuf", "_voffs", "batch", "n", "nbytes")
 
     def __init__(self, batch: KvBatch, nbytes: int) -> None:
         self.batch = batch
         self.nbytes = nbytes
+        self.n = len(batch)
         self._key_list: list[bytes] | None = None
         self._vbuf: memoryview | None = None
         self._voffs: list[int] | None = None
@@ -163,7 +164,7 @@ class Block:
         return bytes(self._vbuf[self._voffs[i] : self._voffs[i + 1]])
 
     def __len__(self) -> int:
-        return len(self.batch)
+        return self.n
 
 
 def decode_block(raw: bytes, where: str) -> Block:
