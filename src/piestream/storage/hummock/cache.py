@@ -7,6 +7,7 @@ are kept so benchmarks and tests can report hit rates.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -45,10 +46,8 @@ class LruCache(Generic[V]):
     def touch(self, key: Hashable) -> None:
         """Mark an entry as just used (one atomic OrderedDict call, no lock: the hot path of
         every single-key read)."""
-        try:
+        with contextlib.suppress(KeyError):  # evicted meanwhile
             self._data.move_to_end(key)
-        except KeyError:
-            pass  # evicted meanwhile
 
     def count(self, *, hits: int = 0, misses: int = 0) -> None:
         """Record hits and misses of a cache whose entries hold many items (blocks of an SST)."""
