@@ -226,6 +226,13 @@ def concat_rows(parts: Sequence[Ragged]) -> Ragged:
     n = parts[0].n
     if len(parts) == 1:
         return parts[0].compacted()
+    widths = [_fixed_width(p) for p in parts]
+    if n and all(w is not None for w in widths):
+        # every part has one width: the rows are a matrix, glued with one hstack
+        mats = [
+            p.data[p.offsets[0] : p.offsets[-1]].reshape(n, w) for p, w in zip(parts, widths, strict=True)
+        ]
+        return Ragged.fixed(np.hstack(mats))
     lens = [p.lengths for p in parts]
     total_lens = np.sum(lens, axis=0) if n else np.zeros(0, np.int64)
     offsets = np.zeros(n + 1, np.int64)
@@ -238,6 +245,18 @@ def concat_rows(parts: Sequence[Ragged]) -> Ragged:
         scatter_into(out, cursor, p, plen)
         cursor += plen
     return Ragged(offsets, out)
+
+
+def _fixed_width(r: Ragged) -> int | None:
+    """The width of every string if they all have one (cheap test: total = n * first width)."""
+    if r.n == 0:
+        return None
+    w = int(r.offsets[1] - r.offsets[0])
+    if int(r.offsets[-1] - r.offsets[0]) != w * r.n:
+        return None
+    if r.n > 1 and not (np.diff(r.offsets) == w).all():
+        return None
+    return w
 
 
 def scatter_into(

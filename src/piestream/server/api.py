@@ -107,6 +107,18 @@ class Connection:
         results = self.execute(query, params)
         return results[-1] if results else Result(QueryResult("EMPTY"))
 
+    def insert(self, table: str, data: pa.Table | pd.DataFrame | dict[str, Any]) -> int:
+        """Bulk-insert rows given as columns (an Arrow table, a pandas DataFrame or a dict of
+        column name -> values); like INSERT, committed when this returns. Returns the row count."""
+        from piestream.server import dml
+
+        if isinstance(data, dict):
+            data = pa.table(data)
+        elif not isinstance(data, pa.Table):
+            data = pa.Table.from_pandas(data, preserve_index=False)
+        dml.insert_arrow(self.session, table, data)
+        return data.num_rows
+
     def flush(self) -> int:
         """Commit an epoch now (pending DML, Spark writes in the inbox); returns the epoch."""
         return self.database.barriers.flush()

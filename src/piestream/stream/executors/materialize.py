@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from piestream.common.chunk import Op, StreamChunk
 from piestream.encoding import memcomparable
+from piestream.encoding.ragged import Ragged
 from piestream.plan.materialize import ConflictBehavior, MaterializeNode
 from piestream.stream.executor import ActorContext, Executor
 
@@ -38,13 +40,52 @@ class MaterializeExecutor(Executor):
         self.state.write_chunk(c)
         return [c]
 
+    @staticmethod
+    def _inserts_of_distinct_keys(
+        c: StreamChunk, key_r: Ragged, found: np.ndarray, stored: list[pa.Array], overwrite: bool
+    ) -> StreamChunk | None:
+        """The common bulk case, vectorized: only inserts, each key once in the chunk. A key not
+        stored is inserted; a stored one is overwritten (U-, U+) or the insert dropped."""
+        if not (c.ops == Op.INSERT).all():
+            return None
+        keys = key_r.to_arrow()
+        if pc.count_distinct(keys).as_py() != len(keys):
+            return None
+        if not found.any():
+            return c
+        n = c.capacity
+        if not overwrite:
+            keep = pa.array(~found)
+            return StreamChunk(
+                c.ops[~found], [col.filter(keep) for col in c.columns], length=int((~found).sum())
+            )
+        # each found row becomes U-(stored), U+(input); the others stay inserts
+        reps = np.where(found, 2, 1)
+        out_n = int(reps.sum())
+        row = np.repeat(np.arange(n), reps)
+        first = np.ones(out_n, np.bool_)
+        first[1:] = row[1:] != row[:-1]
+        is_old = found[row] & first
+        ops = np.where(found[row], np.where(is_old, Op.UPDATE_DELETE, Op.UPDATE_INSERT), Op.INSERT).astype(
+            np.int8
+        )
+        gather = pa.array(np.where(is_old, n + row, row))
+        cols = [
+            pa.concat_arrays([a, b.cast(a.type)]).take(gather) for a, b in zip(c.columns, stored, strict=True)
+        ]
+        return StreamChunk(ops, cols, length=out_n)
+
     def _resolve_conflicts(self, c: StreamChunk) -> StreamChunk:
         d = self.desc
         pk_cols = [c.columns[i] for i in d.pk]
-        keys = memcomparable.encode_columns(pk_cols, d.pk_types, list(d.pk_orders)).to_list()
+        key_r = memcomparable.encode_columns(pk_cols, d.pk_types, list(d.pk_orders))
         found, stored_chunk = self.state.get_rows(pk_cols)
         stored = stored_chunk.columns
         overwrite = self.conflict is ConflictBehavior.OVERWRITE
+        fast = self._inserts_of_distinct_keys(c, key_r, found, stored, overwrite)
+        if fast is not None:
+            return fast
+        keys = key_r.to_list()
         # Per-row Python: several ops on one key within a chunk must see each other's effect.
         current: dict[bytes, tuple[str, int] | None] = {}
         for i, k in enumerate(keys):
