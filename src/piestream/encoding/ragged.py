@@ -230,7 +230,8 @@ def concat_rows(parts: Sequence[Ragged]) -> Ragged:
     if n and all(w is not None for w in widths):
         # every part has one width: the rows are a matrix, glued with one hstack
         mats = [
-            p.data[p.offsets[0] : p.offsets[-1]].reshape(n, w) for p, w in zip(parts, widths, strict=True)
+            p.data[p.offsets[0] : p.offsets[-1]].reshape(n, int(w or 0))
+            for p, w in zip(parts, widths, strict=True)
         ]
         return Ragged.fixed(np.hstack(mats))
     lens = [p.lengths for p in parts]
