@@ -267,11 +267,8 @@ class MemTable:
         return self._bytes
 
     # -- single rows ----------------------------------------------------------------------------
-    def _current(self, key: bytes) -> KeyOp | None:
-        """The key's op, moved into the row overlay if it was in the base or the chunks."""
-        op = self._rows.get(key)
-        if op is not None:
-            return op
+    def _in_base(self, key: bytes) -> tuple[int, KeyOp] | None:
+        """The key's row in the merged base and its op (chunks merged first), if buffered there."""
         if self._chunks:
             self._merge()
         if self._base_pos is None:
@@ -281,9 +278,23 @@ class MemTable:
             return None
         b = self._base
         kind = KeyOpKind(int(b.kinds[i]))
-        op = (kind, None if kind is _INS else b.old[i].as_py(), None if kind is _DEL else b.new[i].as_py())
+        return i, (
+            kind,
+            None if kind is _INS else b.old[i].as_py(),
+            None if kind is _DEL else b.new[i].as_py(),
+        )
+
+    def _current(self, key: bytes) -> KeyOp | None:
+        """The key's op, moved into the row overlay if it was in the base or the chunks."""
+        op = self._rows.get(key)
+        if op is not None:
+            return op
+        found = self._in_base(key)
+        if found is None:
+            return None
+        i, op = found
         if self._base_dead is None:
-            self._base_dead = np.zeros(len(b), np.bool_)
+            self._base_dead = np.zeros(len(self._base), np.bool_)
         self._base_dead[i] = True
         self._rows[key] = op
         return op
@@ -292,16 +303,8 @@ class MemTable:
         op = self._rows.get(key)
         if op is not None:
             return op
-        if self._chunks:
-            self._merge()
-        if self._base_pos is None:
-            self._base_pos = {k: i for i, k in enumerate(self._base.keys.to_pylist())}
-        i = self._base_pos.get(key)
-        if i is None or (self._base_dead is not None and self._base_dead[i]):
-            return None
-        b = self._base
-        kind = KeyOpKind(int(b.kinds[i]))
-        return (kind, None if kind is _INS else b.old[i].as_py(), None if kind is _DEL else b.new[i].as_py())
+        found = self._in_base(key)
+        return None if found is None else found[1]
 
     def _set(self, key: bytes, op: KeyOp) -> None:
         self._rows[key] = op
