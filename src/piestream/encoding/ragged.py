@@ -101,7 +101,13 @@ class Ragged:
         total = int(offsets[-1])
         if total == 0:
             return Ragged(offsets, np.zeros(0, np.uint8))
-        if total >= _VIEW_GATHER_MIN and len(self.data) < 2**31 - 1 and total < 2**31 - 1:
+        # views pay off for strings longer than a view's 12 inline bytes
+        if (
+            total >= _VIEW_GATHER_MIN
+            and total > 12 * len(lens)
+            and len(self.data) < 2**31 - 1
+            and total < 2**31 - 1
+        ):
             return _gather_with_views(self.data, starts, lens)
         out = np.empty(total, np.uint8)
         nw = lens >> 3

@@ -50,6 +50,7 @@ class DecodedSstable:
         self.vlen = np.zeros(n, np.int64)
         self.flens = np.zeros(n, np.uint16)
         self.loaded = np.zeros(nb, np.bool_)
+        self.searchable = np.zeros(nb, np.bool_)  # search words computed (only batched gets need them)
         self.loaded_bytes = 0
         self._views: dict[int, Block] = {}
         self._lock = threading.Lock()
@@ -120,10 +121,19 @@ class DecodedSstable:
                     at = int(meta.offsets[b]) - start
                     where = self.where(b)
                     self.install(b, block_body(raw[at : at + int(meta.lengths[b])], where), where)
-            self.keys.fill(missing)
             self.loaded[missing] = True
             self.loaded_bytes += int(meta.usizes[missing].sum())
             return len(missing)
+
+    def make_searchable(self, blocks: np.ndarray) -> None:
+        """Compute the search words of loaded blocks that have none yet (scans never need them)."""
+        todo = np.unique(blocks)
+        todo = todo[~self.searchable[todo]]
+        if len(todo):
+            with self._lock:
+                todo = todo[~self.searchable[todo]]
+                self.keys.fill(todo)
+                self.searchable[todo] = True
 
     # -- views ----------------------------------------------------------------------------------
     def block(self, idx: int) -> Block:

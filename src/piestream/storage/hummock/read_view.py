@@ -329,6 +329,7 @@ class ReadView:
             return j
         blocks = meta.index().route(q.data, q.start[j], q.length[j])
         d = store.load_blocks(s.info, blocks)
+        d.make_searchable(blocks)
         pos = d.keys.lower_bound(q.data, q.start[j], q.length[j], blocks)
         # past its block: the candidate is the next block's first entry (versions may straddle)
         nb = len(meta)

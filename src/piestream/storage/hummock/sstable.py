@@ -180,6 +180,7 @@ def decode_block(raw: bytes, where: str) -> Block:
     d = DecodedSstable(0, meta, "")
     d.install(0, payload, where)
     d.loaded[0] = True
+    d.make_searchable(np.zeros(1, np.int64))
     return d.block(0)
 
 
