@@ -448,7 +448,7 @@ def slices_of_batch(
     """The entries of a sorted run inside any of the sorted full-key ranges, as one sorted batch."""
     keys = (block or Block(batch, 0)).key_list()
     parts = []
-    for start, end in fulls:
+    for start, end in fulls:  # per range (a bisect each): see `HummockStorage.read_ranges`
         lo = 0 if start is None else bisect.bisect_left(keys, start)
         hi = len(keys) if end is None else bisect.bisect_left(keys, end)
         if hi > lo:

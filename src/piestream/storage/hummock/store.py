@@ -196,6 +196,8 @@ class HummockStorage:
         runs += [_slices(store, s.info, fulls, ranges, hashes) for s in view.l0 if s.min_epoch <= read_epoch]
         for lv in view.levels:
             parts = []
+            # Per-range Python (a bisect per range and SST): prefix scans come one range per
+            # probed key; batching them into one KeyIndex search per run is issue 12's join work.
             for i, (start, end) in enumerate(ranges):
                 lo = max(lv.position(start), 0) if lv.ssts else 0
                 j = lo
@@ -281,7 +283,7 @@ def _slices(
     meta = None
     parts: list[KvBatch] = []
     lo_key, hi_key = info.smallest_user_key, info.largest_user_key
-    for i, (start, end) in enumerate(ranges):
+    for i, (start, end) in enumerate(ranges):  # per range: see `read_ranges`
         if start > hi_key or (end is not None and end <= lo_key):
             continue
         if meta is None:

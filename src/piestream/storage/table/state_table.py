@@ -384,6 +384,7 @@ class StateTable:
         counts = np.zeros(n, np.int64)
         if not n:
             return DataChunk([pa.nulls(0, t.arrow) for t in self.desc.types], length=0), counts
+        # per prefix: the prefixes arrive as Python rows; `scan_prefix_keys` takes encoded columns
         keys = [self._prefix_key(p, self._scan_vnodes(p, None)[0]) for p in prefixes]
         return self.scan_prefix_keys(Ragged.from_list(keys), all(len(p) == self._hint for p in prefixes))
 
