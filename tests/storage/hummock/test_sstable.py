@@ -540,3 +540,15 @@ def test_truncated_object_raises_data_corruption(keep: str) -> None:
     with pytest.raises(DataCorruption) as exc:
         _read_all(obj, info)
     assert info.path in str(exc.value)
+
+
+def test_unknown_format_version_is_refused_clearly() -> None:
+    """An SST from a newer piestream is refused with a message naming the versions, not misread."""
+    from piestream.storage.hummock.sstable import SstFormatError
+
+    obj, info, data, _ = _small_sst(COMPRESSION_NONE)
+    bad = bytearray(data)
+    struct.pack_into("<I", bad, len(bad) - 8, 9)  # footer: ... version u32 | magic u32
+    obj.put(info.path, bytes(bad))
+    with pytest.raises(SstFormatError, match=r"version 9, but this piestream reads only versions 1, 2"):
+        SstableStore(obj).meta(info)

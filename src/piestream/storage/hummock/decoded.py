@@ -120,7 +120,9 @@ class DecodedSstable:
                 for b in run.tolist():  # per block: checksum and decompression are C calls
                     at = int(meta.offsets[b]) - start
                     where = self.where(b)
-                    self.install(b, block_body(raw[at : at + int(meta.lengths[b])], where), where)
+                    self.install(
+                        b, block_body(raw[at : at + int(meta.lengths[b])], where, meta.version), where
+                    )
             self.loaded[missing] = True
             self.loaded_bytes += int(meta.usizes[missing].sum())
             return len(missing)

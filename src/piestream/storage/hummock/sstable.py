@@ -18,9 +18,11 @@ u64``; body is the payload, optionally LZ4- or Zstd-compressed.
 The meta is columnar too: block offsets, lengths, uncompressed sizes and key counts as arrays,
 the block index as the array of block first keys (offsets + bytes), then smallest and largest key,
 key count, epoch range, table ids and the Bloom filter. The footer locates and checksums the meta
-and carries the format version; an SST of another version is refused with `SstFormatError`
-(README "Upgrading"). Every read verifies checksums, so corrupt bytes raise `DataCorruption`
-naming the object and block instead of being returned as data.
+and carries the format version. Version 1 SSTs (row-record block index, checksum over body +
+compression byte, entry-size "uncompressed" sizes) are still read, so older data directories keep
+working; new SSTs are written as version 2 and compaction rewrites old ones. Any other version is
+refused with `SstFormatError` (README "Upgrading"). Every read verifies checksums, so corrupt
+bytes raise `DataCorruption` naming the object and block instead of being returned as data.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from piestream.storage.hummock.kv_batch import KvBatch
 
 MAGIC = 0x5049_4553  # "PIES"
 FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 DEFAULT_BLOCK_SIZE = 64 * 1024
 
 COMPRESSION_NONE = 0
@@ -108,7 +111,15 @@ def encode_block(batch: KvBatch, compression: int = COMPRESSION_NONE) -> bytes:
     return body + _BLOCK_TRAILER.pack(compression, xxhash.xxh64_intdigest(body, compression))
 
 
-def block_body(raw: memoryview | bytes, where: str) -> bytes | memoryview:
+def _block_checksum(body: memoryview, compression: int, version: int) -> int:
+    if version == 1:  # version 1: xxh64(body + compression byte)
+        h = xxhash.xxh64(body)
+        h.update(bytes([compression]))
+        return h.intdigest()
+    return xxhash.xxh64_intdigest(body, compression)
+
+
+def block_body(raw: memoryview | bytes, where: str, version: int = FORMAT_VERSION) -> bytes | memoryview:
     """Verify one block's on-disk bytes and return its uncompressed payload (no copy when the
     block is not compressed)."""
     mv = memoryview(raw)
@@ -116,7 +127,7 @@ def block_body(raw: memoryview | bytes, where: str) -> bytes | memoryview:
         raise DataCorruption(f"{where}: block truncated")
     body = mv[: -_BLOCK_TRAILER.size]
     compression, checksum = _BLOCK_TRAILER.unpack_from(mv, len(mv) - _BLOCK_TRAILER.size)
-    if xxhash.xxh64_intdigest(body, compression) != checksum:
+    if _block_checksum(body, compression, version) != checksum:
         raise DataCorruption(f"{where}: block checksum mismatch")
     try:
         if compression == COMPRESSION_NONE:
@@ -217,7 +228,9 @@ class SstableMeta:
         table_ids: list[int],
         unfiltered_table_ids: list[int],
         bloom: BloomFilter,
+        version: int = FORMAT_VERSION,
     ) -> None:
+        self.version = version
         self.offsets = offsets.astype(np.int64)
         self.lengths = lengths.astype(np.int64)
         self.usizes = usizes.astype(np.int64)
@@ -314,7 +327,9 @@ class SstableMeta:
         return b"".join(parts)
 
     @classmethod
-    def decode(cls, data: bytes, where: str) -> SstableMeta:
+    def decode(cls, data: bytes, where: str, version: int = FORMAT_VERSION) -> SstableMeta:
+        if version == 1:
+            return cls._decode_v1(data, where)
         try:
             r = _Reader(data)
             n = r.u32()
@@ -349,6 +364,45 @@ class SstableMeta:
             table_ids=table_ids,
             unfiltered_table_ids=unfiltered,
             bloom=bloom,
+        )
+
+    @classmethod
+    def _decode_v1(cls, data: bytes, where: str) -> SstableMeta:
+        """Version 1: one record per block (offset u64, length, entry-size sum, key count u32,
+        first key), then the same trailing fields. Its per-block "uncompressed size" summed
+        key + value + 10 per entry, which is the payload size less 12."""
+        try:
+            r = _Reader(data)
+            recs = []
+            first = []
+            for _ in range(r.u32()):  # per block of an old SST, once when its meta is loaded
+                recs.append(r.unpack("<QIII"))
+                first.append(r.lp())
+            smallest, largest = r.lp(), r.lp()
+            key_count, min_epoch, max_epoch = r.unpack("<QQQ")
+            table_ids = [r.u32() for _ in range(r.u32())]
+            unfiltered = [r.u32() for _ in range(r.u32())]
+            bloom = BloomFilter.from_bytes(r.lp())
+            if r.pos != len(data):
+                raise DataCorruption("trailing bytes")
+        except (struct.error, ValueError, DataCorruption) as e:
+            raise DataCorruption(f"{where}: SST meta is corrupt ({e})") from e
+        cols = np.array(recs, np.int64).reshape(len(recs), 4)
+        return cls(
+            offsets=cols[:, 0],
+            lengths=cols[:, 1],
+            usizes=cols[:, 2] + 12,
+            key_counts=cols[:, 3],
+            first_keys=Ragged.from_list(first),
+            smallest_key=smallest,
+            largest_key=largest,
+            key_count=key_count,
+            min_epoch=min_epoch,
+            max_epoch=max_epoch,
+            table_ids=table_ids,
+            unfiltered_table_ids=unfiltered,
+            bloom=bloom,
+            version=1,
         )
 
 
@@ -388,34 +442,34 @@ def encode_footer(meta_offset: int, meta: bytes) -> bytes:
     return _FOOTER.pack(meta_offset, len(meta), xxhash.xxh64_intdigest(meta), FORMAT_VERSION, MAGIC)
 
 
-def check_footer(tail: bytes, where: str) -> tuple[int, int, int]:
-    """(meta offset, meta length, meta checksum) from an SST's last `FOOTER_SIZE` bytes, after
-    checking magic and format version."""
+def check_footer(tail: bytes, where: str) -> tuple[int, int, int, int]:
+    """(meta offset, meta length, meta checksum, format version) from an SST's last
+    `FOOTER_SIZE` bytes, after checking magic and format version."""
     if len(tail) < FOOTER_SIZE:
         raise DataCorruption(f"{where}: SST footer truncated")
     off, mlen, checksum, version, magic = _FOOTER.unpack_from(tail, len(tail) - FOOTER_SIZE)
     if magic != MAGIC:
         raise DataCorruption(f"{where}: not an SST (bad magic)")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise SstFormatError(
-            f"{where}: SST format version {version}, but this piestream reads only version "
-            f"{FORMAT_VERSION}; the data directory was written by "
+            f"{where}: SST format version {version}, but this piestream reads only versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}; the data directory was written by "
             f"{'an older' if version < FORMAT_VERSION else 'a newer'} piestream. Start from a new "
             "data directory, or reload the data with the piestream that wrote it "
             '(README "Upgrading")'
         )
-    return off, mlen, checksum
+    return off, mlen, checksum, version
 
 
 def decode_meta_and_footer(tail: bytes, meta_offset: int, where: str) -> SstableMeta:
     """Decode the bytes from `meta_offset` to the end of an SST object (meta + footer)."""
-    off, mlen, checksum = check_footer(tail, where)
+    off, mlen, checksum, version = check_footer(tail, where)
     if off != meta_offset or mlen != len(tail) - FOOTER_SIZE:
         raise DataCorruption(f"{where}: SST footer does not match its meta")
     meta = tail[:mlen]
     if xxhash.xxh64_intdigest(meta) != checksum:
         raise DataCorruption(f"{where}: SST meta checksum mismatch")
-    return SstableMeta.decode(meta, where)
+    return SstableMeta.decode(meta, where, version)
 
 
 # ---------------------------------------------------------------------------------------------
