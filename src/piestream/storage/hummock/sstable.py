@@ -31,6 +31,7 @@ import bisect
 import itertools
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import lz4.block
 import numpy as np
@@ -341,13 +342,7 @@ class SstableMeta:
             if n and (fko[0] != 0 or np.any(np.diff(fko) < 0)):
                 raise DataCorruption("block index offsets are inconsistent")
             fkd = np.frombuffer(r.take(int(fko[-1])), np.uint8)
-            smallest, largest = r.lp(), r.lp()
-            key_count, min_epoch, max_epoch = r.unpack("<QQQ")
-            table_ids = [r.u32() for _ in range(r.u32())]
-            unfiltered = [r.u32() for _ in range(r.u32())]
-            bloom = BloomFilter.from_bytes(r.lp())
-            if r.pos != len(data):
-                raise DataCorruption("trailing bytes")
+            tail = _read_tail(r, len(data))
         except (struct.error, ValueError, DataCorruption) as e:
             raise DataCorruption(f"{where}: SST meta is corrupt ({e})") from e
         return cls(
@@ -356,14 +351,7 @@ class SstableMeta:
             usizes=usizes,
             key_counts=counts,
             first_keys=Ragged(fko, fkd),
-            smallest_key=smallest,
-            largest_key=largest,
-            key_count=key_count,
-            min_epoch=min_epoch,
-            max_epoch=max_epoch,
-            table_ids=table_ids,
-            unfiltered_table_ids=unfiltered,
-            bloom=bloom,
+            **tail,
         )
 
     @classmethod
@@ -378,13 +366,7 @@ class SstableMeta:
             for _ in range(r.u32()):  # per block of an old SST, once when its meta is loaded
                 recs.append(r.unpack("<QIII"))
                 first.append(r.lp())
-            smallest, largest = r.lp(), r.lp()
-            key_count, min_epoch, max_epoch = r.unpack("<QQQ")
-            table_ids = [r.u32() for _ in range(r.u32())]
-            unfiltered = [r.u32() for _ in range(r.u32())]
-            bloom = BloomFilter.from_bytes(r.lp())
-            if r.pos != len(data):
-                raise DataCorruption("trailing bytes")
+            tail = _read_tail(r, len(data))
         except (struct.error, ValueError, DataCorruption) as e:
             raise DataCorruption(f"{where}: SST meta is corrupt ({e})") from e
         cols = np.array(recs, np.int64).reshape(len(recs), 4)
@@ -394,16 +376,30 @@ class SstableMeta:
             usizes=cols[:, 2] + 12,
             key_counts=cols[:, 3],
             first_keys=Ragged.from_list(first),
-            smallest_key=smallest,
-            largest_key=largest,
-            key_count=key_count,
-            min_epoch=min_epoch,
-            max_epoch=max_epoch,
-            table_ids=table_ids,
-            unfiltered_table_ids=unfiltered,
-            bloom=bloom,
             version=1,
+            **tail,
         )
+
+
+def _read_tail(r: _Reader, size: int) -> dict[str, Any]:
+    """The meta fields after the block index (the same in versions 1 and 2)."""
+    smallest, largest = r.lp(), r.lp()
+    key_count, min_epoch, max_epoch = r.unpack("<QQQ")
+    table_ids = [r.u32() for _ in range(r.u32())]
+    unfiltered = [r.u32() for _ in range(r.u32())]
+    bloom = BloomFilter.from_bytes(r.lp())
+    if r.pos != size:
+        raise DataCorruption("trailing bytes")
+    return {
+        "smallest_key": smallest,
+        "largest_key": largest,
+        "key_count": key_count,
+        "min_epoch": min_epoch,
+        "max_epoch": max_epoch,
+        "table_ids": table_ids,
+        "unfiltered_table_ids": unfiltered,
+        "bloom": bloom,
+    }
 
 
 def _lp(b: bytes) -> bytes:
