@@ -7,6 +7,10 @@ subclasses; nothing in piestream raises a bare Exception for bad input.
 
 from __future__ import annotations
 
+import base64
+import json
+import re
+
 
 class PiestreamError(Exception):
     """Base error: a message, a SQLSTATE, and an optional 1-based character position in the SQL."""
@@ -29,6 +33,15 @@ class PiestreamError(Exception):
         self.position = position
         self.detail = detail
         self.hint = hint
+
+    @classmethod
+    def _clean_copy(cls, e: PiestreamError, message: str, detail: str | None) -> PiestreamError:
+        try:
+            return cls(message, sqlstate=e.sqlstate, position=e.position, detail=detail, hint=e.hint)
+        except TypeError:  # a subclass with its own constructor
+            return PiestreamError(
+                message, sqlstate=e.sqlstate, position=e.position, detail=detail, hint=e.hint
+            )
 
     def __reduce__(self) -> tuple[object, ...]:
         # Errors cross process boundaries (Spark workers -> driver); keep every attribute.
@@ -128,3 +141,108 @@ class ObjectNotFound(StorageError):
 
 class InternalError(PiestreamError):
     sqlstate = "XX000"
+
+
+# -- errors crossing process boundaries and reaching clients ---------------------------------------
+
+_MARKER = re.compile(r"\[piestream-error:([A-Za-z0-9_=-]+)\]")
+_TRACEBACK = "Traceback (most recent call last)"
+_JAVA_FRAME = re.compile(r"^\s+at [\w$.<>]+\(.*\)\s*$|^\s+\.\.\. \d+ more\s*$")
+_MAX_SUMMARY = 400
+
+
+def error_marker(error: PiestreamError, **where: int) -> str:
+    """`error` as one line that survives being printed into a traceback.
+
+    Spark hands a Python worker's exception to the driver as text only (its traceback); this
+    marker, written into the exception's message, lets the driver rebuild the very error (class,
+    SQLSTATE, message, detail, hint) instead of scraping the traceback. `where` adds context
+    (fragment and actor ids)."""
+    payload = {
+        "class": f"{type(error).__module__}.{type(error).__qualname__}",
+        "sqlstate": error.sqlstate,
+        "message": error.message,
+        "detail": error.detail,
+        "hint": error.hint,
+        **where,
+    }
+    data = base64.urlsafe_b64encode(json.dumps(payload).encode()).decode()
+    return f"[piestream-error:{data}]"
+
+
+def parse_error_marker(text: str) -> tuple[PiestreamError, dict[str, int]] | None:
+    """The error of the last marker in `text` (Spark's most recent failure) and its context."""
+    found = _MARKER.findall(text)
+    if not found:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(found[-1]))
+        message = str(payload.pop("message"))
+        sqlstate = str(payload.pop("sqlstate"))
+        detail, hint = payload.pop("detail"), payload.pop("hint")
+        cls = _error_classes().get(str(payload.pop("class")), PiestreamError)
+    except (ValueError, KeyError, TypeError):
+        return None
+    where = {k: int(v) for k, v in payload.items() if isinstance(v, int)}
+    try:
+        error = cls(message, sqlstate=sqlstate, detail=detail, hint=hint)
+    except TypeError:  # a subclass with its own constructor
+        error = PiestreamError(message, sqlstate=sqlstate, detail=detail, hint=hint)
+    return error, where
+
+
+def _error_classes() -> dict[str, type[PiestreamError]]:
+    out: dict[str, type[PiestreamError]] = {}
+    todo = [PiestreamError]
+    while todo:
+        cls = todo.pop()
+        out[f"{cls.__module__}.{cls.__qualname__}"] = cls
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+def error_summary(text: str) -> str:
+    """`text` without any Python traceback or Java stack: what comes before a traceback, then the
+    traceback's last line (the exception itself), on one line and at most a few hundred characters."""
+    head, sep, trace = text.partition(_TRACEBACK)
+    lines = [ln for ln in head.splitlines() if ln.strip() and not _JAVA_FRAME.match(ln)]
+    if sep:
+        # the exception line of the last traceback: the last line not indented (frames are)
+        tail = [ln for ln in trace.splitlines() if ln.strip() and not ln.startswith((" ", "\t"))]
+        tail = [ln for ln in tail if not ln.startswith(("During handling", "The above exception"))]
+        if tail:
+            lines.append(tail[-1])
+    summary = " ".join(ln.strip() for ln in lines)
+    summary = _MARKER.sub("", summary).strip()
+    if len(summary) > _MAX_SUMMARY:
+        summary = summary[: _MAX_SUMMARY - 3].rstrip() + "..."
+    return summary or "unknown error"
+
+
+def client_error(e: BaseException, context: str = "internal error") -> PiestreamError:
+    """What a client may see of `e`: a PiestreamError whose message and detail hold no traceback.
+
+    A PiestreamError stays as it is (its text cleaned if needed); a piestream error that crossed
+    a process as a marker is rebuilt; anything else is a bug, reported as XX000 with `context`,
+    the exception's class and the gist of its text. The full exception belongs in the server log."""
+    if isinstance(e, PiestreamError):
+        if not _needs_cleaning(e.message) and not _needs_cleaning(e.detail or ""):
+            return e
+        marked = parse_error_marker(e.message)
+        if marked is not None:
+            return marked[0]
+        detail = error_summary(e.detail) if e.detail else None
+        return type(e)._clean_copy(e, error_summary(e.message), detail)
+    marked = parse_error_marker(str(e))
+    if marked is not None:
+        return marked[0]
+    return InternalError(f"{context}: {type(e).__name__}: {error_summary(str(e))}")
+
+
+def clean_text(text: str) -> str:
+    """`text` as a client may see it: unchanged unless it holds a traceback or a marker."""
+    return error_summary(text) if _needs_cleaning(text) else text
+
+
+def _needs_cleaning(text: str) -> bool:
+    return _TRACEBACK in text or "[piestream-error:" in text or "\n\tat " in text

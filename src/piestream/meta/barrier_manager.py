@@ -29,13 +29,12 @@ from typing import Any, Protocol
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochGenerator, EpochPair, epoch_from_ms, epoch_to_unix_ms
-from piestream.common.errors import PiestreamError
 from piestream.meta.hummock_manager import HummockManager
 from piestream.plan.fragment import Fragment, StreamGraph
 from piestream.plan.serde import encode_fragment
 from piestream.runtime.epoch_plan import plan_epoch
 from piestream.runtime.exchange import ActorReport
-from piestream.runtime.runners import EpochRunner
+from piestream.runtime.runners import EpochRunner, epoch_error
 from piestream.storage.hummock.store import StorageOptions
 from piestream.storage.hummock.version import TableWatermark
 from piestream.stream.executor import StreamingConfig
@@ -245,9 +244,17 @@ class BarrierManager:
             except Exception as e:  # a failed epoch commits nothing; retry from the same state
                 last = e
                 self.last_error = e
-                log.warning("epoch %d attempt %d failed: %s", plan.data_epoch, attempt + 1, e)
-        # give up on this epoch's DML so later statements can proceed; report the error to them
-        err = last if isinstance(last, PiestreamError) else PiestreamError(f"streaming epoch failed: {last}")
+                log.warning("epoch %d attempt %d failed: %s", plan.data_epoch, attempt + 1, epoch_error(e)[0])
+        # give up on this epoch's DML so later statements can proceed; report the error to them:
+        # its cause's SQLSTATE and message; the traceback only goes to the log
+        assert last is not None
+        err, _fragment = epoch_error(last)
+        log.error(
+            "epoch %d failed %d times; giving up its input",
+            plan.data_epoch,
+            MAX_EPOCH_ATTEMPTS,
+            exc_info=last,
+        )
         with self._queue_lock:
             done = {id(d) for d in batch}
             self._dml = [d for d in self._dml if id(d) not in done]

@@ -6,6 +6,12 @@ HummockStorage at the epoch's pinned version, runs the epoch, syncs the SSTs it 
 object names every attempt), and emits: its output chunks dispatched to downstream actors, its
 report for the driver, and every element it only forwards to a deeper stage.
 
+An actor that fails with a data error (SQLSTATE class 22 or 23: the same input fails every
+attempt) reports the failure instead of failing the task, so Spark neither retries it nor loses
+its Python worker; the driver raises it (`collect_reports`). Any other failure raises
+`ActorFailed`, which Spark retries and then hands to the driver as traceback text, with the cause
+written into it as a marker (`epoch_error` rebuilds the cause from it).
+
 A `TaskHook` (tests: fault injection; benchmarks: probes) is called at fixed points of the task:
 `HOOK_POINTS`, in that order. It may raise to fail the task attempt right there.
 """
@@ -19,10 +25,20 @@ from typing import Protocol
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochPair
+from piestream.common.errors import client_error
 from piestream.common.vnode import VnodeBitmap
 from piestream.plan.fragment import actor_id
 from piestream.runtime.epoch_plan import EpochPlan
-from piestream.runtime.exchange import REPORT, ActorReport, Element, decode_chunk, encode_chunk, encode_report
+from piestream.runtime.exchange import (
+    REPORT,
+    ActorFailed,
+    ActorReport,
+    Element,
+    decode_chunk,
+    encode_chunk,
+    encode_failure,
+    encode_report,
+)
 from piestream.storage.hummock.sstable_store import process_sstable_store
 from piestream.storage.hummock.store import HummockStorage
 from piestream.storage.object_store import open_object_store
@@ -82,9 +98,21 @@ def run_partition(
         else:
             forward.append((dest, payload))
     for me in mine:
-        yield from _run_actor(plan, me, received[me], hook, started)
+        try:
+            yield from _run_actor(plan, me, received[me], hook, started)
+        except Exception as e:
+            failed = ActorFailed(client_error(e, "streaming epoch failed"), me[0], actor_id(*me))
+            if not _is_data_error(failed):
+                raise failed from e
+            yield REPORT, encode_failure(failed)  # the epoch fails; its other actors need not run
+            break
         started = time.perf_counter()
     yield from forward
+
+
+def _is_data_error(failed: ActorFailed) -> bool:
+    """A data exception or integrity violation: every attempt over the same input fails alike."""
+    return failed.error.sqlstate[:2] in ("22", "23")
 
 
 def _run_actor(

@@ -1,7 +1,8 @@
 """What crosses a Spark shuffle between actors: whole StreamChunks as Arrow IPC, and reports.
 
 An element of an epoch job's RDDs is ``(destination, payload)``. The destination is
-``(fragment_id, actor_index)`` for data, or `REPORT` for an actor's report to the driver. A data
+``(fragment_id, actor_index)`` for data, or `REPORT` for an actor's report (or its failure) to
+the driver. A data
 payload holds one chunk with the port it arrives on and its (source actor, sequence number), so
 the receiving actor can order its input deterministically however the shuffle interleaved it.
 """
@@ -15,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import StreamChunk
+from piestream.common.errors import PiestreamError, error_marker
 from piestream.storage.hummock.version import SstableInfo, TableWatermark
 
 Destination = tuple[int, ...]
@@ -23,6 +25,7 @@ Element = tuple[Destination, bytes]
 
 _KIND_CHUNK = b"C"
 _KIND_REPORT = b"R"
+_KIND_FAILURE = b"F"
 
 
 @dataclass(frozen=True)
@@ -74,3 +77,34 @@ def decode_report(payload: bytes) -> ActorReport:
     report = pickle.loads(payload[1:])
     assert isinstance(report, ActorReport)
     return report
+
+
+
+class ActorFailed(Exception):
+    """An actor's epoch failed with `error` (what a client may see of the cause).
+
+    Its text carries `error` as a marker: when Spark hands the driver a failed task's exception,
+    only its traceback text arrives, and `epoch_error` rebuilds the error from the marker."""
+
+    def __init__(self, error: PiestreamError, fragment_id: int, actor_id: int) -> None:
+        marker = error_marker(error, fragment_id=fragment_id, actor_id=actor_id)
+        super().__init__(f"actor {actor_id} (fragment {fragment_id}): {error.message} {marker}")
+        self.error = error
+        self.fragment_id = fragment_id
+        self.actor_id = actor_id
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (ActorFailed, (self.error, self.fragment_id, self.actor_id))
+
+
+def encode_failure(failed: ActorFailed) -> bytes:
+    return _KIND_FAILURE + pickle.dumps(failed, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_failure(payload: bytes) -> ActorFailed | None:
+    """The failure a payload reports, or None if it is an ordinary report."""
+    if payload[:1] != _KIND_FAILURE:
+        return None
+    failed = pickle.loads(payload[1:])
+    assert isinstance(failed, ActorFailed)
+    return failed

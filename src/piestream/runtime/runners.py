@@ -13,10 +13,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from piestream.common.chunk import StreamChunk
-from piestream.common.errors import InternalError
+from piestream.common.errors import InternalError, PiestreamError, client_error, parse_error_marker
 from piestream.runtime.actor_task import TaskHook, run_partition
 from piestream.runtime.epoch_plan import EpochPlan, StagePartitioner, dml_elements
-from piestream.runtime.exchange import REPORT, ActorReport, Element, decode_report
+from piestream.runtime.exchange import (
+    REPORT,
+    ActorFailed,
+    ActorReport,
+    Element,
+    decode_failure,
+    decode_report,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,16 +36,34 @@ class EpochRunner(Protocol):
 def collect_reports(plan: EpochPlan, elements: Sequence[Element]) -> list[ActorReport]:
     """Exactly one report per actor (a re-run task may have reported twice: keep one)."""
     by_actor: dict[int, ActorReport] = {}
+    failures: list[ActorFailed] = []
     for dest, payload in elements:
         if tuple(dest) != REPORT:
             raise InternalError(f"epoch job ended with a chunk for {dest}")
+        failed = decode_failure(payload)
+        if failed is not None:
+            failures.append(failed)
+            continue
         r = decode_report(payload)
         if r.epoch == plan.data_epoch:
             by_actor.setdefault(r.actor_id, r)
+    if failures:  # an actor met a data error: the epoch fails with it (the lowest actor's)
+        raise min(failures, key=lambda f: f.actor_id)
     missing = plan.actor_ids() - set(by_actor)
     if missing:
         raise InternalError(f"epoch {plan.data_epoch}: actors {sorted(missing)} did not report")
     return [by_actor[a] for a in sorted(by_actor)]
+
+
+def epoch_error(e: BaseException) -> tuple[PiestreamError, int | None]:
+    """What a client may see of an epoch's failure `e` (raised in-process, or by Spark where a
+    worker's exception arrives as traceback text only) and the fragment that failed, if known."""
+    if isinstance(e, ActorFailed):
+        return e.error, e.fragment_id
+    marked = parse_error_marker(str(e))
+    if marked is not None:
+        return marked[0], marked[1].get("fragment_id")
+    return client_error(e, "streaming epoch failed"), None
 
 
 class LocalRunner:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from piestream.common.errors import PiestreamError, client_error
 from piestream.common.types import DataType
 from piestream.server.database import DEFAULT_DATA_DIR, Database, DatabaseConfig
 from piestream.server.results import QueryResult
@@ -76,6 +77,12 @@ def _release(db: Database) -> None:
     db.close()
 
 
+def _clean(e: PiestreamError) -> PiestreamError:
+    """The error as the caller sees it: its SQLSTATE and message, without piestream's internal
+    frames or chained causes (those went to the log where they matter)."""
+    return client_error(e).with_traceback(None)
+
+
 class Connection:
     """One SQL session on an open database (settings such as SET persist across calls)."""
 
@@ -100,7 +107,10 @@ class Connection:
 
     def execute(self, query: str, params: Sequence[Any] = ()) -> list[Result]:
         """Run a SQL script; one Result per statement (stops at the first error)."""
-        return [Result(r) for r in self.session.execute(query, params)]
+        try:
+            return [Result(r) for r in self.session.execute(query, params)]
+        except PiestreamError as e:
+            raise _clean(e) from None
 
     def sql(self, query: str, params: Sequence[Any] = ()) -> Result:
         """Run a SQL script and return the last statement's Result."""
@@ -121,7 +131,10 @@ class Connection:
 
     def flush(self) -> int:
         """Commit an epoch now (pending DML, Spark writes in the inbox); returns the epoch."""
-        return self.database.barriers.flush()
+        try:
+            return self.database.barriers.flush()
+        except PiestreamError as e:
+            raise _clean(e) from None
 
     def close(self) -> None:
         """Close this connection; the database closes with the last one."""

@@ -11,10 +11,11 @@ statement is adding a row, not another branch.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from piestream.common.errors import FeatureNotSupported, InternalError, PiestreamError
+from piestream.common.errors import FeatureNotSupported, PiestreamError, client_error
 from piestream.frontend.parser import ast, parse
 from piestream.server import connector_handlers, ddl_handlers, dml, query, utility
 from piestream.server.results import QueryResult, command
@@ -22,6 +23,8 @@ from piestream.server.settings import DEFAULT_SETTINGS
 
 if TYPE_CHECKING:
     from piestream.server.database import Database
+
+log = logging.getLogger(__name__)
 
 
 class Session:
@@ -64,7 +67,8 @@ class Session:
         except PiestreamError:
             raise
         except Exception as e:  # a bug must still reach the client as an error, not kill it
-            raise InternalError(f"internal error: {type(e).__name__}: {e}") from e
+            log.exception("statement failed with an internal error")
+            raise client_error(e) from e
 
     # -- session-level statements ---------------------------------------------------------------
     def _flush(self, stmt: ast.Statement, params: Sequence[Any]) -> QueryResult:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from piestream.common.errors import InternalError, PiestreamError
+from piestream.common.errors import PiestreamError, clean_text, client_error
 from piestream.expr.expr import Literal
 from piestream.frontend.parser import ast
 from piestream.server.catalog import CatalogContext, CatalogViews
@@ -135,7 +135,7 @@ class Connection:
 
     def _fatal(self, sqlstate: str, message: str) -> None:
         with contextlib.suppress(ClientGone, OSError):
-            self.channel.send(b"E", error_fields("FATAL", sqlstate, message))
+            self.channel.send(b"E", error_fields("FATAL", sqlstate, clean_text(message)))
             self.channel.flush()
 
     def _close(self) -> None:
@@ -221,7 +221,7 @@ class Connection:
                     raise
                 except Exception as bug:  # a server bug answers this message; the connection goes on
                     log.exception("connection %s: error handling message %r", self.address, kind)
-                    raise InternalError(f"internal error: {type(bug).__name__}: {bug}") from bug
+                    raise client_error(bug) from bug
             except PiestreamError as e:
                 if isinstance(e, ProtocolViolation):
                     raise
@@ -267,7 +267,15 @@ class Connection:
             self.txn_failed = True
         self.channel.send(
             b"E",
-            error_fields("ERROR", e.sqlstate, e.message, detail=e.detail, hint=e.hint, position=e.position),
+            # clean_text: the last guard that no traceback ever reaches a client (the cause is logged)
+            error_fields(
+                "ERROR",
+                e.sqlstate,
+                clean_text(e.message),
+                detail=clean_text(e.detail) if e.detail else None,
+                hint=e.hint,
+                position=e.position,
+            ),
         )
 
     def _notice(self, message: str) -> None:
@@ -402,4 +410,4 @@ def _internal_errors(fn: Callable[[], QueryResult]) -> QueryResult:
         raise
     except Exception as e:
         log.exception("catalog query failed")
-        raise InternalError(f"internal error: {type(e).__name__}: {e}") from e
+        raise client_error(e) from e
