@@ -50,7 +50,10 @@ def _open_database(args: argparse.Namespace) -> Any:
     from piestream.server.database import Database, DatabaseConfig
 
     config = DatabaseConfig(
-        runner=args.runner, barrier_interval=args.barrier_interval, parallelism=args.parallelism
+        runner=args.runner,
+        barrier_interval=args.barrier_interval,
+        parallelism=args.parallelism,
+        object_store_url=args.object_store,
     )
     spark = None
     if args.runner == "spark" and getattr(args, "master", None):
@@ -317,6 +320,14 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         help="seconds between checkpoints (epochs); default 1.0",
     )
     p.add_argument("--parallelism", type=int, default=2, help="actors per streaming fragment (default 2)")
+    p.add_argument(
+        "--object-store",
+        default=os.environ.get("PIESTREAM_OBJECT_STORE"),
+        metavar="URL",
+        help="where tables and MVs are stored (default DATA_DIR/objects, or $PIESTREAM_OBJECT_STORE); "
+        "on a cluster an S3-compatible store: s3://BUCKET/PREFIX?endpoint=URL&region=..&access_key=.."
+        "&secret_key=.. (or the usual AWS_* variables on every node)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

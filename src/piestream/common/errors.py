@@ -143,6 +143,12 @@ class InternalError(PiestreamError):
     sqlstate = "XX000"
 
 
+class StatementTooComplex(PiestreamError):
+    """Nested too deeply for the parser or binder (54001, PostgreSQL's stack depth limit)."""
+
+    sqlstate = "54001"
+
+
 # -- errors crossing process boundaries and reaching clients ---------------------------------------
 
 _MARKER = re.compile(r"\[piestream-error:([A-Za-z0-9_=-]+)\]")
@@ -233,6 +239,8 @@ def client_error(e: BaseException, context: str = "internal error") -> Piestream
             return marked[0]
         detail = error_summary(e.detail) if e.detail else None
         return type(e)._clean_copy(e, error_summary(e.message), detail)
+    if isinstance(e, RecursionError):  # PostgreSQL's answer to a statement nested too deeply
+        return StatementTooComplex("stack depth limit exceeded", hint="the statement nests too deeply")
     marked = parse_error_marker(str(e))
     if marked is not None:
         return marked[0]

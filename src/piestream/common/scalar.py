@@ -62,9 +62,16 @@ def normalize_numeric(value: decimal.Decimal | int | float | str) -> decimal.Dec
     d = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
     if not d.is_finite():
         raise InvalidInput(f"NUMERIC value {d} is not supported (only finite numerics are stored)")
-    q = d.quantize(_NUMERIC_QUANTUM, context=_DEC_CTX)
+    try:
+        q = d.quantize(_NUMERIC_QUANTUM, context=_DEC_CTX)
+    except decimal.InvalidOperation:  # more digits than the context holds
+        raise NumericOutOfRange("numeric field overflow") from None
     digits = q.normalize(_DEC_CTX)
-    if len(digits.as_tuple().digits) > NUMERIC_MAX_DIGITS and digits != 0:
+    # at most NUMERIC_MAX_DIGITS significant digits, all of them below 10^NUMERIC_MAX_DIGITS
+    # (1e30 has one significant digit but no room in the stored decimal's integer part)
+    if digits != 0 and (
+        len(digits.as_tuple().digits) > NUMERIC_MAX_DIGITS or digits.adjusted() >= NUMERIC_MAX_DIGITS
+    ):
         raise NumericOutOfRange("numeric field overflow")
     return q
 

@@ -24,6 +24,8 @@ from piestream.expr.functions.vec import NOT_CONSTANT, constant_arg, per_row
 
 _SUBSTRING_ERROR = "22011"  # substring_error
 _INVALID_PARAMETER = "22023"
+#: PostgreSQL's largest value (MaxAllocSize, 1 GB); also keeps an Arrow string column below 2 GB
+MAX_TEXT_BYTES = (1 << 30) - 1
 
 
 def _all_constant(call: FuncCall, idx: range | list[int]) -> list[Any] | None:
@@ -251,12 +253,22 @@ def _reverse(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
 @register("repeat")
 def _repeat(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
     counts = pc.max_element_wise(a[1], pa.scalar(0, a[1].type), skip_nulls=False).cast(pa.int64())
+    _check_text_bytes(pc.multiply(pc.binary_length(a[0]).cast(pa.int64()), counts))
     return pc.binary_repeat(a[0], counts)
+
+
+def _check_text_bytes(sizes: pa.Array | pa.ChunkedArray) -> None:
+    """Refuse results larger than a PostgreSQL value may be (54000), before building them."""
+    total = pc.sum(sizes).as_py() or 0
+    if total > MAX_TEXT_BYTES:
+        raise PiestreamError("requested length too large", sqlstate="54000")
 
 
 def _py_pad(s: str, width: int, fill: str = " ", *, left: bool) -> str:
     if width <= 0:
         return ""
+    if width * len(fill.encode()) > MAX_TEXT_BYTES:
+        raise PiestreamError("requested length too large", sqlstate="54000")
     if len(s) >= width or not fill:
         return s[:width]
     need = width - len(s)
@@ -271,6 +283,7 @@ def _pad(left: bool) -> Callable[[FuncCall, list[pa.Array], int], pa.Array]:
         if consts is None or fill is None or len(fill) != 1 or consts[0] is None or consts[0] <= 0:
             return _fallback(call, lambda s, w, f=" ": _py_pad(s, w, f, left=left), a)
         width = consts[0]
+        _check_text_bytes(pa.array([width * 4 * len(a[0])], pa.int64()))  # 4: UTF-8's widest char
         kernel = pc.utf8_lpad if left else pc.utf8_rpad
         return pc.utf8_slice_codeunits(kernel(a[0], width=width, padding=fill), start=0, stop=width)
 

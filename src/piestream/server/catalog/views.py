@@ -52,7 +52,7 @@ class CatalogViews:
             self.ctx = ctx
         try:
             tree = sqlglot.parse_one(sql, read="postgres")
-        except sqlglot.errors.ParseError as e:
+        except sqlglot.errors.SqlglotError as e:  # ParseError, TokenError (an unterminated string)
             raise SyntaxError_(f"syntax error in catalog query: {str(e).splitlines()[0]}") from None
         if tree is None:
             return QueryResult("SELECT 0")
