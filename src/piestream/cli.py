@@ -35,7 +35,9 @@ Run `piestream COMMAND --help` for the options of a command.
 @contextlib.contextmanager
 def data_dir_lock(data_dir: str) -> Iterator[None]:
     """One piestream process per data directory (the Database holds the lock): a second `serve`
-    (or embedded `sql`) fails fast with a hint instead of a traceback."""
+    (or embedded `sql`) fails fast with a hint instead of a traceback; so does a data directory
+    that cannot be opened (another object store, an unreachable one)."""
+    from piestream.common.errors import PiestreamError, clean_text
     from piestream.server.database import DataDirectoryInUse
 
     try:
@@ -44,6 +46,9 @@ def data_dir_lock(data_dir: str) -> Iterator[None]:
         raise SystemExit(
             f"piestream: {e.message} (connect to its server instead: piestream sql --host ... --port ...)"
         ) from None
+    except PiestreamError as e:
+        hint = f" ({e.hint})" if e.hint else ""
+        raise SystemExit(f"piestream: cannot open {data_dir}: {clean_text(e.message)}{hint}") from None
 
 
 def _open_database(args: argparse.Namespace) -> Any:

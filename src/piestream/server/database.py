@@ -76,6 +76,29 @@ class _DataDirLock:
             self._f.close()
 
 
+class ObjectStoreMismatch(PiestreamError):
+    sqlstate = "55000"  # object_not_in_prerequisite_state
+
+
+def _check_object_store(meta: MetaStore, url: str | None, data_dir: Path) -> None:
+    """A data directory's meta store only makes sense with the object store holding its SSTs:
+    the first open records which one (without credentials), later opens must name the same."""
+    want = "" if url is None else url.partition("?")[0]
+    if url is not None and "://" not in url:
+        want = str(Path(url).resolve())
+    stored = meta.get("database", "object_store")
+    have = stored.decode() if isinstance(stored, bytes) else stored
+    if have is None:  # a new data directory, or one from before this check
+        meta.put("database", "object_store", want)
+        return
+    if have != want:
+        where = have or "the data directory's objects/"
+        raise ObjectStoreMismatch(
+            f"{data_dir} keeps its tables in {where}, not in {want or 'its objects/ directory'}",
+            hint=f"start it with --object-store {have}" if have else "start it without --object-store",
+        )
+
+
 class Database:
     """Everything of one data directory, shared by its sessions."""
 
@@ -94,6 +117,12 @@ class Database:
         self._lock_file = _DataDirLock(self.data_dir)
         self.store_url = self.config.object_store_url or str(self.data_dir / "objects")
         self.meta = MetaStore(self.data_dir / "meta.db")
+        try:
+            _check_object_store(self.meta, self.config.object_store_url, self.data_dir)
+        except PiestreamError:
+            self.meta.close()
+            self._lock_file.release()
+            raise
         self.sstables = process_sstable_store(open_object_store(self.store_url))
         self.hummock = HummockManager(
             self.meta,

@@ -67,8 +67,10 @@ class Session:
         except PiestreamError:
             raise
         except Exception as e:  # a bug must still reach the client as an error, not kill it
-            log.exception("statement failed with an internal error")
-            raise client_error(e) from e
+            err = client_error(e)
+            if err.sqlstate == "XX000":  # not a statement too deep to bind (54001)
+                log.exception("statement failed with an internal error")
+            raise err from e
 
     # -- session-level statements ---------------------------------------------------------------
     def _flush(self, stmt: ast.Statement, params: Sequence[Any]) -> QueryResult:

@@ -4,6 +4,7 @@ set operations, VALUES and CTEs, into a logical plan (seed 003: SQL as relationa
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,8 @@ from sqlglot import exp
 from piestream.common.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
+    InvalidInput,
+    NumericOutOfRange,
     PiestreamError,
     SyntaxError_,
     UndefinedColumn,
@@ -513,7 +516,12 @@ def _const_int(node: exp.Expression | None, what: str) -> int | None:
     else:
         e = node.args.get("expression") or node.this
     if isinstance(e, exp.Literal) and not e.is_string:
-        v = int(str(e.this))
+        try:  # a numeric literal rounds to the nearest bigint, as PostgreSQL casts it
+            v = int(decimal.Decimal(str(e.this)).to_integral_value(decimal.ROUND_HALF_UP))
+        except (decimal.InvalidOperation, ValueError, OverflowError):
+            raise InvalidInput(f"invalid {what}: {e.this}", position=position(node)) from None
+        if v > 2**63 - 1:
+            raise NumericOutOfRange("bigint out of range", position=position(node))
         if v < 0:
             raise PiestreamError(f"{what} must not be negative", sqlstate="2201W", position=position(node))
         return v

@@ -220,8 +220,10 @@ class Connection:
                 except PiestreamError:
                     raise
                 except Exception as bug:  # a server bug answers this message; the connection goes on
-                    log.exception("connection %s: error handling message %r", self.address, kind)
-                    raise client_error(bug) from bug
+                    err = client_error(bug)
+                    if err.sqlstate == "XX000":  # not a statement too deep to parse (54001)
+                        log.exception("connection %s: error handling message %r", self.address, kind)
+                    raise err from bug
             except PiestreamError as e:
                 if isinstance(e, ProtocolViolation):
                     raise
@@ -409,5 +411,7 @@ def _internal_errors(fn: Callable[[], QueryResult]) -> QueryResult:
     except PiestreamError:
         raise
     except Exception as e:
-        log.exception("catalog query failed")
-        raise client_error(e) from e
+        err = client_error(e)
+        if err.sqlstate == "XX000":
+            log.exception("catalog query failed")
+        raise err from e
