@@ -79,7 +79,6 @@ def decode_report(payload: bytes) -> ActorReport:
     return report
 
 
-
 class ActorFailed(Exception):
     """An actor's epoch failed with `error` (what a client may see of the cause).
 
