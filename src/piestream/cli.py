@@ -189,15 +189,17 @@ def _run_remote(args: argparse.Namespace, sql: str) -> int:
 
 
 def _print_error(e: Any) -> None:
-    print(f"ERROR:  {e.message}", file=sys.stderr)
+    from piestream.common.errors import clean_text
+
+    print(f"ERROR:  {clean_text(e.message)}", file=sys.stderr)
     if e.detail:
-        print(f"DETAIL:  {e.detail}", file=sys.stderr)
+        print(f"DETAIL:  {clean_text(e.detail)}", file=sys.stderr)
     if e.hint:
         print(f"HINT:  {e.hint}", file=sys.stderr)
 
 
 def _run_embedded(args: argparse.Namespace, sql: str) -> int:
-    from piestream.common.errors import PiestreamError
+    from piestream.common.errors import PiestreamError, client_error
     from piestream.common.text import format_datum
     from piestream.server.catalog import CatalogContext, CatalogViews
     from piestream.server.pgwire.client import TextResult
@@ -231,6 +233,10 @@ def _run_embedded(args: argparse.Namespace, sql: str) -> int:
                 _print_results([text], sys.stdout)
         except PiestreamError as e:
             _print_error(e)
+            return 1
+        except Exception as e:  # a bug: one line for the user, the traceback to the debug log
+            logging.getLogger(__name__).debug("statement failed", exc_info=True)
+            _print_error(client_error(e))
             return 1
         finally:
             db.close()
