@@ -177,13 +177,17 @@ class SeedRun:
         self.stats.seconds = time.perf_counter() - started
         return self.stats
 
-    def _run(self) -> None:
-        g = self.g
-        self.tables = g.schema(self.n_tables)
+    def create_tables(self) -> None:
+        """The seed's schema, in piestream and in DuckDB."""
+        self.tables = self.g.schema(self.n_tables)
         for t in self.tables:
-            pg, dk = g.create_table_sql(t)
+            pg, dk = self.g.create_table_sql(t)
             self.pe(pg)
             self.duck.execute(dk)
+
+    def _run(self) -> None:
+        g = self.g
+        self.create_tables()
         for t in self.tables:
             if g.chance(0.3):  # batch point / range lookups may go through it
                 self.pe(f"CREATE INDEX {t.name}_g ON {t.name} (g)")

@@ -34,11 +34,7 @@ class DdlSession(SeedRun):
 
     def _run(self) -> None:
         g = self.g
-        self.tables = g.schema(self.n_tables)
-        for t in self.tables:
-            pg, dk = g.create_table_sql(t)
-            self.pe(pg)
-            self.duck.execute(dk)
+        self.create_tables()
         for t in self.tables:
             self.fill(t)
         self.db.barriers.last_error = None
