@@ -49,8 +49,12 @@ from piestream.frontend.parser import (
     IndexColumn,
     Insert,
     Query,
+    ReleaseSavepoint,
     ResetAll,
     Rollback,
+    RollbackToSavepoint,
+    Savepoint,
+    SetTransaction,
     SetVariable,
     ShowCreate,
     ShowObjects,
@@ -624,13 +628,18 @@ def test_explain() -> None:
     assert fails("EXPLAIN").message == "syntax error at end of input"
 
 
-def test_transaction_extensions_not_supported() -> None:
-    assert (
-        fails("ROLLBACK TO SAVEPOINT a", FeatureNotSupported).message
-        == "ROLLBACK TO SAVEPOINT is not supported"
+def test_transaction_statements() -> None:
+    assert parse_one("ROLLBACK TO SAVEPOINT a") == RollbackToSavepoint("a")
+    assert parse_one("ROLLBACK WORK TO b") == RollbackToSavepoint("b")
+    assert parse_one("SAVEPOINT sa_savepoint_1") == Savepoint("sa_savepoint_1")
+    assert parse_one('RELEASE SAVEPOINT "Mixed"') == ReleaseSavepoint("Mixed")
+    assert parse_one("RELEASE a") == ReleaseSavepoint("a")
+    assert parse_one("SET TRANSACTION READ ONLY") == SetTransaction(["read only"])
+    assert parse_one("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE, READ WRITE") == SetTransaction(
+        ["isolation level serializable", "read write"]
     )
-    assert fails("SAVEPOINT a", FeatureNotSupported).message == "SAVEPOINT is not supported"
-    assert fails("SET TRANSACTION READ ONLY", FeatureNotSupported).position == 5
+    assert fails("SET SESSION TRANSACTION READ ONLY", FeatureNotSupported).position == 13
+    assert fails("SAVEPOINT").message == "syntax error at end of input"
 
 
 @pytest.mark.parametrize(

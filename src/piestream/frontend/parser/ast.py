@@ -326,19 +326,48 @@ class Explain(Statement):
 
 @dataclass(frozen=True)
 class Begin(Statement):
-    """BEGIN / START TRANSACTION: accepted for client compatibility; `modes` as written."""
+    """BEGIN / START TRANSACTION [modes]: opens a transaction block; `modes` as written, lower-case
+    (``isolation level repeatable read``, ``read only``, ``read write``, ``deferrable``)."""
+
+    modes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SetTransaction(Statement):
+    """SET TRANSACTION modes: the current block's isolation level and access mode."""
 
     modes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Commit(Statement):
-    """COMMIT / END: accepted for client compatibility."""
+    """COMMIT / END: the block's changes land together in one epoch."""
 
 
 @dataclass(frozen=True)
 class Rollback(Statement):
-    """ROLLBACK / ABORT: accepted for client compatibility."""
+    """ROLLBACK / ABORT: the block's changes are discarded."""
+
+
+@dataclass(frozen=True)
+class Savepoint(Statement):
+    """SAVEPOINT name: a point inside a transaction block to roll back to."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ReleaseSavepoint(Statement):
+    """RELEASE [SAVEPOINT] name: forget a savepoint (and later ones); their changes stay."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class RollbackToSavepoint(Statement):
+    """ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name: undo the changes made after it."""
+
+    name: str
 
 
 @dataclass(frozen=True)

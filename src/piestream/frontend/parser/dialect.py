@@ -62,9 +62,7 @@ UNSUPPORTED_STATEMENTS = frozenset(
         "RECOVER",
         "REFRESH",
         "REINDEX",
-        "RELEASE",
         "REVOKE",
-        "SAVEPOINT",
         "SECURITY",
         "TRUNCATE",
         "UNLISTEN",
@@ -113,6 +111,8 @@ _STATEMENTS: dict[str, _StatementParser] = {
     "END": lambda p: p._parse_commit_statement(),
     "ROLLBACK": lambda p: p._parse_rollback_statement(),
     "ABORT": lambda p: p._parse_rollback_statement(),
+    "SAVEPOINT": lambda p: p._parse_savepoint_statement(),
+    "RELEASE": lambda p: p._parse_release_statement(),
 }
 
 

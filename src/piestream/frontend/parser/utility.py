@@ -1,7 +1,8 @@
 """Utility statements: SET / RESET / SHOW / DESCRIBE / EXPLAIN / FLUSH / DISCARD and transactions.
 
-Transactions are parsed so that drivers (psql, JDBC, SQLAlchemy, pandas) can send BEGIN / COMMIT
-around their work; piestream treats them as no-ops.
+Transaction statements (BEGIN / START TRANSACTION, SET TRANSACTION, COMMIT / END, ROLLBACK /
+ABORT, SAVEPOINT, RELEASE, ROLLBACK TO) are what drivers (psql, psycopg, JDBC, SQLAlchemy, pandas)
+send around their work; the session runs them.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ class UtilityParser(ParserBase):
     """Session and introspection statements (the leading keyword already consumed)."""
 
     # -- SET / RESET --------------------------------------------------------------------------------
-    def _parse_set_statement(self) -> ast.SetVariable:
+    def _parse_set_statement(self) -> ast.SetVariable | ast.SetTransaction:
+        if self._match_text_seq("TRANSACTION"):
+            return ast.SetTransaction(self._parse_transaction_modes())
         local = False
         if self._match_text_seq("LOCAL"):
             local = True
@@ -208,14 +211,25 @@ class UtilityParser(ParserBase):
         self._match_text_seq("AND", "NO", "CHAIN")
         return ast.Commit()
 
-    def _parse_rollback_statement(self) -> ast.Rollback:
+    def _parse_rollback_statement(self) -> ast.Rollback | ast.RollbackToSavepoint:
         self._match_texts(("WORK", "TRANSACTION"))
         if self._match_text_seq("TO"):
-            raise self._unsupported("ROLLBACK TO SAVEPOINT", self._prev)
+            self._match_text_seq("SAVEPOINT")
+            return ast.RollbackToSavepoint(self._parse_savepoint_name())
         if self._match_text_seq("AND", "CHAIN"):
             raise self._unsupported("ROLLBACK AND CHAIN", self._prev)
         self._match_text_seq("AND", "NO", "CHAIN")
         return ast.Rollback()
+
+    def _parse_savepoint_statement(self) -> ast.Savepoint:
+        return ast.Savepoint(self._parse_savepoint_name())
+
+    def _parse_release_statement(self) -> ast.ReleaseSavepoint:
+        self._match_text_seq("SAVEPOINT")
+        return ast.ReleaseSavepoint(self._parse_savepoint_name())
+
+    def _parse_savepoint_name(self) -> str:
+        return self._parse_word()
 
 
 def _truthy(value: str) -> bool:
