@@ -254,3 +254,48 @@ def clean_text(text: str) -> str:
 
 def _needs_cleaning(text: str) -> bool:
     return _TRACEBACK in text or "[piestream-error:" in text or "\n\tat " in text
+
+
+# -- transactions ---------------------------------------------------------------------------------
+
+
+class SerializationFailure(PiestreamError):
+    """A transaction's writes overlap a concurrent commit (40001): retry the transaction."""
+
+    sqlstate = "40001"
+
+
+class ActiveSqlTransaction(PiestreamError):
+    """A statement that cannot run inside a transaction block (25001)."""
+
+    sqlstate = "25001"
+
+
+class NoActiveSqlTransaction(PiestreamError):
+    """A statement that needs a transaction block outside one (25P01)."""
+
+    sqlstate = "25P01"
+
+
+class ReadOnlySqlTransaction(PiestreamError):
+    """A write inside a READ ONLY transaction (25006)."""
+
+    sqlstate = "25006"
+
+
+class InFailedSqlTransaction(PiestreamError):
+    """A statement after an error inside a transaction block, before ROLLBACK (25P02)."""
+
+    sqlstate = "25P02"
+
+
+class InvalidSavepoint(PiestreamError):
+    """RELEASE / ROLLBACK TO a savepoint that does not exist (3B001)."""
+
+    sqlstate = "3B001"
+
+
+class ProgramLimitExceeded(PiestreamError):
+    """A configured limit was reached (54000), e.g. a transaction's write buffer."""
+
+    sqlstate = "54000"

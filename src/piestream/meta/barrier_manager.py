@@ -10,6 +10,11 @@ If an epoch fails (a task failed beyond Spark's retries, an actor did not report
 is committed: its uploads become orphans for GC, its DML stays queued and the epoch is retried
 from the same committed state — so nothing is lost and nothing is applied twice.
 
+A transaction block's COMMIT hands all its changes (every table's, and the tables it created) to
+the queue as one `TransactionCommit`: an epoch takes it whole or refuses it. It is refused with
+40001 when its writes overlap those of an epoch committed after its snapshot, or of changes queued
+before it in the same epoch (first committer wins, `write_conflicts`).
+
 The running graph is an immutable `StreamGraph` swapped whole under the manager's lock, which
 also spans every epoch: a graph change (`add_fragments`, `remove_job`, or several inside
 `paused()`) happens between epochs, and an epoch plans from the snapshot it took, encoded in the
@@ -27,9 +32,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import pyarrow as pa
+
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochGenerator, EpochPair, epoch_from_ms, epoch_to_unix_ms
+from piestream.common.errors import PiestreamError, SerializationFailure
 from piestream.meta.hummock_manager import HummockManager
+from piestream.meta.write_conflicts import CommittedWrites, chunk_keys, overlaps
 from piestream.plan.fragment import Fragment, StreamGraph
 from piestream.plan.serde import encode_fragment
 from piestream.runtime.epoch_plan import plan_epoch
@@ -69,10 +78,10 @@ class EpochInput(Protocol):
     def committed(self) -> None: ...
 
 
-def _recorder(inputs: list[EpochInput]) -> Callable[[Any], None]:
+def _recorder(records: list[Callable[[Any], None]]) -> Callable[[Any], None]:
     def record(conn: Any) -> None:
-        for x in inputs:
-            x.record(conn)
+        for fn in records:
+            fn(conn)
 
     return record
 
@@ -82,6 +91,58 @@ class _Dml:
     table_id: int
     chunk: StreamChunk
     done: Future[int] = field(default_factory=Future)
+
+
+@dataclass
+class TransactionCommit:
+    """A transaction block's changes, committed in one epoch or not at all.
+
+    `keys` is its write set (memcomparable pks by table id), checked against epochs committed
+    after `snapshot_epoch`. `fragments` are the jobs of tables it created (they join the graph
+    with the epoch that commits it); `record` writes their catalog entries inside the epoch's
+    meta-store transaction, and `committed` runs once that transaction committed."""
+
+    dml: dict[int, list[StreamChunk]]
+    keys: dict[int, pa.Array]
+    snapshot_epoch: int
+    names: dict[int, str] = field(default_factory=dict)  # table names, for error messages
+    fragments: list[Fragment] = field(default_factory=list)
+    record: Callable[[Any], None] | None = None
+    committed: Callable[[], None] | None = None
+    done: Future[int] = field(default_factory=Future)
+
+
+_Queued = _Dml | TransactionCommit
+
+
+class _EpochWrites:
+    """The keys the changes taken into one epoch write, computed when something asks."""
+
+    def __init__(self, graph: StreamGraph) -> None:
+        self.descs = {t.table_id: t for t in graph.all_tables()}
+        self._pending: dict[int, list[StreamChunk]] = {}
+        self._keys: dict[int, list[pa.Array]] = {}
+
+    def add(self, d: _Queued) -> None:
+        if isinstance(d, _Dml):
+            self._pending.setdefault(d.table_id, []).append(d.chunk)
+        else:
+            for t, k in d.keys.items():
+                self._keys.setdefault(t, []).append(k)
+
+    def add_chunks(self, dml: dict[int, list[StreamChunk]]) -> None:
+        for t, chunks in dml.items():
+            self._pending.setdefault(t, []).extend(chunks)
+
+    def keys(self, table_id: int) -> list[pa.Array]:
+        chunks = self._pending.pop(table_id, [])
+        desc = self.descs.get(table_id)
+        if chunks and desc is not None:
+            self._keys.setdefault(table_id, []).extend(chunk_keys(desc, c) for c in chunks)
+        return self._keys.get(table_id, [])
+
+    def all(self) -> dict[int, list[pa.Array]]:
+        return {t: self.keys(t) for t in {*self._pending, *self._keys}}
 
 
 class BarrierManager:
@@ -110,7 +171,8 @@ class BarrierManager:
         self._data_epoch = self.epochs.next()
         self._lock = threading.RLock()  # one epoch at a time; graph changes between epochs
         self._queue_lock = threading.Lock()
-        self._dml: list[_Dml] = []
+        self._dml: list[_Queued] = []
+        self.writes = CommittedWrites()  # keys of recent epochs, for transactions' commit checks
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -164,6 +226,13 @@ class BarrierManager:
             self._dml.append(d)
         return d.done
 
+    def submit_transaction(self, t: TransactionCommit) -> Future[int]:
+        """Queue a transaction's changes; the future resolves to the epoch that committed all of
+        them, or fails (40001 on a write conflict) with none of them applied."""
+        with self._queue_lock:
+            self._dml.append(t)
+        return t.done
+
     def pending_dml(self) -> int:
         with self._queue_lock:
             return len(self._dml)
@@ -178,11 +247,18 @@ class BarrierManager:
         with self._lock:
             inputs = [x for x in (fn() for fn in self.epoch_inputs) if x is not None]
             with self._queue_lock:
-                batch = list(self._dml)
+                queued = list(self._dml)
+            graph, batch, writes = self._admit(queued)
+            txns = [d for d in batch if isinstance(d, TransactionCommit)]
             dml: dict[int, list[StreamChunk]] = {}
             for d in batch:
-                dml.setdefault(d.table_id, []).append(d.chunk)
+                if isinstance(d, _Dml):
+                    dml.setdefault(d.table_id, []).append(d.chunk)
+                else:
+                    for t, chunks in d.dml.items():
+                        dml.setdefault(t, []).extend(chunks)
             for x in inputs:
+                writes.add_chunks(x.dml)
                 for t, chunks in x.dml.items():
                     dml.setdefault(t, []).extend(chunks)
             data_epoch = self._data_epoch
@@ -193,7 +269,6 @@ class BarrierManager:
             next_epoch = self.epochs.next()
             # pinned while the epoch runs: compaction must not vacuum the SSTs its actors read
             vpin, version = self.hummock.pin_version()
-            graph = self._graph
             plan = plan_epoch(
                 graph,
                 self._encode(graph),
@@ -216,15 +291,23 @@ class BarrierManager:
                 for t, w in r.watermarks.items():
                     watermarks[t] = watermarks[t].merged(w) if t in watermarks else w
             tables = {t.table_id for t in graph.all_tables()}
-            self.hummock.commit_epoch(
-                data_epoch,
-                ssts,
-                tables,
-                new_watermarks=watermarks,
-                extra=_recorder(inputs) if inputs else None,
-            )
+            records = [x.record for x in inputs] + [tc.record for tc in txns if tc.record is not None]
+            with self.writes.lock:  # a transaction's snapshot is either before this or sees it
+                self.hummock.commit_epoch(
+                    data_epoch,
+                    ssts,
+                    tables,
+                    new_watermarks=watermarks,
+                    extra=_recorder(records) if records else None,
+                )
+                if self.writes.tracking:
+                    self.writes.record(data_epoch, writes.all())
+            self._graph = graph  # with the jobs of tables the committed transactions created
             for x in inputs:
                 x.committed()
+            for tc in txns:
+                if tc.committed is not None:
+                    tc.committed()
             self._data_epoch = next_epoch
             self._record(data_epoch, started, reports, len(ssts))
             with self._queue_lock:
@@ -235,6 +318,67 @@ class BarrierManager:
             for fn in self.on_commit:
                 fn(data_epoch)
             return data_epoch
+
+    def _admit(self, queued: list[_Queued]) -> tuple[StreamGraph, list[_Queued], _EpochWrites]:
+        """What of the queue this epoch takes, in queue order, and the graph it runs: each
+        transaction is checked against epochs committed after its snapshot and the changes
+        taken before it; a conflicting one is refused at once (40001), with none of it applied."""
+        graph = self._graph
+        writes = _EpochWrites(graph)
+        batch: list[_Queued] = []
+        refused: list[tuple[_Queued, PiestreamError]] = []
+        for d in queued:
+            if isinstance(d, TransactionCommit):
+                with_new = graph.with_fragments(d.fragments) if d.fragments else graph
+                err = self._conflict(d, with_new, writes)
+                if err is not None:
+                    refused.append((d, err))
+                    continue
+                if d.fragments:
+                    graph = with_new
+                    writes.descs.update((t.table_id, t) for f in d.fragments for t in f.tables())
+            writes.add(d)
+            batch.append(d)
+        if refused:
+            with self._queue_lock:
+                gone = {id(d) for d, _ in refused}
+                self._dml = [d for d in self._dml if id(d) not in gone]
+            for d, err in refused:
+                d.done.set_exception(err)
+        return graph, batch, writes
+
+    def _conflict(
+        self, t: TransactionCommit, graph: StreamGraph, writes: _EpochWrites
+    ) -> PiestreamError | None:
+        def name(table_id: int) -> str:
+            return t.names.get(table_id, str(table_id))
+
+        running = {d.table_id for d in graph.all_tables()}
+        for table_id in t.dml:
+            if table_id not in running:
+                return SerializationFailure(
+                    "could not serialize access due to concurrent update",
+                    detail=f'Table "{name(table_id)}" was dropped after this transaction began.',
+                )
+        hit = self.writes.conflict(t.snapshot_epoch, t.keys)
+        if hit is None:
+            hit = next(
+                (tid for tid, k in t.keys.items() if any(overlaps(k, w) for w in writes.keys(tid))), None
+            )
+        if hit is None:
+            return None
+        if hit == -1:
+            detail = "Too many writes committed since this transaction began to check it against them."
+        else:
+            detail = (
+                f'A row of table "{name(hit)}" that this transaction changed was changed by another '
+                "transaction that committed after this one began."
+            )
+        return SerializationFailure(
+            "could not serialize access due to concurrent update",
+            detail=detail,
+            hint="Retry the transaction.",
+        )
 
     def _run_with_retries(self, plan, dml, batch):  # type: ignore[no-untyped-def]
         last: BaseException | None = None

@@ -180,6 +180,28 @@ class CatalogStore:
                 self._jobs[relation.job_id] = frags
             self._jobs.update(changed)
 
+    def write_created(self, conn: Any, created: Iterable[tuple[Relation, list[Fragment]]]) -> None:
+        """Store new relations and their jobs inside the caller's meta-store transaction (the
+        epoch that commits the transaction block that created them). The caller checked the
+        names; `add_created` installs them in memory once that transaction committed."""
+        for rel, frags in created:
+            conn.execute(
+                "INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
+                (_NS_REL, rel.name, json.dumps(rel.to_json())),
+            )
+            if rel.job_id is not None and frags:
+                conn.execute(
+                    "INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
+                    (_NS_JOB, str(rel.job_id), encode_fragments(frags)),
+                )
+
+    def add_created(self, created: Iterable[tuple[Relation, list[Fragment]]]) -> None:
+        with self._lock:
+            for rel, frags in created:
+                self._relations[rel.name] = rel
+                if rel.job_id is not None and frags:
+                    self._jobs[rel.job_id] = list(frags)
+
     def replace(self, name: str, relation: Relation) -> None:
         """Swap a job-less relation (CREATE OR REPLACE VIEW) in one transaction."""
         with self._lock, self.meta.transaction():

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 
-from piestream.common.errors import DependentObjectsStillExist, PiestreamError
+from piestream.common.errors import DependentObjectsStillExist, DuplicateObject, PiestreamError
 from piestream.frontend.catalog import Relation
 from piestream.frontend.planner import Ids, PlannedJob
-from piestream.meta.barrier_manager import BarrierManager
+from piestream.meta.barrier_manager import BarrierManager, TransactionCommit
 from piestream.meta.catalog_store import CatalogStore
 from piestream.meta.hummock_manager import HummockManager
 from piestream.plan.fragment import DispatchEdge, Fragment
@@ -94,6 +95,27 @@ class DdlController:
             self.hummock.drop_tables(_job_table_ids(job.fragments, [planned.relation, *companions]))
             raise
 
+    # -- transaction blocks ----------------------------------------------------------------------
+    def commit_transaction(self, t: TransactionCommit, created: Sequence[PlannedJob] = ()) -> int:
+        """Commit a transaction block in one epoch, with the tables it created: their catalog
+        entries are written in that epoch's meta-store transaction and their jobs join the graph
+        with it, so after a crash the tables and their rows are both there or both absent.
+        Returns the epoch; raises (changing nothing) on a name taken meanwhile or a conflict."""
+        if not created:
+            return _wait(self.barriers, self.barriers.submit_transaction(t))
+        with self.lock:  # no other DDL until the epoch committed: the names stay free
+            for p in created:
+                if self.catalog.get(p.relation.name) is not None:
+                    raise DuplicateObject(
+                        f'relation "{p.relation.name}" already exists',
+                        detail="Another session created it after this transaction began.",
+                    )
+            jobs = [(p.relation, list(p.job.fragments)) for p in created]
+            t.fragments = [f for _, frags in jobs for f in frags]
+            t.record = lambda conn: self.catalog.write_created(conn, jobs)
+            t.committed = lambda: self.catalog.add_created(jobs)
+            return _wait(self.barriers, self.barriers.submit_transaction(t))
+
     # -- dropping -------------------------------------------------------------------------------
     def drop(self, targets: Sequence[Relation], *, cascade: bool) -> list[Relation]:
         """Drop `targets`, and with `cascade` everything that depends on them (dependents first),
@@ -145,6 +167,11 @@ class DdlController:
     def _stored_outputs(self, f: Fragment) -> tuple[DispatchEdge, ...]:
         stored = self.catalog.fragment(f.fragment_id)
         return stored.outputs if stored is not None else ()
+
+
+def _wait(barriers: BarrierManager, fut: Future[int]) -> int:
+    barriers.wake()
+    return fut.result()
 
 
 def _job_table_ids(fragments: Sequence[Fragment], relations: Sequence[Relation]) -> list[int]:
