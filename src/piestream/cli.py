@@ -204,21 +204,18 @@ def _run_embedded(args: argparse.Namespace, sql: str) -> int:
     from piestream.server.catalog import CatalogContext, CatalogViews
     from piestream.server.pgwire.client import TextResult
     from piestream.server.pgwire.statements import prepare_script
-    from piestream.server.results import QueryResult
 
     with data_dir_lock(args.data_dir):
         db = _open_database(args)
+        session = db.session()
         try:
-            session = db.session()
-            catalog = CatalogViews(lambda: db.catalog.snapshot().relations())
+            catalog = CatalogViews(lambda: session.catalog().relations())
             ctx = CatalogContext(user=args.user, database=args.database, settings=session.settings)
-            for p in prepare_script(sql, lambda name: db.catalog.get(name) is not None):
+            for p in prepare_script(sql, lambda name: session.catalog().get_relation(name) is not None):
                 if p.empty:
                     continue
                 if p.catalog:
                     result = catalog.execute(p.text, (), ctx)
-                elif p.savepoint is not None:
-                    result = QueryResult(p.savepoint)
                 else:
                     assert p.stmt is not None
                     result = session.execute_statement(p.stmt)
@@ -239,6 +236,7 @@ def _run_embedded(args: argparse.Namespace, sql: str) -> int:
             _print_error(client_error(e))
             return 1
         finally:
+            session.close()  # a transaction block left open is rolled back, as at a disconnect
             db.close()
     return 0
 

@@ -11,14 +11,22 @@ notebook cell that calls `connect()` just works.
         conn.sql("CREATE TABLE t (k int PRIMARY KEY, v varchar)")
         conn.sql("INSERT INTO t VALUES ($1, $2)", (1, "a"))
         conn.sql("SELECT * FROM t").to_pandas()
+        with conn.transaction():  # COMMIT at the end of the block, ROLLBACK on an exception
+            conn.sql("INSERT INTO t VALUES (2, 'b')")
+            conn.sql("UPDATE t SET v = 'c' WHERE k = 1")
+
+Statements run in autocommit mode unless a transaction is open (`transaction()`, `begin()`, or
+SQL BEGIN), as in psql.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import html
+import itertools
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +97,7 @@ class Connection:
     def __init__(self, db: Database) -> None:
         self.database = db
         self._session: Session | None = db.session()
+        self._savepoints = itertools.count(1)
 
     @property
     def session(self) -> Session:
@@ -136,11 +145,57 @@ class Connection:
         except PiestreamError as e:
             raise _clean(e) from None
 
+    # -- transactions -----------------------------------------------------------------------------
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction block is open (its writes are buffered until `commit`)."""
+        return self.session.in_transaction
+
+    def begin(self) -> None:
+        """Open a transaction block (SQL BEGIN)."""
+        self.session.execute("BEGIN")
+
+    def commit(self) -> None:
+        """Commit the open transaction: all its changes land in one epoch, durable on return."""
+        self.session.execute("COMMIT")
+
+    def rollback(self) -> None:
+        """Discard the open transaction's changes."""
+        self.session.execute("ROLLBACK")
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A transaction block for a ``with`` statement: it commits when the block ends and rolls
+        back if an exception leaves it. Inside an open transaction it is a savepoint instead, so
+        blocks nest (the inner one undoes only its own changes)."""
+        if self.in_transaction:
+            name = f"piestream_sp_{next(self._savepoints)}"
+            self.session.execute(f"SAVEPOINT {name}")
+            try:
+                yield self
+            except BaseException:
+                self.session.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                self.session.execute(f"RELEASE SAVEPOINT {name}")
+                raise
+            self.session.execute(f"RELEASE SAVEPOINT {name}")
+            return
+        self.begin()
+        try:
+            yield self
+        except BaseException:
+            if self.in_transaction:
+                self.rollback()
+            raise
+        if self.in_transaction:  # (unless the block ended it itself)
+            self.commit()
+
     def close(self) -> None:
-        """Close this connection; the database closes with the last one."""
+        """Close this connection (an open transaction is rolled back); the database closes with
+        the last one."""
         if self._session is None:
             return
-        self._session = None
+        session, self._session = self._session, None
+        session.close()
         _release(self.database)
 
     @property

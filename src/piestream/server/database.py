@@ -167,8 +167,13 @@ class Database:
         return Session(self)
 
     def execute(self, sql: str, params: Any = ()) -> list[Any]:
-        """Run a SQL script in a fresh session (convenience for scripts and tests)."""
-        return self.session().execute(sql, params)
+        """Run a SQL script in a fresh session (convenience for scripts and tests); a
+        transaction block the script leaves open is rolled back."""
+        session = self.session()
+        try:
+            return session.execute(sql, params)
+        finally:
+            session.close()
 
     # -- snapshots ------------------------------------------------------------------------------
     def snapshot_storage(self) -> tuple[HummockStorage, int, int, int]:

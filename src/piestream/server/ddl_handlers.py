@@ -42,8 +42,9 @@ class WrongObjectType(PiestreamError):
 
 
 def check_new_name(s: Session, name: str, if_not_exists: bool) -> QueryResult | None:
-    """None if `name` is free; a notice result for IF NOT EXISTS; else 42P07."""
-    if s.db.catalog.get(name) is not None:
+    """None if `name` is free (for this session: tables its transaction created count);
+    a notice result for IF NOT EXISTS; else 42P07."""
+    if s.catalog().get_relation(name) is not None:
         if if_not_exists:
             r = command("CREATE")
             r.notices.append(f'relation "{name}" already exists, skipping')
@@ -91,7 +92,10 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
             parallelism=s.parallelism,
             ids=s.db.ddl.ids(),
         )
-        s.db.ddl.create_job(planned, backfill=False)
+        if s.txn is not None:
+            s.txn.create_table(planned)  # created by COMMIT, in the epoch holding its rows
+        else:
+            s.db.ddl.create_job(planned, backfill=False)
         return command("CREATE_TABLE")
 
 

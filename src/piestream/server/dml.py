@@ -4,6 +4,10 @@ The rows to write are computed by batch queries at the latest snapshot (the VALU
 an INSERT; the matching rows of UPDATE / DELETE with their full stored values), cast to the
 table's column types, and handed to the barrier manager. With `implicit_flush` (the default) the
 statement returns once the epoch holding the change is committed, so it is durable and visible.
+
+Inside a transaction block the same rows are computed against what the transaction sees (its
+snapshot and its own changes) and go to its buffer instead (`Transaction.write`): a statement is
+"these rows removed, then these rows added", which COMMIT turns into change chunks.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ if TYPE_CHECKING:
     from piestream.server.session import Session
 
 
-def _table(s: Session, name: str) -> Relation:
-    rel = s.db.catalog.get(name)
+def _table(s: Session, name: str, verb: str) -> Relation:
+    if s.txn is not None:
+        s.txn.check_writable(verb)
+    rel = s.catalog().get_relation(name)
     if rel is None:
         raise UndefinedTable(f'relation "{name}" does not exist')
     if rel.kind is not RelationKind.TABLE:
@@ -43,7 +49,18 @@ def _table(s: Session, name: str) -> Relation:
     return rel
 
 
-def _submit(s: Session, rel: Relation, chunk: StreamChunk) -> None:
+def _write(
+    s: Session,
+    rel: Relation,
+    deletes: list[pa.Array] | None,
+    inserts: list[pa.Array] | None,
+    chunk: StreamChunk,
+) -> None:
+    """Buffer the statement's changes in the transaction block, or send `chunk` (the same
+    changes as one change chunk) to the table's job."""
+    if s.txn is not None:
+        s.txn.write(rel, deletes, inserts, s.buffer_limit)
+        return
     if not chunk.cardinality:
         return
     assert rel.table is not None
@@ -56,7 +73,7 @@ def _submit(s: Session, rel: Relation, chunk: StreamChunk) -> None:
 def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryResult:
     if stmt.returning:
         raise FeatureNotSupported("INSERT ... RETURNING is not supported")
-    rel = _table(s, stmt.table)
+    rel = _table(s, stmt.table, "INSERT")
     visible = [c for c in rel.columns if not c.hidden]
     targets = stmt.columns or [c.name for c in visible]
     for t in targets:
@@ -64,7 +81,7 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
         if i is None or rel.columns[i].hidden:
             raise UndefinedColumn(f'column "{t}" of relation "{rel.name}" does not exist')
     target_types = [rel.columns[rel.column_index(t)].data_type for t in targets]  # type: ignore[index]
-    bound = QueryBinder(s.db.catalog.snapshot(), params).bind_insert_source(stmt.source, target_types)
+    bound = QueryBinder(s.catalog(), params).bind_insert_source(stmt.source, target_types)
     if len(bound.names) != len(targets):
         what = "more" if len(bound.names) > len(targets) else "fewer"
         raise PiestreamError(f"INSERT has {what} expressions than target columns", sqlstate="42601")
@@ -80,9 +97,9 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
     full = BoundQuery(Project(schema, bound.plan, exprs), [c.name for c in rel.columns])
     table = run_bound(s, full)
     cols = [table.column(i).combine_chunks() for i in range(table.num_columns)]
+    _check_not_null_pk(rel, cols)
     chunk = StreamChunk(np.full(table.num_rows, Op.INSERT, np.int8), cols, length=table.num_rows)
-    _check_not_null_pk(rel, chunk)
-    _submit(s, rel, chunk)
+    _write(s, rel, None, cols, chunk)
     return command(f"INSERT 0 {table.num_rows}")
 
 
@@ -94,7 +111,7 @@ def insert_arrow(s: Session, name: str, data: pa.Table) -> QueryResult:
     """Bulk INSERT of an Arrow table (the Python API's `Connection.insert`): columns are matched
     by name, cast to the column types by Arrow, missing columns are NULL; the rows go to the
     table's streaming job as a few large change chunks, with no per-row step on the way."""
-    rel = _table(s, name)
+    rel = _table(s, name, "INSERT")
     n = data.num_rows
     for col in data.column_names:
         i = rel.column_index(col)
@@ -115,8 +132,11 @@ def insert_arrow(s: Session, name: str, data: pa.Table) -> QueryResult:
             cols.append(arr)
         else:
             cols.append(pa.nulls(n, c.data_type.arrow))
+    _check_not_null_pk(rel, cols)
+    if s.txn is not None:  # buffered like any INSERT of the transaction block
+        s.txn.write(rel, None, cols, s.buffer_limit)
+        return command(f"INSERT 0 {n}")
     chunk = StreamChunk(np.full(n, Op.INSERT, np.int8), cols, length=n)
-    _check_not_null_pk(rel, chunk)
     assert rel.table is not None
     futs = [
         s.db.barriers.submit_dml(rel.table.table_id, chunk.slice(lo, min(BULK_CHUNK_ROWS, n - lo)))
@@ -129,12 +149,12 @@ def insert_arrow(s: Session, name: str, data: pa.Table) -> QueryResult:
     return command(f"INSERT 0 {n}")
 
 
-def _check_not_null_pk(rel: Relation, chunk: StreamChunk) -> None:
+def _check_not_null_pk(rel: Relation, cols: Sequence[pa.Array]) -> None:
     assert rel.table is not None
     if rel.row_id_index is not None:
         return
     for i in rel.table.pk:
-        if chunk.columns[i].null_count:
+        if cols[i].null_count:
             raise PiestreamError(
                 f'null value in column "{rel.columns[i].name}" of relation "{rel.name}" '
                 "violates not-null constraint",
@@ -168,18 +188,19 @@ def _check_not_append_only(rel: Relation, verb: str) -> None:
 def delete(s: Session, stmt: ast.Delete, params: Sequence[Any] = ()) -> QueryResult:
     if stmt.returning:
         raise FeatureNotSupported("DELETE ... RETURNING is not supported")
-    rel = _table(s, stmt.table)
+    rel = _table(s, stmt.table, "DELETE")
     _check_not_append_only(rel, "delete from")
     table, width = _select_rows(s, rel, stmt.alias, stmt.where, [], params)
     cols = [table.column(i).combine_chunks() for i in range(width)]
-    _submit(s, rel, StreamChunk(np.full(table.num_rows, Op.DELETE, np.int8), cols, length=table.num_rows))
+    chunk = StreamChunk(np.full(table.num_rows, Op.DELETE, np.int8), cols, length=table.num_rows)
+    _write(s, rel, cols, None, chunk)
     return command(f"DELETE {table.num_rows}")
 
 
 def update(s: Session, stmt: ast.Update, params: Sequence[Any] = ()) -> QueryResult:
     if stmt.returning:
         raise FeatureNotSupported("UPDATE ... RETURNING is not supported")
-    rel = _table(s, stmt.table)
+    rel = _table(s, stmt.table, "UPDATE")
     _check_not_append_only(rel, "update")
     assert rel.table is not None
     assigned = {}
@@ -198,18 +219,17 @@ def update(s: Session, stmt: ast.Update, params: Sequence[Any] = ()) -> QueryRes
     new = list(old)
     for k, i in enumerate(assigned):
         new[i] = table.column(width + k).combine_chunks().cast(rel.columns[i].data_type.arrow)
-    pk_changes = any(i in rel.table.pk for i in assigned)
-    # U-/U+ pairs, or Delete + Insert when the pk changes (the key of the pair must not change)
-    idx = np.repeat(np.arange(n), 2)
-    ops = np.tile(
-        np.array([Op.DELETE, Op.INSERT] if pk_changes else [Op.UPDATE_DELETE, Op.UPDATE_INSERT], np.int8), n
-    )
-    src = np.tile(np.array([0, 1]), n)
-    cols = []
-    for o, nw in zip(old, new, strict=True):
-        both = pa.concat_arrays([o, nw.cast(o.type)])
-        cols.append(both.take(pa.array(np.where(src == 0, idx, idx + n))))
-    chunk = StreamChunk(ops, cols, length=2 * n)
-    _check_not_null_pk(rel, chunk)
-    _submit(s, rel, chunk)
+    new = [nw.cast(o.type) for o, nw in zip(old, new, strict=True)]
+    _check_not_null_pk(rel, new)
+    if any(i in rel.table.pk for i in assigned):
+        # the pk changes: every old row goes, then every new row comes (a new key may be an old
+        # key of another row: ``SET k = k + 1``), so not as U-/U+ pairs (their key is one key)
+        ops = np.repeat(np.array([Op.DELETE, Op.INSERT], np.int8), n)
+        gather = np.arange(2 * n)
+    else:
+        # U-/U+ pairs: row i's old and new values next to each other
+        ops = np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], np.int8), n)
+        gather = np.repeat(np.arange(n), 2) + np.tile(np.array([0, n]), n)
+    cols = [pa.concat_arrays([o, nw]).take(pa.array(gather)) for o, nw in zip(old, new, strict=True)]
+    _write(s, rel, old, new, StreamChunk(ops, cols, length=2 * n))
     return command(f"UPDATE {n}")

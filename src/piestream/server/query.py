@@ -1,4 +1,10 @@
-"""SELECT: bind, optimize, plan for batch, and run at one pinned committed snapshot."""
+"""SELECT: bind, optimize, plan for batch, and run at one pinned committed snapshot.
+
+Outside a transaction block a statement reads the latest committed epoch. Inside one it reads the
+transaction's snapshot, with the tables it changed merged with its buffered changes (and no index
+of those tables used); a materialized view or index that depends on a table the transaction
+changed is refused, as its rows cannot reflect uncommitted changes.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from piestream.batch.execute import BatchContext, execute
+from piestream.batch.plan import BatchPlanNode, BatchScan
+from piestream.common.errors import FeatureNotSupported
 from piestream.common.scalar import columns_to_rows
 from piestream.common.types import DataType
 from piestream.frontend.batch_planner import to_batch
 from piestream.frontend.binder import BoundQuery, QueryBinder
+from piestream.frontend.catalog import CatalogSnapshot, Relation, RelationKind
 from piestream.frontend.optimizer import optimize
 from piestream.frontend.parser import ast
 from piestream.server.results import QueryResult
@@ -24,17 +33,64 @@ if TYPE_CHECKING:
 
 
 def bind(s: Session, query: exp.Expression, params: Sequence[Any] = ()) -> BoundQuery:
-    return QueryBinder(s.db.catalog.snapshot(), params).bind_query(query)
+    return QueryBinder(s.catalog(), params).bind_query(query)
 
 
 def run_bound(s: Session, bound: BoundQuery) -> pa.Table:
-    """Execute a bound query at the latest committed snapshot (pinned while it runs)."""
-    plan = to_batch(optimize(bound.plan, streaming=False), s.db.catalog.snapshot().indexes_of)
-    storage, epoch, vpin, spin = s.db.snapshot_storage()
-    try:
-        return execute(plan, BatchContext(storage=storage, epoch=epoch, now=dt.datetime.now(dt.UTC)))
-    finally:
-        s.db.release_snapshot(vpin, spin)
+    """Execute a bound query at the latest committed snapshot (pinned while it runs), or at the
+    snapshot of the session's transaction, merged with its changes."""
+    catalog = s.catalog()
+    logical = optimize(bound.plan, streaming=False)
+    now = dt.datetime.now(dt.UTC)
+    txn = s.txn
+    if txn is None:
+        plan = to_batch(logical, catalog.indexes_of)
+        storage, epoch, vpin, spin = s.db.snapshot_storage()
+        try:
+            return execute(plan, BatchContext(storage=storage, epoch=epoch, now=now))
+        finally:
+            s.db.release_snapshot(vpin, spin)
+    changed = {t for t, o in txn.overlays.items() if len(o)}
+    plan = to_batch(logical, lambda rel_id: [] if rel_id in changed else catalog.indexes_of(rel_id))
+    _check_readable(plan, catalog, changed)
+    snap = txn.snapshot()
+    overlays = {t: txn.overlays[t] for t in changed}
+    return execute(plan, BatchContext(storage=snap.storage, epoch=snap.epoch, now=now, overlays=overlays))
+
+
+def _check_readable(plan: BatchPlanNode, catalog: CatalogSnapshot, changed: set[int]) -> None:
+    """Refuse reading an MV (or index) that depends on a table the transaction changed."""
+    if not changed:
+        return
+    by_table = {r.table.table_id: r for r in catalog.relations() if r.table is not None}
+    by_id = {r.id: r for r in catalog.relations()}
+
+    def changed_upstream(rel: Relation, seen: set[int]) -> Relation | None:
+        for dep in rel.depends_on:
+            up = by_id.get(dep)
+            if up is None or dep in seen:
+                continue
+            seen.add(dep)
+            if up.kind is RelationKind.TABLE and up.table is not None and up.table.table_id in changed:
+                return up
+            found = changed_upstream(up, seen)
+            if found is not None:
+                return found
+        return None
+
+    for node in plan.walk():
+        if not isinstance(node, BatchScan):
+            continue
+        rel = by_table.get(node.table.table_id)
+        if rel is None or rel.kind is RelationKind.TABLE:
+            continue
+        table = changed_upstream(rel, set())
+        if table is not None:
+            raise FeatureNotSupported(
+                f'cannot read {rel.kind.value} "{rel.name}" in a transaction that changed table '
+                f'"{table.name}": its rows do not include uncommitted changes',
+                hint=f'Read "{table.name}" itself, or COMMIT first.',
+            )
 
 
 def result_of(bound: BoundQuery, table: pa.Table, tag: str = "SELECT") -> QueryResult:

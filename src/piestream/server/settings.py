@@ -7,7 +7,8 @@ DEFAULT_SETTINGS: dict[str, str] = {
     "client_encoding": "UTF8",
     "client_min_messages": "notice",
     "datestyle": "ISO, MDY",
-    "default_transaction_isolation": "read committed",
+    "default_transaction_isolation": "repeatable read",
+    "default_transaction_read_only": "off",
     "extra_float_digits": "1",
     "implicit_flush": "true",
     "integer_datetimes": "on",
@@ -21,5 +22,7 @@ DEFAULT_SETTINGS: dict[str, str] = {
     "statement_timeout": "0",
     "streaming_parallelism": "",
     "timezone": "UTC",
-    "transaction_isolation": "read committed",
+    "transaction_buffer_limit": "256MB",  # a transaction block's buffered changes, at most
+    "transaction_isolation": "repeatable read",
+    "transaction_read_only": "off",
 }

@@ -15,6 +15,7 @@ from piestream.frontend.parser import ast
 from piestream.frontend.planner import Ids, explain_stream, plan_materialized_view
 from piestream.server.results import QueryResult, command
 from piestream.server.settings import DEFAULT_SETTINGS
+from piestream.server.transaction import parse_bytes
 
 if TYPE_CHECKING:
     from piestream.server.session import Session
@@ -34,7 +35,7 @@ def explain(s: Session, stmt: ast.Explain, params: Sequence[Any]) -> QueryResult
         from piestream.batch.plan import explain_tree as explain_batch
         from piestream.frontend.batch_planner import to_batch
 
-        catalog = s.db.catalog.snapshot()
+        catalog = s.catalog()
         bound = QueryBinder(catalog, params).bind_query(inner.query)
         plan = optimize(bound.plan, streaming=False)
         text = explain_batch(to_batch(plan, catalog.indexes_of))
@@ -42,7 +43,7 @@ def explain(s: Session, stmt: ast.Explain, params: Sequence[Any]) -> QueryResult
             text = "Logical plan:\n" + explain_tree(plan) + "\n\nBatch plan:\n" + text
         return _text_result("EXPLAIN", "QUERY PLAN", text.splitlines())
     if isinstance(inner, ast.CreateMaterializedView):
-        binder = QueryBinder(s.db.catalog.snapshot(), params)
+        binder = QueryBinder(s.catalog(), params)
         bound = binder.bind_query(inner.query)
         counter = iter(range(1 << 40, 1 << 41))  # ids for display only: nothing is created
         ids = Ids(lambda: next(counter), lambda: next(counter) % 100000 + 900000, _upstream_parallelism(s))
@@ -74,6 +75,8 @@ def variables(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> Qu
         if stmt.value is None:
             s.settings[name] = DEFAULT_SETTINGS.get(name, "")
         else:
+            if name == "transaction_buffer_limit":
+                parse_bytes(stmt.value, name)  # refuse a bad value now, not at the next write
             s.settings[name] = stmt.value
         return command("SET")
     if isinstance(stmt, ast.ResetAll):
@@ -99,11 +102,11 @@ _SHOW_KINDS = {
 
 
 def show(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryResult:
-    cat = s.db.catalog
+    cat = s.catalog()
     if isinstance(stmt, ast.ShowObjects):
         if stmt.kind in _SHOW_KINDS:
             kind = _SHOW_KINDS[stmt.kind]
-            names = sorted(r.name for r in cat.snapshot().relations() if r.kind is kind)
+            names = sorted(r.name for r in cat.relations() if r.kind is kind)
             if stmt.like:
                 import fnmatch
 
@@ -118,7 +121,7 @@ def show(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryRe
             )
         raise FeatureNotSupported(f"SHOW {stmt.kind.upper()} is not supported")
     if isinstance(stmt, ast.ShowCreate):
-        rel = cat.get(stmt.name)
+        rel = cat.get_relation(stmt.name)
         if rel is None:
             raise UndefinedTable(f'relation "{stmt.name}" does not exist')
         return QueryResult("SHOW", [("Name", VARCHAR), ("Create Sql", VARCHAR)], [(rel.name, rel.definition)])
@@ -127,7 +130,7 @@ def show(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryRe
 
 
 def _describe(s: Session, name: str) -> QueryResult:
-    rel = s.db.catalog.get(name)
+    rel = s.catalog().get_relation(name)
     if rel is None:
         raise UndefinedTable(f'relation "{name}" does not exist')
     rows: list[tuple[str, str, str]] = [

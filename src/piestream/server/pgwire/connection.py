@@ -11,10 +11,11 @@ up waiting when the client cancels (CancelRequest) or `statement_timeout` passes
 preemption points; a cancelled INSERT may still be applied). The next statement of that
 connection waits for it, so a `Session` only ever runs one statement at a time.
 
-Transactions are accepted and tracked for the status byte of ReadyForQuery, but each statement
-applies on its own: ROLLBACK undoes nothing (a notice says so when writes happened). As in
-PostgreSQL, after an error inside a transaction block every statement but COMMIT / ROLLBACK fails
-with 25P02 until the block ends, so client libraries see the states they expect.
+Transaction blocks live in the `Session` (`server.transaction`); ReadyForQuery reports its state
+(I idle, T in a block, E in a failed block), and any error sent inside a block — the session's or
+the protocol's (a failed Parse or Bind) — puts the block in the failed state, as in PostgreSQL.
+COMMIT cannot be cancelled: its outcome must reach the client as it is, so the connection waits
+for it. Closing the connection rolls an open block back.
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from piestream.common.errors import PiestreamError, clean_text, client_error
+from piestream.common.errors import (
+    InFailedSqlTransaction,
+    PiestreamError,
+    clean_text,
+    client_error,
+)
 from piestream.expr.expr import Literal
+from piestream.frontend.catalog import CatalogSnapshot
 from piestream.frontend.parser import ast
 from piestream.server.catalog import CatalogContext, CatalogViews
 from piestream.server.pgwire.extended import ExtendedQuery
@@ -55,15 +62,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_WRITE_STATEMENTS = (ast.Insert, ast.Update, ast.Delete)
-
 
 class QueryCanceled(PiestreamError):
     sqlstate = "57014"
-
-
-class InFailedTransaction(PiestreamError):
-    sqlstate = "25P02"
 
 
 class Terminate(Exception):
@@ -99,11 +100,9 @@ class Connection:
         self.user = ""
         self.database = ""
         self.session: Session | None = None
-        self.catalog = CatalogViews(lambda: server.database.catalog.snapshot().relations())
+        self.catalog = CatalogViews(lambda: self._catalog().relations())
         self.extended = ExtendedQuery(self)
         self.skip_until_sync = False
-        self.txn_failed = False
-        self.txn_wrote = False
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"piestream-stmt-{pid}")
         self._lock = threading.Lock()
         self._cancel = threading.Event()
@@ -140,7 +139,12 @@ class Connection:
 
     def _close(self) -> None:
         self.state = "closed"
-        self._worker.shutdown(wait=False, cancel_futures=True)
+        session = self.session
+        if session is not None:
+            # after the running statement (if any): a transaction block left open is rolled back
+            with contextlib.suppress(RuntimeError):
+                self._worker.submit(session.close)
+        self._worker.shutdown(wait=False, cancel_futures=False)
         with contextlib.suppress(OSError):
             self.sock.close()
         self.server._unregister(self)
@@ -258,15 +262,13 @@ class Connection:
             raise ProtocolViolation(f"invalid frontend message type {kind[0]}")
 
     def _ready(self) -> None:
-        status = b"I"
-        if self.session is not None and self.session.in_transaction:
-            status = b"E" if self.txn_failed else b"T"
+        status = b"I" if self.session is None else self.session.transaction_status.encode()
         self.channel.send(b"Z", status)
         self.channel.flush()
 
     def _send_error(self, e: PiestreamError) -> None:
-        if self.session is not None and self.session.in_transaction:
-            self.txn_failed = True
+        if self.session is not None:
+            self.session.fail_transaction()
         self.channel.send(
             b"E",
             # clean_text: the last guard that no traceback ever reaches a client (the cause is logged)
@@ -290,16 +292,9 @@ class Connection:
         stmt = p.stmt
         if p.deallocate is not None:
             return self.extended.deallocate(p.deallocate)
-        if p.savepoint is not None:
-            if p.savepoint == "ROLLBACK":
-                self.txn_failed = False  # ROLLBACK TO SAVEPOINT recovers a failed block
-            elif self.txn_failed:
-                raise InFailedTransaction(
-                    "current transaction is aborted, commands ignored until end of transaction block"
-                )
-            return QueryResult(p.savepoint)
-        if self.txn_failed and not isinstance(stmt, ast.Commit | ast.Rollback):
-            raise InFailedTransaction(
+        txn = self.session.txn
+        if txn is not None and txn.failed and p.catalog:
+            raise InFailedSqlTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
         self.current_query = p.text
@@ -315,24 +310,15 @@ class Connection:
             session = self.session
             fn = lambda: session.execute_statement(stmt, values)  # noqa: E731
         try:
-            result = self._wait(fn)
+            return self._wait(fn, cancellable=not isinstance(stmt, ast.Commit))
         finally:
             self.state = "idle"
-        if isinstance(stmt, ast.Commit | ast.Rollback):
-            if self.txn_failed and isinstance(stmt, ast.Commit):
-                result = QueryResult("ROLLBACK")
-            if self.txn_wrote and isinstance(stmt, ast.Rollback):
-                result.notices.append(
-                    "ROLLBACK does not undo writes: piestream applies each statement when it runs"
-                )
-            self.txn_failed = self.txn_wrote = False
-        elif isinstance(stmt, _WRITE_STATEMENTS) and self.session.in_transaction:
-            self.txn_wrote = True
-        return result
 
-    def _wait(self, fn: Callable[[], QueryResult]) -> QueryResult:
+    def _wait(self, fn: Callable[[], QueryResult], *, cancellable: bool = True) -> QueryResult:
         assert self.session is not None
         timeout = _timeout_seconds(self.session.settings.get("statement_timeout", "0"))
+        if not cancellable:
+            timeout = 0.0
         self._cancel.clear()
         done = threading.Event()
         future: Future[QueryResult] = self._worker.submit(fn)
@@ -342,7 +328,7 @@ class Connection:
             wait = 0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic()))
             if done.wait(wait):
                 break
-            if self._cancel.is_set():
+            if self._cancel.is_set() and cancellable:
                 raise QueryCanceled("canceling statement due to user request")
             if deadline is not None and time.monotonic() >= deadline:
                 raise QueryCanceled("canceling statement due to statement timeout")
@@ -358,11 +344,17 @@ class Connection:
             activity=self.server.activity(),
         )
 
+    def _catalog(self) -> CatalogSnapshot:
+        """The catalog this connection's session sees (with the tables its transaction created)."""
+        if self.session is None:
+            return self.server.database.catalog.snapshot()
+        return self.session.catalog()
+
     def is_user_relation(self, name: str) -> bool:
-        return self.server.database.catalog.get(name) is not None
+        return self.lookup_relation(name) is not None
 
     def lookup_relation(self, name: str) -> Any:
-        return self.server.database.catalog.get(name)
+        return self._catalog().get_relation(name)
 
     def complete(self, result: QueryResult, tag: str | None = None) -> None:
         """Notices, CommandComplete, and ParameterStatus for settings the statement changed."""

@@ -28,13 +28,12 @@ class Prepared:
     text: str
     stmt: ast.Statement | None = None  # an engine statement
     catalog: bool = False  # answered from the emulated pg_catalog
-    savepoint: str | None = None  # SAVEPOINT / RELEASE / ROLLBACK TO: the command tag (no-ops here)
     deallocate: str | None = None  # DEALLOCATE name (or "" for ALL): drops prepared statements
     param_types: list[DataType | None] = field(default_factory=list)  # per $n: declared or inferred
 
     @property
     def empty(self) -> bool:
-        return self.stmt is None and not self.catalog and self.savepoint is None and self.deallocate is None
+        return self.stmt is None and not self.catalog and self.deallocate is None
 
     @property
     def returns_rows(self) -> bool:
@@ -49,11 +48,6 @@ class Prepared:
 
 _COPY = re.compile(r"^\s*copy\b", re.IGNORECASE)
 _DEALLOCATE = re.compile(r"^\s*deallocate\s+(?:prepare\s+)?(?:(all)|\"?([\w$]+)\"?)\s*;?\s*$", re.IGNORECASE)
-#: Savepoints: accepted (client libraries nest transactions with them) and do nothing, like BEGIN.
-_SAVEPOINT = re.compile(
-    r"^\s*(?:(savepoint)|(release)(?:\s+savepoint)?|(rollback)\s+to(?:\s+savepoint)?)\s+\"?[\w$]+\"?\s*;?\s*$",
-    re.IGNORECASE,
-)
 
 
 def _route(stmt: ast.Statement, text: str, is_user_relation: Callable[[str], bool]) -> Prepared:
@@ -91,10 +85,6 @@ def prepare_one(sql: str, is_user_relation: Callable[[str], bool]) -> Prepared:
     d = _DEALLOCATE.match(strip_comments(sql))
     if d is not None:
         return Prepared(sql, deallocate="" if d.group(1) else d.group(2))
-    m = _SAVEPOINT.match(strip_comments(sql))
-    if m is not None:
-        tag = "SAVEPOINT" if m.group(1) else ("RELEASE" if m.group(2) else "ROLLBACK")
-        return Prepared(sql, savepoint=tag)
     try:
         stmt = parse_one(sql)
     except PiestreamError:
