@@ -293,6 +293,22 @@ def test_ddl_in_a_block_is_atomic_or_refused(conn: piestream.Connection) -> None
     assert rows(conn, "SELECT * FROM race") == []
 
 
+def test_bulk_insert_of_the_python_api_is_part_of_the_block(conn: piestream.Connection) -> None:
+    conn.sql("CREATE TABLE t (k INT PRIMARY KEY, v VARCHAR)")
+    conn.sql("CREATE TABLE r (v INT)")
+    with pytest.raises(RuntimeError), conn.transaction():
+        conn.insert("t", {"k": list(range(1000)), "v": ["x"] * 1000})
+        assert conn.sql("SELECT count(*) FROM t").scalar() == 1000
+        raise RuntimeError("the application gives up")
+    assert conn.sql("SELECT count(*) FROM t").scalar() == 0
+    with conn.transaction():
+        conn.insert("t", {"k": [1, 2, 2], "v": ["a", "b", "c"]})  # the last row of a key wins
+        conn.insert("r", {"v": [1, 2, 3]})
+        conn.sql("DELETE FROM r WHERE v = 2")
+    assert rows(conn, "SELECT * FROM t") == [(1, "a"), (2, "c")]
+    assert rows(conn, "SELECT v FROM r") == [(1,), (3,)]
+
+
 def test_read_only_serializable_and_buffer_limit(conn: piestream.Connection) -> None:
     conn.sql("CREATE TABLE t (k INT PRIMARY KEY, v VARCHAR)")
     conn.sql("START TRANSACTION READ ONLY")

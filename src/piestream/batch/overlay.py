@@ -294,6 +294,5 @@ def _stored(desc: TableDesc, rows: list[pa.Array], storage: HummockStorage, epoc
     serde = RowSerde(desc)
     table_keys, _ = serde.table_keys(rows)
     head = Ragged.constant(table_keys.n, desc.table_id.to_bytes(TABLE_ID_LEN, "big"))
-    # multi_get takes and answers Python lists: one batched lookup, a list step per row
-    found = storage.multi_get(concat_rows([head, table_keys]).to_list(), epoch)
-    return np.array([v is not None for v in found], np.bool_)
+    found, _ = storage.multi_get_columns(concat_rows([head, table_keys]), epoch)
+    return np.asarray(found, np.bool_)
