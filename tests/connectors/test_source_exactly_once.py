@@ -40,7 +40,9 @@ def _check_done(db: Database, want: list[tuple]) -> None:
 def test_restart_resumes_from_committed_offsets(tmp_path) -> None:  # type: ignore[no-untyped-def]
     want = expected_bids(N)
     db = Database(tmp_path / "db", config=_config())
-    db.execute(bid_table(N))
+    # 1 ms between events (10 s for all of them): a loaded machine polling slowly still stops
+    # the database mid-way (at 0.2 ms the whole source was once read before the close)
+    db.execute(bid_table(N, gap_ns=1_000_000))
     db.execute(MV)
     db.execute(AGG)
     wait_until(lambda: _count(db, "bids") > 1000, what="some progress")
