@@ -29,6 +29,7 @@ class RelationKind(enum.Enum):
     INDEX = "index"
     SOURCE = "source"
     SINK = "sink"
+    SUBSCRIPTION = "subscription"
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,21 @@ class SinkInfo:
     state_table: TableDesc
 
 
+@dataclass(frozen=True)
+class SubscriptionInfo:
+    """A SUBSCRIPTION: the relation it follows, its change log table, how long changes are kept,
+    and the committed epoch it started after (the log holds every change after it)."""
+
+    of: int  # the upstream table / MV id
+    log_table: TableDesc
+    retention_ms: int
+    start_epoch: int
+
+
 #: The catalog entry format `Relation.to_json` writes; format 0 kept kind-specific fields in an
-#: untyped ``extra`` dict and is still read.
-RELATION_FORMAT = 1
+#: untyped ``extra`` dict and is still read; format 2 added subscriptions (a format-1 reader would
+#: not know them, so it refuses the directory instead of dropping them).
+RELATION_FORMAT = 2
 
 
 class CatalogFormatError(PiestreamError):
@@ -107,6 +120,7 @@ class Relation:
     index: IndexInfo | None = None
     source: SourceInfo | None = None
     sink: SinkInfo | None = None
+    subscription: SubscriptionInfo | None = None
 
     @property
     def visible_columns(self) -> list[ColumnCatalog]:
@@ -165,6 +179,14 @@ class Relation:
                 "path": sink.path,
                 "state_table": sink.state_table.to_json(),
             },
+            "subscription": None
+            if self.subscription is None
+            else {
+                "of": self.subscription.of,
+                "log_table": self.subscription.log_table.to_json(),
+                "retention_ms": self.subscription.retention_ms,
+                "start_epoch": self.subscription.start_epoch,
+            },
         }
 
     @classmethod
@@ -178,6 +200,7 @@ class Relation:
             )
         typed = d if version else _typed_from_extra(d.get("extra") or {})
         index, src, sink = typed.get("index"), typed.get("source"), typed.get("sink")
+        sub = typed.get("subscription")
         return cls(
             id=d["id"],
             name=d["name"],
@@ -208,6 +231,11 @@ class Relation:
             if sink is None
             else SinkInfo(
                 sink["connector"], sink["sink_type"], sink["path"], TableDesc.from_json(sink["state_table"])
+            ),
+            subscription=None
+            if sub is None
+            else SubscriptionInfo(
+                sub["of"], TableDesc.from_json(sub["log_table"]), sub["retention_ms"], sub["start_epoch"]
             ),
         )
 

@@ -15,14 +15,15 @@ from piestream.common.order import ASC, OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import SERIAL, DataType, Field
 from piestream.frontend.binder.query import BoundQuery
-from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, RelationKind
+from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, RelationKind, SubscriptionInfo
 from piestream.frontend.fragmenter import FragmentedJob, fragment_job
 from piestream.frontend.optimizer import optimize
 from piestream.frontend.stream_planner import SINGLE, Dist, StreamPlanner
 from piestream.plan.fragment import Fragment
 from piestream.plan.materialize import ConflictBehavior, MaterializeNode
-from piestream.plan.node import DmlNode, StreamNode
+from piestream.plan.node import DmlNode, ExchangeNode, StreamNode
 from piestream.plan.row_id_gen import RowIdGenNode
+from piestream.plan.subscription import SubscriptionLogNode, subscription_log_table
 from piestream.storage.table.desc import ColumnDesc, TableDesc
 
 ROW_ID = "_row_id"
@@ -213,6 +214,66 @@ def plan_sink(
         properties=dict(properties or {}),
         fragment_id=job.root_fragment_id,
         parallelism=root_frag.parallelism,
+    )
+    return PlannedJob(job, rel, root)
+
+
+def plan_subscription(
+    upstream: Relation,
+    *,
+    name: str,
+    definition: str,
+    job_id: int,
+    ids: Ids,
+    retention_ms: int,
+    start_epoch: int,
+    properties: dict[str, str],
+) -> PlannedJob:
+    """CREATE SUBSCRIPTION: a log-store node beside each actor of `upstream` (a no-shuffle
+    edge, no backfill: the log starts with the changes after `start_epoch`)."""
+    desc, frag = upstream.table, upstream.fragment_id
+    if desc is None or frag is None or upstream.kind not in (RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW):
+        raise PiestreamError(
+            f'"{upstream.name}" is a {upstream.kind.value}: a subscription follows a table or a materialized view',
+            sqlstate="42809",
+        )
+    exchange = ExchangeNode(
+        schema=Schema(tuple(Field(c.name, c.data_type) for c in desc.columns)),
+        stream_key=desc.pk,
+        append_only=upstream.append_only,
+        upstream_fragment_id=frag,
+    )
+    log_table = subscription_log_table(ids.next_table_id(), desc, name)
+    root = SubscriptionLogNode(
+        schema=exchange.schema,
+        stream_key=exchange.stream_key,
+        append_only=exchange.append_only,
+        input=exchange,
+        subscription_name=name,
+        log_table=log_table,
+        retention_ms=retention_ms,
+    )
+    job = fragment_job(
+        root,
+        job_id=job_id,
+        parallelism=upstream.parallelism or 1,
+        next_fragment_id=ids.next_fragment_id,
+        upstream_parallelism=ids.upstream_parallelism,
+    )
+    root_frag = next(f for f in job.fragments if f.fragment_id == job.root_fragment_id)
+    rel = Relation(
+        id=ids.next_table_id(),
+        name=name,
+        kind=RelationKind.SUBSCRIPTION,
+        columns=tuple(ColumnCatalog(c.name, c.data_type, c.hidden) for c in upstream.columns),
+        definition=definition,
+        depends_on=(upstream.id,),
+        job_id=job_id,
+        append_only=upstream.append_only,
+        properties=dict(properties),
+        fragment_id=job.root_fragment_id,
+        parallelism=root_frag.parallelism,
+        subscription=SubscriptionInfo(upstream.id, log_table, retention_ms, start_epoch),
     )
     return PlannedJob(job, rel, root)
 

@@ -20,6 +20,7 @@ from piestream.plan import (  # noqa: F401 - every node kind registers itself on
     project,
     row_id_gen,
     sink,
+    subscription,
     source,
     top_n,
     union,

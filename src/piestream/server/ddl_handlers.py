@@ -34,6 +34,7 @@ _KIND = {
     "index": RelationKind.INDEX,
     "source": RelationKind.SOURCE,
     "sink": RelationKind.SINK,
+    "subscription": RelationKind.SUBSCRIPTION,
 }
 
 

@@ -29,7 +29,7 @@ from piestream.common.errors import (
 )
 from piestream.frontend.catalog import CatalogSnapshot
 from piestream.frontend.parser import ast, parse
-from piestream.server import connector_handlers, ddl_handlers, dml, query, utility
+from piestream.server import connector_handlers, ddl_handlers, dml, query, subscriptions, utility
 from piestream.server.results import QueryResult, command
 from piestream.server.settings import DEFAULT_SETTINGS
 from piestream.server.transaction import Transaction, parse_bytes
@@ -46,6 +46,7 @@ class Session:
         self.settings = dict(DEFAULT_SETTINGS)
         self.settings["streaming_parallelism"] = str(db.config.parallelism)
         self.txn: Transaction | None = None  # the open transaction block
+        self.cursors: dict[str, subscriptions.SubscriptionCursor] = {}
 
     # -- settings -------------------------------------------------------------------------------
     def setting(self, name: str) -> str:
@@ -266,6 +267,10 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.CreateIndex: ddl_handlers.create_index,
     ast.CreateSource: connector_handlers.create_source,
     ast.CreateSink: connector_handlers.create_sink,
+    ast.CreateSubscription: subscriptions.create_subscription,
+    ast.DeclareSubscriptionCursor: subscriptions.declare_cursor,
+    ast.Fetch: subscriptions.fetch,
+    ast.CloseCursor: subscriptions.close_cursor,
     ast.Drop: ddl_handlers.drop,
     ast.Explain: utility.explain,
     ast.SetVariable: utility.variables,

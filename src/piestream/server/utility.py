@@ -97,6 +97,7 @@ _SHOW_KINDS = {
     "views": RelationKind.VIEW,
     "sources": RelationKind.SOURCE,
     "sinks": RelationKind.SINK,
+    "subscriptions": RelationKind.SUBSCRIPTION,
     "indexes": RelationKind.INDEX,
 }
 

@@ -24,6 +24,7 @@ from piestream.plan.over_window import OverWindowNode
 from piestream.plan.project import ProjectNode
 from piestream.plan.row_id_gen import RowIdGenNode
 from piestream.plan.sink import SinkNode
+from piestream.plan.subscription import SubscriptionLogNode
 from piestream.plan.source import SourceNode
 from piestream.plan.top_n import TopNNode
 from piestream.plan.union import UnionNode
@@ -42,6 +43,7 @@ from piestream.stream.executors.project import ProjectExecutor
 from piestream.stream.executors.row_id_gen import RowIdGenExecutor
 from piestream.stream.executors.sink import SinkExecutor
 from piestream.stream.executors.source import SourceExecutor
+from piestream.stream.executors.subscription import SubscriptionLogExecutor
 from piestream.stream.executors.top_n import TopNExecutor
 from piestream.stream.executors.values import ValuesExecutor
 
@@ -81,6 +83,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     ValuesNode: lambda n, ctx: ValuesExecutor(ctx, n),
     SourceNode: _source,
     SinkNode: _sink,
+    SubscriptionLogNode: lambda n, ctx: SubscriptionLogExecutor(ctx, n),
 }
 
 

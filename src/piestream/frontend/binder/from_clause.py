@@ -227,8 +227,10 @@ def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tup
         names = [c.name for c in rel.columns]
         scope = Scope.of([ScopeColumn(name, n, t) for n, t in zip(names, sub.plan.types, strict=False)])
         return sub.plan, scope
-    if rel.kind in (RelationKind.SINK,):
-        raise FeatureNotSupported(f'cannot read from sink "{name}"', position=position(node))
+    if rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION):
+        what = rel.kind.value
+        hint = " (read its changes with DECLARE ... SUBSCRIPTION CURSOR and FETCH)" if rel.subscription else ""
+        raise FeatureNotSupported(f'cannot read from {what} "{name}"{hint}', position=position(node))
     return scan_relation(rel, name)
 
 

@@ -26,13 +26,14 @@ from sqlglot import exp
 from piestream.common.types import DataType
 
 OnConflict = Literal["do_nothing", "do_update_full", "do_update_if_not_null"]
-ObjectKind = Literal["table", "materialized view", "view", "index", "source", "sink"]
+ObjectKind = Literal["table", "materialized view", "view", "index", "source", "sink", "subscription"]
 ShowKind = Literal[
     "tables",
     "materialized views",
     "views",
     "sources",
     "sinks",
+    "subscriptions",
     "indexes",
     "columns",
     "schemas",
@@ -252,6 +253,46 @@ class Drop(Statement):
 # ---------------------------------------------------------------------------------------------
 # Utility statements
 # ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateSubscription(Statement):
+    """CREATE SUBSCRIPTION name FROM relation WITH (retention = '...')."""
+
+    name: str
+    from_relation: str
+    with_options: dict[str, str] = field(default_factory=dict)
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DeclareSubscriptionCursor(Statement):
+    """DECLARE name SUBSCRIPTION CURSOR FOR subscription [SINCE start | FULL].
+
+    `since` is "now" (the default; also ``now()`` / ``proctime()``), "begin" (``begin()``: the
+    oldest change still retained), "full" (the snapshot, then its changes) or a number (a
+    ``rw_timestamp`` in Unix milliseconds or an epoch, from a row already consumed).
+    """
+
+    name: str
+    subscription: str
+    since: str = "now"
+
+
+@dataclass(frozen=True)
+class Fetch(Statement):
+    """FETCH [NEXT | count] FROM cursor [WITH (timeout = '...')]."""
+
+    cursor: str
+    count: int = 1
+    with_options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CloseCursor(Statement):
+    """CLOSE name | CLOSE ALL (`name` None)."""
+
+    name: str | None
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,6 @@ UNSUPPORTED_OBJECTS = frozenset(
         "SEQUENCE",
         "SERVER",
         "STATISTICS",
-        "SUBSCRIPTION",
         "TABLESPACE",
         "TEXT",
         "TRANSFORM",
@@ -75,6 +74,7 @@ _DROP_KINDS: tuple[tuple[tuple[str, ...], ast.ObjectKind], ...] = (
     (("INDEX",), "index"),
     (("SOURCE",), "source"),
     (("SINK",), "sink"),
+    (("SUBSCRIPTION",), "subscription"),
 )
 
 _UNSUPPORTED_TABLE_CONSTRAINTS = frozenset({"UNIQUE", "CHECK", "FOREIGN", "FOREIGN KEY", "EXCLUDE", "LIKE"})
@@ -131,6 +131,8 @@ class DdlParser(ParserBase):
             return self._parse_create_source()
         if self._match_text_seq("SINK"):
             return self._parse_create_sink()
+        if self._match_text_seq("SUBSCRIPTION"):
+            return self._parse_create_subscription()
         if self._match_text_seq("INDEX"):
             return self._parse_create_index()
         if what == "UNIQUE" and self._next.text.upper() == "INDEX":
@@ -275,6 +277,14 @@ class DdlParser(ParserBase):
             into_table=into,
             format_encode=clauses.format_encode,
         )
+
+    def _parse_create_subscription(self) -> ast.CreateSubscription:
+        if_not_exists = self._parse_if_not_exists()
+        name = self._parse_object_name()
+        self._expect("FROM")
+        from_relation = self._parse_object_name()
+        options = self._parse_options() if self._match_text_seq("WITH") else {}
+        return ast.CreateSubscription(name, from_relation, options, if_not_exists)
 
     # -- column lists -------------------------------------------------------------------------------
     def _parse_table_elements(self) -> _TableElements:

@@ -21,6 +21,7 @@ _SHOW_KINDS: tuple[tuple[tuple[str, ...], ast.ShowKind], ...] = (
     (("VIEWS",), "views"),
     (("SOURCES",), "sources"),
     (("SINKS",), "sinks"),
+    (("SUBSCRIPTIONS",), "subscriptions"),
     (("INDEXES",), "indexes"),
     (("COLUMNS",), "columns"),
     (("SCHEMAS",), "schemas"),
@@ -35,6 +36,7 @@ _SHOW_CREATE_KINDS: tuple[tuple[tuple[str, ...], ast.ObjectKind], ...] = (
     (("INDEX",), "index"),
     (("SOURCE",), "source"),
     (("SINK",), "sink"),
+    (("SUBSCRIPTION",), "subscription"),
 )
 
 #: Multi-word variable names PostgreSQL spells with spaces in SET / SHOW.
@@ -106,6 +108,51 @@ class UtilityParser(ParserBase):
             target = self._prev.text.lower()
             return ast.Discard("temp" if target == "temporary" else target)
         self._fail("Expecting ALL, PLANS, SEQUENCES or TEMP")
+
+    # -- subscription cursors (RisingWave) ----------------------------------------------------------
+    def _parse_declare_statement(self) -> ast.DeclareSubscriptionCursor:
+        declare = self._prev
+        name = self._parse_name_part()
+        if not self._match_text_seq("SUBSCRIPTION", "CURSOR"):
+            raise self._unsupported("DECLARE of a query cursor", declare)
+        self._expect("FOR")
+        sub = self._parse_object_name()
+        since = "now"
+        if self._match_text_seq("FULL"):
+            since = "full"
+        elif self._match_text_seq("SINCE"):
+            tok = self._curr
+            if tok and tok.token_type == TokenType.NUMBER:
+                self._advance()
+                since = tok.text
+            elif self._match_texts(("NOW", "PROCTIME", "BEGIN")):
+                since = "begin" if self._prev.text.upper() == "BEGIN" else "now"
+                self._match_l_paren()
+                self._match_r_paren()
+            else:
+                self._fail("Expecting a rw_timestamp, now(), proctime() or begin()")
+        return ast.DeclareSubscriptionCursor(name, sub, since)
+
+    def _parse_fetch_statement(self) -> ast.Fetch:
+        count = 1
+        if not self._match_text_seq("NEXT"):
+            self._match_text_seq("FORWARD")
+        tok = self._curr
+        if tok and tok.token_type == TokenType.NUMBER:
+            self._advance()
+            count = int(tok.text)
+        elif tok and tok.text.upper() in ("PRIOR", "FIRST", "LAST", "ABSOLUTE", "RELATIVE", "BACKWARD", "ALL"):
+            raise self._unsupported(f"FETCH {tok.text.upper()}", tok)
+        if not self._match_texts(("FROM", "IN")):
+            self._fail("Expecting FROM or IN")
+        name = self._parse_name_part()
+        options = self._parse_options() if self._match_text_seq("WITH") else {}
+        return ast.Fetch(name, count, options)
+
+    def _parse_close_statement(self) -> ast.CloseCursor:
+        if self._match(TokenType.ALL):
+            return ast.CloseCursor(None)
+        return ast.CloseCursor(self._parse_name_part())
 
     # -- SHOW / DESCRIBE ----------------------------------------------------------------------------
     def _parse_show_statement(self) -> ast.Statement:

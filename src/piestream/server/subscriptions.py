@@ -1,0 +1,205 @@
+"""Subscriptions and their cursors (RisingWave's changefeeds) for SQL sessions.
+
+    CREATE SUBSCRIPTION s FROM mv WITH (retention = '1h');
+    DECLARE c SUBSCRIPTION CURSOR FOR s [SINCE <rw_timestamp | epoch> | SINCE now() | SINCE begin() | FULL];
+    FETCH 100 FROM c [WITH (timeout = '5s')];   -- mv's columns, op, epoch; in commit order
+    CLOSE c;
+
+A subscription is a streaming job writing the upstream's changes into a log table
+(`piestream.plan.subscription`); a cursor is a session's position in that log
+(`piestream.connectors.changefeed.Position`). A reconnecting client resumes exactly by declaring
+a new cursor ``SINCE`` the last ``epoch`` it consumed in full.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from piestream.common.errors import FeatureNotSupported, PiestreamError
+from piestream.common.interval_text import parse_interval
+from piestream.common.scalar import columns_to_rows
+from piestream.common.types import BIGINT, VARCHAR
+from piestream.connectors.changefeed import (
+    Changes,
+    Position,
+    change_schema,
+    read_changes,
+    retained_start,
+    since_position,
+)
+from piestream.connectors.options import InvalidOption, lower_keys
+from piestream.frontend.catalog import Relation
+from piestream.frontend.parser import ast
+from piestream.frontend.planner import plan_subscription
+from piestream.server.ddl_handlers import check_new_name
+from piestream.server.results import QueryResult, command
+from piestream.storage.table.storage_table import StorageTable
+
+if TYPE_CHECKING:
+    from piestream.server.database import Database
+    from piestream.server.session import Session
+
+DEFAULT_RETENTION = "1 day"
+
+
+class UndefinedObject(PiestreamError):
+    sqlstate = "42704"
+#: How often a FETCH ... WITH (timeout) looks for a newly committed epoch.
+POLL_INTERVAL_SEC = 0.02
+
+
+def parse_duration_ms(name: str, text: str) -> int:
+    """An interval option ('1h', '7 days', '30s') in milliseconds."""
+    try:
+        usecs = parse_interval(text).total_usecs
+    except PiestreamError:
+        raise InvalidOption(f"{name} must be an interval such as '1h' or '7 days', got '{text}'") from None
+    if usecs < 0:
+        raise InvalidOption(f"{name} must not be negative, got '{text}'")
+    return usecs // 1000
+
+
+def create_subscription(s: Session, stmt: ast.CreateSubscription, params: Sequence[Any] = ()) -> QueryResult:
+    db = s.db
+    with db.ddl.lock:
+        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        if skipped is not None:
+            return skipped
+        opts = lower_keys(stmt.with_options)
+        unknown = sorted(set(opts) - {"retention"})
+        if unknown:
+            raise InvalidOption(f'unknown subscription option "{unknown[0]}" (only retention)')
+        retention_ms = parse_duration_ms("retention", opts.get("retention", DEFAULT_RETENTION))
+        upstream = db.catalog.get(stmt.from_relation)
+        if upstream is None:
+            raise PiestreamError(f'relation "{stmt.from_relation}" does not exist', sqlstate="42P01")
+        with db.barriers.paused():  # no epoch between reading the start and the job's first one
+            start = db.hummock.max_committed_epoch
+            ids = db.ddl.ids()
+            planned = plan_subscription(
+                upstream,
+                name=stmt.name,
+                definition=stmt.text,
+                job_id=db.ddl.next_job_id(),
+                ids=ids,
+                retention_ms=retention_ms,
+                start_epoch=start,
+                properties=opts,
+            )
+            db.ddl.create_job(planned, backfill=True)
+    return command("CREATE_SUBSCRIPTION")
+
+
+# -- cursors --------------------------------------------------------------------------------------
+
+
+@dataclass
+class SubscriptionCursor:
+    """A session's position in a subscription's log (and a FULL cursor's unread snapshot)."""
+
+    subscription: str
+    position: Position
+    snapshot: pa.Table | None = None
+
+
+def resolve(db: Database, name: str) -> tuple[Relation, Relation]:
+    """(subscription, upstream) by the subscription's name."""
+    sub = db.catalog.get(name)
+    if sub is None:
+        raise UndefinedObject(f'subscription "{name}" does not exist')
+    if sub.subscription is None:
+        raise PiestreamError(f'"{name}" is not a subscription', sqlstate="42809")
+    upstream = next((r for r in db.catalog.snapshot().relations() if r.id == sub.subscription.of), None)
+    if upstream is None:
+        raise UndefinedObject(f'the relation subscription "{name}" follows no longer exists')
+    return sub, upstream
+
+
+def snapshot_changes(storage: Any, epoch: int, upstream: Relation) -> pa.Table:
+    """The upstream's rows at `epoch` as inserts of that epoch (a FULL cursor's start)."""
+    assert upstream.table is not None
+    visible = [i for i, c in enumerate(upstream.columns) if not c.hidden]
+    chunks = [c.compact() for c in StorageTable(upstream.table, storage, epoch, visible).scan()]
+    schema = change_schema(upstream)
+    n = sum(c.capacity for c in chunks)
+    cols = [
+        pa.concat_arrays([c.columns[i] for c in chunks]) if chunks else pa.array([], t.arrow)
+        for i, (_, t) in enumerate(schema[: len(visible)])
+    ]
+    cols += [pa.array(np.full(n, "insert", object), pa.string()), pa.array(np.full(n, epoch, np.int64))]
+    return pa.Table.from_arrays(cols, names=[name for name, _ in schema])
+
+
+def declare_cursor(s: Session, stmt: ast.DeclareSubscriptionCursor, params: Sequence[Any] = ()) -> QueryResult:
+    if stmt.name in s.cursors:
+        raise PiestreamError(f'cursor "{stmt.name}" already exists', sqlstate="42P03")
+    sub, upstream = resolve(s.db, stmt.subscription)
+    storage, epoch, vpin, spin = s.db.snapshot_storage()
+    try:
+        pos = retained_start(storage, sub, since_position(stmt.since, sub, epoch))
+        snap = snapshot_changes(storage, epoch, upstream) if stmt.since == "full" else None
+    finally:
+        s.db.release_snapshot(vpin, spin)
+    s.cursors[stmt.name] = SubscriptionCursor(sub.name, pos, snap)
+    return command("DECLARE_CURSOR")
+
+
+def read_cursor(db: Database, cursor: SubscriptionCursor, count: int) -> pa.Table:
+    """Up to `count` changes after the cursor's position (advancing it)."""
+    out: list[pa.Table] = []
+    if cursor.snapshot is not None:
+        head = cursor.snapshot.slice(0, count)
+        cursor.snapshot = cursor.snapshot.slice(count) if cursor.snapshot.num_rows > count else None
+        out.append(head)
+        count -= head.num_rows
+    if count > 0:
+        sub, upstream = resolve(db, cursor.subscription)
+        storage, epoch, vpin, spin = db.snapshot_storage()
+        try:
+            changes: Changes = read_changes(storage, epoch, sub, upstream, cursor.position, limit=count)
+        finally:
+            db.release_snapshot(vpin, spin)
+        cursor.position = changes.position
+        out.append(changes.table)
+    return pa.concat_tables(out) if len(out) > 1 else out[0]
+
+
+def fetch(s: Session, stmt: ast.Fetch, params: Sequence[Any] = ()) -> QueryResult:
+    cursor = s.cursors.get(stmt.cursor)
+    if cursor is None:
+        raise PiestreamError(f'cursor "{stmt.cursor}" does not exist', sqlstate="34000")
+    if stmt.count < 0:
+        raise FeatureNotSupported("FETCH BACKWARD is not supported")
+    opts = lower_keys(stmt.with_options)
+    timeout = parse_duration_ms("timeout", opts.pop("timeout", "0")) / 1000
+    if opts:
+        raise InvalidOption(f'unknown FETCH option "{sorted(opts)[0]}" (only timeout)')
+    deadline = time.monotonic() + timeout
+    seen = s.db.hummock.max_committed_epoch
+    table = read_cursor(s.db, cursor, stmt.count)
+    while table.num_rows == 0 and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL_SEC)
+        if s.db.hummock.max_committed_epoch != seen:
+            seen = s.db.hummock.max_committed_epoch
+            table = read_cursor(s.db, cursor, stmt.count)
+    sub, upstream = resolve(s.db, cursor.subscription)
+    schema = change_schema(upstream)
+    assert schema[-2:] == [("op", VARCHAR), ("epoch", BIGINT)]
+    cols = [table.column(i).combine_chunks() for i in range(table.num_columns)]
+    rows = columns_to_rows(cols, [t for _, t in schema])
+    return QueryResult(f"FETCH {table.num_rows}", schema, rows, table)
+
+
+def close_cursor(s: Session, stmt: ast.CloseCursor, params: Sequence[Any] = ()) -> QueryResult:
+    if stmt.name is None:
+        s.cursors.clear()
+    elif s.cursors.pop(stmt.name, None) is None:
+        raise PiestreamError(f'cursor "{stmt.name}" does not exist', sqlstate="34000")
+    return command("CLOSE_CURSOR")
+
