@@ -24,6 +24,7 @@ from piestream.encoding import memcomparable
 from piestream.frontend.catalog import Relation
 from piestream.plan.subscription import LOG_EPOCH, LOG_META_COLUMNS, LOG_OP
 from piestream.storage.hummock.store import HummockStorage
+from piestream.storage.hummock.version import HummockVersion
 from piestream.storage.table.key_range import Bound
 from piestream.storage.table.storage_table import StorageTable
 
@@ -91,11 +92,11 @@ def since_position(since: str, sub: Relation, committed_epoch: int) -> Position:
     return Position.after_epoch(value)
 
 
-def _cutoff(storage: HummockStorage, sub: Relation) -> bytes | None:
+def _cutoff(version: HummockVersion, sub: Relation) -> bytes | None:
     """The log's retention watermark (memcomparable bytes of the oldest kept epoch), if any."""
     info = sub.subscription
     assert info is not None
-    wm = storage.version.table_watermarks.get(info.log_table.table_id)
+    wm = version.table_watermarks.get(info.log_table.table_id)
     return None if wm is None else wm.key_for_vnode(0)
 
 
@@ -103,7 +104,7 @@ def _epoch_key(epoch: int) -> bytes:
     return memcomparable.encode_datum(epoch, BIGINT, ASC)
 
 
-def retained_start(storage: HummockStorage, sub: Relation, pos: Position) -> Position:
+def retained_start(version: HummockVersion, sub: Relation, pos: Position) -> Position:
     """`pos` if every change after it is still in the log; a ``begin()`` position moved up to
     the oldest retained epoch; otherwise `SubscriptionOutOfRetention`."""
     info = sub.subscription
@@ -114,7 +115,7 @@ def retained_start(storage: HummockStorage, sub: Relation, pos: Position) -> Pos
             f'subscription "{sub.name}" has no changes before epoch {info.start_epoch} '
             f"(it was created then); requested position is epoch {pos.epoch}"
         )
-    cutoff = _cutoff(storage, sub)
+    cutoff = _cutoff(version, sub)
     if cutoff is not None and _epoch_key(pos.epoch) < cutoff:
         if begin:
             cut_epoch, _ = memcomparable.decode_datum(cutoff, 0, BIGINT, ASC)
@@ -154,7 +155,7 @@ def read_changes(
     committed epoch), at most `limit` rows, in commit order."""
     info = sub.subscription
     assert info is not None
-    after = retained_start(storage, sub, after)
+    after = retained_start(storage.version, sub, after)
     upto = read_epoch if upto_epoch is None else min(upto_epoch, read_epoch)
     visible = [i for i, c in enumerate(upstream.columns) if not c.hidden]
     out_idx = [LOG_EPOCH, 1, 2, LOG_OP, *(LOG_META_COLUMNS + i for i in visible)]

@@ -40,14 +40,24 @@ FIRST_ID = 1000
 CATALOG_FORMAT = 1
 
 
-def read_relation(meta: MetaStore, name: str) -> Relation | None:
-    """One catalog entry as stored (for readers that open the meta store read-only)."""
+def _check_readable(meta: MetaStore) -> None:
     raw = meta.get(_NS_FORMAT, "version")
     if raw is not None and int(raw) > CATALOG_FORMAT:
         raise CatalogFormatError(
             f"the catalog of this data directory has format {int(raw)}; this piestream reads "
             f"catalog formats up to {CATALOG_FORMAT}"
         )
+
+
+def read_relations(meta: MetaStore) -> list[Relation]:
+    """Every catalog entry as stored (for readers that open the meta store read-only)."""
+    _check_readable(meta)
+    return [Relation.from_json(json.loads(raw)) for _, raw in meta.scan(_NS_REL)]
+
+
+def read_relation(meta: MetaStore, name: str) -> Relation | None:
+    """One catalog entry as stored (for readers that open the meta store read-only)."""
+    _check_readable(meta)
     stored = meta.get(_NS_REL, name)
     if stored is None:
         return None

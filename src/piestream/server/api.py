@@ -36,6 +36,7 @@ from piestream.common.errors import PiestreamError, client_error
 from piestream.common.types import DataType
 from piestream.server.database import DEFAULT_DATA_DIR, Database, DatabaseConfig
 from piestream.server.results import QueryResult
+from piestream.server.subscriptions import ChangeBatch
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,6 +138,29 @@ class Connection:
             data = pa.Table.from_pandas(data, preserve_index=False)
         dml.insert_arrow(self.session, table, data)
         return data.num_rows
+
+    def subscribe(
+        self,
+        name: str,
+        *,
+        since: str = "now",
+        retention: str = "1 day",
+        idle_timeout: float | None = None,
+    ) -> Iterator[ChangeBatch]:
+        """Follow the changes of table / MV `name` (or of subscription `name`): one `ChangeBatch`
+        (Arrow table of the visible columns, ``op`` and ``epoch``; ``.to_pandas()``) per committed
+        epoch that changed it, as epochs commit.
+
+        `since`: ``"now"`` (changes after this call), ``"full"`` (the current rows as inserts
+        first), ``"begin"`` (every retained change) or an epoch already consumed (resume exactly
+        after it). Without a subscription on `name`, this creates ``<name>_changes`` keeping
+        changes for `retention`. The iterator ends after `idle_timeout` seconds without a commit
+        (default: never).
+        """
+        from piestream.server.subscriptions import follow, subscription_for
+
+        sub = subscription_for(self.session, name, retention)
+        return follow(self.database, sub, str(since), idle_timeout=idle_timeout)
 
     def flush(self) -> int:
         """Commit an epoch now (pending DML, Spark writes in the inbox); returns the epoch."""

@@ -14,7 +14,7 @@ a new cursor ``SINCE`` the last ``epoch`` it consumed in full.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -142,7 +142,7 @@ def declare_cursor(s: Session, stmt: ast.DeclareSubscriptionCursor, params: Sequ
     sub, upstream = resolve(s.db, stmt.subscription)
     storage, epoch, vpin, spin = s.db.snapshot_storage()
     try:
-        pos = retained_start(storage, sub, since_position(stmt.since, sub, epoch))
+        pos = retained_start(storage.version, sub, since_position(stmt.since, sub, epoch))
         snap = snapshot_changes(storage, epoch, upstream) if stmt.since == "full" else None
     finally:
         s.db.release_snapshot(vpin, spin)
@@ -203,3 +203,91 @@ def close_cursor(s: Session, stmt: ast.CloseCursor, params: Sequence[Any] = ()) 
         raise PiestreamError(f'cursor "{stmt.name}" does not exist', sqlstate="34000")
     return command("CLOSE_CURSOR")
 
+
+
+# -- the Python API's changefeed ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChangeBatch:
+    """The changes one committed epoch made: the upstream's visible columns, ``op``, ``epoch``."""
+
+    epoch: int
+    table: pa.Table
+
+    def to_pandas(self) -> Any:
+        return self.table.to_pandas()
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+
+def subscription_for(s: Session, name: str, retention: str) -> str:
+    """`name` if it is a subscription; else the one on table/MV `name` (created if none)."""
+    rel = s.db.catalog.get(name)
+    if rel is None:
+        raise PiestreamError(f'relation "{name}" does not exist', sqlstate="42P01")
+    if rel.subscription is not None:
+        return rel.name
+    subs = [r for r in s.db.catalog.snapshot().relations() if r.subscription and r.subscription.of == rel.id]
+    if subs:
+        return max(subs, key=lambda r: (r.subscription.retention_ms if r.subscription else 0, r.name)).name
+    sub = f"{name}_changes"
+    s.execute(f"CREATE SUBSCRIPTION IF NOT EXISTS {sub} FROM {name} WITH (retention = '{retention}')")
+    return sub
+
+
+def follow(
+    db: Database, sub_name: str, since: str, *, poll_interval: float = POLL_INTERVAL_SEC, idle_timeout: float | None
+) -> Iterator[ChangeBatch]:
+    """Each committed epoch's changes as they commit (epochs without changes are skipped); ends
+    after `idle_timeout` seconds without a new commit (None: never). The start is fixed now,
+    not when the iterator is first advanced."""
+    sub, upstream = resolve(db, sub_name)
+    storage, epoch, vpin, spin = db.snapshot_storage()
+    try:
+        pos = retained_start(storage.version, sub, since_position(since, sub, epoch))
+        first = ChangeBatch(epoch, snapshot_changes(storage, epoch, upstream)) if since == "full" else None
+    finally:
+        db.release_snapshot(vpin, spin)
+    return _follow(db, sub, upstream, pos, first, poll_interval, idle_timeout)
+
+
+def _follow(
+    db: Database,
+    sub: Relation,
+    upstream: Relation,
+    pos: Position,
+    first: ChangeBatch | None,
+    poll_interval: float,
+    idle_timeout: float | None,
+) -> Iterator[ChangeBatch]:
+    if first is not None:
+        yield first
+    idle_since = time.monotonic()
+    seen = -1
+    while True:
+        committed = db.hummock.max_committed_epoch
+        if committed == seen:
+            if idle_timeout is not None and time.monotonic() - idle_since > idle_timeout:
+                return
+            time.sleep(poll_interval)
+            continue
+        seen, idle_since = committed, time.monotonic()
+        storage, epoch, vpin, spin = db.snapshot_storage()
+        try:
+            changes = read_changes(storage, epoch, sub, upstream, pos)
+        finally:
+            db.release_snapshot(vpin, spin)
+        pos = changes.position
+        yield from split_epochs(changes.table)
+
+
+def split_epochs(table: pa.Table) -> Iterator[ChangeBatch]:
+    """A commit-ordered change table cut into one batch per epoch."""
+    if not table.num_rows:
+        return
+    epochs = table.column("epoch").to_numpy()
+    cuts = [0, *(np.flatnonzero(np.diff(epochs)) + 1).tolist(), len(epochs)]
+    for lo, hi in zip(cuts, cuts[1:], strict=False):  # one slice per epoch, not per row
+        yield ChangeBatch(int(epochs[lo]), table.slice(lo, hi - lo))

@@ -21,6 +21,10 @@ publishes a manifest in the data directory's inbox (`piestream.meta.inbox`), whi
 Database ingests exactly once at its next epoch. Streaming writes name the manifest after the
 query id and batch id, so a replayed micro-batch is ingested once.
 
+Read an MV's changes as a stream (`piestream.connectors.spark.changefeed_stream`)::
+
+    spark.readStream.format("piestream").option("table", "mv").option("changes", "true").load()
+
 Options: ``table`` (required), ``data_dir`` (default ``./piestream-data``), ``object_store_url``
 (default ``<data_dir>/objects``); reads: ``partitions`` (vnode ranges, default 8),
 ``include_hidden`` (default false); writes: ``op_column`` (a column of '+'/'-', 'insert'/'delete',
@@ -45,6 +49,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamArrowWriter,
     InputPartition,
     WriterCommitMessage,
@@ -100,6 +105,7 @@ class Options:
     op_column: str | None = None
     wait_ingested: str = "auto"
     ingest_timeout: float = 60.0
+    changes: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> Options:
@@ -122,6 +128,7 @@ class Options:
             op_column=options.get("op_column") or None,
             wait_ingested=wait,
             ingest_timeout=float(options.get("ingest_timeout") or 60.0),
+            changes=(options.get("changes") or "false").lower() in _TRUE,
         )
 
 
@@ -139,13 +146,36 @@ class PiestreamDataSource(DataSource):
     def _options(self) -> Options:
         return Options.parse(self.options)
 
+    def _changes(self, opts: Options) -> bool:
+        return opts.changes or read_snapshot(opts.data_dir, opts.table, with_version=False).relation.kind is (
+            RelationKind.SUBSCRIPTION
+        )
+
     def schema(self) -> StructType:
         opts = self._options()
+        if self._changes(opts):
+            from piestream.connectors.changefeed import change_schema
+            from piestream.connectors.spark.snapshot import read_changefeed
+
+            snap = read_changefeed(opts.data_dir, opts.table, self.options.get("subscription"))
+            return spark_schema(change_schema(snap.upstream))
         rel = read_snapshot(opts.data_dir, opts.table, with_version=False).relation
         return spark_schema(_columns(rel, opts.include_hidden))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if self._changes(self._options()):
+            raise FeatureNotSupported(
+                "changes are read with spark.readStream (a batch read gives the snapshot: drop option changes)"
+            )
         return SnapshotReader(self._options(), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from piestream.connectors.spark.changefeed_stream import ChangefeedStreamReader
+
+        opts = self._options()
+        return ChangefeedStreamReader(
+            opts.data_dir, opts.object_store_url, opts.table, {k.lower(): v for k, v in self.options.items()}, schema
+        )
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         return BatchWriter(self._options(), WritePlan.build(self._options(), schema, overwrite))

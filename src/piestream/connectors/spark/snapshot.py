@@ -13,8 +13,8 @@ from pathlib import Path
 
 from piestream.common.errors import PiestreamError, UndefinedTable
 from piestream.encoding.keys import TABLE_ID_LEN, VNODE_LEN
-from piestream.frontend.catalog import Relation
-from piestream.meta.catalog_store import read_relation
+from piestream.frontend.catalog import Relation, RelationKind
+from piestream.meta.catalog_store import read_relation, read_relations
 from piestream.meta.hummock_manager import load_version
 from piestream.meta.store import MetaStore
 from piestream.storage.hummock.version import HummockVersion, Level
@@ -43,6 +43,50 @@ def read_snapshot(data_dir: str | Path, table: str, *, with_version: bool = True
     finally:
         meta.close()
     return MetaSnapshot(rel, version)
+
+
+@dataclass(frozen=True)
+class ChangefeedSnapshot:
+    """A subscription, the relation it follows, and the latest committed version."""
+
+    subscription: Relation
+    upstream: Relation
+    version: HummockVersion
+
+
+def read_changefeed(data_dir: str | Path, table: str, subscription: str | None = None) -> ChangefeedSnapshot:
+    """The subscription to read `table`'s changes from: `subscription` if given, `table` itself
+    if it is one, else the subscription on `table` that keeps changes longest."""
+    try:
+        meta = MetaStore(Path(data_dir) / "meta.db", read_only=True)
+    except FileNotFoundError:
+        raise PiestreamError(
+            f"no piestream database at {Path(data_dir).resolve()} (meta.db is missing)"
+        ) from None
+    try:
+        with meta.transaction():
+            rels = read_relations(meta)
+            version = load_version(meta)
+    finally:
+        meta.close()
+    by_name = {r.name: r for r in rels}
+    rel = by_name.get(subscription or table)
+    if rel is None:
+        raise UndefinedTable(f'relation "{subscription or table}" does not exist')
+    if rel.kind is not RelationKind.SUBSCRIPTION:
+        subs = [r for r in rels if r.subscription is not None and r.subscription.of == rel.id]
+        if not subs:
+            raise PiestreamError(
+                f'"{rel.name}" has no subscription to read its changes from; create one first: '
+                f"CREATE SUBSCRIPTION {rel.name}_changes FROM {rel.name} WITH (retention = '1h')",
+                sqlstate="42704",
+            )
+        rel = max(subs, key=lambda r: (r.subscription.retention_ms if r.subscription else 0, r.name))
+    assert rel.subscription is not None
+    upstream = next((r for r in rels if r.id == rel.subscription.of), None)
+    if upstream is None:
+        raise UndefinedTable(f'the relation subscription "{rel.name}" follows does not exist')
+    return ChangefeedSnapshot(rel, upstream, version)
 
 
 def table_version(version: HummockVersion, table_id: int, vnode_lo: int, vnode_hi: int) -> HummockVersion:
