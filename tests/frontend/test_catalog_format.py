@@ -86,5 +86,7 @@ def test_format_0_extra_dict_becomes_typed_fields() -> None:
 
 def test_a_newer_format_is_refused_clearly() -> None:
     d = relations()[0].to_json() | {"format": RELATION_FORMAT + 1}
-    with pytest.raises(CatalogFormatError, match=rf'catalog entry "t" has format {RELATION_FORMAT + 1}; this piestream reads'):
+    with pytest.raises(
+        CatalogFormatError, match=rf'catalog entry "t" has format {RELATION_FORMAT + 1}; this piestream reads'
+    ):
         Relation.from_json(d)

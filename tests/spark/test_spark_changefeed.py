@@ -42,7 +42,9 @@ def test_stream_of_mv_changes_exactly_once_across_a_restart(spark, db: Database,
     s = db.session()
     s.execute("CREATE TABLE t (k int PRIMARY KEY, v int)")
     s.execute("INSERT INTO t VALUES (1, 10), (2, 20), (3, 31)")
-    s.execute("CREATE MATERIALIZED VIEW mv AS SELECT v % 2 AS p, sum(v) AS s, count(*) AS n FROM t GROUP BY v % 2")
+    s.execute(
+        "CREATE MATERIALIZED VIEW mv AS SELECT v % 2 AS p, sum(v) AS s, count(*) AS n FROM t GROUP BY v % 2"
+    )
     s.execute("CREATE SUBSCRIPTION sub FROM mv WITH (retention = '1h')")
     start = {(r[0], r[1], r[2]): 1 for r in s.execute("SELECT p, s, n FROM mv")[0].rows}
 

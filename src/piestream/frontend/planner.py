@@ -232,9 +232,14 @@ def plan_subscription(
     """CREATE SUBSCRIPTION: a log-store node beside each actor of `upstream` (a no-shuffle
     edge, no backfill: the log starts with the changes after `start_epoch`)."""
     desc, frag = upstream.table, upstream.fragment_id
-    if desc is None or frag is None or upstream.kind not in (RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW):
+    if (
+        desc is None
+        or frag is None
+        or upstream.kind not in (RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW)
+    ):
         raise PiestreamError(
-            f'"{upstream.name}" is a {upstream.kind.value}: a subscription follows a table or a materialized view',
+            f'"{upstream.name}" is a {upstream.kind.value}: '
+            "a subscription follows a table or a materialized view",
             sqlstate="42809",
         )
     exchange = ExchangeNode(

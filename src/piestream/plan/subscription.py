@@ -61,4 +61,6 @@ class SubscriptionLogNode(StreamNode):
         return [self.log_table]
 
     def explain(self) -> str:
-        return f"SubscriptionLog {{ subscription: {self.subscription_name}, retention: {self.retention_ms} ms }}"
+        return (
+            f"SubscriptionLog {{ subscription: {self.subscription_name}, retention: {self.retention_ms} ms }}"
+        )

@@ -13,6 +13,7 @@ a new cursor ``SINCE`` the last ``epoch`` it consumed in full.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import pyarrow as pa
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.interval_text import parse_interval
 from piestream.common.scalar import columns_to_rows
-from piestream.common.types import BIGINT, VARCHAR
+from piestream.common.types import BIGINT, VARCHAR, DataType
 from piestream.connectors.changefeed import (
     Changes,
     Position,
@@ -50,6 +51,8 @@ DEFAULT_RETENTION = "1 day"
 
 class UndefinedObject(PiestreamError):
     sqlstate = "42704"
+
+
 #: How often a FETCH ... WITH (timeout) looks for a newly committed epoch.
 POLL_INTERVAL_SEC = 0.02
 
@@ -136,7 +139,9 @@ def snapshot_changes(storage: Any, epoch: int, upstream: Relation) -> pa.Table:
     return pa.Table.from_arrays(cols, names=[name for name, _ in schema])
 
 
-def declare_cursor(s: Session, stmt: ast.DeclareSubscriptionCursor, params: Sequence[Any] = ()) -> QueryResult:
+def declare_cursor(
+    s: Session, stmt: ast.DeclareSubscriptionCursor, params: Sequence[Any] = ()
+) -> QueryResult:
     if stmt.name in s.cursors:
         raise PiestreamError(f'cursor "{stmt.name}" already exists', sqlstate="42P03")
     sub, upstream = resolve(s.db, stmt.subscription)
@@ -170,10 +175,20 @@ def read_cursor(db: Database, cursor: SubscriptionCursor, count: int) -> pa.Tabl
     return pa.concat_tables(out) if len(out) > 1 else out[0]
 
 
-def fetch(s: Session, stmt: ast.Fetch, params: Sequence[Any] = ()) -> QueryResult:
-    cursor = s.cursors.get(stmt.cursor)
+def _cursor(s: Session, name: str) -> SubscriptionCursor:
+    cursor = s.cursors.get(name)
     if cursor is None:
-        raise PiestreamError(f'cursor "{stmt.cursor}" does not exist', sqlstate="34000")
+        raise PiestreamError(f'cursor "{name}" does not exist', sqlstate="34000")
+    return cursor
+
+
+def fetch_columns(s: Session, stmt: ast.Fetch) -> list[tuple[str, DataType]]:
+    """What FETCH from a cursor returns, without fetching (pgwire's Describe)."""
+    return change_schema(resolve(s.db, _cursor(s, stmt.cursor).subscription)[1])
+
+
+def fetch(s: Session, stmt: ast.Fetch, params: Sequence[Any] = ()) -> QueryResult:
+    cursor = _cursor(s, stmt.cursor)
     if stmt.count < 0:
         raise FeatureNotSupported("FETCH BACKWARD is not supported")
     opts = lower_keys(stmt.with_options)
@@ -188,8 +203,7 @@ def fetch(s: Session, stmt: ast.Fetch, params: Sequence[Any] = ()) -> QueryResul
         if s.db.hummock.max_committed_epoch != seen:
             seen = s.db.hummock.max_committed_epoch
             table = read_cursor(s.db, cursor, stmt.count)
-    sub, upstream = resolve(s.db, cursor.subscription)
-    schema = change_schema(upstream)
+    schema = change_schema(resolve(s.db, cursor.subscription)[1])
     assert schema[-2:] == [("op", VARCHAR), ("epoch", BIGINT)]
     cols = [table.column(i).combine_chunks() for i in range(table.num_columns)]
     rows = columns_to_rows(cols, [t for _, t in schema])
@@ -202,7 +216,6 @@ def close_cursor(s: Session, stmt: ast.CloseCursor, params: Sequence[Any] = ()) 
     elif s.cursors.pop(stmt.name, None) is None:
         raise PiestreamError(f'cursor "{stmt.name}" does not exist', sqlstate="34000")
     return command("CLOSE_CURSOR")
-
 
 
 # -- the Python API's changefeed ------------------------------------------------------------------
@@ -238,7 +251,12 @@ def subscription_for(s: Session, name: str, retention: str) -> str:
 
 
 def follow(
-    db: Database, sub_name: str, since: str, *, poll_interval: float = POLL_INTERVAL_SEC, idle_timeout: float | None
+    db: Database,
+    sub_name: str,
+    since: str,
+    *,
+    poll_interval: float = POLL_INTERVAL_SEC,
+    idle_timeout: float | None,
 ) -> Iterator[ChangeBatch]:
     """Each committed epoch's changes as they commit (epochs without changes are skipped); ends
     after `idle_timeout` seconds without a new commit (None: never). The start is fixed now,
@@ -289,5 +307,5 @@ def split_epochs(table: pa.Table) -> Iterator[ChangeBatch]:
         return
     epochs = table.column("epoch").to_numpy()
     cuts = [0, *(np.flatnonzero(np.diff(epochs)) + 1).tolist(), len(epochs)]
-    for lo, hi in zip(cuts, cuts[1:], strict=False):  # one slice per epoch, not per row
+    for lo, hi in itertools.pairwise(cuts):  # one slice per epoch, not per row
         yield ChangeBatch(int(epochs[lo]), table.slice(lo, hi - lo))

@@ -24,8 +24,8 @@ from piestream.plan.over_window import OverWindowNode
 from piestream.plan.project import ProjectNode
 from piestream.plan.row_id_gen import RowIdGenNode
 from piestream.plan.sink import SinkNode
-from piestream.plan.subscription import SubscriptionLogNode
 from piestream.plan.source import SourceNode
+from piestream.plan.subscription import SubscriptionLogNode
 from piestream.plan.top_n import TopNNode
 from piestream.plan.union import UnionNode
 from piestream.plan.values import ValuesNode

@@ -57,7 +57,9 @@ def _storage(object_store_url: str, version_json: str) -> Any:
 class ChangefeedStreamReader(DataSourceStreamReader):
     """Plans micro-batches as epoch ranges (driver) and reads a range's changes (executors)."""
 
-    def __init__(self, data_dir: str, object_store_url: str, table: str, options: dict[str, str], schema: StructType) -> None:
+    def __init__(
+        self, data_dir: str, object_store_url: str, table: str, options: dict[str, str], schema: StructType
+    ) -> None:
         self.data_dir = data_dir
         self.object_store_url = object_store_url
         self.table = table
@@ -77,7 +79,9 @@ class ChangefeedStreamReader(DataSourceStreamReader):
     def _relations(self) -> tuple[Any, Any]:
         from piestream.frontend.catalog import Relation
 
-        return Relation.from_json(json.loads(self.sub_json)), Relation.from_json(json.loads(self.upstream_json))
+        return Relation.from_json(json.loads(self.sub_json)), Relation.from_json(
+            json.loads(self.upstream_json)
+        )
 
     # -- planning (driver) ----------------------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -94,11 +98,26 @@ class ChangefeedStreamReader(DataSourceStreamReader):
         try:
             return {EPOCH_KEY: int(self.starting)}
         except ValueError:
-            raise InvalidInput(f"startingOffsets must be latest, earliest or an epoch, not {self.starting!r}") from None
+            raise InvalidInput(
+                f"startingOffsets must be latest, earliest or an epoch, not {self.starting!r}"
+            ) from None
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        """The latest committed epoch, or `start` while no change was committed after it (so an
+        idle MV costs no micro-batches, though epochs keep committing)."""
+        from piestream.connectors.changefeed import read_changes
+
         snap = read_changefeed(self.data_dir, self.table, self.subscription)
-        return {EPOCH_KEY: snap.version.max_committed_epoch}
+        committed = snap.version.max_committed_epoch
+        if start is None:
+            return {EPOCH_KEY: committed}
+        info = snap.subscription.subscription
+        assert info is not None
+        v = table_version(snap.version, info.log_table.table_id, 0, 1)
+        storage = _storage(self.object_store_url, json.dumps(v.to_json()))
+        after = Position.after_epoch(int(start[EPOCH_KEY]))
+        probe = read_changes(storage, committed, snap.subscription, snap.upstream, after, limit=1)
+        return {EPOCH_KEY: committed} if probe.table.num_rows else dict(start)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         lo, hi = int(start[EPOCH_KEY]), int(end[EPOCH_KEY])
@@ -125,10 +144,18 @@ class ChangefeedStreamReader(DataSourceStreamReader):
         if read_epoch < partition.end:
             raise InvalidInput(f"epoch {partition.end} is not committed in the planned version")
         changes = read_changes(
-            storage, read_epoch, sub, upstream, Position.after_epoch(partition.start), upto_epoch=partition.end
+            storage,
+            read_epoch,
+            sub,
+            upstream,
+            Position.after_epoch(partition.start),
+            upto_epoch=partition.end,
         )
         expected = expected_arrow_schema(StructType.fromJson(json.loads(self.schema_json)))
         types = [t for _, t in change_schema(upstream)]
         for batch in changes.table.to_batches(max_chunksize=65536):
-            cols = [to_spark_arrow(col, t, f.type) for col, t, f in zip(batch.columns, types, expected, strict=True)]
+            cols = [
+                to_spark_arrow(col, t, f.type)
+                for col, t, f in zip(batch.columns, types, expected, strict=True)
+            ]
             yield pa.RecordBatch.from_arrays(cols, schema=expected)

@@ -49,8 +49,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
-    DataSourceStreamReader,
     DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
 )
@@ -165,7 +165,8 @@ class PiestreamDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         if self._changes(self._options()):
             raise FeatureNotSupported(
-                "changes are read with spark.readStream (a batch read gives the snapshot: drop option changes)"
+                "changes are read with spark.readStream "
+                "(a batch read gives the snapshot: drop option changes)"
             )
         return SnapshotReader(self._options(), schema)
 
@@ -174,7 +175,11 @@ class PiestreamDataSource(DataSource):
 
         opts = self._options()
         return ChangefeedStreamReader(
-            opts.data_dir, opts.object_store_url, opts.table, {k.lower(): v for k, v in self.options.items()}, schema
+            opts.data_dir,
+            opts.object_store_url,
+            opts.table,
+            {k.lower(): v for k, v in self.options.items()},
+            schema,
         )
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:

@@ -229,7 +229,9 @@ def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tup
         return sub.plan, scope
     if rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION):
         what = rel.kind.value
-        hint = " (read its changes with DECLARE ... SUBSCRIPTION CURSOR and FETCH)" if rel.subscription else ""
+        hint = (
+            " (read its changes with DECLARE ... SUBSCRIPTION CURSOR and FETCH)" if rel.subscription else ""
+        )
         raise FeatureNotSupported(f'cannot read from {what} "{name}"{hint}', position=position(node))
     return scan_relation(rel, name)
 

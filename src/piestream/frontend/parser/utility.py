@@ -141,7 +141,15 @@ class UtilityParser(ParserBase):
         if tok and tok.token_type == TokenType.NUMBER:
             self._advance()
             count = int(tok.text)
-        elif tok and tok.text.upper() in ("PRIOR", "FIRST", "LAST", "ABSOLUTE", "RELATIVE", "BACKWARD", "ALL"):
+        elif tok and tok.text.upper() in (
+            "PRIOR",
+            "FIRST",
+            "LAST",
+            "ABSOLUTE",
+            "RELATIVE",
+            "BACKWARD",
+            "ALL",
+        ):
             raise self._unsupported(f"FETCH {tok.text.upper()}", tok)
         if not self._match_texts(("FROM", "IN")):
             self._fail("Expecting FROM or IN")

@@ -23,6 +23,7 @@ from piestream.server.pgwire.rows import describe_columns, send_rows
 from piestream.server.pgwire.statements import Prepared, max_parameter, prepare_one
 from piestream.server.query import bind as bind_query
 from piestream.server.results import QueryResult
+from piestream.server.subscriptions import fetch_columns
 
 if TYPE_CHECKING:
     from piestream.server.pgwire.connection import Connection
@@ -169,6 +170,8 @@ class ExtendedQuery:
         if isinstance(p.stmt, ast.Query):
             bound = bind_query(self.conn.session, p.stmt.query, dummies)
             columns = list(zip(bound.names, bound.types, strict=True))
+        elif isinstance(p.stmt, ast.Fetch):  # describing must not consume the cursor's rows
+            columns = fetch_columns(self.conn.session, p.stmt)
         else:  # SHOW / EXPLAIN / DESCRIBE / catalog queries: side-effect free, so just run them
             columns = self.conn.run_statement(p, dummies).columns
         statement.described = columns

@@ -42,7 +42,13 @@ class Prepared:
             return True
         return isinstance(
             self.stmt,
-            ast.Query | ast.ShowVariable | ast.ShowObjects | ast.ShowCreate | ast.Describe | ast.Explain,
+            ast.Query
+            | ast.ShowVariable
+            | ast.ShowObjects
+            | ast.ShowCreate
+            | ast.Describe
+            | ast.Explain
+            | ast.Fetch,
         )
 
 
