@@ -29,7 +29,7 @@ from piestream.common.errors import (
 )
 from piestream.frontend.catalog import CatalogSnapshot
 from piestream.frontend.parser import ast, parse
-from piestream.server import connector_handlers, ddl_handlers, dml, query, subscriptions, utility
+from piestream.server import connector_handlers, copy, ddl_handlers, dml, query, subscriptions, utility
 from piestream.server.results import QueryResult, command
 from piestream.server.settings import DEFAULT_SETTINGS
 from piestream.server.transaction import Transaction, parse_bytes
@@ -271,6 +271,7 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.DeclareSubscriptionCursor: subscriptions.declare_cursor,
     ast.Fetch: subscriptions.fetch,
     ast.CloseCursor: subscriptions.close_cursor,
+    ast.Copy: copy.copy_statement,
     ast.Drop: ddl_handlers.drop,
     ast.Explain: utility.explain,
     ast.SetVariable: utility.variables,

@@ -296,6 +296,19 @@ class CloseCursor(Statement):
 
 
 @dataclass(frozen=True)
+class Copy(Statement):
+    """COPY table [(cols)] FROM STDIN | COPY {table [(cols)] | (query)} TO STDOUT [[WITH] (options)].
+
+    `options`: format (text | csv), header, delimiter, null, as written (lower-case keys)."""
+
+    table: str | None
+    columns: list[str]
+    query: exp.Expression | None
+    to_client: bool  # TO STDOUT (else FROM STDIN)
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Flush(Statement):
     """FLUSH: wait until every write so far is visible to reads (a checkpoint barrier)."""
 

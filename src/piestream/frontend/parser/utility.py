@@ -162,6 +162,61 @@ class UtilityParser(ParserBase):
             return ast.CloseCursor(None)
         return ast.CloseCursor(self._parse_name_part())
 
+    # -- COPY ---------------------------------------------------------------------------------------
+    def _parse_copy_statement(self) -> ast.Copy:
+        table: str | None = None
+        columns: list[str] = []
+        query = None
+        if self._match(TokenType.L_PAREN):
+            query, _ = self._parse_query_with_text()
+            self._match_r_paren()
+        else:
+            table = self._parse_object_name()
+            if self._curr and self._curr.token_type == TokenType.L_PAREN:
+                columns = self._parse_name_list()
+        if self._match(TokenType.FROM):
+            to_client = False
+            if query is not None:
+                self._fail("Expecting TO")
+            if not self._match_texts(("STDIN",)):
+                raise self._unsupported(
+                    "COPY FROM a file or program (use psql's \\copy)", self._curr or self._prev
+                )
+        elif self._match_text_seq("TO"):
+            to_client = True
+            if not self._match_texts(("STDOUT",)):
+                raise self._unsupported(
+                    "COPY TO a file or program (use psql's \\copy)", self._curr or self._prev
+                )
+        else:
+            self._fail("Expecting FROM or TO")
+        self._match_text_seq("WITH")
+        options: dict[str, str] = {}
+        if self._curr and self._curr.token_type == TokenType.L_PAREN:
+            self._match_l_paren()
+            while True:
+                key = self._parse_word()
+                value = "true"
+                if self._curr and self._curr.token_type not in (TokenType.COMMA, TokenType.R_PAREN):
+                    value = self._parse_set_value()
+                options[key] = value
+                if not self._match(TokenType.COMMA):
+                    break
+            self._match_r_paren()
+        else:  # PostgreSQL's pre-9.0 form: CSV HEADER DELIMITER ',' NULL '' (psql's \copy passes it on)
+            while self._curr:
+                word = self._parse_word()
+                if word in ("csv", "binary"):
+                    options["format"] = word
+                elif word == "header":
+                    options["header"] = "true"
+                elif word in ("delimiter", "null"):
+                    self._match_text_seq("AS")
+                    options[word] = self._parse_option_value()
+                else:
+                    self._fail("Expecting a COPY option", self._prev)
+        return ast.Copy(table, columns, query, to_client, options)
+
     # -- SHOW / DESCRIBE ----------------------------------------------------------------------------
     def _parse_show_statement(self) -> ast.Statement:
         if self._match(TokenType.ALL):

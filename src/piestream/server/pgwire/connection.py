@@ -39,6 +39,7 @@ from piestream.common.errors import (
 from piestream.expr.expr import Literal
 from piestream.frontend.catalog import CatalogSnapshot
 from piestream.frontend.parser import ast
+from piestream.server import copy
 from piestream.server.catalog import CatalogContext, CatalogViews
 from piestream.server.pgwire.extended import ExtendedQuery
 from piestream.server.pgwire.protocol import (
@@ -48,6 +49,7 @@ from piestream.server.pgwire.protocol import (
     ProtocolViolation,
     cstr,
     error_fields,
+    int16,
     int32,
     parameter_status,
 )
@@ -372,6 +374,38 @@ class Connection:
                 self._reported[key] = value
                 self.channel.send(b"S", parameter_status(wire, value))
 
+    # -- COPY -----------------------------------------------------------------------------------
+    def _copy(self, stmt: ast.Copy) -> QueryResult:
+        """The COPY sub-protocol of a simple query: data in (CopyData ... CopyDone) or out."""
+        session = self.session
+        assert session is not None
+        if stmt.to_client:
+            out: list[copy.CopyOut] = []
+            result = self._wait(lambda: copy.run_copy_to(session, stmt, out))
+            self.channel.send(b"H", _copy_response(out[0].ncols))
+            for line in out[0].lines:  # one CopyData per row, as PostgreSQL sends (clients parse per message)
+                self.channel.send(b"d", line)
+            self.channel.send(b"c")
+            return result
+        ncols = copy.check_copy_from(session, stmt)
+        self.channel.send(b"G", _copy_response(ncols))
+        self.channel.flush()
+        parts: list[bytes] = []
+        while True:
+            kind, r = self.channel.read_message()
+            if kind == b"d":
+                parts.append(r.rest())
+            elif kind == b"c":
+                break
+            elif kind == b"f":
+                raise QueryCanceled(f"COPY from stdin failed: {r.cstring()}")
+            elif kind in (b"H", b"S"):
+                continue  # Flush / Sync during COPY: ignored, like PostgreSQL
+            else:
+                raise ProtocolViolation(f"unexpected message type 0x{kind[0]:02x} during COPY from stdin")
+        data = b"".join(parts)
+        return self._wait(lambda: copy.copy_from(session, stmt, data))
+
     # -- simple query ---------------------------------------------------------------------------
     def _simple_query(self, sql: str) -> None:
         self.skip_until_sync = False
@@ -384,6 +418,9 @@ class Connection:
                 if p.empty:
                     self.channel.send(b"I")
                     continue
+                if isinstance(p.stmt, ast.Copy):
+                    self.complete(self._copy(p.stmt))
+                    continue
                 result = self.run_statement(p, ())
                 if result.returns_rows or p.returns_rows:
                     self.channel.send(b"T", describe_columns(result.columns, ()))
@@ -394,6 +431,11 @@ class Connection:
                 raise
             self._send_error(e)
         self._ready()
+
+
+def _copy_response(ncols: int) -> bytes:
+    """CopyInResponse / CopyOutResponse body: text format for the whole copy and each column."""
+    return b"\x00" + int16(ncols) + int16(0) * ncols
 
 
 def _internal_errors(fn: Callable[[], QueryResult]) -> QueryResult:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from piestream.common.errors import FeatureNotSupported, PiestreamError
+from piestream.common.errors import PiestreamError
 from piestream.common.types import DataType
 from piestream.frontend.parser import ast, parse, parse_one
 from piestream.server.catalog import is_catalog_query, looks_like_catalog
@@ -52,7 +52,6 @@ class Prepared:
         )
 
 
-_COPY = re.compile(r"^\s*copy\b", re.IGNORECASE)
 _DEALLOCATE = re.compile(r"^\s*deallocate\s+(?:prepare\s+)?(?:(all)|\"?([\w$]+)\"?)\s*;?\s*$", re.IGNORECASE)
 
 
@@ -81,11 +80,6 @@ def prepare_script(sql: str, is_user_relation: Callable[[str], bool]) -> list[Pr
 
 def prepare_one(sql: str, is_user_relation: Callable[[str], bool]) -> Prepared:
     """One statement (Parse message, or one piece of a script); empty text is an empty statement."""
-    if _COPY.match(sql):
-        raise FeatureNotSupported(
-            "COPY is not supported",
-            hint="Use INSERT ... VALUES, or a file source (CREATE SOURCE ... WITH (connector = ...)).",
-        )
     if not strip_comments(sql).strip(" \t\r\n;"):
         return Prepared(sql)
     d = _DEALLOCATE.match(strip_comments(sql))
