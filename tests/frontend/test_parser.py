@@ -65,6 +65,7 @@ from piestream.frontend.parser import (
     parse,
     parse_one,
 )
+from piestream.frontend.parser import ast
 from piestream.frontend.parser.dialect import Piestream
 
 
@@ -650,7 +651,6 @@ def test_transaction_statements() -> None:
         ("ALTER TABLE t ADD COLUMN c INT", "ALTER TABLE"),
         ("ALTER SYSTEM SET x = 1", "ALTER SYSTEM"),
         ("TRUNCATE t", "TRUNCATE"),
-        ("COPY t FROM STDIN", "COPY"),
         ("VACUUM", "VACUUM"),
         ("ANALYZE t", "ANALYZE"),
         ("DO $$ BEGIN END $$", "DO"),
@@ -665,6 +665,40 @@ def test_transaction_statements() -> None:
 def test_unsupported_statements(sql: str, message: str) -> None:
     err = fails(sql, FeatureNotSupported)
     assert (err.sqlstate, err.message, err.position) == ("0A000", f"{message} is not supported", 1)
+
+
+def test_copy_subscription_and_cursor_statements() -> None:
+    assert parse_one(
+        "COPY t (a, b) FROM STDIN WITH (FORMAT csv, HEADER, DELIMITER ';', NULL 'x')"
+    ) == ast.Copy(
+        "t", ["a", "b"], None, False, {"format": "csv", "header": "true", "delimiter": ";", "null": "x"}
+    )
+    assert parse_one("copy t from stdin csv header delimiter as '|'") == ast.Copy(
+        "t", [], None, False, {"format": "csv", "header": "true", "delimiter": "|"}
+    )
+    to = parse_one("COPY (SELECT 1) TO STDOUT")
+    assert isinstance(to, ast.Copy) and to.to_client and to.query is not None
+    err = fails("COPY t FROM '/tmp/f.csv'", FeatureNotSupported)
+    assert (err.message, err.position) == (
+        "COPY FROM a file or program (use psql's \\copy) is not supported",
+        13,
+    )
+    assert parse_one("CREATE SUBSCRIPTION s FROM mv WITH (retention = '1h')") == ast.CreateSubscription(
+        "s", "mv", {"retention": "1h"}
+    )
+    assert parse_one("DECLARE c SUBSCRIPTION CURSOR FOR s SINCE begin()") == ast.DeclareSubscriptionCursor(
+        "c", "s", "begin"
+    )
+    assert parse_one("DECLARE c SUBSCRIPTION CURSOR FOR s SINCE 1711527245871").since == "1711527245871"
+    assert parse_one("DECLARE c SUBSCRIPTION CURSOR FOR s FULL").since == "full"
+    assert parse_one("FETCH NEXT FROM c") == ast.Fetch("c", 1)
+    assert parse_one("FETCH 10 FROM c WITH (timeout = '1s')") == ast.Fetch("c", 10, {"timeout": "1s"})
+    assert parse_one("CLOSE ALL") == ast.CloseCursor(None)
+    assert parse_one("DROP SUBSCRIPTION IF EXISTS s") == ast.Drop("subscription", ["s"], if_exists=True)
+    assert fails("DECLARE c CURSOR FOR SELECT 1", FeatureNotSupported).message == (
+        "DECLARE of a query cursor is not supported"
+    )
+    assert fails("FETCH PRIOR FROM c", FeatureNotSupported).message == "FETCH PRIOR is not supported"
 
 
 # ---------------------------------------------------------------------------------------------
