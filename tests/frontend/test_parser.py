@@ -62,10 +62,10 @@ from piestream.frontend.parser import (
     Statement,
     Update,
     Watermark,
+    ast,
     parse,
     parse_one,
 )
-from piestream.frontend.parser import ast
 from piestream.frontend.parser.dialect import Piestream
 
 
