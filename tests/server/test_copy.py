@@ -52,15 +52,18 @@ def test_text_format_rows_with_escapes(conn: psycopg.Connection) -> None:
 def test_malformed_line_names_its_number_and_applies_nothing(conn: psycopg.Connection) -> None:
     before = conn.execute("SELECT n, total FROM cp_sum").fetchone()
     cur = conn.cursor()
-    with pytest.raises(psycopg.errors.InvalidTextRepresentation, match=r"line 3, column price"):
-        with cur.copy("COPY cp FROM STDIN (FORMAT csv, HEADER)") as cp:
-            cp.write("k,name,price,day\n20,a,1,2024-01-01\n21,b,cheap,2024-01-01\n22,c,3,2024-01-01\n")
-    with pytest.raises(psycopg.errors.BadCopyFileFormat, match=r"line 2: expected 4 columns, got 2"):
-        with cur.copy("COPY cp FROM STDIN (FORMAT csv)") as cp:
-            cp.write("23,a,1,2024-01-01\n24,b\n")
-    with pytest.raises(psycopg.errors.NotNullViolation):
-        with cur.copy("COPY cp FROM STDIN (FORMAT csv)") as cp:
-            cp.write("25,a,1,2024-01-01\n,b,2,2024-01-01\n")
+    with (
+        pytest.raises(psycopg.errors.InvalidTextRepresentation, match=r"line 3, column price"),
+        cur.copy("COPY cp FROM STDIN (FORMAT csv, HEADER)") as cp,
+    ):
+        cp.write("k,name,price,day\n20,a,1,2024-01-01\n21,b,cheap,2024-01-01\n22,c,3,2024-01-01\n")
+    with (
+        pytest.raises(psycopg.errors.BadCopyFileFormat, match=r"line 2: expected 4 columns, got 2"),
+        cur.copy("COPY cp FROM STDIN (FORMAT csv)") as cp,
+    ):
+        cp.write("23,a,1,2024-01-01\n24,b\n")
+    with pytest.raises(psycopg.errors.NotNullViolation), cur.copy("COPY cp FROM STDIN (FORMAT csv)") as cp:
+        cp.write("25,a,1,2024-01-01\n,b,2,2024-01-01\n")
     assert conn.execute("SELECT n, total FROM cp_sum").fetchone() == before
     assert conn.execute("SELECT count(*) FROM cp WHERE k >= 20").fetchone() == (0,)
 
