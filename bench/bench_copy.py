@@ -90,7 +90,9 @@ def main() -> None:
                 # per row: the sample's statements are text, as an application would build them
                 stmts = [
                     "INSERT INTO orders VALUES "
-                    + ",".join(f"({n + i},{i % 100_000},{i % 1000}.5,'new')" for i in range(lo, min(lo + 1000, m)))
+                    + ",".join(
+                        f"({n + i},{i % 100_000},{i % 1000}.5,'new')" for i in range(lo, min(lo + 1000, m))
+                    )
                     for lo in range(0, m, 1000)
                 ]
                 t0 = time.perf_counter()
