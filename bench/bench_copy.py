@@ -22,7 +22,10 @@ import pyarrow.csv as pacsv
 
 TARGET_ROWS_PER_SEC = 500_000
 DDL = "CREATE TABLE orders (id bigint PRIMARY KEY, customer int, amount double precision, status varchar)"
-MV = "CREATE MATERIALIZED VIEW by_status AS SELECT status, count(*) AS n, sum(amount) AS total FROM orders GROUP BY status"
+MV = (
+    "CREATE MATERIALIZED VIEW by_status AS "
+    "SELECT status, count(*) AS n, sum(amount) AS total FROM orders GROUP BY status"
+)
 
 
 def make_csv(n: int, start: int = 0, seed: int = 7) -> bytes:

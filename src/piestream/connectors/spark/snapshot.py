@@ -26,14 +26,18 @@ class MetaSnapshot:
     version: HummockVersion
 
 
-def read_snapshot(data_dir: str | Path, table: str, *, with_version: bool = True) -> MetaSnapshot:
-    """The relation `table` and (optionally) the latest committed version, read together."""
+def _open_meta(data_dir: str | Path) -> MetaStore:
     try:
-        meta = MetaStore(Path(data_dir) / "meta.db", read_only=True)
+        return MetaStore(Path(data_dir) / "meta.db", read_only=True)
     except FileNotFoundError:
         raise PiestreamError(
             f"no piestream database at {Path(data_dir).resolve()} (meta.db is missing)"
         ) from None
+
+
+def read_snapshot(data_dir: str | Path, table: str, *, with_version: bool = True) -> MetaSnapshot:
+    """The relation `table` and (optionally) the latest committed version, read together."""
+    meta = _open_meta(data_dir)
     try:
         with meta.transaction():  # one read transaction: checkpoint, deltas and catalog agree
             rel = read_relation(meta, table)
@@ -57,12 +61,7 @@ class ChangefeedSnapshot:
 def read_changefeed(data_dir: str | Path, table: str, subscription: str | None = None) -> ChangefeedSnapshot:
     """The subscription to read `table`'s changes from: `subscription` if given, `table` itself
     if it is one, else the subscription on `table` that keeps changes longest."""
-    try:
-        meta = MetaStore(Path(data_dir) / "meta.db", read_only=True)
-    except FileNotFoundError:
-        raise PiestreamError(
-            f"no piestream database at {Path(data_dir).resolve()} (meta.db is missing)"
-        ) from None
+    meta = _open_meta(data_dir)
     try:
         with meta.transaction():
             rels = read_relations(meta)
