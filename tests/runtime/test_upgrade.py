@@ -18,7 +18,7 @@ from types import ModuleType
 
 import pytest
 
-from piestream.frontend.catalog import CatalogFormatError, RelationKind
+from piestream.frontend.catalog import RELATION_FORMAT, CatalogFormatError, RelationKind
 from piestream.frontend.parser import ast, parse_one
 from piestream.meta.catalog_store import CATALOG_FORMAT
 from piestream.meta.store import MetaStore
@@ -77,7 +77,7 @@ def test_a_format_0_data_directory_is_upgraded_and_keeps_running(old_dir: Path) 
         for _, raw in jobs:  # every job is now a versioned plan document
             assert json.loads(raw)["format"] == PLAN_FORMAT
         for _, raw in db.meta.scan("catalog.relation"):
-            assert json.loads(raw)["format"] == 1
+            assert json.loads(raw)["format"] == RELATION_FORMAT
         assert db.meta.get("catalog.format", "version") == str(CATALOG_FORMAT)
         assert set(db.barriers.graph.fragments) == {f.fragment_id for f in db.catalog.all_fragments()}
 
