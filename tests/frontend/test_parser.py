@@ -33,6 +33,7 @@ from piestream.frontend.parser import (
     Begin,
     ColumnDef,
     Commit,
+    CreateFunction,
     CreateIndex,
     CreateMaterializedView,
     CreateSink,
@@ -43,9 +44,11 @@ from piestream.frontend.parser import (
     Describe,
     Discard,
     Drop,
+    DropFunction,
     Explain,
     Flush,
     FormatEncode,
+    FunctionArg,
     IndexColumn,
     Insert,
     Query,
@@ -484,14 +487,43 @@ def test_drop(sql: str, expected: Drop) -> None:
     assert parse_one(sql) == expected
 
 
+def test_create_and_drop_function() -> None:
+    f = one("CREATE FUNCTION f() RETURNS int AS 'select 1' LANGUAGE sql", CreateFunction)
+    assert (f.name, f.args, f.return_type, f.language, f.body) == ("f", [], INT, "sql", "select 1")
+    f = one(
+        "CREATE OR REPLACE FUNCTION Cc(S varchar, int) RETURNS bigint LANGUAGE Python IMMUTABLE STRICT "
+        "WITH (vectorized = true) AS $body$ def cc(s, n): ... $body$",
+        CreateFunction,
+    )
+    assert f.or_replace and f.strict and f.with_options == {"vectorized": "true"}
+    assert (f.name, f.args, f.language) == ("cc", [FunctionArg("s", VARCHAR), FunctionArg("", INT)], "python")
+    assert f.body == " def cc(s, n): ... "
+    f = one("CREATE FUNCTION g(x int) RETURNS int LANGUAGE sql RETURN x + 1", CreateFunction)
+    assert f.body == "SELECT x + 1"
+    d = one("DROP FUNCTION IF EXISTS f(int, varchar), g CASCADE", DropFunction)
+    assert d == DropFunction([("f", [INT, VARCHAR]), ("g", None)], if_exists=True, cascade=True)
+    for sql, what in [
+        ("CREATE FUNCTION f(OUT x int) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$", "OUT arguments"),
+        ("CREATE FUNCTION f() RETURNS TABLE (x int) LANGUAGE sql AS $$ SELECT 1 $$", "RETURNS TABLE"),
+        (
+            "CREATE FUNCTION f(x int DEFAULT 1) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$",
+            "argument defaults",
+        ),
+    ]:
+        assert fails(sql, FeatureNotSupported).message == f"{what} is not supported"
+    err = fails("CREATE FUNCTION f() RETURNS int AS $$ SELECT 1 $$", PiestreamError)
+    assert (err.sqlstate, err.message) == ("42P13", "no language specified")
+    assert fails("CREATE FUNCTION f() RETURNS int LANGUAGE sql LANGUAGE sql AS 'x'").sqlstate == "42601"
+
+
 def test_unsupported_objects() -> None:
     for sql, message in [
         ("CREATE TRIGGER trg AFTER INSERT ON t FOR EACH ROW EXECUTE FUNCTION f()", "CREATE TRIGGER"),
-        ("CREATE FUNCTION f() RETURNS int AS 'select 1' LANGUAGE sql", "CREATE FUNCTION"),
+        ("CREATE AGGREGATE a (int) (sfunc = f, stype = int)", "CREATE AGGREGATE"),
         ("CREATE SCHEMA s", "CREATE SCHEMA"),
         ("CREATE OR REPLACE TABLE t (a int)", "CREATE OR REPLACE TABLE"),
         ("CREATE OR REPLACE MATERIALIZED VIEW mv AS SELECT 1", "CREATE OR REPLACE MATERIALIZED VIEW"),
-        ("DROP FUNCTION f", "DROP FUNCTION"),
+        ("DROP AGGREGATE a", "DROP AGGREGATE"),
         ("DROP SCHEMA s", "DROP SCHEMA"),
     ]:
         err = fails(sql, FeatureNotSupported)

@@ -181,6 +181,19 @@ def test_expression_options_travel_with_the_call() -> None:
     assert from_json(json.loads(json.dumps(to_json(now)))) == now
 
 
+def test_python_udf_calls_travel_as_source_text() -> None:
+    from piestream.common.types import INT
+    from piestream.expr.expr import InputRef
+    from piestream.expr.udf import PythonUdfCall
+
+    call = PythonUdfCall(
+        "f", (InputRef(0, INT),), INT, "def f(x):\n    return x\n", vectorized=True, strict=True
+    )
+    doc = to_json(call)
+    assert doc["@"] == "PythonUdfCall" and doc["source"] == call.source  # no pickle: the text itself
+    assert from_json(json.loads(json.dumps(doc))) == call
+
+
 def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
     golden = json.loads(GOLDEN.read_text())
     kinds: set[str] = set()

@@ -79,6 +79,17 @@ class DivisionByZero(PiestreamError):
     sqlstate = "22012"
 
 
+class ExternalRoutineException(PiestreamError):
+    """38000: a user-defined function's own code failed (a Python UDF raised). A data error like
+    division by zero: batch queries fail with it, streaming turns the row into NULL."""
+
+    sqlstate = "38000"
+
+
+class DuplicateFunction(PiestreamError):
+    sqlstate = "42723"
+
+
 class DataCorruption(PiestreamError):
     """Stored bytes failed a checksum or cannot be decoded (XX001 data_corrupted)."""
 

@@ -1,4 +1,5 @@
-"""Catalog objects as the frontend sees them: tables, MVs, views, indexes, sources, sinks.
+"""Catalog objects as the frontend sees them: tables, MVs, views, indexes, sources, sinks, and
+user-defined functions.
 
 The binder resolves names through a `CatalogReader`; meta owns the persistent catalog and hands
 the frontend a snapshot. Every relation that stores rows (a table, an MV, an index) carries the
@@ -268,10 +269,80 @@ def _typed_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: The catalog entry format `FunctionCatalog.to_json` writes.
+FUNCTION_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class FunctionCatalog:
+    """A user-defined scalar function (CREATE FUNCTION). Durable as versioned JSON holding the
+    source text of its body, never a pickled Python object: a Python body is compiled again
+    wherever it runs (in the frontend to check it, in Spark workers to evaluate it)."""
+
+    id: int
+    name: str
+    arg_names: tuple[str, ...]  # "" for an argument declared by its type only
+    arg_types: tuple[DataType, ...]
+    return_type: DataType
+    language: str  # "sql" | "python"
+    body: str
+    definition: str = ""  # the CREATE FUNCTION statement
+    strict: bool = False  # RETURNS NULL ON NULL INPUT
+    vectorized: bool = False  # python: called once per chunk with Arrow arrays
+    schema_name: str = DEFAULT_SCHEMA
+
+    @property
+    def signature(self) -> str:
+        from piestream.expr.coercion import type_name
+
+        return f"{self.name}({', '.join(type_name(t) for t in self.arg_types)})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FUNCTION_FORMAT,
+            "id": self.id,
+            "name": self.name,
+            "arg_names": list(self.arg_names),
+            "arg_types": [str(t) for t in self.arg_types],
+            "return_type": str(self.return_type),
+            "language": self.language,
+            "body": self.body,
+            "definition": self.definition,
+            "strict": self.strict,
+            "vectorized": self.vectorized,
+            "schema": self.schema_name,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FunctionCatalog:
+        version = d.get("format", 0)
+        if version > FUNCTION_FORMAT:
+            raise CatalogFormatError(
+                f'catalog entry of function "{d.get("name")}" has format {version}; this piestream '
+                f"reads formats up to {FUNCTION_FORMAT}",
+                hint="Open the data directory with the newer piestream that wrote it.",
+            )
+        return cls(
+            id=d["id"],
+            name=d["name"],
+            arg_names=tuple(d["arg_names"]),
+            arg_types=tuple(parse_type(t) for t in d["arg_types"]),
+            return_type=parse_type(d["return_type"]),
+            language=d["language"],
+            body=d["body"],
+            definition=d["definition"],
+            strict=d["strict"],
+            vectorized=d["vectorized"],
+            schema_name=d.get("schema", DEFAULT_SCHEMA),
+        )
+
+
 class CatalogReader(Protocol):
     """What the binder and planner need from the catalog."""
 
     def get_relation(self, name: str) -> Relation | None: ...
+
+    def functions_named(self, name: str) -> list[FunctionCatalog]: ...
 
     def relations(self) -> Iterable[Relation]: ...
 
@@ -284,9 +355,13 @@ class CatalogSnapshot:
 
     by_name: dict[str, Relation] = field(default_factory=dict)
     last_id: int = 1000  # `next_id` hands out ids after it
+    functions: dict[str, list[FunctionCatalog]] = field(default_factory=dict)  # by name
 
     def get_relation(self, name: str) -> Relation | None:
         return self.by_name.get(name)
+
+    def functions_named(self, name: str) -> list[FunctionCatalog]:
+        return list(self.functions.get(name, ()))
 
     def relations(self) -> Iterable[Relation]:
         return list(self.by_name.values())

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from piestream.common.types import DataType
-from piestream.frontend.catalog import CatalogFormatError, CatalogSnapshot, Relation
+from piestream.frontend.catalog import CatalogFormatError, CatalogSnapshot, FunctionCatalog, Relation
 from piestream.frontend.source_spec import definition_source_spec
 from piestream.meta.store import MetaStore
 from piestream.plan.fragment import Fragment
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 _NS_REL = "catalog.relation"
 _NS_JOB = "catalog.job"
+_NS_FUNC = "catalog.function"
 _NS_SEQ = "catalog.seq"
 _NS_FORMAT = "catalog.format"
 FIRST_ID = 1000
@@ -70,6 +71,7 @@ class CatalogStore:
         self._lock = threading.RLock()
         self._relations: dict[str, Relation] = {}
         self._jobs: dict[int, list[Fragment]] = {}
+        self._functions: dict[int, FunctionCatalog] = {}
         with meta.transaction():
             version = self._format()
             for _, raw in meta.scan(_NS_REL):
@@ -79,6 +81,9 @@ class CatalogStore:
                 self._upgrade_from_format_0()
             for key, raw in meta.scan(_NS_JOB):
                 self._jobs[int(key)] = decode_fragments(raw)
+            for _, raw in meta.scan(_NS_FUNC):
+                fn = FunctionCatalog.from_json(json.loads(raw))
+                self._functions[fn.id] = fn
 
     # -- format ---------------------------------------------------------------------------------
     def _format(self) -> int:
@@ -135,7 +140,14 @@ class CatalogStore:
     # -- reading --------------------------------------------------------------------------------
     def snapshot(self) -> CatalogSnapshot:
         with self._lock:
-            return CatalogSnapshot(dict(self._relations), last_id=0)
+            functions: dict[str, list[FunctionCatalog]] = {}
+            for fn in self._functions.values():
+                functions.setdefault(fn.name, []).append(fn)
+            return CatalogSnapshot(dict(self._relations), last_id=0, functions=functions)
+
+    def functions(self) -> list[FunctionCatalog]:
+        with self._lock:
+            return sorted(self._functions.values(), key=lambda f: f.id)
 
     def get(self, name: str) -> Relation | None:
         with self._lock:
@@ -240,6 +252,24 @@ class CatalogStore:
                 del self._relations[rel.name]
             self._jobs.update(changed)
             return gone
+
+    def create_function(self, fn: FunctionCatalog, replaces: FunctionCatalog | None = None) -> None:
+        """Add a function (or swap `replaces` for it: CREATE OR REPLACE) in one transaction."""
+        with self._lock, self.meta.transaction():
+            if replaces is not None:
+                self.meta.delete(_NS_FUNC, str(replaces.id))
+            self.meta.put(_NS_FUNC, str(fn.id), json.dumps(fn.to_json()))
+            if replaces is not None:
+                del self._functions[replaces.id]
+            self._functions[fn.id] = fn
+
+    def drop_functions(self, fns: Iterable[FunctionCatalog]) -> None:
+        with self._lock, self.meta.transaction():
+            fns = list(fns)
+            for fn in fns:
+                self.meta.delete(_NS_FUNC, str(fn.id))
+            for fn in fns:
+                self._functions.pop(fn.id, None)
 
     def _replace_fragments(self, replaced: list[Fragment]) -> dict[int, list[Fragment]]:
         """Persist jobs whose fragments changed; returns the new fragment lists by job."""

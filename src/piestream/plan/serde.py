@@ -33,6 +33,7 @@ from piestream.common.order import OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field, parse_type
 from piestream.expr.expr import FuncCall, InputRef, Literal, UnknownLiteral
+from piestream.expr.udf import PythonUdfCall
 from piestream.plan.agg_call import AggCall, AggKind
 from piestream.plan.fragment import DispatchEdge, DispatchKind, Fragment
 from piestream.plan.hash_agg import AggTables, DistinctTable, MaterializedInputTable
@@ -54,6 +55,7 @@ DATACLASSES: dict[str, type] = {
     "Literal": Literal,
     "UnknownLiteral": UnknownLiteral,
     "FuncCall": FuncCall,
+    "PythonUdfCall": PythonUdfCall,
     "AggCall": AggCall,
     "AggTables": AggTables,
     "MaterializedInputTable": MaterializedInputTable,

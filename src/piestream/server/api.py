@@ -25,7 +25,7 @@ import dataclasses
 import html
 import itertools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,6 +126,34 @@ class Connection:
         """Run a SQL script and return the last statement's Result."""
         results = self.execute(query, params)
         return results[-1] if results else Result(QueryResult("EMPTY"))
+
+    def function(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        args: Sequence[str] | None = None,
+        returns: str | None = None,
+        vectorized: bool = False,
+        strict: bool = False,
+        replace: bool = False,
+    ) -> Any:
+        """Decorator registering a Python function for SQL (``CREATE FUNCTION ... LANGUAGE
+        python`` with the function's source; see `piestream.server.python_functions`).
+
+            @conn.function(returns="int")
+            def count_char(s: str, c: str) -> int: ...
+
+        `vectorized=True`: called once per chunk with pyarrow arrays. `strict=True`: not called
+        for rows with a NULL argument (the result is NULL)."""
+        from piestream.server.python_functions import register
+
+        options = dict(
+            name=name, args=args, returns=returns, vectorized=vectorized, strict=strict, replace=replace
+        )
+        if fn is not None:
+            return register(self.session, fn, **options)
+        return lambda f: register(self.session, f, **options)
 
     def insert(self, table: str, data: pa.Table | pd.DataFrame | dict[str, Any]) -> int:
         """Bulk-insert rows given as columns (an Arrow table, a pandas DataFrame or a dict of

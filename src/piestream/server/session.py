@@ -29,7 +29,16 @@ from piestream.common.errors import (
 )
 from piestream.frontend.catalog import CatalogSnapshot
 from piestream.frontend.parser import ast, parse
-from piestream.server import connector_handlers, copy, ddl_handlers, dml, query, subscriptions, utility
+from piestream.server import (
+    connector_handlers,
+    copy,
+    ddl_handlers,
+    dml,
+    function_handlers,
+    query,
+    subscriptions,
+    utility,
+)
 from piestream.server.results import QueryResult, command
 from piestream.server.settings import DEFAULT_SETTINGS
 from piestream.server.transaction import Transaction, parse_bytes
@@ -273,6 +282,8 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.CloseCursor: subscriptions.close_cursor,
     ast.Copy: copy.copy_statement,
     ast.Drop: ddl_handlers.drop,
+    ast.CreateFunction: function_handlers.create_function,
+    ast.DropFunction: function_handlers.drop_function,
     ast.Explain: utility.explain,
     ast.SetVariable: utility.variables,
     ast.ResetAll: utility.variables,

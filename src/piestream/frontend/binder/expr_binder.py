@@ -22,6 +22,7 @@ from piestream.common.types import DataType, TypeKind, parse_type
 from piestream.expr.bind import UnknownLiteral, bind_call, cast, literal
 from piestream.expr.expr import Expr, InputRef
 from piestream.frontend.binder.scope import GroupingError, OuterRef, Scope
+from piestream.frontend.binder.user_functions import bind_user_call
 from piestream.frontend.catalog import DEFAULT_SCHEMA
 
 AggHook = Callable[[exp.Expression, "ExprBinder"], Expr]
@@ -154,9 +155,6 @@ class ExprBinder:
         raise FeatureNotSupported(
             f"expression {node.sql('postgres')!r} is not supported", position=position(node)
         )
-
-    def _call(self, name: str, args: Sequence[exp.Expression], node: exp.Expression) -> Expr:
-        return bind_call(name, [self.bind(a) for a in args], position=position(node))
 
     # -- leaves ---------------------------------------------------------------------------------
     def _bind_column(self, node: exp.Column) -> Expr:
@@ -426,6 +424,11 @@ class ExprBinder:
         if name in AGG_NAMES:
             return self._agg(node)
         return self._call(name, list(node.expressions), node)
+
+    def _call(self, name: str, args: Sequence[exp.Expression], node: exp.Expression) -> Expr:
+        bound = [self.bind(a) for a in args]
+        user = bind_user_call(name, bound, position(node))
+        return user if user is not None else bind_call(name, bound, position=position(node))
 
     def _bind_filter(self, node: exp.Filter) -> Expr:
         return self._agg(node)

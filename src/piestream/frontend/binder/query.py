@@ -32,6 +32,7 @@ from piestream.frontend.binder.from_clause import bind_from
 from piestream.frontend.binder.rewrite import replace_exprs
 from piestream.frontend.binder.scope import Scope, ScopeColumn
 from piestream.frontend.binder.subquery import SubqueryRewriter
+from piestream.frontend.binder.user_functions import functions_of
 from piestream.frontend.catalog import CatalogReader
 from piestream.frontend.logical import (
     Agg,
@@ -107,6 +108,10 @@ class QueryBinder:
 
     # -- entry ----------------------------------------------------------------------------------
     def bind_query(self, node: exp.Expression) -> BoundQuery:
+        with functions_of(self.catalog, self.dependencies):
+            return self._bind_query(node)
+
+    def _bind_query(self, node: exp.Expression) -> BoundQuery:
         if not self.checked:
             check_supported(node)
             self.checked = True
@@ -137,7 +142,8 @@ class QueryBinder:
             if not self.checked:
                 check_supported(node)
                 self.checked = True
-            return self._bind_values(node, target_types)
+            with functions_of(self.catalog, self.dependencies):
+                return self._bind_values(node, target_types)
         return self.bind_query(node)
 
     # -- VALUES ---------------------------------------------------------------------------------

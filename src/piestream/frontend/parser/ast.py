@@ -241,6 +241,45 @@ class CreateSink(Statement):
 
 
 @dataclass(frozen=True)
+class FunctionArg:
+    """One argument of CREATE FUNCTION: its name ("" when only the type is written) and type."""
+
+    name: str
+    type: DataType
+
+
+@dataclass(frozen=True)
+class CreateFunction(Statement):
+    """``CREATE [OR REPLACE] FUNCTION name(args) RETURNS type LANGUAGE lang AS $$body$$``.
+
+    `body` is the text between the dollar quotes (or ``SELECT expr`` for a ``RETURN expr``
+    body); `language` is lower-cased; `with_options` holds ``WITH (vectorized = true)``.
+    """
+
+    name: str
+    args: list[FunctionArg]
+    return_type: DataType
+    language: str
+    body: str
+    or_replace: bool = False
+    strict: bool = False
+    with_options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DropFunction(Statement):
+    """``DROP FUNCTION [IF EXISTS] name [(types)], ... [CASCADE | RESTRICT]``.
+
+    Each target is a name and the argument types written, or None when no list was given
+    (PostgreSQL then requires the name to be unique).
+    """
+
+    targets: list[tuple[str, list[DataType] | None]]
+    if_exists: bool = False
+    cascade: bool = False
+
+
+@dataclass(frozen=True)
 class Drop(Statement):
     """DROP kind [IF EXISTS] name, ... [CASCADE | RESTRICT]."""
 

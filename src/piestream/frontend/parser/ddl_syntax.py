@@ -10,6 +10,7 @@ Grammar accepted (clauses after the column list in any order, each at most once)
     CREATE [OR REPLACE] VIEW [IF NOT EXISTS] name [(cols)] AS query
     CREATE INDEX [IF NOT EXISTS] name ON table (col [ASC | DESC], ...)
         [INCLUDE (cols)] [DISTRIBUTED BY (cols)]
+    CREATE [OR REPLACE] FUNCTION ... (see `function_syntax`)
     CREATE SINK [IF NOT EXISTS] name [INTO table] {FROM relation | AS query} [WITH (...)] [FORMAT ...]
     DROP {TABLE | MATERIALIZED VIEW | VIEW | INDEX | SOURCE | SINK} [IF EXISTS] name, ...
         [CASCADE | RESTRICT]
@@ -27,7 +28,7 @@ from sqlglot.tokens import Token, TokenType
 
 from piestream.common.errors import PiestreamError
 from piestream.frontend.parser import ast
-from piestream.frontend.parser.base import ParserBase
+from piestream.frontend.parser.function_syntax import FunctionParser
 from piestream.frontend.parser.names import identifier_name
 from piestream.frontend.parser.type_names import convert_type
 
@@ -44,7 +45,6 @@ UNSUPPORTED_OBJECTS = frozenset(
         "EVENT",
         "EXTENSION",
         "FOREIGN",
-        "FUNCTION",
         "GROUP",
         "LANGUAGE",
         "OPERATOR",
@@ -107,7 +107,7 @@ class _Clauses:
     row_format: str | None = None
 
 
-class DdlParser(ParserBase):
+class DdlParser(FunctionParser):
     """CREATE ... / DROP ... statements (the CREATE or DROP keyword already consumed)."""
 
     # -- CREATE -------------------------------------------------------------------------------------
@@ -122,6 +122,8 @@ class DdlParser(ParserBase):
             return self._parse_create_mv()
         if self._match_text_seq("VIEW"):
             return self._parse_create_view(or_replace)
+        if self._match(TokenType.FUNCTION):
+            return self._parse_create_function(or_replace)
         what = self._curr.text.upper() if self._curr else ""
         if or_replace and what:
             raise self._unsupported(f"CREATE OR REPLACE {what}", create)
@@ -413,7 +415,9 @@ class DdlParser(ParserBase):
         return ast.FormatEncode(fmt, encode, options)
 
     # -- DROP ---------------------------------------------------------------------------------------
-    def _parse_drop_statement(self) -> ast.Drop:
+    def _parse_drop_statement(self) -> ast.Drop | ast.DropFunction:
+        if self._match(TokenType.FUNCTION):
+            return self._parse_drop_function()
         kind = self._parse_drop_kind()
         if_exists = self._match_text_seq("IF", "EXISTS")
         names = [self._parse_object_name()]
