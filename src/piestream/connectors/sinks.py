@@ -1,4 +1,5 @@
-"""Sink connectors: ``parquet`` (files, exactly once per epoch) and ``blackhole`` (benchmarks).
+"""Sink connectors: ``parquet`` (files, exactly once per epoch), ``delta`` and ``iceberg``
+(lakehouse tables, staged here like parquet and committed by `lakehouse`) and ``blackhole``.
 
 Parquet layout under ``path``::
 
@@ -32,6 +33,7 @@ import pyarrow.parquet as pq
 
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.types import INTERVAL, VARCHAR
+from piestream.connectors.lakehouse import LAKE_CONNECTORS, validate_lake_options
 from piestream.connectors.options import InvalidOption
 from piestream.expr.functions.cast import cast_array
 from piestream.stream.connector import SinkWriter
@@ -109,7 +111,17 @@ def blackhole_sink(options: Mapping[str, str]) -> SinkWriter:
     return BlackholeSinkWriter()
 
 
-SINK_CONNECTORS = {"parquet": parquet_sink, "blackhole": blackhole_sink}
+def lake_sink(options: Mapping[str, str]) -> SinkWriter:
+    """``delta`` / ``iceberg``: actors stage Parquet files; the driver commits them to the table."""
+    return ParquetSinkWriter(options["staging.path"])
+
+
+SINK_CONNECTORS = {
+    "parquet": parquet_sink,
+    "blackhole": blackhole_sink,
+    "delta": lake_sink,
+    "iceberg": lake_sink,
+}
 
 
 def validate_sink_options(connector: str, options: Mapping[str, str]) -> dict[str, str]:
@@ -121,6 +133,10 @@ def validate_sink_options(connector: str, options: Mapping[str, str]) -> dict[st
             f'sink connector "{connector}" is not supported (known: {", ".join(SINK_CONNECTORS)})'
         )
     out = dict(options)
+    if c in LAKE_CONNECTORS:
+        if not options.get("staging.path"):
+            raise InvalidOption(f"the {c} sink needs a staging.path option")
+        return validate_lake_options(c, out)
     if c == "parquet":
         path = options.get("path")
         if not path:
@@ -135,6 +151,8 @@ def validate_sink_options(connector: str, options: Mapping[str, str]) -> dict[st
 
 def sink_output_path(connector: str, options: Mapping[str, str]) -> str | None:
     """Where a sink's committed output is published (None: it keeps none, e.g. blackhole)."""
+    if connector.lower() in LAKE_CONNECTORS:
+        return options.get("staging.path")
     return options.get("path") if connector.lower() == "parquet" else None
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from piestream.common.errors import DuplicateObject, FeatureNotSupported, PiestreamError
+from piestream.connectors.lakehouse import LAKE_CONNECTORS, create_lake_table, lake_schema, new_staging_path
 from piestream.connectors.options import InvalidOption, lower_keys, parse_bool
 from piestream.connectors.sinks import sink_output_path, validate_sink_options
 from piestream.frontend.binder import QueryBinder
@@ -178,6 +179,8 @@ def create_sink(s: Session, stmt: ast.CreateSink, params: Sequence[Any] = ()) ->
         connector = opts.get("connector", "").strip().lower()
         if not connector:
             raise InvalidOption("a connector = '...' option is required")
+        if connector in LAKE_CONNECTORS and "staging.path" not in opts:
+            opts["staging.path"] = new_staging_path(str(s.db.data_dir / "sink_staging"), stmt.name)
         opts = validate_sink_options(connector, opts)
         sink_type = opts.get("type", "").strip().lower() or None
         if sink_type is not None and sink_type not in SINK_TYPES:
@@ -241,6 +244,9 @@ def create_sink(s: Session, stmt: ast.CreateSink, params: Sequence[Any] = ()) ->
             properties=opts,
         )
         node = made[0]
+        if connector in LAKE_CONNECTORS:
+            types = [node.input.schema[i].data_type for i in node.columns]
+            create_lake_table(connector, opts, lake_schema(node.names, types, connector, node.sink_type))
         planned.relation = replace(
             planned.relation,
             sink=SinkInfo(connector, node.sink_type, sink_output_path(connector, opts), node.state_table),

@@ -8,10 +8,13 @@ committed epoch, so sinks are exactly once across crashes.
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING
 
-from piestream.connectors.sinks import publish_committed
+from piestream.connectors.lakehouse import LAKE_CONNECTORS, open_lake_table, publish_lake
+from piestream.connectors.sinks import STAGING, publish_committed
 from piestream.frontend.catalog import Relation
+from piestream.plan.sink import SinkNode
 from piestream.storage.table.storage_table import StorageTable
 
 if TYPE_CHECKING:
@@ -40,10 +43,25 @@ class SinkPublisher:
             for rel in sinks:
                 assert rel.sink is not None and rel.sink.path is not None
                 rows = list(StorageTable(rel.sink.state_table, storage, committed).iter_rows())
-                total += publish_committed(rel.sink.path, committed, rows)
+                if rel.sink.connector in LAKE_CONNECTORS:
+                    total += self._publish_lake(rel, committed, rows)
+                else:
+                    total += publish_committed(rel.sink.path, committed, rows)
             return total
         finally:
             self.db.release_snapshot(vpin, spin)
+
+    def _publish_lake(self, rel: Relation, committed: int, rows: list[tuple]) -> int:
+        assert rel.sink is not None and rel.sink.path is not None and rel.job_id is not None
+        node = next(
+            n
+            for f in self.db.catalog.job_fragments(rel.job_id)
+            for n in f.root.walk()
+            if isinstance(n, SinkNode)
+        )
+        key = [node.names[node.columns.index(k)] for k in node.key] if node.sink_type == "upsert" else []
+        table = open_lake_table(rel.sink.connector, rel.properties, rel.name, node.sink_type, key)
+        return publish_lake(table, os.path.join(rel.sink.path, STAGING), committed, rows)
 
     def on_commit(self, epoch: int) -> None:
         try:
