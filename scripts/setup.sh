@@ -19,6 +19,10 @@ if ! command -v psql >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get
   echo "psql not found: installing postgresql-client with apt-get (the server tests use it)" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-client >/dev/null || true
 fi
+if ! command -v chromedriver >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "chromium not found: installing chromium and chromium-driver with apt-get (the dashboard test uses them)" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null || true
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'

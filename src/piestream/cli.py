@@ -89,6 +89,14 @@ def _serve(args: argparse.Namespace) -> int:
             db.close()
             print(f"piestream: cannot listen on {args.host}:{args.port}: {e.strerror}", file=sys.stderr)
             return 1
+        dashboard = None
+        if not args.no_dashboard:
+            from piestream.server.dashboard import Dashboard
+
+            try:
+                dashboard = Dashboard(db, host=args.host, port=args.dashboard_port).start()
+            except OSError as e:
+                print(f"piestream: no dashboard: cannot listen on port {args.dashboard_port}: {e.strerror}")
         feeder = None
         if args.demo:
             from piestream.server.live_demo import start_demo, try_this
@@ -102,6 +110,8 @@ def _serve(args: argparse.Namespace) -> int:
         def stop_all() -> None:
             if feeder is not None:
                 feeder.stop()
+            if dashboard is not None:
+                dashboard.stop()
             server.stop()
 
         def shutdown(signum: int, frame: object) -> None:
@@ -119,7 +129,8 @@ def _serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, shutdown)
         print(
             f"piestream: ready on {args.host}:{server.port} — connect with: "
-            f"psql -h {args.host} -p {server.port} -d dev -U root",
+            f"psql -h {args.host} -p {server.port} -d dev -U root"
+            + (f"; dashboard: {dashboard.url}" if dashboard is not None else ""),
             flush=True,
         )
         server.serve_forever()
@@ -369,6 +380,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--demo", action="store_true", help="create demo tables and MVs and keep feeding them rows"
     )
+    s.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=5691,
+        help="port of the web dashboard, on --host (default 5691, as RisingWave)",
+    )
+    s.add_argument("--no-dashboard", action="store_true", help="do not serve the web dashboard")
     s.add_argument(
         "--password-file",
         default=None,

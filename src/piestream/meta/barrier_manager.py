@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -52,6 +53,16 @@ from piestream.stream.message import Barrier, BarrierKind
 log = logging.getLogger(__name__)
 
 MAX_EPOCH_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class EpochFailure:
+    """One failed attempt of an epoch (the dashboard's failures view)."""
+
+    epoch: int
+    attempt: int
+    error: str
+    at: float  # unix seconds
 
 
 @dataclass
@@ -180,6 +191,7 @@ class BarrierManager:
         self.on_commit: list[Callable[[int], None]] = []
         self.epoch_inputs: list[Callable[[], EpochInput | None]] = []  # asked at each epoch's start
         self.last_error: BaseException | None = None
+        self.failures: deque[EpochFailure] = deque(maxlen=200)
 
     # -- graph ----------------------------------------------------------------------------------
     @property
@@ -388,7 +400,9 @@ class BarrierManager:
             except Exception as e:  # a failed epoch commits nothing; retry from the same state
                 last = e
                 self.last_error = e
-                log.warning("epoch %d attempt %d failed: %s", plan.data_epoch, attempt + 1, epoch_error(e)[0])
+                cause = epoch_error(e)[0]
+                self.failures.append(EpochFailure(plan.data_epoch, attempt + 1, cause.message, time.time()))
+                log.warning("epoch %d attempt %d failed: %s", plan.data_epoch, attempt + 1, cause)
         # give up on this epoch's DML so later statements can proceed; report the error to them:
         # its cause's SQLSTATE and message; the traceback only goes to the log
         assert last is not None

@@ -1,0 +1,161 @@
+"""The dashboard's HTML pages (server-rendered; the overview reloads itself every few seconds)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from html import escape
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from piestream.common.epoch import epoch_to_unix_ms
+from piestream.server.dashboard.model import JobGraph, Overview, job_graph, overview
+from piestream.server.dashboard.svg import epoch_timeline, fragment_graph
+
+if TYPE_CHECKING:
+    from piestream.server.database import Database
+
+REFRESH_SECONDS = 2
+
+_STYLE = """
+body { font-family: sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; margin-bottom: 1.5em; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 13px; }
+th { background: #f0f0f0; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+code { font-size: 12px; }
+.error { color: #b00; }
+nav a { margin-right: 1em; }
+"""
+
+
+def _page(title: str, body: str, refresh: bool = False) -> str:
+    meta = f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if refresh else ""
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8">{meta}<title>{escape(title)}</title>'
+        f"<style>{_STYLE}</style></head><body>"
+        f'<nav><a href="/">piestream</a></nav><h1>{escape(title)}</h1>{body}</body></html>'
+    )
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _epoch_time(epoch: int) -> str:
+    if not epoch:
+        return "-"
+    ms = epoch_to_unix_ms(epoch)
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def _relations(o: Overview) -> str:
+    rows = []
+    for r in o.relations:
+        name = escape(r.name)
+        if r.job_id is not None:
+            name = f'<a class="relation" href="/job/{quote(r.name)}">{name}</a>'
+        size = _size(o.state_bytes.get(r.table.table_id, 0)) if r.table is not None else ""
+        keys = f"{o.state_keys.get(r.table.table_id, 0):,}" if r.table is not None else ""
+        rows.append(
+            f"<tr><td>{escape(r.kind.value)}</td><td>{name}</td><td class='num'>{len(r.visible_columns)}</td>"
+            f"<td class='num'>{r.parallelism or ''}</td><td class='num'>{size}</td>"
+            f"<td class='num'>{keys}</td>"
+            f"<td><code>{escape(r.definition[:120])}</code></td></tr>"
+        )
+    if not rows:
+        return "<p>No relations yet.</p>"
+    return (
+        "<table id='relations'><tr><th>kind</th><th>name</th><th>columns</th><th>parallelism</th>"
+        "<th>state size</th><th>keys</th><th>definition</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def _state_tables(o: Overview) -> str:
+    rows = [
+        f"<tr><td>{tid}</td><td>{escape(o.table_names.get(tid, '(dropped)'))}</td>"
+        f"<td class='num'>{_size(b)}</td><td class='num'>{o.state_keys.get(tid, 0):,}</td></tr>"
+        for tid, b in sorted(o.state_bytes.items(), key=lambda kv: -kv[1])
+    ]
+    if not rows:
+        return "<p>No state in storage yet.</p>"
+    return (
+        "<table id='state-tables'><tr><th>table id</th><th>table</th><th>size in SSTs</th><th>keys</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def _functions(o: Overview) -> str:
+    if not o.functions:
+        return "<p>No functions.</p>"
+    rows = [
+        f"<tr><td>{escape(f.signature)}</td>"
+        f"<td>{escape(f.language)}{' (vectorized)' if f.vectorized else ''}</td>"
+        f"<td>{escape(str(f.return_type))}</td></tr>"
+        for f in o.functions
+    ]
+    return (
+        "<table id='functions'><tr><th>function</th><th>language</th><th>returns</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def _backfills(o: Overview) -> str:
+    if not o.backfills:
+        return "<p>No backfills.</p>"
+    rows = [
+        f"<tr><td>{escape(b.relation)}</td><td>{escape(b.upstream)}</td><td>{b.fragment_id}</td>"
+        f"<td><progress max='{b.vnodes_total}' value='{b.vnodes_done}'></progress> "
+        f"{b.vnodes_done}/{b.vnodes_total} vnodes</td></tr>"
+        for b in o.backfills
+    ]
+    return (
+        "<table id='backfills'><tr><th>relation</th><th>reads</th><th>fragment</th><th>progress</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def _errors(o: Overview) -> str:
+    if not o.failures:
+        return "<p id='errors'>No streaming errors.</p>"
+    rows = [
+        f"<tr><td>{f.epoch}</td><td>{_epoch_time(f.epoch)}</td><td class='error'>{escape(f.error)}</td></tr>"
+        for f in reversed(o.failures)
+    ]
+    return (
+        "<table id='errors'><tr><th>epoch</th><th>time</th><th>error</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def overview_page(db: Database) -> str:
+    o = overview(db)
+    body = (
+        f"<p>Last committed epoch <b>{o.committed_epoch}</b> ({_epoch_time(o.committed_epoch)}).</p>"
+        f"<h2>Relations</h2>{_relations(o)}"
+        f"<h2>Epochs</h2>{epoch_timeline(o.epochs, o.failures)}"
+        f"<h2>Streaming errors</h2>{_errors(o)}"
+        f"<h2>Backfill progress</h2>{_backfills(o)}"
+        f"<h2>State tables</h2>{_state_tables(o)}"
+        f"<h2>Functions</h2>{_functions(o)}"
+    )
+    return _page("piestream dashboard", body, refresh=True)
+
+
+def job_page(db: Database, name: str) -> str | None:
+    g: JobGraph | None = job_graph(db, name)
+    if g is None:
+        return None
+    o = overview(db)
+    rel = g.relation
+    body = (
+        f"<p>{escape(rel.kind.value)} <b>{escape(rel.name)}</b> · job {rel.job_id} · "
+        f"{len(g.fragments)} fragments</p><pre><code>{escape(rel.definition)}</code></pre>"
+        f"<h2>Fragment graph</h2>{fragment_graph(g.fragments, g.upstream, g.edges, o.table_names)}"
+    )
+    return _page(f"{rel.kind.value} {rel.name}", body)
