@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from piestream.common.errors import PiestreamError
+from piestream.common.text import format_bytes
 from piestream.connectors.nexmark.queries import QUERIES, target_per_core
 from piestream.connectors.nexmark.tables_sql import nexmark_ddl
 
@@ -324,14 +325,6 @@ def _fmt_rate(x: float) -> str:
     return f"{x / 1000:,.1f}K" if x < 10_000_000 else f"{x / 1e6:,.1f}M"
 
 
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
-
-
 def format_report(runs: Sequence[QueryRun], cfg: BenchConfig, header: str = "") -> str:
     """The results table (and the list of unsupported queries with their errors)."""
     lines = []
@@ -359,7 +352,7 @@ def format_report(runs: Sequence[QueryRun], cfg: BenchConfig, header: str = "") 
         lines.append(
             f"{r.name:<6} {_fmt_rate(r.events_per_s) + partial:>10} {_fmt_rate(r.per_core):>9} "
             f"{'' if tgt is None else _fmt_rate(tgt):>11} {ok:>3} {len(r.epochs):>6} "
-            f"{r.epoch_pct(50):>6.2f} {r.epoch_pct(99):>6.2f} {_fmt_bytes(r.state_bytes):>10} {spark_col}"
+            f"{r.epoch_pct(50):>6.2f} {r.epoch_pct(99):>6.2f} {format_bytes(r.state_bytes):>10} {spark_col}"
         )
         if r.error is not None:
             lines.append(f"{'':<6} error: {r.error}")

@@ -386,3 +386,12 @@ _PARSERS: dict[TypeKind, Callable[[str, DataType], Datum]] = {
     TypeKind.STRUCT: lambda s, t: parse_struct(s, t, parse_datum),
     TypeKind.LIST: lambda s, t: parse_list(s, t, parse_datum),
 }
+
+
+def format_bytes(n: float) -> str:
+    """A byte count for people: ``845 B``, ``3.2 KiB``, ``1.5 GiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -98,6 +98,17 @@ class CatalogFormatError(PiestreamError):
     sqlstate = "XX001"  # data_corrupted: the data directory is not readable by this build
 
 
+def check_entry_format(d: dict[str, Any], newest: int, what: str) -> int:
+    """The format of a stored catalog entry; refuses one newer than this build reads."""
+    version = int(d.get("format", 0))
+    if version > newest:
+        raise CatalogFormatError(
+            f'{what} "{d.get("name")}" has format {version}; this piestream reads formats up to {newest}',
+            hint="Open the data directory with the newer piestream that wrote it.",
+        )
+    return version
+
+
 @dataclass(frozen=True)
 class Relation:
     """One named catalog object."""
@@ -192,13 +203,7 @@ class Relation:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Relation:
-        version = d.get("format", 0)
-        if version > RELATION_FORMAT:
-            raise CatalogFormatError(
-                f'catalog entry "{d.get("name")}" has format {version}; this piestream reads formats '
-                f"up to {RELATION_FORMAT}",
-                hint="Open the data directory with the newer piestream that wrote it.",
-            )
+        version = check_entry_format(d, RELATION_FORMAT, "catalog entry")
         typed = d if version else _typed_from_extra(d.get("extra") or {})
         index, src, sink = typed.get("index"), typed.get("source"), typed.get("sink")
         sub = typed.get("subscription")
@@ -315,13 +320,7 @@ class FunctionCatalog:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> FunctionCatalog:
-        version = d.get("format", 0)
-        if version > FUNCTION_FORMAT:
-            raise CatalogFormatError(
-                f'catalog entry of function "{d.get("name")}" has format {version}; this piestream '
-                f"reads formats up to {FUNCTION_FORMAT}",
-                hint="Open the data directory with the newer piestream that wrote it.",
-            )
+        check_entry_format(d, FUNCTION_FORMAT, "catalog entry of function")
         return cls(
             id=d["id"],
             name=d["name"],

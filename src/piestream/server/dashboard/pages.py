@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from piestream.common.epoch import epoch_to_unix_ms
+from piestream.common.text import format_bytes
 from piestream.server.dashboard.model import JobGraph, Overview, job_graph, overview
 from piestream.server.dashboard.svg import epoch_timeline, fragment_graph
 
@@ -37,12 +38,9 @@ def _page(title: str, body: str, refresh: bool = False) -> str:
     )
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+def _table(table_id: str, headers: list[str], rows: list[str]) -> str:
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    return f"<table id='{table_id}'><tr>{head}</tr>" + "".join(rows) + "</table>"
 
 
 def _epoch_time(epoch: int) -> str:
@@ -58,7 +56,7 @@ def _relations(o: Overview) -> str:
         name = escape(r.name)
         if r.job_id is not None:
             name = f'<a class="relation" href="/job/{quote(r.name)}">{name}</a>'
-        size = _size(o.state_bytes.get(r.table.table_id, 0)) if r.table is not None else ""
+        size = format_bytes(o.state_bytes.get(r.table.table_id, 0)) if r.table is not None else ""
         keys = f"{o.state_keys.get(r.table.table_id, 0):,}" if r.table is not None else ""
         rows.append(
             f"<tr><td>{escape(r.kind.value)}</td><td>{name}</td><td class='num'>{len(r.visible_columns)}</td>"
@@ -68,25 +66,19 @@ def _relations(o: Overview) -> str:
         )
     if not rows:
         return "<p>No relations yet.</p>"
-    return (
-        "<table id='relations'><tr><th>kind</th><th>name</th><th>columns</th><th>parallelism</th>"
-        "<th>state size</th><th>keys</th><th>definition</th></tr>" + "".join(rows) + "</table>"
-    )
+    headers = ["kind", "name", "columns", "parallelism", "state size", "keys", "definition"]
+    return _table("relations", headers, rows)
 
 
 def _state_tables(o: Overview) -> str:
     rows = [
         f"<tr><td>{tid}</td><td>{escape(o.table_names.get(tid, '(dropped)'))}</td>"
-        f"<td class='num'>{_size(b)}</td><td class='num'>{o.state_keys.get(tid, 0):,}</td></tr>"
+        f"<td class='num'>{format_bytes(b)}</td><td class='num'>{o.state_keys.get(tid, 0):,}</td></tr>"
         for tid, b in sorted(o.state_bytes.items(), key=lambda kv: -kv[1])
     ]
     if not rows:
         return "<p>No state in storage yet.</p>"
-    return (
-        "<table id='state-tables'><tr><th>table id</th><th>table</th><th>size in SSTs</th><th>keys</th></tr>"
-        + "".join(rows)
-        + "</table>"
-    )
+    return _table("state-tables", ["table id", "table", "size in SSTs", "keys"], rows)
 
 
 def _functions(o: Overview) -> str:
@@ -98,11 +90,7 @@ def _functions(o: Overview) -> str:
         f"<td>{escape(str(f.return_type))}</td></tr>"
         for f in o.functions
     ]
-    return (
-        "<table id='functions'><tr><th>function</th><th>language</th><th>returns</th></tr>"
-        + "".join(rows)
-        + "</table>"
-    )
+    return _table("functions", ["function", "language", "returns"], rows)
 
 
 def _backfills(o: Overview) -> str:
@@ -114,11 +102,7 @@ def _backfills(o: Overview) -> str:
         f"{b.vnodes_done}/{b.vnodes_total} vnodes</td></tr>"
         for b in o.backfills
     ]
-    return (
-        "<table id='backfills'><tr><th>relation</th><th>reads</th><th>fragment</th><th>progress</th></tr>"
-        + "".join(rows)
-        + "</table>"
-    )
+    return _table("backfills", ["relation", "reads", "fragment", "progress"], rows)
 
 
 def _errors(o: Overview) -> str:
@@ -128,9 +112,7 @@ def _errors(o: Overview) -> str:
         f"<tr><td>{f.epoch}</td><td>{_epoch_time(f.epoch)}</td><td class='error'>{escape(f.error)}</td></tr>"
         for f in reversed(o.failures)
     ]
-    return (
-        "<table id='errors'><tr><th>epoch</th><th>time</th><th>error</th></tr>" + "".join(rows) + "</table>"
-    )
+    return _table("errors", ["epoch", "time", "error"], rows)
 
 
 def overview_page(db: Database) -> str:
