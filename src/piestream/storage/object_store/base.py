@@ -44,6 +44,12 @@ class ObjectStore(ABC):
     def get_range(self, path: str, offset: int, length: int) -> bytes:
         """Exactly the bytes [offset, offset+length); StorageError if that runs past the end."""
 
+    def read_into(self, path: str, offset: int, out: memoryview) -> None:
+        """Fill the writable byte buffer `out` with the object's bytes [offset, offset+len(out))
+        (StorageError if that runs past the end). Stores that can read straight into memory
+        (a local file) override it and save a copy; the default goes through `get_range`."""
+        out[:] = self.get_range(path, offset, len(out))
+
     @abstractmethod
     def size(self, path: str) -> int:
         """The object's length in bytes; ObjectNotFound if missing."""
