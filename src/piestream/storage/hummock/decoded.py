@@ -1,105 +1,151 @@
 """A decoded SST: what the block cache holds (reference §5.5; DESIGN "The state path is columnar").
 
-`DecodedSstable` keeps the blocks of one SST that have been read, decoded into *one* buffer: each
-block's payload sits at a fixed place (its offset among the uncompressed blocks), and per-entry
-arrays (key start and length, value start and length, filter length) cover the whole SST. So a
-batch of point lookups that touches a thousand blocks of an SST still searches, compares and
-gathers with a handful of numpy calls over the whole SST (`KeyIndex`), instead of one Python step
-per block. Blocks not read yet cost nothing but their share of the per-entry arrays; the buffer is
-allocated zero-filled, which the OS backs with memory only where blocks were written.
+`DecodedSstable` keeps the blocks of one SST that have been read in *one* buffer, each block's
+payload at a fixed place. An uncompressed SST is laid out exactly as its object's data region, so
+a run of consecutive blocks is read straight into place with one range read (`read_into`: one
+kernel copy, no intermediate bytes) and decodes *in place*: nothing is copied or rearranged, the
+block's own key- and value-offset columns address its entries. Compressed blocks are
+decompressed into their own slots.
 
-Scans and the single-key `get` see a block as a `Block`: Arrow arrays that view the buffer
-without copying it.
+A load of many blocks is vectorized: the checksums are one C call per block, and the block
+headers of every block loaded together are checked and their search words (`w1`) computed with
+a handful of numpy calls over all their entries. No per-entry arrays other than `w1` are kept:
+the position of an entry's key or value is two gathers from the block's offset columns
+(`key_pos`, `value_pos`), done only for the entries a lookup touches.
+
+Search words: every key of an SST shares the prefix of its smallest and largest keys (`cp`
+bytes), and ``w1[e]`` is the big-endian uint64 of the 8 key bytes after it (zero-filled past the
+key's end). Word order is key order (non-strictly), so one `np.searchsorted` over `w1` finds a
+batch of keys in the whole SST (`run_search`). Entries of blocks not loaded yet carry their
+block's first-key word, which keeps `w1` sorted, so a search clipped to a loaded block is exact.
+
+Scans and the single-key `get` see a block as a `Block`: Arrow arrays over the buffer.
 """
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections.abc import Callable, Sequence
 
+import lz4.block
 import numpy as np
 import pyarrow as pa
+import xxhash
+import zstandard
 
 from piestream.common.errors import DataCorruption
-from piestream.storage.hummock.key_index import PAD, KeyIndex
+from piestream.encoding.ragged import word_view
+from piestream.storage.hummock.key_index import PAD, words
 from piestream.storage.hummock.kv_batch import KvBatch
-from piestream.storage.hummock.sstable import Block, SstableMeta, block_body
+from piestream.storage.hummock.run_search import common_prefix, prefix_words
+from piestream.storage.hummock.sstable import (
+    BLOCK_TRAILER_SIZE,
+    COMPRESSION_LZ4,
+    COMPRESSION_NONE,
+    COMPRESSION_ZSTD,
+    Block,
+    SstableMeta,
+)
 
-#: Bytes per entry of the per-entry arrays (charged to the block cache).
-ENTRY_OVERHEAD = 48
+#: Bytes per entry charged to the block cache besides the block bytes (the search word).
+ENTRY_OVERHEAD = 8
+
+#: ``read_into(offset, out)``: fill the writable uint8 array `out` with SST bytes from `offset`.
+ReadInto = Callable[[int, np.ndarray], None]
 
 
 class DecodedSstable:
-    """The decoded blocks of one SST, in one buffer, searchable as one `KeyIndex`."""
+    """The decoded blocks of one SST, in one buffer, searchable as one sorted run."""
 
     def __init__(self, object_id: int, meta: SstableMeta, path: str) -> None:
         self.object_id = object_id
         self.meta = meta
         self.path = path
         nb = len(meta)
-        room = (meta.usizes + 7) // 8 * 8  # every block starts 8-byte aligned: zero-copy views
-        self.ubase = np.zeros(nb + 1, np.int64)
-        np.cumsum(room, out=self.ubase[1:])
-        self.buf = np.zeros(int(self.ubase[-1]) + PAD, np.uint8)
+        counts = meta.key_counts
+        # uncompressed blocks decode in place: the buffer mirrors the object's data region
+        self.in_place = bool(nb) and bool(np.all(meta.lengths == meta.usizes + BLOCK_TRAILER_SIZE))
+        if self.in_place:
+            self.pbase = meta.offsets.copy()
+            size = int(meta.offsets[-1] + meta.lengths[-1])
+        else:
+            room = (meta.usizes + 7) // 8 * 8
+            self.pbase = np.zeros(nb, np.int64)
+            if nb:
+                np.cumsum(room[:-1], out=self.pbase[1:])
+            size = int(room.sum())
+        self.buf = np.empty(size + PAD, np.uint8)
+        self.buf[size:] = 0
+        self._u4 = word_view(self.buf, "<u4")
+        self._u8 = word_view(self.buf, "<u8")
+        # where each block's columns start (payload: count | key offsets | value offsets |
+        # filter lens | key bytes | value bytes)
+        self.kobase = self.pbase + 4
+        self.vobase = self.kobase + 4 * (counts + 1)
+        self.fbase = self.vobase + 4 * (counts + 1)
+        self.kbase = self.fbase + 2 * counts
+        self.vbase = np.zeros(nb, np.int64)  # known once loaded: kbase + key bytes
         self.ebase = np.zeros(nb + 1, np.int64)
-        np.cumsum(meta.key_counts, out=self.ebase[1:])
-        n = int(self.ebase[-1])
-        self.keys = KeyIndex(self.buf, np.zeros(n, np.int64), np.zeros(n, np.int64), self.ebase)
-        self.vstart = np.zeros(n, np.int64)
-        self.vlen = np.zeros(n, np.int64)
-        self.flens = np.zeros(n, np.uint16)
+        np.cumsum(counts, out=self.ebase[1:])
         self.loaded = np.zeros(nb, np.bool_)
-        self.searchable = np.zeros(nb, np.bool_)  # search words computed (only batched gets need them)
+        self.all_loaded = nb == 0
         self.loaded_bytes = 0
+        # search words (see the module docstring)
+        self.prefix = common_prefix(meta.smallest_key, meta.largest_key)
+        self.cp = len(self.prefix)
+        self.prefix_words = prefix_words(self.prefix)
+        fk = meta.index()
+        cpa = np.full(nb, self.cp, np.int64)
+        fw = words(fk.data, fk.starts + cpa, fk.lens - cpa) if nb else np.zeros(0, np.uint64)
+        self.w1 = np.repeat(fw, counts)
         self._views: dict[int, Block] = {}
         self._lock = threading.Lock()
 
+    @property
+    def kdata(self) -> np.ndarray:
+        return self.buf
+
+    @property
+    def vdata(self) -> np.ndarray:
+        return self.buf
+
     def nbytes(self) -> int:
-        """Memory charged to the cache: loaded blocks plus the per-entry arrays."""
-        return self.loaded_bytes + ENTRY_OVERHEAD * len(self.vstart) + 256
+        """Memory charged to the cache: loaded blocks plus the search words."""
+        return self.loaded_bytes + ENTRY_OVERHEAD * len(self.w1) + 256
 
     def where(self, idx: int) -> str:
         return f"{self.path} block {idx}"
 
-    # -- loading --------------------------------------------------------------------------------
-    def install(self, idx: int, payload: bytes | memoryview, where: str) -> None:
-        """Copy one verified, uncompressed block payload into place and fill its entry arrays."""
-        meta = self.meta
-        usize = int(meta.usizes[idx])
-        n = int(meta.key_counts[idx])
-        if len(payload) != usize:
-            raise DataCorruption(f"{where}: block is {len(payload)} bytes, the index says {usize}")
-        base = int(self.ubase[idx])
-        buf = self.buf
-        buf[base : base + usize] = np.frombuffer(payload, np.uint8)
-        head = 4 + 8 * (n + 1) + 2 * n
-        if usize < head or struct.unpack_from("<I", payload, 0)[0] != n:
-            raise DataCorruption(f"{where}: key count differs from the index")
-        ko = buf[base + 4 : base + 4 + 4 * (n + 1)].view("<u4").astype(np.int64)
-        vo = buf[base + 4 + 4 * (n + 1) : base + 4 + 8 * (n + 1)].view("<u4").astype(np.int64)
-        kb = base + head
-        if (
-            ko[0] != 0
-            or vo[0] != 0
-            or head + ko[-1] + vo[-1] != usize
-            or (n and (np.any(np.diff(ko) < 0) or np.any(np.diff(vo) < 0)))
-        ):
-            raise DataCorruption(f"{where}: block layout is inconsistent")
-        e0 = int(self.ebase[idx])
-        self.keys.starts[e0 : e0 + n] = kb + ko[:-1]
-        self.keys.lens[e0 : e0 + n] = np.diff(ko)
-        vb = kb + int(ko[-1])
-        self.vstart[e0 : e0 + n] = vb + vo[:-1]
-        self.vlen[e0 : e0 + n] = np.diff(vo)
-        self.flens[e0 : e0 + n] = buf[base + 4 + 8 * (n + 1) : kb].view("<u2")
+    def __len__(self) -> int:
+        return len(self.w1)
 
-    def ensure(self, blocks: Sequence[int] | np.ndarray, read: Callable[[int, int], bytes]) -> int:
-        """Load the given blocks that are not loaded yet; `read(offset, length)` returns bytes of
-        the SST object. Consecutive blocks are read with one call. Returns how many were loaded."""
-        want = np.unique(np.asarray(blocks, np.int64))
-        if not len(want):
+    # -- entries --------------------------------------------------------------------------------
+    def block_of(self, e: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.ebase, e, "right") - 1
+
+    def key_pos(self, e: np.ndarray, blk: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(start in `buf`, length) of the keys of entries `e` (of loaded blocks)."""
+        b = self.block_of(e) if blk is None else blk
+        pair = self._u8[self.kobase[b] + 4 * (e - self.ebase[b])]
+        s = (pair & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        return self.kbase[b] + s, (pair >> np.uint64(32)).astype(np.int64) - s
+
+    def value_pos(self, e: np.ndarray, blk: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(start in `buf`, length) of the values of entries `e` (of loaded blocks)."""
+        b = self.block_of(e) if blk is None else blk
+        pair = self._u8[self.vobase[b] + 4 * (e - self.ebase[b])]
+        s = (pair & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        return self.vbase[b] + s, (pair >> np.uint64(32)).astype(np.int64) - s
+
+    # -- loading --------------------------------------------------------------------------------
+    def ensure(self, blocks: Sequence[int] | np.ndarray, read_into: ReadInto) -> int:
+        """Load the given blocks that are not loaded yet. Runs of consecutive blocks are read with
+        one `read_into` each; the rest is vectorized over every block of the call. Returns how
+        many blocks were loaded."""
+        want = np.asarray(blocks, np.int64)
+        if not len(want) or self.all_loaded:
             return 0
+        want = np.unique(want)
         missing = want[~self.loaded[want]]
         if not len(missing):
             return 0
@@ -107,35 +153,102 @@ class DecodedSstable:
             missing = missing[~self.loaded[missing]]
             if not len(missing):
                 return 0
-            meta = self.meta
-            # runs of consecutive block numbers, each read with one range request
-            breaks = np.flatnonzero(np.diff(missing) != 1) + 1
-            for run in np.split(missing, breaks):  # one iteration per run of blocks
-                first, last = int(run[0]), int(run[-1])
-                start = int(meta.offsets[first])
-                end = int(meta.offsets[last] + meta.lengths[last])
-                raw = memoryview(read(start, end - start))
-                if len(raw) != end - start:
-                    raise DataCorruption(f"{self.where(first)}: block is cut off (object truncated)")
-                for b in run.tolist():  # per block: checksum and decompression are C calls
-                    at = int(meta.offsets[b]) - start
-                    where = self.where(b)
-                    self.install(
-                        b, block_body(raw[at : at + int(meta.lengths[b])], where, meta.version), where
-                    )
+            self._load(missing, read_into)
             self.loaded[missing] = True
-            self.loaded_bytes += int(meta.usizes[missing].sum())
+            self.loaded_bytes += int(self.meta.usizes[missing].sum())
+            self.all_loaded = bool(self.loaded.all())
             return len(missing)
 
-    def make_searchable(self, blocks: np.ndarray) -> None:
-        """Compute the search words of loaded blocks that have none yet (scans never need them)."""
-        todo = np.unique(blocks)
-        todo = todo[~self.searchable[todo]]
-        if len(todo):
-            with self._lock:
-                todo = todo[~self.searchable[todo]]
-                self.keys.fill(todo)
-                self.searchable[todo] = True
+    def _load(self, blocks: np.ndarray, read_into: ReadInto) -> None:
+        meta = self.meta
+        offs, lens = meta.offsets, meta.lengths
+        breaks = np.flatnonzero(np.diff(blocks) != 1) + 1
+        runs = np.split(blocks, breaks)
+        if self.in_place:
+            for run in runs:  # one range read per run of consecutive blocks
+                a, z = int(offs[run[0]]), int(offs[run[-1]] + lens[run[-1]])
+                read_into(a, self.buf[a:z])
+            self._verify_in_place(blocks)
+        else:
+            for run in runs:
+                a, z = int(offs[run[0]]), int(offs[run[-1]] + lens[run[-1]])
+                raw = np.empty(z - a, np.uint8)
+                read_into(a, raw)
+                for b in run.tolist():  # per block: checksum and decompression are C calls
+                    at = int(offs[b]) - a
+                    payload = _verified_payload(raw[at : at + int(lens[b])], self.where(b), meta.version)
+                    if len(payload) != int(meta.usizes[b]):
+                        want = int(meta.usizes[b])
+                        raise DataCorruption(
+                            f"{self.where(b)}: block is {len(payload)} bytes, the index says {want}"
+                        )
+                    p = int(self.pbase[b])
+                    self.buf[p : p + len(payload)] = np.frombuffer(payload, np.uint8)
+        self._decode(blocks)
+
+    def _verify_in_place(self, blocks: np.ndarray) -> None:
+        """Checksums of blocks read into place; a (rare) compressed block is decompressed into
+        its place, which its uncompressed size fills exactly."""
+        meta = self.meta
+        body = self.pbase[blocks]
+        blen = meta.lengths[blocks] - BLOCK_TRAILER_SIZE
+        comp = self.buf[body + blen]
+        stored = self._u8[body + blen + 1]
+        mv = self.buf.data
+        if meta.version == 1:  # xxh64(body + compression byte)
+            sums = [
+                xxhash.xxh64_intdigest(mv[s : s + n + 1])
+                for s, n in zip(body.tolist(), blen.tolist(), strict=True)
+            ]  # one C call per block
+        else:  # xxh64(body, seed=compression)
+            sums = [
+                xxhash.xxh64_intdigest(mv[s : s + n], c)
+                for s, n, c in zip(body.tolist(), blen.tolist(), comp.tolist(), strict=True)
+            ]  # one C call per block
+        bad = np.flatnonzero(np.asarray(sums, np.uint64) != stored)
+        if len(bad):
+            raise DataCorruption(f"{self.where(int(blocks[bad[0]]))}: block checksum mismatch")
+        for i in np.flatnonzero(comp != COMPRESSION_NONE).tolist():  # compressed blocks, if any
+            b, s, n = int(blocks[i]), int(body[i]), int(blen[i])
+            payload = _decompress(bytes(mv[s : s + n]), int(comp[i]), self.where(b))
+            if len(payload) != n:
+                raise DataCorruption(f"{self.where(b)}: block is {len(payload)} bytes, the index says {n}")
+            self.buf[s : s + n] = np.frombuffer(payload, np.uint8)
+
+    def _decode(self, blocks: np.ndarray) -> None:
+        """Check the layout of loaded blocks and compute their search words, all at once."""
+        meta = self.meta
+        n = meta.key_counts[blocks]
+        usize = meta.usizes[blocks]
+        p = self.pbase[blocks]
+        head = 4 + 8 * (n + 1) + 2 * n
+        if np.any(usize < head):
+            b = int(blocks[np.argmax(usize < head)])
+            raise DataCorruption(f"{self.where(b)}: key count differs from the index")
+        u4 = self._u4
+        ko_end = u4[self.kobase[blocks] + 4 * n].astype(np.int64)
+        vo_end = u4[self.vobase[blocks] + 4 * n].astype(np.int64)
+        bad = (u4[p] != n) | (u4[self.kobase[blocks]] != 0) | (u4[self.vobase[blocks]] != 0)
+        bad |= head + ko_end + vo_end != usize
+        if bad.any():
+            b = int(blocks[np.argmax(bad)])
+            if u4[int(self.pbase[b])] != meta.key_counts[b]:
+                raise DataCorruption(f"{self.where(b)}: key count differs from the index")
+            raise DataCorruption(f"{self.where(b)}: block layout is inconsistent")
+        self.vbase[blocks] = self.kbase[blocks] + ko_end
+        # every entry of these blocks: key position, then its search word
+        total = int(n.sum())
+        if not total:
+            return
+        first = self.ebase[blocks]
+        blk = np.repeat(blocks, n)
+        e = np.repeat(first - (np.cumsum(n) - n), n) + np.arange(total, dtype=np.int64)
+        ks, kl = self.key_pos(e, blk)
+        _, vl = self.value_pos(e, blk)
+        if np.any(kl < 0) or np.any(vl < 0):
+            b = int(blk[np.argmax((kl < 0) | (vl < 0))])
+            raise DataCorruption(f"{self.where(b)}: block layout is inconsistent")
+        self.w1[e] = words(self.buf, ks + self.cp, kl - self.cp)
 
     # -- views ----------------------------------------------------------------------------------
     def block(self, idx: int) -> Block:
@@ -144,25 +257,41 @@ class DecodedSstable:
         if b is None:
             if not self.loaded[idx]:
                 raise RuntimeError("block not loaded")
-            b = Block(self.batch(int(self.ebase[idx]), int(self.ebase[idx + 1])), int(self.meta.usizes[idx]))
+            b = Block(self.batch(idx), int(self.meta.usizes[idx]))
             self._views[idx] = b
         return b
 
-    def batch(self, lo: int, hi: int) -> KvBatch:
-        """Entries [lo, hi) of one block as a KvBatch viewing the buffer."""
-        n = hi - lo
+    def batch(self, idx: int) -> KvBatch:
+        """The entries of loaded block `idx` as a KvBatch viewing the buffer."""
+        n = int(self.meta.key_counts[idx])
         if n == 0:
             return KvBatch.empty()
-        ks, kl = self.keys.starts[lo:hi], self.keys.lens[lo:hi]
-        vs, vl = self.vstart[lo:hi], self.vlen[lo:hi]
-        k0, v0 = int(ks[0]), int(vs[0])
-        kend, vend = int(ks[-1] + kl[-1]), int(vs[-1] + vl[-1])
-        koffs = np.append(ks - k0, kend - k0).astype(np.int32)
-        voffs = np.append(vs - v0, vend - v0).astype(np.int32)
+        buf = self.buf
+        ko = self._u4[self.kobase[idx] + 4 * np.arange(n + 1)].astype(np.int32)
+        vo = self._u4[self.vobase[idx] + 4 * np.arange(n + 1)].astype(np.int32)
+        kb, vb, fb = int(self.kbase[idx]), int(self.vbase[idx]), int(self.fbase[idx])
         keys = pa.Array.from_buffers(
-            pa.binary(), n, [None, pa.py_buffer(koffs), pa.py_buffer(self.buf[k0:kend])]
+            pa.binary(), n, [None, pa.py_buffer(ko), pa.py_buffer(buf[kb : kb + int(ko[-1])])]
         )
         values = pa.Array.from_buffers(
-            pa.binary(), n, [None, pa.py_buffer(voffs), pa.py_buffer(self.buf[v0:vend])]
+            pa.binary(), n, [None, pa.py_buffer(vo), pa.py_buffer(buf[vb : vb + int(vo[-1])])]
         )
-        return KvBatch(keys, values, self.flens[lo:hi])
+        flens = buf[fb : fb + 2 * n].view("<u2") if fb % 2 == 0 else buf[fb : fb + 2 * n].copy().view("<u2")
+        return KvBatch(keys, values, flens)
+
+
+def _decompress(body: bytes, compression: int, where: str) -> bytes:
+    try:
+        if compression == COMPRESSION_LZ4:
+            return lz4.block.decompress(body)
+        if compression == COMPRESSION_ZSTD:
+            return zstandard.ZstdDecompressor().decompress(body)
+    except (lz4.block.LZ4BlockError, zstandard.ZstdError) as e:
+        raise DataCorruption(f"{where}: cannot decompress block: {e}") from e
+    raise DataCorruption(f"{where}: unknown compression {compression}")
+
+
+def _verified_payload(raw: np.ndarray, where: str, version: int) -> bytes | memoryview:
+    from piestream.storage.hummock.sstable import block_body
+
+    return block_body(raw.data, where, version)

@@ -322,16 +322,17 @@ def _range_search(
         hi[open_] = np.where(go, y, mid)
 
 
-def sort_order(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """A stable permutation sorting the keys (padded buffer) in byte order: numpy sorts of 8-byte
-    words after the prefix every key shares, instead of Arrow's comparison sort of binary strings."""
+def sort_order(data: np.ndarray, starts: np.ndarray, lens: np.ndarray, *, stable: bool = True) -> np.ndarray:
+    """A permutation sorting the keys (padded buffer) in byte order: numpy sorts of 8-byte words
+    after the prefix every key shares, instead of Arrow's comparison sort of binary strings.
+    Equal keys keep their order unless `stable` is False (then a faster sort is used)."""
     n = len(starts)
     if n < 2:
         return np.arange(n)
     z = np.zeros(n, np.int64)
     cp = int(common_prefix_len(data, starts, lens, starts[z], lens[z]).min())
     w0 = words(data, starts + cp, lens - cp)
-    order = np.argsort(w0, kind="stable")
+    order = np.argsort(w0, kind="stable" if stable else None)
     sw = w0[order]
     if not (sw[1:] == sw[:-1]).any():
         return order

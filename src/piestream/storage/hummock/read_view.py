@@ -8,9 +8,11 @@ Point lookups come two ways:
 
 - `get`: one key, pure Python over per-block key lists (bisect), for callers with one key;
 - `multi_get`: a batch of keys, sorted once, then per run: key-range pruning and the Bloom filter
-  for the whole batch, routing to blocks and the in-block search as `KeyIndex` vector searches
-  over the decoded SST, the read-epoch rule as a search for ``user key | read epoch`` and
-  tombstones as a vector of tag bytes. Python runs per run and per SST touched, never per key.
+  for the whole batch, then the vector search of `run_search.find` over the whole run (an imm, or
+  an SST whose blocks are all cached) or, for an SST read partly, over the blocks its keys route
+  to (loaded first, consecutive blocks with one read); the read-epoch rule is a search for
+  ``user key | read epoch`` and tombstones a vector of tag bytes. Python runs per run and per SST
+  touched, never per key.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import xxhash
 from piestream.common.errors import DataCorruption
 from piestream.encoding.keys import EPOCH_LEN, TABLE_ID_LEN, TABLE_PREFIX_LEN, encode_epoch
 from piestream.encoding.ragged import Ragged, concat_rows, gather_views
-from piestream.storage.hummock.key_index import KeyIndex, compare, padded_ragged, sort_order, words
+from piestream.storage.hummock.key_index import padded_ragged, sort_order
 from piestream.storage.hummock.kv_batch import DELETE_TAG, PUT_TAG, KvBatch
+from piestream.storage.hummock.run_search import BatchRun, Queries, find, same_user_key
 from piestream.storage.hummock.shared_buffer import Imm
 from piestream.storage.hummock.sstable import Block, SstableMeta
 from piestream.storage.hummock.sstable_store import SstableStore
@@ -35,29 +38,27 @@ from piestream.storage.hummock.version import HummockVersion, Level, SstableInfo
 
 
 class ImmRun:
-    """An imm of a read view, with its one-key and batch search structures built on first use."""
+    """An imm of a read view. Its search structures live on the `Imm` itself, built on first use,
+    so they outlive the read view (a view is rebuilt at every write and spill)."""
 
-    __slots__ = ("_block", "_index", "_values", "epoch", "imm")
+    __slots__ = ("epoch", "imm")
 
     def __init__(self, imm: Imm) -> None:
         self.imm = imm
         self.epoch = imm.epoch
-        self._block: Block | None = None
-        self._index: KeyIndex | None = None
-        self._values: Ragged | None = None
 
     @property
     def block(self) -> Block:
-        if self._block is None:
-            self._block = Block(self.imm.batch, self.imm.nbytes)
-        return self._block
+        imm = self.imm
+        if imm.block is None:
+            imm.block = Block(imm.batch, imm.nbytes)
+        return imm.block
 
-    def index(self) -> tuple[KeyIndex, Ragged]:
-        if self._index is None:
-            self._index = KeyIndex.of_ragged(Ragged.from_arrow(self.imm.batch.keys))
-            self._values = Ragged.from_arrow(self.imm.batch.values)
-        assert self._values is not None
-        return self._index, self._values
+    def run(self) -> BatchRun:
+        imm = self.imm
+        if imm.run is None:
+            imm.run = BatchRun(imm.batch)
+        return imm.run
 
 
 class SstRun:
@@ -106,14 +107,12 @@ class SstRun:
 class LevelRun:
     """A non-overlapping level of a read view: its SSTs ordered by key range."""
 
-    __slots__ = ("_his", "_index", "his", "los", "ssts")
+    __slots__ = ("his", "los", "ssts")
 
     def __init__(self, level: Level) -> None:
         self.ssts = [SstRun(s) for s in level.ssts]
         self.los = [s.lo for s in self.ssts]
         self.his = [s.hi for s in self.ssts]
-        self._index: KeyIndex | None = None
-        self._his: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def position(self, user_key: bytes) -> int:
         i = bisect.bisect_right(self.los, user_key) - 1
@@ -122,44 +121,6 @@ class LevelRun:
     def find(self, user_key: bytes) -> SstRun | None:
         i = self.position(user_key)
         return self.ssts[i] if i >= 0 else None
-
-    def index(self) -> KeyIndex:
-        """The SSTs' smallest user keys, to route a batch of keys to SSTs at once."""
-        if self._index is None:
-            self._index = KeyIndex.of_ragged(Ragged.from_list(self.los))
-        return self._index
-
-    def covers(self, q: Queries, j: np.ndarray, sst: np.ndarray) -> np.ndarray:
-        """Whether each query's user key lies in the key range of its routed SST."""
-        if self._his is None:
-            self._his = padded_ragged(Ragged.from_list(self.his))
-        hd, hs, hl = self._his
-        lo = self.index()
-        qs, ql = q.start[j], q.length[j] - EPOCH_LEN
-        return (compare(q.data, qs, ql, hd, hs[sst], hl[sst]) <= 0) & (
-            compare(q.data, qs, ql, lo.data, lo.starts[sst], lo.lens[sst]) >= 0
-        )
-
-
-@dataclass
-class Queries:
-    """A sorted batch of point lookups: search targets ``user key | inverted read epoch`` in one
-    padded buffer, plus each target's filter-key hash (0 = none) and table id."""
-
-    data: np.ndarray
-    start: np.ndarray
-    length: np.ndarray
-    hashes: np.ndarray | None
-    table_ids: np.ndarray
-
-    def user_key(self, i: int) -> bytes:
-        s = int(self.start[i])
-        return self.data[s : s + int(self.length[i]) - EPOCH_LEN].tobytes()
-
-    def bound(self, key: bytes, *, right: bool) -> int:
-        """First sorted query whose user key is >= `key` (> with `right`)."""
-        f = bisect.bisect_right if right else bisect.bisect_left
-        return f(range(len(self.start)), key, key=self.user_key)
 
 
 @dataclass
@@ -170,19 +131,6 @@ class Found:
     data: np.ndarray
     vstart: np.ndarray
     vlen: np.ndarray
-
-
-def _same_user_key(
-    data: np.ndarray, starts: np.ndarray, lens: np.ndarray, q: Queries, j: np.ndarray
-) -> np.ndarray:
-    """Whether each entry (full key) has the user key of query j."""
-    same_len = lens == q.length[j]
-    out = np.zeros(len(j), np.bool_)
-    k = np.flatnonzero(same_len)
-    if len(k):
-        ul = lens[k] - EPOCH_LEN
-        out[k] = compare(data, starts[k], ul, q.data, q.start[j[k]], ul) == 0
-    return out
 
 
 class ReadView:
@@ -251,105 +199,99 @@ class ReadView:
         data, start, length = padded_ragged(targets)
         # sorted by user key: the order the runs' key ranges and `Queries.bound` use (a target's
         # epoch suffix could reorder a key that is a prefix of another)
-        order = sort_order(data, start, length - EPOCH_LEN)
-        q = Queries(
-            data,
-            start[order],
-            length[order],
-            _filter_hashes(user_keys, filter_lens)[order] if filter_lens is not None else None,
-            (words(data, start[order], length[order]) >> np.uint64(32)).astype(np.int64),
-        )
+        order = sort_order(data, start, length - EPOCH_LEN, stable=False)
+        q = Queries(data, start[order], length[order], user_keys, order, filter_lens)
         pending = np.arange(n)
         found: list[Found] = []
         for imm in self.imms:
             if imm.epoch <= read_epoch and len(pending):
-                pending = self._in_imm(imm, q, pending, found)
+                run = imm.run()
+                hit, pos = find(run, q, pending)
+                if hit.any():
+                    found.append(Found(pending[hit], run.vdata, *run.value_pos(pos[hit])))
+                    pending = pending[~hit]
         for s in self.l0:
             if not len(pending):
                 break
             if s.min_epoch > read_epoch:
                 continue
-            lo, hi = np.searchsorted(pending, [q.bound(s.lo, right=False), q.bound(s.hi, right=True)])
-            if hi > lo:
-                got = self._in_sst(store, s, q, pending[lo:hi], found)
+            j = _in_range(q, pending, s.lo, s.hi)
+            if len(j):
+                got = self._in_sst(store, s, q, j, found, use_filter=True)
                 if len(got):
                     pending = np.setdiff1d(pending, got, assume_unique=True)
-        for lv in self.levels:
+        last = len(self.levels) - 1
+        for i, lv in enumerate(self.levels):
             if not len(pending):
                 break
-            # route every pending key to the one SST whose range may hold it
-            ulen = q.length[pending] - EPOCH_LEN
-            sst = lv.index().route(q.data, q.start[pending], ulen)
-            inside = lv.covers(q, pending, sst)
-            j, sst = pending[inside], sst[inside]
-            if not len(j):
-                continue
-            starts = np.flatnonzero(np.diff(sst, prepend=-1))
             resolved = []
-            for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(j)], strict=True):  # per SST
-                s = lv.ssts[int(sst[a])]
-                if s.min_epoch <= read_epoch:
-                    resolved.append(self._in_sst(store, s, q, j[a:b], found))
+            # per SST of the level (a bisect over the sorted queries each), not per key
+            first = max(bisect.bisect_right(lv.los, q.user_key(int(pending[0]))) - 1, 0)
+            lo_q = 0
+            for s in lv.ssts[first:]:
+                a = int(np.searchsorted(pending, q.bound(s.lo, right=False, lo=int(pending[lo_q])), "left"))
+                if a >= len(pending):
+                    break
+                b = int(np.searchsorted(pending, q.bound(s.hi, right=True, lo=int(pending[a])), "left"))
+                lo_q = min(b, len(pending) - 1)
+                if b > a and s.min_epoch <= read_epoch:
+                    # the bottom level skips the filter, as `get` does
+                    resolved.append(self._in_sst(store, s, q, pending[a:b], found, use_filter=i != last))
+                if b >= len(pending):
+                    break
             if resolved:
                 pending = np.setdiff1d(pending, np.concatenate(resolved), assume_unique=True)
         return self._assemble(found, q, order, n, read_epoch)
 
-    def _in_imm(self, imm: ImmRun, q: Queries, j: np.ndarray, found: list[Found]) -> np.ndarray:
-        index, values = imm.index()
-        if index.nseg == 0:
-            return j
-        pos = index.lower_bound(q.data, q.start[j], q.length[j])
-        ok = pos < len(index.starts)
-        hit = np.zeros(len(j), np.bool_)
-        k = np.flatnonzero(ok)
-        p = pos[k]
-        hit[k] = _same_user_key(index.data, index.starts[p], index.lens[p], q, j[k])
-        if hit.any():
-            p = pos[hit]
-            found.append(
-                Found(j[hit], values.data, values.offsets[p], values.offsets[p + 1] - values.offsets[p])
-            )
-        return j[~hit]
-
     def _in_sst(
-        self, store: SstableStore, s: SstRun, q: Queries, j: np.ndarray, found: list[Found]
+        self,
+        store: SstableStore,
+        s: SstRun,
+        q: Queries,
+        j: np.ndarray,
+        found: list[Found],
+        *,
+        use_filter: bool,
     ) -> np.ndarray:
         """Look up queries `j` in one SST; returns the ones it answered (a version or a tombstone)."""
         meta = s.get_meta(store)
-        if q.hashes is not None:
-            h = q.hashes[j]
+        hashes = q.hashes() if use_filter else None
+        if hashes is not None:
+            h = hashes[j]
             check = h != 0
             if meta.unfiltered_table_ids:
-                check &= ~np.isin(q.table_ids[j], meta.unfiltered_table_ids)
+                check &= ~np.isin(q.table_ids()[j], meta.unfiltered_table_ids)
             keep = ~check
             if check.any():
                 keep[check] = meta.bloom.may_contain_many(h[check])
             j = j[keep]
         if not len(j):
             return j
-        blocks = meta.index().route(q.data, q.start[j], q.length[j])
-        d = store.load_blocks(s.info, blocks)
-        d.make_searchable(blocks)
-        pos = d.keys.lower_bound(q.data, q.start[j], q.length[j], blocks)
-        # past its block: the candidate is the next block's first entry (versions may straddle)
-        nb = len(meta)
-        past = np.flatnonzero((pos == d.ebase[blocks + 1]) & (blocks + 1 < nb))
-        if len(past):
-            fk = meta.index()
-            nxt = blocks[past] + 1
-            same = _same_user_key(fk.data, fk.starts[nxt], fk.lens[nxt], q, j[past])
-            if same.any():
-                d = store.load_blocks(s.info, nxt[same])
-        valid = pos < len(d.vstart)
-        hit = np.zeros(len(j), np.bool_)
-        k = np.flatnonzero(valid)
-        p = pos[k]
-        hit[k] = d.loaded[np.searchsorted(d.ebase, p, "right") - 1] & _same_user_key(
-            d.buf, d.keys.starts[p], d.keys.lens[p], q, j[k]
-        )
+        d = store.cached(s.info, len(j))
+        if d is not None and d.all_loaded:
+            hit, pos = find(d, q, j)
+        else:
+            # route to blocks by their first keys, load them, search clipped to each block
+            blocks = meta.index().route(q.data, q.start[j], q.length[j])
+            d = store.load_blocks(s.info, blocks)
+            if d.all_loaded:
+                hit, pos = find(d, q, j)
+            else:
+                hit, pos = find(d, q, j, d.ebase[blocks], d.ebase[blocks + 1])
+                # past its block: the candidate is the next block's first entry (versions of a key
+                # may straddle blocks); it answers if it has the target's user key
+                nb = len(meta)
+                past = np.flatnonzero(~hit & (pos == d.ebase[blocks + 1]) & (blocks + 1 < nb))
+                if len(past):
+                    fk = meta.index()
+                    nxt = blocks[past] + 1
+                    same = same_user_key(fk.data, fk.starts[nxt], fk.lens[nxt], q, j[past])
+                    if same.any():
+                        d = store.load_blocks(s.info, nxt[same])
+                        hit[past[same]] = True
+                        pos[past[same]] = d.ebase[nxt[same]]
         if hit.any():
-            p = pos[hit]
-            found.append(Found(j[hit], d.buf, d.vstart[p], d.vlen[p]))
+            found.append(Found(j[hit], d.vdata, *d.value_pos(pos[hit])))
         return j[hit]
 
     def _assemble(
@@ -405,33 +347,16 @@ class ReadView:
         return [*self.l0, *(s for lv in self.levels for s in lv.ssts)]
 
 
+def _in_range(q: Queries, pending: np.ndarray, lo: bytes, hi: bytes) -> np.ndarray:
+    """The pending queries whose user keys lie in [lo, hi] (two bisects)."""
+    a, b = np.searchsorted(pending, [q.bound(lo, right=False), q.bound(hi, right=True)])
+    return pending[a:b]
+
+
 def _empty_values(n: int) -> pa.Array:
     return pa.Array.from_buffers(
         pa.binary(), n, [None, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b"")]
     )
-
-
-def _concat_ragged(parts: list[Ragged]) -> Ragged:
-    if len(parts) == 1:
-        return parts[0]
-    lens = np.concatenate([p.lengths for p in parts])
-    offsets = np.zeros(len(lens) + 1, np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    return Ragged(offsets, np.concatenate([p.data[p.offsets[0] : p.offsets[-1]] for p in parts]))
-
-
-def _filter_hashes(keys: Ragged, flens: np.ndarray) -> np.ndarray:
-    """XXH64 of each key's filter prefix (0 where the key has none)."""
-    from piestream.encoding.hashing import xxh64_ragged
-
-    fl = np.asarray(flens, np.int64)
-    # like `key[:TABLE_PREFIX_LEN + filter_len]`, clipped to the key
-    pref = keys.gather_by(
-        keys.offsets[:-1], np.where(fl > 0, np.minimum(TABLE_PREFIX_LEN + fl, keys.lengths), 0)
-    )
-    h = xxh64_ragged(pref)
-    h[fl == 0] = 0
-    return h
 
 
 def below_watermark_key(user_key: bytes, wms: dict[int, TableWatermark], read_epoch: int) -> bool:

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 from piestream.common.epoch import pure_epoch
 from piestream.storage.hummock.kv_batch import KvBatch
+from piestream.storage.hummock.run_search import BatchRun
 from piestream.storage.hummock.sstable import (
     COMPRESSION_NONE,
     DEFAULT_BLOCK_SIZE,
+    Block,
     build_sstable,
     split_at_user_keys,
 )
@@ -37,12 +39,15 @@ class StorageOptions:
 class Imm:
     """An immutable sorted batch in the shared buffer, written at `epoch` (with spill offset)."""
 
-    __slots__ = ("batch", "epoch", "nbytes")
+    __slots__ = ("batch", "block", "epoch", "nbytes", "run")
 
     def __init__(self, epoch: int, batch: KvBatch) -> None:
         self.epoch = epoch
         self.batch = batch
         self.nbytes = batch.nbytes()
+        # search structures of the read path, built on first use and kept while the imm lives
+        self.block: Block | None = None
+        self.run: BatchRun | None = None
 
 
 class SharedBuffer:

@@ -181,7 +181,7 @@ class Block:
 
 def decode_block(raw: bytes, where: str) -> Block:
     """Verify and decode one block's on-disk bytes on their own (tests, tools); reads go through
-    `DecodedSstable`, which decodes blocks straight into its shared buffer."""
+    `DecodedSstable`, which decodes blocks in its shared buffer."""
     from piestream.storage.hummock.decoded import DecodedSstable
 
     payload = block_body(raw, where)
@@ -189,10 +189,12 @@ def decode_block(raw: bytes, where: str) -> Block:
     if n < 0:
         raise DataCorruption(f"{where}: block header truncated")
     meta = SstableMeta.single_block(len(raw), len(payload), n)
-    d = DecodedSstable(0, meta, "")
-    d.install(0, payload, where)
-    d.loaded[0] = True
-    d.make_searchable(np.zeros(1, np.int64))
+    d = DecodedSstable(0, meta, where)
+
+    def read_into(offset: int, out: np.ndarray) -> None:
+        out[:] = np.frombuffer(raw, np.uint8, len(out), offset)
+
+    d.ensure([0], read_into)
     return d.block(0)
 
 

@@ -73,6 +73,17 @@ class SstableStore:
                 raise DataCorruption(f"{sst.path}: {what} is cut off (object truncated)") from e
             raise
 
+    def _read_into(self, sst: SstableInfo, offset: int, out: np.ndarray) -> None:
+        """`_read` straight into a buffer (one kernel copy for a local object)."""
+        try:
+            self.store.read_into(sst.path, offset, out.data)
+        except ObjectNotFound:
+            raise
+        except StorageError as e:
+            if self.store.exists(sst.path) and self.store.size(sst.path) < offset + len(out):
+                raise DataCorruption(f"{sst.path}: block at {offset} is cut off (object truncated)") from e
+            raise
+
     def meta(self, sst: SstableInfo) -> SstableMeta:
         def load() -> SstableMeta:
             tail = self._read(sst, sst.meta_offset, sst.file_size - sst.meta_offset, "meta")
@@ -87,6 +98,14 @@ class SstableStore:
             d = DecodedSstable(sst.object_id, self.meta(sst), sst.path)
         return d
 
+    def cached(self, sst: SstableInfo, reads: int = 1) -> DecodedSstable | None:
+        """The SST's decoded blocks if the cache holds them (counted as `reads` block hits)."""
+        d = self.block_cache.peek(sst.object_id)
+        if d is not None and d.all_loaded:
+            self.block_cache.count(hits=reads)
+            self.block_cache.touch(sst.object_id)
+        return d
+
     def load_blocks(self, sst: SstableInfo, blocks: Sequence[int] | np.ndarray) -> DecodedSstable:
         """The SST's decoded blocks with `blocks` loaded (read, verified and decoded if missing)."""
         d = self.decoded(sst)
@@ -95,7 +114,7 @@ class SstableStore:
         if len(want) and (want.min() < 0 or want.max() >= nb):
             raise DataCorruption(f"{sst.path}: block {int(want.max())} does not exist")
         before = int(d.loaded[want].sum()) if len(want) else 0
-        loaded = d.ensure(want, lambda off, n: self._read(sst, off, n, f"block at {off}"))
+        loaded = d.ensure(want, lambda off, out: self._read_into(sst, off, out))
         self.block_cache.count(hits=before, misses=loaded)
         if loaded or self.block_cache.peek(sst.object_id) is None:
             self.block_cache.put(sst.object_id, d)  # re-charged with its new size

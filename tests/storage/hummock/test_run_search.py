@@ -1,0 +1,122 @@
+"""Batched point lookups (`run_search.find` through `multi_get`) against a plain model.
+
+Keys are chosen to hit every branch of the vector search: pks are escaped like a memcomparable
+BYTEA (prefix-free, as every table's keys are) from raw bytes that are prefixes of each other or
+end in 0x00, so keys end in zeros (a zero-filled search word ties with them), long keys sharing the 8 bytes
+after the run's common prefix, several versions straddling blocks, tombstones, SSTs holding one
+user key only (their common prefix runs into the epoch suffix), read epochs between, before and
+after the versions. Each case is read from an imm (`BatchRun`), a cold SST (only the routed blocks
+loaded: the clipped search), the same SST once every block is cached (the whole-SST search), and
+uncompressed (blocks decoded in place) as well as compressed SSTs.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from piestream.encoding.keys import full_key, user_key
+from piestream.encoding.memcmp_scalar import escape_bytes
+from piestream.storage.hummock.kv_batch import TOMBSTONE, KvBatch, put_value
+from piestream.storage.hummock.sstable import COMPRESSION_LZ4, COMPRESSION_NONE, build_sstable
+from piestream.storage.hummock.sstable_store import SstableStore
+from piestream.storage.hummock.store import HummockStorage, visible_bound
+from piestream.storage.hummock.version import HummockVersion, Level
+from piestream.storage.object_store import InMemoryObjectStore
+
+Entry = tuple[bytes, int, bytes]  # (user key, epoch, HummockValue)
+
+
+def epoch(i: int) -> int:
+    return (1000 + i) << 16
+
+
+def _pks(rnd: random.Random, shape: str) -> list[bytes]:
+    if shape == "one key":
+        return [escape_bytes(b"only")]
+    if shape == "long shared":  # 8 bytes after the common prefix tie, the rest differs
+        head = rnd.randbytes(10)
+        return [escape_bytes(head + rnd.randbytes(rnd.randint(0, 6))) for _ in range(60)]
+    out: set[bytes] = set()
+    for _ in range(80):
+        k = rnd.randbytes(rnd.randint(0, 12))
+        out.add(k)
+        if rnd.random() < 0.3:
+            out.add(k + b"\x00" * rnd.randint(1, 3))  # trailing zeros: ties in the search word
+        if rnd.random() < 0.2 and k:
+            out.add(k[: rnd.randint(0, len(k) - 1)])  # a proper prefix of another key
+    return sorted({escape_bytes(k) for k in out})
+
+
+def _entries(rnd: random.Random, shape: str) -> list[Entry]:
+    entries = []
+    for pk in set(_pks(rnd, shape)):
+        uk = user_key(1, 0, pk)
+        for e in rnd.sample(range(2, 40, 2), rnd.randint(1, 5 if shape == "one key" else 3)):
+            v = TOMBSTONE if rnd.random() < 0.15 else put_value(rnd.randbytes(rnd.randint(0, 20)))
+            entries.append((uk, epoch(e), v))
+    return entries
+
+
+def _model(entries: list[Entry], read_epoch: int) -> dict[bytes, bytes | None]:
+    best: dict[bytes, tuple[int, bytes]] = {}
+    bound = visible_bound(read_epoch)
+    for uk, e, v in entries:
+        if e <= bound and (uk not in best or e > best[uk][0]):
+            best[uk] = (e, v)
+    return {uk: (None if v == TOMBSTONE else v[1:]) for uk, (_, v) in best.items()}
+
+
+def _probes(rnd: random.Random, entries: list[Entry]) -> list[bytes]:
+    keys = sorted({uk for uk, _, _ in entries})
+    # absent keys: a pk data byte flipped (the escaped form stays prefix-free)
+    near = [k[:7] + bytes([k[7] ^ 1]) + k[8:] for k in keys if len(k) > 8]
+    extra = [user_key(1, 0, escape_bytes(rnd.randbytes(9))) for _ in range(10)]
+    probes = keys + near + extra + [user_key(0, 0, b"x"), user_key(2, 0, b"")] + keys[:7]
+    rnd.shuffle(probes)
+    return probes
+
+
+def _batch(entries: list[Entry]) -> KvBatch:
+    pairs = sorted((full_key(uk, e), v) for uk, e, v in entries)
+    return KvBatch.from_pairs(pairs, [0] * len(pairs))
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("shape", ["mixed", "long shared", "one key"])
+def test_multi_get_matches_the_model_in_every_kind_of_run(seed: int, shape: str) -> None:
+    rnd = random.Random(seed)
+    entries = _entries(rnd, shape)
+    probes = _probes(rnd, entries)
+    read_epochs = [epoch(e) for e in (1, 2, 7, 20, 39, 50)]
+
+    def check(hs: HummockStorage, what: str) -> None:
+        for re in read_epochs:
+            want = _model(entries, re)
+            got = hs.multi_get(probes, re)
+            assert got == [want.get(k) for k in probes], f"{what} at {re >> 16}"
+            assert got == [hs.get(k, re) for k in probes], f"{what}: get disagrees at {re >> 16}"
+
+    # an imm
+    hs = HummockStorage(SstableStore(InMemoryObjectStore(f"rs-{uuid.uuid4().hex}")), HummockVersion(id=1))
+    hs.write_batch(_batch(entries), epoch(1))
+    check(hs, "imm")
+
+    # an SST: cold (routed blocks only, clipped search), then with every block cached
+    compression = rnd.choice([COMPRESSION_NONE, COMPRESSION_LZ4])
+    store = SstableStore(InMemoryObjectStore(f"rs-{uuid.uuid4().hex}"))
+    info = store.upload(
+        build_sstable(_batch(entries), block_size=rnd.choice([60, 200, 900]), compression=compression)
+    )
+    version = HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(50))
+    for re in read_epochs:
+        store.block_cache.clear()
+        cold = HummockStorage(store, version)
+        want = _model(entries, re)
+        sub = probes[: rnd.randint(1, len(probes))]
+        assert cold.multi_get(sub, re) == [want.get(k) for k in sub], f"cold SST at {re >> 16}"
+    d = store.load_blocks(info, range(len(store.meta(info))))
+    assert d.all_loaded and store.cached(info) is d
+    check(HummockStorage(store, version), f"SST (compression {compression})")
