@@ -129,6 +129,14 @@ class Ragged:
 
     def slice_bytes(self, start: int, cut_end: int = 0) -> Ragged:
         """Every string without its first `start` and last `cut_end` bytes (they must exist)."""
+        n = self.n
+        o0 = int(self.offsets[0])
+        width = (int(self.offsets[-1]) - o0) // n if n else 0
+        if n and width and self.offsets[-1] - o0 == width * n and np.all(self.lengths == width):
+            # equal widths (fixed-width keys): one 2-D slice
+            keep = width - start - cut_end
+            grid = self.data[o0 : o0 + width * n].reshape(n, width)[:, start : width - cut_end]
+            return Ragged(np.arange(n + 1, dtype=np.int64) * keep, np.ascontiguousarray(grid).reshape(-1))
         return self.gather_by(self.offsets[:-1] + start, self.lengths - start - cut_end)
 
     def take(self, idx: np.ndarray) -> Ragged:

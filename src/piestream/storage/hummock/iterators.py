@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.encoding.keys import EPOCH_LEN, TABLE_PREFIX_LEN, encode_epoch
+from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.kv_batch import KvBatch
 from piestream.storage.hummock.sstable import Block
 from piestream.storage.hummock.sstable_store import SstableStore
@@ -207,20 +208,41 @@ class UserIterator:
                 batch = batch.filter(visible)
                 if not len(batch):
                     continue
-            uk = batch.user_keys()
+            keys = Ragged.from_arrow(batch.keys)
             n = len(batch)
-            first = np.ones(n, np.bool_)
-            if n > 1:
-                first[1:] = ~pc.equal(uk.slice(1), uk.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-            if last_user_key is not None and uk[0].as_py() == last_user_key:
+            first = _first_versions(keys, batch)
+            if last_user_key is not None and _user_key_at(keys, 0) == last_user_key:
                 first[0] = False
-            last_user_key = uk[n - 1].as_py()
+            last_user_key = _user_key_at(keys, n - 1)
             keep = first & ~batch.is_delete()
             if self.watermarks:
-                keep &= ~below_watermark(uk, self.watermarks)
+                keep &= ~below_watermark(batch.user_keys(), self.watermarks)
             out = batch.filter(keep)
             if len(out):
                 yield out
+
+
+def _user_key_at(keys: Ragged, i: int) -> bytes:
+    return keys.data[int(keys.offsets[i]) : int(keys.offsets[i + 1]) - EPOCH_LEN].tobytes()
+
+
+def _first_versions(keys: Ragged, batch: KvBatch) -> np.ndarray:
+    """Whether each entry is the first of its user key in the batch (versions are adjacent)."""
+    n = keys.n
+    first = np.ones(n, np.bool_)
+    if n < 2:
+        return first
+    lens = keys.lengths
+    o0 = int(keys.offsets[0])
+    width = int(lens[0])
+    if keys.offsets[-1] - o0 == width * n and np.all(lens == width):
+        # equal widths (fixed-width pks): compare neighbours' user-key bytes as one 2-D array
+        grid = keys.data[o0 : o0 + width * n].reshape(n, width)[:, : width - EPOCH_LEN]
+        first[1:] = (grid[1:] != grid[:-1]).any(axis=1)
+        return first
+    uk = batch.user_keys()
+    first[1:] = ~pc.equal(uk.slice(1), uk.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    return first
 
 
 def below_watermark(user_keys: pa.Array, watermarks: dict[int, TableWatermark]) -> np.ndarray:

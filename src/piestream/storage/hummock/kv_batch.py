@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from piestream.encoding.keys import EPOCH_LEN, epochs_of
+from piestream.encoding.keys import EPOCH_LEN, TABLE_ID_LEN, epochs_of
 from piestream.encoding.ragged import Ragged
 
 PUT_TAG = 0
@@ -88,6 +88,10 @@ class KvBatch:
         """User keys (full keys without the epoch suffix)."""
         # (pc.binary_slice mishandles sliced arrays in pyarrow 26, hence Ragged)
         return Ragged.from_arrow(self.keys).slice_bytes(0, EPOCH_LEN).to_arrow()
+
+    def table_keys(self) -> pa.Array:
+        """Table keys (full keys without the table id and the epoch suffix): one copy."""
+        return Ragged.from_arrow(self.keys).slice_bytes(TABLE_ID_LEN, EPOCH_LEN).to_arrow()
 
     def epochs(self) -> np.ndarray:
         """The epoch of every entry (uint64)."""

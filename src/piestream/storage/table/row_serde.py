@@ -60,11 +60,14 @@ class RowSerde:
     def values(self, columns: Sequence[pa.Array]) -> Ragged:
         return value.encode_columns([columns[i] for i in self.desc.value_cols], self._value_types)
 
-    def decode(self, table_keys: pa.Array | Ragged, values: pa.Array | Ragged) -> list[pa.Array]:
-        """Full table rows (as columns) from table keys and encoded values."""
+    def decode(
+        self, table_keys: pa.Array | Ragged, values: pa.Array | Ragged, *, value_start: int = 0
+    ) -> list[pa.Array]:
+        """Full table rows (as columns) from table keys and encoded values (each read from byte
+        `value_start`: 1 skips a HummockValue's tag without copying)."""
         ncols = len(self.desc.columns)
         out: list[pa.Array | None] = [None] * ncols
-        vals = value.decode_values(values, self._value_types)
+        vals = value.decode_values(values, self._value_types, value_start or None)
         for i, col in zip(self.desc.value_cols, vals, strict=True):
             out[i] = col
         if self._key_only:

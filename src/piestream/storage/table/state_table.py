@@ -405,10 +405,9 @@ class StateTable:
             for a, b in ranges
         ]
         batch = self.storage.read_ranges(full, MAX_EPOCH, filter_keys=filters)
-        ukeys = batch.user_keys() if len(batch) else None
-        rows = batch.rows() if len(batch) else None
+        tkeys = batch.table_keys() if len(batch) else None
         mem_ops = self._mem_ranges(keys)
-        merged = self._merge_batch(ukeys, rows, mem_ops)
+        merged = self._merge_batch(tkeys, batch.values if len(batch) else None, mem_ops)
         if merged is None:
             return DataChunk([pa.nulls(0, t.arrow) for t in self.desc.types], length=0), counts
         chunk, tkey_arr = merged
@@ -471,14 +470,14 @@ class StateTable:
         batches = self.storage.iter(p + start, storage_end, MAX_EPOCH, filter_key=filter_key)
         mi = 0
         for batch in batches:
-            ukeys = batch.user_keys()
+            tkeys = batch.table_keys()
             hi = mi
             if mem_index is not None and mi < len(mem_ops):
                 # MemTable ops up to this batch's last key merge into it
-                last = ukeys[len(ukeys) - 1].as_py()[TABLE_ID_LEN:]
+                last = tkeys[len(tkeys) - 1].as_py()
                 qd, qs, ql = padded_ragged(Ragged.from_list([last]))
                 hi = max(mi, int(mem_index.lower_bound(qd, qs, ql, right=True)[0]))
-            merged = self._merge_batch(ukeys, batch.rows(), mem_ops.slice(mi, hi))
+            merged = self._merge_batch(tkeys, batch.values, mem_ops.slice(mi, hi))
             mi = hi
             if merged is not None:
                 yield merged[0]
@@ -488,11 +487,13 @@ class StateTable:
                 yield merged[0]
 
     def _merge_batch(
-        self, ukeys: pa.Array | None, rows: pa.Array | None, ops: Ops
+        self, tkeys: pa.Array | None, values: pa.Array | None, ops: Ops
     ) -> tuple[DataChunk, pa.Array] | None:
-        """Storage rows with MemTable ops applied: (decoded rows, their table keys), key order."""
-        tkeys = Ragged.from_arrow(ukeys).slice_bytes(TABLE_ID_LEN).to_arrow() if ukeys is not None else None
+        """Storage entries (table keys, HummockValues of Puts) with MemTable ops applied: (decoded
+        rows, their table keys), key order."""
+        rows = values
         if len(ops):
+            rows = Ragged.from_arrow(values).slice_bytes(1).to_arrow() if values is not None else None
             if tkeys is not None:
                 keep = pc.invert(pc.is_in(tkeys, value_set=ops.keys))
                 tkeys = tkeys.filter(keep)
@@ -511,7 +512,9 @@ class StateTable:
         if tkeys is None or not len(tkeys):
             return None
         assert rows is not None
-        return DataChunk(self.serde.decode(tkeys, rows), length=len(tkeys)), tkeys
+        # storage values alone are decoded past their tag byte, without a copy
+        cols = self.serde.decode(tkeys, rows, value_start=0 if len(ops) else 1)
+        return DataChunk(cols, length=len(tkeys)), tkeys
 
 
 def order_of(desc: TableDesc) -> list[OrderType]:

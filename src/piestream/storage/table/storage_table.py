@@ -15,7 +15,6 @@ from piestream.common.scalar import Datum, Row
 from piestream.common.vnode import VnodeBitmap
 from piestream.encoding import memcomparable
 from piestream.encoding.keys import TABLE_ID_LEN, VNODE_LEN, next_key
-from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.store import HummockStorage
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.key_range import UNBOUNDED, SubRange, byte_range
@@ -109,8 +108,8 @@ class StorageTable:
         p = self._prefix
         storage_end = p + end if end is not None else next_key(p)
         for batch in self.storage.iter(p + start, storage_end, self.epoch, filter_key=filter_key):
-            tkeys = Ragged.from_arrow(batch.user_keys()).slice_bytes(TABLE_ID_LEN).to_arrow()
-            cols = self.serde.decode(tkeys, batch.rows())
+            tkeys = batch.table_keys()
+            cols = self.serde.decode(tkeys, batch.values, value_start=1)  # past the tag byte
             yield DataChunk([cols[i] for i in self.output_indices], length=len(batch))
 
 
