@@ -195,28 +195,34 @@ def find(
     limit = np.full(m, n, np.int64) if clip_hi is None else clip_hi
     inside = np.flatnonzero(side == 0)
     qw = words(q.data, qs[inside] + cp, ql[inside] - cp)
-    lo = np.searchsorted(run.w1, qw, "left")
-    hi = np.searchsorted(run.w1, qw, "right")
+    w1 = run.w1
+    lo = np.searchsorted(w1, qw, "left")
+    general = inside
     if clip_lo is not None:
         assert clip_hi is not None
+        hi = np.searchsorted(w1, qw, "right")
         lo = np.clip(lo, clip_lo[inside], clip_hi[inside])
         hi = np.clip(hi, clip_lo[inside], clip_hi[inside])
         pos[side < 0] = clip_lo[side < 0]
-    pos[side > 0] = limit[side > 0]
-    general = inside
-    if clip_lo is None:
+    else:
         # fast path: the word covers only user-key bytes, so every version of the target's key
-        # ties with it; with at most one tie, that entry is the only candidate
-        fast = (ql[inside] - EPOCH_LEN >= cp + 8) & (hi - lo <= 1)
-        one = np.flatnonzero(fast & (hi > lo))
+        # ties with it; with at most one tie (the next entry's word differs), that entry is the
+        # only candidate. Only the other targets need the end of their tie range.
+        last = n - 1
+        tie0 = w1[np.minimum(lo, last)] == qw
+        tie0 &= lo < n
+        tie1 = (w1[np.minimum(lo + 1, last)] == qw) & (lo + 1 < n)
+        fast = (ql[inside] - EPOCH_LEN >= cp + 8) & ~tie1
+        one = np.flatnonzero(fast & tie0)
         if len(one):
             qi = inside[one]
             c = lo[one]
-            hit[qi] = _same_user_key(run, c, q, j[qi], cp + 8) & _visible(run, c, q, j[qi])
+            hit[qi] = _newest_visible(run, c, q, j[qi], cp + 8)
             pos[qi] = c
-        if fast.any():
-            keep = ~fast
-            general, lo, hi = inside[keep], lo[keep], hi[keep]
+        keep = np.flatnonzero(~fast)
+        general, lo = inside[keep], lo[keep]
+        hi = np.searchsorted(w1, qw[keep], "right")
+    pos[side > 0] = limit[side > 0]
     pos[general] = _refine(run, q, j[general], lo, hi)
     # the lower bound answers if it holds the target's user key (its epoch is then visible)
     check = np.concatenate([general, np.flatnonzero(side < 0)])
@@ -277,10 +283,17 @@ def same_user_key(
     return out
 
 
-def _visible(run: SearchableRun, e: np.ndarray, q: Queries, j: np.ndarray) -> np.ndarray:
-    """Whether entries `e` (with the queries' user keys) are no newer than the read epoch: their
-    inverted-epoch suffix is >= the target's."""
+def _newest_visible(run: SearchableRun, e: np.ndarray, q: Queries, j: np.ndarray, skip: int) -> np.ndarray:
+    """Whether entries `e` have the user keys of queries `j` (their first `skip` bytes are known
+    equal) in a version no newer than the read epoch (inverted-epoch suffix >= the target's)."""
     ks, kl = run.key_pos(e)
-    ql = q.length[j]
-    eight = np.full(len(e), EPOCH_LEN, np.int64)
-    return words(run.kdata, ks + kl - EPOCH_LEN, eight) >= words(q.data, q.start[j] + ql - EPOCH_LEN, eight)
+    qs, ql = q.start[j], q.length[j]
+    out = np.zeros(len(e), np.bool_)
+    k = np.flatnonzero(kl == ql)
+    if len(k):
+        ks, qs = ks[k], qs[k]
+        ul = ql[k] - EPOCH_LEN
+        same = compare(run.kdata, ks, ul, q.data, qs, ul, np.minimum(skip, ul)) == 0
+        eight = np.full(len(k), EPOCH_LEN, np.int64)
+        out[k] = same & (words(run.kdata, ks + ul, eight) >= words(q.data, qs + ul, eight))
+    return out
