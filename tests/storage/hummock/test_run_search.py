@@ -12,13 +12,18 @@ uncompressed (blocks decoded in place) as well as compressed SSTs.
 
 from __future__ import annotations
 
+import os
 import random
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from piestream.encoding.keys import full_key, user_key
 from piestream.encoding.memcmp_scalar import escape_bytes
+from piestream.encoding.ragged import Ragged
+from piestream.storage.hummock.key_index import padded_ragged, shared_prefix_len, sort_order
 from piestream.storage.hummock.kv_batch import TOMBSTONE, KvBatch, put_value
 from piestream.storage.hummock.sstable import COMPRESSION_LZ4, COMPRESSION_NONE, build_sstable
 from piestream.storage.hummock.sstable_store import SstableStore
@@ -120,3 +125,14 @@ def test_multi_get_matches_the_model_in_every_kind_of_run(seed: int, shape: str)
     d = store.load_blocks(info, range(len(store.meta(info))))
     assert d.all_loaded and store.cached(info) is d
     check(HummockStorage(store, version), f"SST (compression {compression})")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=20), min_size=1, max_size=12), st.binary(max_size=12))
+def test_sort_order_and_shared_prefix(tails: list[bytes], head: bytes) -> None:
+    """The batch sort `multi_get` starts with: byte order (keys sharing a long prefix, keys that
+    are prefixes of others, trailing zeros), and the shared prefix it skips."""
+    keys = [head + t for t in tails] + [head + tails[0] + b"\x00"]
+    data, starts, lens = padded_ragged(Ragged.from_list(keys))
+    assert shared_prefix_len(data, starts, lens) == len(os.path.commonprefix(keys))  # noqa: RUF071 (bytes)
+    assert [keys[i] for i in sort_order(data, starts, lens)] == sorted(keys)

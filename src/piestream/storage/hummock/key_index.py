@@ -136,6 +136,20 @@ def common_prefix_len(
     return out
 
 
+def shared_prefix_len(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> int:
+    """Length of the prefix every key (padded buffer) shares: per 8-byte word, one OR over the
+    keys of the bits that differ from the first key's."""
+    limit = int(lens.min()) if len(lens) else 0
+    off = 0
+    while off < limit:
+        w = words(data, starts + off, np.minimum(lens - off, limit - off))
+        differ = int(np.bitwise_or.reduce(w ^ w[0]))
+        if differ:
+            return min(off + (64 - differ.bit_length()) // 8, limit)
+        off += 8
+    return limit
+
+
 class KeyIndex:
     """Sorted keys in segments, searchable for whole batches of queries at once.
 
@@ -329,8 +343,7 @@ def sort_order(data: np.ndarray, starts: np.ndarray, lens: np.ndarray, *, stable
     n = len(starts)
     if n < 2:
         return np.arange(n)
-    z = np.zeros(n, np.int64)
-    cp = int(common_prefix_len(data, starts, lens, starts[z], lens[z]).min())
+    cp = shared_prefix_len(data, starts, lens)
     w0 = words(data, starts + cp, lens - cp)
     order = np.argsort(w0, kind="stable" if stable else None)
     sw = w0[order]
