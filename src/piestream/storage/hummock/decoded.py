@@ -27,11 +27,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-import lz4.block
 import numpy as np
 import pyarrow as pa
 import xxhash
-import zstandard
 
 from piestream.common.errors import DataCorruption
 from piestream.encoding.ragged import word_view
@@ -40,11 +38,11 @@ from piestream.storage.hummock.kv_batch import KvBatch
 from piestream.storage.hummock.run_search import common_prefix, prefix_words
 from piestream.storage.hummock.sstable import (
     BLOCK_TRAILER_SIZE,
-    COMPRESSION_LZ4,
     COMPRESSION_NONE,
-    COMPRESSION_ZSTD,
     Block,
     SstableMeta,
+    block_body,
+    decompress,
 )
 
 #: Bytes per entry charged to the block cache besides the block bytes (the search word).
@@ -210,7 +208,7 @@ class DecodedSstable:
             raise DataCorruption(f"{self.where(int(blocks[bad[0]]))}: block checksum mismatch")
         for i in np.flatnonzero(comp != COMPRESSION_NONE).tolist():  # compressed blocks, if any
             b, s, n = int(blocks[i]), int(body[i]), int(blen[i])
-            payload = _decompress(bytes(mv[s : s + n]), int(comp[i]), self.where(b))
+            payload = decompress(mv[s : s + n], int(comp[i]), self.where(b))
             if len(payload) != n:
                 raise DataCorruption(f"{self.where(b)}: block is {len(payload)} bytes, the index says {n}")
             self.buf[s : s + n] = np.frombuffer(payload, np.uint8)
@@ -280,18 +278,5 @@ class DecodedSstable:
         return KvBatch(keys, values, flens)
 
 
-def _decompress(body: bytes, compression: int, where: str) -> bytes:
-    try:
-        if compression == COMPRESSION_LZ4:
-            return lz4.block.decompress(body)
-        if compression == COMPRESSION_ZSTD:
-            return zstandard.ZstdDecompressor().decompress(body)
-    except (lz4.block.LZ4BlockError, zstandard.ZstdError) as e:
-        raise DataCorruption(f"{where}: cannot decompress block: {e}") from e
-    raise DataCorruption(f"{where}: unknown compression {compression}")
-
-
 def _verified_payload(raw: np.ndarray, where: str, version: int) -> bytes | memoryview:
-    from piestream.storage.hummock.sstable import block_body
-
     return block_body(raw.data, where, version)

@@ -15,6 +15,8 @@ drop trailing NUL bytes (a BIGINT 0 key ends in ``00``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow.compute as pc
 
@@ -322,6 +324,16 @@ def _range_search(
     arr: np.ndarray, lo: np.ndarray, hi: np.ndarray, q: np.ndarray, *, right: bool
 ) -> np.ndarray:
     """Vectorized binary search of each q in its own sorted range ``arr[lo:hi]``."""
+    if right:
+        return bisect_ranges(lo, hi, lambda open_, mid: arr[mid] <= q[open_])
+    return bisect_ranges(lo, hi, lambda open_, mid: arr[mid] < q[open_])
+
+
+def bisect_ranges(
+    lo: np.ndarray, hi: np.ndarray, go_right: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """A binary search per range [lo, hi), all at once: each round asks `go_right(open, mid)`
+    whether the targets of the searches still open lie right of their middle entries."""
     lo = lo.copy()
     hi = hi.copy()
     while True:
@@ -330,8 +342,7 @@ def _range_search(
             return lo
         x, y = lo[open_], hi[open_]
         mid = (x + y) >> 1
-        v = arr[mid]
-        go = v <= q[open_] if right else v < q[open_]
+        go = go_right(open_, mid)
         lo[open_] = np.where(go, mid + 1, x)
         hi[open_] = np.where(go, y, mid)
 

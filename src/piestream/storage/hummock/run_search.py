@@ -27,7 +27,7 @@ import numpy as np
 
 from piestream.encoding.keys import EPOCH_LEN, TABLE_PREFIX_LEN
 from piestream.encoding.ragged import Ragged
-from piestream.storage.hummock.key_index import compare, padded, words
+from piestream.storage.hummock.key_index import bisect_ranges, compare, padded, words
 from piestream.storage.hummock.kv_batch import KvBatch
 
 
@@ -236,23 +236,15 @@ def find(
 def _refine(run: SearchableRun, q: Queries, j: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Exact lower bounds of the targets inside their tie ranges [lo, hi) (a vectorized binary
     search; the bytes before the word's end are known equal)."""
-    lo = lo.copy()
-    hi = hi.copy()
     qs, ql = q.start[j], q.length[j]
     skip = run.cp + 8
-    while True:
-        open_ = np.flatnonzero(lo < hi)
-        if not len(open_):
-            return lo
-        x, y = lo[open_], hi[open_]
-        mid = (x + y) >> 1
+
+    def go_right(open_: np.ndarray, mid: np.ndarray) -> np.ndarray:
         ks, kl = run.key_pos(mid)
         sq, lq = qs[open_], ql[open_]
-        sk = np.minimum(skip, np.minimum(kl, lq))
-        cmp = compare(run.kdata, ks, kl, q.data, sq, lq, sk)
-        right = cmp < 0
-        lo[open_] = np.where(right, mid + 1, x)
-        hi[open_] = np.where(right, y, mid)
+        return compare(run.kdata, ks, kl, q.data, sq, lq, np.minimum(skip, np.minimum(kl, lq))) < 0
+
+    return bisect_ranges(lo, hi, go_right)
 
 
 def _same_user_key(

@@ -130,9 +130,14 @@ def block_body(raw: memoryview | bytes, where: str, version: int = FORMAT_VERSIO
     compression, checksum = _BLOCK_TRAILER.unpack_from(mv, len(mv) - _BLOCK_TRAILER.size)
     if _block_checksum(body, compression, version) != checksum:
         raise DataCorruption(f"{where}: block checksum mismatch")
+    if compression == COMPRESSION_NONE:
+        return body
+    return decompress(body, compression, where)
+
+
+def decompress(body: memoryview | bytes, compression: int, where: str) -> bytes:
+    """A compressed block body's payload (DataCorruption if it does not decompress)."""
     try:
-        if compression == COMPRESSION_NONE:
-            return body
         if compression == COMPRESSION_LZ4:
             return lz4.block.decompress(body)
         if compression == COMPRESSION_ZSTD:
