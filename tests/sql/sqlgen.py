@@ -236,7 +236,7 @@ class Gen:
             s = str(v) if int(v) >= 0 else f"({v})"  # type: ignore[call-overload]
             return E.same(s if t == "int" else f"CAST({s} AS BIGINT)", t)
         if t == "numeric":
-            s = str(v)
+            s = str(v) if "." in str(v) else f"{v}.0"  # "28" would be an integer literal
             return E.same(s if not s.startswith("-") else f"({s})", t)
         if t == "double":
             return E(f"CAST({v} AS DOUBLE PRECISION)", f"CAST({v} AS DOUBLE)", t)
@@ -261,16 +261,14 @@ class Gen:
         if exact and self.chance(0.8):
             return self.r.choice(exact)
         if t in NUMS:
-            nums = self.cols_of(scope, lambda x: x in ("int", "bigint") or x == t)
+            # integer columns widen to the wanted type (never narrow: a bigint is no int)
+            wider = ("int",) if t != "int" else ()
+            nums = self.cols_of(scope, lambda x: x in wider or x == t)
             if nums and self.chance(0.6):
                 c = self.r.choice(nums)
                 if c.t == t:
                     return c
-                if t == "numeric":
-                    return E(f"CAST({c.pg} AS NUMERIC)", f"CAST({c.dk} AS DECIMAL(24,6))", t)
-                if t == "double":
-                    return E(f"CAST({c.pg} AS DOUBLE PRECISION)", f"CAST({c.dk} AS DOUBLE)", t)
-                return c if t == "bigint" else E(c.pg, c.dk, c.t)
+                return E(f"CAST({c.pg} AS {PG_TYPE[t]})", f"CAST({c.dk} AS {DK_TYPE[t]})", t)
         if t == "varchar":
             ints = self.cols_of(scope, lambda x: x in ("int", "bigint"))
             if ints and self.chance(0.3):
@@ -284,6 +282,14 @@ class Gen:
         return self.literal(t)
 
     def expr(self, t: str, scope: Scope, depth: int = 2) -> E:
+        """An expression of type `t` (an integer-typed one is widened to `t` explicitly, so that
+        the label is PostgreSQL's type: ceil(bigint) is double precision, ceil(numeric) numeric)."""
+        e = self._expr(t, scope, depth)
+        if e.t != t and t in NUMS and e.t in ("int", "bigint"):
+            return E(f"CAST({e.pg} AS {PG_TYPE[t]})", f"CAST({e.dk} AS {DK_TYPE[t]})", t)
+        return e
+
+    def _expr(self, t: str, scope: Scope, depth: int) -> E:
         if depth <= 0 or self.chance(0.45):
             return self.leaf(t, scope)
         d = depth - 1
@@ -500,7 +506,7 @@ class Gen:
             return fmt("count(DISTINCT {0})" if kind == "count_distinct" else "count({0})", "bigint", x)
         if kind in ("sum", "avg"):
             x = self.expr(r.choice(NUMS), scope, 1)
-            return fmt(f"{kind}({{0}})", _sum_type(x.t) if kind == "sum" else "numeric", x)
+            return fmt(f"{kind}({{0}})", _sum_type(x.t) if kind == "sum" else _avg_type(x.t), x)
         if kind in ("min", "max"):
             t = r.choice([x for x in TYPES if x != "bool"])
             x = self.expr(t, scope, 1)
@@ -522,6 +528,10 @@ class Gen:
 
 def _sum_type(t: str) -> str:
     return {"int": "bigint", "bigint": "numeric"}.get(t, t)
+
+
+def _avg_type(t: str) -> str:
+    return "double" if t == "double" else "numeric"
 
 
 # -- queries ------------------------------------------------------------------------------------
