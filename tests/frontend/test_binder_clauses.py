@@ -67,7 +67,7 @@ def test_a_generic_function_passes_its_arguments_and_refuses_flags() -> None:
     check_supported(query("SELECT abs(-1), round(2.5, 0), upper('a') || 'b'"))
     node = query("SELECT abs(-1)")
     node.find(exp.Abs).set("safe", True)  # type: ignore[union-attr]
-    with pytest.raises(FeatureNotSupported, match="option safe of function ABS"):
+    with pytest.raises(FeatureNotSupported, match="option safe of function abs"):
         check_supported(node)
 
 

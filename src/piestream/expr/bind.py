@@ -199,12 +199,15 @@ def canonical_name(name: str) -> str:
     return key
 
 
-def bind_call(name: str, args: Sequence[Expr], *, position: int | None = None) -> Expr:
-    """A typed call of the scalar function or operator `name` (see module doc)."""
+def bind_call(
+    name: str, args: Sequence[Expr], *, position: int | None = None, display: str | None = None
+) -> Expr:
+    """A typed call of the scalar function or operator `name` (see module doc); messages call
+    it `display` (the name the user wrote) when given."""
     from piestream.expr.bind_special import SPECIAL_BINDERS
 
     key = canonical_name(name)
-    token = _DISPLAY.set(key if key in OPERATOR_SYMBOLS else name.lower())
+    token = _DISPLAY.set(display or (key if key in OPERATOR_SYMBOLS else name.lower()))
     try:
         if key == "+" and len(args) == 1:
             return SPECIAL_BINDERS["unary_plus"](key, list(args))

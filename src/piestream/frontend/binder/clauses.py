@@ -28,6 +28,7 @@ from sqlglot import exp
 
 from piestream.common.errors import FeatureNotSupported
 from piestream.frontend.binder.expr_binder import _BINARY, AGG_FUNCS, ExprBinder, position
+from piestream.frontend.parser.base import WRITTEN_NAME
 
 
 @dataclass(frozen=True)
@@ -332,7 +333,7 @@ def describe(node: exp.Expression) -> str:
     if name is not None:
         return name
     if isinstance(node, exp.Func):
-        return f"function {node.sql_name()}"
+        return f"function {node.meta.get(WRITTEN_NAME) or node.sql_name().lower()}"
     text = node.sql("postgres")
     return f"{type(node).__name__} {text[:60]!r}" if text else type(node).__name__
 

@@ -24,6 +24,7 @@ from piestream.expr.expr import Expr, InputRef
 from piestream.frontend.binder.scope import GroupingError, OuterRef, Scope
 from piestream.frontend.binder.user_functions import bind_user_call
 from piestream.frontend.catalog import DEFAULT_SCHEMA
+from piestream.frontend.parser.base import WRITTEN_NAME
 
 AggHook = Callable[[exp.Expression, "ExprBinder"], Expr]
 SubqueryHook = Callable[[str, exp.Expression, Expr | None, "ExprBinder"], Expr]
@@ -428,7 +429,9 @@ class ExprBinder:
     def _call(self, name: str, args: Sequence[exp.Expression], node: exp.Expression) -> Expr:
         bound = [self.bind(a) for a in args]
         user = bind_user_call(name, bound, position(node))
-        return user if user is not None else bind_call(name, bound, position=position(node))
+        if user is not None:
+            return user
+        return bind_call(name, bound, position=position(node), display=node.meta.get(WRITTEN_NAME))
 
     def _bind_filter(self, node: exp.Filter) -> Expr:
         return self._agg(node)

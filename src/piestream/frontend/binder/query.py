@@ -27,6 +27,7 @@ from piestream.expr.bind import cast, coerce_to, common_type, fold_constants
 from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.aggregation import AggBinding
 from piestream.frontend.binder.clauses import check_supported
+from piestream.frontend.binder.column_names import output_name
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.from_clause import bind_from
 from piestream.frontend.binder.rewrite import replace_exprs
@@ -258,7 +259,7 @@ class QueryBinder:
     def _expand_stars(self, node: exp.Select) -> list[tuple[exp.Expression | int, str]]:
         """Select items; a `*` becomes the scope indices of the visible columns it stands for."""
         out: list[tuple[exp.Expression | int, str]] = []
-        for i, e in enumerate(node.expressions):
+        for e in node.expressions:
             if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
                 qual = e.table if isinstance(e, exp.Column) else None
                 if qual and not self.scope.has_qualifier(qual):
@@ -271,7 +272,7 @@ class QueryBinder:
                 star = e if isinstance(e, exp.Star) else e.this
                 out += _star_except(cols, star)
                 continue
-            out.append((e, _derive_name(e, i)))
+            out.append((e, output_name(e)))
         return out
 
     # -- window functions (non-aggregate queries) -----------------------------------------------
@@ -534,30 +535,6 @@ def _const_int(node: exp.Expression | None, what: str) -> int | None:
     if isinstance(e, exp.Null) or (what == "LIMIT" and isinstance(e, exp.Var) and e.name.upper() == "ALL"):
         return None
     raise FeatureNotSupported(f"{what} must be a constant integer", position=position(node))
-
-
-def _derive_name(e: exp.Expression, i: int) -> str:
-    if isinstance(e, exp.Alias):
-        return e.alias
-    if isinstance(e, exp.Column):
-        return e.name
-    if isinstance(e, exp.Dot):
-        return e.expression.name
-    if isinstance(e, exp.Cast):
-        return (
-            _derive_name(e.this, i)
-            if isinstance(e.this, exp.Column)
-            else e.args["to"].sql("postgres").lower().split("(")[0]
-        )
-    if isinstance(e, exp.Window):
-        return _derive_name(e.this, i)
-    if isinstance(e, exp.Func):
-        if isinstance(e, exp.Anonymous):
-            return str(e.this).lower()
-        return e.sql_name().lower()
-    if isinstance(e, exp.Case):
-        return "case"
-    return "?column?"
 
 
 def literal_true(e: Expr) -> bool:

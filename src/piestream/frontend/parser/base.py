@@ -8,7 +8,7 @@ sqlglot's behaviour live here too, because embedded queries and top-level querie
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import NoReturn
 
 from sqlglot import exp
@@ -31,6 +31,9 @@ QUERY_TYPES: tuple[type[exp.Expression], ...] = (
     exp.Values,
     exp.Subquery,
 )
+
+#: Meta key of a function node: the function's name as the user wrote it (folded).
+WRITTEN_NAME = "written_name"
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 _STRING_TOKENS = frozenset(
@@ -188,6 +191,25 @@ class ParserBase(PostgresParser):
         ):
             self._fail("Expecting a grouping expression")
         return group
+
+    def _parse_function_call(
+        self,
+        functions: dict[str, Callable] | None = None,
+        anonymous: bool = False,
+        optional_parens: bool = True,
+        any_token: bool = False,
+    ) -> exp.Expr | None:
+        # sqlglot turns a call into its own node (string_agg -> GroupConcat, unnest -> Explode);
+        # the name as written goes along (meta WRITTEN_NAME), for column names and messages.
+        token = self._curr
+        result = super()._parse_function_call(functions, anonymous, optional_parens, any_token)
+        node = result
+        while isinstance(node, exp.Window | exp.Filter):
+            node = node.this
+        if isinstance(node, exp.Expression) and token is not None and WRITTEN_NAME not in node.meta:
+            quoted = token.token_type == TokenType.IDENTIFIER
+            node.meta[WRITTEN_NAME] = token.text if quoted else fold(token.text)
+        return result
 
     def _parse_table_hints(self) -> list[exp.Expr] | None:
         # PostgreSQL has no table hints; `FROM t WITH (...)` in CREATE SINK ... AS SELECT is the
