@@ -163,12 +163,12 @@ RULES: dict[type[exp.Expression], Rule] = {
     exp.Offset: rule("expression", this="OFFSET on an expression", expressions="OFFSET BY"),
     exp.Fetch: rule("direction count limit_options"),
     exp.LimitOptions: rule("rows", percent="FETCH ... PERCENT", with_ties="FETCH ... WITH TIES"),
-    exp.Tuple: rule("expressions"),  # VALUES rows; elsewhere the expression binder rejects it
+    exp.Tuple: rule("expressions"),  # VALUES rows, and ROW constructors (a, b) in expressions
     # -- names and leaves -------------------------------------------------------------------------
     exp.Identifier: rule("this quoted", global_="GLOBAL", temporary="TEMPORARY"),
+    # four parts are table.column.field.field (the binder resolves the path or fails with 42P01)
     exp.Column: rule(
-        "this table db",
-        catalog="a cross-database reference",
+        "this table db catalog",
         join_mark="(+) outer join marker",
         shadow="shadowed column",
     ),

@@ -159,27 +159,40 @@ class ExprBinder:
 
     # -- leaves ---------------------------------------------------------------------------------
     def _bind_column(self, node: exp.Column) -> Expr:
-        if node.args.get("db") is not None and node.text("db") != DEFAULT_SCHEMA:
-            raise UndefinedTable(
-                f'missing FROM-clause entry for table "{node.text("db")}.{node.table}"',
-                position=position(node),
-            )
-        qualifier = node.table or None
-        name = node.name
+        """``[schema.]table.column``, ``column``, and field paths into STRUCT columns:
+        ``table.column.field...`` (PostgreSQL) and ``column.field...`` (RisingWave's spelling)."""
+        parts = [node.text(k) for k in ("catalog", "db", "table") if node.args.get(k) is not None]
+        parts.append(node.name)
         pos = position(node)
-        if qualifier is not None and not self._qualifier_known(qualifier):
-            # `f.x` where f is a struct column, not a table (RisingWave accepts this spelling)
-            try:
-                depth, idx = self.scope.resolve(None, qualifier, pos)
-            except PiestreamError:
-                depth = -1
-            if depth >= 0:
-                base = self._ref(depth, idx)
-                if base.return_type.kind is TypeKind.STRUCT:
-                    return bind_call("field", [base, literal(name)], position=pos)
-            raise UndefinedTable(f'missing FROM-clause entry for table "{qualifier}"', position=pos)
-        depth, idx = self.scope.resolve(qualifier, name, pos)
-        return self._ref(depth, idx)
+        if len(parts) >= 4 and parts[1] == DEFAULT_SCHEMA:
+            raise FeatureNotSupported(
+                f"cross-database references are not implemented: {'.'.join(parts)}", position=pos
+            )
+        if len(parts) >= 3 and parts[0] == DEFAULT_SCHEMA and self._qualifier_known(parts[1]):
+            parts = parts[1:]  # public.t.x
+        if len(parts) == 1:
+            depth, idx = self.scope.resolve(None, parts[0], pos)
+            return self._ref(depth, idx)
+        if self._qualifier_known(parts[0]):
+            depth, idx = self.scope.resolve(parts[0], parts[1], pos)
+            return self._fields(self._ref(depth, idx), parts[2:], pos)
+        # `f.x` where f is a struct column, not a table
+        try:
+            depth, idx = self.scope.resolve(None, parts[0], pos)
+        except PiestreamError:
+            depth = -1
+        if depth >= 0:
+            base = self._ref(depth, idx)
+            if base.return_type.kind is TypeKind.STRUCT:
+                return self._fields(base, parts[1:], pos)
+        missing = ".".join(parts[:-1]) if len(parts) > 2 else parts[0]
+        raise UndefinedTable(f'missing FROM-clause entry for table "{missing}"', position=pos)
+
+    @staticmethod
+    def _fields(base: Expr, names: Sequence[str], pos: int | None) -> Expr:
+        for name in names:
+            base = bind_call("field", [base, literal(name)], position=pos)
+        return base
 
     def _qualifier_known(self, qualifier: str) -> bool:
         s: Scope | None = self.scope
@@ -339,9 +352,14 @@ class ExprBinder:
         return bind_call("case", args, position=position(node))
 
     def _bind_cast(self, node: exp.Cast) -> Expr:
-        return cast(
-            self.bind(node.this), convert_type(node.args["to"]), explicit=True, position=position(node)
-        )
+        target = convert_type(node.args["to"])
+        if isinstance(node.this, exp.Array) and not node.this.expressions and target.kind is TypeKind.LIST:
+            return literal([], target)  # ARRAY[]::int[]: an empty array takes the cast's type
+        return cast(self.bind(node.this), target, explicit=True, position=position(node))
+
+    def _bind_tuple(self, node: exp.Tuple) -> Expr:
+        """``(a, b, ...)``: PostgreSQL's implicit ROW constructor (at least two fields)."""
+        return self._call("row", list(node.expressions), node)
 
     def _bind_interval(self, node: exp.Interval) -> Expr:
         value = node.this

@@ -24,7 +24,7 @@ from piestream.common.order import OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, DataType, Field, TypeKind
 from piestream.expr.bind import cast, coerce_to, common_type, fold_constants
-from piestream.expr.expr import Expr, InputRef, Literal
+from piestream.expr.expr import Expr, InputRef, Literal, UnknownLiteral
 from piestream.frontend.binder.aggregation import AggBinding
 from piestream.frontend.binder.clauses import check_supported
 from piestream.frontend.binder.column_names import output_name
@@ -83,6 +83,9 @@ class QueryBinder:
         # the tree being bound was checked for clauses the binder does not honour (a subquery's
         # binder is handed a part of its parent's tree; a view's definition is checked anew)
         self.checked = checked
+        # INSERT ... SELECT: the target column types, which the select list's untyped literals
+        # take (PostgreSQL assigns them, so '{}' goes into an int[] column)
+        self.assign_types: Sequence[DataType] | None = None
         # the relation being built at this level (subquery rewrites extend it)
         self.plan: PlanNode | None = None
         self.scope: Scope = Scope(parent=parent_scope)
@@ -145,6 +148,8 @@ class QueryBinder:
                 self.checked = True
             with functions_of(self.catalog, self.dependencies):
                 return self._bind_values(node, target_types)
+        if isinstance(node, exp.Select):
+            self.assign_types = target_types
         return self.bind_query(node)
 
     # -- VALUES ---------------------------------------------------------------------------------
@@ -233,6 +238,11 @@ class QueryBinder:
             # ORDER BY may use select aliases, ordinals or input expressions not selected (hidden)
             order_items = self._order_items(node, exprs, names, self.scope)
         assert self.plan is not None
+        if self.assign_types is not None and len(self.assign_types) == len(exprs):
+            exprs = [
+                cast(e, t, explicit=False) if isinstance(e, UnknownLiteral) else e
+                for e, t in zip(exprs, self.assign_types, strict=True)
+            ]
         hidden = [e for e, _ in order_items if isinstance(e, Expr) and e not in exprs]
         all_exprs = exprs + hidden
         proj = Project(
