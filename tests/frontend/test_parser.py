@@ -366,7 +366,7 @@ _ERRORS_BY_SQLSTATE: dict[str, type[PiestreamError]] = {
         ("CREATE TABLE t (a uuid)", "0A000", "type uuid is not supported", 19),
         ("CREATE TABLE t (a json)", "0A000", "type json is not supported", 19),
         ("CREATE TABLE t (a int, b)", "42601", 'syntax error at or near ")"', 25),
-        ("CREATE TABLE t (a int,)", "42601", 'syntax error at or near ")"', 23),
+        ("CREATE TABLE t (a int,,)", "42601", 'syntax error at or near ","', 23),  # one is fine
         ("CREATE TABLE t", "42601", "syntax error at end of input", 15),
         ("CREATE TABLE t (a int", "42601", "syntax error at end of input", 22),
         ("CREATE TABLE (a int)", "42601", 'syntax error at or near "("', 14),

@@ -18,6 +18,7 @@ from piestream.frontend.binder.query import BoundQuery
 from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, RelationKind, SubscriptionInfo
 from piestream.frontend.fragmenter import FragmentedJob, fragment_job
 from piestream.frontend.optimizer import optimize
+from piestream.frontend.parser import ast
 from piestream.frontend.stream_planner import SINGLE, Dist, StreamPlanner
 from piestream.plan.fragment import Fragment
 from piestream.plan.materialize import ConflictBehavior, MaterializeNode
@@ -283,15 +284,24 @@ def plan_subscription(
     return PlannedJob(job, rel, root)
 
 
-def table_conflict(on_conflict: str | None) -> ConflictBehavior | None:
-    """A table's ON CONFLICT clause as its conflict behaviour (None: the default for its kind)."""
+def table_conflict(stmt: ast.CreateTable) -> ConflictBehavior | None:
+    """A table's ON CONFLICT clause as its conflict behaviour (None: the default for its kind).
+    Only a table with a primary key has conflicts; an APPEND ONLY one never updates a row."""
+    on_conflict = stmt.on_conflict
     if on_conflict is None:
         return None
+    what = "ON CONFLICT " + on_conflict.replace("_", " ").upper()
+    if not stmt.primary_key:
+        raise PiestreamError(f'{what} needs a primary key: table "{stmt.name}" has none', sqlstate="42P10")
     if on_conflict == "do_nothing":
         return ConflictBehavior.IGNORE_CONFLICT
+    if stmt.append_only:
+        raise FeatureNotSupported(f"an APPEND ONLY table cannot have {what}")
     if on_conflict == "do_update_full":
         return ConflictBehavior.OVERWRITE
-    raise FeatureNotSupported(f"ON CONFLICT {on_conflict.replace('_', ' ').upper()} is not supported")
+    if on_conflict == "do_update_if_not_null":
+        return ConflictBehavior.DO_UPDATE_IF_NOT_NULL
+    raise FeatureNotSupported(f"{what} is not supported")
 
 
 def plan_table(

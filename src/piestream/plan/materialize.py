@@ -12,11 +12,13 @@ from piestream.storage.table.desc import TableDesc
 
 class ConflictBehavior(enum.Enum):
     """What an insert of an existing pk does: NoCheck for MVs (a consistent change stream),
-    Overwrite for tables with a pk (upsert), IgnoreConflict for ON CONFLICT DO NOTHING."""
+    Overwrite for tables with a pk (upsert), IgnoreConflict for ON CONFLICT DO NOTHING,
+    DoUpdateIfNotNull for ON CONFLICT DO UPDATE IF NOT NULL (NULL columns keep the stored value)."""
 
     NO_CHECK = "no_check"
     OVERWRITE = "overwrite"
     IGNORE_CONFLICT = "ignore_conflict"
+    DO_UPDATE_IF_NOT_NULL = "do_update_if_not_null"
 
 
 @node_kind("Materialize")

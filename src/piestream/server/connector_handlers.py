@@ -80,7 +80,7 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
     dead = None
     if limits.error_handling == "dead_letter":
         dead = dead_letter_table(ids.next_table_id(), stmt.name + DEAD_LETTER_SUFFIX)
-    conflict = table_conflict(stmt.on_conflict)
+    conflict = table_conflict(stmt)
     parallelism = s.parallelism
 
     def source_node(schema, pk):  # type: ignore[no-untyped-def]

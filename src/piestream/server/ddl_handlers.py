@@ -78,9 +78,7 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
         for k in stmt.primary_key:
             if k not in names:
                 raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
-        conflict = table_conflict(stmt.on_conflict)
-        if stmt.append_only and stmt.on_conflict == "do_update_full":
-            raise FeatureNotSupported("an APPEND ONLY table cannot have ON CONFLICT DO UPDATE FULL")
+        conflict = table_conflict(stmt)
         job_id = s.db.ddl.next_job_id()
         planned = plan_table(
             name=stmt.name,

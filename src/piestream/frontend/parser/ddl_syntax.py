@@ -296,7 +296,8 @@ class DdlParser(FunctionParser):
             return elements
         while True:
             self._parse_table_element(elements)
-            if not self._match(TokenType.COMMA):
+            # a trailing comma before ")" is accepted, as RisingWave does
+            if not self._match(TokenType.COMMA) or self._match(TokenType.R_PAREN, advance=False):
                 break
         self._match_r_paren()
         return elements

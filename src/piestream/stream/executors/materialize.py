@@ -7,6 +7,10 @@ Conflict handling by pk:
   existing key becomes U-(stored row) U+(new row), a delete carries the *stored* row, a delete of a
   missing key is dropped. The result is a consistent change stream.
 - IgnoreConflict: an insert of an existing key is dropped (ON CONFLICT DO NOTHING).
+- DoUpdateIfNotNull: like Overwrite, but the new row's NULL columns keep the stored values
+  (RisingWave's ON CONFLICT DO UPDATE IF NOT NULL, for partial updates that widen a row). As in
+  RisingWave, an UPDATE's U-/U+ pair merges the same way, so an UPDATE cannot set a column to
+  NULL in such a table.
 """
 
 from __future__ import annotations
@@ -81,22 +85,28 @@ class MaterializeExecutor(Executor):
         key_r = memcomparable.encode_columns(pk_cols, d.pk_types, list(d.pk_orders))
         found, stored_chunk = self.state.get_rows(pk_cols)
         stored = stored_chunk.columns
-        overwrite = self.conflict is ConflictBehavior.OVERWRITE
-        fast = self._inserts_of_distinct_keys(c, key_r, found, stored, overwrite)
-        if fast is not None:
-            return fast
+        merge = self.conflict is ConflictBehavior.DO_UPDATE_IF_NOT_NULL
+        overwrite = merge or self.conflict is ConflictBehavior.OVERWRITE
+        if not (merge and found.any()):  # a merge needs the general path
+            fast = self._inserts_of_distinct_keys(c, key_r, found, stored, overwrite)
+            if fast is not None:
+                return fast
         keys = key_r.to_list()
+        # A row is (source, index): an input row, a stored row, or a merged row (DO UPDATE IF NOT
+        # NULL: an input row over the row it updates, `merged[index]` = (that row, input index)).
+        INPUT, STORED, MERGED = 0, 1, 2
         # Per-row Python: several ops on one key within a chunk must see each other's effect.
-        current: dict[bytes, tuple[str, int] | None] = {}
+        current: dict[bytes, tuple[int, int] | None] = {}
         for i, k in enumerate(keys):
             if k not in current:
-                current[k] = ("stored", i) if found[i] else None
-        src: list[int] = []  # 0 = input row, 1 = stored row
+                current[k] = (STORED, i) if found[i] else None
+        merged: list[tuple[tuple[int, int], int]] = []
+        src: list[int] = []
         idx: list[int] = []
         ops: list[int] = []
 
-        def emit(where: tuple[str, int], op: Op) -> None:
-            src.append(1 if where[0] == "stored" else 0)
+        def emit(where: tuple[int, int], op: Op) -> None:
+            src.append(where[0])
             idx.append(where[1])
             ops.append(op)
 
@@ -105,25 +115,50 @@ class MaterializeExecutor(Executor):
             cur = current[k]
             if op in (Op.INSERT, Op.UPDATE_INSERT):
                 if cur is None:
-                    emit(("input", i), Op.INSERT)
-                    current[k] = ("input", i)
+                    emit((INPUT, i), Op.INSERT)
+                    current[k] = (INPUT, i)
                 elif overwrite:
+                    new = (INPUT, i)
+                    if merge:
+                        merged.append((cur, i))
+                        new = (MERGED, len(merged) - 1)
                     emit(cur, Op.UPDATE_DELETE)
-                    emit(("input", i), Op.UPDATE_INSERT)
-                    current[k] = ("input", i)
+                    emit(new, Op.UPDATE_INSERT)
+                    current[k] = new
             elif overwrite and op == Op.UPDATE_DELETE and i + 1 < len(keys) and keys[i + 1] == k:
-                continue  # the following U+ of the same key overwrites the stored row
+                continue  # the following U+ of the same key overwrites (or merges into) the row
             elif cur is not None:
                 emit(cur, Op.DELETE)
                 current[k] = None
         if not ops:
             return StreamChunk(np.zeros(0, np.int8), [col.slice(0, 0) for col in c.columns], length=0)
-        src_a = np.array(src, np.int64)
-        idx_a = np.array(idx, np.int64)
         n = c.capacity
-        # gather from [input rows ; stored rows] in one take per column
-        gather = pa.array(np.where(src_a == 0, idx_a, n + idx_a))
-        cols = [
-            pa.concat_arrays([a, b.cast(a.type)]).take(gather) for a, b in zip(c.columns, stored, strict=True)
-        ]
-        return StreamChunk(np.array(ops, np.int8), cols, length=len(ops))
+        base = [pa.concat_arrays([a, b.cast(a.type)]) for a, b in zip(c.columns, stored, strict=True)]
+        if merged:
+            extra = _merge_rows(base, merged, n)
+            base = [pa.concat_arrays([col, m]) for col, m in zip(base, extra, strict=True)]
+        # gather from [input rows ; stored rows ; merged rows] in one take per column
+        offset = np.array([0, n, 2 * n], np.int64)
+        gather = pa.array(offset[np.array(src, np.int64)] + np.array(idx, np.int64))
+        return StreamChunk(np.array(ops, np.int8), [col.take(gather) for col in base], length=len(ops))
+
+
+def _merge_rows(base: list[pa.Array], merged: list[tuple[tuple[int, int], int]], n: int) -> list[pa.Array]:
+    """The columns of DO UPDATE IF NOT NULL's merged rows: each column takes the input row's value
+    unless it is NULL, then the value of the row it updates (itself perhaps a merged row of an
+    earlier insert of the same key in this chunk). `base` holds [input rows ; stored rows]."""
+    # each merged row's candidates, newest first, as positions in `base` (-1 pads short chains)
+    chains: list[list[int]] = []
+    for (src, j), i in merged:  # per merged row: chains are as long as a key repeats in a chunk
+        chains.append([i] + (chains[j] if src == 2 else [j if src == 0 else n + j]))
+    width = max(len(ch) for ch in chains)
+    cand = np.full((len(chains), width), -1, np.int64)
+    for r, ch in enumerate(chains):
+        cand[r, : len(ch)] = ch
+    out = []
+    for col in base:
+        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), np.bool_)
+        ok = (cand >= 0) & valid[np.maximum(cand, 0)]
+        first = np.where(ok.any(axis=1), ok.argmax(axis=1), 0)  # no value anywhere: NULL stays
+        out.append(col.take(pa.array(cand[np.arange(len(chains)), first])))
+    return out
