@@ -516,11 +516,15 @@ class Gen:
         if kind == "string_agg":
             x = self.expr("varchar", scope, 1)
             order = r.choice(["", " DESC"])
-            return fmt(f"string_agg({{0}}, ',' ORDER BY {{0}}{order})", "varchar", x)
+            distinct = "DISTINCT " if self.chance(0.3) else ""
+            return fmt(f"string_agg({distinct}{{0}}, ',' ORDER BY {{0}}{order})", "varchar", x)
         if kind == "array_agg":
             t = r.choice(["int", "varchar", "bigint"])
             x = self.expr(t, scope, 1)
             order = r.choice(["", " DESC", " NULLS FIRST", " DESC NULLS LAST"])
+            if self.chance(0.4):  # by another value first; ties broken by the value itself
+                y = self.expr(r.choice([c for c in TYPES if c != "bool"]), scope, 1)
+                return fmt(f"array_agg({{0}} ORDER BY {{1}}{order}, {{0}})", "array", x, y)
             return fmt(f"array_agg({{0}} ORDER BY {{0}}{order})", "array", x)
         p = self.pred(scope, 1)
         return fmt(f"{kind}({{0}})", "bool", p)

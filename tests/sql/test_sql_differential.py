@@ -93,6 +93,8 @@ FEATURES = {
     "min/max": r"(min|max)\(",
     "string_agg order by": r"string_agg\(.*ORDER BY",
     "array_agg order by": r"array_agg\(.*ORDER BY",
+    "array_agg order by another value": r"array_agg\(.* ORDER BY [^,()]*(\([^)]*\))?[^,()]*, ",
+    "string_agg distinct order by": r"string_agg\(DISTINCT .*ORDER BY",
     "scalar subquery": r"\(SELECT [a-z_]+\(",
     "correlated subquery": r"\(SELECT .* WHERE a\d+\.\w+ = a\d+\.\w+",
     "union all": r"UNION ALL",

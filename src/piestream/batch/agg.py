@@ -69,6 +69,9 @@ def _call(
         rows = rows[o]
     idx = pa.array(rows, pa.int64())
     values = [a.take(idx) for a in args]
+    if call.delimiter is not None:  # string_agg's constant delimiter
+        values.append(pa.repeat(pa.scalar(call.delimiter, values[0].type), len(rows)))
+        arg_types = [*arg_types, arg_types[0]]
     inp = k.AggInput(values, arg_types, ids[rows], groups)
     return k.compute(call.kind, inp, call.return_type)
 

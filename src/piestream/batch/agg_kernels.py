@@ -20,6 +20,7 @@ from piestream.batch.keys import sort_key
 from piestream.common.errors import DatetimeOutOfRange, FeatureNotSupported, NumericOutOfRange
 from piestream.common.order import ASC, DESC
 from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind
+from piestream.expr.functions.datetime_arith import interval_scale
 
 _DEC = pa.decimal128(38, NUMERIC_SCALE)
 _FLOATS = frozenset({TypeKind.REAL, TypeKind.DOUBLE})
@@ -222,19 +223,10 @@ def _interval_sum(inp: AggInput) -> pa.Array:
 
 
 def _interval_avg(inp: AggInput) -> pa.Array:
-    """PostgreSQL's interval_div(sum, count): fractional months spill into days (30 per month),
-    fractional days into microseconds, each rounded to microseconds."""
-    months, days, usecs = _interval_sums(inp)
+    """PostgreSQL's interval_div(sum, count) (the same kernel as the streaming avg)."""
+    sums = _make_intervals(*_interval_sums(inp), inp.empty)
     n = np.maximum(inp.counts, 1).astype(np.float64)
-    m, d = months / n, days / n
-    res_m, res_d = np.trunc(m), np.trunc(d)
-    month_rem_days = np.rint((m - res_m) * 30 * 1e6) / 1e6
-    sec_rem = np.rint((d - res_d + month_rem_days - np.trunc(month_rem_days)) * 86400 * 1e6) / 1e6
-    extra_days = np.trunc(sec_rem / 86400)
-    res_d = res_d + extra_days + np.trunc(month_rem_days)
-    sec_rem -= extra_days * 86400
-    res_us = np.rint(usecs / n + sec_rem * 1e6)
-    return _make_intervals(res_m.astype(np.int64), res_d.astype(np.int64), res_us.astype(np.int64), inp.empty)
+    return interval_scale(sums, n, np.asarray(~inp.empty), divide=True)
 
 
 # ---------------------------------------------------------------------------------------------

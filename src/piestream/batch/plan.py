@@ -306,11 +306,12 @@ class BatchAggCall:
     distinct: bool = False
     filter: Expr | None = None
     order_by: OrderBy = ()
+    delimiter: str | None = None  # string_agg's constant delimiter (then `args` is the value only)
 
     def __post_init__(self) -> None:
         if self.kind not in AGG_KINDS:
             raise ValueError(f"unknown aggregate {self.kind!r}")
-        want = {"count_star": 0, "string_agg": 2}.get(self.kind, 1)
+        want = {"count_star": 0, "string_agg": 1 if self.delimiter is not None else 2}.get(self.kind, 1)
         if len(self.args) != want:
             raise ValueError(f"{self.kind} takes {want} argument(s), got {len(self.args)}")
         if self.kind in ("count", "count_star") and self.return_type.kind is not TypeKind.BIGINT:

@@ -24,9 +24,10 @@ from piestream.expr.coercion import normalize, type_name
 _INTS = (TypeKind.SMALLINT, TypeKind.INT, TypeKind.BIGINT)
 _ALIASES = {"stddev": "stddev_samp", "variance": "var_samp", "every": "bool_and"}
 #: Types with an ordering min / max accept (PostgreSQL: numbers, strings, date/times,
-#: intervals, and arrays of those).
+#: intervals, and arrays of those; RisingWave also bytea, by its bytes).
 _ORDERED = frozenset(
     {
+        TypeKind.BYTEA,
         TypeKind.SMALLINT,
         TypeKind.INT,
         TypeKind.BIGINT,

@@ -91,7 +91,7 @@ def _to_batch(node: PlanNode, pl: _Planner) -> BatchPlanNode:
         return _join(node, pl)
     if isinstance(node, Agg):
         calls = tuple(
-            BatchAggCall(c.kind, c.args, c.return_type, c.distinct, c.filter, tuple(c.order_by))
+            BatchAggCall(c.kind, c.args, c.return_type, c.distinct, c.filter, tuple(c.order_by), c.delimiter)
             for c in node.calls
         )
         return BatchHashAgg(

@@ -113,10 +113,13 @@ class AggCall:
     distinct: bool = False
     filter: Expr | None = None
     order_by: tuple[tuple[int, OrderType], ...] = ()
+    delimiter: str | None = None  # string_agg's constant delimiter (then `args` is the value only)
 
     def __str__(self) -> str:
         d = "distinct " if self.distinct else ""
         args = ", ".join(f"${a}" for a in self.args) or "*"
+        if self.delimiter is not None:
+            args += f", {self.delimiter!r}"
         f = f" filter({self.filter})" if self.filter is not None else ""
         return f"{self.kind}({d}{args}){f}"
 

@@ -335,6 +335,7 @@ def _prune(node: PlanNode, required: set[int]) -> tuple[PlanNode, dict[int, int]
                 c.distinct,
                 remap_refs(c.filter, m) if c.filter is not None else None,
                 tuple((m[o], ot) for o, ot in c.order_by),
+                c.delimiter,
             )
             for c in calls
         ]

@@ -345,7 +345,13 @@ class StreamPlanner:
         in_types = p.schema.types
         calls = [
             StreamAggCall.create(
-                c.kind, c.args, in_types, distinct=c.distinct, filter=c.filter, order_by=c.order_by
+                c.kind,
+                c.args,
+                in_types,
+                distinct=c.distinct,
+                filter=c.filter,
+                order_by=c.order_by,
+                delimiter=c.delimiter,
             )
             for c in node.calls
         ]

@@ -3,9 +3,9 @@ which result type, and which columns its state takes in the intermediate table (
 
 Result types follow PostgreSQL: count -> BIGINT; sum(smallint/int) -> BIGINT, sum(bigint/numeric)
 -> NUMERIC, sum(real) -> REAL, sum(double) -> DOUBLE; avg of integers/numeric -> NUMERIC, of floats
--> DOUBLE; min/max -> the argument's type; string_agg -> VARCHAR (BYTEA for bytea); array_agg -> a
-LIST of the argument's type; bool_and/bool_or -> BOOLEAN. `sum0` is internal (a sum that is 0,
-not NULL, over no rows, e.g. to add up partial counts).
+-> DOUBLE; sum/avg of INTERVAL -> INTERVAL; min/max -> the argument's type; string_agg -> VARCHAR
+(BYTEA for bytea); array_agg -> a LIST of the argument's type; bool_and/bool_or -> BOOLEAN.
+`sum0` is internal (a sum that is 0, not NULL, over no rows, e.g. to add up partial counts).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from piestream.common.types import (
     BIGINT,
     BOOLEAN,
     DOUBLE,
+    INTERVAL,
     NUMERIC,
     REAL,
     DataType,
@@ -75,12 +76,16 @@ def agg_return_type(kind: AggKind | str, arg_types: Sequence[DataType]) -> DataT
             return NUMERIC
         if k in (TypeKind.REAL, TypeKind.DOUBLE):
             return t if k is TypeKind.DOUBLE else REAL
+        if k is TypeKind.INTERVAL:
+            return INTERVAL
         raise _no_function(kind, arg_types)
     if kind is AggKind.AVG:
         if k in _SMALL_INTS or k in _WIDE_INTS or k is TypeKind.NUMERIC:
             return NUMERIC
         if k in (TypeKind.REAL, TypeKind.DOUBLE):
             return DOUBLE
+        if k is TypeKind.INTERVAL:
+            return INTERVAL
         raise _no_function(kind, arg_types)
     if kind in EXTREME:
         if t.kind is TypeKind.JSONB:
@@ -176,9 +181,11 @@ class AggCall:
 
 def sum_state_type(kind: AggKind, arg: DataType, ret: DataType) -> DataType:
     """sum/sum0 keep their result type (REAL accumulates in DOUBLE); avg keeps BIGINT for small
-    integers and NUMERIC for bigint / numeric."""
+    integers and NUMERIC for bigint / numeric; INTERVAL sums stay INTERVAL."""
     if arg.kind in (TypeKind.REAL, TypeKind.DOUBLE):
         return DOUBLE
+    if arg.kind is TypeKind.INTERVAL:
+        return INTERVAL
     if kind is AggKind.AVG:
         return BIGINT if arg.kind in (TypeKind.SMALLINT, TypeKind.INT) else NUMERIC
     return ret

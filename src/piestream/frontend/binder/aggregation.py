@@ -18,8 +18,8 @@ from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.order import OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import Field, TypeKind
-from piestream.expr.bind import agg_signature, bind_call, coerce_to
-from piestream.expr.expr import Expr, InputRef, Literal
+from piestream.expr.bind import agg_signature, bind_call, coerce_to, fold_constants
+from piestream.expr.expr import Expr, InputRef, Literal, UnknownLiteral
 from piestream.frontend.binder.expr_binder import AGG_FUNCS, AGG_NAMES, ExprBinder, position
 from piestream.frontend.binder.scope import GroupingError, Scope, ScopeColumn
 from piestream.frontend.logical import Agg, AggCall, Filter, Project
@@ -143,14 +143,28 @@ class AggBinding:
                     "argument of FILTER must be type boolean", sqlstate="42804", position=position(filt)
                 )
             filter_expr = InputRef(self._add_pre(f), f.return_type)
+        constant_delimiter = None
+        if kind == "string_agg":
+            d = fold_constants(args[1])
+            if isinstance(d, Literal) and isinstance(d.value, str):  # kept in the call, not a column
+                constant_delimiter = d.value
+                args = args[:1]
         orders = []
         for o in order_by:
             from piestream.frontend.binder.query import nulls_first_of
 
             oe = inner.bind(o.this)
+            if distinct and isinstance(oe, UnknownLiteral):  # 'a' takes its argument twin's type
+                oe = next((a for a in args if coerce_to(oe, a.return_type) == a), oe)
+            if distinct and oe not in args:
+                raise PiestreamError(
+                    "in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list",
+                    sqlstate="42P10",
+                    position=position(o),
+                )
             orders.append((self._add_pre(oe), OrderType.of(bool(o.args.get("desc")), nulls_first_of(o))))
         idx = tuple(self._add_pre(a) for a in args)
-        call = AggCall(kind, idx, ret, distinct, filter_expr, tuple(orders))
+        call = AggCall(kind, idx, ret, distinct, filter_expr, tuple(orders), constant_delimiter)
         if call in self.calls:  # e.g. count(*) in both SELECT and HAVING: computed once
             return AggRef(self.calls.index(call), ret)
         self.calls.append(call)

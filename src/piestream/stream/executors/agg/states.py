@@ -10,6 +10,7 @@ call                   state columns (intermediate table)      deltas
 =====================  ======================================  ==============================
 count, count_star      count                                   +-1 per (filtered) row
 sum, sum0, avg         sum, non-NULL count (not for sum0)      signed values, +-1
+  of intervals         interval sum, count                     signed months, days, usecs
 bool_and, bool_or      trues, falses                           +-1 per true / false
 min/max, append-only   the extreme                             min/max of inserted keys
 min/max, retractable   the last output                         min/max of inserted / deleted
@@ -33,6 +34,8 @@ from piestream.common.chunk import Op, StreamChunk
 from piestream.common.errors import NumericOutOfRange, StateConsistencyError
 from piestream.common.scalar import Row, columns_to_rows
 from piestream.common.types import DataType, TypeKind
+from piestream.expr.functions.datetime_arith import interval_scale
+from piestream.expr.functions.vec import interval_parts, make_intervals
 from piestream.plan.agg_call import EXTREME, AggCall, AggKind, agg_state_columns, sum_state_type
 from piestream.storage.table.state_table import StateTable
 from piestream.stream.executors.agg.arrays import (
@@ -133,6 +136,11 @@ class CountState(CallState):
 class SumState(CallState):
     """sum, sum0 and avg: a running sum plus the count of non-NULL inputs (NULL when 0)."""
 
+    def __new__(cls, call: AggCall, arg_type: DataType | None) -> SumState:
+        if cls is SumState and arg_type is not None and arg_type.kind is TypeKind.INTERVAL:
+            return super().__new__(IntervalSumState)
+        return super().__new__(cls)
+
     def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
         super().__init__(call, arg_type)
         assert arg_type is not None
@@ -194,6 +202,41 @@ class SumState(CallState):
                 avg = divide_numeric(total, count)
             return null_where(avg.cast(ret), empty)
         return null_where(total.cast(ret), empty)
+
+
+class IntervalSumState(SumState):
+    """sum / avg of INTERVAL: months, days and microseconds are summed apart (PostgreSQL's
+    interval_pl), the state is the INTERVAL sum; avg is PostgreSQL's interval_div(sum, count)."""
+
+    def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
+        CallState.__init__(self, call, arg_type)
+        self.with_count = call.kind is not AggKind.SUM0
+        parts = (_COUNT,) * 3  # months, days, usecs: each an int64 sum of signed deltas
+        self.specs = (*parts, _COUNT) if self.with_count else parts
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        x = cols[self.arg]
+        assert x is not None
+        w = signs * mask  # garbage under NULLs is multiplied by 0
+        parts = [pa.array(np.where(mask, p, 0) * w) for p in interval_parts(x)]
+        return [*parts, pa.array(w)] if self.with_count else parts
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        old = prev[0]
+        has_old = np_bool(old.is_valid())
+        olds = [np.where(has_old, p, 0) for p in interval_parts(old)]
+        total = make_intervals(*(o + np_int(d) for o, d in zip(olds, deltas[:3], strict=True)), None)
+        return [total, add_bigint(prev[1], deltas[3])] if self.with_count else [total]
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        total = state[0]
+        if not self.with_count:
+            return total
+        count = np_int(state[1])
+        empty = count <= 0
+        if self.call.kind is AggKind.AVG:
+            total = interval_scale(total, np.where(empty, 1, count).astype(np.float64), None, divide=True)
+        return null_where(total, empty)
 
 
 class BoolState(CallState):
