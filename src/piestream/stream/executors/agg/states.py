@@ -225,7 +225,8 @@ class IntervalSumState(SumState):
         old = prev[0]
         has_old = np_bool(old.is_valid())
         olds = [np.where(has_old, p, 0) for p in interval_parts(old)]
-        total = make_intervals(*(o + np_int(d) for o, d in zip(olds, deltas[:3], strict=True)), None)
+        m, d, u = (o + np_int(x) for o, x in zip(olds, deltas[:3], strict=True))
+        total = make_intervals(m, d, u, None)
         return [total, add_bigint(prev[1], deltas[3])] if self.with_count else [total]
 
     def output(self, state: list[pa.Array]) -> pa.Array:
