@@ -110,3 +110,32 @@ def test_errors_name_the_function_as_written(s: Session, sql: str, message: str)
         s.execute(sql)
     assert info.value.sqlstate == "42883"
     assert str(info.value).startswith(message), str(info.value)
+
+
+def test_a_column_list_renames_a_materialized_views_columns(s: Session) -> None:
+    """CREATE MATERIALIZED VIEW mv (a, b) AS ...: the list names the leading columns (fewer names
+    than columns keep the rest, as PostgreSQL does); the names reach the catalog and the MV's
+    own queries, and the MV stays incremental under its new names."""
+    s.execute("CREATE TABLE t (k int, v int)")
+    s.execute("CREATE MATERIALIZED VIEW m (key, total) AS SELECT k, sum(v) FROM t GROUP BY k")
+    s.execute("CREATE MATERIALIZED VIEW m1 (key) AS SELECT k, count(*) FROM t GROUP BY k")
+    s.execute("INSERT INTO t VALUES (1, 2), (1, 3), (2, 5)")
+    s.execute("FLUSH")
+    (res,) = s.execute("SELECT key, total FROM m ORDER BY key")
+    assert [c[0] for c in res.columns] == ["key", "total"]
+    assert res.rows == [(1, 5), (2, 5)]
+    (res,) = s.execute("SELECT * FROM m1 ORDER BY key")
+    assert [c[0] for c in res.columns] == ["key", "count"]
+    assert res.rows == [(1, 2), (2, 1)]
+    with pytest.raises(PiestreamError) as info:
+        s.execute("SELECT k FROM m")
+    assert info.value.sqlstate == "42703"
+
+
+def test_a_column_list_longer_than_the_query_is_refused(s: Session) -> None:
+    s.execute("CREATE TABLE t (k int, v int)")
+    with pytest.raises(PiestreamError) as info:
+        s.execute("CREATE MATERIALIZED VIEW m (a, b, c) AS SELECT k, v FROM t")
+    assert info.value.sqlstate == "42601"
+    assert str(info.value).startswith("too many column names were specified")
+    s.execute("CREATE MATERIALIZED VIEW m AS SELECT k FROM t")  # the name was not taken
