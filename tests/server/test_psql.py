@@ -88,3 +88,17 @@ def test_query_error_and_scripts(server: PgServer, tmp_path: Path) -> None:
     bad.write_text("SELECT 1;\nSELECT 1/0;\nSELECT 2;\n")
     res = psql(server, "-v", "ON_ERROR_STOP=1", "-f", str(bad), check=False)
     assert res.returncode == 3 and "division by zero" in res.stderr
+
+
+def test_numeric_typmods_round_and_show(server: PgServer) -> None:
+    """numeric(p, s) columns: values are rounded half away from zero to s digits on the way in
+    (the text psql prints is PostgreSQL's), \\d spells the typmod, too many digits is 22003."""
+    psql(server, "-c", "CREATE TABLE prices (id int, p numeric(6,2), q numeric(4,1)[])")
+    psql(server, "-c", "INSERT INTO prices VALUES (1, 1.055, ARRAY[2.25, -0.05]), (2, '-3.14159', NULL)")
+    out = psql(server, "-A", "-t", "-c", "SELECT id, p, q, p::numeric(3,1) FROM prices ORDER BY id").stdout
+    assert out.splitlines() == ["1|1.06|{2.3,-0.1}|1.1", "2|-3.14||-3.1"]
+    desc = psql(server, "-c", r"\d prices").stdout
+    assert "numeric(6,2)" in desc and "numeric(4,1)[]" in desc
+    err = psql(server, "-c", "INSERT INTO prices VALUES (3, 10000, NULL)", check=False)
+    assert err.returncode != 0 and "numeric field overflow" in err.stderr
+    assert "A field with precision 6, scale 2 must round to an absolute value less than 10^4." in err.stderr

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import pyarrow as pa
 
-from piestream.common.errors import InvalidInput
+from piestream.common.errors import FeatureNotSupported, InvalidInput
 
 #: NUMERIC is held in Arrow as a 128-bit decimal with this fixed scale. Values are kept normalized
 #: (no trailing zeros) when shown; at most 28 significant digits fit the value encoding (reference §2.1).
@@ -106,6 +106,10 @@ class DataType:
     kind: TypeKind
     fields: tuple[Field, ...] = ()
     elem: DataType | None = None
+    #: NUMERIC(precision, scale): a value assigned to it is rounded to `scale` fraction digits
+    #: and must have at most precision - scale integer digits. Not part of the type's identity,
+    #: as in PostgreSQL: numeric(10,2) and numeric are one type (equal and hashed alike).
+    typmod: tuple[int, int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind is TypeKind.LIST and self.elem is None:
@@ -158,9 +162,20 @@ class DataType:
         return _PG_INFO[self.kind][3]
 
     # -- names ----------------------------------------------------------------------------------
+    @cached_property
+    def has_typmod(self) -> bool:
+        """A NUMERIC(p, s) anywhere in the type (itself, an array's element, a struct field)."""
+        if self.typmod is not None:
+            return True
+        return (self.elem is not None and self.elem.has_typmod) or any(
+            f.data_type.has_typmod for f in self.fields
+        )
+
     def __str__(self) -> str:
         if self.kind is TypeKind.LIST:
             return f"{self.elem}[]"
+        if self.typmod is not None:
+            return f"{self.kind.value}({self.typmod[0]},{self.typmod[1]})"
         if self.kind is TypeKind.STRUCT:
             return "struct<" + ", ".join(str(f) for f in self.fields) + ">"
         return self.kind.value
@@ -234,6 +249,25 @@ _SCALAR_ARROW: dict[TypeKind, pa.DataType] = {
     TypeKind.INTERVAL: pa.month_day_nano_interval(),
     TypeKind.JSONB: pa.string(),
 }
+
+
+def numeric_of(precision: int, scale: int = 0) -> DataType:
+    """NUMERIC(precision, scale). PostgreSQL's bounds are 22023; a scale beyond the fraction
+    digits piestream keeps (NUMERIC_SCALE), or outside 0..precision (PostgreSQL 15 allows
+    both), is 0A000: its values could not be kept as PostgreSQL keeps them."""
+    if not 1 <= precision <= 1000:
+        raise InvalidInput(f"NUMERIC precision {precision} must be between 1 and 1000", sqlstate="22023")
+    if not -1000 <= scale <= 1000:
+        raise InvalidInput(f"NUMERIC scale {scale} must be between -1000 and 1000", sqlstate="22023")
+    if not 0 <= scale <= precision:
+        raise FeatureNotSupported(
+            f"NUMERIC scale {scale} outside 0..{precision} (the precision) is not supported"
+        )
+    if scale > NUMERIC_SCALE:
+        raise FeatureNotSupported(
+            f"NUMERIC scale {scale} is not supported: piestream keeps {NUMERIC_SCALE} fraction digits"
+        )
+    return DataType(TypeKind.NUMERIC, typmod=(precision, scale))
 
 
 def _to_arrow(t: DataType) -> pa.DataType:
@@ -360,12 +394,18 @@ class _TypeParser:
             if name not in _NAMES:
                 raise InvalidInput(f'type "{self.text.strip()}" does not exist')
             base = _NAMES[name]
-            if (
-                self._peek() == "("
-            ):  # typmods such as varchar(10), numeric(10, 2): accepted, not enforced here
+            if self._peek() == "(":  # typmods: numeric(10, 2) is kept; varchar(10) is accepted
                 self._next()
-                while self._next() != ")":
-                    pass
+                mods: list[str] = []
+                while (tok := self._next()) != ")":
+                    if tok != ",":
+                        mods.append(tok)
+                if base.kind is TypeKind.NUMERIC:
+                    if len(mods) > 2:
+                        raise InvalidInput("invalid NUMERIC type modifier", sqlstate="22023")
+                    if not mods or not all(m.isdigit() for m in mods):
+                        raise InvalidInput(f'type "{self.text.strip()}" does not exist')
+                    base = numeric_of(int(mods[0]), int(mods[1]) if len(mods) > 1 else 0)
         while self._peek() == "[]" or self._peek() == "[":
             tok = self._next()
             if tok == "[" and self._next() != "]" and self._next() != "]":  # int[3] is int[]

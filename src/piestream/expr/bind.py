@@ -143,8 +143,9 @@ def _cast(e: Expr, target: DataType, ctx: CastContext) -> Expr:
     if isinstance(e, UnknownLiteral):
         if e.value is None:
             return Literal(None, target)
-        return Literal(parse_datum(e.value, target), target)
-    if e.return_type == target:
+        value = Literal(parse_datum(e.value, target), target)
+        return value if not target.has_typmod else constant_value(FuncCall("cast", (value,), target))
+    if e.return_type == target and (not target.has_typmod or str(e.return_type) == str(target)):
         return e
     level = cast_level(e.return_type, target)
     if level is None or level > ctx:

@@ -34,6 +34,11 @@ def statement_source_spec(
             raise FeatureNotSupported(f'generated column "{c.name}" needs a type in a connector source')
         if c.generated is not None:
             generated.append(c.name)
+        if c.type.has_typmod:  # connectors write their values as they decode them
+            raise FeatureNotSupported(
+                f'column "{c.name}" of a connector source cannot be {c.type}: declare numeric '
+                "and round in a view or materialized view"
+            )
         cols.append((c.name, c.type))
     names = [n for n, _ in cols]
     if len(set(names)) != len(names):

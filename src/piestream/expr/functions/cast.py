@@ -58,8 +58,10 @@ def _cast(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
 
 def cast_array(x: pa.Array, src: DataType, dst: DataType) -> pa.Array:
     """Convert an array of SQL type `src` to `dst`."""
+    if dst.typmod is not None:  # NUMERIC(p, s): convert, then round and check the digits
+        return dec.apply_typmod(cast_array(x, src, NUMERIC), *dst.typmod)
     s, d = normalize(src), normalize(dst)
-    if s == d:
+    if s == d and not d.has_typmod:
         return x if x.type == dst.arrow else x.cast(dst.arrow)
     sk, dk = s.kind, d.kind
     if dk is TypeKind.VARCHAR:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.common.errors import DivisionByZero, NumericOutOfRange
-from piestream.common.types import NUMERIC, NUMERIC_SCALE
+from piestream.common.types import NUMERIC, NUMERIC_PRECISION, NUMERIC_SCALE
 from piestream.expr.functions.vec import and_valid, full_valid, per_row, view
 
 NUM_ARROW = pa.decimal128(38, NUMERIC_SCALE)
@@ -375,6 +375,22 @@ def rescale(a: pa.Array, digits: int, mode: str) -> pa.Array:
     iszero = ~np.any(np.stack(back), axis=0)
     hi, lo = from_limbs(neg & ~iszero, back, valid)
     return from_i128(hi, lo, valid)
+
+
+def apply_typmod(a: pa.Array, precision: int, scale: int) -> pa.Array:
+    """A value assigned to NUMERIC(precision, scale): rounded half away from zero to `scale`
+    fraction digits; 22003 when its integer part needs more than precision - scale digits."""
+    out = rescale(a, scale, "round")
+    digits = precision - scale
+    if digits < NUMERIC_PRECISION - NUMERIC_SCALE:  # else every value fits
+        bound = pa.scalar(decimal.Decimal(10) ** digits, pa.decimal128(38, NUMERIC_SCALE))
+        if pc.any(pc.greater_equal(pc.abs(out), bound)).as_py():
+            raise NumericOutOfRange(
+                "numeric field overflow",
+                detail=f"A field with precision {precision}, scale {scale} must round to an "
+                f"absolute value less than {f'10^{digits}' if digits else '1'}.",
+            )
+    return out
 
 
 def to_integer(a: pa.Array, lo_bound: int, hi_bound: int, what: str) -> tuple[np.ndarray, np.ndarray | None]:

@@ -127,7 +127,9 @@ def convert_type(dt: exp.DataType) -> DataType:
     text = dt.sql("postgres")
     try:
         return parse_type(text)
-    except PiestreamError:
+    except PiestreamError as err:
+        if err.sqlstate in ("0A000", "22023"):  # numeric(p, s) out of range: its own error
+            raise
         raise FeatureNotSupported(f"type {text} is not supported") from None
 
 

@@ -1,8 +1,9 @@
 """sqlglot type nodes to piestream `DataType`s, for column definitions.
 
 sqlglot already knows PostgreSQL's type spellings (``double precision``, ``int8``, ``timestamp
-with time zone``, ``varchar(10)[]``, ``struct<a int>``); this maps its type enum onto ours. Type
-modifiers (lengths, precisions) are accepted and ignored, as RisingWave does.
+with time zone``, ``varchar(10)[]``, ``struct<a int>``); this maps its type enum onto ours. NUMERIC's
+precision and scale are kept (`DataType.typmod`); other type modifiers (lengths, a float's
+precision beyond real / double) are accepted and ignored, as RisingWave does.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def convert_type(node: exp.Expression, position: int | None = None) -> t.DataTyp
     precision = _float_precision(node)
     if kind == _T.DOUBLE and precision is not None and precision <= 24:
         return t.REAL  # float(p) with p <= 24 is real, as in PostgreSQL
+    if kind == _T.DECIMAL and node.expressions:
+        return _numeric_typmod(node, position)
     if kind in _SCALARS:
         return _SCALARS[kind]
     if kind == _T.USERDEFINED:
@@ -81,6 +84,24 @@ def convert_type(node: exp.Expression, position: int | None = None) -> t.DataTyp
         except InvalidInput:
             raise UndefinedType(f'type "{name.strip(chr(34))}" does not exist', position=position) from None
     raise FeatureNotSupported(f"type {node.sql('postgres').lower()} is not supported", position=position)
+
+
+def _numeric_typmod(node: exp.DataType, position: int | None) -> t.DataType:
+    """numeric(p) / numeric(p, s): kept and applied to the values assigned to the column."""
+    mods: list[int] = []
+    for param in node.expressions:
+        value = param.this if isinstance(param, exp.DataTypeParam) else param
+        text = value.name if isinstance(value, exp.Literal) else ""
+        if not text.lstrip("-").isdigit():
+            raise UndefinedType(f'type "{node.sql("postgres").lower()}" does not exist', position=position)
+        mods.append(int(text))
+    if len(mods) > 2:
+        raise InvalidInput("invalid NUMERIC type modifier", sqlstate="22023", position=position)
+    try:
+        return t.numeric_of(*mods)
+    except PiestreamError as err:
+        err.position = err.position or position
+        raise
 
 
 def _float_precision(node: exp.DataType) -> int | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from piestream.frontend.catalog import Relation, RelationKind
 from piestream.server.catalog.objects import VERSION_STRING, pk_names, pkey_oid, query_part, rel_oid
-from piestream.server.catalog.pg_types import TypeRegistry
+from piestream.server.catalog.pg_types import TypeRegistry, with_typmod
 from piestream.server.catalog.rows import CatalogContext
 from piestream.server.catalog.tables import TABLES
 
@@ -198,7 +198,8 @@ class SystemFunctions:
     def _format_type(self, oid: Any, typmod: Any = None) -> str | None:
         if oid is None:
             return None
-        return self.types.names.get(as_int(oid), "???")
+        name = self.types.names.get(as_int(oid), "???")
+        return name if typmod is None else with_typmod(name, as_int(typmod))
 
     def _obj_description(self, oid: Any, catalog: Any = None) -> str | None:
         return None

@@ -1,0 +1,129 @@
+"""NUMERIC(precision, scale) as PostgreSQL applies it: casts and column assignments round half
+away from zero to `scale` digits and refuse integer parts that need more than precision - scale
+digits (22003 with PostgreSQL's detail); the typmod survives a restart. Expected values are
+PostgreSQL 15's."""
+
+from __future__ import annotations
+
+import logging
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from piestream.common.errors import PiestreamError
+from piestream.server.database import Database, DatabaseConfig
+from piestream.server.session import Session
+
+
+def one(s: Session, sql: str) -> object:
+    (res,) = s.execute(sql)
+    return res.rows[0][0]
+
+
+@pytest.mark.parametrize(
+    ("sql", "value"),
+    [
+        ("SELECT 1.555::numeric(10,2)", Decimal("1.56")),
+        ("SELECT (-1.555)::numeric(10,2)", Decimal("-1.56")),
+        ("SELECT '2.345'::numeric(4,2)", Decimal("2.35")),
+        ("SELECT 99.94::numeric(3,1)", Decimal("99.9")),
+        ("SELECT 0.5::numeric(1,1)", Decimal("0.5")),
+        ("SELECT 12.5::numeric(2)", Decimal("13")),
+        ("SELECT 7::decimal(3,0)", Decimal("7")),
+        ("SELECT 1.25::double precision::numeric(3,1)", Decimal("1.3")),
+        ("SELECT (1.26::numeric(3,1) + 1.26::numeric(3,1))", Decimal("2.6")),
+        ("SELECT (ARRAY[1.255, 2])::numeric(4,2)[]", [Decimal("1.26"), Decimal("2")]),
+    ],
+)
+def test_casts_round_to_the_scale(s: Session, sql: str, value: object) -> None:
+    assert one(s, sql) == value
+
+
+@pytest.mark.parametrize(
+    ("sql", "sqlstate", "message"),
+    [
+        ("SELECT 99.95::numeric(3,1)", "22003", "numeric field overflow"),
+        ("SELECT 1::numeric(2,2)", "22003", "numeric field overflow"),
+        ("SELECT 1::numeric(0)", "22023", "NUMERIC precision 0 must be between 1 and 1000"),
+        ("SELECT 1::numeric(3,1,1)", "22023", "invalid NUMERIC type modifier"),
+        ("SELECT 1::numeric(20,12)", "0A000", "NUMERIC scale 12 is not supported"),
+        ("SELECT 1::numeric(3,5)", "0A000", "NUMERIC scale 5 outside 0..3"),
+        ("CREATE TABLE bad (x numeric(20,11))", "0A000", "NUMERIC scale 11 is not supported"),
+        (
+            "CREATE TABLE src (x numeric(5,2)) WITH (connector = 'datagen')",
+            "0A000",
+            'column "x" of a connector source cannot be numeric(5,2)',
+        ),
+    ],
+)
+def test_refusals(s: Session, sql: str, sqlstate: str, message: str) -> None:
+    with pytest.raises(PiestreamError) as info:
+        s.execute(sql)
+    assert info.value.sqlstate == sqlstate
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_overflow_says_what_fits(s: Session) -> None:
+    with pytest.raises(PiestreamError) as info:
+        s.execute("SELECT 123.45::numeric(4,2)")
+    assert (
+        info.value.detail
+        == "A field with precision 4, scale 2 must round to an absolute value less than 10^2."
+    )
+    with pytest.raises(PiestreamError) as info:
+        s.execute("SELECT 1::numeric(2,2)")
+    assert (
+        info.value.detail == "A field with precision 2, scale 2 must round to an absolute value less than 1."
+    )
+
+
+def test_columns_round_what_is_assigned_in_tables_and_mvs(s: Session) -> None:
+    s.execute(
+        "CREATE TABLE t (k int PRIMARY KEY, p numeric(6,2), q numeric(4,1)[], r struct<a numeric(3,1)>)"
+    )
+    s.execute("CREATE MATERIALIZED VIEW m AS SELECT k, p, p::numeric(3,1) AS p1, p * 3 AS p3 FROM t")
+    s.execute("INSERT INTO t VALUES (1, 1.005, ARRAY[2.25, -0.05], ROW(2.25)), (2, '-3.14159', NULL, NULL)")
+    s.execute("INSERT INTO t SELECT 3, 2.345, NULL, NULL")
+    s.execute("UPDATE t SET p = p / 3 WHERE k = 1")
+    with pytest.raises(PiestreamError) as info:
+        s.execute("INSERT INTO t VALUES (4, 12345.6, NULL, NULL)")
+    assert info.value.sqlstate == "22003"
+    s.execute("FLUSH")
+    (res,) = s.execute("SELECT k, p, q, r FROM t ORDER BY k")
+    assert res.rows == [
+        (1, Decimal("0.34"), [Decimal("2.3"), Decimal("-0.1")], {"a": Decimal("2.3")}),
+        (2, Decimal("-3.14"), None, None),
+        (3, Decimal("2.35"), None, None),
+    ]
+    (res,) = s.execute("SELECT * FROM m ORDER BY k")
+    assert res.rows == [
+        (1, Decimal("0.34"), Decimal("0.3"), Decimal("1.02")),
+        (2, Decimal("-3.14"), Decimal("-3.1"), Decimal("-9.42")),
+        (3, Decimal("2.35"), Decimal("2.4"), Decimal("7.05")),
+    ]
+
+
+def test_the_typmod_survives_a_restart(tmp_path: Path) -> None:
+    logging.getLogger("piestream").setLevel(logging.ERROR)
+    config = DatabaseConfig(runner="local", barrier_interval=0.05)
+    db = Database(tmp_path / "data", config=config)
+    try:
+        s = db.session()
+        s.execute("CREATE TABLE t (k int, p numeric(5,2))")
+        s.execute("CREATE MATERIALIZED VIEW m AS SELECT k, p::numeric(3,1) AS p1 FROM t")
+        s.execute("INSERT INTO t VALUES (1, 1.005)")
+        s.execute("FLUSH")
+    finally:
+        db.close()
+    db = Database(tmp_path / "data", config=config)
+    try:
+        s = db.session()
+        s.execute("INSERT INTO t VALUES (2, 2.555)")
+        s.execute("FLUSH")
+        (res,) = s.execute("SELECT k, p FROM t ORDER BY k")
+        assert res.rows == [(1, Decimal("1.01")), (2, Decimal("2.56"))]
+        (res,) = s.execute("SELECT * FROM m ORDER BY k")
+        assert res.rows == [(1, Decimal("1.0")), (2, Decimal("2.6"))]
+    finally:
+        db.close()
