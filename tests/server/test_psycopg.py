@@ -203,3 +203,19 @@ def test_statement_timeout_and_catalog_functions(conn: psycopg.Connection) -> No
     assert row[0].startswith("PostgreSQL 13.14.0") and row[1:] == ("dev", "public", "root")
     query = sql.SQL("SELECT {} FROM pg_catalog.pg_class WHERE relname = %s").format(sql.Identifier("relkind"))
     assert conn.execute(query, ("items",)).fetchone() == ("r",)
+
+
+def test_numeric_typmod_scale_in_text_binary_and_description(conn: psycopg.Connection) -> None:
+    """A numeric(p, s) column's values arrive with s fraction digits, in text and binary results
+    alike (psycopg builds Decimal('2.50') from either), and RowDescription carries the typmod."""
+    conn.execute("CREATE TABLE amounts (id INT, a NUMERIC(6,2))")
+    conn.execute("INSERT INTO amounts VALUES (1, 2.5), (2, 1.005), (3, -7)")
+    for binary in (False, True):
+        cur = conn.cursor(binary=binary)
+        cur.execute("SELECT a FROM amounts ORDER BY id")
+        rows = [str(r[0]) for r in cur.fetchall()]
+        assert rows == ["2.50", "1.01", "-7.00"], binary
+        assert cur.description is not None
+        assert (cur.description[0].precision, cur.description[0].scale) == (6, 2)
+    text = conn.execute("SELECT a::text FROM amounts ORDER BY id").fetchall()
+    assert [r[0] for r in text] == ["2.50", "1.01", "-7.00"]

@@ -127,3 +127,28 @@ def test_the_typmod_survives_a_restart(tmp_path: Path) -> None:
         assert res.rows == [(1, Decimal("1.0")), (2, Decimal("2.6"))]
     finally:
         db.close()
+
+
+def test_only_values_of_the_column_keep_its_typmod(s: Session) -> None:
+    """The typmod labels results whose values are the column's (output shows its scale): a
+    computed value, or one mixed with other numerics, is plain numeric (PostgreSQL's typmod -1),
+    so no value is ever printed with a scale it does not have."""
+    s.execute("CREATE TABLE t (k int, p numeric(6,2))")
+    (res,) = s.execute(
+        "SELECT p, p + 1, abs(p), round(p), coalesce(p, 1.5), coalesce(p, p), "
+        "CASE WHEN k > 0 THEN p ELSE 2.5 END, CASE WHEN k > 0 THEN p ELSE p END, ARRAY[p, 1.5], "
+        "p::numeric(4,1), (SELECT max(p) FROM t) FROM t"
+    )
+    assert [str(t) for _, t in res.columns] == [
+        "numeric(6,2)",
+        "numeric",
+        "numeric",
+        "numeric",
+        "numeric",
+        "numeric(6,2)",
+        "numeric",
+        "numeric(6,2)",
+        "numeric[]",
+        "numeric(4,1)",
+        "numeric(6,2)",
+    ]

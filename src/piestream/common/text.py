@@ -18,6 +18,7 @@ text_syntax.py.
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import re
@@ -71,17 +72,26 @@ def format_datum(v: Datum, t: DataType) -> str:
     return _FORMATTERS[t.kind](v, t)
 
 
-def _format_numeric(v: Any) -> str:
-    """Plain notation without trailing fractional zeros; "-0" prints as "0"."""
+def _format_numeric(v: Any, t: DataType | None = None) -> str:
+    """Plain notation without trailing fractional zeros; "-0" prints as "0". A numeric(p, s)
+    value shows s fraction digits, as PostgreSQL's display scale does (zeros are only added:
+    a value with more digits than its type's scale keeps them)."""
     d = v if isinstance(v, Decimal) else Decimal(v if isinstance(v, int) else repr(float(v)))
     if d.is_nan():
         return "NaN"
     if d.is_infinite():
         return "-Infinity" if d < 0 else "Infinity"
+    if t is not None and t.typmod is not None:
+        q = d.quantize(Decimal(1).scaleb(-t.typmod[1]), context=_NUMERIC_CONTEXT)
+        if q == d:
+            return format(q if q else q.copy_abs(), "f")  # no negative zero
     if d == 0:
         return "0"
     text = format(d, "f")
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+_NUMERIC_CONTEXT = decimal.Context(prec=80)
 
 
 def _format_float(v: Any, t: DataType) -> str:
@@ -126,7 +136,7 @@ _FORMATTERS: dict[TypeKind, Callable[[Any, DataType], str]] = {
     TypeKind.INT: lambda v, t: str(int(v)),
     TypeKind.BIGINT: lambda v, t: str(int(v)),
     TypeKind.SERIAL: lambda v, t: str(int(v)),
-    TypeKind.NUMERIC: lambda v, t: _format_numeric(v),
+    TypeKind.NUMERIC: _format_numeric,
     TypeKind.REAL: _format_float,
     TypeKind.DOUBLE: _format_float,
     TypeKind.VARCHAR: lambda v, t: str(v),

@@ -156,6 +156,12 @@ class DataType:
         return _PG_INFO[self.kind][2]
 
     @property
+    def pg_typmod(self) -> int:
+        """atttypmod: ((precision << 16) | scale) + 4 for numeric(p, s) and its arrays, else -1."""
+        mod = self.elem.typmod if self.kind is TypeKind.LIST and self.elem is not None else self.typmod
+        return -1 if mod is None else ((mod[0] << 16) | mod[1]) + 4
+
+    @property
     def pg_typlen(self) -> int:
         if self.kind is TypeKind.LIST:
             return -1
@@ -268,6 +274,19 @@ def numeric_of(precision: int, scale: int = 0) -> DataType:
             f"NUMERIC scale {scale} is not supported: piestream keeps {NUMERIC_SCALE} fraction digits"
         )
     return DataType(TypeKind.NUMERIC, typmod=(precision, scale))
+
+
+def without_typmod(t: DataType) -> DataType:
+    """`t` with every NUMERIC(p, s) inside it made plain NUMERIC (what an expression computed
+    from such values has: PostgreSQL's typmod -1)."""
+    if not t.has_typmod:
+        return t
+    if t.kind is TypeKind.LIST:
+        assert t.elem is not None
+        return list_of(without_typmod(t.elem))
+    if t.kind is TypeKind.STRUCT:
+        return DataType(t.kind, tuple(Field(f.name, without_typmod(f.data_type)) for f in t.fields))
+    return DataType(t.kind)
 
 
 def _to_arrow(t: DataType) -> pa.DataType:

@@ -13,6 +13,7 @@ The untyped literals of SQL (``'2021-01-01'``, ``NULL``) are `UnknownLiteral`s: 
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from decimal import Decimal
@@ -40,6 +41,7 @@ from piestream.common.types import (
     TIMESTAMPTZ,
     DataType,
     TypeKind,
+    without_typmod,
 )
 from piestream.expr.agg import agg_signature
 from piestream.expr.coercion import CastContext, cast_level, normalize, select_common_type, type_name
@@ -214,7 +216,10 @@ def bind_call(
             return SPECIAL_BINDERS["unary_plus"](key, list(args))
         if key in SPECIAL_BINDERS:
             return SPECIAL_BINDERS[key](key, list(args))
-        return bind_generic(key, list(args))
+        out = bind_generic(key, list(args))
+        if isinstance(out, FuncCall | Literal) and out.return_type.has_typmod:  # abs(p), p + 1: numeric
+            out = dataclasses.replace(out, return_type=without_typmod(out.return_type))
+        return out
     except PiestreamError as err:
         if err.position is None:
             err.position = position

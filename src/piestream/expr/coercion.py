@@ -28,6 +28,7 @@ from piestream.common.types import (
     TypeKind,
     list_of,
     struct_of,
+    without_typmod,
 )
 
 
@@ -225,6 +226,8 @@ def select_common_type(
             raise _mismatch(
                 f"{prefix}could not convert type {type_name(t)} to {type_name(ptype)}", position, "42846"
             )
+    if ptype.has_typmod and (None in types or any(str(t) != str(ptype) for t in known)):
+        return without_typmod(ptype)  # select_common_typmod: kept only when all inputs agree
     return ptype
 
 

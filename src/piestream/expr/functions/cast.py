@@ -173,7 +173,7 @@ def to_text(x: pa.Array, t: DataType) -> pa.Array:
     if k in _INTS:
         return x.cast(pa.string())
     if k is TypeKind.NUMERIC:
-        return _numeric_text(x)
+        return _numeric_text(x, t)
     if k in _FLOATS:
         return _float_text(x, t)
     if k is TypeKind.DATE:
@@ -189,9 +189,10 @@ def to_text(x: pa.Array, t: DataType) -> pa.Array:
     return pa.array([None if v is None else format_datum(v, t) for v in vals], pa.string())
 
 
-def _numeric_text(x: pa.Array) -> pa.Array:
-    """Plain notation without trailing fraction zeros: vectorized for values whose unscaled
-    integer fits int64, per row (format_datum) for the others."""
+def _numeric_text(x: pa.Array, t: DataType = NUMERIC) -> pa.Array:
+    """Plain notation without trailing fraction zeros (a numeric(p, s) value shows s fraction
+    digits, as `format_datum`): vectorized for values whose unscaled integer fits int64, per row
+    (format_datum) for the others."""
     hi, lo = dec.to_i128(x)
     fits = dec.fits_i64(hi, lo)
     v = np.where(fits, lo.view(np.int64), 0)
@@ -201,6 +202,15 @@ def _numeric_text(x: pa.Array) -> pa.Array:
     frac_text = pc.utf8_lpad(pa.array(frac).cast(pa.string()), width=10, padding="0")
     text = pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), ".", frac_text, "")
     out = _strip_fraction(text)
+    if t.typmod is not None:  # s digits where the value has no more than that
+        s = t.typmod[1]
+        head = pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), "")
+        fixed = (
+            pc.binary_join_element_wise(head, ".", pc.utf8_slice_codeunits(frac_text, 0, s), "")
+            if s
+            else head
+        )
+        out = pc.if_else(pa.array(frac % np.int64(10 ** (10 - s)) == 0), fixed, out)
     valid = full_valid(and_valid(x), len(x))
     if not fits.all():
         from piestream.common.scalar import from_arrow
@@ -209,7 +219,7 @@ def _numeric_text(x: pa.Array) -> pa.Array:
         big = np.flatnonzero(~fits & valid)
         vals = from_arrow(x.take(pa.array(big)), NUMERIC)
         keep = np.flatnonzero(fits)
-        big_text = pa.array([format_datum(d, NUMERIC) for d in vals], pa.string())
+        big_text = pa.array([format_datum(d, t) for d in vals], pa.string())
         out = scatter(len(x), [(keep, out.take(pa.array(keep))), (big, big_text)], pa.string())
     return out if valid.all() else pc.if_else(pa.array(valid), out, pa.nulls(len(x), pa.string()))
 

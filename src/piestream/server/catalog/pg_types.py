@@ -46,13 +46,6 @@ _CATEGORY = {
 }
 
 
-def numeric_typmod(t: DataType) -> int:
-    """pg_attribute.atttypmod: ((precision << 16) | scale) + 4 for numeric(p, s) and its arrays,
-    else -1 (what format_type reads back)."""
-    mod = t.elem.typmod if t.kind is TypeKind.LIST and t.elem is not None else t.typmod
-    return -1 if mod is None else ((mod[0] << 16) | mod[1]) + 4
-
-
 def with_typmod(name: str, typmod: int) -> str:
     """format_type(oid, typmod) for numeric and numeric[]: numeric(p,s), numeric(p,s)[]."""
     if typmod < 4 or name not in ("numeric", "numeric[]"):

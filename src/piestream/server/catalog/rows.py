@@ -30,7 +30,7 @@ from piestream.server.catalog.objects import (
     query_part,
     rel_oid,
 )
-from piestream.server.catalog.pg_types import TypeRegistry, numeric_typmod
+from piestream.server.catalog.pg_types import TypeRegistry
 from piestream.server.catalog.tables import TABLES
 
 
@@ -169,7 +169,7 @@ class CatalogRows:
                         n,
                         1 if t.kind is TypeKind.LIST else 0,
                         -1,
-                        numeric_typmod(t),
+                        t.pg_typmod,
                         0,
                         "p",
                         "i",

@@ -110,7 +110,7 @@ def is_known_oid(oid: int) -> bool:
 
 
 def type_modifier(t: DataType) -> int:
-    return -1
+    return t.pg_typmod
 
 
 # -- text ---------------------------------------------------------------------------------------
@@ -140,11 +140,12 @@ def _usecs(delta: dt.timedelta) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _enc_numeric(v: Decimal) -> bytes:
-    """PostgreSQL's numeric_send: base-10000 digits, weight, sign, display scale."""
+def _enc_numeric(v: Decimal, scale: int = 0) -> bytes:
+    """PostgreSQL's numeric_send: base-10000 digits, weight, sign, display scale (at least
+    `scale`, a numeric(p, s)'s, as in text format)."""
     sign, digits, exp = v.normalize().as_tuple()  # shown normalized, as in text format
     assert isinstance(exp, int)
-    dscale = max(0, -exp)
+    dscale = max(0, -exp, scale)
     # integer part and fraction as decimal digit strings, padded to groups of four
     s = "".join(map(str, digits))
     if exp >= 0:
@@ -257,6 +258,8 @@ def encode_binary(v: Datum, t: DataType) -> bytes:
     if t.kind is TypeKind.LIST:
         assert t.elem is not None
         return _enc_array(v, t.elem)
+    if t.typmod is not None:
+        return _enc_numeric(v, t.typmod[1])
     codec = _BINARY.get(t.kind)
     if codec is None:
         raise FeatureNotSupported(f"binary output of type {t} is not supported; use text format")
