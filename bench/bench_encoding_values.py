@@ -8,8 +8,6 @@ vectorized `encode_columns` and `decode_values` on all rows, and the per-row `en
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +15,7 @@ import pyarrow as pa
 from piestream.common.scalar import columns_to_rows
 from piestream.common.types import BIGINT, TIMESTAMP, VARCHAR, DataType
 from piestream.encoding.value import decode_values, encode_columns, encode_row
+from timing import best_of
 
 TYPES: list[DataType] = [BIGINT, VARCHAR, TIMESTAMP]
 ROW_ENCODE_ROWS = 100_000
@@ -41,16 +40,6 @@ def make_columns(n: int, seed: int = 0) -> list[pa.Array]:
         pa.array(names.to_numpy(zero_copy_only=False), pa.string(), mask=nulls()),
         pa.array(ts, pa.timestamp("us"), mask=nulls()),
     ]
-
-
-def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
-    """The fastest of `repeat` runs, in seconds."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:

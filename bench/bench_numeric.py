@@ -27,12 +27,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from timing import best_of
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPRS = [
@@ -44,15 +45,6 @@ EXPRS = [
     "price > 100.5",
 ]
 AGG = "SELECT g, sum(price), avg(price), min(price), max(price), count(*) FROM t GROUP BY g"
-
-
-def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def data(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
