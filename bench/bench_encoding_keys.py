@@ -10,8 +10,6 @@ per-row `encode_row` loop on a smaller sample for comparison. Prints rows/s for 
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +18,7 @@ from piestream.common.order import ASC
 from piestream.common.scalar import columns_to_rows
 from piestream.common.types import BIGINT, TIMESTAMP, VARCHAR
 from piestream.encoding.memcomparable import decode_keys, encode_columns, encode_row
+from timing import best_of
 
 
 def make_columns(n: int, seed: int = 42) -> list[pa.Array]:
@@ -34,16 +33,6 @@ def make_columns(n: int, seed: int = 42) -> list[pa.Array]:
     base = 1_704_067_200_000_000  # 2024-01-01 in micros
     ts = pa.array(base + rng.integers(0, 365 * 86_400_000_000, n, dtype=np.int64), pa.timestamp("us"))
     return [ids, names, ts]
-
-
-def best_of(repeat: int, fn: Callable[[], object]) -> float:
-    """The fastest of `repeat` runs, in seconds."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def report(label: str, rows: int, seconds: float) -> None:
@@ -70,27 +59,27 @@ def main() -> None:
     report(
         "encode_columns (BIGINT, TIMESTAMP)",
         n,
-        best_of(args.repeat, lambda: encode_columns(fixed_cols, fixed_types, fixed_orders)),
+        best_of(lambda: encode_columns(fixed_cols, fixed_types, fixed_orders), args.repeat),
     )
     report(
         "encode_columns (BIGINT, VARCHAR, TIMESTAMP)",
         n,
-        best_of(args.repeat, lambda: encode_columns(cols, all_types, all_orders)),
+        best_of(lambda: encode_columns(cols, all_types, all_orders), args.repeat),
     )
     report(
         "encode_columns_arrow incl. to_arrow (all three)",
         n,
-        best_of(args.repeat, lambda: encode_columns(cols, all_types, all_orders).to_arrow()),
+        best_of(lambda: encode_columns(cols, all_types, all_orders).to_arrow(), args.repeat),
     )
     report(
         "decode_keys (BIGINT, TIMESTAMP)",
         n,
-        best_of(args.repeat, lambda: decode_keys(keys_fixed, fixed_types, fixed_orders)),
+        best_of(lambda: decode_keys(keys_fixed, fixed_types, fixed_orders), args.repeat),
     )
     report(
         "decode_keys (BIGINT, VARCHAR, TIMESTAMP)",
         n,
-        best_of(args.repeat, lambda: decode_keys(keys_all, all_types, all_orders)),
+        best_of(lambda: decode_keys(keys_all, all_types, all_orders), args.repeat),
     )
 
     m = min(args.loop_rows, n)
@@ -100,7 +89,7 @@ def main() -> None:
         for r in rows:
             encode_row(r, all_types, all_orders)
 
-    report("per-row encode_row loop (all three)", m, best_of(1, loop))
+    report("per-row encode_row loop (all three)", m, best_of(loop, 1))
     # sanity: the vectorized keys equal the per-row ones and decode back to the input
     k = min(1000, m)
     assert [encode_row(r, all_types, all_orders) for r in rows[:k]] == keys_all.to_list()[:k]
