@@ -125,8 +125,6 @@ FEATURES = {
     "using merged column selected": r"SELECT u\d, x\d+\.u\d AS xu",
     "union corresponding": r"UNION (ALL )?CORRESPONDING SELECT",
     "union corresponding by": r"UNION (ALL )?CORRESPONDING BY \(",
-    "numeric times numeric": r"\.n\d \* \w+\.n\d\)",
-    "numeric division": r" / (\(-4\)|2\.5|0\.5|\(-1\.25\))\)",
 }
 
 
