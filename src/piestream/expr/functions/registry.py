@@ -11,6 +11,7 @@ and any other Arrow failure becomes a PiestreamError too, so `eval_non_strict` c
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -145,27 +146,36 @@ def type_label(call: FuncCall) -> str:
 
 
 _LOADED = False
+_LOAD_LOCK = threading.Lock()
 
 
 def _load() -> None:
-    """Import the kernel modules (they register themselves) on first use."""
+    """Import the kernel modules (they register themselves) on first use.
+
+    `_LOADED` turns true only once every module has registered: sessions bind on several threads
+    at once, and one that saw the flag while another was still importing found the registry half
+    full ("function equal does not exist", 42883, seen by the chaos soak after a restart)."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
-    from piestream.expr.functions import (  # noqa: F401
-        arithmetic,
-        cast,
-        comparison,
-        conditional,
-        datetime,
-        logic,
-        math,
-        regexp,
-        string,
-        struct_array,
-        to_char,
-    )
+    with _LOAD_LOCK:
+        if _LOADED:
+            return
+        from piestream.expr.functions import (  # noqa: F401
+            arithmetic,
+            cast,
+            comparison,
+            conditional,
+            datetime,
+            logic,
+            math,
+            regexp,
+            string,
+            struct_array,
+            to_char,
+        )
+
+        _LOADED = True
 
 
 def eval_rows(expr: Expr, chunk: DataChunk, rows: np.ndarray) -> pa.Array:
