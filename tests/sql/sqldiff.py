@@ -365,3 +365,45 @@ def run_seeds(seeds: Iterable[int], **kw: Any) -> Stats:
     for seed in seeds:
         total.add(SeedRun(seed, **kw).run())
     return total
+
+
+def check_cases_with_rounds(
+    s: Any,
+    schema: Sequence[str],
+    cases: Sequence[tuple[str, str, str | None]],
+    rounds: Sequence[Sequence[str]],
+    *,
+    batch: bool = True,
+    duck_schema: Sequence[str] | None = None,
+) -> set[str]:
+    """Each case `(name, piestream SQL, DuckDB SQL or None for the same)` as an MV created before
+    any data, then after every round of DML: the MV (and, with `batch`, the query as a SELECT)
+    equals DuckDB's answer over the same tables. Returns the cases whose answer was ever non-empty."""
+    duck = duck_connect()
+    for i, stmt in enumerate(schema):
+        s.execute(stmt)
+        duck.execute(duck_schema[i] if duck_schema is not None else stmt)
+    for name, pg, _ in cases:
+        s.execute(f"CREATE MATERIALIZED VIEW {name} AS {pg}")
+    nonempty: set[str] = set()
+
+    def check(when: str) -> None:
+        for name, pg, dk in cases:
+            want = norm_rows(duck.execute(dk or pg).fetchall())
+            if want:
+                nonempty.add(name)
+            results = [("MV", s.execute(f"SELECT * FROM {name}")[-1].rows)]
+            if batch:
+                results.append(("batch", s.execute(pg)[-1].rows))
+            for what, got_rows in results:
+                got = norm_rows(got_rows)
+                assert got == want, f"{what} {name} {when}\n{pg}\n{diff_text(got, want)}"
+
+    check("before any data")
+    for i, round_ in enumerate(rounds):
+        for stmt in round_:
+            s.execute(stmt)
+            duck.execute(stmt)
+        check(f"after round {i}")
+    duck.close()
+    return nonempty

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from piestream.common.vnode import VNODE_COUNT
-from piestream.frontend.stream_planner import ExchangeMarker
+from piestream.frontend.stream_piece import ExchangeMarker
 from piestream.plan.fragment import DispatchEdge, DispatchKind, Fragment
 from piestream.plan.node import ExchangeNode, StreamNode
 from piestream.plan.source import SourceNode

@@ -19,7 +19,8 @@ from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, Relat
 from piestream.frontend.fragmenter import FragmentedJob, fragment_job
 from piestream.frontend.optimizer import optimize
 from piestream.frontend.parser import ast
-from piestream.frontend.stream_planner import SINGLE, Dist, StreamPlanner
+from piestream.frontend.stream_piece import SINGLE, Dist
+from piestream.frontend.stream_planner import StreamPlanner
 from piestream.plan.fragment import Fragment
 from piestream.plan.materialize import ConflictBehavior, MaterializeNode
 from piestream.plan.node import DmlNode, ExchangeNode, StreamNode

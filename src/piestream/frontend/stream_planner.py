@@ -12,13 +12,10 @@ ones, and nodes that append columns (windows, joins) are followed by a reorderin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, INT, SERIAL, Field
-from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
+from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.dynamic_filter_rule import DynamicFilterMatch, match_dynamic_filter
@@ -27,7 +24,6 @@ from piestream.frontend.logical import (
     Filter,
     HopWindow,
     Join,
-    JoinKind,
     OverWindow,
     PlanNode,
     Project,
@@ -38,15 +34,25 @@ from piestream.frontend.logical import (
     Values,
 )
 from piestream.frontend.source_spec import source_spec
+from piestream.frontend.stream_join import plan_join
+from piestream.frontend.stream_piece import (
+    ANY,
+    SINGLE,
+    Dist,
+    Piece,
+    PlannerBase,
+    and_exprs,
+    refs,
+    upstreams,
+)
 from piestream.plan.agg_call import AggCall as StreamAggCall
 from piestream.plan.backfill import BackfillNode, backfill_state_table
 from piestream.plan.dedup import build_dedup
 from piestream.plan.dynamic_filter import build_dynamic_filter
 from piestream.plan.filter import FilterNode
 from piestream.plan.hash_agg import hash_agg_node
-from piestream.plan.hash_join import JoinType, build_hash_join, join_stream_key_internal
 from piestream.plan.hop_window import HopWindowNode
-from piestream.plan.node import ExchangeNode, StreamNode
+from piestream.plan.node import ExchangeNode
 from piestream.plan.over_window import build_over_window
 from piestream.plan.project import ProjectNode
 from piestream.plan.row_id_gen import RowIdGenNode
@@ -56,127 +62,8 @@ from piestream.plan.values import ValuesNode, values_state_table
 from piestream.stream.connector import plan_source_node
 
 
-@dataclass(frozen=True)
-class Dist:
-    """How a piece's rows are spread over actors."""
-
-    kind: str  # "hash" (by `keys`), "single" (one actor), "any" (no known property),
-    # "broadcast" (every actor gets every row; only as an exchange's target)
-    keys: tuple[int, ...] = ()
-
-    def satisfies(self, required: Dist) -> bool:
-        if required.kind == "any":
-            return True
-        if self.kind == "single":
-            return True  # one actor holds everything (and owns every vnode)
-        return required.kind == "hash" and self.kind == "hash" and self.keys == required.keys
-
-    def mapped(self, mapping: dict[int, int]) -> Dist:
-        if self.kind != "hash":
-            return self
-        if all(k in mapping for k in self.keys):
-            return Dist("hash", tuple(mapping[k] for k in self.keys))
-        return Dist("any")
-
-
-SINGLE = Dist("single")
-ANY = Dist("any")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExchangeMarker(StreamNode):
-    """Where the fragmenter cuts: the rows below move to `dist` (hash / single)."""
-
-    child_fields = ("input",)
-
-    input: StreamNode
-    dist: Dist
-
-    def explain(self) -> str:
-        if self.dist.kind == "hash":
-            return f"Exchange {{ dist: HashShard({', '.join(f'${k}' for k in self.dist.keys)}) }}"
-        if self.dist.kind == "broadcast":
-            return "Exchange { dist: Broadcast }"
-        return "Exchange { dist: Single }"
-
-
-@dataclass
-class Piece:
-    node: StreamNode
-    dist: Dist
-    width: int  # logical columns; node.schema may have hidden ones after them
-
-    @property
-    def stream_key(self) -> tuple[int, ...]:
-        return self.node.stream_key
-
-    @property
-    def schema(self) -> Schema:
-        return self.node.schema
-
-
-def _refs(schema: Schema) -> list[Expr]:
-    return [InputRef(i, f.data_type) for i, f in enumerate(schema.fields)]
-
-
-class StreamPlanner:
+class StreamPlanner(PlannerBase):
     """Plans one streaming job's logical plan into a tree of stream nodes."""
-
-    def __init__(self, next_table_id: Callable[[], int]) -> None:
-        self.next_table_id = next_table_id
-
-    # -- plumbing -------------------------------------------------------------------------------
-    def require(self, piece: Piece, dist: Dist) -> Piece:
-        if piece.dist.satisfies(dist):
-            return piece
-        n = piece.node
-        marker = ExchangeMarker(
-            schema=n.schema, stream_key=n.stream_key, append_only=n.append_only, input=n, dist=dist
-        )
-        return Piece(marker, dist, piece.width)
-
-    def shuffle(self, piece: Piece, dist: Dist) -> Piece:
-        """An exchange to `dist` even where the piece already satisfies it."""
-        n = piece.node
-        marker = ExchangeMarker(
-            schema=n.schema, stream_key=n.stream_key, append_only=n.append_only, input=n, dist=dist
-        )
-        return Piece(marker, dist, piece.width)
-
-    def project(self, piece: Piece, exprs: Sequence[Expr], names: Sequence[str], width: int) -> Piece:
-        """A projection that keeps the input's stream key (hidden columns appended if dropped)."""
-        exprs = list(exprs)
-        names = list(names)
-        pos: dict[int, int] = {}
-        for i, e in enumerate(exprs):
-            if isinstance(e, InputRef) and e.index not in pos:
-                pos[e.index] = i
-        key = []
-        for k in piece.stream_key:
-            if k not in pos:
-                pos[k] = len(exprs)
-                exprs.append(InputRef(k, piece.schema[k].data_type))
-                names.append(f"_{piece.schema[k].name}")
-            key.append(pos[k])
-        schema = Schema(tuple(Field(n, e.return_type) for n, e in zip(names, exprs, strict=True)))
-        node = ProjectNode(
-            schema=schema,
-            stream_key=tuple(key),
-            append_only=piece.node.append_only,
-            input=piece.node,
-            exprs=tuple(exprs),
-        )
-        return Piece(node, piece.dist.mapped(pos), width)
-
-    def reorder(self, piece: Piece, logical: list[int]) -> Piece:
-        """Put columns `logical` first (in that order), the rest after (hidden)."""
-        rest = [i for i in range(len(piece.schema)) if i not in logical]
-        order = logical + rest
-        if order == list(range(len(piece.schema))):
-            return replace(piece, width=len(logical))
-        exprs = [InputRef(i, piece.schema[i].data_type) for i in order]
-        names = [piece.schema[i].name for i in order]
-        return self.project(piece, exprs, names, len(logical))
 
     # -- planning -------------------------------------------------------------------------------
     def plan(self, node: PlanNode) -> Piece:
@@ -217,7 +104,9 @@ class StreamPlanner:
         dist = Dist("hash", tuple(cols.index(k) for k in desc.dist_key)) if desc.dist_key else SINGLE
         if rel.parallelism == 1:
             dist = SINGLE  # e.g. a TopN's MV: keyed by k, but all of it in one actor
-        return Piece(scan, dist, len(node.column_indices))
+        # a table's primary key (or row id) is never NULL; an MV's key may be
+        non_null = frozenset(key) if rel.kind is RelationKind.TABLE else frozenset()
+        return Piece(scan, dist, len(node.column_indices), non_null)
 
     def _plan_source(self, node: Scan) -> Piece:
         """A SOURCE read by a streaming job: a `SourceNode` leaf of its own (own splits and
@@ -235,7 +124,7 @@ class StreamPlanner:
             dead_letter=rel.source.dead_letter if rel.source else None,
         )
         ids = RowIdGenNode(schema=schema, stream_key=key, append_only=True, input=src, row_id_index=key[0])
-        return Piece(ids, Dist("hash", key), len(node.column_indices))
+        return Piece(ids, Dist("hash", key), len(node.column_indices), frozenset(key))
 
     def _plan_values(self, node: Values) -> Piece:
         from piestream.expr.bind import fold_constants
@@ -258,7 +147,7 @@ class StreamPlanner:
             rows=tuple(rows),
             state_table=values_state_table(self.next_table_id()),
         )
-        return Piece(v, SINGLE, width)
+        return Piece(v, SINGLE, width, frozenset([width]))
 
     def _plan_filter(self, node: Filter) -> Piece:
         p = self.plan(node.input)
@@ -269,7 +158,7 @@ class StreamPlanner:
             input=p.node,
             predicate=node.predicate,
         )
-        return Piece(f, p.dist, p.width)
+        return Piece(f, p.dist, p.width, p.non_null)
 
     def _plan_project(self, node: Project) -> Piece:
         needed = set().union(*(e.input_refs() for e in node.exprs))
@@ -285,7 +174,7 @@ class StreamPlanner:
             key = m.left_expr.index
         else:  # the compared value becomes a hidden column the state table is ordered by
             key = len(lp.schema)
-            lp = self.project(lp, [*_refs(lp.schema), m.left_expr], [*lp.schema.names, "_dyn_key"], lp.width)
+            lp = self.project(lp, [*refs(lp.schema), m.left_expr], [*lp.schema.names, "_dyn_key"], lp.width)
         # the left state table's distribution key must lie inside its pk (key, stream key)
         sk = lp.stream_key
         if lp.dist.kind == "single":
@@ -303,7 +192,7 @@ class StreamPlanner:
         rp = self.project(rp, [rhs], ["_rhs"], 1)
         if lp.dist.kind == "single":
             rp = self.require(rp, SINGLE)
-            if _upstreams(lp.node) & _upstreams(rp.node):
+            if upstreams(lp.node) & upstreams(rp.node):
                 rp = self.shuffle(rp, SINGLE)
         else:
             rp = self.shuffle(rp, Dist("broadcast"))
@@ -316,7 +205,7 @@ class StreamPlanner:
             right_table_id=self.next_table_id(),
             left_dist_key=dist_key,
         )
-        piece = Piece(df, lp.dist, nl)
+        piece = Piece(df, lp.dist, nl, lp.non_null)
         if not m.rest:
             return piece
         f = FilterNode(
@@ -324,9 +213,9 @@ class StreamPlanner:
             stream_key=df.stream_key,
             append_only=False,
             input=df,
-            predicate=_and(list(m.rest)),  # type: ignore[arg-type]
+            predicate=and_exprs(list(m.rest)),  # type: ignore[arg-type]
         )
-        return Piece(f, lp.dist, nl)
+        return Piece(f, lp.dist, nl, lp.non_null)
 
     def _plan_sort(self, node: Sort) -> Piece:
         return self.plan(node.input)  # order inside a streaming query has no effect
@@ -341,7 +230,7 @@ class StreamPlanner:
             # output stays append-only for the operators above (reference §6.5)
             d = build_dedup(p.node, g, table_id=self.next_table_id(), name="dedup")
             keys = [InputRef(i, p.schema[i].data_type) for i in g]
-            return self.project(Piece(d, p.dist, p.width), keys, node.schema.names, len(g))
+            return self.project(Piece(d, p.dist, p.width, p.non_null), keys, node.schema.names, len(g))
         in_types = p.schema.types
         calls = [
             StreamAggCall.create(
@@ -359,7 +248,8 @@ class StreamPlanner:
         # a single-actor input stays single (it needed no shuffle): claiming hash(g) would let a
         # join put this fragment of one actor next to a parallel one
         single = not g or p.dist.kind == "single"
-        return Piece(n, SINGLE if single else Dist("hash", tuple(range(len(g)))), len(node.schema))
+        non_null = frozenset(i for i, k in enumerate(g) if k in p.non_null)
+        return Piece(n, SINGLE if single else Dist("hash", tuple(range(len(g)))), len(node.schema), non_null)
 
     def _plan_topn(self, node: TopN) -> Piece:
         if node.limit is None:
@@ -376,7 +266,7 @@ class StreamPlanner:
             with_ties=node.with_ties,
             table_id=self.next_table_id(),
         )
-        return Piece(n, p.dist, p.width)
+        return Piece(n, p.dist, p.width, p.non_null)
 
     def _plan_hopwindow(self, node: HopWindow) -> Piece:
         p = self.plan(node.input)
@@ -393,7 +283,7 @@ class StreamPlanner:
             size_usecs=node.size_usecs,
             offset_usecs=node.offset_usecs,
         )
-        piece = Piece(hop, p.dist, w + 2)
+        piece = Piece(hop, p.dist, w + 2, p.non_null)
         # logical order: input's logical columns, window_start, window_end, then hidden
         return self.reorder(piece, [*range(p.width), w, w + 1])
 
@@ -411,9 +301,12 @@ class StreamPlanner:
             names=node.schema.names[n_in:],
             table_id=self.next_table_id(),
         )
-        piece = Piece(ow, p.dist, w + len(node.calls))
+        piece = Piece(ow, p.dist, w + len(node.calls), p.non_null)
         # logical order: input's logical columns, the window values, then hidden
         return self.reorder(piece, [*range(p.width), *range(w, w + len(node.calls))])
+
+    def _plan_join(self, node: Join) -> Piece:
+        return plan_join(self, node)
 
     def _plan_union(self, node: Union) -> Piece:
         pieces = [self.plan(i) for i in node.union_inputs]
@@ -445,7 +338,7 @@ class StreamPlanner:
                 input=p.node,
                 exprs=tuple(exprs),
             )
-            branches.append(self.require(Piece(proj, ANY, width), Dist("hash", key)))
+            branches.append(self.require(Piece(proj, ANY, width, frozenset([key[-1]])), Dist("hash", key)))
             offset += len(key_types[b])
         first = branches[0].node
         union = UnionNode(
@@ -454,123 +347,4 @@ class StreamPlanner:
             append_only=all(b.node.append_only for b in branches),
             union_inputs=tuple(b.node for b in branches),
         )
-        return Piece(union, Dist("hash", first.stream_key), width)
-
-    def _plan_join(self, node: Join) -> Piece:
-        lp = self.plan(node.left)
-        rp = self.plan(node.right)
-        nl, nr = len(node.left.schema), len(node.right.schema)
-        lw = len(lp.schema)
-        # positions in the physical left ++ right layout
-        phys = {i: i for i in range(nl)}
-        phys.update({nl + j: lw + j for j in range(nr)})
-        left_keys, right_keys, null_safe, residual = [], [], [], []
-        for c in _conjuncts(node.condition):
-            pair = _equi_pair(c, nl)
-            # a column already used as a key on its side stays a residual check: duplicate key
-            # columns would hash differently in the exchange and in the join's state tables
-            if pair is not None and pair[0] not in left_keys and pair[1] - nl not in right_keys:
-                a, b, safe = pair
-                left_keys.append(a)
-                right_keys.append(b - nl)
-                null_safe.append(safe)
-            else:
-                residual.append(remap_refs(c, phys))
-        if left_keys:
-            lp = self.require(lp, Dist("hash", tuple(left_keys)))
-            rp = self.require(rp, Dist("hash", tuple(right_keys)))
-        else:
-            lp, rp = self.require(lp, SINGLE), self.require(rp, SINGLE)
-        if left_keys and (lp.dist.kind == "single") != (rp.dist.kind == "single"):
-            # a singleton side "satisfies" any distribution, but both sides share the join's
-            # fragment: its parallelism would clash with the other side's. Shuffle it by the keys.
-            if lp.dist.kind == "single":
-                lp = self.shuffle(lp, Dist("hash", tuple(left_keys)))
-            else:
-                rp = self.shuffle(rp, Dist("hash", tuple(right_keys)))
-        if _upstreams(lp.node) & _upstreams(rp.node):
-            # both sides would read one upstream fragment's change stream in the same fragment
-            # (a self-join already partitioned by its key): an actor has one input port per
-            # upstream fragment, so each side would get both copies. Shuffle one side.
-            rp = self.shuffle(rp, rp.dist)
-        jt = {
-            JoinKind.INNER: JoinType.INNER,
-            JoinKind.LEFT: JoinType.LEFT_OUTER,
-            JoinKind.RIGHT: JoinType.RIGHT_OUTER,
-            JoinKind.FULL: JoinType.FULL_OUTER,
-            JoinKind.LEFT_SEMI: JoinType.LEFT_SEMI,
-            JoinKind.LEFT_ANTI: JoinType.LEFT_ANTI,
-        }[node.kind]
-        if node.kind.keeps_left_only:
-            logical = list(range(nl))
-        else:
-            logical = [*range(nl), *range(lw, lw + nr)]
-        sk = join_stream_key_internal(lp.stream_key, rp.stream_key, lw, jt, left_keys, right_keys)
-        out = logical + [k for k in sk if k not in logical]
-        cond = _and(residual)
-        n = build_hash_join(
-            lp.node,
-            rp.node,
-            jt,
-            left_keys,
-            right_keys,
-            next_table_id=self.next_table_id,
-            condition=cond,
-            null_safe=null_safe,
-            output_indices=out,
-        )
-        if not left_keys or (lp.dist.kind == "single" and rp.dist.kind == "single"):
-            dist = SINGLE
-        elif node.kind is JoinKind.FULL:
-            dist = ANY
-        elif node.kind is JoinKind.RIGHT:
-            dist = Dist("hash", tuple(out.index(lw + k) for k in right_keys))
-        else:
-            dist = Dist("hash", tuple(out.index(k) for k in left_keys))
-        return Piece(n, dist, len(logical))
-
-
-def _upstreams(node: StreamNode) -> set[int]:
-    """Upstream fragments whose change streams `node` reads inside its own fragment."""
-    if isinstance(node, ExchangeMarker):
-        return set()
-    if isinstance(node, ExchangeNode):
-        return {node.upstream_fragment_id}
-    return set().union(*(_upstreams(i) for i in node.children()))
-
-
-def _conjuncts(e: Expr | None) -> list[Expr]:
-    if e is None:
-        return []
-    if isinstance(e, FuncCall) and e.name == "and":
-        return [c for a in e.args for c in _conjuncts(a)]
-    return [e]
-
-
-def _and(exprs: list[Expr]) -> Expr | None:
-    from piestream.expr.bind import bind_call
-
-    if not exprs:
-        return None
-    return exprs[0] if len(exprs) == 1 else bind_call("and", exprs)
-
-
-_EQ_NAMES = {"equal": False, "=": False, "is_not_distinct_from": True}
-
-
-def _equi_pair(c: Expr, nl: int) -> tuple[int, int, bool] | None:
-    """(left column, right column, null-safe) of ``left.col = right.col`` with equal types."""
-    if not (isinstance(c, FuncCall) and c.name in _EQ_NAMES and len(c.args) == 2):
-        return None
-    a, b = c.args
-    if not (isinstance(a, InputRef) and isinstance(b, InputRef)) or a.return_type != b.return_type:
-        return None
-    if a.index < nl <= b.index:
-        return a.index, b.index, _EQ_NAMES[c.name]
-    if b.index < nl <= a.index:
-        return b.index, a.index, _EQ_NAMES[c.name]
-    return None
-
-
-def uses_only(e: Expr, cols: set[int]) -> bool:
-    return e.input_refs() <= cols
+        return Piece(union, Dist("hash", first.stream_key), width, frozenset([len(first.schema) - 1]))

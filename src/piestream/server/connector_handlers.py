@@ -30,7 +30,7 @@ from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind, Si
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import PlannedJob, plan_sink, plan_table, table_conflict
 from piestream.frontend.source_spec import statement_source_spec
-from piestream.frontend.stream_planner import Dist, ExchangeMarker
+from piestream.frontend.stream_piece import Dist, ExchangeMarker
 from piestream.plan.node import StreamNode
 from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
 from piestream.plan.source import DEAD_LETTER_COLUMNS, dead_letter_table

@@ -54,6 +54,16 @@ def check_new_name(s: Session, name: str, if_not_exists: bool) -> QueryResult | 
     return None
 
 
+def check_unique_columns(names: Sequence[str]) -> None:
+    """A relation's columns need distinct names (a plain SELECT may repeat one; a view, table or
+    MV may not: PostgreSQL's 42701)."""
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise PiestreamError(f'column "{n}" specified more than once', sqlstate="42701")
+        seen.add(n)
+
+
 # -- CREATE TABLE -------------------------------------------------------------------------------
 
 
@@ -72,9 +82,7 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
                 raise FeatureNotSupported(f'DEFAULT for column "{c.name}" is not supported')
             cols.append((c.name, c.type))
         names = [n for n, _ in cols]
-        if len(set(names)) != len(names):
-            dup = next(n for n in names if names.count(n) > 1)
-            raise PiestreamError(f'column "{dup}" specified more than once', sqlstate="42701")
+        check_unique_columns(names)
         for k in stmt.primary_key:
             if k not in names:
                 raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
@@ -114,6 +122,7 @@ def create_materialized_view(
             if len(stmt.columns) > len(bound.names):
                 raise PiestreamError("too many column names were specified", sqlstate="42601")
             bound.names = list(stmt.columns) + bound.names[len(stmt.columns) :]
+        check_unique_columns(bound.names)
         planned = plan_materialized_view(
             bound,
             name=stmt.name,
@@ -137,7 +146,10 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
                 return skipped
         binder = QueryBinder(s.db.catalog.snapshot())
         bound = binder.bind_query(stmt.query)
+        if len(stmt.columns or []) > len(bound.names):
+            raise PiestreamError("CREATE VIEW specifies more column names than columns", sqlstate="42601")
         names = list(stmt.columns or []) + bound.names[len(stmt.columns or []) :]
+        check_unique_columns(names)
         cols = tuple(ColumnCatalog(n, t) for n, t in zip(names, bound.plan.types, strict=True))
         rel = Relation(
             id=s.db.ddl.next_object_id(),

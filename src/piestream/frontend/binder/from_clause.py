@@ -181,8 +181,9 @@ def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Sc
     alias = alias_node.name if alias_node is not None and alias_node.name else None
     col_aliases = [c.name for c in alias_node.args.get("columns") or []] if alias_node is not None else None
     if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous):
+        # TUMBLE / HOP keep their relation's name as the qualifier unless aliased (RisingWave)
         plan, scope = bind_window_function(qb, node.this)
-        return plan, scope.requalified(alias or str(node.this.this).lower(), col_aliases)
+        return plan, scope.requalified(alias or _window_relation_name(node.this), col_aliases)
     if isinstance(node, exp.Table):
         name = node.name
         if node.args.get("db") is not None and node.text("db") != DEFAULT_SCHEMA:
@@ -196,6 +197,7 @@ def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Sc
         return plan, scope if alias is None else _aliased_join(scope, alias, col_aliases)
     if isinstance(node, exp.Subquery):
         sub = qb.child().bind_query(node.this)
+        _check_not_lateral(sub.plan, node)
         scope = Scope.of([ScopeColumn(alias, n, t) for n, t in zip(sub.names, sub.plan.types, strict=False)])
         return sub.plan, scope.requalified(alias, col_aliases)
     if isinstance(node, exp.Values):
@@ -203,6 +205,18 @@ def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Sc
         scope = Scope.of([ScopeColumn(alias, n, t) for n, t in zip(sub.names, sub.plan.types, strict=False)])
         return sub.plan, scope.requalified(alias, col_aliases)
     raise FeatureNotSupported(f"FROM item {node.sql('postgres')!r} is not supported", position=position(node))
+
+
+def _check_not_lateral(plan: PlanNode, node: exp.Expression) -> None:
+    """A subquery in FROM that reads a column of an enclosing query (a correlated derived table,
+    PostgreSQL's implicit LATERAL across levels) has no decorrelation here: 0A000."""
+    from piestream.frontend.binder.subquery import has_outer
+
+    if has_outer(plan):
+        raise FeatureNotSupported(
+            "a subquery in FROM that references columns of an outer query is not supported",
+            position=position(node),
+        )
 
 
 def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tuple[PlanNode, Scope]:
@@ -252,6 +266,13 @@ def _interval_usecs(e: Expr, what: str, node: exp.Expression) -> int:
     if iv.months:
         raise FeatureNotSupported(f"{what} must not contain months or years", position=position(node))
     return iv.days * 86_400_000_000 + iv.usecs
+
+
+def _window_relation_name(fn: exp.Anonymous) -> str:
+    args = fn.expressions
+    if args and isinstance(args[0], exp.Column | exp.Table):
+        return args[0].name
+    return str(fn.this).lower()
 
 
 def bind_window_function(qb: QueryBinder, fn: exp.Anonymous) -> tuple[PlanNode, Scope]:

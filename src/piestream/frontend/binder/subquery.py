@@ -93,7 +93,7 @@ class SubqueryRewriter:
         # exist goes the general way (select list, DISTINCT and ORDER BY cannot)
         if not isinstance(sub, exp.Select) or _has_any(sub, "group", "having", "limit", "offset", "with_"):
             bq = self.qb.correlated_child().bind_query(sub)
-            if _has_outer(bq.plan):
+            if has_outer(bq.plan):
                 raise FeatureNotSupported(
                     "this correlated EXISTS subquery is not supported", position=position(where)
                 )
@@ -106,7 +106,7 @@ class SubqueryRewriter:
         qb = self.qb
         lhs = ExprBinder(qb.scope, params=qb.params, context="WHERE").bind(lhs_node)
         bq = qb.correlated_child().bind_query(sub)
-        if _has_outer(bq.plan):
+        if has_outer(bq.plan):
             raise FeatureNotSupported("correlated IN subqueries are not supported", position=position(where))
         if len(bq.names) != 1:
             raise PiestreamError("subquery has too many columns", sqlstate="42601", position=position(where))
@@ -167,7 +167,7 @@ class SubqueryRewriter:
             raise PiestreamError(
                 "subquery must return only one column", sqlstate="42601", position=position(sub)
             )
-        if not _has_outer(bq.plan):
+        if not has_outer(bq.plan):
             return self._attach(bq.plan, None, 0, scalar=True)
         if (
             not isinstance(sub, exp.Select)
@@ -207,6 +207,7 @@ class SubqueryRewriter:
         scope.parent = qb.scope
         keys_inner: list[Expr] = []
         keys_outer: list[Expr] = []
+        null_safe: list[bool] = []
         filters: list[Expr] = []
         outer_only: list[Expr] = []
         where = sub.args.get("where")
@@ -225,6 +226,7 @@ class SubqueryRewriter:
                 )
             keys_inner.append(pair[0])
             keys_outer.append(pair[1])
+            null_safe.append(pair[2])
         f = and_all(filters)
         if f is not None:
             plan = Filter(plan.schema, plan, f)
@@ -236,16 +238,17 @@ class SubqueryRewriter:
         select, _, _ = binding.bind([(item, "result")], SubqueryRewriter(child), group_exprs=keys_inner)
         agg_plan = child.plan
         assert agg_plan is not None
-        if _has_outer(agg_plan):
+        if has_outer(agg_plan):
             raise FeatureNotSupported(
                 "outer columns inside the aggregates of a correlated subquery are not supported",
                 position=position(sub),
             )
         n_keys = len(keys_inner)
         n_left = len(qb.scope.columns)
+        # a NULL-safe correlation matches an outer NULL with the group of inner NULLs
         conds = [
-            bind_call("=", [o, InputRef(n_left + i, k.return_type)])
-            for i, (o, k) in enumerate(zip(keys_outer, keys_inner, strict=True))
+            bind_call("is_not_distinct_from" if safe else "=", [o, InputRef(n_left + i, k.return_type)])
+            for i, (o, k, safe) in enumerate(zip(keys_outer, keys_inner, null_safe, strict=True))
         ]
         self._attach(agg_plan, and_all(conds), 0)
         calls = binding.calls
@@ -305,7 +308,7 @@ def _outer_to_input(e: Expr, pos: int | None) -> Expr:
     return e.transform_down(fn)
 
 
-def _has_outer(plan: PlanNode) -> bool:
+def has_outer(plan: PlanNode) -> bool:
     from dataclasses import fields, is_dataclass
 
     for p in plan.walk():
@@ -330,9 +333,12 @@ def _to_join_condition(e: Expr, n_left: int) -> Expr:
     )
 
 
-def _correlated_equality(e: Expr) -> tuple[Expr, Expr] | None:
-    """(inner side, outer side as InputRefs over the outer scope) of `inner = outer`."""
-    if not (isinstance(e, FuncCall) and e.name in ("equal", "=") and len(e.args) == 2):
+def _correlated_equality(e: Expr) -> tuple[Expr, Expr, bool] | None:
+    """(inner side, outer side as InputRefs over the outer scope, NULL-safe) of `inner = outer`
+    or `inner IS NOT DISTINCT FROM outer`."""
+    if not (
+        isinstance(e, FuncCall) and e.name in ("equal", "=", "is_not_distinct_from") and len(e.args) == 2
+    ):
         return None
     a, b = e.args
     a_outer = any(isinstance(x, OuterRef) for x in a.walk())
@@ -344,7 +350,7 @@ def _correlated_equality(e: Expr) -> tuple[Expr, Expr] | None:
     elif not (b_outer and not b_inner and a_inner and not a_outer):
         return None
     outer = b.transform_down(lambda x: InputRef(x.index, x.return_type) if isinstance(x, OuterRef) else None)
-    return a, outer
+    return a, outer, e.name == "is_not_distinct_from"
 
 
 def _is_count(item: exp.Expression) -> bool:
