@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from piestream.batch.chunks import concat_chunks, eval_expr, filter_chunk, true_mask
 from piestream.batch.context import BatchContext
-from piestream.batch.plan import BatchFilter, BatchLimit, BatchMaxOneRow, BatchProject, BatchUnion
+from piestream.batch.plan import (
+    BatchFilter,
+    BatchLimit,
+    BatchMaxOneRow,
+    BatchProject,
+    BatchProjectSet,
+    BatchUnion,
+)
 from piestream.common.chunk import DataChunk
 from piestream.common.errors import PiestreamError
+from piestream.expr.table_function import project_set
 
 
 class CardinalityViolation(PiestreamError):
@@ -25,6 +35,12 @@ def execute_filter(node: BatchFilter, inputs: list[DataChunk], ctx: BatchContext
 def execute_project(node: BatchProject, inputs: list[DataChunk], ctx: BatchContext) -> DataChunk:
     (chunk,) = inputs
     return DataChunk([eval_expr(e, chunk) for e in node.exprs], length=chunk.capacity)
+
+
+def execute_project_set(node: BatchProjectSet, inputs: list[DataChunk], ctx: BatchContext) -> DataChunk:
+    (chunk,) = inputs
+    _, rid, cols = project_set(node.items, chunk)
+    return DataChunk([*cols, pa.array(rid, pa.int64())], length=len(rid))
 
 
 def execute_union(node: BatchUnion, inputs: list[DataChunk], ctx: BatchContext) -> DataChunk:

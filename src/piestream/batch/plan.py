@@ -16,7 +16,7 @@ from piestream.common.order import OrderType
 from piestream.common.scalar import Datum
 from piestream.common.schema import Schema
 from piestream.common.tree import TreeNode
-from piestream.common.types import TIMESTAMP, DataType, Field, TypeKind
+from piestream.common.types import BIGINT, TIMESTAMP, DataType, Field, TypeKind
 from piestream.expr.expr import Expr, InputRef
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.key_range import Bound
@@ -213,6 +213,24 @@ class BatchProject(BatchPlanNode):
 
     def explain(self) -> str:
         return f"BatchProject {{ exprs: [{', '.join(str(e) for e in self.exprs)}] }}"
+
+
+@dataclass(frozen=True)
+class BatchProjectSet(BatchPlanNode):
+    """Set-returning functions (`TableFunction` items) and scalar items per input row, zipped to
+    the longest; output = one column per item, then projected_row_id (BIGINT)."""
+
+    child_fields = ("input",)
+
+    input: BatchPlanNode
+    items: tuple[Expr, ...]
+
+    def derive_schema(self) -> Schema:
+        fields = [Field(f"expr{i}", e.return_type) for i, e in enumerate(self.items)]
+        return Schema((*fields, Field("projected_row_id", BIGINT)))
+
+    def explain(self) -> str:
+        return f"BatchProjectSet {{ items: [{', '.join(str(e) for e in self.items)}] }}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -573,6 +591,7 @@ __all__ = [
     "BatchOverWindow",
     "BatchPlanNode",
     "BatchProject",
+    "BatchProjectSet",
     "BatchScan",
     "BatchSort",
     "BatchTopN",

@@ -91,8 +91,8 @@ class UnknownLiteral(Literal):
 def constant_array(value: Datum, t: DataType, n: int) -> pa.Array:
     """`n` copies of one datum as an Arrow array of `t`'s layout (no Python per row)."""
     one = to_arrow([value], t)
-    if n == 1:
-        return one
+    if n <= 1:
+        return one.slice(0, n)  # pa.repeat refuses 0 copies of a list or struct
     return pa.repeat(one[0], n)
 
 

@@ -22,6 +22,7 @@ from piestream.batch.plan import (
     BatchOverWindow,
     BatchPlanNode,
     BatchProject,
+    BatchProjectSet,
     BatchScan,
     BatchSort,
     BatchTopN,
@@ -40,6 +41,7 @@ from piestream.frontend.logical import (
     OverWindow,
     PlanNode,
     Project,
+    ProjectSet,
     Scan,
     Sort,
     TopN,
@@ -87,6 +89,8 @@ def _to_batch(node: PlanNode, pl: _Planner) -> BatchPlanNode:
         return BatchFilter(input=pl.plan(node.input), predicate=node.predicate)
     if isinstance(node, Project):
         return BatchProject(schema=node.schema, input=pl.plan(node.input), exprs=tuple(node.exprs))
+    if isinstance(node, ProjectSet):
+        return BatchProjectSet(schema=node.schema, input=pl.plan(node.input), items=tuple(node.items))
     if isinstance(node, Join):
         return _join(node, pl)
     if isinstance(node, Agg):

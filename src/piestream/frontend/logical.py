@@ -90,6 +90,21 @@ class Project(PlanNode):
 
 
 @dataclass(eq=False)
+class ProjectSet(PlanNode):
+    """A select list with set-returning functions (`TableFunction` items, zipped to the longest
+    per input row); output = one column per item, then `projected_row_id` (BIGINT, the output
+    row's index within its input row)."""
+
+    child_fields = ("input",)
+
+    input: PlanNode
+    items: list[Expr]
+
+    def explain(self) -> str:
+        return f"ProjectSet {{ items: [{', '.join(str(e) for e in self.items)}] }}"
+
+
+@dataclass(eq=False)
 class Join(PlanNode):
     child_fields = ("left", "right")
 

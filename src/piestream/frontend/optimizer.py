@@ -16,6 +16,7 @@ from piestream.common.schema import Schema
 from piestream.common.types import TypeKind
 from piestream.expr.bind import bind_call, fold_constants
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
+from piestream.expr.table_function import TableFunction
 from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.logical import (
     Agg,
@@ -26,6 +27,7 @@ from piestream.frontend.logical import (
     OverWindow,
     PlanNode,
     Project,
+    ProjectSet,
     Scan,
     TopN,
     Union,
@@ -55,6 +57,8 @@ def _map_node_exprs(node: PlanNode, fn: Any) -> PlanNode:
         return replace(node, predicate=fn(node.predicate))
     if isinstance(node, Project):
         return replace(node, exprs=[fn(e) for e in node.exprs])
+    if isinstance(node, ProjectSet):
+        return replace(node, items=[fn(e) for e in node.items])
     if isinstance(node, Join) and node.condition is not None:
         return replace(node, condition=fn(node.condition))
     if isinstance(node, Values):
@@ -294,6 +298,18 @@ def _prune(node: PlanNode, required: set[int]) -> tuple[PlanNode, dict[int, int]
         child, m = _prune(node.input, need)
         new_exprs = [remap_refs(e, m) for e in exprs]
         return Project(node.schema.project(keep), child, new_exprs), {c: i for i, c in enumerate(keep)}
+    if isinstance(node, ProjectSet):
+        # every set-returning item decides how many rows there are: kept even if unread
+        n = len(node.items)
+        keep = [i for i, e in enumerate(node.items) if i in required or isinstance(e, TableFunction)]
+        items = [node.items[i] for i in keep]
+        need = set().union(*[e.input_refs() for e in items]) if items else set()
+        child, m = _prune(node.input, need or ({0} if node.input.types else set()))
+        fields = [node.schema.fields[i] for i in keep] + [node.schema.fields[n]]
+        new_ps = ProjectSet(Schema(tuple(fields)), child, [remap_refs(e, m) for e in items])
+        out = {c: i for i, c in enumerate(keep)}
+        out[n] = len(keep)
+        return new_ps, out
     if isinstance(node, Filter):
         need = set(required) | node.predicate.input_refs()
         child, m = _prune(node.input, need)

@@ -27,6 +27,7 @@ from piestream.frontend.logical import (
     OverWindow,
     PlanNode,
     Project,
+    ProjectSet,
     Scan,
     Sort,
     TopN,
@@ -55,6 +56,7 @@ from piestream.plan.hop_window import HopWindowNode
 from piestream.plan.node import ExchangeNode
 from piestream.plan.over_window import build_over_window
 from piestream.plan.project import ProjectNode
+from piestream.plan.project_set import build_project_set
 from piestream.plan.row_id_gen import RowIdGenNode
 from piestream.plan.top_n import build_top_n
 from piestream.plan.union import UnionNode
@@ -165,6 +167,29 @@ class StreamPlanner(PlannerBase):
         m = match_dynamic_filter(node.input, needed) if isinstance(node.input, Filter) else None
         p = self._plan_dynamic_filter(m) if m is not None else self.plan(node.input)
         return self.project(p, node.exprs, node.schema.names, len(node.exprs))
+
+    def _plan_projectset(self, node: ProjectSet) -> Piece:
+        """Items, then the input's stream-key columns (hidden, where no item passes them), then
+        the projected row id: the stream key is input key ++ projected row id (reference §7)."""
+        p = self.plan(node.input)
+        items = list(node.items)
+        names = list(node.schema.names[: len(items)])
+        pos: dict[int, int] = {}
+        for i, e in enumerate(items):
+            if isinstance(e, InputRef) and e.index not in pos:
+                pos[e.index] = i
+        key_items = []
+        for k in p.stream_key:
+            if k not in pos:
+                pos[k] = len(items)
+                items.append(InputRef(k, p.schema[k].data_type))
+                names.append(f"_{p.schema[k].name}")
+            key_items.append(pos[k])
+        ps = build_project_set(p.node, items, names, key_items)
+        non_null = frozenset([len(items)]) | {pos[c] for c in p.non_null if c in pos}
+        piece = Piece(ps, p.dist.mapped(pos), len(node.items) + 1, non_null)
+        # logical order: the items, the projected row id, then the hidden key columns
+        return self.reorder(piece, [*range(len(node.items)), len(items)])
 
     def _plan_dynamic_filter(self, m: DynamicFilterMatch) -> Piece:
         """Left rows stay where they are; the one-row subquery is broadcast to every actor."""

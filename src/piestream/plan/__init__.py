@@ -18,6 +18,7 @@ from piestream.plan import (  # noqa: F401 - every node kind registers itself on
     materialize,
     over_window,
     project,
+    project_set,
     row_id_gen,
     sink,
     source,

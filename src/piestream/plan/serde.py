@@ -33,6 +33,7 @@ from piestream.common.order import OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field, parse_type
 from piestream.expr.expr import FuncCall, InputRef, Literal, UnknownLiteral
+from piestream.expr.table_function import TableFunction
 from piestream.expr.udf import PythonUdfCall
 from piestream.plan.agg_call import AggCall, AggKind
 from piestream.plan.fragment import DispatchEdge, DispatchKind, Fragment
@@ -56,6 +57,7 @@ DATACLASSES: dict[str, type] = {
     "UnknownLiteral": UnknownLiteral,
     "FuncCall": FuncCall,
     "PythonUdfCall": PythonUdfCall,
+    "TableFunction": TableFunction,
     "AggCall": AggCall,
     "AggTables": AggTables,
     "MaterializedInputTable": MaterializedInputTable,

@@ -22,6 +22,7 @@ from piestream.plan.materialize import MaterializeNode
 from piestream.plan.node import DmlNode, ExchangeNode, StreamNode
 from piestream.plan.over_window import OverWindowNode
 from piestream.plan.project import ProjectNode
+from piestream.plan.project_set import ProjectSetNode
 from piestream.plan.row_id_gen import RowIdGenNode
 from piestream.plan.sink import SinkNode
 from piestream.plan.source import SourceNode
@@ -40,6 +41,7 @@ from piestream.stream.executors.join.executor import HashJoinExecutor
 from piestream.stream.executors.materialize import MaterializeExecutor
 from piestream.stream.executors.over_window import OverWindowExecutor
 from piestream.stream.executors.project import ProjectExecutor
+from piestream.stream.executors.project_set import ProjectSetExecutor
 from piestream.stream.executors.row_id_gen import RowIdGenExecutor
 from piestream.stream.executors.sink import SinkExecutor
 from piestream.stream.executors.source import SourceExecutor
@@ -69,6 +71,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     DmlNode: _pass_through,
     UnionNode: _pass_through,
     ProjectNode: lambda n, ctx: ProjectExecutor(ctx, n),
+    ProjectSetNode: lambda n, ctx: ProjectSetExecutor(ctx, n),
     FilterNode: lambda n, ctx: FilterExecutor(ctx, n),
     MaterializeNode: lambda n, ctx: MaterializeExecutor(ctx, n),
     RowIdGenNode: lambda n, ctx: RowIdGenExecutor(ctx, n),

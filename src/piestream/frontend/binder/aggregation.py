@@ -9,7 +9,7 @@ over that is neither grouped nor aggregated is PostgreSQL's error 42803.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -228,9 +228,11 @@ class AggBinding:
         eb = ExprBinder(
             scope, on_agg=self._on_agg, on_subquery=self._defer_subquery, params=qb.params, context="SELECT"
         )
-        select = [bind_item(eb, e) for e, _ in items]
+        # set-returning functions of the select list run over the groups (the query binder
+        # adds their ProjectSet above the Agg)
+        select = [bind_item(replace(eb, allow_srf=True), e) for e, _ in items]
         having_node = self.node.args.get("having")
-        having = eb.bind(having_node.this) if having_node is not None else None
+        having = replace(eb, context="HAVING").bind(having_node.this) if having_node is not None else None
         order_items: list[tuple[Expr | int, OrderType]] = []
         order = self.node.args.get("order")
         for o in order.expressions if order is not None else []:

@@ -122,8 +122,9 @@ RULES: dict[type[exp.Expression], Rule] = {
         pivots="PIVOT / UNPIVOT",
     ),
     # ONLY: piestream has no table inheritance, so ONLY t is t
+    # WITH ORDINALITY: read for functions in FROM (`table_functions`), refused after a table
     exp.Table: rule(
-        "this alias db joins only",
+        "this alias db joins only ordinality",
         catalog="a cross-database reference",
         laterals="LATERAL VIEW",
         pivots="PIVOT / UNPIVOT",
@@ -132,7 +133,6 @@ RULES: dict[type[exp.Expression], Rule] = {
         version="FOR SYSTEM_TIME / VERSION AS OF",
         format="table FORMAT",
         pattern="table pattern",
-        ordinality="WITH ORDINALITY",
         when="table WHEN",
         partition="PARTITION of a table",
         changes="CHANGES",
@@ -140,6 +140,15 @@ RULES: dict[type[exp.Expression], Rule] = {
         sample="TABLESAMPLE",
         indexed="INDEXED BY",
     ),
+    # set-returning functions in FROM (binder/table_functions.py); `offset` is WITH ORDINALITY
+    exp.Unnest: rule("expressions alias offset", explode_array="UNNEST of an array of structs"),
+    exp.Lateral: rule(
+        "this alias ordinality",
+        view="LATERAL VIEW",
+        outer="LATERAL VIEW OUTER",
+        cross_apply="CROSS / OUTER APPLY",
+    ),
+    exp.Explode: rule("this expressions"),  # unnest in a select list
     exp.Where: _ONE_ARG,
     exp.Having: _ONE_ARG,
     exp.Group: rule(
@@ -276,8 +285,6 @@ RULES: dict[type[exp.Expression], Rule] = {
 
 #: User-facing names of node kinds the binder does not take (a fallback shows the SQL text).
 KIND_NAMES: dict[type[exp.Expression], str] = {
-    exp.Lateral: "LATERAL",
-    exp.Unnest: "UNNEST",
     exp.Pivot: "PIVOT / UNPIVOT",
     exp.TableSample: "TABLESAMPLE",
     exp.Lock: "FOR UPDATE / FOR SHARE",

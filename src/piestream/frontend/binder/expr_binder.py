@@ -21,6 +21,7 @@ from piestream.common.interval import Interval
 from piestream.common.types import DataType, TypeKind, parse_type
 from piestream.expr.bind import UnknownLiteral, bind_call, cast, literal
 from piestream.expr.expr import Expr, InputRef
+from piestream.expr.table_function import TABLE_FUNCTIONS, bind_table_function
 from piestream.frontend.binder.scope import GroupingError, OuterRef, Scope
 from piestream.frontend.binder.user_functions import bind_user_call
 from piestream.frontend.catalog import DEFAULT_SCHEMA
@@ -144,6 +145,7 @@ class ExprBinder:
     params: Sequence[Any] = ()
     context: str = "expression"
     outer_refs: list[OuterRef] = field(default_factory=list)
+    allow_srf: bool = False  # set-returning functions (a select list) become `TableFunction`s
 
     def bind(self, node: exp.Expression) -> Expr:
         method = getattr(self, f"_bind_{type(node).__name__.lower()}", None)
@@ -444,6 +446,8 @@ class ExprBinder:
         name = str(node.this).lower()
         if name in AGG_NAMES:
             return self._agg(node)
+        if name in TABLE_FUNCTIONS:
+            return self._table_function(name, list(node.expressions), node)
         return self._call(name, list(node.expressions), node)
 
     def _call(self, name: str, args: Sequence[exp.Expression], node: exp.Expression) -> Expr:
@@ -452,6 +456,21 @@ class ExprBinder:
         if user is not None:
             return user
         return bind_call(name, bound, position=position(node), display=node.meta.get(WRITTEN_NAME))
+
+    def _bind_explode(self, node: exp.Explode) -> Expr:
+        """sqlglot's name for PostgreSQL's unnest in a select list."""
+        return self._table_function("unnest", [node.this, *node.expressions], node)
+
+    def _table_function(self, name: str, args: list[exp.Expression], node: exp.Expression) -> Expr:
+        if not self.allow_srf:
+            raise FeatureNotSupported(
+                f"set-returning functions are not allowed in {self.context}", position=position(node)
+            )
+        try:
+            return bind_table_function(name, [self.bind(a) for a in args])
+        except PiestreamError as e:
+            e.position = e.position or position(node)
+            raise
 
     def _bind_filter(self, node: exp.Filter) -> Expr:
         return self._agg(node)

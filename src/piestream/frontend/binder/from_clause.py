@@ -22,8 +22,9 @@ from piestream.expr.bind import bind_call, coerce_to, common_type, literal
 from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.scope import AmbiguousColumn, Scope, ScopeColumn
+from piestream.frontend.binder.table_functions import bind_function_item, function_of, reads_columns
 from piestream.frontend.catalog import DEFAULT_SCHEMA, Relation, RelationKind
-from piestream.frontend.logical import HopWindow, Join, JoinKind, PlanNode, Project, Scan, Values
+from piestream.frontend.logical import Filter, HopWindow, Join, JoinKind, PlanNode, Project, Scan, Values
 
 if TYPE_CHECKING:
     from piestream.frontend.binder.query import QueryBinder
@@ -74,7 +75,6 @@ def _aliased_join(scope: Scope, alias: str, names: list[str] | None) -> Scope:
 
 
 def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tuple[PlanNode, Scope]:
-    right, rscope = bind_from_item(qb, j.this)
     side = str(j.args.get("side") or "").upper()
     kind_word = str(j.args.get("kind") or "").upper()
     method = str(j.args.get("method") or "").upper()
@@ -88,6 +88,18 @@ def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tu
         raise SyntaxError_("CROSS JOIN takes no join condition", position=position(j))
     if side and not (natural or on is not None or using):
         raise SyntaxError_(f"{side} JOIN needs ON, USING or NATURAL", position=position(j))
+    if function_of(j.this) is not None:
+        if kind is JoinKind.INNER and not (natural or using):
+            return _lateral_function(qb, left, lscope, j)
+        if reads_columns(qb, j.this, lscope):
+            raise FeatureNotSupported(
+                f"{side or 'NATURAL'} JOIN of a function reading columns of the FROM items before it "
+                "(LATERAL) is not supported",
+                position=position(j),
+            )
+    elif isinstance(j.this, exp.Lateral):
+        raise FeatureNotSupported("LATERAL subqueries are not supported", position=position(j))
+    right, rscope = bind_from_item(qb, j.this)
     if natural or using:
         names = natural_join_columns(lscope, rscope) if natural else [i.name for i in using or []]
         return _bind_using_join(left, lscope, right, rscope, kind, names, j)
@@ -99,6 +111,19 @@ def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tu
         if cond.return_type.kind is not TypeKind.BOOLEAN:
             raise DatatypeMismatch("argument of JOIN/ON must be type boolean", position=position(on))
     return Join(_schema_of(scope), left, right, kind, cond), scope
+
+
+def _lateral_function(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tuple[PlanNode, Scope]:
+    """`left, f(...)` / `left CROSS JOIN f(...)` / `left JOIN f(...) ON cond`: the function per row
+    of `left`, then the ON condition as a filter."""
+    plan, scope = bind_function_item(qb, j.this, (left, lscope))
+    on = j.args.get("on")
+    if on is None:
+        return plan, scope
+    cond = ExprBinder(scope, params=qb.params, context="JOIN conditions").bind(on)
+    if cond.return_type.kind is not TypeKind.BOOLEAN:
+        raise DatatypeMismatch("argument of JOIN/ON must be type boolean", position=position(on))
+    return Filter(plan.schema, plan, cond), scope
 
 
 def natural_join_columns(lscope: Scope, rscope: Scope) -> list[str]:
@@ -177,6 +202,12 @@ def _schema_of(scope: Scope) -> Schema:
 
 
 def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Scope]:
+    if function_of(node) is not None:
+        plan, scope = bind_function_item(qb, node, None)
+        _check_not_lateral(plan, node)
+        return plan, scope
+    if isinstance(node, exp.Table) and node.args.get("ordinality"):
+        raise SyntaxError_("WITH ORDINALITY takes a function", position=position(node))
     alias_node = node.args.get("alias")
     alias = alias_node.name if alias_node is not None and alias_node.name else None
     col_aliases = [c.name for c in alias_node.args.get("columns") or []] if alias_node is not None else None

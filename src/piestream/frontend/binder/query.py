@@ -25,6 +25,7 @@ from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, DataType, Field, TypeKind
 from piestream.expr.bind import cast, coerce_to, common_type, fold_constants
 from piestream.expr.expr import Expr, InputRef, Literal, UnknownLiteral
+from piestream.expr.table_function import contains_table_function
 from piestream.frontend.binder.aggregation import AggBinding
 from piestream.frontend.binder.clauses import check_supported
 from piestream.frontend.binder.column_names import output_name
@@ -33,6 +34,7 @@ from piestream.frontend.binder.from_clause import bind_from
 from piestream.frontend.binder.rewrite import replace_exprs
 from piestream.frontend.binder.scope import Scope, ScopeColumn
 from piestream.frontend.binder.subquery import SubqueryRewriter
+from piestream.frontend.binder.table_functions import apply_select_srfs
 from piestream.frontend.binder.user_functions import functions_of
 from piestream.frontend.catalog import CatalogReader
 from piestream.frontend.logical import (
@@ -223,6 +225,11 @@ class QueryBinder:
         order_items: list[tuple[Expr | int, OrderType]]
         if agg is not None:
             exprs, names, order_items = agg.bind(items, subq)
+            if any(contains_table_function(e) for e, _ in order_items if isinstance(e, Expr)):
+                raise FeatureNotSupported(
+                    "set-returning functions are not allowed in ORDER BY", position=position(node)
+                )
+            exprs = apply_select_srfs(self, exprs, node)
         else:
             eb = ExprBinder(
                 self.scope,
@@ -230,11 +237,14 @@ class QueryBinder:
                 on_window=self._window_hook,
                 params=self.params,
                 context="SELECT",
+                allow_srf=True,
             )
             self._windows: list[tuple[exp.Expression, Expr]] = []
             exprs = [bind_item(eb, e) for e, _ in items]
             names = [n for _, n in items]
             exprs = self._apply_windows(exprs)
+            # set-returning functions run after window functions, as in PostgreSQL
+            exprs = apply_select_srfs(self, exprs, node)
             # ORDER BY may use select aliases, ordinals or input expressions not selected (hidden)
             order_items = self._order_items(node, exprs, names, self.scope)
         assert self.plan is not None
