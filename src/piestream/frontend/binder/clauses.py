@@ -161,7 +161,7 @@ RULES: dict[type[exp.Expression], Rule] = {
     ),
     exp.Order: rule("this expressions", siblings="ORDER SIBLINGS BY"),
     exp.Ordered: rule("this desc nulls_first", with_fill="WITH FILL"),
-    exp.Distinct: rule("expressions", on="DISTINCT ON"),
+    exp.Distinct: rule("expressions on"),
     exp.Limit: rule(
         "expression",
         this="LIMIT on an expression",

@@ -22,10 +22,10 @@ from piestream.common.errors import (
 )
 from piestream.common.order import OrderType
 from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, DataType, Field, TypeKind
-from piestream.expr.bind import cast, coerce_to, common_type, fold_constants
+from piestream.common.types import BIGINT, INT, DataType, Field, TypeKind
+from piestream.expr.bind import bind_call, cast, coerce_to, common_type, fold_constants
 from piestream.expr.expr import Expr, InputRef, Literal, UnknownLiteral
-from piestream.expr.table_function import contains_table_function
+from piestream.expr.table_function import bind_table_function, contains_table_function
 from piestream.frontend.binder.aggregation import AggBinding
 from piestream.frontend.binder.clauses import check_supported
 from piestream.frontend.binder.column_names import output_name
@@ -39,9 +39,12 @@ from piestream.frontend.binder.user_functions import functions_of
 from piestream.frontend.catalog import CatalogReader
 from piestream.frontend.logical import (
     Agg,
+    AggCall,
+    Filter,
     OverWindow,
     PlanNode,
     Project,
+    ProjectSet,
     Sort,
     TopN,
     Union,
@@ -180,31 +183,35 @@ class QueryBinder:
 
     # -- set operations -------------------------------------------------------------------------
     def _bind_set_op(self, node: exp.Expression) -> BoundQuery:
-        if not isinstance(node, exp.Union):
-            raise FeatureNotSupported(
-                f"{type(node).__name__.upper()} is not supported", position=position(node)
-            )
+        op = type(node).__name__.upper()
         left = self.child().bind_query(node.this)
         right = self.child().bind_query(node.expression)
         if any(node.args.get(k) for k in ("by_name", "side", "kind", "on")):
             left, right = corresponding(node, left, right)
         if len(left.names) != len(right.names):
             raise SyntaxError_(
-                "each UNION query must have the same number of columns", position=position(node)
+                f"each {op} query must have the same number of columns", position=position(node)
             )
         types = [
-            common_type([a, b], "UNION", position=position(node))
+            common_type([a, b], op, position=position(node))
             for a, b in zip(left.plan.types, right.plan.types, strict=True)
         ]
+        distinct = bool(node.args.get("distinct", True))
         inputs: list[PlanNode] = []
-        for q in (left, right):
+        for side, q in enumerate((left, right)):
             refs: list[Expr] = [coerce_to(InputRef(i, t), types[i]) for i, t in enumerate(q.plan.types)]
-            inputs.append(Project(project_schema(left.names, refs), q.plan, refs))
-        plan: PlanNode = Union(
-            project_schema(left.names, [InputRef(i, t) for i, t in enumerate(types)]), inputs
-        )
-        if node.args.get("distinct", True):
-            plan = Agg(plan.schema, plan, list(range(len(types))), [])
+            names = list(left.names)
+            if op != "UNION":  # a count column per side: 1 in its own rows, 0 in the other's
+                refs += [Literal(int(side == 0), INT), Literal(int(side == 1), INT)]
+                names += ["_left", "_right"]
+            inputs.append(Project(project_schema(names, refs), q.plan, refs))
+        union_refs = [InputRef(i, t) for i, t in enumerate(inputs[0].types)]
+        plan: PlanNode = Union(project_schema(inputs[0].schema.names, union_refs), inputs)
+        if op == "UNION":
+            if distinct:
+                plan = Agg(plan.schema, plan, list(range(len(types))), [])
+        else:
+            plan = set_op_counts(plan, op, distinct, left.names, types)
         return self._order_limit(
             node,
             BoundQuery(plan, left.names),
@@ -253,7 +260,16 @@ class QueryBinder:
                 cast(e, t, explicit=False) if isinstance(e, UnknownLiteral) else e
                 for e, t in zip(exprs, self.assign_types, strict=True)
             ]
-        hidden = [e for e, _ in order_items if isinstance(e, Expr) and e not in exprs]
+        distinct = node.args.get("distinct")
+        on_nodes = distinct.args.get("on") if distinct is not None else None
+        on_items: list[Expr | int] = []
+        if on_nodes is not None:
+            nodes = on_nodes.expressions if isinstance(on_nodes, exp.Tuple) else [on_nodes]
+            on_items = self._output_items(nodes, exprs, names, self.scope, "DISTINCT ON")
+        hidden: list[Expr] = []
+        for e in [e for e, _ in order_items] + on_items:
+            if isinstance(e, Expr) and e not in exprs and e not in hidden:
+                hidden.append(e)
         all_exprs = exprs + hidden
         proj = Project(
             project_schema(names + [f"_order{i}" for i in range(len(hidden))], all_exprs),
@@ -262,10 +278,10 @@ class QueryBinder:
         )
         plan = proj
         order = [(all_exprs.index(e) if isinstance(e, Expr) else e, o) for e, o in order_items]
-        distinct = node.args.get("distinct")
-        if distinct is not None:
-            if distinct.args.get("on"):
-                raise FeatureNotSupported("DISTINCT ON is not supported", position=position(node))
+        if on_nodes is not None:
+            on = [all_exprs.index(e) if isinstance(e, Expr) else e for e in on_items]
+            plan = distinct_on(plan, on, order, node)
+        elif distinct is not None:
             if hidden:
                 raise PiestreamError(
                     "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
@@ -373,23 +389,32 @@ class QueryBinder:
         order = node.args.get("order")
         if order is None:
             return []
-        out: list[tuple[Expr | int, OrderType]] = []
-        eb = ExprBinder(scope, params=self.params, context="ORDER BY")
-        for o in order.expressions:
-            ot = OrderType.of(bool(o.args.get("desc")), nulls_first_of(o))
-            e = o.this
+        targets = self._output_items([o.this for o in order.expressions], exprs, names, scope, "ORDER BY")
+        return [
+            (t, OrderType.of(bool(o.args.get("desc")), nulls_first_of(o)))
+            for t, o in zip(targets, order.expressions, strict=True)
+        ]
+
+    def _output_items(
+        self, nodes: list[exp.Expression], exprs: list[Expr], names: list[str], scope: Scope, what: str
+    ) -> list[Expr | int]:
+        """ORDER BY / DISTINCT ON items: a select-list ordinal or output name (an int), or an
+        expression over the input (PostgreSQL's rules for both clauses)."""
+        out: list[Expr | int] = []
+        eb = ExprBinder(scope, params=self.params, context=what)
+        for e in nodes:
             if isinstance(e, exp.Literal) and not e.is_string:
                 k = int(str(e.this))
                 if not 1 <= k <= len(exprs):
                     raise PiestreamError(
-                        f"ORDER BY position {k} is not in select list", sqlstate="42P10", position=position(e)
+                        f"{what} position {k} is not in select list", sqlstate="42P10", position=position(e)
                     )
-                out.append((k - 1, ot))
+                out.append(k - 1)
                 continue
             if isinstance(e, exp.Column) and not e.table and e.name in names:
-                out.append((names.index(e.name), ot))
+                out.append(names.index(e.name))
                 continue
-            out.append((eb.bind(e), ot))
+            out.append(eb.bind(e))
         return out
 
     def _with_order_limit(self, node: exp.Expression, bq: BoundQuery) -> BoundQuery:
@@ -440,6 +465,55 @@ def _star_except(cols: list[tuple[int, str]], star: exp.Expression) -> list[tupl
             raise UndefinedColumn(f'column "{c.sql("postgres")}" does not exist', position=position(c))
     drop = {c.name for c in excluded}
     return [(i, name) for i, name in cols if name not in drop]
+
+
+def distinct_on(
+    plan: PlanNode, on: list[int], order: list[tuple[int, OrderType]], node: exp.Expression
+) -> PlanNode:
+    """SELECT DISTINCT ON (on) ... ORDER BY order: the first row of each group of `on` in the
+    ORDER BY order, a group top-1 (RisingWave plans it the same way). ORDER BY must start with
+    the DISTINCT ON expressions (42P10); rows tied in the rest of ORDER BY are PostgreSQL's "first
+    row" in scan order, here the one with the smallest stream key."""
+    on = list(dict.fromkeys(on))
+    k = min(len(order), len(on))
+    if any(c not in on for c, _ in order[:k]):
+        raise PiestreamError(
+            "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
+            sqlstate="42P10",
+            position=position(node),
+        )
+    rest = [(c, o) for c, o in order if c not in on]
+    return TopN(plan.schema, plan, rest, 1, 0, on)
+
+
+def set_op_counts(
+    union: PlanNode, op: str, distinct: bool, names: list[str], types: list[DataType]
+) -> PlanNode:
+    """INTERSECT / EXCEPT [ALL] over the union of both sides tagged with count columns: per
+    distinct row (NULLs equal, as in a GROUP BY) the number of copies on each side, then the rows
+    that survive (DISTINCT), or as many copies as survive (ALL: min(l, r) for INTERSECT,
+    l - r for EXCEPT, expanded by generate_series). Incremental as an aggregation (per-row counts
+    in its state) and a ProjectSet, so an MV keeps it up to date."""
+    width = len(types)
+    calls = [AggCall("sum", (width,), BIGINT), AggCall("sum", (width + 1,), BIGINT)]
+    fields = [*union.schema.fields[:width], Field("_left", BIGINT), Field("_right", BIGINT)]
+    plan: PlanNode = Agg(Schema(tuple(fields)), union, list(range(width)), calls)
+    lc, rc = InputRef(width, BIGINT), InputRef(width + 1, BIGINT)
+    zero = Literal(0, BIGINT)
+    if op == "INTERSECT":
+        copies = bind_call("least", [lc, rc])
+    else:
+        copies = bind_call("-", [lc, rc])
+    plan = Filter(plan.schema, plan, bind_call(">", [copies, zero]))
+    cols: list[Expr] = [InputRef(i, t) for i, t in enumerate(types)]
+    if not distinct:
+        series = bind_table_function("generate_series", [Literal(1, BIGINT), copies])
+        items = [*cols, series]
+        schema = Schema(
+            (*plan.schema.fields[:width], Field("_copy", BIGINT), Field("projected_row_id", BIGINT))
+        )
+        plan = ProjectSet(schema, plan, items)
+    return Project(project_schema(names, cols), plan, cols)
 
 
 def corresponding(node: exp.Expression, left: BoundQuery, right: BoundQuery) -> tuple[BoundQuery, BoundQuery]:

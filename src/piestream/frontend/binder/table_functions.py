@@ -19,7 +19,7 @@ without column aliases, then ``ordinality`` for WITH ORDINALITY (1-based: projec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from sqlglot import exp
 
@@ -119,8 +119,7 @@ def function_of(node: exp.Expression) -> exp.Expression | None:
     if isinstance(node, exp.Table) and isinstance(node.this, exp.Func):
         if isinstance(node.this, exp.Anonymous) and str(node.this.this).lower() in _WINDOW_FUNCTIONS:
             return None
-        fn: exp.Expression = node.this
-        return fn
+        return cast(exp.Expression, node.this)
     return None
 
 
