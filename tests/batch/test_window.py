@@ -13,6 +13,7 @@ from piestream.batch import execute
 from piestream.batch.plan import BatchHopWindow, BatchOverWindow, BatchScan, BatchValues
 from piestream.common.order import ASC, DESC, DESC_NULLS_LAST
 from piestream.common.types import BIGINT, DATE, INT, TIMESTAMP, TIMESTAMPTZ, VARCHAR
+from piestream.expr.window import WindowFunctionCall
 from piestream.storage.table.schemas import mv_table
 
 EPOCH0 = dt.datetime(2024, 1, 1)
@@ -86,7 +87,7 @@ def db() -> Duck:
     return Duck(t=arrow_of(T, ROWS))
 
 
-CALLS = (("rank", BIGINT), ("dense_rank", BIGINT), ("row_number", BIGINT))
+CALLS = tuple(WindowFunctionCall(k, BIGINT) for k in ("rank", "dense_rank", "row_number"))
 
 
 @pytest.mark.parametrize(

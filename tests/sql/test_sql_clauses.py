@@ -65,8 +65,7 @@ def test_schema_other_than_public_is_not_read_as_public(st: Session) -> None:
 @pytest.mark.parametrize(
     ("sql", "clause"),
     [
-        ("SELECT a, row_number() OVER w AS r FROM tt WINDOW w AS (ORDER BY a DESC)", "WINDOW clause"),
-        ("SELECT a, row_number() OVER (ORDER BY a ROWS 2 PRECEDING) AS r FROM tt", "window frame clause"),
+        ("SELECT a, sum(a) OVER (ORDER BY a ROWS 2 PRECEDING EXCLUDE TIES) AS r FROM tt", "EXCLUDE"),
         ("SELECT a FROM tt FOR UPDATE", "FOR UPDATE"),
         ("SELECT a FROM tt TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
         ("SELECT a FROM tt UNION BY NAME SELECT a FROM u", "BY NAME"),

@@ -18,6 +18,7 @@ from piestream.common.schema import Schema
 from piestream.common.tree import TreeNode
 from piestream.common.types import BIGINT, TIMESTAMP, DataType, Field, TypeKind
 from piestream.expr.expr import Expr, InputRef
+from piestream.expr.window import KINDS, WindowFunctionCall
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.key_range import Bound
 
@@ -42,7 +43,7 @@ AGG_KINDS = frozenset(
         "var_samp",
     }
 )
-WINDOW_KINDS = frozenset({"row_number", "rank", "dense_rank"})
+WINDOW_KINDS = KINDS
 
 #: Marks "derive the schema" (compared by identity, so an explicit empty schema is still explicit).
 _DERIVE = Schema(())
@@ -547,29 +548,30 @@ class BatchHopWindow(BatchPlanNode):
 
 @dataclass(frozen=True)
 class BatchOverWindow(BatchPlanNode):
-    """Ranking window functions per partition in `order_by` order; output = input columns then
-    one column per call, rows in (partition, order) order."""
+    """Window functions (`piestream.expr.window`) per partition in `order_by` order; output =
+    input columns then one column per call, rows in (partition, order) order."""
 
     child_fields = ("input",)
 
     input: BatchPlanNode
     partition_by: tuple[int, ...]
     order_by: OrderBy
-    calls: tuple[tuple[str, DataType], ...]
+    calls: tuple[WindowFunctionCall, ...]
 
     def validate(self) -> None:
         width = len(self.input.schema)
         _check_cols("BatchOverWindow", self.partition_by, width)
         _check_cols("BatchOverWindow", tuple(c for c, _ in self.order_by), width)
-        for kind, _ in self.calls:
-            if kind not in WINDOW_KINDS:
-                raise ValueError(f"BatchOverWindow: unsupported window function {kind!r}")
+        for c in self.calls:
+            if c.kind not in WINDOW_KINDS:
+                raise ValueError(f"BatchOverWindow: unsupported window function {c.kind!r}")
+            _check_cols("BatchOverWindow", c.args, width)
 
     def derive_schema(self) -> Schema:
-        return self.input.schema.concat(Schema(tuple(Field(k, t) for k, t in self.calls)))
+        return self.input.schema.concat(Schema(tuple(Field(c.kind, c.return_type) for c in self.calls)))
 
     def explain(self) -> str:
-        calls = ", ".join(k for k, _ in self.calls)
+        calls = ", ".join(str(c) for c in self.calls)
         return (
             f"BatchOverWindow {{ calls: [{calls}], partition_by: {_cols_str(self.partition_by)}, "
             f"order_by: {_order_str(self.order_by)} }}"

@@ -12,6 +12,7 @@ from piestream.batch.plan import BatchHopWindow, BatchOverWindow
 from piestream.common.chunk import DataChunk
 from piestream.common.order import ASC
 from piestream.common.types import TypeKind
+from piestream.expr.window import SortedRows, evaluate
 
 
 def hop_starts(ts_us: np.ndarray, slide: int, size: int, offset: int) -> np.ndarray:
@@ -45,8 +46,7 @@ def execute_hop_window(node: BatchHopWindow, inputs: list[DataChunk], ctx: Batch
 
 
 def execute_over_window(node: BatchOverWindow, inputs: list[DataChunk], ctx: BatchContext) -> DataChunk:
-    """Sort by (partition, order); row_number / rank / dense_rank count positions, peer
-    groups (rows with equal order keys) and partition starts along the sorted rows."""
+    """Sort by (partition, order), then every call over the whole sorted rows (`expr.window`)."""
     (chunk,) = inputs
     n = chunk.capacity
     types = node.input.schema.types
@@ -55,22 +55,11 @@ def execute_over_window(node: BatchOverWindow, inputs: list[DataChunk], ctx: Bat
     ocols = [chunk.columns[c] for c, _ in node.order_by]
     otypes = [types[c] for c, _ in node.order_by]
     oorders = [o for _, o in node.order_by]
-    pos = np.arange(n, dtype=np.int64)
     order = sort_order(pcols + ocols, ptypes + otypes, [ASC] * len(pcols) + oorders, n)
+    out = take_rows(chunk, order)
     part_start = peer_starts_of(pcols, ptypes, order)
     peer_start = peer_starts_of(pcols + ocols, ptypes + otypes, order)
-    part_first = np.maximum.accumulate(np.where(part_start, pos, 0)) if n else pos
-    peer_first = np.maximum.accumulate(np.where(peer_start, pos, 0)) if n else pos
-    out = take_rows(chunk, order)
-    cols = list(out.columns)
-    for kind, t in node.calls:
-        v: np.ndarray
-        if kind == "row_number":
-            v = pos - part_first + 1
-        elif kind == "rank":
-            v = peer_first - part_first + 1
-        else:  # dense_rank: peer groups started so far in the partition
-            started = np.cumsum(peer_start, dtype=np.int64)
-            v = started - started[part_first] + 1
-        cols.append(pa.array(v, pa.int64()).cast(t.arrow))
+    rows = SortedRows(out, list(types), part_start, peer_start)
+    values = evaluate(node.calls, rows, np.arange(n, dtype=np.int64))
+    cols = [*out.columns, *(v.cast(c.return_type.arrow) for v, c in zip(values, node.calls, strict=True))]
     return DataChunk(cols, length=n)

@@ -127,7 +127,7 @@ def _to_batch(node: PlanNode, pl: _Planner) -> BatchPlanNode:
             input=pl.plan(node.input),
             partition_by=tuple(node.partition_by),
             order_by=tuple(node.order_by),
-            calls=tuple((c.kind, c.return_type) for c in node.calls),
+            calls=tuple(node.calls),
         )
     raise FeatureNotSupported(f"{type(node).__name__} is not supported in queries")
 

@@ -17,6 +17,7 @@ from piestream.common.schema import Schema
 from piestream.common.tree import TreeNode
 from piestream.common.types import DataType, Field
 from piestream.expr.expr import Expr
+from piestream.expr.window import WindowFunctionCall
 from piestream.frontend.catalog import Relation
 
 
@@ -217,10 +218,8 @@ class HopWindow(PlanNode):
         )
 
 
-@dataclass(frozen=True)
-class WindowCall:
-    kind: str  # row_number, rank, dense_rank
-    return_type: DataType
+#: One window function of an OverWindow (its args index the OverWindow's input).
+WindowCall = WindowFunctionCall
 
 
 @dataclass(eq=False)
@@ -236,7 +235,7 @@ class OverWindow(PlanNode):
 
     def explain(self) -> str:
         return (
-            f"OverWindow {{ calls: [{', '.join(c.kind for c in self.calls)}], "
+            f"OverWindow {{ calls: [{', '.join(str(c) for c in self.calls)}], "
             f"partition_by: [{', '.join(f'${p}' for p in self.partition_by)}], "
             f"order_by: [{', '.join(f'${c} {o}' for c, o in self.order_by)}] }}"
         )

@@ -17,6 +17,7 @@ from piestream.common.types import TypeKind
 from piestream.expr.bind import bind_call, fold_constants
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.expr.table_function import TableFunction
+from piestream.expr.window import FrameBound
 from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.logical import (
     Agg,
@@ -32,6 +33,7 @@ from piestream.frontend.logical import (
     TopN,
     Union,
     Values,
+    WindowCall,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -361,12 +363,66 @@ def _prune(node: PlanNode, required: set[int]) -> tuple[PlanNode, dict[int, int]
         out.update({g + old: g + new_i for new_i, old in enumerate(keep_calls)})
         return agg, out
     if isinstance(node, OverWindow):
-        n_in = len(node.input.types)
-        if not any(i >= n_in for i in required):  # no window value is used: drop the window
-            return _prune(node.input, required)
+        return _prune_over_window(node, required)
     # nodes whose columns all pass through: prune nothing below them, keep their order
     kids = [_prune(i, set(range(len(i.types))))[0] for i in node.children()]
     return node.with_children(kids), {i: i for i in range(len(node.types))}
+
+
+def _prune_over_window(node: OverWindow, required: set[int]) -> tuple[PlanNode, dict[int, int]]:
+    """Drop the window calls nobody reads (the whole window if none is read) and the input columns
+    neither the output nor the windows need."""
+    n_in = len(node.input.types)
+    keep_calls = [k for k in range(len(node.calls)) if n_in + k in required]
+    if not keep_calls:
+        return _prune(node.input, required)
+    calls = [node.calls[k] for k in keep_calls]
+    need = {i for i in required if i < n_in} | set(node.partition_by) | {c for c, _ in node.order_by}
+    for c in calls:
+        need |= set(c.args) | ({c.filter} if c.filter is not None else set())
+        for e in window_frame_exprs(c):
+            need |= e.input_refs()
+    child, m = _prune(node.input, need)
+    new_calls = [remap_window_call(c, m) for c in calls]
+    fields = list(child.schema.fields) + [node.schema.fields[n_in + k] for k in keep_calls]
+    ow = OverWindow(
+        Schema(tuple(fields)),
+        child,
+        [m[p] for p in node.partition_by],
+        [(m[c], o) for c, o in node.order_by],
+        new_calls,
+    )
+    out = dict(m)
+    out.update({n_in + k: len(child.types) + j for j, k in enumerate(keep_calls)})
+    return ow, out
+
+
+def window_frame_exprs(c: WindowCall) -> list[Expr]:
+    f = c.frame
+    if f is None:
+        return []
+    return [e for e in (f.key, f.start.value, f.end.value) if e is not None]
+
+
+def remap_window_call(c: WindowCall, m: dict[int, int]) -> WindowCall:
+    frame = c.frame
+    if frame is not None and frame.key is not None:
+        frame = replace(
+            frame,
+            key=remap_refs(frame.key, m),
+            start=_remap_bound(frame.start, m),
+            end=_remap_bound(frame.end, m),
+        )
+    return replace(
+        c,
+        args=tuple(m[a] for a in c.args),
+        filter=m[c.filter] if c.filter is not None else None,
+        frame=frame,
+    )
+
+
+def _remap_bound(b: FrameBound, m: dict[int, int]) -> FrameBound:
+    return b if b.value is None else replace(b, value=remap_refs(b.value, m))
 
 
 # ---------------------------------------------------------------------------------------------

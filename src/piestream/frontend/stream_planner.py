@@ -51,10 +51,10 @@ from piestream.plan.backfill import BackfillNode, backfill_state_table
 from piestream.plan.dedup import build_dedup
 from piestream.plan.dynamic_filter import build_dynamic_filter
 from piestream.plan.filter import FilterNode
+from piestream.plan.general_over_window import build_general_over_window
 from piestream.plan.hash_agg import hash_agg_node
 from piestream.plan.hop_window import HopWindowNode
 from piestream.plan.node import ExchangeNode
-from piestream.plan.over_window import build_over_window
 from piestream.plan.project import ProjectNode
 from piestream.plan.project_set import build_project_set
 from piestream.plan.row_id_gen import RowIdGenNode
@@ -318,11 +318,11 @@ class StreamPlanner(PlannerBase):
         p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
         w = len(p.schema)
         n_in = len(node.input.schema)
-        ow = build_over_window(
+        ow = build_general_over_window(
             p.node,
             partition_by=g,
             order_by=node.order_by,
-            calls=[c.kind for c in node.calls],
+            calls=node.calls,
             names=node.schema.names[n_in:],
             table_id=self.next_table_id(),
         )

@@ -12,6 +12,7 @@ from piestream.plan import (  # noqa: F401 - every node kind registers itself on
     dedup,
     dynamic_filter,
     filter,
+    general_over_window,
     hash_agg,
     hash_join,
     hop_window,

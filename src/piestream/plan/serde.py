@@ -35,6 +35,7 @@ from piestream.common.types import DataType, Field, parse_type
 from piestream.expr.expr import FuncCall, InputRef, Literal, UnknownLiteral
 from piestream.expr.table_function import TableFunction
 from piestream.expr.udf import PythonUdfCall
+from piestream.expr.window import FrameBound, WindowFrame, WindowFunctionCall
 from piestream.plan.agg_call import AggCall, AggKind
 from piestream.plan.fragment import DispatchEdge, DispatchKind, Fragment
 from piestream.plan.hash_agg import AggTables, DistinctTable, MaterializedInputTable
@@ -58,6 +59,9 @@ DATACLASSES: dict[str, type] = {
     "FuncCall": FuncCall,
     "PythonUdfCall": PythonUdfCall,
     "TableFunction": TableFunction,
+    "WindowFunctionCall": WindowFunctionCall,
+    "WindowFrame": WindowFrame,
+    "FrameBound": FrameBound,
     "AggCall": AggCall,
     "AggTables": AggTables,
     "MaterializedInputTable": MaterializedInputTable,

@@ -15,6 +15,7 @@ from piestream.plan.backfill import BackfillNode
 from piestream.plan.dedup import DedupNode
 from piestream.plan.dynamic_filter import DynamicFilterNode
 from piestream.plan.filter import FilterNode
+from piestream.plan.general_over_window import GeneralOverWindowNode
 from piestream.plan.hash_agg import HashAggNode
 from piestream.plan.hash_join import HashJoinNode
 from piestream.plan.hop_window import HopWindowNode
@@ -36,6 +37,7 @@ from piestream.stream.executors.backfill import BackfillExecutor
 from piestream.stream.executors.dedup import AppendOnlyDedupExecutor
 from piestream.stream.executors.dynamic_filter import DynamicFilterExecutor
 from piestream.stream.executors.filter import FilterExecutor
+from piestream.stream.executors.general_over_window import GeneralOverWindowExecutor
 from piestream.stream.executors.hop_window import HopWindowExecutor
 from piestream.stream.executors.join.executor import HashJoinExecutor
 from piestream.stream.executors.materialize import MaterializeExecutor
@@ -82,6 +84,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     DynamicFilterNode: lambda n, ctx: DynamicFilterExecutor(ctx, n),
     HopWindowNode: lambda n, ctx: HopWindowExecutor(ctx, n),
     OverWindowNode: lambda n, ctx: OverWindowExecutor(ctx, n),
+    GeneralOverWindowNode: lambda n, ctx: GeneralOverWindowExecutor(ctx, n),
     BackfillNode: lambda n, ctx: BackfillExecutor(ctx, n),
     ValuesNode: lambda n, ctx: ValuesExecutor(ctx, n),
     SourceNode: _source,

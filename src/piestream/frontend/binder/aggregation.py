@@ -226,7 +226,12 @@ class AggBinding:
         for e in group_exprs:
             self._add_pre(e)
         eb = ExprBinder(
-            scope, on_agg=self._on_agg, on_subquery=self._defer_subquery, params=qb.params, context="SELECT"
+            scope,
+            on_agg=self._on_agg,
+            on_subquery=self._defer_subquery,
+            on_window=_no_window,
+            params=qb.params,
+            context="SELECT",
         )
         # set-returning functions of the select list run over the groups (the query binder
         # adds their ProjectSet above the Agg)
@@ -299,6 +304,14 @@ class AggBinding:
                 "subqueries in a grouped SELECT list are not supported", position=position(self.node)
             )
         return select, names, order_out
+
+
+def _no_window(node: exp.Expression, eb: ExprBinder) -> Expr:
+    raise FeatureNotSupported(
+        "window functions in a query with GROUP BY or aggregates are not supported",
+        hint="Aggregate in a subquery and apply the window function over its result.",
+        position=position(node),
+    )
 
 
 def _check_grouped(e: Expr, mapping: dict[Any, Expr], scope: Scope) -> None:

@@ -81,13 +81,13 @@ _ONE_ARG = rule("this")
 RULES: dict[type[exp.Expression], Rule] = {
     # -- queries ---------------------------------------------------------------------------------
     exp.Select: rule(
-        "with_ expressions distinct from_ joins where group having order limit offset",
+        "with_ expressions distinct from_ joins where group having order limit offset windows",
         kind="SELECT AS STRUCT / AS VALUE",
         hint="optimizer hints",
         into="SELECT INTO",
         operation_modifiers="SELECT modifiers",
         exclude="SELECT * EXCLUDE",
-        **_modifiers_except("joins", "where", "group", "having"),
+        **_modifiers_except("joins", "where", "group", "having", "windows"),
     ),
     exp.Union: rule(
         "with_ this expression distinct by_name side kind on order limit offset", **_modifiers_except()
@@ -272,12 +272,14 @@ RULES: dict[type[exp.Expression], Rule] = {
     exp.StddevSamp: _ONE_ARG,
     exp.Variance: _ONE_ARG,
     exp.VariancePop: _ONE_ARG,
-    exp.Window: rule(
-        "this partition_by order over",
-        spec="window frame clause",
-        alias="named window (OVER name)",
-        first="KEEP (DENSE_RANK FIRST / LAST)",
-    ),
+    # `alias`: a named window (OVER w, WINDOW w AS (...)); `spec`: the frame (binder/windows.py)
+    exp.Window: rule("this partition_by order over spec alias", first="KEEP (DENSE_RANK FIRST / LAST)"),
+    exp.WindowSpec: rule("kind start start_side end end_side", exclude="EXCLUDE in a window frame"),
+    exp.Lag: rule("this offset default"),
+    exp.Lead: rule("this offset default"),
+    exp.FirstValue: _ONE_ARG,
+    exp.LastValue: _ONE_ARG,
+    exp.NthValue: rule("this offset", from_first="nth_value FROM FIRST / LAST"),
     exp.RowNumber: rule(this="row_number() with arguments"),
     exp.Rank: rule(expressions="rank() with arguments"),
     exp.DenseRank: rule(expressions="dense_rank() with arguments"),
@@ -291,7 +293,6 @@ KIND_NAMES: dict[type[exp.Expression], str] = {
     exp.Rollup: "ROLLUP",
     exp.Cube: "CUBE",
     exp.GroupingSets: "GROUPING SETS",
-    exp.WindowSpec: "window frame clause",
     exp.WithinGroup: "WITHIN GROUP",
     exp.Escape: "LIKE ... ESCAPE",
     exp.AtTimeZone: "AT TIME ZONE",

@@ -31,17 +31,16 @@ from piestream.frontend.binder.clauses import check_supported
 from piestream.frontend.binder.column_names import output_name
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.from_clause import bind_from
-from piestream.frontend.binder.rewrite import replace_exprs
 from piestream.frontend.binder.scope import Scope, ScopeColumn
 from piestream.frontend.binder.subquery import SubqueryRewriter
 from piestream.frontend.binder.table_functions import apply_select_srfs
 from piestream.frontend.binder.user_functions import functions_of
+from piestream.frontend.binder.windows import WindowBinding
 from piestream.frontend.catalog import CatalogReader
 from piestream.frontend.logical import (
     Agg,
     AggCall,
     Filter,
-    OverWindow,
     PlanNode,
     Project,
     ProjectSet,
@@ -49,7 +48,6 @@ from piestream.frontend.logical import (
     TopN,
     Union,
     Values,
-    WindowCall,
 )
 
 
@@ -238,18 +236,18 @@ class QueryBinder:
                 )
             exprs = apply_select_srfs(self, exprs, node)
         else:
+            windows = WindowBinding(self, node)
             eb = ExprBinder(
                 self.scope,
                 on_subquery=subq.hook,
-                on_window=self._window_hook,
+                on_window=windows.hook,
                 params=self.params,
                 context="SELECT",
                 allow_srf=True,
             )
-            self._windows: list[tuple[exp.Expression, Expr]] = []
             exprs = [bind_item(eb, e) for e, _ in items]
             names = [n for _, n in items]
-            exprs = self._apply_windows(exprs)
+            exprs = windows.apply(exprs)
             # set-returning functions run after window functions, as in PostgreSQL
             exprs = apply_select_srfs(self, exprs, node)
             # ORDER BY may use select aliases, ordinals or input expressions not selected (hidden)
@@ -310,77 +308,6 @@ class QueryBinder:
                 continue
             out.append((e, output_name(e)))
         return out
-
-    # -- window functions (non-aggregate queries) -----------------------------------------------
-    def _window_hook(self, node: exp.Expression, eb: ExprBinder) -> Expr:
-        fn = node.this
-        kind = {exp.RowNumber: "row_number"}.get(type(fn))
-        if (
-            kind is None
-            and isinstance(fn, exp.Anonymous)
-            and str(fn.this).lower() in ("rank", "dense_rank", "row_number")
-        ):
-            kind = str(fn.this).lower()
-        if kind is None:
-            name = fn.sql_name().lower() if isinstance(fn, exp.Func) else type(fn).__name__
-            if name in ("rank", "dense_rank"):
-                kind = name
-        if kind is None:
-            raise FeatureNotSupported(
-                f"window function {fn.sql('postgres')} is not supported", position=position(node)
-            )
-        if isinstance(fn, exp.Anonymous) and fn.expressions:  # rank(x) OVER: no such window function
-            raise PiestreamError(
-                f"function {kind}() takes no arguments as a window function",
-                sqlstate="42883",
-                position=position(node),
-            )
-        placeholder = _WindowRef(len(self._windows), BIGINT)
-        self._windows.append((node, placeholder))
-        return placeholder
-
-    def _apply_windows(self, exprs: list[Expr]) -> list[Expr]:
-        """Add one OverWindow per distinct (PARTITION BY, ORDER BY) and map placeholders to it."""
-        if not getattr(self, "_windows", None):
-            return exprs
-        assert self.plan is not None
-        eb = ExprBinder(self.scope, params=self.params, context="window definitions")
-        mapping: dict[Any, Expr] = {}
-        for node, ref in self._windows:
-            parts = [eb.bind(p) for p in node.args.get("partition_by") or []]
-            order = node.args.get("order")
-            orders = [
-                (eb.bind(o.this), OrderType.of(bool(o.args.get("desc")), nulls_first_of(o)))
-                for o in (order.expressions if order is not None else [])
-            ]
-            # materialize partition / order expressions as columns of a projection
-            base = [InputRef(i, c.data_type) for i, c in enumerate(self.scope.columns)]
-            extra = [e for e in parts + [e for e, _ in orders] if e not in base]
-            cols = base + extra
-            names = [c.name for c in self.scope.columns] + [f"_w{i}" for i in range(len(extra))]
-            proj = Project(project_schema(names, cols), self.plan, cols)
-            kind = _window_kind(node)
-            ow = OverWindow(
-                Schema((*proj.schema.fields, Field("_window", BIGINT))),
-                proj,
-                [cols.index(p) for p in parts],
-                [(cols.index(e), o) for e, o in orders],
-                [WindowCall(kind, BIGINT)],
-            )
-            self.plan = ow
-            self.scope = Scope.of(
-                [
-                    *self.scope.columns,
-                    *[
-                        ScopeColumn(None, n, e.return_type, True)
-                        for n, e in zip(names[len(base) :], extra, strict=True)
-                    ],
-                    ScopeColumn(None, "_window", BIGINT, True),
-                ],
-                self.scope.parent,
-            )
-            mapping[ref] = InputRef(len(self.scope.columns) - 1, BIGINT)
-        return [replace_exprs(e, mapping) for e in exprs]
 
     # -- ORDER BY / LIMIT -----------------------------------------------------------------------
     def _order_items(
@@ -581,23 +508,6 @@ def bind_item(eb: ExprBinder, item: exp.Expression | int) -> Expr:
     if isinstance(item, int):
         return InputRef(item, eb.scope.columns[item].data_type)
     return eb.bind(item)
-
-
-@dataclass(frozen=True)
-class _WindowRef(Expr):
-    slot: int
-    return_type: Any
-
-    def eval(self, chunk: Any) -> Any:
-        raise PiestreamError("window reference left in a plan")
-
-
-def _window_kind(node: exp.Expression) -> str:
-    fn = node.this
-    if isinstance(fn, exp.RowNumber):
-        return "row_number"
-    name = str(fn.this).lower() if isinstance(fn, exp.Anonymous) else fn.sql_name().lower()
-    return name
 
 
 def nulls_first_of(o: exp.Ordered) -> bool | None:
