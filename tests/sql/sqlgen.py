@@ -558,6 +558,12 @@ SHAPES = (
     "subquery_from",
     "natural_using",
     "corresponding",
+    "set_op",
+    "srf",
+    "srf",  # listed twice: its variants (select list, FROM, ordinality) need the draws
+    "window_frame",
+    "window_frame",
+    "distinct_on",
 )
 
 
@@ -825,6 +831,27 @@ class QueryGen:
         return Query(
             f"SELECT {pg} FROM {outer.pg}{wp}", f"SELECT {dk} FROM {outer.dk}{wd}", cols, "correlated"
         )
+
+    # issue 14 part B's shapes live in sqlgen_breadth.py (imported here: it imports this module)
+    def q_set_op(self, depth: int) -> Query:
+        from sqlgen_breadth import q_set_op
+
+        return q_set_op(self, depth)
+
+    def q_srf(self, depth: int) -> Query:
+        from sqlgen_breadth import q_srf
+
+        return q_srf(self, depth)
+
+    def q_window_frame(self, depth: int) -> Query:
+        from sqlgen_breadth import q_window_frame
+
+        return q_window_frame(self, depth)
+
+    def q_distinct_on(self, depth: int) -> Query:
+        from sqlgen_breadth import q_distinct_on
+
+        return q_distinct_on(self, depth)
 
     def q_union(self, depth: int) -> Query:
         n = self.r.randint(1, 3)

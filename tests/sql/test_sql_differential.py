@@ -125,6 +125,20 @@ FEATURES = {
     "using merged column selected": r"SELECT u\d, x\d+\.u\d AS xu",
     "union corresponding": r"UNION (ALL )?CORRESPONDING SELECT",
     "union corresponding by": r"UNION (ALL )?CORRESPONDING BY \(",
+    "intersect": r"\) INTERSECT SELECT| INTERSECT SELECT",
+    "intersect all": r" INTERSECT ALL SELECT",
+    "except": r" EXCEPT SELECT",
+    "except all": r" EXCEPT ALL SELECT",
+    "generate_series in select": r"SELECT .*generate_series\(.* AS c\d",
+    "unnest in select": r"unnest\(ARRAY\[.*\]\) AS c\d",
+    "range in select": r"range\(.* AS c\d",
+    "lateral function in from": r"(, | CROSS JOIN )(generate_series|unnest)\(.*\) (WITH ORDINALITY )?AS f\d+",
+    "with ordinality": r"WITH ORDINALITY",
+    "rows frame": r"OVER \([^)]*ROWS (BETWEEN|\d)",
+    "range frame with offset": r"RANGE BETWEEN [^)]*(\d|INTERVAL '20 minutes') (PRECEDING|FOLLOWING)",
+    "lag / lead": r"(lag|lead)\(",
+    "first / last value": r"(first|last)_value\(",
+    "distinct on": r"SELECT DISTINCT ON \(",
 }
 
 

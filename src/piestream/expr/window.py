@@ -274,8 +274,9 @@ def frame_bounds(frame: WindowFrame, rows: SortedRows, t: np.ndarray) -> tuple[n
 
 class _RangeSearch:
     """RANGE offset bounds: the first row whose ORDER BY value is >= the bound (a start) or the
-    last one <= it (an end), in window order, among the partition's rows with a non-NULL value;
-    a target whose own value is NULL gets its NULL peers."""
+    last one <= it (an end), in window order. NULL values sit where the ORDER BY puts them (after
+    every value with NULLS LAST, before with NULLS FIRST), as in PostgreSQL; a target whose own
+    value is NULL gets its NULL peers."""
 
     def __init__(self, frame: WindowFrame, rows: SortedRows, t: np.ndarray) -> None:
         assert frame.key is not None
@@ -285,7 +286,7 @@ class _RangeSearch:
         self.key_type = frame.key.return_type
         self.key = key
         self.valid = key.is_valid().to_numpy(zero_copy_only=False)
-        self.nn = np.flatnonzero(self.valid)  # positions with a non-NULL value, in window order
+        self.nn = rows.pos  # every row is a candidate: NULLs compare by their placement
 
     def bound(self, b: FrameBound, is_start: bool) -> np.ndarray:
         rows, t = self.rows, self.t
