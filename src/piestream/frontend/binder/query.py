@@ -429,9 +429,14 @@ def set_op_counts(
     zero = Literal(0, BIGINT)
     if op == "INTERSECT":
         copies = bind_call("least", [lc, rc])
+        keep = bind_call(">", [copies, zero])
+    elif distinct:  # a row of the left side that the right side does not have at all
+        copies = lc
+        keep = bind_call("and", [bind_call(">", [lc, zero]), bind_call("=", [rc, zero])])
     else:
         copies = bind_call("-", [lc, rc])
-    plan = Filter(plan.schema, plan, bind_call(">", [copies, zero]))
+        keep = bind_call(">", [copies, zero])
+    plan = Filter(plan.schema, plan, keep)
     cols: list[Expr] = [InputRef(i, t) for i, t in enumerate(types)]
     if not distinct:
         series = bind_table_function("generate_series", [Literal(1, BIGINT), copies])
