@@ -117,6 +117,24 @@ def test_distinct_on(s: Session) -> None:
             ["generate_series"],
             [(dt,) for dt in ("2024-01-01 00:00:00", "2024-01-01 05:00:00", "2024-01-01 10:00:00")],
         ),
+        (  # each value is the previous one plus the step: Jan 31, Feb 29, Mar 29
+            "SELECT * FROM generate_series(TIMESTAMP '2024-01-31', TIMESTAMP '2024-04-30', "
+            "INTERVAL '1 month')",
+            ["generate_series"],
+            [(dt,) for dt in ("2024-01-31 00:00:00", "2024-02-29 00:00:00", "2024-03-29 00:00:00")]
+            + [("2024-04-29 00:00:00",)],
+        ),
+        (
+            "SELECT * FROM generate_series(TIMESTAMP '2024-03-31', TIMESTAMP '2024-01-01', "
+            "INTERVAL '-1 month -1 day')",  # months first, then days: Mar 31, Feb 29 - 1 day
+            ["generate_series"],
+            [(dt,) for dt in ("2024-03-31 00:00:00", "2024-02-28 00:00:00", "2024-01-27 00:00:00")],
+        ),
+        (  # dates alone resolve to the timestamptz form (PostgreSQL's preferred type)
+            "SELECT * FROM generate_series(DATE '2024-01-01', DATE '2024-01-02', INTERVAL '1 day')",
+            ["generate_series"],
+            [("2024-01-01 00:00:00+00:00",), ("2024-01-02 00:00:00+00:00",)],
+        ),
     ],
 )
 def test_set_returning_functions_match_postgresql(
@@ -143,6 +161,11 @@ def test_set_returning_function_errors(s: Session) -> None:
     ):
         assert error(s, sql).sqlstate == "0A000", sql
     e = error(s, "SELECT * FROM generate_series(1, 5, 0)")
+    assert (e.sqlstate, str(e)) == ("22023", "step size cannot equal zero")
+    month_as_days = (
+        "generate_series(TIMESTAMP '2024-01-01', TIMESTAMP '2024-02-01', INTERVAL '1 month -30 days')"
+    )
+    e = error(s, f"SELECT * FROM {month_as_days}")  # PostgreSQL compares a month as 30 days
     assert (e.sqlstate, str(e)) == ("22023", "step size cannot equal zero")
     assert error(s, "SELECT unnest(1)").sqlstate == "42883"
 

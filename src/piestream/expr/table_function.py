@@ -43,6 +43,8 @@ from piestream.common.types import (
 )
 from piestream.expr.bind import arg_type, coerce_to
 from piestream.expr.expr import Expr
+from piestream.expr.functions.datetime_arith import add_interval_us, check_us
+from piestream.expr.functions.vec import USECS_PER_DAY, interval_parts
 
 #: The set-returning functions, by name.
 TABLE_FUNCTIONS = frozenset({"unnest", "generate_series", "range", "regexp_matches"})
@@ -102,8 +104,10 @@ def _bind_series(name: str, args: list[Expr], types: list[DataType | None]) -> T
     if len(args) not in (2, 3):
         raise _no_such(name, args)
     known = [t for t in types[:2] if t is not None]
-    if known and all(t.kind in (TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ) for t in known):
-        t = TIMESTAMPTZ if any(x.kind is TypeKind.TIMESTAMPTZ for x in known) else TIMESTAMP
+    if known and all(t.kind in (TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ, TypeKind.DATE) for t in known):
+        # PostgreSQL's resolution: dates alone take the preferred timestamptz form
+        kinds = {x.kind for x in known}
+        t = TIMESTAMP if TypeKind.TIMESTAMP in kinds and TypeKind.TIMESTAMPTZ not in kinds else TIMESTAMPTZ
         if len(args) != 3 or types[2] not in (None, INTERVAL):
             raise _no_such(name, args)
         bound = (coerce_to(args[0], t), coerce_to(args[1], t), coerce_to(args[2], INTERVAL))
@@ -210,18 +214,55 @@ def _numeric_series(
     return pa.array(values, t.arrow), counts
 
 
+def _calendar_series(
+    step: pa.Array, start: np.ndarray, stop: np.ndarray, valid: np.ndarray, inclusive: bool, t: DataType
+) -> tuple[pa.Array, np.ndarray]:
+    """Steps with months: each value is the previous one plus the step, as in PostgreSQL
+    (Jan 31 + 1 month = Feb 29, then Mar 29), so all rows advance together one step a round."""
+    months, days, usecs = interval_parts(step)
+    # PostgreSQL compares an interval with zero as months * 30 days + days + microseconds
+    span = months * (30 * USECS_PER_DAY) + days * USECS_PER_DAY + usecs
+    if (valid & (span == 0)).any():
+        raise InvalidInput("step size cannot equal zero", sqlstate="22023")
+    up = span > 0
+
+    def within(cur: np.ndarray) -> np.ndarray:
+        if inclusive:
+            return np.where(up, cur <= stop, cur >= stop)
+        return np.where(up, cur < stop, cur > stop)
+
+    cur = start
+    alive = valid & within(cur)
+    values: list[np.ndarray] = []
+    rows: list[np.ndarray] = []
+    while alive.any():  # one round per step of the longest series, every row's step at once
+        idx = np.flatnonzero(alive)
+        values.append(cur[idx])
+        rows.append(idx)
+        cur = add_interval_us(cur, step)
+        check_us(cur, alive)
+        alive &= within(cur)
+    if not values:
+        return pa.array([], t.arrow), np.zeros(len(valid), np.int64)
+    row = np.concatenate(rows)
+    order = np.argsort(row, kind="stable")
+    out = np.concatenate(values)[order]
+    counts = np.bincount(row, minlength=len(valid)).astype(np.int64)
+    return pa.array(out, pa.int64()).cast(t.arrow), counts
+
+
 def _timestamp_series(
     args: list[pa.Array], valid: np.ndarray, inclusive: bool, t: DataType
 ) -> tuple[pa.Array, np.ndarray]:
-    """Timestamps stepping by an interval: fixed-length steps (days and smaller) are vectorized;
-    a step with months is calendar arithmetic, done with the expression kernels step by step."""
+    """Timestamps stepping by an interval: fixed-length steps (days and smaller) are integer
+    series; a step with months is calendar arithmetic (`_calendar_series`)."""
     n = len(valid)
     start = _ints(args[0].cast(pa.int64()), valid)
     stop = _ints(args[1].cast(pa.int64()), valid)
     steps = args[2].to_pylist()
     months = np.array([s.months if s is not None else 0 for s in steps], np.int64)
     if (months[valid] != 0).any():
-        raise FeatureNotSupported("generate_series with a step of months or years is not supported")
+        return _calendar_series(args[2], start, stop, valid, inclusive, t)
     usecs = np.array(
         [s.days * 86_400_000_000 + s.nanoseconds // 1000 if s is not None else 0 for s in steps], np.int64
     )

@@ -477,8 +477,10 @@ class ExprBinder:
 
     def _bind_window(self, node: exp.Window) -> Expr:
         if self.on_window is None:
-            raise GroupingError(
-                f"window functions are not allowed in {self.context}", position=position(node)
+            raise PiestreamError(  # PostgreSQL's windowing error
+                f"window functions are not allowed in {self.context}",
+                sqlstate="42P20",
+                position=position(node),
             )
         return self.on_window(node, self)
 

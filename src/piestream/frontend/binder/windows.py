@@ -382,7 +382,11 @@ def _check_frame(start: str, end: str, pos: int | None) -> None:
         raise WindowingError("frame starting from following row cannot have preceding rows", position=pos)
 
 
-def _const(node: exp.Expression, what: str, pos: int | None) -> Literal:
+def _const(node: exp.Expression, construct: str, pos: int | None) -> Literal:
+    """A frame offset (`construct`: ROWS or RANGE), which PostgreSQL evaluates once per query."""
+    what = f"argument of {construct}"
+    if node.find(exp.Column) is not None:
+        raise PiestreamError(f"{what} must not contain variables", sqlstate="42P10", position=pos)
     e = fold_constants(ExprBinder(Scope(), context=what).bind(node))
     if not isinstance(e, Literal):
         raise FeatureNotSupported(f"{what} must be a constant", position=pos)
@@ -399,7 +403,7 @@ def _const_int(e: Expr, what: str, pos: int | None) -> int:
 
 
 def _rows_offset(node: exp.Expression, which: str, pos: int | None) -> int:
-    lit = _const(node, "argument of ROWS", pos)
+    lit = _const(node, "ROWS", pos)
     if lit.value is None or not lit.return_type.is_integer:
         raise PiestreamError("argument of ROWS must be type bigint", sqlstate="42804", position=pos)
     v = int(lit.value)
@@ -441,7 +445,7 @@ def _range_bounds(
         if node is None:
             out.append(None)
             continue
-        lit = _const(node, "RANGE offset", pos)
+        lit = _const(node, "RANGE", pos)
         try:
             off = coerce_to(lit, off_t)
         except PiestreamError:
