@@ -168,6 +168,8 @@ def test_set_returning_function_errors(s: Session) -> None:
     e = error(s, f"SELECT * FROM {month_as_days}")  # PostgreSQL compares a month as 30 days
     assert (e.sqlstate, str(e)) == ("22023", "step size cannot equal zero")
     assert error(s, "SELECT unnest(1)").sqlstate == "42883"
+    e = error(s, "SELECT * FROM generate_series(1, 3) WITH ORDINALITY AS g(a, b, c)")
+    assert (e.sqlstate, str(e)) == ("42P10", 'table "g" has 2 columns available but 3 columns specified')
 
 
 def test_lateral_functions_and_outer_joins(s: Session) -> None:

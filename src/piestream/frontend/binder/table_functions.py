@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, cast
 
 from sqlglot import exp
 
-from piestream.common.errors import FeatureNotSupported
+from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, Field
 from piestream.expr.bind import bind_call, literal
@@ -181,6 +181,14 @@ def bind_function_item(
     calls, name = _bind_calls(fn, eb)
     alias, col_aliases, ordinality, ord_alias = _alias_of(node)
     qualifier = alias or name
+    available = len(calls) + ordinality
+    given = len(col_aliases) + (ord_alias is not None)
+    if given > available:
+        raise PiestreamError(
+            f'table "{qualifier}" has {available} columns available but {given} columns specified',
+            sqlstate="42P10",
+            position=position(node),
+        )
     defaults = [alias if alias and len(calls) == 1 and not col_aliases else name for _ in calls]
     names = col_aliases[: len(calls)] + defaults[len(col_aliases) :]
     if ordinality:
