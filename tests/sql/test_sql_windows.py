@@ -83,6 +83,25 @@ def test_window_values_match_postgresql(w: Session, sql: str, want: list[tuple[A
 
 
 @pytest.mark.parametrize(
+    ("sql", "want"),
+    [
+        (  # windows run over the groups HAVING keeps, reading group keys and aggregates
+            "SELECT p, count(*), rank() OVER (ORDER BY count(*) DESC), sum(sum(v)) OVER (ORDER BY p), "
+            "lag(max(v)) OVER (ORDER BY p) FROM w GROUP BY p HAVING count(*) > 1",
+            [(1, 3, 1, 60, None), (2, 2, 2, 110, 30)],
+        ),
+        ("SELECT count(*), sum(count(*)) OVER () FROM w", [(6, 6)]),
+        (  # ORDER BY a window function of a grouped query
+            "SELECT p, count(*) FROM w GROUP BY p ORDER BY row_number() OVER (ORDER BY p DESC) LIMIT 1",
+            [(None, 1)],
+        ),
+    ],
+)
+def test_windows_over_groups_match_postgresql(w: Session, sql: str, want: list[tuple[Any, ...]]) -> None:
+    assert rows(w, sql) == want
+
+
+@pytest.mark.parametrize(
     ("sql", "sqlstate", "text"),
     [
         (
@@ -102,9 +121,24 @@ def test_window_values_match_postgresql(w: Session, sql: str, want: list[tuple[A
             "string_agg as a window function is not supported",
         ),
         (
-            "SELECT p, rank() OVER (ORDER BY count(*)) FROM w GROUP BY p",
-            "0A000",
-            "window functions in a query with GROUP BY or aggregates are not supported",
+            "SELECT p, sum(sum(v) OVER (ORDER BY p)) FROM w GROUP BY p",
+            "42803",
+            "aggregate function calls cannot contain window function calls",
+        ),
+        (
+            "SELECT sum(lag(v) OVER (ORDER BY k)) OVER () FROM w",
+            "42P20",
+            "window function calls cannot be nested",
+        ),
+        (  # over groups, a window reads only group keys and aggregates
+            "SELECT p, lag(v) OVER (ORDER BY p) FROM w GROUP BY p",
+            "42803",
+            'column "w.v" must appear in the GROUP BY clause or be used in an aggregate function',
+        ),
+        (
+            "SELECT p FROM w GROUP BY p HAVING rank() OVER (ORDER BY p) > 1",
+            "42P20",
+            "window functions are not allowed in HAVING",
         ),
         (
             "SELECT lag(v, k) OVER (ORDER BY k) FROM w",
@@ -184,6 +218,13 @@ CASES = [
         "SELECT p, s, rank() OVER (ORDER BY s DESC NULLS LAST) AS r, "
         "sum(s) OVER (ORDER BY p ROWS UNBOUNDED PRECEDING) AS running "
         "FROM (SELECT p, sum(v) AS s FROM w GROUP BY p) AS g",
+        None,
+    ),
+    (
+        "m_grouped",
+        "SELECT p, count(*) AS c, rank() OVER (ORDER BY count(*) DESC, p NULLS FIRST) AS r, "
+        "sum(sum(v)) OVER (ORDER BY p ROWS UNBOUNDED PRECEDING) AS run, "
+        "lead(min(o)) OVER (ORDER BY max(k)) AS nxt FROM w GROUP BY p HAVING count(*) < 4",
         None,
     ),
     (

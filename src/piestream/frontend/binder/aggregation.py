@@ -10,7 +10,7 @@ over that is neither grouped nor aggregated is PostgreSQL's error 42803.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlglot import exp
 
@@ -22,6 +22,7 @@ from piestream.expr.bind import agg_signature, bind_call, coerce_to, fold_consta
 from piestream.expr.expr import Expr, InputRef, Literal, UnknownLiteral
 from piestream.frontend.binder.expr_binder import AGG_FUNCS, AGG_NAMES, ExprBinder, position
 from piestream.frontend.binder.scope import GroupingError, Scope, ScopeColumn
+from piestream.frontend.binder.windows import WindowBinding
 from piestream.frontend.logical import Agg, AggCall, Filter, Project
 
 if TYPE_CHECKING:
@@ -225,11 +226,12 @@ class AggBinding:
                 group_exprs.append(e)
         for e in group_exprs:
             self._add_pre(e)
+        windows = WindowBinding(qb, self.node, on_agg=self._on_agg)
         eb = ExprBinder(
             scope,
             on_agg=self._on_agg,
             on_subquery=self._defer_subquery,
-            on_window=_no_window,
+            on_window=windows.hook,
             params=qb.params,
             context="SELECT",
         )
@@ -237,7 +239,8 @@ class AggBinding:
         # adds their ProjectSet above the Agg)
         select = [bind_item(replace(eb, allow_srf=True), e) for e, _ in items]
         having_node = self.node.args.get("having")
-        having = replace(eb, context="HAVING").bind(having_node.this) if having_node is not None else None
+        having_eb = replace(eb, context="HAVING", on_window=None)
+        having = having_eb.bind(having_node.this) if having_node is not None else None
         order_items: list[tuple[Expr | int, OrderType]] = []
         order = self.node.args.get("order")
         for o in order.expressions if order is not None else []:
@@ -249,6 +252,7 @@ class AggBinding:
                 order_items.append((names.index(e_node.name), ot))
             else:
                 order_items.append((eb.bind(e_node), ot))
+        windows.bind_definitions()  # their aggregates join the Agg's calls
         # the Agg node over the pre-projection
         assert qb.plan is not None
         g = len(group_exprs)
@@ -282,6 +286,7 @@ class AggBinding:
         qb.scope = Scope.of([ScopeColumn(None, f.name, f.data_type) for f in out_fields], scope.parent)
         select = [rewrite(e) for e in select]
         order_out = [(rewrite(e) if isinstance(e, Expr) else e, o) for e, o in order_items]
+        windows.rewrite(rewrite)
         if having is not None:
             having = rewrite(having)
             if self.deferred:
@@ -303,15 +308,13 @@ class AggBinding:
             raise FeatureNotSupported(
                 "subqueries in a grouped SELECT list are not supported", position=position(self.node)
             )
+        # window functions run over the groups that HAVING kept
+        n_order = [i for i, (e, _) in enumerate(order_out) if isinstance(e, Expr)]
+        mapped = windows.apply(select + [cast(Expr, order_out[i][0]) for i in n_order])
+        select = mapped[: len(select)]
+        for i, e in zip(n_order, mapped[len(select) :], strict=True):
+            order_out[i] = (e, order_out[i][1])
         return select, names, order_out
-
-
-def _no_window(node: exp.Expression, eb: ExprBinder) -> Expr:
-    raise FeatureNotSupported(
-        "window functions in a query with GROUP BY or aggregates are not supported",
-        hint="Aggregate in a subquery and apply the window function over its result.",
-        position=position(node),
-    )
 
 
 def _check_grouped(e: Expr, mapping: dict[Any, Expr], scope: Scope) -> None:

@@ -476,6 +476,14 @@ class ExprBinder:
         return self._agg(node)
 
     def _bind_window(self, node: exp.Window) -> Expr:
+        if self.on_window is None and self.context == "aggregate function calls":
+            raise GroupingError(
+                "aggregate function calls cannot contain window function calls", position=position(node)
+            )
+        if self.on_window is None and self.context == "window function calls":
+            raise PiestreamError(
+                "window function calls cannot be nested", sqlstate="42P20", position=position(node)
+            )
         if self.on_window is None:
             raise PiestreamError(  # PostgreSQL's windowing error
                 f"window functions are not allowed in {self.context}",

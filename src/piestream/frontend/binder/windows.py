@@ -13,6 +13,7 @@ ORDER BY inside a window aggregate, and string_agg / array_agg / statistics as w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -93,10 +94,16 @@ class _Pending:
 
 
 class WindowBinding:
-    """The window calls of one SELECT level."""
+    """The window calls of one SELECT level.
 
-    def __init__(self, qb: QueryBinder, select: exp.Expression) -> None:
+    In a grouped query (`on_agg` given) the windows run over the groups, after HAVING, as in
+    PostgreSQL: their arguments, PARTITION BY and ORDER BY are bound with the aggregate hook
+    before the Agg exists (`bind_definitions`), then rewritten onto its output (`rewrite`)."""
+
+    def __init__(self, qb: QueryBinder, select: exp.Expression, on_agg: Any = None) -> None:
         self.qb = qb
+        self.on_agg = on_agg
+        self.definitions: dict[int, tuple[list[Expr], list[tuple[Expr, OrderType]]]] = {}
         self.named: dict[str, exp.Window] = {}
         for w in select.args.get("windows") or []:
             name = w.this.name if isinstance(w.this, exp.Expression) else str(w.this)
@@ -116,7 +123,9 @@ class WindowBinding:
             fn = fn.this
         kind = self._kind(fn, node)
         args_nodes = self._arg_nodes(fn, kind, node)
-        ab = ExprBinder(self.qb.scope, params=self.qb.params, context="window function calls")
+        ab = ExprBinder(
+            self.qb.scope, on_agg=self.on_agg, params=self.qb.params, context="window function calls"
+        )
         args = [ab.bind(a) for a in args_nodes]
         filter_expr = None
         if filt is not None:
@@ -249,24 +258,43 @@ class WindowBinding:
         return kind, [coerce_to(a, t) for a, t in zip(args, arg_types, strict=True)], 1, ret
 
     # -- planning ----------------------------------------------------------------------------------
+    def bind_definitions(self) -> None:
+        """Bind every pending call's PARTITION BY and ORDER BY over the current scope."""
+        from piestream.frontend.binder.query import nulls_first_of
+
+        qb = self.qb
+        ob = ExprBinder(qb.scope, on_agg=self.on_agg, params=qb.params, context="window definitions")
+        for slot, p in enumerate(self.pending):
+            if slot in self.definitions:
+                continue
+            parts = [ob.bind(e) for e in p.spec.partition]
+            orders = [
+                (ob.bind(o.this), OrderType.of(bool(o.args.get("desc")), nulls_first_of(o)))
+                for o in p.spec.order
+            ]
+            self.definitions[slot] = (parts, orders)
+
+    def rewrite(self, fn: Callable[[Expr], Expr]) -> None:
+        """Map every bound argument, filter and definition through `fn` (onto the Agg's output)."""
+        self.bind_definitions()
+        for p in self.pending:
+            p.args = [fn(a) for a in p.args]
+            p.filter = fn(p.filter) if p.filter is not None else None
+        self.definitions = {
+            slot: ([fn(e) for e in parts], [(fn(e), o) for e, o in orders])
+            for slot, (parts, orders) in self.definitions.items()
+        }
+
     def apply(self, exprs: list[Expr]) -> list[Expr]:
         """One OverWindow per (PARTITION BY, ORDER BY); the placeholders become its columns."""
         if not self.pending:
             return exprs
         qb = self.qb
         assert qb.plan is not None
-        ob = ExprBinder(qb.scope, params=qb.params, context="window definitions")
+        self.bind_definitions()
         groups: dict[tuple[Any, ...], list[int]] = {}
-        bound: dict[int, tuple[list[Expr], list[tuple[Expr, OrderType]]]] = {}
-        for slot, p in enumerate(self.pending):
-            from piestream.frontend.binder.query import nulls_first_of
-
-            parts = [ob.bind(e) for e in p.spec.partition]
-            orders = [
-                (ob.bind(o.this), OrderType.of(bool(o.args.get("desc")), nulls_first_of(o)))
-                for o in p.spec.order
-            ]
-            bound[slot] = (parts, orders)
+        for slot in range(len(self.pending)):
+            parts, orders = self.definitions[slot]
             groups.setdefault((tuple(parts), tuple(orders)), []).append(slot)
         mapping: dict[Any, Expr] = {}
         for (parts_t, orders_t), slots in groups.items():
