@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import logging
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,22 +29,8 @@ import numpy as np
 import pyarrow as pa
 
 import piestream
+from bench_state_table import Clock  # wall and CPU seconds of a block
 from piestream.server.api import Connection
-
-
-class Clock:
-    """Wall and CPU seconds of a block (CPU seconds show the cost on a shared, loaded machine)."""
-
-    def __init__(self) -> None:
-        self.wall = self.cpu = 0.0
-
-    def __enter__(self) -> Clock:
-        self._w, self._c = time.perf_counter(), time.process_time()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.wall += time.perf_counter() - self._w
-        self.cpu += time.process_time() - self._c
 
 
 def line(label: str, n: int, clk: Clock) -> None:

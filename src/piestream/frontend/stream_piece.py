@@ -146,17 +146,7 @@ class PlannerBase:
         `extra_key` output columns join the stream key after the input's key columns."""
         exprs = list(exprs)
         names = list(names)
-        pos: dict[int, int] = {}
-        for i, e in enumerate(exprs):
-            if isinstance(e, InputRef) and e.index not in pos:
-                pos[e.index] = i
-        key = []
-        for k in piece.stream_key:
-            if k not in pos:
-                pos[k] = len(exprs)
-                exprs.append(InputRef(k, piece.schema[k].data_type))
-                names.append(f"_{piece.schema[k].name}")
-            key.append(pos[k])
+        pos, key = keep_stream_key(piece, exprs, names)
         key += [k for k in extra_key if k not in key]
         schema = Schema(tuple(Field(n, e.return_type) for n, e in zip(names, exprs, strict=True)))
         node = ProjectNode(
@@ -178,3 +168,21 @@ class PlannerBase:
         exprs = [InputRef(i, piece.schema[i].data_type) for i in order]
         names = [piece.schema[i].name for i in order]
         return self.project(piece, exprs, names, len(logical))
+
+
+def keep_stream_key(piece: Piece, exprs: list[Expr], names: list[str]) -> tuple[dict[int, int], list[int]]:
+    """Append (hidden, named `_col`) the stream-key columns of `piece` that no item of `exprs`
+    passes on; returns input column -> output position for the columns passed, and the positions
+    of the stream key's columns."""
+    pos: dict[int, int] = {}
+    for i, e in enumerate(exprs):
+        if isinstance(e, InputRef) and e.index not in pos:
+            pos[e.index] = i
+    key = []
+    for k in piece.stream_key:
+        if k not in pos:
+            pos[k] = len(exprs)
+            exprs.append(InputRef(k, piece.schema[k].data_type))
+            names.append(f"_{piece.schema[k].name}")
+        key.append(pos[k])
+    return pos, key

@@ -43,6 +43,7 @@ from piestream.frontend.stream_piece import (
     Piece,
     PlannerBase,
     and_exprs,
+    keep_stream_key,
     refs,
     upstreams,
 )
@@ -174,17 +175,7 @@ class StreamPlanner(PlannerBase):
         p = self.plan(node.input)
         items = list(node.items)
         names = list(node.schema.names[: len(items)])
-        pos: dict[int, int] = {}
-        for i, e in enumerate(items):
-            if isinstance(e, InputRef) and e.index not in pos:
-                pos[e.index] = i
-        key_items = []
-        for k in p.stream_key:
-            if k not in pos:
-                pos[k] = len(items)
-                items.append(InputRef(k, p.schema[k].data_type))
-                names.append(f"_{p.schema[k].name}")
-            key_items.append(pos[k])
+        pos, key_items = keep_stream_key(p, items, names)
         ps = build_project_set(p.node, items, names, key_items)
         non_null = frozenset([len(items)]) | {pos[c] for c in p.non_null if c in pos}
         piece = Piece(ps, p.dist.mapped(pos), len(node.items) + 1, non_null)
