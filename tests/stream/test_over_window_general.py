@@ -116,7 +116,9 @@ def test_lag_lead_ranks_and_partition_moves() -> None:
 # -- randomized model ------------------------------------------------------------------------------
 
 
-def model(rows: dict[int, tuple[int, int, int]], calls: list[WindowFunctionCall], desc: bool) -> dict[Row, int]:
+def model(
+    rows: dict[int, tuple[int, int, int]], calls: list[WindowFunctionCall], desc: bool
+) -> dict[Row, int]:
     """The expected output multiset: per partition, rows in (o, id) order (id breaks ties, as the
     state key does), each call computed the naive way."""
     out: dict[Row, int] = {}
@@ -127,15 +129,15 @@ def model(rows: dict[int, tuple[int, int, int]], calls: list[WindowFunctionCall]
         part.sort(key=lambda r: ((-r[2] if desc else r[2]), r[0]))
         n = len(part)
         for pos, r in enumerate(part):
-            vals: list[object] = []
-            for c in calls:
-                vals.append(_naive(c, part, pos, n, desc))
+            vals: list[object] = [_naive(c, part, pos, n, desc) for c in calls]
             row = (*r, *vals)
             out[row] = out.get(row, 0) + 1
     return out
 
 
-def _naive(c: WindowFunctionCall, part: list[tuple[int, int, int, int]], pos: int, n: int, desc: bool) -> object:
+def _naive(
+    c: WindowFunctionCall, part: list[tuple[int, int, int, int]], pos: int, n: int, desc: bool
+) -> object:
     if c.kind == "row_number":
         return pos + 1
     if c.kind == "rank":
@@ -146,12 +148,18 @@ def _naive(c: WindowFunctionCall, part: list[tuple[int, int, int, int]], pos: in
     assert c.frame is not None
     f = c.frame
     if f.mode == "rows":
-        lo = {UNBOUNDED_PRECEDING: 0, PRECEDING: pos - f.start.offset, CURRENT_ROW: pos, FOLLOWING: pos + f.start.offset}[
-            f.start.kind
-        ]
-        hi = {UNBOUNDED_FOLLOWING: n - 1, FOLLOWING: pos + f.end.offset, CURRENT_ROW: pos, PRECEDING: pos - f.end.offset}[
-            f.end.kind
-        ]
+        lo = {
+            UNBOUNDED_PRECEDING: 0,
+            PRECEDING: pos - f.start.offset,
+            CURRENT_ROW: pos,
+            FOLLOWING: pos + f.start.offset,
+        }[f.start.kind]
+        hi = {
+            UNBOUNDED_FOLLOWING: n - 1,
+            FOLLOWING: pos + f.end.offset,
+            CURRENT_ROW: pos,
+            PRECEDING: pos - f.end.offset,
+        }[f.end.kind]
         frame = [part[i] for i in range(max(lo, 0), min(hi, n - 1) + 1)]
     else:
         o = part[pos][2]
@@ -225,7 +233,11 @@ def test_random_changes_match_the_model() -> None:
                 elif live and choice < 0.55:  # update (maybe moving partition or order)
                     i = r.choice(sorted(live))
                     g, o, v = live[i]
-                    new = (r.choice([g, g, r.randint(0, 2)]), r.choice([o, r.randint(0, 15)]), r.randint(-5, 20))
+                    new = (
+                        r.choice([g, g, r.randint(0, 2)]),
+                        r.choice([o, r.randint(0, 15)]),
+                        r.randint(-5, 20),
+                    )
                     live[i] = new
                     lines.append(f"U- {i} {g} {o} {v}\nU+ {i} {new[0]} {new[1]} {new[2]}")
                 else:
