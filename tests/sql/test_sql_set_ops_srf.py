@@ -168,6 +168,13 @@ def test_set_returning_function_errors(s: Session) -> None:
     e = error(s, f"SELECT * FROM {month_as_days}")  # PostgreSQL compares a month as 30 days
     assert (e.sqlstate, str(e)) == ("22023", "step size cannot equal zero")
     assert error(s, "SELECT unnest(1)").sqlstate == "42883"
+    for sql in (  # refused before anything is built, not after memory runs out
+        "SELECT generate_series(1, 9223372036854775807)",
+        "SELECT * FROM generate_series(-9223372036854775808, 9223372036854775807, 2)",
+        "SELECT * FROM generate_series(1.0, 1e20)",
+        "SELECT * FROM generate_series(TIMESTAMP '0001-01-01', TIMESTAMP '9999-01-01', INTERVAL '1 second')",
+    ):
+        assert error(s, sql).sqlstate == "54000", sql
     e = error(s, "SELECT * FROM generate_series(1, 3) WITH ORDINALITY AS g(a, b, c)")
     assert (e.sqlstate, str(e)) == ("42P10", 'table "g" has 2 columns available but 3 columns specified')
 

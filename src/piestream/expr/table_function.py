@@ -49,6 +49,18 @@ from piestream.expr.functions.vec import USECS_PER_DAY, interval_parts
 #: The set-returning functions, by name.
 TABLE_FUNCTIONS = frozenset({"unnest", "generate_series", "range", "regexp_matches"})
 
+#: Most values one series expansion may produce (1 GiB of BIGINTs): past it the statement fails
+#: with 54000 instead of exhausting memory (PostgreSQL would try, and run out or run for hours).
+MAX_SERIES_VALUES = 1 << 27
+
+
+def _too_many(n: float) -> PiestreamError:
+    return PiestreamError(
+        f"generate_series would produce about {n:.3g} values, more than {MAX_SERIES_VALUES:,} "
+        "(split the range into several statements)",
+        sqlstate="54000",
+    )
+
 
 @dataclass(frozen=True)
 class TableFunction(Expr):
@@ -170,6 +182,10 @@ def _series(tf: TableFunction, args: list[pa.Array], n: int) -> tuple[pa.Array, 
     if (step[valid] == 0).any():
         raise InvalidInput("step size cannot equal zero", sqlstate="22023")
     safe = np.where(step == 0, 1, step)
+    # the size in floats first: the int64 span itself may overflow (-2^63 .. 2^63 - 1)
+    approx = np.maximum((stop.astype(np.float64) - start.astype(np.float64)) / safe, 0)[valid].sum()
+    if approx >= MAX_SERIES_VALUES:
+        raise _too_many(float(approx))
     # values start + k * step for k = 0 .. count - 1, where count rounds toward the stop
     span = stop - start
     if inclusive:
@@ -205,6 +221,8 @@ def _numeric_series(
         assert isinstance(start, Decimal) and isinstance(stop, Decimal) and isinstance(step, Decimal)
         if step == 0:
             raise InvalidInput("step size cannot equal zero", sqlstate="22023")
+        if (stop - start) / step + len(values) >= MAX_SERIES_VALUES:
+            raise _too_many(float((stop - start) / step) + len(values))
         v, c = start, 0
         while (v <= stop if inclusive else v < stop) if step > 0 else (v >= stop if inclusive else v > stop):
             values.append(v)
