@@ -49,10 +49,6 @@ def _table(s: Session, name: str, verb: str) -> Relation:
     return rel
 
 
-#: Rows per change chunk of a bulk insert (one epoch takes them all; executors see chunks).
-BULK_CHUNK_ROWS = 1 << 18
-
-
 def _write(
     s: Session,
     rel: Relation,
@@ -65,21 +61,13 @@ def _write(
     if s.txn is not None:
         s.txn.write(rel, deletes, inserts, s.buffer_limit)
         return
-    n = chunk.cardinality
-    if not n:
+    if not chunk.cardinality:
         return
     assert rel.table is not None
-    # inserts go as change chunks of at most BULK_CHUNK_ROWS rows, all in one epoch (`INSERT ...
-    # SELECT generate_series(1, 1000000)` and `Connection.insert` alike); other changes whole
-    step = BULK_CHUNK_ROWS if deletes is None else n
-    futs = [
-        s.db.barriers.submit_dml(rel.table.table_id, chunk.slice(lo, min(step, n - lo)))
-        for lo in range(0, n, step)
-    ]
+    fut = s.db.barriers.submit_dml(rel.table.table_id, chunk)
     if s.implicit_flush:
         s.db.barriers.wake()
-        for f in futs:
-            f.result()
+        fut.result()
 
 
 def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryResult:
@@ -115,6 +103,10 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
     return command(f"INSERT 0 {table.num_rows}")
 
 
+#: Rows per change chunk of a bulk insert (one epoch takes them all; executors see chunks).
+BULK_CHUNK_ROWS = 1 << 18
+
+
 def insert_arrow(s: Session, name: str, data: pa.Table) -> QueryResult:
     """Bulk INSERT of an Arrow table (the Python API's `Connection.insert`): columns are matched
     by name, cast to the column types by Arrow, missing columns are NULL; the rows go to the
@@ -141,7 +133,19 @@ def insert_arrow(s: Session, name: str, data: pa.Table) -> QueryResult:
         else:
             cols.append(pa.nulls(n, c.data_type.arrow))
     _check_not_null_pk(rel, cols)
-    _write(s, rel, None, cols, StreamChunk(np.full(n, Op.INSERT, np.int8), cols, length=n))
+    if s.txn is not None:  # buffered like any INSERT of the transaction block
+        s.txn.write(rel, None, cols, s.buffer_limit)
+        return command(f"INSERT 0 {n}")
+    chunk = StreamChunk(np.full(n, Op.INSERT, np.int8), cols, length=n)
+    assert rel.table is not None
+    futs = [
+        s.db.barriers.submit_dml(rel.table.table_id, chunk.slice(lo, min(BULK_CHUNK_ROWS, n - lo)))
+        for lo in range(0, n, BULK_CHUNK_ROWS)
+    ]
+    if futs and s.implicit_flush:
+        s.db.barriers.wake()
+        for f in futs:
+            f.result()
     return command(f"INSERT 0 {n}")
 
 
