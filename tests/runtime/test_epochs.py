@@ -125,7 +125,7 @@ def test_hash_agg_reads_previous_states_from_the_worker_cache(tmp_path) -> None:
         assert got == [(k, n, t) for k, (n, t) in sorted(want.items())]
         stats = db.barriers.stats
         assert sum(e.cache_warm_actors for e in stats) > 0
-        hits, misses = sum(e.agg_cache_hits for e in stats), sum(e.agg_cache_misses for e in stats)
+        hits, misses = sum(e.cache_hits for e in stats), sum(e.cache_misses for e in stats)
         assert hits > misses > 0, (hits, misses)  # 31 groups read from storage once, then cached
     finally:
         db.close()

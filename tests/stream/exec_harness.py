@@ -24,6 +24,7 @@ from piestream.storage.object_store import InMemoryObjectStore
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.storage_table import StorageTable
 from piestream.stream.actor import Actor
+from piestream.stream.cache.registry import ActorCaches
 from piestream.stream.executor import ActorContext, StreamingConfig
 from piestream.stream.message import Barrier
 
@@ -54,7 +55,7 @@ class Harness:
         # warm: the rebuilt actor gets the executor cache of the previous epoch's (the runtime
         # does this when a Python worker runs the same actor again at the committed epoch)
         self.warm_cache = warm_cache
-        self.cache: dict[str, object] = {}
+        self.cache = ActorCaches()
         self.metrics: dict[str, float] = {}
         self._epoch_ms = 1000
         self.committed = 0
@@ -69,7 +70,7 @@ class Harness:
     def _start_actor(self) -> None:
         storage = HummockStorage(self.sstables, self.manager.version)
         vnodes = self.vnodes or VnodeBitmap.full()
-        cache = self.cache if self.warm_cache else {}
+        cache = self.cache if self.warm_cache else ActorCaches()
         ctx = ActorContext(
             1, 1, 0, 1, vnodes, storage, self.config, committed_epoch=self.committed, cache=cache
         )

@@ -74,8 +74,15 @@ class EpochStats:
     rows_in: float
     block_cache_hit_rate: float
     cache_warm_actors: int = 0  # actors that ran in a worker holding their caches (valid)
-    agg_cache_hits: int = 0  # HashAgg groups answered from the worker's group cache
-    agg_cache_misses: int = 0  # ... and read from the state store
+    cache_hits: int = 0  # keys the operator caches answered (HashAgg groups, join keys, pks ...)
+    cache_misses: int = 0  # ... and keys they sent to the state store
+    cache_bytes: int = 0  # the operator caches' size after the epoch (all workers)
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """Share of operator-cache lookups answered from the cache (1.0 when none were made)."""
+        n = self.cache_hits + self.cache_misses
+        return self.cache_hits / n if n else 1.0
 
 
 class EpochInput(Protocol):
@@ -440,8 +447,9 @@ class BarrierManager:
                 rows,
                 sum(hit) / max(len(hit), 1),
                 cache_warm_actors=total("executor_cache_warm"),
-                agg_cache_hits=total("agg_cache_hits"),
-                agg_cache_misses=total("agg_cache_misses"),
+                cache_hits=total("cache_hits"),
+                cache_misses=total("cache_misses"),
+                cache_bytes=total("cache_bytes"),
             )
         )
         del self.stats[:-1000]

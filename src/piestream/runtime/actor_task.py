@@ -18,7 +18,6 @@ A `TaskHook` (tests: fault injection; benchmarks: probes) is called at fixed poi
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import Protocol
@@ -43,6 +42,7 @@ from piestream.storage.hummock.sstable_store import process_sstable_store
 from piestream.storage.hummock.store import HummockStorage
 from piestream.storage.object_store import open_object_store
 from piestream.stream.actor import Actor
+from piestream.stream.cache.registry import WORKER_CACHES
 from piestream.stream.dispatch import dispatch
 from piestream.stream.executor import ActorContext
 
@@ -53,29 +53,6 @@ HOOK_POINTS = ("input", "executed", "synced", "emitting", "reported")
 
 class TaskHook(Protocol):
     def __call__(self, point: str, plan: EpochPlan, actor_id: int) -> None: ...
-
-
-#: Executor caches per actor, with the epoch whose committed state they reflect. They live as
-#: long as the Python worker; a cache is used only if it reflects exactly the committed epoch.
-_CACHES: dict[int, tuple[int, dict[str, object]]] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def _cache_for(actor: int, committed_epoch: int) -> tuple[dict[str, object], bool]:
-    """The actor's executor cache, and whether it is warm (reflects the committed epoch)."""
-    with _CACHE_LOCK:
-        entry = _CACHES.get(actor)
-        if entry is not None and entry[0] == committed_epoch:
-            _CACHES[actor] = (-1, entry[1])  # in use: invalid until this run publishes it
-            return entry[1], True
-        cache: dict[str, object] = {}
-        _CACHES[actor] = (-1, cache)  # not valid until this epoch commits
-        return cache, False
-
-
-def _publish_cache(actor: int, epoch: int, cache: dict[str, object]) -> None:
-    with _CACHE_LOCK:
-        _CACHES[actor] = (epoch, cache)
 
 
 def run_partition(
@@ -136,7 +113,9 @@ def _run_actor(
     store = open_object_store(plan.store_url)
     storage = HummockStorage(process_sstable_store(store), plan.version, plan.storage_options)
     vnodes = frag.vnode_bitmap(actor_index) if not frag.singleton else VnodeBitmap.full(1)
-    cache, warm = _cache_for(aid, plan.committed_epoch)
+    # the worker's caches of this actor, if they reflect the committed epoch (same data
+    # directory, same vnodes); otherwise empty ones
+    cache, warm = WORKER_CACHES.acquire(plan.store_url, aid, plan.committed_epoch, vnodes.to_bytes())
     ctx = ActorContext(
         actor_id=aid,
         fragment_id=fragment_id,
@@ -162,7 +141,9 @@ def _run_actor(
     if hook is not None:
         hook("synced", plan, aid)
     watermarks = storage.take_table_watermarks()
-    _publish_cache(aid, plan.data_epoch, cache)
+    cache.charge(plan.config.cache_budget_bytes)
+    WORKER_CACHES.publish(plan.store_url, aid, plan.data_epoch, cache)
+    hits, misses = cache.take_counts()
 
     port = f"fragment:{fragment_id}"
     seq = 0
@@ -186,6 +167,10 @@ def _run_actor(
         "emit_s": t5 - t4,  # output encoded and handed to Spark
         "block_cache_hit_rate": storage.sstables.block_cache.hit_rate(),
         "executor_cache_warm": float(warm),  # the worker ran this actor at the committed epoch
+        "cache_hits": float(hits),  # keys operator caches answered
+        "cache_misses": float(misses),  # ... and keys they sent to the state store
+        "cache_bytes": float(cache.nbytes),
+        "worker_cache_bytes": float(WORKER_CACHES.nbytes),
         **ctx.metrics,
     }
     report = ActorReport(aid, plan.data_epoch, tuple(ssts), watermarks, stats)

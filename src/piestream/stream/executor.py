@@ -12,9 +12,9 @@ state): a Spark task may run twice, and any attempt's output and state must be a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochPair
@@ -23,10 +23,21 @@ from piestream.common.vnode import VnodeBitmap
 from piestream.storage.hummock.store import HummockStorage
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.state_table import StateTable
+from piestream.stream.cache.registry import ActorCaches
 from piestream.stream.connector import Connectors, registered_connectors
 from piestream.stream.message import Barrier
 
 DEFAULT_CHUNK_SIZE = 1024
+
+
+def default_cache_budget() -> int:
+    """Bytes of operator caches per worker process: a sixteenth of the machine's memory (two
+    workers on a 2-core machine hold an eighth between them), within [64 MiB, 4 GiB]."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 8 << 30
+    return int(min(4 << 30, max(64 << 20, total // 16)))
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,8 @@ class StreamingConfig:
     check_consistency: bool = True  # MemTable merge-rule checks (reference §4.1)
     sanity_check_storage: bool = False  # also check ops against storage at flush (slow; tests)
     spill_threshold: int = 4 << 20
-    agg_cache_rows: int = 500_000  # groups per HashAgg actor kept in the worker between epochs
+    #: bytes of operator caches (all actors of a worker process together), LRU-evicted beyond it
+    cache_budget_bytes: int = field(default_factory=default_cache_budget)
 
 
 @dataclass
@@ -53,12 +65,16 @@ class ActorContext:
     config: StreamingConfig = field(default_factory=StreamingConfig)
     committed_epoch: int = 0  # the epoch the committed state reflects (cache validity)
     connectors: Connectors = field(default_factory=registered_connectors)  # builds readers / writers
-    cache: dict[str, Any] = field(default_factory=dict)  # survives across epochs in a worker
+    cache: ActorCaches = field(default_factory=ActorCaches)  # survives across epochs in a worker
     metrics: dict[str, float] = field(default_factory=dict)  # this epoch's counters, reported
 
     def count(self, name: str, n: float = 1) -> None:
         """Add to one of this epoch's counters (e.g. cache hits), sent back in the actor's report."""
         self.metrics[name] = self.metrics.get(name, 0.0) + n
+
+    def charge_caches(self) -> None:
+        """After a cache grew: keep the worker's caches within the budget (LRU eviction)."""
+        self.cache.charge(self.config.cache_budget_bytes)
 
     def state_table(self, desc: TableDesc) -> StateTable:
         """A state table over this actor's vnodes (all of a singleton table's one vnode)."""

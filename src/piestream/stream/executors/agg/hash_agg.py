@@ -23,12 +23,12 @@ from piestream.common.chunk import DataChunk, StreamChunk, filter_mask
 from piestream.common.errors import StateConsistencyError
 from piestream.common.scalar import to_arrow
 from piestream.common.types import DataType
+from piestream.encoding import memcomparable
+from piestream.encoding.ragged import Ragged
 from piestream.expr.expr import Expr
 from piestream.plan.hash_agg import HashAggNode
-from piestream.storage.table.desc import TableDesc
 from piestream.stream.executor import ActorContext, Executor
-from piestream.stream.executors.agg.arrays import add_bigint, change_rows, np_int, rows_differ
-from piestream.stream.executors.agg.cache import GroupStateCache
+from piestream.stream.executors.agg.arrays import add_bigint, change_rows, np_int, rows_differ, take_merged
 from piestream.stream.executors.agg.dirty import DirtyGroups, Groups
 from piestream.stream.executors.agg.distinct import DistinctDedup
 from piestream.stream.executors.agg.states import (
@@ -71,18 +71,15 @@ class HashAggExecutor(Executor):
             at += len(st.specs)
         self.specs = [_ROW_COUNT] + [s for st in self.calls for s in st.specs]
         self.dirty = DirtyGroups(self.group_types, self.specs)
-        self.cache = self._group_cache(tables.value) if self.group_key else None
-        self._keys: list[bytes] = []  # the flushed groups' cache keys, from read to write
-
-    def _group_cache(self, desc: TableDesc) -> GroupStateCache:
-        """This actor's cache of the value table, kept in the worker across epochs."""
-        key = f"hash_agg:{desc.table_id}"
-        cache = self.ctx.cache.get(key)
-        if not isinstance(cache, GroupStateCache):
-            cap = self.ctx.config.agg_cache_rows
-            cache = GroupStateCache(desc.pk_types, desc.pk_orders, desc.types, cap)
-            self.ctx.cache[key] = cache
-        return cache
+        # the value table's rows of recently written groups, kept in the worker across epochs
+        # (write-through: every state written at a barrier is put, every group that dies leaves)
+        desc = tables.value
+        self.cache = (
+            ctx.cache.keyed(f"hash_agg:{desc.table_id}", [t.arrow for t in desc.types])
+            if self.group_key
+            else None
+        )
+        self._keys: Ragged | None = None  # the flushed groups' cache keys, from read to write
 
     # -- input --------------------------------------------------------------------------------
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
@@ -181,24 +178,18 @@ class HashAggExecutor(Executor):
         """`get_rows` of the value table, answered from the group cache where it holds the key."""
         cache = self.cache
         assert cache is not None
-        hits0, misses0 = cache.hits, cache.misses
-        self._keys = cache.encode(key_cols)
-        pos = cache.lookup(self._keys)
-        self.ctx.count("agg_cache_hits", cache.hits - hits0)
-        self.ctx.count("agg_cache_misses", cache.misses - misses0)
-        hit = pos >= 0
+        desc = self.value_table.desc
+        self._keys = memcomparable.encode_columns(key_cols, desc.pk_types, list(desc.pk_orders))
+        hit, rows = cache.get(self._keys)
         if hit.all():
-            return hit, cache.rows(pos)
+            return hit, rows
         miss = np.flatnonzero(~hit)
         mask = pa.array(~hit)
         found_m, chunk_m = self.value_table.get_rows([k.filter(mask) for k in key_cols])
         rows_m = chunk_m.columns
         if not hit.any():
             return found_m, rows_m
-        hit_idx = np.flatnonzero(hit)
-        rows_h = cache.rows(pos[hit_idx])
-        back = pa.array(np.argsort(np.concatenate([hit_idx, miss]), kind="stable"), pa.int64())
-        rows = [pa.concat_arrays([h, m]).take(back) for h, m in zip(rows_h, rows_m, strict=True)]
+        rows = [take_merged(r, miss, m) for r, m in zip(rows, rows_m, strict=True)]
         found = hit.copy()
         found[miss] = found_m
         return found, rows
@@ -218,8 +209,16 @@ class HashAggExecutor(Executor):
         ops, cols = change_rows(prev, new, found, alive, changed)
         if len(ops):
             self.value_table.write_chunk(StreamChunk(ops, cols))
-        if self.cache is not None:
-            self.cache.put(self._keys, alive, new)
+        if self.cache is not None and self._keys is not None:
+            dead = np.flatnonzero(found & ~alive)
+            if len(dead):
+                self.cache.remove(self._keys.take(dead))
+            live = np.flatnonzero(alive)
+            if len(live):
+                idx = pa.array(live)
+                self.cache.put(self._keys.take(live), [c.take(idx) for c in new])
+            self._keys = None
+            self.ctx.charge_caches()
 
     def _emit(
         self,
