@@ -45,7 +45,9 @@ def _run_model(ops: list, weak_hash: bool, monkeypatch: pytest.MonkeyPatch) -> N
             counts = np.array([len(arg[k]) for k in ks])
             vals = [v for k in ks for v in arg[k]]
             names = [k.hex() for k in ks for _ in arg[k]]
-            cache.put_runs(Ragged.from_list(ks), counts, [pa.array(names, pa.string()), pa.array(vals, pa.int64())])
+            cache.put_runs(
+                Ragged.from_list(ks), counts, [pa.array(names, pa.string()), pa.array(vals, pa.int64())]
+            )
             model.update(arg)
         elif kind == "remove":
             cache.remove(Ragged.from_list(arg))

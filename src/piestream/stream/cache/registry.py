@@ -82,7 +82,9 @@ class CacheRegistry:
         self._tick += 1
         return self._tick
 
-    def acquire(self, scope: str, actor: int, committed_epoch: int, vnodes: bytes) -> tuple[ActorCaches, bool]:
+    def acquire(
+        self, scope: str, actor: int, committed_epoch: int, vnodes: bytes
+    ) -> tuple[ActorCaches, bool]:
         """The actor's caches and whether they are warm (valid at `committed_epoch`)."""
         key = (scope, actor)
         with self._lock:
