@@ -8,8 +8,11 @@ stage, so the whole epoch — every running streaming job — is one Spark job w
 (max depth) shuffles, ending in a `collect` of the reports.
 
 A Spark task has a fixed cost (~35-70 ms here, whatever it does), so a stage does not run one
-task per actor: with `task_slots` = S > 0 it has min(S, actors) partitions and actor i of the
-stage runs in partition i mod S, next to the others of its partition, one after the other.
+task per actor: with `task_slots` = S > 0 it has n = min(S, actors) partitions and actor i of
+fragment f runs in partition (f + i) mod n, next to the others of its partition, one after the
+other. The rule depends on the actor alone (not on its position among the stage's actors), so
+an actor keeps its partition, hence its worker process and caches (`runners.SparkRunner`), when
+other jobs come and go.
 
 The plan holds each fragment in the plan format (`piestream.plan.serde`), not as the objects the
 catalog and DDL statements share: it is an immutable snapshot, taken under the barrier manager's
@@ -65,12 +68,16 @@ class EpochPlan:
 
     def actors_of_partition(self, stage: int, index: int) -> list[tuple[int, int]]:
         """(fragment id, actor index) of every actor partition `index` of `stage` runs."""
-        return list(self.stages[stage][index :: self.num_partitions(stage)])
+        part = self.partition_index(stage)
+        return [a for a in self.stages[stage] if part[a] == index]
 
     def partition_index(self, stage: int) -> dict[tuple[int, int], int]:
         """Destination actor -> the partition of `stage` that runs it."""
+        actors = self.stages[stage]
+        if self.task_slots <= 0:  # one partition per actor
+            return {dest: i for i, dest in enumerate(actors)}
         n = self.num_partitions(stage)
-        return {dest: i % n for i, dest in enumerate(self.stages[stage])}
+        return {dest: (dest[0] + dest[1]) % n for dest in actors}
 
     def fragment(self, fragment_id: int) -> Fragment:
         return decoded_fragment(self.fragments[fragment_id])

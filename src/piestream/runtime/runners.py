@@ -2,15 +2,17 @@
 
 Both run the same `run_partition` for every partition of a stage (one or more actors); they
 differ only in who moves the elements between stages. `SparkRunner` builds one RDD per stage
-(`parallelize` for stage 0, then `partitionBy` with the stage's exact partition function) and
-collects the reports: one Spark job per epoch, at most one task per core and stage.
+slot (`parallelize` for stage 0, then one shuffle per stage with the stage's exact partition
+function) and collects the reports: one Spark job per epoch, at most one task per core and
+stage, each slot always in the same Python worker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError, PiestreamError, client_error, parse_error_marker
@@ -26,6 +28,7 @@ from piestream.runtime.exchange import (
 )
 
 if TYPE_CHECKING:
+    from pyspark.core.rdd import RDD
     from pyspark.sql import SparkSession
 
 
@@ -90,7 +93,18 @@ class LocalRunner:
 
 
 class SparkRunner:
-    """Runs each epoch as one Spark job on the given session."""
+    """Runs each epoch as one Spark job on the given session.
+
+    Actors keep their worker process (spark-notes §4: Python workers are reused, but a partition
+    lands on whichever idle worker comes first). Each partition index p of a stage ("slot" p) is
+    its own single-partition Python RDD built with the environment variable
+    ``PIESTREAM_WORKER_SLOT=p``; Spark keys its Python worker pools by environment, so slot p's
+    tasks always get slot p's worker, and since only one of them runs at a time that pool holds
+    one long-lived process. An actor keeps its slot across epochs (`EpochPlan.partition_index`),
+    so it runs where its operator caches are. The slots of a stage are joined by one union and
+    one shuffle, exactly as `partitionBy` would do it (buckets formed in Python, keyed by the
+    destination's partition).
+    """
 
     def __init__(
         self, spark: SparkSession, hook: TaskHook | None = None, task_slots: int | None = None
@@ -106,23 +120,95 @@ class SparkRunner:
             return []
         plan = replace(plan, task_slots=self.task_slots)
         parts = dml_elements(plan, dml)
-        n0 = plan.num_partitions(0)
-        rdd = self.sc.parallelize(parts, n0).mapPartitionsWithIndex(_stage_fn(plan, 0, self.hook, first=True))
+        last = len(plan.stages) - 1
+        src = self.sc.parallelize(parts, plan.num_partitions(0))
+        outs = [self._slot(src, plan, 0, p, last == 0) for p in range(plan.num_partitions(0))]
         for k in range(1, len(plan.stages)):
-            n = plan.num_partitions(k)
-            rdd = rdd.partitionBy(n, StagePartitioner(plan, k)).mapPartitionsWithIndex(
-                _stage_fn(plan, k, self.hook)
-            )
+            shuffled = self._shuffle(outs, plan.num_partitions(k))
+            outs = [self._slot(shuffled, plan, k, p, k == last) for p in range(plan.num_partitions(k))]
         self.sc.setJobDescription(f"piestream epoch {plan.data_epoch}")
-        return collect_reports(plan, rdd.collect())
+        return collect_reports(plan, self.sc.union(outs).collect())
+
+    def _slot(self, src: RDD[Any], plan: EpochPlan, stage: int, slot: int, last: bool) -> RDD[Any]:
+        """Partition `slot` of `src` run by slot `slot`'s worker: the stage's actors of that
+        partition; unless `last`, the output comes bucketed for the next stage's shuffle."""
+        from pyspark.core.rdd import RDD
+
+        jvm = self.sc._jvm
+        assert jvm is not None
+        chosen = jvm.java.util.ArrayList()
+        chosen.add(slot)
+        keep = jvm.PythonUtils.toSeq(chosen).toSet()  # a Scala Set is an Int => Boolean
+        pruned = jvm.org.apache.spark.rdd.PartitionPruningRDD.create(src._jrdd.rdd(), keep)
+        one: RDD[Any] = RDD(pruned.toJavaRDD(), self.sc, src._jrdd_deserializer)
+        fn = _slot_fn(plan, stage, slot, self.hook, last)
+        out = one.mapPartitions(fn)
+        if not last:
+            out._bypass_serializer = True  # type: ignore[attr-defined]
+        with _ENV_LOCK:  # the Python function takes the context's environment when it is built
+            env = self.sc.environment
+            env[SLOT_ENV] = str(slot)
+            try:
+                out._jrdd  # noqa: B018 - builds the JVM PythonRDD now, with the slot's environment
+            finally:
+                del env[SLOT_ENV]
+        return out
+
+    def _shuffle(self, outs: list[RDD[Any]], n: int) -> RDD[Any]:
+        """One shuffle of the slots' bucketed output into `n` partitions (`partitionBy`'s)."""
+        from pyspark.core.rdd import RDD
+        from pyspark.serializers import BatchedSerializer
+
+        jvm = self.sc._jvm
+        assert jvm is not None
+        joined = self.sc.union(outs)
+        pairs = jvm.PairwiseRDD(joined._jrdd.rdd()).asJavaPairRDD()
+        partitioner = jvm.PythonPartitioner(n, 0)
+        jrdd = jvm.PythonRDD.valueOfPair(pairs.partitionBy(partitioner))
+        return RDD(jrdd, self.sc, BatchedSerializer(self.sc._unbatched_serializer))
 
 
-def _stage_fn(plan: EpochPlan, stage: int, hook: TaskHook | None, *, first: bool = False):  # type: ignore[no-untyped-def]
-    def run(index: int, it):  # type: ignore[no-untyped-def]
-        if first:
+#: The environment variable that gives each slot's tasks their own Python worker pool.
+SLOT_ENV = "PIESTREAM_WORKER_SLOT"
+_ENV_LOCK = threading.Lock()
+
+
+def _slot_fn(plan: EpochPlan, stage: int, slot: int, hook: TaskHook | None, last: bool):  # type: ignore[no-untyped-def]
+    def run(it):  # type: ignore[no-untyped-def]
+        if stage == 0:
             # stage 0 partitions hold one element: the list of that actor's DML elements
             elements = [e for lst in it for e in lst]
-            return run_partition(plan, stage, index, elements, hook)
-        return run_partition(plan, stage, index, it, hook)
+        else:
+            elements = it
+        out = run_partition(plan, stage, slot, elements, hook)
+        if last:
+            return out
+        return _bucketed(out, StagePartitioner(plan, stage + 1))
 
     return run
+
+
+def _bucketed(elements: Iterable[Element], part_of: StagePartitioner) -> Iterator[bytes]:
+    """Elements as `partitionBy` ships them: (partition, pickled list of elements) pairs."""
+    from pyspark.serializers import CPickleSerializer, pack_long
+
+    ser = CPickleSerializer()
+    buckets: dict[int, list[Element]] = {}
+    size = 0
+    for e in elements:
+        buckets.setdefault(part_of(e[0]), []).append(e)
+        size += len(e[1])
+        if size > _BUCKET_BYTES:
+            yield from _flush(buckets, ser, pack_long)
+            size = 0
+    yield from _flush(buckets, ser, pack_long)
+
+
+_BUCKET_BYTES = 16 << 20
+
+
+def _flush(buckets: dict[int, list[Element]], ser: Any, pack_long: Any) -> Iterator[bytes]:
+    for p in sorted(buckets):
+        yield pack_long(p)
+        yield ser.dumps(buckets[p])
+    buckets.clear()
