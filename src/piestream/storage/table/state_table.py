@@ -241,10 +241,12 @@ class StateTable:
     def pk_keys(
         self, pk_columns: Sequence[pa.Array], num_rows: int | None = None
     ) -> tuple[Ragged, np.ndarray]:
-        """(table keys ``vnode | memcomparable(pk)``, filter lengths) of a batch of pks."""
+        """(table keys ``vnode | memcomparable(pk)``, filter lengths) of a batch of pks; fewer
+        columns than the pk give prefix keys (they must cover the distribution key)."""
         n = len(pk_columns[0]) if pk_columns else (num_rows or 0)
+        m = len(pk_columns)
         pk_bytes = memcomparable.encode_columns(
-            list(pk_columns), self.desc.pk_types, list(self.desc.pk_orders), num_rows=n
+            list(pk_columns), self.desc.pk_types[:m], list(self.desc.pk_orders[:m]), num_rows=n
         )
         if self.desc.is_singleton:
             vn = np.zeros(n, np.int64)
@@ -387,6 +389,18 @@ class StateTable:
         # per prefix: the prefixes arrive as Python rows; `scan_prefix_keys` takes encoded columns
         keys = [self._prefix_key(p, self._scan_vnodes(p, None)[0]) for p in prefixes]
         return self.scan_prefix_keys(Ragged.from_list(keys), all(len(p) == self._hint for p in prefixes))
+
+    def scan_prefix_columns(self, prefix_columns: Sequence[pa.Array]) -> tuple[DataChunk, np.ndarray]:
+        """`scan_prefixes` of prefixes given as columns (the leading pk columns, covering the
+        distribution key, or the empty prefix of a singleton table), encoded vectorized."""
+        m = len(prefix_columns)
+        if m < self.desc.dist_prefix_len():
+            raise ValueError(f"a prefix of {m} pk columns does not determine the vnode")
+        if not m:
+            prefixes: list[Sequence[Datum]] = [()]
+            return self.scan_prefixes(prefixes)
+        keys, _ = self.pk_keys(prefix_columns)
+        return self.scan_prefix_keys(keys, self._hint > 0 and m == self._hint)
 
     def scan_prefix_keys(self, prefix_keys: Ragged, filtered: bool = False) -> tuple[DataChunk, np.ndarray]:
         """`scan_prefixes` of table-key prefixes (``vnode | memcomparable(pk prefix)``)."""

@@ -8,7 +8,9 @@ that it forwards the changes. Whether a vnode is done is state, so a restart doe
 
 from __future__ import annotations
 
-from piestream.common.chunk import StreamChunk
+import pyarrow as pa
+
+from piestream.common.chunk import DataChunk, StreamChunk
 from piestream.plan.backfill import BackfillNode
 from piestream.storage.table.storage_table import StorageTable
 from piestream.stream.executor import ActorContext, Executor
@@ -36,7 +38,8 @@ class BackfillExecutor(Executor):
         self._checked = True
         if self.ctx.cache.get(self._done_key):  # valid: the cache reflects the committed epoch
             return []
-        self._pending = [v for v in self.vnodes if self.progress.get_row((v,)) is None]
+        done, _ = self.progress.get_rows([pa.array(self.vnodes, pa.int32())])  # one state call
+        self._pending = [v for v, d in zip(self.vnodes, done.tolist(), strict=True) if not d]
         if not self._pending:
             self.ctx.cache[self._done_key] = True
             return []
@@ -50,8 +53,12 @@ class BackfillExecutor(Executor):
             bitmap = VnodeBitmap.from_vnodes(self._pending, self.node.upstream.vnode_count)
             for chunk in snapshot.scan_vnodes(bitmap):
                 out.extend(StreamChunk.inserts(chunk).split(self.ctx.config.chunk_size))
-        for v in self._pending:
-            self.progress.insert_row((v, True))
+        k = len(self._pending)
+        self.progress.write_chunk(
+            StreamChunk.inserts(
+                DataChunk([pa.array(self._pending, pa.int32()), pa.array([True] * k)], length=k)
+            )
+        )
         self.ctx.cache[self._done_key] = True
         return out
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.scalar import Row
 from piestream.plan.over_window import OverWindowNode
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.executors.group_ids import group_ids
+from piestream.stream.executors.group_scan import read_groups
 from piestream.stream.message import Barrier
 
 
@@ -55,7 +57,15 @@ class OverWindowExecutor(Executor):
         self.calls = list(node.calls)
         self.in_types = node.input.schema.types
         self.types = node.schema.types
-        self.parts: dict[bytes, tuple[Row, list[Row]]] = {}  # partition -> (prefix, rows at epoch start)
+        self.parts: dict[bytes, list[Row]] = {}  # partition -> its rows at the epoch start
+        self._prefixes: list[list[pa.Array]] = []  # partition key columns, in `parts` order
+
+    def _read(self, prefix_cols: list[pa.Array], n: int) -> list[list[Row]]:
+        """The rows of `n` partitions, in window order, with one state call."""
+        g = read_groups(self.state, prefix_cols, n)
+        # Python rows: the window values and the diff are computed row by row per partition
+        flat = g.chunk.to_rows(self.desc.types)
+        return [flat[a : a + k] for a, k in zip(g.starts.tolist(), g.counts.tolist(), strict=True)]
 
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
         c = chunk.compact()
@@ -66,27 +76,30 @@ class OverWindowExecutor(Executor):
         new = [g for g, key in enumerate(uniq) if key not in self.parts]
         if new:
             _, first = np.unique(ids, return_index=True)
-            if self.n_part:
-                part_types = [self.in_types[i] for i in self.partition_by]
-                prefixes = c.take(first[new]).project(self.partition_by).to_rows(part_types)
-            else:
-                prefixes = [()]
-            for g, prefix in zip(new, prefixes, strict=True):
-                self.parts[uniq[g]] = (prefix, list(self.state.iter_with_prefix(prefix)))
+            idx = pa.array(first[new], pa.int64())
+            prefix_cols = [c.columns[i].take(idx) for i in self.partition_by]
+            self._prefixes.append(prefix_cols)
+            for g, rows in zip(new, self._read(prefix_cols, len(new)), strict=True):
+                self.parts[uniq[g]] = rows
         self.state.write_chunk(c)
         return []
 
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         deletes: list[tuple[Op, Row]] = []
         inserts: list[tuple[Op, Row]] = []
-        for prefix, old_rows in self.parts.values():
-            new_rows = list(self.state.iter_with_prefix(prefix))
-            old = window_values(old_rows, self.order_cols, self.calls)
-            new = window_values(new_rows, self.order_cols, self.calls)
-            old_set, new_set = {_key(r) for r in old}, {_key(r) for r in new}
-            deletes.extend((Op.DELETE, r) for r in old if _key(r) not in new_set)
-            inserts.extend((Op.INSERT, r) for r in new if _key(r) not in old_set)
+        if self.parts:
+            # every touched partition re-read with one state call
+            cols = [pa.concat_arrays([p[j] for p in self._prefixes]) for j in range(self.n_part)]
+            for old_rows, new_rows in zip(
+                self.parts.values(), self._read(cols, len(self.parts)), strict=True
+            ):
+                old = window_values(old_rows, self.order_cols, self.calls)
+                new = window_values(new_rows, self.order_cols, self.calls)
+                old_set, new_set = {_key(r) for r in old}, {_key(r) for r in new}
+                deletes.extend((Op.DELETE, r) for r in old if _key(r) not in new_set)
+                inserts.extend((Op.INSERT, r) for r in new if _key(r) not in old_set)
         self.parts = {}
+        self._prefixes = []
         self.commit_state(barrier)
         records = deletes + inserts
         if not records:

@@ -40,6 +40,7 @@ import pyarrow as pa
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.epoch import EpochPair, physical_ms
 from piestream.common.errors import PiestreamError
+from piestream.common.scalar import Row
 from piestream.plan.source import SourceLimits, SourceNode
 from piestream.storage.table.state_table import StateTable
 from piestream.stream.connector import BadRecord, SourceReader
@@ -89,16 +90,19 @@ class SourceExecutor(Executor):
         cached = self.ctx.cache.get("source_state")
         if isinstance(cached, tuple) and cached[0] == epoch.prev:
             return dict(cached[1])
-        out: dict[str, str | None] = {}
-        for s in self.splits:
-            row = self.state.get_row((s,))
-            out[s] = None if row is None else str(row[1])
-        return out
+        if not self.splits:
+            return {}
+        found, rows = self.state.get_rows([pa.array(self.splits, pa.string())])  # one state call
+        values = rows.columns[1].to_pylist()
+        return {
+            s: (str(v) if f else None) for s, f, v in zip(self.splits, found.tolist(), values, strict=True)
+        }
 
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         out: list[StreamChunk] = []
         committed = self._committed(barrier.epoch)
         n_splits = len(self.node.split_ids)
+        changes: list[tuple[Op, Row]] = []
         for s in self.splits:
             raw = committed[s]
             d = json.loads(raw) if raw is not None else {}
@@ -119,10 +123,12 @@ class SourceExecutor(Executor):
             value = json.dumps({"o": new_offset, "c": round(new_credit, 9)})
             if value != raw:
                 if raw is None:
-                    self.state.insert_row((s, value))
+                    changes.append((Op.INSERT, (s, value)))
                 else:
-                    self.state.update_row((s, raw), (s, value))
+                    changes += [(Op.UPDATE_DELETE, (s, raw)), (Op.UPDATE_INSERT, (s, value))]
                 committed[s] = value
+        if changes:  # every owned split's new offsets with one state call
+            self.state.write_chunk(StreamChunk.from_rows(changes, self.state.desc.types))
         self.commit_state(barrier)
         self.ctx.cache["source_state"] = (barrier.epoch.curr, committed)
         return out

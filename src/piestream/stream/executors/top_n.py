@@ -31,9 +31,9 @@ from piestream.common.errors import InternalError
 from piestream.common.scalar import Row
 from piestream.encoding import memcomparable
 from piestream.plan.top_n import TopNNode
-from piestream.storage.table.key_range import Bound
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.executors.group_ids import group_ids
+from piestream.stream.executors.group_scan import GroupRows, read_groups
 from piestream.stream.message import Barrier
 
 
@@ -41,11 +41,20 @@ from piestream.stream.message import Barrier
 class _Group:
     """One group touched this epoch: its range as of the epoch start (= what was emitted)."""
 
-    prefix: Row  # group key values (the scan prefix)
+    pos: int  # the group's row in the epoch's prefix columns (`TopNExecutor._prefixes`)
     rows: list[Row]  # ranks [0, offset + limit) (+ ties) at the epoch start
     bound: bytes | None  # rank key of the last row read; None = the group has fewer rows (no bound)
     dirty: bool = False  # some change ranked at or above `bound`
     inserted: list[Row] = field(default_factory=list)  # append-only: this epoch's rows in range
+
+
+@dataclass
+class _Ranges:
+    """The ranges of several groups, read with one state call."""
+
+    rows: list[list[Row]]  # per group: ranks [0, offset + limit) (+ ties)
+    bounds: list[bytes | None]  # per group: rank key of the range's last row, None if not full
+    below: StreamChunk | None  # the rows ranked after each full range, as deletes
 
 
 class TopNExecutor(Executor):
@@ -77,6 +86,7 @@ class TopNExecutor(Executor):
         # (no re-read or trimming scan per group at the barrier)
         self.in_memory = self.append_only_input and not self.with_ties
         self.groups: dict[bytes, _Group] = {}
+        self._prefixes: list[list[pa.Array]] = []  # the group key columns of the epoch's groups
 
     # -- keys -----------------------------------------------------------------------------------
     def _bound_keys(self, columns: Sequence[pa.Array]) -> np.ndarray:
@@ -96,19 +106,45 @@ class TopNExecutor(Executor):
         pk = self.desc.pk[: self.n_bound]
         return self.state.serde.encode_pk([row[i] for i in pk]) if pk else b""
 
-    # -- reading a group's range ----------------------------------------------------------------
-    def _read_range(self, prefix: Row) -> tuple[list[Row], bytes | None]:
-        """Ranks [0, offset + limit) of a group (+ rows tied with the last one), and the bound."""
-        rows = list(self.state.iter_with_prefix(prefix, limit=self.k))
-        if len(rows) < self.k:
-            return rows, None
-        if self.with_ties:
-            last = rows[-1]
-            tie_prefix = tuple(last[i] for i in self.desc.pk[: self.n_rank])
-            already = sum(1 for r in rows if tuple(r[i] for i in self.desc.pk[: self.n_rank]) == tie_prefix)
-            ties = list(self.state.iter_with_prefix(tie_prefix))
-            rows += ties[already:]
-        return rows, self._bound_key_of_row(rows[-1])
+    # -- reading the groups' ranges -------------------------------------------------------------
+    def _read_ranges(self, prefix_cols: list[pa.Array], n_groups: int) -> _Ranges:
+        """Ranks [0, offset + limit) of each group (+ rows tied with the last one) and the
+        bounds, from one scan of the groups' rows."""
+        g = read_groups(self.state, prefix_cols, n_groups)
+        ends = g.starts + np.minimum(g.counts, self.k)
+        full = g.counts >= self.k
+        n = g.chunk.capacity
+        keys = self._bound_keys(g.chunk.columns) if full.any() else None
+        if self.with_ties and keys is not None:
+            # extend each full range over the rows tied with its last one: runs of equal rank keys
+            # (a group's first row always starts a run), the range ends where its last row's run does
+            new_run = np.ones(n, np.bool_)
+            new_run[1:] = keys[1:] != keys[:-1]
+            new_run[g.starts[g.counts > 0]] = True
+            run_id = np.cumsum(new_run) - 1
+            run_end = np.append(np.flatnonzero(new_run)[1:], n)
+            ends[full] = run_end[run_id[ends[full] - 1]]
+        lens = ends - g.starts
+        # Python rows only for the rows in range: the barrier diffs them row by row
+        flat = g.chunk.take(g.slices(ends)).to_rows(self.types)
+        cuts = np.cumsum(lens)
+        rows = [flat[a:b] for a, b in zip((cuts - lens).tolist(), cuts.tolist(), strict=True)]
+        bounds = [
+            keys[e - 1] if f and keys is not None else None
+            for e, f in zip(ends.tolist(), full.tolist(), strict=True)
+        ]
+        below = None
+        if self.append_only_input and full.any():
+            # append-only: rows ranked after a full range can never re-enter it
+            past = GroupRows(g.chunk, ends, g.counts - lens).slices(g.starts + g.counts)
+            if len(past):
+                data = g.chunk.take(past)
+                below = StreamChunk(np.full(len(past), Op.DELETE, np.int8), data.columns)
+        return _Ranges(rows, bounds, below)
+
+    def _prefix_cols(self, c: StreamChunk, rows: np.ndarray) -> list[pa.Array]:
+        idx = pa.array(rows, pa.int64())
+        return [c.columns[i].take(idx) for i in self.group_key]
 
     # -- input ----------------------------------------------------------------------------------
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
@@ -120,21 +156,17 @@ class TopNExecutor(Executor):
             raise InternalError("append-only TopN received a retraction")
         # group ids per row (vectorized); a singleton TopN has one group
         ids, uniq = group_ids([c.columns[i] for i in self.group_key], self.desc.pk_types[: self.n_group], n)
-        # first touch of a group this epoch: read its range before this chunk's writes (per group)
+        # first touch of a group this epoch: read the ranges of all new groups, before this
+        # chunk's writes, with one state call
         new = [g for g, key in enumerate(uniq) if key not in self.groups]
         if new:
             _, first = np.unique(ids, return_index=True)
-            if self.n_group:
-                prefixes = (
-                    c.take(first[new])
-                    .project(self.group_key)
-                    .to_rows([self.types[i] for i in self.group_key])
-                )
-            else:
-                prefixes = [()]
-            for g, prefix in zip(new, prefixes, strict=True):
-                rows, bound = self._read_range(prefix)
-                self.groups[uniq[g]] = _Group(prefix, rows, bound)
+            prefix_cols = self._prefix_cols(c, first[new])
+            ranges = self._read_ranges(prefix_cols, len(new))
+            pos = sum(len(p[0]) for p in self._prefixes) if self.n_group else len(self.groups)
+            self._prefixes.append(prefix_cols)
+            for j, g in enumerate(new):
+                self.groups[uniq[g]] = _Group(pos + j, ranges.rows[j], ranges.bounds[j])
         groups = [self.groups[key] for key in uniq]
         # does each row rank at or above its group's bound? (one object-array compare)
         unbounded = np.array([g.bound is None for g in groups], np.bool_)
@@ -155,40 +187,50 @@ class TopNExecutor(Executor):
     # -- barrier --------------------------------------------------------------------------------
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         records: list[tuple[Op, Row]] = []
-        # per group: the new range (a prefix scan, or merged in memory) diffed with the old one
-        evicted: list[Row] = []
-        for g in self.groups.values():
-            if not g.dirty:
-                continue
-            if self.in_memory:
-                merged = sorted(g.rows + g.inserted, key=self._bound_key_of_row)
-                rows = merged[: self.k]
-                evicted += merged[self.k :]  # ranked after the range: can never re-enter
-                bound = None
-            else:
-                rows, bound = self._read_range(g.prefix)
+        dirty = [g for g in self.groups.values() if g.dirty]
+        if self.in_memory:
+            new_rows, evicted = self._merge_inserted(dirty)
+        else:
+            # every dirty group's new range with one state call
+            ranges = self._read_ranges(self._dirty_prefixes(dirty), len(dirty))
+            new_rows = ranges.rows
+            if ranges.below is not None:
+                self.state.write_chunk(ranges.below)
+        for g, rows in zip(dirty, new_rows, strict=True):
+            # per-row loop over the rows in range of a group whose range may have changed
             old = g.rows[self.offset :]
             new = rows[self.offset :]
             new_set = {_key(r) for r in new}
             old_set = {_key(r) for r in old}
             records.extend((Op.DELETE, r) for r in old if _key(r) not in new_set)
             records.extend((Op.INSERT, r) for r in new if _key(r) not in old_set)
-            if self.append_only_input and not self.in_memory and bound is not None:
-                self._trim(g.prefix, rows[-1])
-        if evicted:
+        if self.in_memory and evicted:
             self.state.write_chunk(StreamChunk.from_rows([(Op.DELETE, r) for r in evicted], self.types))
         self.groups = {}
+        self._prefixes = []
         self.commit_state(barrier)
         if not records:
             return []
         return StreamChunk.from_rows(records, self.types).split(self.ctx.config.chunk_size)
 
-    def _trim(self, prefix: Row, last: Row) -> None:
-        """Append-only: delete the group's rows ranked after `last` (they can never re-enter)."""
-        after = tuple(last[i] for i in self.desc.pk[self.n_group :])
-        below = list(self.state.iter_chunks_with_prefix(prefix, (Bound.exc(*after), None)))
-        for data in below:
-            self.state.write_chunk(StreamChunk(np.full(data.capacity, Op.DELETE, np.int8), data.columns))
+    def _dirty_prefixes(self, dirty: list[_Group]) -> list[pa.Array]:
+        if not self.n_group or not dirty:
+            return []
+        cols = [pa.concat_arrays([p[j] for p in self._prefixes]) for j in range(self.n_group)]
+        idx = pa.array([g.pos for g in dirty], pa.int64())
+        return [col.take(idx) for col in cols]
+
+    def _merge_inserted(self, dirty: list[_Group]) -> tuple[list[list[Row]], list[Row]]:
+        """Append-only without ties: each group's new range is its old one plus the epoch's rows
+        that reached it (state holds only the range); the rest is evicted from state."""
+        out: list[list[Row]] = []
+        evicted: list[Row] = []
+        for g in dirty:
+            # per-row sort of a group's range and its new rows (at most offset + limit + new rows)
+            merged = sorted(g.rows + g.inserted, key=self._bound_key_of_row)
+            out.append(merged[: self.k])
+            evicted += merged[self.k :]  # ranked after the range: can never re-enter
+        return out, evicted
 
 
 def _key(v: object) -> object:

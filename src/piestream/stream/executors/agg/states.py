@@ -52,6 +52,7 @@ from piestream.stream.executors.agg.arrays import (
     take_merged,
     zeros,
 )
+from piestream.stream.executors.group_scan import GroupRows, read_groups
 
 if TYPE_CHECKING:
     from piestream.plan.hash_agg import MaterializedInputTable
@@ -72,6 +73,10 @@ class DeltaSpec:
 
 _COUNT = DeltaSpec(pa.int64(), "sum")
 
+#: Up to this many groups needing a new extreme read one row each (a limit-1 scan, cheaper than
+#: the group's whole input); more read all their groups with one scan.
+_FEW_RESCANS = 1
+
 
 class GroupBatch:
     """The dirty groups being flushed: their key columns and which of them exist afterwards."""
@@ -80,6 +85,11 @@ class GroupBatch:
         self.key_cols = key_cols
         self.key_types = key_types
         self.alive = alive
+
+    def read(self, table: StateTable, rows: np.ndarray) -> GroupRows:
+        """Every row of groups `rows` in `table` (keyed by the group key first), one state call."""
+        take = pa.array(rows, pa.int64())
+        return read_groups(table, [c.take(take) for c in self.key_cols], len(rows))
 
     def prefixes(self, rows: np.ndarray) -> list[Row]:
         """The keys of groups `rows` as Python tuples (for prefix scans of their state)."""
@@ -342,9 +352,21 @@ class RetractableExtremeState(MaterializedState, ExtremeState):
         rescan = np_bool(deleted.is_valid()) & (np_bool(old_key.is_null()) | np_bool(reaches)) & groups.alive
         new = self._improved(prev[0], inserted)
         rows = np.flatnonzero(rescan)
-        if len(rows):
-            # per-group loop: only groups that lost a row at their extreme read the first row
-            # of their materialized input (one row each, a limit-1 prefix scan)
+        if len(rows) > _FEW_RESCANS:
+            # one scan of the groups' materialized input, each group's first row taken
+            assert self.table is not None
+            g = groups.read(self.table, rows)
+            col = g.chunk.columns[self.mat.value_col].cast(self.t.arrow)
+            empty = g.counts == 0
+            firsts = (
+                col.take(pa.array(np.where(empty, 0, g.starts), mask=empty))
+                if len(col)
+                else pa.nulls(len(rows), self.t.arrow)
+            )
+            new = take_merged(new, rows, firsts)
+        elif len(rows):
+            # one group lost a row at its extreme: a limit-1 prefix scan reads one row instead of
+            # the group's whole input (at most _FEW_RESCANS state calls)
             firsts = [self._first(prefix) for prefix in groups.prefixes(rows)]
             new = take_merged(new, rows, pa.concat_arrays(firsts))
         return [new]
@@ -373,16 +395,11 @@ class OrderedInputState(MaterializedState):
         if not len(rows):
             return [prev[0]]
         assert self.table is not None
-        values: list[pa.Array] = []
-        delims: list[pa.Array] = []
-        lens = np.zeros(len(rows), np.int64)
-        # per-group loop: each changed group's whole input is read back in its ORDER BY order
-        for j, prefix in enumerate(groups.prefixes(rows)):
-            for chunk in self.table.iter_chunks_with_prefix(prefix):
-                values.append(chunk.columns[self.mat.value_col])
-                if self.mat.delimiter_col is not None:
-                    delims.append(chunk.columns[self.mat.delimiter_col])
-                lens[j] += chunk.capacity
+        # each changed group's whole input, in its ORDER BY order, with one state call
+        g = groups.read(self.table, rows)
+        values = [g.chunk.columns[self.mat.value_col]]
+        delims = [g.chunk.columns[self.mat.delimiter_col]] if self.mat.delimiter_col is not None else []
+        lens = g.counts
         assert self.arg_type is not None
         elem = self.arg_type.arrow
         vals = pa.concat_arrays([v.cast(elem) for v in values]) if values else pa.array([], elem)
