@@ -172,3 +172,21 @@ def test_a_tiny_budget_empties_caches_without_breaking_them() -> None:
     assert len(c) == 0 and not c.get(keys)[0].any()
     c.put(keys, [pa.array(np.arange(100), pa.int64())])
     assert c.get(keys)[1][0].to_pylist() == list(range(100))
+
+
+def test_parts_read_by_row_number_without_concatenating() -> None:
+    """Appends keep O(log n) parts; reads across parts return exactly the rows asked for."""
+    rng = np.random.default_rng(3)
+    parts = keyed_rows._Parts([pa.int64(), pa.string()])
+    flat: list[int] = []
+    for _ in range(40):
+        n = int(rng.integers(1, 50))
+        vals = np.arange(len(flat), len(flat) + n)
+        parts.append([pa.array(vals), pa.array([f"s{v}" for v in vals])])
+        flat += vals.tolist()
+        assert len(parts.parts) <= 2 * int(np.log2(len(flat))) + 2
+        idx = rng.integers(0, len(flat), size=int(rng.integers(0, 30)))
+        got = parts.take(idx)
+        assert got[0].to_pylist() == [flat[i] for i in idx]
+        assert got[1].to_pylist() == [f"s{flat[i]}" for i in idx]
+    assert len(parts) == len(flat)

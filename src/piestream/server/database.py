@@ -193,6 +193,9 @@ class Database:
             return
         self._closed = True
         self.barriers.stop()
+        from piestream.stream.cache.registry import WORKER_CACHES
+
+        WORKER_CACHES.drop_scope(self.barriers.store_url)  # this process's caches of the jobs
         self.inbox.close()
         if self.compactor is not None:
             self.compactor.stop()

@@ -70,6 +70,63 @@ def _key_bytes(keys: Ragged | pa.Array) -> pa.Array:
     return keys.to_arrow(large=True) if isinstance(keys, Ragged) else keys.cast(pa.large_binary())
 
 
+class _Parts:
+    """Columns appended in parts and read by global row number. Appending never copies what is
+    there: the last parts are merged only while the newest is at least half its predecessor
+    (O(log n) parts, each row copied O(log n) times), and a read takes from each part it
+    touches, so an epoch's reads and writes cost what they touch, not the cache's size."""
+
+    def __init__(self, types: Sequence[pa.DataType]) -> None:
+        self.types = list(types)
+        self.parts: list[list[pa.Array]] = []
+        self.sizes: list[int] = []
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return sum(self.sizes)
+
+    def append(self, cols: Sequence[pa.Array]) -> None:
+        n = len(cols[0]) if cols else 0
+        if not n:
+            return
+        self.parts.append(list(cols))
+        self.sizes.append(n)
+        self.nbytes += sum(c.nbytes for c in cols)
+        while len(self.parts) > 1 and self.sizes[-1] * 2 >= self.sizes[-2]:
+            b, a = self.parts.pop(), self.parts.pop()
+            nb, na = self.sizes.pop(), self.sizes.pop()
+            self.parts.append([pa.concat_arrays([x, y]) for x, y in zip(a, b, strict=True)])
+            self.sizes.append(na + nb)
+
+    def take(self, idx: np.ndarray) -> list[pa.Array]:
+        """The rows at global positions `idx`, in that order."""
+        if not len(idx) or not self.parts:
+            return [pa.array([], t) for t in self.types]
+        if len(self.parts) == 1:
+            t = pa.array(idx, pa.int64())
+            return [c.take(t) for c in self.parts[0]]
+        bounds = np.cumsum([0, *self.sizes])
+        part = np.searchsorted(bounds, idx, side="right") - 1
+        order = np.argsort(part, kind="stable")
+        cuts = np.searchsorted(part[order], np.arange(len(self.parts) + 1))
+        pieces: list[list[pa.Array]] = [[] for _ in self.types]
+        for p in range(len(self.parts)):  # per part (O(log n) of them), never per row
+            lo, hi = int(cuts[p]), int(cuts[p + 1])
+            if lo == hi:
+                continue
+            local = pa.array(idx[order[lo:hi]] - bounds[p], pa.int64())
+            for j, c in enumerate(self.parts[p]):
+                pieces[j].append(c.take(local))
+        inv = np.empty(len(order), np.int64)
+        inv[order] = np.arange(len(order))
+        back = pa.array(inv)
+        return [pa.concat_arrays(ps).take(back) for ps in pieces]
+
+    def reset(self, cols: Sequence[pa.Array]) -> None:
+        self.parts, self.sizes, self.nbytes = [], [], 0
+        self.append(cols)
+
+
 class KeyedRows:
     """Memcomparable key -> a run of rows; see the module docstring."""
 
@@ -83,9 +140,9 @@ class KeyedRows:
         self._count = _Growing(np.int64)
         self._tick = _Growing(np.int64)
         self._alive = _Growing(np.bool_)
-        self._keys: list[pa.Array] = []  # the entries' keys (large_binary), in parts
+        self._keys = _Parts([pa.large_binary()])  # the entries' keys, by entry number
         # rows (appended; rows of dead or replaced entries are garbage)
-        self._rows: list[list[pa.Array]] = []  # parts, each one array per column
+        self._rows = _Parts(self.types)  # by row number
         self._n_rows = 0
         self._live_rows = 0
         self.hits = 0
@@ -101,18 +158,10 @@ class KeyedRows:
 
     @property
     def nbytes(self) -> int:
-        rows = sum(a.nbytes for part in self._rows for a in part)
-        keys = sum(k.nbytes for k in self._keys)
         entries = self._hash.a.nbytes * 5  # hash, start, count, tick (8 bytes), alive (1, rounded)
-        return int(rows + keys + entries + self.index.nbytes)
+        return int(self._rows.nbytes + self._keys.nbytes + entries + self.index.nbytes)
 
     # -- lookups ----------------------------------------------------------------------------------
-    def _concat(self) -> None:
-        if len(self._keys) > 1:
-            self._keys = [pa.concat_arrays(self._keys)]
-        if len(self._rows) > 1:
-            self._rows = [[pa.concat_arrays([p[j] for p in self._rows]) for j in range(len(self.types))]]
-
     def _entries_of(self, keys: Ragged | pa.Array) -> np.ndarray:
         """The live entry of each key, or -1 (a key whose hash leads to another key is a miss)."""
         r = keys if isinstance(keys, Ragged) else Ragged.from_arrow(keys)
@@ -125,8 +174,7 @@ class KeyedRows:
         if not found.any():
             return ent
         cand = self.index.entries(slots[found])
-        self._concat()
-        stored = self._keys[0].take(pa.array(cand))
+        stored = self._keys.take(cand)[0]
         query = _key_bytes(r).filter(pa.array(found))
         same = np.asarray(pc.equal(stored, query).to_numpy(zero_copy_only=False), np.bool_)
         rows = np.flatnonzero(found)
@@ -142,9 +190,7 @@ class KeyedRows:
         if not total:
             return [pa.array([], t) for t in self.types]
         idx = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
-        self._concat()
-        take = pa.array(idx)
-        return [col.take(take) for col in self._rows[0]]
+        return self._rows.take(idx)
 
     def get(self, keys: Ragged | pa.Array) -> tuple[np.ndarray, list[pa.Array]]:
         """(hit mask, one row per key: the cached row where hit, NULL elsewhere) for a cache of
@@ -227,7 +273,7 @@ class KeyedRows:
         self._count.append(counts)
         self._tick.append(np.full(m, self.clock(), np.int64))
         self._alive.append(np.ones(m, np.bool_))
-        self._keys.append(key_arr)
+        self._keys.append([key_arr])
         ids = np.arange(first_entry, first_entry + m, dtype=np.int64)
         if old.any():
             self.index.set_entries(slots[old], ids[old])
@@ -287,14 +333,10 @@ class KeyedRows:
     def _compact(self) -> None:
         """Keep the live entries and their rows only, renumbered from 0."""
         live = np.flatnonzero(self._alive.view)
-        self._concat()
         counts = self._count.a[live]
         starts = self._start.a[live]
-        if self._rows:
-            rows = self._take_rows(starts, counts)
-            self._rows = [rows] if len(live) else []
-        keys = self._keys[0].take(pa.array(live)) if self._keys else pa.array([], pa.large_binary())
-        self._keys = [keys]
+        self._rows.reset(self._take_rows(starts, counts))
+        self._keys.reset(self._keys.take(live))
         self._n_rows = self._live_rows = int(counts.sum())
         hashes = self._hash.a[live]
         self._hash.reset(hashes)

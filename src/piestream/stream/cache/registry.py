@@ -103,6 +103,12 @@ class CacheRegistry:
             if entry is not None and entry[2] is caches:
                 self._actors[(scope, actor)] = (epoch, entry[1], caches)
 
+    def drop_scope(self, scope: str) -> None:
+        """Forget every actor's caches of one data directory (its database closed)."""
+        with self._lock:
+            for key in [k for k in self._actors if k[0] == scope]:
+                del self._actors[key]
+
     def all_caches(self) -> list[ActorCaches]:
         with self._lock:
             return [e[2] for e in self._actors.values()]
