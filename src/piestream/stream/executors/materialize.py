@@ -24,6 +24,7 @@ from piestream.encoding import memcomparable
 from piestream.encoding.ragged import Ragged
 from piestream.plan.materialize import ConflictBehavior, MaterializeNode
 from piestream.stream.executor import ActorContext, Executor
+from piestream.stream.executors.agg.arrays import take_merged
 
 
 class MaterializeExecutor(Executor):
@@ -32,6 +33,13 @@ class MaterializeExecutor(Executor):
         self.desc = node.table
         self.conflict = node.conflict
         self.state = self.table(node.table)
+        # the table's rows by pk, kept in the worker across epochs for the conflict check
+        # (write-through: every row written is put, every row deleted leaves)
+        self.cache = (
+            ctx.cache.keyed(f"materialize:{node.table.table_id}", [t.arrow for t in node.table.types])
+            if node.conflict is not ConflictBehavior.NO_CHECK and node.table.pk
+            else None
+        )
 
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
         c = chunk.compact()
@@ -42,7 +50,57 @@ class MaterializeExecutor(Executor):
             if not c.capacity:
                 return []
         self.state.write_chunk(c)
+        if self.cache is not None:
+            self._write_through(c)
         return [c]
+
+    def _pk_keys(self, c: StreamChunk) -> Ragged:
+        d = self.desc
+        return memcomparable.encode_columns([c.columns[i] for i in d.pk], d.pk_types, list(d.pk_orders))
+
+    def _stored_rows(self, pk_cols: list[pa.Array], key_r: Ragged) -> tuple[np.ndarray, list[pa.Array]]:
+        """(found, the stored rows, NULL where not found): the cache where it holds the key,
+        one `get_rows` for the rest."""
+        if self.cache is None:
+            found, chunk = self.state.get_rows(pk_cols)
+            return found, chunk.columns
+        hit, rows = self.cache.get(key_r)
+        if hit.all():
+            return hit, rows
+        miss = np.flatnonzero(~hit)
+        mask = pa.array(~hit)
+        found_m, chunk_m = self.state.get_rows([k.filter(mask) for k in pk_cols])
+        if not hit.any():
+            return found_m, chunk_m.columns
+        rows = [take_merged(r, miss, m.cast(r.type)) for r, m in zip(rows, chunk_m.columns, strict=True)]
+        found = hit.copy()
+        found[miss] = found_m
+        return found, rows
+
+    def _write_through(self, c: StreamChunk) -> None:
+        """Each key's last change of the chunk: its row put in the cache, or the key removed."""
+        assert self.cache is not None
+        keys = self._pk_keys(c)
+        n = keys.n
+        # the last row of each key: the first occurrence among the reversed keys
+        rev = keys.to_arrow().take(pa.array(np.arange(n - 1, -1, -1)))
+        ids = pc.dictionary_encode(rev)
+        if len(ids.dictionary) == n:  # each key once (the bulk and upsert case)
+            last = np.arange(n)
+        else:
+            _, first_rev = np.unique(
+                np.asarray(ids.indices.to_numpy(zero_copy_only=False)), return_index=True
+            )
+            last = np.sort(n - 1 - first_rev)
+        ins = c.ops[last] == Op.INSERT
+        ins |= c.ops[last] == Op.UPDATE_INSERT
+        put, gone = last[ins], last[~ins]
+        if len(gone):
+            self.cache.remove(keys.take(gone))
+        if len(put):
+            idx = pa.array(put)
+            self.cache.put(keys.take(put), [col.take(idx) for col in c.columns])
+        self.ctx.charge_caches()
 
     @staticmethod
     def _inserts_of_distinct_keys(
@@ -82,9 +140,8 @@ class MaterializeExecutor(Executor):
     def _resolve_conflicts(self, c: StreamChunk) -> StreamChunk:
         d = self.desc
         pk_cols = [c.columns[i] for i in d.pk]
-        key_r = memcomparable.encode_columns(pk_cols, d.pk_types, list(d.pk_orders))
-        found, stored_chunk = self.state.get_rows(pk_cols)
-        stored = stored_chunk.columns
+        key_r = self._pk_keys(c)
+        found, stored = self._stored_rows(pk_cols, key_r)
         merge = self.conflict is ConflictBehavior.DO_UPDATE_IF_NOT_NULL
         overwrite = merge or self.conflict is ConflictBehavior.OVERWRITE
         if not (merge and found.any()):  # a merge needs the general path
