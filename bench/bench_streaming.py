@@ -358,6 +358,13 @@ def run_update_epochs(
     return out
 
 
+def hit_rate(rec: EpochRecord) -> float:
+    """The share of keys the operator caches answered in an epoch (0 if none were looked up)."""
+    hits = sum(r.stats.get("cache_hits", 0.0) for r in rec.reports)
+    misses = sum(r.stats.get("cache_misses", 0.0) for r in rec.reports)
+    return hits / (hits + misses) if hits + misses else 0.0
+
+
 def summarize(name: str, recs: list[EpochRecord], changes: int) -> None:
     walls = [r.wall for r in recs]
     rate = changes * len(recs) / sum(walls)
@@ -366,6 +373,7 @@ def summarize(name: str, recs: list[EpochRecord], changes: int) -> None:
         f"(target >= {TARGET_CHANGES_PER_S:,}), epoch p50 {statistics.median(walls):.2f} s, "
         f"p99 {pct(walls, 99):.2f} s (target <= {TARGET_P99_S} s), load avg {load_avg()}"
     )
+    print(f"      operator cache hit rate per epoch: {', '.join(f'{hit_rate(r):.0%}' for r in recs)}")
     for key in ("build_s", "execute_s", "sync_s", "emit_s"):
         per = statistics.median(sum(r.stats.get(key, 0.0) for r in x.reports) for x in recs)
         print(f"      actors {key[:-2]:<8} {per:6.2f} s per epoch (summed over actors)")
@@ -455,6 +463,7 @@ def bench_recompute(args: argparse.Namespace, spark: Any, root: Path) -> None:
     db = open_db(root / "grow", "spark", spark)
     base = root / "base-parquet"
     rows_out = []
+    hits: list[tuple[int, list[float]]] = []
     try:
         s = db.session()
         s.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, g BIGINT, v BIGINT)")
@@ -477,6 +486,7 @@ def bench_recompute(args: argparse.Namespace, spark: Any, root: Path) -> None:
                 rec, lambda rng, n=n: [(t, update_chunk(rng, n, changes))], 3 if args.quick else 5
             )
             inc = statistics.median(r.wall for r in recs)
+            hits.append((n, [hit_rate(r) for r in recs]))
             rec_times = []
             for _ in range(3):
                 started = time.perf_counter()
@@ -495,6 +505,8 @@ def bench_recompute(args: argparse.Namespace, spark: Any, root: Path) -> None:
     print(f"    {'base rows':>12} {'piestream epoch p50':>20} {'Spark recompute p50':>20}")
     for n, inc, rc in rows_out:
         print(f"    {n:>12,} {inc:>18.2f} s {rc:>18.2f} s")
+    for n, rates in hits:
+        print(f"    operator cache hit rate per epoch at {n:,} rows: {', '.join(f'{h:.0%}' for h in rates)}")
 
 
 # -- profiling ------------------------------------------------------------------------------------
