@@ -10,8 +10,10 @@ has emitted so far is a function of those rows); on the barrier it re-reads ever
 partition, recomputes the window values and emits the difference, Deletes before Inserts. A row
 whose rank moved is retracted with its old value and inserted with the new one.
 
-Cost per touched partition and epoch is its size: fine for the partitions ROW_NUMBER() <= N
-leaves (the planner puts a GroupTopN below when the filter allows) and for moderate ones.
+Both reads are one scan for all the partitions concerned (`group_scan.read_groups`), so a chunk
+costs a constant number of state calls. Cost per touched partition and epoch is its size: fine
+for the partitions ROW_NUMBER() <= N leaves (the planner puts a GroupTopN below when the filter
+allows) and for moderate ones.
 """
 
 from __future__ import annotations

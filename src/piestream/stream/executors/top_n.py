@@ -12,8 +12,12 @@ below it are never written.
 Output is computed per epoch, not per row: the first time a chunk touches a group in an epoch the
 executor reads the group's current range from the table (that is what it has emitted so far); on
 the barrier it re-reads the range of every group a change may have reached and emits the
-difference (Deletes before Inserts, so the output stream key alternates). A change ranked below
-the range's last row (`_Group.bound`) cannot alter the range, so such groups are not re-read.
+difference (Deletes before Inserts, so the output stream key alternates). Each of these reads is
+one scan for all the groups at once (`group_scan.read_groups`), never one per group: a chunk
+costs a constant number of state calls. The scan reads the groups' whole rows and cuts each to its
+range (and ties) with vector operations; only the rows in range become Python rows, for the diff.
+A change ranked below the range's last row (`_Group.bound`) cannot alter the range, so such
+groups are not re-read.
 The low/middle/high cache of reference §6.3 is an optimization over this: each epoch reads the
 committed state, which is what survives a Spark task re-run.
 """
