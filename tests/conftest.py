@@ -10,6 +10,11 @@ import pytest
 
 TESTS = Path(__file__).parent
 
+# Inconsistent ops reaching a state table fail loudly in tests (outside them they are logged,
+# counted in rw_catalog.rw_streaming_errors and applied): executors must never produce them.
+# Set in the environment so `piestream serve` child processes are strict too.
+os.environ["PIESTREAM_STRICT_CONSISTENCY"] = "1"
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", default=False, help="run long soak tests")

@@ -7,10 +7,11 @@ from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from expr_helpers import Col, bind, evaluate
 
 from piestream.common.chunk import DataChunk
-from piestream.common.errors import DivisionByZero, InvalidInput, NumericOutOfRange
+from piestream.common.errors import DivisionByZero, InternalError, InvalidInput, NumericOutOfRange
 from piestream.common.types import BIGINT, BOOLEAN, INT, INTERVAL, NUMERIC, VARCHAR
 from piestream.expr import (
     FuncCall,
@@ -33,7 +34,8 @@ def test_eval_non_strict_nulls_only_failing_rows() -> None:
     out, errors = eval_non_strict(e, chunk)
     expected = [None if v in (0, None) else 100 // v for v in values]
     assert out.to_pylist() == expected
-    assert len(errors) == 200 and all(isinstance(err, DivisionByZero) for err in errors)
+    assert len(errors) == 200 and all(isinstance(err, DivisionByZero) for _, err in errors)
+    assert [row for row, _ in errors] == [i for i, v in enumerate(values) if v == 0]
 
 
 def test_eval_non_strict_without_errors_is_one_pass() -> None:
@@ -49,7 +51,20 @@ def test_eval_non_strict_mixed_errors() -> None:
     _, chunk = bind("is_null", Col(["1", "x", "3", "-1"], VARCHAR))
     out, errors = eval_non_strict(e, chunk)
     assert out.to_pylist() == [2**30, None, None, -(2**30)]
-    assert [type(err) for err in errors] == [InvalidInput, NumericOutOfRange]
+    assert [(row, type(err)) for row, err in errors] == [(1, InvalidInput), (2, NumericOutOfRange)]
+
+
+def test_eval_non_strict_raises_bugs() -> None:
+    """Only data errors become NULL: a bug (XX000) still raises."""
+    e = bind_call("/", [literal(100), X])
+    _, chunk = bind("is_null", Col([1, 0], INT))
+
+    class Boom(FuncCall):
+        def eval(self, chunk: DataChunk) -> pa.Array:
+            raise InternalError("a kernel bug")
+
+    with pytest.raises(InternalError):
+        eval_non_strict(Boom("boom", (e,), INT), chunk)
 
 
 def test_fold_constants() -> None:

@@ -681,7 +681,8 @@ def test_transaction_statements() -> None:
         ("GRANT SELECT ON t TO u", "GRANT"),
         ("REVOKE SELECT ON t FROM u", "REVOKE"),
         ("ALTER TABLE t ADD COLUMN c INT", "ALTER TABLE"),
-        ("ALTER SYSTEM SET x = 1", "ALTER SYSTEM"),
+        ("ALTER SYSTEM RESET x", "ALTER SYSTEM RESET"),
+        ("ALTER MATERIALIZED VIEW m RENAME TO n", "this form of ALTER MATERIALIZED VIEW"),
         ("TRUNCATE t", "TRUNCATE"),
         ("VACUUM", "VACUUM"),
         ("ANALYZE t", "ANALYZE"),
@@ -1093,3 +1094,13 @@ def test_no_command_fallback_and_no_warnings(caplog: pytest.LogCaptureFixture) -
 def test_syntax_errors(sql: str, message: str, position: int) -> None:
     err = fails(sql)
     assert (err.sqlstate, err.message, err.position) == ("42601", message, position)
+
+
+def test_alter_system_and_rebuild() -> None:
+    assert parse_one("ALTER SYSTEM SET streaming_strict_mode TO true") == ast.AlterSystem(
+        "streaming_strict_mode", "true"
+    )
+    assert parse_one("ALTER SYSTEM SET Streaming_Strict_Mode = DEFAULT") == ast.AlterSystem(
+        "streaming_strict_mode", None
+    )
+    assert parse_one("ALTER MATERIALIZED VIEW m REBUILD") == ast.RebuildJob("materialized view", "m")

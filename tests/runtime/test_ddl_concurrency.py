@@ -127,6 +127,7 @@ def test_a_failed_first_epoch_restores_graph_and_catalog(db: Database) -> None:
     running and the stored table fragment are the ones before, and no fragment of the job is left."""
     graph = dict(db.barriers.graph.fragments)
     stored = {f.fragment_id: f for f in db.catalog.all_fragments()}
+    db.set_strict_mode(True)  # a data error fails the backfill (by default it is a NULL)
     with pytest.raises(PiestreamError) as e:
         db.execute("CREATE MATERIALIZED VIEW bad AS SELECT k, 10 / (v - 1) AS x FROM t")
     assert e.value.sqlstate == "22012"

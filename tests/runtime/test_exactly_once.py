@@ -26,7 +26,11 @@ from piestream.storage.hummock.version import object_id_of_path
 
 def _open(path: Path, runner: EpochRunner, spark: object = None) -> Database:
     config = DatabaseConfig(barrier_interval=3600, parallelism=2, background_compaction=False)
-    return Database(path, spark=spark, config=config, runner=runner)  # type: ignore[arg-type]
+    db = Database(path, spark=spark, config=config, runner=runner)  # type: ignore[arg-type]
+    # these tests are about epochs that fail as a whole (retried, or their input given up), not
+    # about isolating a job that keeps failing (tests/server/test_streaming_errors.py)
+    db.barriers.isolate_failing_jobs = False
+    return db
 
 
 #: On Spark a smaller graph (each actor task costs tens of ms, a failed one a new Python worker)

@@ -5,8 +5,11 @@ reaches the driver as traceback text only: either way the client (psycopg, the P
 CLI) sees the cause's SQLSTATE and message, and never a Python traceback; the traceback goes to
 the server log.
 
-Today a data error in a streaming expression fails the epoch (strict semantics); if the
-default becomes "NULL plus an error record", these tests must turn strict mode on.
+A data error in a streaming expression yields NULL plus an error record by default; these
+tests turn strict mode on (``ALTER SYSTEM SET streaming_strict_mode = true``) so that one fails
+the epoch and reaches the client. A bug in one job's actors (a task hook raising a plain
+ValueError) isolates that job: it is marked failed with its error, one clean line, visible in
+``rw_catalog.rw_streaming_jobs``; the rest keeps committing, and REBUILD brings it back.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import piestream
 from piestream.cli import main
 from piestream.common.errors import DivisionByZero
 from piestream.meta import barrier_manager
+from piestream.plan.fragment import ACTOR_INDEX_BITS
 from piestream.runtime.epoch_plan import EpochPlan
 from piestream.runtime.runners import LocalRunner, SparkRunner
 from piestream.server.database import Database, DatabaseConfig
@@ -46,17 +50,25 @@ def assert_clean(e: psycopg.Error, sqlstate: str, message: str | None = None) ->
 @dataclass(frozen=True)
 class FailWhileFlagged:
     """A task hook (pickled into Spark's workers) that raises a plain Python exception — a bug,
-    not a PiestreamError — while the file `flag` exists."""
+    not a PiestreamError — in the actors of the job whose id the file `flag` holds, while it
+    exists."""
 
     flag: str
 
     def __call__(self, point: str, plan: EpochPlan, actor_id: int) -> None:
-        if point == "executed" and Path(self.flag).exists():
+        if point != "executed":
+            return
+        try:
+            job = int(Path(self.flag).read_text())
+        except (OSError, ValueError):
+            return
+        if plan.fragment(actor_id >> ACTOR_INDEX_BITS).job_id == job:
             raise ValueError("hook bug\nsecond line of the bug's text")
 
 
 def test_data_errors_reach_psycopg_with_their_sqlstate(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("ALTER SYSTEM SET streaming_strict_mode = true")
         c.execute("CREATE TABLE dz (k INT, x INT, s VARCHAR)")
         c.execute("CREATE MATERIALIZED VIEW dzm AS SELECT k, 10 / x AS r FROM dz")
         c.execute("CREATE MATERIALIZED VIEW dzo AS SELECT k, x * 2000000000 AS big FROM dz WHERE k > 100")
@@ -84,6 +96,7 @@ def test_data_errors_reach_psycopg_with_their_sqlstate(dsn: str) -> None:
 def _dz(db: Database) -> PgServer:
     server = PgServer(db, port=0).start()
     with psycopg.connect(f"host=127.0.0.1 port={server.port} user=root dbname=dev", autocommit=True) as c:
+        c.execute("ALTER SYSTEM SET streaming_strict_mode = true")
         c.execute("CREATE TABLE dz (k INT, x INT)")
         c.execute("CREATE MATERIALIZED VIEW dzm AS SELECT k, 10 / x AS r FROM dz")
     return server
@@ -98,17 +111,52 @@ def _bug_and_data_error(server: PgServer, flag: Path, caplog: pytest.LogCaptureF
             # the server log has the whole story
             assert any("Traceback" in r.getMessage() or r.exc_info for r in caplog.records)
         c.execute("INSERT INTO dz VALUES (2, 5)")
-        flag.touch()
+        jobs = dict(c.execute("SELECT name, job_id FROM rw_catalog.rw_streaming_jobs").fetchall())
+        flag.write_text(str(jobs["dzm"]))
         try:
+            # the bug is in dzm's actors only: dzm is isolated, the insert commits
+            c.execute("INSERT INTO dz VALUES (3, 1)")
+            status = c.execute(
+                "SELECT status, error_sqlstate, error_message, failed_since IS NOT NULL "
+                "FROM rw_catalog.rw_streaming_jobs WHERE name = 'dzm'"
+            ).fetchall()
+            assert status[0][:2] == ("failed", "XX000") and status[0][3], status
+            msg = status[0][2]
+            assert msg.startswith("streaming epoch failed") and "ValueError: hook bug" in msg, msg
+            assert "\n" not in msg and not any(w in msg for w in TRACE_WORDS), msg
+            assert c.execute(
+                "SELECT status FROM rw_catalog.rw_materialized_views WHERE name = 'dzm'"
+            ).fetchall() == [("failed",)]
+            assert c.execute(
+                "SELECT error_type, sqlstate FROM rw_catalog.rw_streaming_errors "
+                "WHERE job_name = 'dzm' AND error_type = 'job failed'"
+            ).fetchall() == [("job failed", "XX000")]
+            c.execute("INSERT INTO dz VALUES (4, 2)")  # the rest keeps committing
+            assert c.execute("SELECT k FROM dz ORDER BY k").fetchall() == [(2,), (3,), (4,)]
+            # a CREATE whose backfill meets the bug fails with it, in one line, and creates nothing
+            flag.write_text(str(jobs["dzm"] + 1))  # the next job id
             with pytest.raises(psycopg.Error) as info:
-                c.execute("INSERT INTO dz VALUES (3, 1)")
+                c.execute("CREATE MATERIALIZED VIEW dz3 AS SELECT k FROM dz")
+            assert_clean(info.value, "XX000")
+            assert "ValueError: hook bug" in (info.value.diag.message_primary or "")
+            assert c.execute("SELECT count(*) FROM pg_matviews WHERE matviewname = 'dz3'").fetchone() == (0,)
         finally:
             flag.unlink()
-        assert_clean(info.value, "XX000")
-        msg = info.value.diag.message_primary or ""
-        assert msg.startswith("streaming epoch failed") and "ValueError: hook bug" in msg, msg
-        c.execute("INSERT INTO dz VALUES (4, 2)")
-        assert c.execute("SELECT k, r FROM dzm ORDER BY k").fetchall() == [(2, 2), (4, 5)]
+        # rebuilt from dz's current snapshot, dzm follows the stream again
+        c.execute("ALTER MATERIALIZED VIEW dzm REBUILD")
+        assert c.execute("SELECT k, r FROM dzm ORDER BY k").fetchall() == [(2, 2), (3, 10), (4, 5)]
+        c.execute("INSERT INTO dz VALUES (5, 5)")
+        assert c.execute("SELECT k, r FROM dzm ORDER BY k").fetchall() == [(2, 2), (3, 10), (4, 5), (5, 2)]
+        assert c.execute("SELECT status FROM rw_catalog.rw_streaming_jobs WHERE name = 'dzm'").fetchall() == [
+            ("running",)
+        ]
+        # non-strict again: a data error is a NULL and a record (here on this runner, too)
+        c.execute("SET streaming_strict_mode = false")
+        c.execute("INSERT INTO dz VALUES (6, 0)")
+        assert c.execute("SELECT r FROM dzm WHERE k = 6").fetchall() == [(None,)]
+        assert c.execute(
+            "SELECT sqlstate, error_count FROM rw_catalog.rw_streaming_errors WHERE job_name = 'dzm'"
+        ).fetchall() == [("22012", 1)]
 
 
 def test_a_bug_in_an_actor_is_xx000_with_one_line_local(
@@ -151,6 +199,7 @@ def test_errors_from_spark_workers_keep_their_sqlstate(
 
 def test_python_api_raises_the_cause_without_internal_frames(tmp_path: Path) -> None:
     with piestream.connect(tmp_path, runner="local", barrier_interval=0.05) as conn:
+        conn.sql("ALTER SYSTEM SET streaming_strict_mode = true")
         conn.sql("CREATE TABLE dz (k INT, x INT)")
         conn.sql("CREATE MATERIALIZED VIEW dzm AS SELECT k, 10 / x AS r FROM dz")
         with pytest.raises(DivisionByZero) as info:
@@ -167,6 +216,7 @@ def test_python_api_raises_the_cause_without_internal_frames(tmp_path: Path) -> 
 
 def test_cli_prints_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = (
+        "ALTER SYSTEM SET streaming_strict_mode = true; "
         "CREATE TABLE dz (k INT, x INT); "
         "CREATE MATERIALIZED VIEW dzm AS SELECT k, 10 / x AS r FROM dz; "
         "INSERT INTO dz VALUES (1, 0)"

@@ -107,7 +107,9 @@ def test_unsupported_fails_at_create_and_changes_nothing(st: Session, query: str
 
 
 def test_failed_create_mv_at_backfill_changes_nothing(st: Session) -> None:
-    """The backfill epoch divides by zero: the statement fails with 22012 and leaves nothing."""
+    """In strict mode the backfill epoch's division by zero fails the statement with 22012 and
+    leaves nothing (by default it is a NULL: tests/server/test_streaming_errors.py)."""
+    st.db.set_strict_mode(True)
     before = snapshot(st)
     e = error_of(st, "CREATE MATERIALIZED VIEW m AS SELECT k, 10 / v AS x FROM t")
     assert e.sqlstate == "22012"
@@ -125,8 +127,9 @@ def test_failed_create_mv_at_bind_changes_nothing(st: Session) -> None:
 
 
 def test_failed_insert_changes_nothing(st: Session) -> None:
-    """An INSERT whose epoch fails in a downstream MV (division by zero) is not applied anywhere:
-    not to the table, not to any MV; the next statement works."""
+    """In strict mode, an INSERT whose epoch fails in a downstream MV (division by zero) is not
+    applied anywhere: not to the table, not to any MV; the next statement works."""
+    st.db.set_strict_mode(True)
     st.execute("DELETE FROM t WHERE v = 0")
     st.execute("CREATE MATERIALIZED VIEW m AS SELECT k, 10 / v AS x FROM t")
     st.execute("CREATE MATERIALIZED VIEW n AS SELECT count(*) AS c, sum(v) AS s FROM t")

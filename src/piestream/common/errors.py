@@ -160,6 +160,18 @@ class StatementTooComplex(PiestreamError):
     sqlstate = "54001"
 
 
+#: SQLSTATE classes of *data errors*: the same input fails every attempt, whatever the machine.
+#: 22 data exception (division by zero, overflow, bad cast ...), 23 integrity constraint
+#: violation, 38 external routine exception (a user-defined function raised).
+DATA_ERROR_CLASSES = ("22", "23", "38")
+
+
+def is_data_error(error: PiestreamError) -> bool:
+    """An error caused by the data a row holds (streaming: NULL plus an error record), as opposed
+    to a bug or an exhausted resource (the job fails)."""
+    return error.sqlstate[:2] in DATA_ERROR_CLASSES or error.sqlstate == "54000"
+
+
 # -- errors crossing process boundaries and reaching clients ---------------------------------------
 
 _MARKER = re.compile(r"\[piestream-error:([A-Za-z0-9_=-]+)\]")

@@ -9,7 +9,7 @@ import datetime as dt
 import pyarrow as pa
 
 from piestream.common.chunk import DataChunk
-from piestream.common.errors import PiestreamError
+from piestream.common.errors import PiestreamError, is_data_error
 from piestream.common.scalar import from_arrow
 from piestream.expr.expr import Expr, FuncCall, Literal
 from piestream.expr.signatures import VOLATILE
@@ -39,18 +39,23 @@ def fold_constants(e: Expr) -> Expr:
     return Literal(from_arrow(arr, node.return_type)[0], node.return_type)
 
 
-def eval_non_strict(e: Expr, chunk: DataChunk) -> tuple[pa.Array, list[PiestreamError]]:
-    """Evaluate for a streaming executor: a row whose evaluation raises gets NULL instead and
-    its error is returned, so one bad row does not stop the stream.
+def eval_non_strict(e: Expr, chunk: DataChunk) -> tuple[pa.Array, list[tuple[int, PiestreamError]]]:
+    """Evaluate for a streaming executor (RisingWave's non-strict mode): a row whose evaluation
+    raises a data error (`is_data_error`: division by zero, overflow, a bad cast, invalid
+    function input, a failing UDF) gets NULL instead, and (row, error) is returned, so one bad
+    row does not stop the stream. Any other error (a bug) is raised.
 
     The whole chunk is evaluated vectorized first; only if that raises is it split in halves
-    recursively to find the failing rows (O(k log n) evaluations for k bad rows).
+    recursively to find the failing rows: O(k log n) evaluations of slices for k bad rows, and
+    one evaluation per row only for a chunk where nearly every row fails (this per-slice loop
+    runs for failing chunks only, and kernels raise per call, not per row).
     """
     try:
         return e.eval(chunk), []
-    except PiestreamError:
-        pass
-    errors: list[PiestreamError] = []
+    except PiestreamError as err:
+        if not is_data_error(err):
+            raise
+    errors: list[tuple[int, PiestreamError]] = []
     parts: list[pa.Array] = []
     stack = [(0, chunk.capacity)]
     while stack:
@@ -59,8 +64,10 @@ def eval_non_strict(e: Expr, chunk: DataChunk) -> tuple[pa.Array, list[Piestream
             parts.append(e.eval(chunk.slice(lo, hi - lo)))
             continue
         except PiestreamError as err:
+            if not is_data_error(err):
+                raise
             if hi - lo == 1:
-                errors.append(err)
+                errors.append((lo, err))
                 parts.append(pa.nulls(1, e.return_type.arrow))
                 continue
         mid = (lo + hi) // 2

@@ -348,6 +348,18 @@ class CatalogReader(Protocol):
     def next_id(self) -> int: ...
 
 
+#: The schema of piestream's own system relations (RisingWave's): rw_streaming_errors ...
+SYSTEM_SCHEMA = "rw_catalog"
+
+
+class SystemTables(Protocol):
+    """The rows of the ``rw_catalog`` relations, computed when a query reads them."""
+
+    def rows(self, name: str) -> tuple[Schema, list[tuple[Any, ...]]] | None:
+        """(columns, rows) of relation `name`, or None if there is no such relation."""
+        ...
+
+
 @dataclass
 class CatalogSnapshot:
     """An in-memory catalog (tests, and the frontend's view of meta's catalog)."""
@@ -355,6 +367,7 @@ class CatalogSnapshot:
     by_name: dict[str, Relation] = field(default_factory=dict)
     last_id: int = 1000  # `next_id` hands out ids after it
     functions: dict[str, list[FunctionCatalog]] = field(default_factory=dict)  # by name
+    system_tables: SystemTables | None = None  # the rw_catalog relations (a running database's)
 
     def get_relation(self, name: str) -> Relation | None:
         return self.by_name.get(name)

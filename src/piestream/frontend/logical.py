@@ -63,6 +63,7 @@ class Scan(PlanNode):
 @dataclass(eq=False)
 class Values(PlanNode):
     rows: list[list[Expr]]
+    system_table: str | None = None  # rows of rw_catalog.<name> at bind time (batch reads only)
 
     def explain(self) -> str:
         return f"Values {{ rows: {len(self.rows)} }}"

@@ -132,6 +132,11 @@ class StreamPlanner(PlannerBase):
     def _plan_values(self, node: Values) -> Piece:
         from piestream.expr.bind import fold_constants
 
+        if node.system_table is not None:
+            raise FeatureNotSupported(
+                f"a streaming job cannot read the system relation rw_catalog.{node.system_table}"
+            )
+
         rows = []
         for i, r in enumerate(node.rows):
             vals = []

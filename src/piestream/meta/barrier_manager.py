@@ -15,6 +15,14 @@ the queue as one `TransactionCommit`: an epoch takes it whole or refuses it. It 
 40001 when its writes overlap those of an epoch committed after its snapshot, or of changes queued
 before it in the same epoch (first committer wins, `write_conflicts`).
 
+Data errors normally never fail an epoch (actors turn them into NULLs and error records, which
+the reports carry to `errors`); in strict mode one does, and is not retried (the same input fails
+every attempt): the epoch's DML fails with it. A job whose epochs keep failing for another reason
+(a bug, an exhausted resource) is *isolated*: after `MAX_EPOCH_ATTEMPTS` failed attempts blamed
+on one of its fragments, it and the jobs downstream of it are marked failed (`on_job_failed`:
+the catalog records it), removed from the running graph, and the epoch runs again without them,
+so the rest of the database keeps committing and its sources keep advancing.
+
 The running graph is an immutable `StreamGraph` swapped whole under the manager's lock, which
 also spans every epoch: a graph change (`add_fragments`, `remove_job`, or several inside
 `paused()`) happens between epochs, and an epoch plans from the snapshot it took, encoded in the
@@ -37,16 +45,18 @@ import pyarrow as pa
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochGenerator, EpochPair, epoch_from_ms, epoch_to_unix_ms
-from piestream.common.errors import PiestreamError, SerializationFailure
+from piestream.common.errors import PiestreamError, SerializationFailure, is_data_error
 from piestream.meta.hummock_manager import HummockManager
+from piestream.meta.streaming_errors import StreamingErrorLog
 from piestream.meta.write_conflicts import CommittedWrites, chunk_keys, overlaps
 from piestream.plan.fragment import Fragment, StreamGraph
+from piestream.plan.node import DmlNode
 from piestream.plan.serde import encode_fragment
-from piestream.runtime.epoch_plan import plan_epoch
+from piestream.runtime.epoch_plan import EpochPlan, plan_epoch
 from piestream.runtime.exchange import ActorReport
 from piestream.runtime.runners import EpochRunner, epoch_error
 from piestream.storage.hummock.store import StorageOptions
-from piestream.storage.hummock.version import TableWatermark
+from piestream.storage.hummock.version import HummockVersion, TableWatermark
 from piestream.stream.executor import StreamingConfig
 from piestream.stream.message import Barrier, BarrierKind
 
@@ -163,6 +173,37 @@ class _EpochWrites:
         return {t: self.keys(t) for t in {*self._pending, *self._keys}}
 
 
+class JobNotRunning(PiestreamError):
+    sqlstate = "55000"  # object_not_in_prerequisite_state
+
+
+def _tables_of(d: _Queued) -> set[int]:
+    return {d.table_id} if isinstance(d, _Dml) else set(d.dml)
+
+
+def _chunks_of(d: _Queued) -> dict[int, list[StreamChunk]]:
+    return {d.table_id: [d.chunk]} if isinstance(d, _Dml) else d.dml
+
+
+def dml_tables(graph: StreamGraph) -> set[int]:
+    """The tables whose DML the graph takes."""
+    return {n.table_id for f in graph.fragments.values() for n in f.root.walk() if isinstance(n, DmlNode)}
+
+
+def downstream_jobs(graph: StreamGraph, job_id: int) -> set[int]:
+    """`job_id` and every job reading it, directly or through others."""
+    jobs = {job_id}
+    todo = [f for f in graph.fragments.values() if f.job_id == job_id]
+    while todo:
+        f = todo.pop()
+        for e in f.outputs:
+            d = graph.fragments.get(e.downstream_fragment_id)
+            if d is not None and d.job_id not in jobs:
+                jobs.add(d.job_id)
+                todo.extend(g for g in graph.fragments.values() if g.job_id == d.job_id)
+    return jobs
+
+
 class BarrierManager:
     """Drives epochs over the running stream graph."""
 
@@ -199,6 +240,12 @@ class BarrierManager:
         self.epoch_inputs: list[Callable[[], EpochInput | None]] = []  # asked at each epoch's start
         self.last_error: BaseException | None = None
         self.failures: deque[EpochFailure] = deque(maxlen=200)
+        self.errors = StreamingErrorLog()  # errors jobs survived (rw_catalog.rw_streaming_errors)
+        #: called (job ids, error, fragment) under the lock when jobs are isolated as failed
+        self.on_job_failed: list[Callable[[list[int], PiestreamError, int | None], None]] = []
+        self.failed_jobs: dict[int, PiestreamError] = {}  # isolated since this process started
+        #: isolate a job that keeps failing (False: the epoch gives up its input instead)
+        self.isolate_failing_jobs = True
 
     # -- graph ----------------------------------------------------------------------------------
     @property
@@ -288,22 +335,15 @@ class BarrierManager:
             next_epoch = self.epochs.next()
             # pinned while the epoch runs: compaction must not vacuum the SSTs its actors read
             vpin, version = self.hummock.pin_version()
-            plan = plan_epoch(
-                graph,
-                self._encode(graph),
-                data_epoch=data_epoch,
-                barrier=Barrier(EpochPair(next_epoch, data_epoch), BarrierKind.CHECKPOINT),
-                committed_epoch=version.max_committed_epoch,
-                version=version,
-                store_url=self.store_url,
-                config=self.config,
-                storage_options=self.storage_options,
-            )
+            barrier = Barrier(EpochPair(next_epoch, data_epoch), BarrierKind.CHECKPOINT)
             started = time.perf_counter()
             try:
-                reports = self._run_with_retries(plan, dml, batch)
+                reports, graph, batch = self._run_with_retries(
+                    data_epoch, barrier, version, graph, dml, batch, inputs
+                )
             finally:
                 self.hummock.unpin_version(vpin)
+            txns = [d for d in batch if isinstance(d, TransactionCommit)]  # those still in it
             ssts = [s for r in reports for s in r.ssts]
             watermarks: dict[int, TableWatermark] = {}
             for r in reports:
@@ -334,6 +374,9 @@ class BarrierManager:
                 self._dml = [d for d in self._dml if id(d) not in done]
             for d in batch:
                 d.done.set_result(data_epoch)
+            self.errors.add_records(
+                (e for r in reports for e in r.errors), {fid: f.job_id for fid, f in graph.fragments.items()}
+            )
             for fn in self.on_commit:
                 fn(data_epoch)
             return data_epoch
@@ -399,37 +442,137 @@ class BarrierManager:
             hint="Retry the transaction.",
         )
 
-    def _run_with_retries(self, plan, dml, batch):  # type: ignore[no-untyped-def]
+    def _plan(
+        self, graph: StreamGraph, data_epoch: int, barrier: Barrier, version: HummockVersion
+    ) -> EpochPlan:
+        return plan_epoch(
+            graph,
+            self._encode(graph),
+            data_epoch=data_epoch,
+            barrier=barrier,
+            committed_epoch=version.max_committed_epoch,
+            version=version,
+            store_url=self.store_url,
+            config=self.config,
+            storage_options=self.storage_options,
+        )
+
+    def _run_with_retries(
+        self,
+        data_epoch: int,
+        barrier: Barrier,
+        version: HummockVersion,
+        graph: StreamGraph,
+        dml: dict[int, list[StreamChunk]],
+        batch: list[_Queued],
+        inputs: list[EpochInput],
+    ) -> tuple[list[ActorReport], StreamGraph, list[_Queued]]:
+        """Run the epoch until it succeeds; returns its reports, the graph it ran and the queued
+        changes it applied. Isolates a job that keeps failing (see the module docstring); gives
+        up (raising the cause) on a data error in strict mode or a failure no job can be blamed
+        for."""
+        graph, dml, batch = self._without_stray(graph, dml, batch, inputs, None)
+        plan = self._plan(graph, data_epoch, barrier, version)
         last: BaseException | None = None
-        for attempt in range(MAX_EPOCH_ATTEMPTS):
+        attempt = 0
+        while True:
             try:
-                return self.runner.run(plan, dml)
+                return self.runner.run(plan, dml), graph, batch
             except Exception as e:  # a failed epoch commits nothing; retry from the same state
                 last = e
                 self.last_error = e
-                cause = epoch_error(e)[0]
-                self.failures.append(EpochFailure(plan.data_epoch, attempt + 1, cause.message, time.time()))
-                log.warning("epoch %d attempt %d failed: %s", plan.data_epoch, attempt + 1, cause)
+                attempt += 1
+                err, fragment = epoch_error(e)
+                self.failures.append(EpochFailure(data_epoch, attempt, err.message, time.time()))
+                log.warning("epoch %d attempt %d failed: %s", data_epoch, attempt, err)
+                deterministic = is_data_error(err)  # strict mode: every attempt fails alike
+                if attempt < MAX_EPOCH_ATTEMPTS and not deterministic:
+                    continue
+                culprit = graph.fragments.get(fragment) if fragment is not None else None
+                if culprit is None or deterministic or not self.isolate_failing_jobs:
+                    break
+                graph, dml, batch = self._isolate(graph, culprit.job_id, err, fragment, dml, batch, inputs, e)
+                plan = self._plan(graph, data_epoch, barrier, version)
+                attempt = 0
         # give up on this epoch's DML so later statements can proceed; report the error to them:
         # its cause's SQLSTATE and message; the traceback only goes to the log
         assert last is not None
         err, _fragment = epoch_error(last)
-        log.error(
-            "epoch %d failed %d times; giving up its input",
-            plan.data_epoch,
-            MAX_EPOCH_ATTEMPTS,
-            exc_info=last,
-        )
-        with self._queue_lock:
-            done = {id(d) for d in batch}
-            self._dml = [d for d in self._dml if id(d) not in done]
-        for d in batch:
-            d.done.set_exception(err)
+        log.error("epoch %d failed %d times; giving up its input", data_epoch, attempt, exc_info=last)
+        self._fail_dml(batch, err)
         # abandon the epoch's number too: the next epoch runs other input, and an executor cache
         # some attempt of this one left in a worker (caches are keyed by epoch) must never pass
         # for the committed state of a later epoch with the same number
         self._data_epoch = self.epochs.next()
         raise err
+
+    def _fail_dml(self, batch: list[_Queued], err: PiestreamError) -> None:
+        with self._queue_lock:
+            done = {id(d) for d in batch}
+            self._dml = [d for d in self._dml if id(d) not in done]
+        for d in batch:
+            d.done.set_exception(err)
+
+    def _without_stray(
+        self,
+        graph: StreamGraph,
+        dml: dict[int, list[StreamChunk]],
+        batch: list[_Queued],
+        inputs: list[EpochInput],
+        err: PiestreamError | None,
+    ) -> tuple[StreamGraph, dict[int, list[StreamChunk]], list[_Queued]]:
+        """The epoch without the queued changes for tables `graph` does not run (a table whose
+        job failed, or was dropped, takes no rows: they would be lost). They fail with `err`; a
+        transaction touching such a table fails whole."""
+        tables = dml_tables(graph)
+        stray = [d for d in batch if not _tables_of(d) <= tables]
+        if not stray:
+            return graph, dml, batch
+        self._fail_dml(
+            stray, err or JobNotRunning("the table's streaming job is not running (it failed or was dropped)")
+        )
+        batch = [d for d in batch if _tables_of(d) <= tables]
+        dml = {}
+        for d in batch:
+            for t, chunks in _chunks_of(d).items():
+                dml.setdefault(t, []).extend(chunks)
+        for x in inputs:
+            for t, chunks in x.dml.items():
+                if t in tables:
+                    dml.setdefault(t, []).extend(chunks)
+        return graph, dml, batch
+
+    def _isolate(
+        self,
+        graph: StreamGraph,
+        job_id: int,
+        err: PiestreamError,
+        fragment: int | None,
+        dml: dict[int, list[StreamChunk]],
+        batch: list[_Queued],
+        inputs: list[EpochInput],
+        cause: BaseException,
+    ) -> tuple[StreamGraph, dict[int, list[StreamChunk]], list[_Queued]]:
+        """Mark `job_id` and every job downstream of it failed and take them out of the graph;
+        changes for a table among them fail with `err`, the rest of the epoch's stay."""
+        jobs = downstream_jobs(graph, job_id)
+        log.error(
+            "streaming job %d keeps failing (%s); marking it%s failed and running without it",
+            job_id,
+            err,
+            f" and its downstream jobs {sorted(jobs - {job_id})}" if len(jobs) > 1 else "",
+            exc_info=cause,
+        )
+        running = self._graph
+        for j in sorted(jobs):
+            graph = graph.without_job(j)[0]
+            running = running.without_job(j)[0]
+        self._graph = running  # (the epoch's graph may hold jobs of uncommitted transactions)
+        self.failed_jobs.update((j, err) for j in jobs)
+        self.errors.add_job_failure(job_id, fragment, err)
+        for fn in self.on_job_failed:
+            fn(sorted(jobs), err, fragment)
+        return self._without_stray(graph, dml, batch, inputs, err)
 
     def _record(self, epoch: int, started: float, reports: list[ActorReport], nssts: int) -> None:
         rows = sum(r.stats.get("rows_in", 0.0) for r in reports)

@@ -6,6 +6,11 @@ paths. Creating or dropping an object — its relation, its job, the new output 
 upstream fragments it reads — is one meta-store transaction, so after a crash the catalog holds
 either all of a DDL statement or none of it, and recovery rebuilds the stream graph from it.
 
+A streaming job that failed (`BarrierManager` isolated it) has a *status record*: versioned JSON
+(`JobStatus`) in its own namespace, so catalogs without any (older data directories) read as
+"every job running". Recovery leaves failed jobs out of the running graph; DROP removes the
+record, a rebuild replaces the job and clears it.
+
 The catalog's format version is stored with it. Format 0 (before plans were versioned data:
 fragments stored in Python's own object format, relations with an untyped ``extra`` dict) is
 upgraded in place when a data directory is opened, in one transaction; a catalog of a newer
@@ -18,10 +23,17 @@ import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from piestream.common.types import DataType
-from piestream.frontend.catalog import CatalogFormatError, CatalogSnapshot, FunctionCatalog, Relation
+from piestream.frontend.catalog import (
+    CatalogFormatError,
+    CatalogSnapshot,
+    FunctionCatalog,
+    Relation,
+    SystemTables,
+)
 from piestream.frontend.source_spec import definition_source_spec
 from piestream.meta.store import MetaStore
 from piestream.plan.fragment import Fragment
@@ -36,6 +48,9 @@ _NS_JOB = "catalog.job"
 _NS_FUNC = "catalog.function"
 _NS_SEQ = "catalog.seq"
 _NS_FORMAT = "catalog.format"
+_NS_STATUS = "catalog.job_status"
+#: The format of job status records this build writes and the newest it reads.
+JOB_STATUS_FORMAT = 1
 FIRST_ID = 1000
 #: The catalog format this build writes and the newest it reads (see the module docstring).
 CATALOG_FORMAT = 1
@@ -65,6 +80,29 @@ def read_relation(meta: MetaStore, name: str) -> Relation | None:
     return Relation.from_json(json.loads(stored if isinstance(stored, str) else stored.decode()))
 
 
+@dataclass(frozen=True)
+class JobStatus:
+    """Why a streaming job stopped: its error (SQLSTATE, message), the fragment blamed, when."""
+
+    status: str  # "failed"
+    sqlstate: str
+    message: str
+    fragment_id: int | None
+    since: str  # ISO 8601, UTC
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": JOB_STATUS_FORMAT, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> JobStatus:
+        if int(d.get("format", 0)) > JOB_STATUS_FORMAT:
+            raise CatalogFormatError(
+                f"a job status record has format {d['format']}; this piestream reads formats up to "
+                f"{JOB_STATUS_FORMAT}"
+            )
+        return cls(d["status"], d["sqlstate"], d["message"], d.get("fragment_id"), d["since"])
+
+
 class CatalogStore:
     def __init__(self, meta: MetaStore) -> None:
         self.meta = meta
@@ -72,6 +110,9 @@ class CatalogStore:
         self._relations: dict[str, Relation] = {}
         self._jobs: dict[int, list[Fragment]] = {}
         self._functions: dict[int, FunctionCatalog] = {}
+        self._status: dict[int, JobStatus] = {}
+        #: rows of the rw_catalog system relations, handed to every snapshot (set by the server)
+        self.system_tables: SystemTables | None = None
         with meta.transaction():
             version = self._format()
             for _, raw in meta.scan(_NS_REL):
@@ -84,6 +125,8 @@ class CatalogStore:
             for _, raw in meta.scan(_NS_FUNC):
                 fn = FunctionCatalog.from_json(json.loads(raw))
                 self._functions[fn.id] = fn
+            for key, raw in meta.scan(_NS_STATUS):
+                self._status[int(key)] = JobStatus.from_json(json.loads(raw))
 
     # -- format ---------------------------------------------------------------------------------
     def _format(self) -> int:
@@ -143,7 +186,12 @@ class CatalogStore:
             functions: dict[str, list[FunctionCatalog]] = {}
             for fn in self._functions.values():
                 functions.setdefault(fn.name, []).append(fn)
-            return CatalogSnapshot(dict(self._relations), last_id=0, functions=functions)
+            return CatalogSnapshot(
+                dict(self._relations),
+                last_id=0,
+                functions=functions,
+                system_tables=self.system_tables,
+            )
 
     def functions(self) -> list[FunctionCatalog]:
         with self._lock:
@@ -177,7 +225,46 @@ class CatalogStore:
                         return f
             return None
 
+    def job_status(self, job_id: int | None) -> JobStatus | None:
+        with self._lock:
+            return self._status.get(job_id) if job_id is not None else None
+
+    def failed_jobs(self) -> dict[int, JobStatus]:
+        with self._lock:
+            return dict(self._status)
+
     # -- writing --------------------------------------------------------------------------------
+    def mark_failed(self, job_ids: Iterable[int], status: JobStatus) -> None:
+        """Record that these jobs failed (one transaction)."""
+        with self._lock, self.meta.transaction():
+            for j in job_ids:
+                if j in self._jobs:
+                    self.meta.put(_NS_STATUS, str(j), json.dumps(status.to_json()))
+                    self._status[j] = status
+
+    def replace_job(
+        self,
+        relation: Relation,
+        old_job_id: int,
+        fragments: Iterable[Fragment],
+        replaced_fragments: Iterable[Fragment],
+    ) -> None:
+        """A rebuilt job: `relation` (same name) with its new job replaces the old job, whose
+        status record goes; the upstream fragments gain their edges into it (one transaction)."""
+        frags = list(fragments)
+        with self._lock, self.meta.transaction():
+            self.meta.delete(_NS_JOB, str(old_job_id))
+            self.meta.delete(_NS_STATUS, str(old_job_id))
+            self.meta.put(_NS_REL, relation.name, json.dumps(relation.to_json()))
+            assert relation.job_id is not None
+            self.meta.put(_NS_JOB, str(relation.job_id), encode_fragments(frags))
+            self._jobs.pop(old_job_id, None)
+            self._status.pop(old_job_id, None)
+            changed = self._replace_fragments(list(replaced_fragments))
+            self._relations[relation.name] = relation
+            self._jobs[relation.job_id] = frags
+            self._jobs.update(changed)
+
     def create(
         self,
         relation: Relation,
@@ -244,6 +331,8 @@ class CatalogStore:
                 self.meta.delete(_NS_REL, n)
                 if rel.job_id is not None:
                     self.meta.delete(_NS_JOB, str(rel.job_id))
+                    self.meta.delete(_NS_STATUS, str(rel.job_id))
+                    self._status.pop(rel.job_id, None)
                 gone.append(rel)
             dropped_jobs = {r.job_id for r in gone}
             self._jobs = {k: v for k, v in self._jobs.items() if k not in dropped_jobs}

@@ -67,18 +67,24 @@ class DdlController:
             raise DependentObjectsStillExist(f'cannot replace view "{old.name}": other objects depend on it')
         self.catalog.replace(old.name, new)
 
+    def _with_edges_into(self, planned: PlannedJob) -> dict[int, Fragment]:
+        """The upstream fragments a new job reads, each with its new output edge into the job."""
+        graph = self.barriers.graph
+        replaced: dict[int, Fragment] = {}
+        for up, edge in planned.job.upstream_edges:
+            f = replaced.get(up) or graph.fragments.get(up) or self.catalog.fragment(up)
+            if f is None:
+                raise PiestreamError(f"fragment {up} is not running", sqlstate="XX000")
+            replaced[up] = f.with_outputs((*f.outputs, edge))
+        return replaced
+
     def create_job(self, planned: PlannedJob, *, backfill: bool, companions: Sequence[Relation] = ()) -> None:
         """Store a new streaming job and start it; with `backfill`, run its first epoch before
         returning, and if that fails undo everything (catalog, graph, state tables)."""
         job = planned.job
         with self.barriers.paused():
             graph = self.barriers.graph
-            replaced: dict[int, Fragment] = {}
-            for up, edge in job.upstream_edges:
-                f = replaced.get(up) or graph.fragments.get(up) or self.catalog.fragment(up)
-                if f is None:
-                    raise PiestreamError(f"fragment {up} is not running", sqlstate="XX000")
-                replaced[up] = f.with_outputs((*f.outputs, edge))
+            replaced = self._with_edges_into(planned)
             originals = [graph.fragments[fid] for fid in replaced if fid in graph.fragments]
             self.catalog.create(planned.relation, job.fragments, replaced.values(), companions)
             self.barriers.add_fragments([*job.fragments, *replaced.values()])
@@ -86,10 +92,15 @@ class DdlController:
             return
         try:
             self.barriers.flush()
+            failed = self.barriers.failed_jobs.get(planned.relation.job_id or -1)
+            if failed is not None:  # isolated while backfilling: the statement fails with it
+                raise failed
         except Exception:
             with self.barriers.paused():
                 if planned.relation.job_id is not None:
                     self.barriers.remove_job(planned.relation.job_id)
+                    self.barriers.failed_jobs.pop(planned.relation.job_id, None)
+                    self.barriers.errors.forget_job(planned.relation.job_id)
                 self.barriers.add_fragments(originals)
                 self.catalog.drop([planned.relation.name, *(c.name for c in companions)], originals)
             self.hummock.drop_tables(_job_table_ids(job.fragments, [planned.relation, *companions]))
@@ -115,6 +126,36 @@ class DdlController:
             t.record = lambda conn: self.catalog.write_created(conn, jobs)
             t.committed = lambda: self.catalog.add_created(jobs)
             return _wait(self.barriers, self.barriers.submit_transaction(t))
+
+    # -- rebuilding -----------------------------------------------------------------------------
+    def rebuild_job(self, old: Relation, planned: PlannedJob) -> None:
+        """Replace a failed job by a newly planned one for the same relation (same name and id,
+        new job, fragments and state tables) and backfill it from its upstream's current
+        snapshot, as CREATE does; the old job's state is dropped. If the backfill fails the
+        relation stays failed, with the new job and its error."""
+        job = planned.job
+        assert old.job_id is not None and planned.relation.job_id is not None
+        old_fragments = self.catalog.job_fragments(old.job_id)
+        with self.barriers.paused():
+            self.barriers.remove_job(old.job_id)
+            replaced = self._with_edges_into(planned)
+            self.catalog.replace_job(planned.relation, old.job_id, job.fragments, replaced.values())
+            self.barriers.add_fragments([*job.fragments, *replaced.values()])
+            self.barriers.failed_jobs.pop(old.job_id, None)
+            self.barriers.errors.forget_job(old.job_id)
+        self.hummock.drop_tables(_job_table_ids(old_fragments, [old]))
+        try:
+            self.barriers.flush()
+        except PiestreamError as e:  # strict mode: the backfill met a data error
+            with self.barriers.paused():
+                self.barriers.remove_job(planned.relation.job_id)
+                self.barriers.failed_jobs[planned.relation.job_id] = e
+                for fn in self.barriers.on_job_failed:
+                    fn([planned.relation.job_id], e, None)
+            raise
+        failed = self.barriers.failed_jobs.get(planned.relation.job_id)
+        if failed is not None:
+            raise failed
 
     # -- dropping -------------------------------------------------------------------------------
     def drop(self, targets: Sequence[Relation], *, cascade: bool) -> list[Relation]:
@@ -150,7 +191,9 @@ class DdlController:
             removed: list[Fragment] = []
             for r in order:
                 if r.job_id is not None:
-                    removed += self.barriers.remove_job(r.job_id)
+                    # a failed job is not running: its fragments are the catalog's
+                    removed += self.barriers.remove_job(r.job_id) or self.catalog.job_fragments(r.job_id)
+                    self.barriers.errors.forget_job(r.job_id)
             gone = {f.fragment_id for f in removed}
             # the upstream fragments that lost their edges into the dropped jobs
             replaced = [

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochPair
-from piestream.common.errors import client_error
+from piestream.common.errors import client_error, is_data_error
 from piestream.common.vnode import VnodeBitmap
 from piestream.plan.fragment import actor_id
 from piestream.runtime.epoch_plan import EpochPlan
@@ -44,6 +44,7 @@ from piestream.storage.object_store import open_object_store
 from piestream.stream.actor import Actor
 from piestream.stream.cache.registry import WORKER_CACHES
 from piestream.stream.dispatch import dispatch
+from piestream.stream.errors import ActorErrors
 from piestream.stream.executor import ActorContext
 
 #: Where a task calls its hook: input read; executors ran the epoch; SSTs uploaded; first output
@@ -89,7 +90,7 @@ def run_partition(
 
 def _is_data_error(failed: ActorFailed) -> bool:
     """A data exception or integrity violation: every attempt over the same input fails alike."""
-    return failed.error.sqlstate[:2] in ("22", "23")
+    return is_data_error(failed.error)
 
 
 def _run_actor(
@@ -127,6 +128,7 @@ def _run_actor(
         committed_epoch=plan.committed_epoch,
         cache=cache,
         connectors=plan.connectors,
+        errors=ActorErrors(fragment_id),
     )
     actor = Actor(ctx, frag.root)
     actor.init(EpochPair(plan.data_epoch, plan.committed_epoch))
@@ -173,7 +175,7 @@ def _run_actor(
         "worker_cache_bytes": float(WORKER_CACHES.nbytes),
         **ctx.metrics,
     }
-    report = ActorReport(aid, plan.data_epoch, tuple(ssts), watermarks, stats)
+    report = ActorReport(aid, plan.data_epoch, tuple(ssts), watermarks, stats, ctx.errors.records())
     yield REPORT, encode_report(report)
     if hook is not None:
         hook("reported", plan, aid)

@@ -18,6 +18,7 @@ import pyarrow as pa
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import PiestreamError, error_marker
 from piestream.storage.hummock.version import SstableInfo, TableWatermark
+from piestream.stream.errors import StreamErrorRecord
 
 Destination = tuple[int, ...]
 REPORT: Destination = (-1,)
@@ -67,6 +68,8 @@ class ActorReport:
     ssts: tuple[SstableInfo, ...]
     watermarks: dict[int, TableWatermark] = field(default_factory=dict)
     stats: dict[str, float] = field(default_factory=dict)
+    #: data errors and inconsistent ops the actor survived this epoch (rw_streaming_errors)
+    errors: tuple[StreamErrorRecord, ...] = ()
 
 
 def encode_report(report: ActorReport) -> bytes:

@@ -8,6 +8,8 @@ committed state). Nothing acknowledged is lost; nothing is applied twice.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import fcntl
 import logging
 from dataclasses import dataclass, field
@@ -17,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 from piestream.common.errors import PiestreamError
 from piestream.connectors import ensure_registered
 from piestream.meta.barrier_manager import BarrierManager
-from piestream.meta.catalog_store import CatalogStore
+from piestream.meta.catalog_store import CatalogStore, JobStatus
 from piestream.meta.ddl_controller import DdlController
 from piestream.meta.hummock_manager import CompactorThread, HummockManager
 from piestream.meta.inbox import Inbox
 from piestream.meta.store import MetaStore
 from piestream.runtime.runners import EpochRunner, LocalRunner, SparkRunner
 from piestream.server.sink_publisher import attach as attach_sink_publisher
+from piestream.server.system_tables import RwCatalog
 from piestream.storage.hummock.compaction import CompactionConfig
 from piestream.storage.hummock.sstable_store import process_sstable_store
 from piestream.storage.hummock.store import HummockStorage, StorageOptions
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_DATA_DIR = "./piestream-data"
+_NS_SYSTEM = "system"  # ALTER SYSTEM settings in the meta store
 
 
 @dataclass
@@ -149,7 +153,13 @@ class Database:
             config=self.config.streaming,
             storage_options=self.config.storage,
         )
-        self.barriers.add_fragments(self.catalog.all_fragments())  # recovery: resume every job
+        self._load_system_settings()
+        # recovery: resume every job that had not failed
+        self.barriers.add_fragments(self.catalog.all_fragments())
+        for job_id in self.catalog.failed_jobs():
+            self.barriers.remove_job(job_id)  # with the edges into it
+        self.barriers.on_job_failed.append(self._jobs_failed)
+        self.catalog.system_tables = RwCatalog(self)
         self.ddl = DdlController(self.catalog, self.barriers, self.hummock)
         self.inbox = Inbox(self.data_dir, self.catalog, self.meta)  # writes from Spark jobs
         self.barriers.epoch_inputs.append(self.inbox.collect)
@@ -159,6 +169,30 @@ class Database:
         attach_sink_publisher(self)  # sink output of committed epochs gets published
         self.barriers.start()
         self._closed = False
+
+    # -- streaming errors and system settings ---------------------------------------------------
+    def _jobs_failed(self, job_ids: list[int], error: PiestreamError, fragment_id: int | None) -> None:
+        """The barrier manager isolated failing jobs: the catalog records it (durably)."""
+        since = dt.datetime.now(dt.UTC).isoformat()
+        self.catalog.mark_failed(
+            job_ids, JobStatus("failed", error.sqlstate, error.message, fragment_id, since)
+        )
+
+    def _load_system_settings(self) -> None:
+        raw = self.meta.get(_NS_SYSTEM, "streaming_strict_mode")
+        if raw is not None:
+            on = (raw.decode() if isinstance(raw, bytes) else str(raw)) == "true"
+            self.barriers.config = dataclasses.replace(self.barriers.config, strict_mode=on)
+
+    def set_strict_mode(self, on: bool) -> None:
+        """``ALTER SYSTEM SET streaming_strict_mode``: from the next epoch on, and after restarts."""
+        with self.barriers.paused():
+            self.meta.put(_NS_SYSTEM, "streaming_strict_mode", "true" if on else "false")
+            self.barriers.config = dataclasses.replace(self.barriers.config, strict_mode=on)
+
+    @property
+    def strict_mode(self) -> bool:
+        return self.barriers.config.strict_mode
 
     # -- sessions -------------------------------------------------------------------------------
     def session(self) -> Session:

@@ -8,6 +8,7 @@ stores and starts the job atomically — and removes it again if its first epoch
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -21,7 +22,7 @@ from piestream.common.errors import (
 from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, RelationKind
 from piestream.frontend.parser import ast
-from piestream.frontend.planner import plan_materialized_view, plan_table, table_conflict
+from piestream.frontend.planner import PlannedJob, plan_materialized_view, plan_table, table_conflict
 from piestream.server.results import QueryResult, command
 
 if TYPE_CHECKING:
@@ -116,25 +117,71 @@ def create_materialized_view(
         skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
-        binder = QueryBinder(s.db.catalog.snapshot())
-        bound = binder.bind_query(stmt.query)
-        if stmt.columns:
-            if len(stmt.columns) > len(bound.names):
-                raise PiestreamError("too many column names were specified", sqlstate="42601")
-            bound.names = list(stmt.columns) + bound.names[len(stmt.columns) :]
-        check_unique_columns(bound.names)
-        planned = plan_materialized_view(
-            bound,
-            name=stmt.name,
-            definition=stmt.text,
-            kind=RelationKind.MATERIALIZED_VIEW,
-            job_id=s.db.ddl.next_job_id(),
-            parallelism=s.parallelism,
-            ids=s.db.ddl.ids(),
-            depends_on=sorted(binder.dependencies),
-        )
-        s.db.ddl.create_job(planned, backfill=True)
+        s.db.ddl.create_job(_plan_mv(s, stmt, s.parallelism), backfill=True)
         return command("CREATE_MATERIALIZED_VIEW")
+
+
+def _plan_mv(s: Session, stmt: ast.CreateMaterializedView, parallelism: int) -> PlannedJob:
+    binder = QueryBinder(s.db.catalog.snapshot())
+    bound = binder.bind_query(stmt.query)
+    if stmt.columns:
+        if len(stmt.columns) > len(bound.names):
+            raise PiestreamError("too many column names were specified", sqlstate="42601")
+        bound.names = list(stmt.columns) + bound.names[len(stmt.columns) :]
+    check_unique_columns(bound.names)
+    return plan_materialized_view(
+        bound,
+        name=stmt.name,
+        definition=stmt.text,
+        kind=RelationKind.MATERIALIZED_VIEW,
+        job_id=s.db.ddl.next_job_id(),
+        parallelism=parallelism,
+        ids=s.db.ddl.ids(),
+        depends_on=sorted(binder.dependencies),
+    )
+
+
+class JobNotFailed(PiestreamError):
+    sqlstate = "55000"  # object_not_in_prerequisite_state
+
+
+def rebuild(s: Session, stmt: ast.RebuildJob, params: Sequence[Any] = ()) -> QueryResult:
+    """ALTER MATERIALIZED VIEW m REBUILD: a failed MV gets a new streaming job, planned from its
+    definition and backfilled from its upstream's current snapshot like a new MV; then the
+    failed MVs downstream of it (failed with it) are rebuilt the same way, upstream first."""
+    from piestream.frontend.parser import parse_one
+
+    db = s.db
+    with db.ddl.lock:
+        rel = db.catalog.get(stmt.name)
+        if rel is None:
+            raise UndefinedTable(f'{stmt.kind} "{stmt.name}" does not exist')
+        if rel.kind is not RelationKind.MATERIALIZED_VIEW:
+            raise WrongObjectType(f'"{stmt.name}" is not a {stmt.kind}')
+        if db.catalog.job_status(rel.job_id) is None:
+            raise JobNotFailed(
+                f'materialized view "{rel.name}" has not failed',
+                hint="Only a failed materialized view is rebuilt; see rw_catalog.rw_streaming_jobs.",
+            )
+        order: list[Relation] = []
+
+        def visit(r: Relation) -> None:
+            if r in order or db.catalog.job_status(r.job_id) is None:
+                return
+            if r.kind is RelationKind.MATERIALIZED_VIEW:
+                order.append(r)
+            for d in db.catalog.dependents(r.id):
+                visit(d)
+
+        visit(rel)
+        for r in order:
+            r = db.catalog.get(r.name) or r
+            definition = parse_one(r.definition)
+            assert isinstance(definition, ast.CreateMaterializedView)
+            planned = _plan_mv(s, definition, r.parallelism or s.parallelism)
+            planned.relation = replace(planned.relation, id=r.id)  # views and indexes name it by id
+            db.ddl.rebuild_job(r, planned)
+        return command("ALTER_MATERIALIZED_VIEW")
 
 
 def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) -> QueryResult:

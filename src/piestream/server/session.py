@@ -292,6 +292,8 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.ShowCreate: utility.show,
     ast.Describe: utility.show,
     ast.Flush: Session._flush,
+    ast.AlterSystem: utility.alter_system,
+    ast.RebuildJob: ddl_handlers.rebuild,
     ast.Begin: Session._begin,
     ast.SetTransaction: Session._set_transaction,
     ast.Commit: Session._commit,

@@ -72,6 +72,8 @@ def _upstream_parallelism(s: Session) -> Callable[[int], int]:
 def variables(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryResult:
     if isinstance(stmt, ast.SetVariable):
         name = stmt.name.lower()
+        if name in SYSTEM_SETTINGS:  # database-wide: SET is ALTER SYSTEM SET for these
+            return alter_system(s, ast.AlterSystem(name, stmt.value), params)
         if stmt.value is None:
             s.settings[name] = DEFAULT_SETTINGS.get(name, "")
         else:
@@ -86,9 +88,31 @@ def variables(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> Qu
     name = stmt.name.lower()
     if name == "all":
         return QueryResult("SHOW", [("Name", VARCHAR), ("Setting", VARCHAR)], sorted(s.settings.items()))
+    if name in SYSTEM_SETTINGS:
+        return QueryResult("SHOW", [(name, VARCHAR)], [("true" if s.db.strict_mode else "false",)])
     if name not in s.settings:
         raise UndefinedObject(f'unrecognized configuration parameter "{stmt.name}"')
     return QueryResult("SHOW", [(name, VARCHAR)], [(s.settings[name],)])
+
+
+#: Database-wide settings (kept in the meta store across restarts) and their defaults.
+SYSTEM_SETTINGS = {"streaming_strict_mode": "false"}
+_TRUE = ("true", "on", "1", "yes")
+_FALSE = ("false", "off", "0", "no")
+
+
+def alter_system(s: Session, stmt: ast.AlterSystem, params: Sequence[Any] = ()) -> QueryResult:
+    """ALTER SYSTEM SET streaming_strict_mode = true | false | DEFAULT: whether a data error in a
+    streaming expression fails the epoch (true) or yields NULL plus an error record (false,
+    RisingWave's default). Applies from the next epoch, to every job, and after restarts."""
+    name = stmt.name.lower()
+    if name not in SYSTEM_SETTINGS:
+        raise UndefinedObject(f'unrecognized configuration parameter "{stmt.name}"')
+    value = (stmt.value if stmt.value is not None else SYSTEM_SETTINGS[name]).lower()
+    if value not in _TRUE + _FALSE:
+        raise PiestreamError(f'parameter "{name}" requires a Boolean value', sqlstate="22023")
+    s.db.set_strict_mode(value in _TRUE)
+    return command("ALTER_SYSTEM" if isinstance(stmt, ast.AlterSystem) else "SET")
 
 
 _SHOW_KINDS = {

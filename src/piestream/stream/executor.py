@@ -16,15 +16,19 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from piestream.common.chunk import StreamChunk
+import pyarrow as pa
+
+from piestream.common.chunk import DataChunk, StreamChunk
 from piestream.common.epoch import EpochPair
 from piestream.common.schema import Schema
 from piestream.common.vnode import VnodeBitmap
+from piestream.expr.expr import Expr
 from piestream.storage.hummock.store import HummockStorage
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.state_table import StateTable
 from piestream.stream.cache.registry import ActorCaches
 from piestream.stream.connector import Connectors, registered_connectors
+from piestream.stream.errors import CONSISTENCY, ActorErrors, evaluate
 from piestream.stream.message import Barrier
 
 DEFAULT_CHUNK_SIZE = 1024
@@ -40,12 +44,24 @@ def default_cache_budget() -> int:
     return int(min(4 << 30, max(64 << 20, total // 16)))
 
 
+def _strict_consistency_default() -> bool:
+    """Inconsistent ops fail the epoch only where asked: the test suite sets
+    ``PIESTREAM_STRICT_CONSISTENCY=1`` (tests/conftest.py) so executor bugs fail loudly there."""
+    return os.environ.get("PIESTREAM_STRICT_CONSISTENCY", "") not in ("", "0")
+
+
 @dataclass(frozen=True)
 class StreamingConfig:
     """Knobs shared by all executors of a job."""
 
     chunk_size: int = DEFAULT_CHUNK_SIZE
     check_consistency: bool = True  # MemTable merge-rule checks (reference §4.1)
+    #: an inconsistent op fails the epoch (tests); otherwise it is applied (last op wins),
+    #: logged and counted in rw_catalog.rw_streaming_errors (RisingWave's non-strict default)
+    strict_consistency: bool = field(default_factory=_strict_consistency_default)
+    #: a data error in an expression fails the epoch (``streaming_strict_mode``); otherwise the
+    #: expression is NULL for that row and the error is recorded (RisingWave's default)
+    strict_mode: bool = False
     sanity_check_storage: bool = False  # also check ops against storage at flush (slow; tests)
     spill_threshold: int = 4 << 20
     #: bytes of operator caches (all actors of a worker process together), LRU-evicted beyond it
@@ -67,6 +83,12 @@ class ActorContext:
     connectors: Connectors = field(default_factory=registered_connectors)  # builds readers / writers
     cache: ActorCaches = field(default_factory=ActorCaches)  # survives across epochs in a worker
     metrics: dict[str, float] = field(default_factory=dict)  # this epoch's counters, reported
+    errors: ActorErrors = field(default_factory=ActorErrors)  # this epoch's survived errors, reported
+
+    def eval(self, expr: Expr, data: DataChunk, executor: str) -> pa.Array:
+        """Evaluate an executor's expression: a data error in a row makes it NULL for that row
+        and is recorded (or, in strict mode, fails the epoch)."""
+        return evaluate(expr, data, strict=self.config.strict_mode, errors=self.errors, executor=executor)
 
     def count(self, name: str, n: float = 1) -> None:
         """Add to one of this epoch's counters (e.g. cache hits), sent back in the actor's report."""
@@ -91,9 +113,13 @@ class ActorContext:
             self.storage,
             vnodes,
             check_consistency=self.config.check_consistency,
+            on_inconsistency=None if self.config.strict_consistency else self._inconsistent_op,
             sanity_check_storage=self.config.sanity_check_storage,
             spill_threshold=self.config.spill_threshold,
         )
+
+    def _inconsistent_op(self, table_id: int, message: str, count: int, sample: str) -> None:
+        self.errors.add(CONSISTENCY, f"StateTable {table_id}", "XX000", message, count, sample)
 
 
 class Executor:

@@ -993,3 +993,42 @@ def test_update_row_must_keep_the_pk() -> None:
     t.insert_row((1, 1, "a"))
     with pytest.raises(StateConsistencyError, match="pk"):
         t.update_row((1, 1, "a"), (1, 2, "a"))
+
+
+# ---------------------------------------------------------------------------------------------
+# lenient consistency (RisingWave's non-strict default outside tests)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lenient_table_reports_inconsistent_ops_and_applies_them() -> None:
+    """With `on_inconsistency`, a double insert, a double delete and ops contradicting storage are
+    reported (what, how many, a key) and applied sanely (the last op wins); without it they raise."""
+    desc = _int_desc(73)
+    env = TableEnv()
+    seen: list[tuple[int, str, int, str]] = []
+    t = env.state_table(desc, sanity_check_storage=True, on_inconsistency=lambda *a: seen.append(a))
+    t.insert_row((1, 1, "a"))
+    t.insert_row((1, 1, "b"))  # double insert (single-row path)
+    c = StreamChunk.from_rows([(Op.INSERT, (1, 2, "x")), (Op.INSERT, (1, 2, "y"))], desc.types)
+    t.write_chunk(c)  # double insert (chunk path: found when the chunk is folded)
+    env.barrier(t)
+    assert [(tid, what) for tid, what, _, _ in seen] == [
+        (73, "inconsistent op in state table: double insert"),
+        (73, "inconsistent op in state table: double insert"),
+    ]
+    assert t.get_row((1, 1)) == (1, 1, "b") and t.get_row((1, 2)) == (1, 2, "y")
+    seen.clear()
+    t.insert_row((1, 1, "again"))  # storage holds the key: the insert overwrites it
+    t.delete_row((1, 9, "never"))  # storage does not: a tombstone of nothing
+    env.barrier(t)
+    assert sorted(what for _, what, _, _ in seen) == [
+        "inconsistent op in state table: delete of a key that storage does not hold",
+    ] or sorted(what for _, what, _, _ in seen) == [
+        "inconsistent op in state table: insert of a key that storage already holds",
+    ]
+    assert seen[0][2] == 2  # both counted
+    assert t.get_row((1, 1)) == (1, 1, "again") and t.get_row((1, 9)) is None
+    strict = env.state_table(desc)
+    strict.insert_row((2, 1, "a"))
+    with pytest.raises(StateConsistencyError, match="double insert"):
+        strict.insert_row((2, 1, "b"))

@@ -23,7 +23,7 @@ from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.scope import AmbiguousColumn, Scope, ScopeColumn
 from piestream.frontend.binder.table_functions import bind_function_item, function_of, reads_columns
-from piestream.frontend.catalog import DEFAULT_SCHEMA, Relation, RelationKind
+from piestream.frontend.catalog import DEFAULT_SCHEMA, SYSTEM_SCHEMA, Relation, RelationKind
 from piestream.frontend.logical import Filter, HopWindow, Join, JoinKind, PlanNode, Project, Scan, Values
 
 if TYPE_CHECKING:
@@ -217,6 +217,9 @@ def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Sc
         return plan, scope.requalified(alias or _window_relation_name(node.this), col_aliases)
     if isinstance(node, exp.Table):
         name = node.name
+        if node.args.get("db") is not None and node.text("db") == SYSTEM_SCHEMA:
+            plan, scope = bind_system_relation(qb, name, node)
+            return plan, scope.requalified(alias or name, col_aliases)
         if node.args.get("db") is not None and node.text("db") != DEFAULT_SCHEMA:
             # piestream keeps every relation in schema public
             shown = f"{node.text('db')}.{name}"
@@ -279,6 +282,19 @@ def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tup
         )
         raise FeatureNotSupported(f'cannot read from {what} "{name}"{hint}', position=position(node))
     return scan_relation(rel, name)
+
+
+def bind_system_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tuple[PlanNode, Scope]:
+    """``rw_catalog.<name>``: its rows now, as constants (system relations are small)."""
+    system = getattr(qb.catalog, "system_tables", None)
+    found = system.rows(name) if system is not None else None
+    if found is None:
+        raise UndefinedTable(f'relation "{SYSTEM_SCHEMA}.{name}" does not exist', position=position(node))
+    schema, rows = found
+    types = schema.types
+    values: list[list[Expr]] = [[Literal(v, t) for v, t in zip(r, types, strict=True)] for r in rows]
+    plan = Values(schema, values, system_table=name)
+    return plan, Scope.of([ScopeColumn(name, f.name, f.data_type) for f in schema.fields])
 
 
 def scan_relation(rel: Relation, qualifier: str) -> tuple[PlanNode, Scope]:

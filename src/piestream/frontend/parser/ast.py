@@ -365,6 +365,24 @@ class SetVariable(Statement):
 
 
 @dataclass(frozen=True)
+class AlterSystem(Statement):
+    """ALTER SYSTEM SET name {TO | =} value: a database-wide setting, kept across restarts;
+    `value` None means DEFAULT."""
+
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class RebuildJob(Statement):
+    """ALTER MATERIALIZED VIEW name REBUILD: replace a failed MV's streaming job by a new one
+    backfilled from its upstream's current snapshot."""
+
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
 class ResetAll(Statement):
     """RESET ALL: every session variable back to its default."""
 

@@ -105,6 +105,7 @@ _STATEMENTS: dict[str, _StatementParser] = {
     "FETCH": lambda p: p._parse_fetch_statement(),
     "COPY": lambda p: p._parse_copy_statement(),
     "CLOSE": lambda p: p._parse_close_statement(),
+    "ALTER": lambda p: p._parse_alter_statement(),
     "BEGIN": lambda p: p._parse_begin_statement(),
     "START": lambda p: p._parse_start_statement(),
     "COMMIT": lambda p: p._parse_commit_statement(),

@@ -82,6 +82,26 @@ class UtilityParser(ParserBase):
             values.append(self._parse_set_value())
         return ast.SetVariable(name, ", ".join(values), local)
 
+    # -- ALTER (only the forms piestream has; the rest is 0A000) ----------------------------------
+    def _parse_alter_statement(self) -> ast.Statement:
+        alter = self._prev
+        if self._match_text_seq("SYSTEM"):
+            if not self._match(TokenType.SET):
+                word = self._curr.text.upper() if self._curr else ""
+                raise self._unsupported(f"ALTER SYSTEM {word}".strip(), alter)
+            name = self._parse_variable_name()
+            if not (self._match(TokenType.EQ) or self._match_text_seq("TO")):
+                self._fail("Expecting TO or =")
+            value = None if self._match(TokenType.DEFAULT) else self._parse_set_value()
+            return ast.AlterSystem(name, value)
+        if self._match_text_seq("MATERIALIZED", "VIEW"):
+            name = self._parse_object_name()
+            if self._match_text_seq("REBUILD"):
+                return ast.RebuildJob("materialized view", name)
+            raise self._unsupported("this form of ALTER MATERIALIZED VIEW", alter)
+        word = self._curr.text.upper() if self._curr else ""
+        raise self._unsupported(f"ALTER {word}".strip(), alter)
+
     def _parse_set_value(self) -> str:
         if self._curr.token_type in (TokenType.TRUE, TokenType.FALSE, TokenType.ON):
             self._advance()

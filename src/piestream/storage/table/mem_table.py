@@ -26,13 +26,15 @@ With consistency checks on (the default, and always in tests) an illegal sequenc
 MemTable holds for the key byte for byte — that is what catches executor bugs before they corrupt
 state. Chunk ops are checked when the chunk is merged (the next read, spill or flush of the
 epoch); the single-row calls check at once, through a small per-key overlay. With checks off the
-last operation wins.
+last operation wins. With checks on and an `on_inconsistency` callback (RisingWave's non-strict
+default outside tests), an illegal sequence is reported to the callback (what, how many ops, a
+key) and then applied as with checks off, so one inconsistent op does not stop the pipeline.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,7 +136,11 @@ def _fail(what: str, key: bytes) -> StateConsistencyError:
     return StateConsistencyError(f"mem-table operation inconsistent: {what} on key {key.hex()}")
 
 
-def fold(ops: Ops, check: bool) -> Ops:
+#: Where a lenient MemTable reports illegal op sequences: (what, number of illegal ops, a key).
+InconsistencyReport = Callable[[str, int, bytes], None]
+
+
+def fold(ops: Ops, check: bool, report: InconsistencyReport | None = None) -> Ops:
     """Merge ops listed in arrival order into one op per key, sorted by key (the §4.1 rules as
     vector operations; see the module docstring)."""
     n = len(ops)
@@ -168,7 +174,7 @@ def fold(ops: Ops, check: bool) -> Ops:
     new_run[1:] |= removal[:-1] & ~new_key[1:]
     first = np.maximum.accumulate(np.where(new_run, pos, 0))  # start of the run each op is in
     if check:
-        _check_pairs(s, new_run)
+        _check_pairs(s, new_run, report)
     ends = np.flatnonzero(gend & ~removal)  # last op of every key that still has an op
     firsts = first[ends]
     before = kind[firsts] != _INS
@@ -178,8 +184,9 @@ def fold(ops: Ops, check: bool) -> Ops:
     return Ops(s.keys.take(ie), out_kind, s.old.take(if_), s.new.take(ie))
 
 
-def _check_pairs(s: Ops, new_run: np.ndarray) -> None:
-    """Raise for the first illegal pair of consecutive ops on one key (within one run)."""
+def _check_pairs(s: Ops, new_run: np.ndarray, report: InconsistencyReport | None = None) -> None:
+    """Raise for the first illegal pair of consecutive ops on one key (within one run), or tell
+    `report` about them (the first one's kind, how many, its key)."""
     kind = s.kinds
     prev_after = kind[:-1] != _DEL
     next_before = kind[1:] != _INS
@@ -196,19 +203,30 @@ def _check_pairs(s: Ops, new_run: np.ndarray) -> None:
         return
     i = int(wrong[0])
     key = s.keys[i].as_py()
-    if bad_value[i]:
-        raise _fail("old value differs from the buffered value", key)
     nxt = kind[i + 1]
-    raise _fail(
-        "double insert" if nxt == _INS else "double delete" if nxt == _DEL else "update on deleted", key
+    what = (
+        "old value differs from the buffered value"
+        if bad_value[i]
+        else "double insert"
+        if nxt == _INS
+        else "double delete"
+        if nxt == _DEL
+        else "update on deleted"
     )
+    if report is not None:
+        report(what, len(wrong), key)
+        return
+    raise _fail(what, key)
 
 
 class MemTable:
     """Ops keyed by table key (vnode | memcomparable pk), values as encoded rows."""
 
-    def __init__(self, *, check_consistency: bool = True) -> None:
+    def __init__(
+        self, *, check_consistency: bool = True, on_inconsistency: InconsistencyReport | None = None
+    ) -> None:
         self.check = check_consistency
+        self.report = on_inconsistency  # set: illegal ops are reported and applied, not raised
         self._base = Ops.empty()  # merged: sorted, one op per key
         self._base_dead: np.ndarray | None = None  # base rows taken over by the row overlay
         self._chunks: list[Ops] = []  # appended, arrival order
@@ -234,7 +252,7 @@ class MemTable:
                     _binary([op[2] or b"" for _, op in items]),
                 )
             )
-        merged = fold(Ops.concat([*parts, *self._chunks]), self.check)
+        merged = fold(Ops.concat([*parts, *self._chunks]), self.check, self.report)
         self._base = merged
         self._base_dead = None
         self._chunks = []
@@ -317,7 +335,13 @@ class MemTable:
 
     def _check_old(self, key: bytes, expected: bytes | None, given: bytes) -> None:
         if self.check and expected != given:
-            raise _fail("old value differs from the buffered value", key)
+            self._illegal("old value differs from the buffered value", key)
+
+    def _illegal(self, what: str, key: bytes) -> None:
+        """An illegal op: raise, or (lenient) report it and let the caller apply it anyway."""
+        if self.report is None:
+            raise _fail(what, key)
+        self.report(what, 1, key)
 
     def insert(self, key: bytes, new: bytes) -> None:
         e = self._current(key)
@@ -327,7 +351,7 @@ class MemTable:
             self._set(key, (_UPD, e[1], new))
         else:
             if self.check:
-                raise _fail("double insert", key)
+                self._illegal("double insert", key)
             self._set(key, (e[0], e[1], new))
 
     def delete(self, key: bytes, old: bytes) -> None:
@@ -341,7 +365,7 @@ class MemTable:
             self._check_old(key, e[2], old)
             self._set(key, (_DEL, e[1], None))
         elif self.check:
-            raise _fail("double delete", key)
+            self._illegal("double delete", key)
 
     def update(self, key: bytes, old: bytes, new: bytes) -> None:
         e = self._current(key)
@@ -355,7 +379,7 @@ class MemTable:
             self._set(key, (_UPD, e[1], new))
         else:
             if self.check:
-                raise _fail("update on deleted", key)
+                self._illegal("update on deleted", key)
             self._set(key, (_UPD, e[1], new))
 
     # -- chunks ---------------------------------------------------------------------------------

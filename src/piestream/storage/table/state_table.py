@@ -12,7 +12,7 @@ hiding rows. Rows are full table rows (tuples of datums); scans also come as Arr
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +50,7 @@ class StateTable:
         check_consistency: bool = True,
         sanity_check_storage: bool = False,
         spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
+        on_inconsistency: Callable[[int, str, int, str], None] | None = None,
     ) -> None:
         self.desc = desc
         self.storage = storage
@@ -57,7 +58,17 @@ class StateTable:
         self.vnodes = vnodes if vnodes is not None else VnodeBitmap.full(desc.vnode_count)
         if self.vnodes.count != desc.vnode_count:
             raise ValueError(f"vnode bitmap of {self.vnodes.count} vnodes for a table of {desc.vnode_count}")
-        self.mem = MemTable(check_consistency=check_consistency)
+        # lenient (a callback given): an inconsistent op is reported as (table, what, count, key)
+        # and applied, instead of failing the epoch
+        self._on_inconsistency = on_inconsistency
+        report = None
+        if on_inconsistency is not None:
+            table_id = desc.table_id
+
+            def report(what: str, n: int, key: bytes) -> None:
+                on_inconsistency(table_id, f"inconsistent op in state table: {what}", n, f"key {key.hex()}")
+
+        self.mem = MemTable(check_consistency=check_consistency, on_inconsistency=report)
         self.sanity_check_storage = sanity_check_storage
         self.spill_threshold = spill_threshold
         self._epoch: EpochPair | None = None
@@ -138,12 +149,25 @@ class StateTable:
         return (ends - VNODE_LEN).astype(np.uint16)
 
     def _check_against_storage(self, ops: list[tuple[bytes, KeyOp]]) -> None:
+        # per key: the storage sanity check is a debugging aid, off outside tests
+        bad: list[tuple[str, bytes]] = []
         for key, (kind, old, _) in ops:
             stored = self.storage.get(self._prefix + key)
             if kind is KeyOpKind.INSERT and stored is not None:
-                raise StateConsistencyError(f"insert of key {key.hex()} that storage already holds")
-            if kind is not KeyOpKind.INSERT and stored != old:
-                raise StateConsistencyError(f"old value of key {key.hex()} differs from storage")
+                bad.append(("insert of a key that storage already holds", key))
+            elif kind is KeyOpKind.DELETE and stored is None:
+                bad.append(("delete of a key that storage does not hold", key))
+            elif kind is not KeyOpKind.INSERT and stored != old:
+                bad.append(("old value differs from storage", key))
+        if not bad:
+            return
+        what, key = bad[0]
+        if self._on_inconsistency is None:
+            raise StateConsistencyError(f"{what}: key {key.hex()}")
+        # lenient: the ops stand (an insert overwrites, a delete of nothing writes a tombstone)
+        self._on_inconsistency(
+            self.desc.table_id, f"inconsistent op in state table: {what}", len(bad), f"key {key.hex()}"
+        )
 
     # -- vnodes ---------------------------------------------------------------------------------
     def _check_owned(self, vnode: int) -> None:

@@ -35,7 +35,8 @@ class FilterExecutor(Executor):
 
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
         c = chunk.compact()
-        keep = filter_mask(self.predicate.eval(c.data))
+        # a row whose predicate meets a data error is dropped (NULL counts as false)
+        keep = filter_mask(self.ctx.eval(self.predicate, c.data, "Filter"))
         if keep.all():
             return [c]
         if not keep.any():

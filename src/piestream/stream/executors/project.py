@@ -19,4 +19,6 @@ class ProjectExecutor(Executor):
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
         c = chunk.compact()
         data = c.data
-        return [StreamChunk(c.ops, [e.eval(data) for e in self.exprs], length=c.capacity)]
+        return [
+            StreamChunk(c.ops, [self.ctx.eval(e, data, "Project") for e in self.exprs], length=c.capacity)
+        ]

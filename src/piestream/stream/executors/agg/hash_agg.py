@@ -89,7 +89,7 @@ class HashAggExecutor(Executor):
             return []
         signs = c.signs()
         cols = c.columns
-        filters = _FilterMasks(c)
+        filters = _FilterMasks(c, self.ctx)
         masks = [st.mask(cols, filters.of(st.call.filter)) for st in self.calls]
         deltas: list[pa.Array] = [pa.array(signs)]
         for st, distinct, mask in zip(self.calls, self.distinct, masks, strict=True):
@@ -241,8 +241,9 @@ class HashAggExecutor(Executor):
 class _FilterMasks:
     """FILTER (WHERE ...) masks of one chunk, each distinct predicate evaluated once."""
 
-    def __init__(self, chunk: StreamChunk) -> None:
+    def __init__(self, chunk: StreamChunk, ctx: ActorContext) -> None:
         self.chunk = chunk
+        self.ctx = ctx
         self.all = np.ones(chunk.capacity, np.bool_)
         self._done: list[tuple[Expr, np.ndarray]] = []
 
@@ -252,6 +253,6 @@ class _FilterMasks:
         for e, m in self._done:
             if e == expr:
                 return m
-        m = filter_mask(expr.eval(self.chunk.data))
+        m = filter_mask(self.ctx.eval(expr, self.chunk.data, "HashAgg"))
         self._done.append((expr, m))
         return m

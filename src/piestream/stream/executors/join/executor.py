@@ -195,7 +195,7 @@ class HashJoinExecutor(Executor):
                 internal = len(cols)  # this column's index in left ++ right
                 # only the columns the condition reads are gathered
                 cols.append(src[i].take(take) if internal in self.condition_refs else pa.nulls(n, t))
-        return filter_mask(self.condition.eval(DataChunk(cols, length=n)))
+        return filter_mask(self.ctx.eval(self.condition, DataChunk(cols, length=n), "HashJoin"))
 
     def _recount(self, side: _Side, rows: _Rows, other: _Side, prefixes: list[Row]) -> np.ndarray:
         """Degrees of `rows` (of `side`) recomputed from `other`'s rows before this chunk, for

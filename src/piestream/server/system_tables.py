@@ -1,0 +1,122 @@
+"""The ``rw_catalog`` relations: what the streaming side of a database is doing (RisingWave's
+system catalog names), readable with any SELECT (the binder turns their rows into constants).
+
+* ``rw_catalog.rw_streaming_errors``: the errors streaming jobs survived (data errors that
+  became NULLs, inconsistent ops) and the failures that stopped a job: the job's name and
+  kind, the fragment, the error type (``expression`` / ``consistency`` / ``job failed``), the
+  executor, SQLSTATE, message, count, a sample row, first and last time.
+* ``rw_catalog.rw_streaming_jobs``: every streaming job (tables, MVs, indexes, sinks) with its
+  status (``running`` / ``failed``) and, for a failed one, its error and since when.
+* ``rw_catalog.rw_materialized_views``: the MVs with their definition and that status.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from piestream.common.schema import Schema
+from piestream.common.types import BIGINT, INT, TIMESTAMPTZ, VARCHAR, DataType, Field
+from piestream.frontend.catalog import Relation, RelationKind
+
+if TYPE_CHECKING:
+    from piestream.server.database import Database
+
+
+def _schema(*cols: tuple[str, DataType]) -> Schema:
+    return Schema(tuple(Field(n, t) for n, t in cols))
+
+
+ERRORS = _schema(
+    ("job_name", VARCHAR),
+    ("job_kind", VARCHAR),
+    ("job_id", INT),
+    ("fragment_id", INT),
+    ("error_type", VARCHAR),
+    ("executor", VARCHAR),
+    ("sqlstate", VARCHAR),
+    ("error_message", VARCHAR),
+    ("error_count", BIGINT),
+    ("sample_row", VARCHAR),
+    ("first_seen", TIMESTAMPTZ),
+    ("last_seen", TIMESTAMPTZ),
+)
+JOBS = _schema(
+    ("job_id", INT),
+    ("name", VARCHAR),
+    ("kind", VARCHAR),
+    ("status", VARCHAR),
+    ("error_sqlstate", VARCHAR),
+    ("error_message", VARCHAR),
+    ("failed_since", TIMESTAMPTZ),
+)
+MVS = _schema(
+    ("id", INT),
+    ("name", VARCHAR),
+    ("definition", VARCHAR),
+    ("status", VARCHAR),
+    ("error_message", VARCHAR),
+)
+
+
+class RwCatalog:
+    """`SystemTables` of one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def rows(self, name: str) -> tuple[Schema, list[tuple[Any, ...]]] | None:
+        fn = {
+            "rw_streaming_errors": self._errors,
+            "rw_streaming_jobs": self._jobs,
+            "rw_materialized_views": self._mvs,
+        }.get(name)
+        return None if fn is None else fn()
+
+    def _job_relations(self) -> dict[int, Relation]:
+        rels = self.db.catalog.snapshot().relations()
+        return {r.job_id: r for r in rels if r.job_id is not None}
+
+    def _errors(self) -> tuple[Schema, list[tuple[Any, ...]]]:
+        jobs = self._job_relations()
+        rows = []
+        for e in self.db.barriers.errors.entries():
+            rel = jobs.get(e.job_id)
+            rows.append(
+                (
+                    rel.name if rel is not None else None,
+                    rel.kind.value if rel is not None else None,
+                    e.job_id,
+                    e.fragment_id if e.fragment_id >= 0 else None,
+                    e.kind,
+                    e.executor or None,
+                    e.sqlstate,
+                    e.message,
+                    e.count,
+                    e.sample or None,
+                    e.first_seen,
+                    e.last_seen,
+                )
+            )
+        return ERRORS, rows
+
+    def _status(self, rel: Relation) -> tuple[str, str | None, str | None, dt.datetime | None]:
+        st = self.db.catalog.job_status(rel.job_id)
+        if st is None:
+            return "running", None, None, None
+        return st.status, st.sqlstate, st.message, dt.datetime.fromisoformat(st.since)
+
+    def _jobs(self) -> tuple[Schema, list[tuple[Any, ...]]]:
+        rows = []
+        for job_id, rel in sorted(self._job_relations().items()):
+            status, sqlstate, message, since = self._status(rel)
+            rows.append((job_id, rel.name, rel.kind.value, status, sqlstate, message, since))
+        return JOBS, rows
+
+    def _mvs(self) -> tuple[Schema, list[tuple[Any, ...]]]:
+        rows = []
+        for rel in sorted(self.db.catalog.snapshot().relations(), key=lambda r: r.id):
+            if rel.kind is RelationKind.MATERIALIZED_VIEW:
+                status, _, message, _ = self._status(rel)
+                rows.append((rel.id, rel.name, rel.definition, status, message))
+        return MVS, rows
