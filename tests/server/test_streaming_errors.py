@@ -253,3 +253,22 @@ def test_a_failed_job_stays_failed_across_a_restart_and_can_be_dropped(tmp_path:
         assert names == {"t", "other"}
         conn.sql("INSERT INTO t VALUES (4, 4)")
         assert conn.sql("SELECT s FROM other").rows == [(28,)]
+
+
+def test_a_data_error_in_a_set_returning_function_argument_is_null_for_its_row(tmp_path: Path) -> None:
+    """ProjectSet evaluates its arguments and scalar items the same way: `generate_series(1, 10 /
+    x)` over x = 0 is a series to NULL (no rows), the other row expands, the error is recorded."""
+    with piestream.connect(tmp_path, runner="local", barrier_interval=0.05) as conn:
+        conn.sql("CREATE TABLE sz (k INT, x INT)")
+        conn.sql(
+            "CREATE MATERIALIZED VIEW szm AS SELECT k, 100 / x AS q, generate_series(1, 10 / x) AS i FROM sz"
+        )
+        conn.sql("INSERT INTO sz VALUES (1, 0), (2, 5)")
+        assert conn.sql("SELECT k, q, i FROM szm ORDER BY k, i").rows == [(2, 20, 1), (2, 20, 2)]
+        rows = _errors(conn, "szm")
+        assert [(r[2], r[3], r[4]) for r in rows] == [("expression", "22012", "division by zero")]
+        executors = conn.sql(
+            "SELECT DISTINCT executor FROM rw_catalog.rw_streaming_errors WHERE job_name = 'szm'"
+        ).rows
+        assert executors == [("ProjectSet",)]
+        assert rows[0][6].startswith("(1, 0")  # the bad input row

@@ -18,7 +18,7 @@ and the zip is index arithmetic; only regexp_matches runs Python per row (the `r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -45,6 +45,9 @@ from piestream.expr.bind import arg_type, coerce_to
 from piestream.expr.expr import Expr
 from piestream.expr.functions.datetime_arith import add_interval_us, check_us
 from piestream.expr.functions.vec import USECS_PER_DAY, interval_parts
+
+#: evaluates an argument or a scalar item over a chunk
+Evaluate = Callable[[Expr, DataChunk], pa.Array | pa.ChunkedArray]
 
 #: The set-returning functions, by name.
 TABLE_FUNCTIONS = frozenset({"unnest", "generate_series", "range", "regexp_matches"})
@@ -141,9 +144,14 @@ def _bind_series(name: str, args: list[Expr], types: list[DataType | None]) -> T
 # -- expansion --------------------------------------------------------------------------------------
 
 
-def expand(tf: TableFunction, chunk: DataChunk) -> tuple[pa.Array, np.ndarray]:
-    """Every row's values, concatenated in row order, and the number of values of each row."""
-    args = [_array(a.eval(chunk), a.return_type) for a in tf.args]
+def _eval(e: Expr, chunk: DataChunk) -> pa.Array | pa.ChunkedArray:
+    return e.eval(chunk)
+
+
+def expand(tf: TableFunction, chunk: DataChunk, evaluate: Evaluate = _eval) -> tuple[pa.Array, np.ndarray]:
+    """Every row's values, concatenated in row order, and the number of values of each row.
+    `evaluate` evaluates the arguments (streaming passes its NULL-on-data-error evaluation)."""
+    args = [_array(evaluate(a, chunk), a.return_type) for a in tf.args]
     n = chunk.capacity
     if tf.name == "unnest":
         return _unnest(args[0], n)
@@ -317,14 +325,16 @@ def _regexp_matches(args: list[pa.Array], n: int) -> tuple[pa.Array, np.ndarray]
 # -- ProjectSet -------------------------------------------------------------------------------------
 
 
-def project_set(items: Sequence[Expr], chunk: DataChunk) -> tuple[np.ndarray, np.ndarray, list[pa.Array]]:
+def project_set(
+    items: Sequence[Expr], chunk: DataChunk, evaluate: Evaluate = _eval
+) -> tuple[np.ndarray, np.ndarray, list[pa.Array]]:
     """(input row of each output row, projected row id, one column per item); see the module
     docstring. Scalar items are evaluated once per input row and repeated."""
     n = chunk.capacity
     expansions: dict[int, tuple[pa.Array, np.ndarray]] = {}
     for i, e in enumerate(items):
         if isinstance(e, TableFunction):
-            expansions[i] = expand(e, chunk)
+            expansions[i] = expand(e, chunk, evaluate)
         elif contains_table_function(e):
             raise InternalError("a set-returning function nested in a ProjectSet item")
     if expansions:
@@ -349,5 +359,5 @@ def project_set(items: Sequence[Expr], chunk: DataChunk) -> tuple[np.ndarray, np
                 else pa.nulls(total, e.return_type.arrow)
             )
         else:
-            out.append(_array(e.eval(chunk), e.return_type).take(take_row))
+            out.append(_array(evaluate(e, chunk), e.return_type).take(take_row))
     return row, rid, out

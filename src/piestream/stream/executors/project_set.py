@@ -25,7 +25,8 @@ class ProjectSetExecutor(Executor):
         c = chunk.compact()
         if not c.capacity:
             return []
-        row, rid, cols = project_set(self.items, c.data)
+        # a data error in an argument or a scalar item is NULL for its row (or fails, strict)
+        row, rid, cols = project_set(self.items, c.data, lambda e, d: self.ctx.eval(e, d, "ProjectSet"))
         if not len(row):
             return []
         ops = np.where(c.signs()[row] > 0, np.int8(Op.INSERT), np.int8(Op.DELETE)).astype(np.int8)
