@@ -32,6 +32,7 @@ from typing import Any
 
 import duckdb
 import psycopg
+import pyarrow as pa
 import pytest
 from server_proc import ServerProcess, start_server
 
@@ -250,9 +251,7 @@ def _check_mvs(conn: psycopg.Connection[Any], tables: dict[str, list[tuple[Any, 
         duck.execute("CREATE TABLE b (g BIGINT, w BIGINT)")
         duck.execute("CREATE TABLE log (id BIGINT, g BIGINT, v BIGINT)")
         for t, rows in tables.items():
-            if rows:
-                marks = ", ".join(["?"] * len(rows[0]))
-                duck.executemany(f"INSERT INTO {t} VALUES ({marks})", rows)
+            _load(duck, t, rows)
         checked = 0
         queries = {**MVS, MV_ON_MV[0]: MV_ON_MV[1].replace("FROM agg", f"FROM ({MVS['agg']})")}
         for name, q in queries.items():
@@ -284,13 +283,26 @@ def _check_source(conn: psycopg.Connection[Any]) -> tuple[int, int]:
     duck = duckdb.connect()
     try:
         duck.execute("CREATE TABLE src (v INT, id BIGINT)")
-        if src:
-            duck.executemany("INSERT INTO src VALUES (?, ?)", src)
+        _load(duck, "src", src)
         want_mv = _norm(duck.execute(query).fetchall())
     finally:
         duck.close()
     assert mv == want_mv, f"MV {name} differs from its query over the source at the same epoch"
     return len(ids), (ids[-1] if ids else 0)
+
+
+def _load(duck: duckdb.DuckDBPyConnection, table: str, rows: list[tuple[Any, ...]]) -> None:
+    """Rows into a DuckDB table in one statement over an Arrow table. (`executemany` runs one
+    INSERT per row: minutes for a soak's source, and it once ended in "Query interrupted".)"""
+    if not rows:
+        return
+    names = [c[0] for c in duck.execute(f"SELECT * FROM {table} LIMIT 0").description]
+    data = pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})
+    duck.register("rows_in", data)
+    try:
+        duck.execute(f"INSERT INTO {table} SELECT * FROM rows_in")
+    finally:
+        duck.unregister("rows_in")
 
 
 def _gaps(got: list[int], want: list[int]) -> str:
