@@ -391,6 +391,7 @@ def test_chaos_sigkill_under_load_local(tmp_path: Path) -> None:
     chaos(tmp_path, "local", kills=3, seed=1, max_run=2.0)
 
 
+@pytest.mark.timeout(3600)  # a soak runs longer than the suite's 900 s per test
 @pytest.mark.soak
 @pytest.mark.parametrize("runner", ["local", "spark"])
 def test_chaos_sigkill_under_load_soak(tmp_path: Path, runner: str) -> None:

@@ -246,6 +246,7 @@ def test_sql_fuzz_short(tmp_path: Path) -> None:
     _run(tmp_path, statements=500, blobs=120, seed=1)
 
 
+@pytest.mark.timeout(3600)  # a soak runs longer than the suite's 900 s per test
 @pytest.mark.soak
 def test_sql_fuzz_soak(tmp_path: Path) -> None:
     _run(tmp_path, statements=10_000, blobs=2_000, seed=2)
