@@ -28,7 +28,9 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not spark" $(PYTEST_ARGS)
 
+## benchmarks need the anchors (rocksdict) of the `bench` extra
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b $(BENCH_ARGS) || exit 1; done
 
 clean:
