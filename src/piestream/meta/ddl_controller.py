@@ -9,6 +9,11 @@ the graph and the catalog back as they were and forgets the job's state tables, 
 statement changes nothing. `drop` removes jobs and their dependents the same way. Server handlers
 parse, check names and plan; everything that changes meta happens here.
 
+With chunked backfill the first epoch only starts it: `create_job` keeps forcing epochs until
+every backfill actor reports (in its state table) all vnodes done, telling the waiting client how
+far it is every `notice_interval` seconds; `rw_catalog.rw_ddl_progress` shows the same numbers.
+If the process stops meanwhile, the job is in the catalog and its backfill resumes on restart.
+
 `lock` is held for a whole DDL statement (its checks, its planning and the change), so two
 sessions never plan against a catalog the other is changing.
 """
@@ -16,7 +21,7 @@ sessions never plan against a catalog the other is changing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from piestream.common.errors import DependentObjectsStillExist, DuplicateObject, PiestreamError
@@ -24,6 +29,7 @@ from piestream.frontend.catalog import Relation
 from piestream.frontend.planner import Ids, PlannedJob
 from piestream.meta.barrier_manager import BarrierManager, TransactionCommit
 from piestream.meta.catalog_store import CatalogStore
+from piestream.meta.ddl_progress import BackfillProgress, DdlProgressTracker, NoticeTimer
 from piestream.meta.hummock_manager import HummockManager
 from piestream.plan.fragment import DispatchEdge, Fragment
 
@@ -34,6 +40,14 @@ class DdlController:
         self.barriers = barriers
         self.hummock = hummock
         self.lock = threading.RLock()
+        self.progress: DdlProgressTracker | None = None  # set by the database (reads storage)
+        self.notice_interval = 5.0  # seconds between progress notices to the client
+
+    def backfill_progress(self, job_id: int) -> BackfillProgress | None:
+        """The job's backfill progress at the committed epoch (None: nothing to backfill)."""
+        if self.progress is None:
+            return None
+        return self.progress.read([(job_id, self.catalog.job_fragments(job_id))]).get(job_id)
 
     # -- ids ------------------------------------------------------------------------------------
     def ids(self) -> Ids:
@@ -78,9 +92,17 @@ class DdlController:
             replaced[up] = f.with_outputs((*f.outputs, edge))
         return replaced
 
-    def create_job(self, planned: PlannedJob, *, backfill: bool, companions: Sequence[Relation] = ()) -> None:
-        """Store a new streaming job and start it; with `backfill`, run its first epoch before
-        returning, and if that fails undo everything (catalog, graph, state tables)."""
+    def create_job(
+        self,
+        planned: PlannedJob,
+        *,
+        backfill: bool,
+        companions: Sequence[Relation] = (),
+        notice: Callable[[str], None] | None = None,
+    ) -> None:
+        """Store a new streaming job and start it; with `backfill`, run epochs until its backfill
+        is done before returning (progress notices to `notice`), and if one fails undo
+        everything (catalog, graph, state tables)."""
         job = planned.job
         with self.barriers.paused():
             graph = self.barriers.graph
@@ -90,11 +112,11 @@ class DdlController:
             self.barriers.add_fragments([*job.fragments, *replaced.values()])
         if not backfill:
             return
+        job_id = planned.relation.job_id
+        if self.progress is not None and job_id is not None:
+            self.progress.start(job_id, planned.relation.name, planned.relation.definition or "")
         try:
-            self.barriers.flush()
-            failed = self.barriers.failed_jobs.get(planned.relation.job_id or -1)
-            if failed is not None:  # isolated while backfilling: the statement fails with it
-                raise failed
+            self._backfill(job_id, planned.relation, notice)
         except Exception:
             with self.barriers.paused():
                 if planned.relation.job_id is not None:
@@ -105,6 +127,33 @@ class DdlController:
                 self.catalog.drop([planned.relation.name, *(c.name for c in companions)], originals)
             self.hummock.drop_tables(_job_table_ids(job.fragments, [planned.relation, *companions]))
             raise
+        finally:
+            if self.progress is not None and job_id is not None:
+                self.progress.finish(job_id)
+
+    def _backfill(
+        self,
+        job_id: int | None,
+        relation: Relation,
+        notice: Callable[[str], None] | None,
+        *,
+        stop_on_failure: bool = False,
+    ) -> None:
+        """Force epochs until the job's backfill is done (each epoch emits a bounded part). A
+        job isolated meanwhile fails the statement (or, with `stop_on_failure`, ends the wait)."""
+        timer = NoticeTimer(self.notice_interval)
+        while True:
+            self.barriers.flush()
+            failed = self.barriers.failed_jobs.get(job_id if job_id is not None else -1)
+            if failed is not None:
+                if stop_on_failure:
+                    return
+                raise failed
+            p = self.backfill_progress(job_id) if job_id is not None else None
+            if p is None or p.done:
+                return
+            if notice is not None and timer.due():
+                notice(f'{relation.kind.value} "{relation.name}" backfill: {p.describe()}')
 
     # -- transaction blocks ----------------------------------------------------------------------
     def commit_transaction(self, t: TransactionCommit, created: Sequence[PlannedJob] = ()) -> int:
@@ -145,7 +194,7 @@ class DdlController:
             self.barriers.errors.forget_job(old.job_id)
         self.hummock.drop_tables(_job_table_ids(old_fragments, [old]))
         try:
-            self.barriers.flush()
+            self._backfill(planned.relation.job_id, planned.relation, None, stop_on_failure=True)
         except PiestreamError as e:  # strict mode: the backfill met a data error
             with self.barriers.paused():
                 self.barriers.remove_job(planned.relation.job_id)

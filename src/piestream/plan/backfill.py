@@ -1,21 +1,31 @@
 """Backfill (StreamTableScan): a new MV reads an existing table's snapshot, then its changes.
-Its state says, per upstream vnode, whether that vnode's snapshot was emitted."""
+Its state says, per upstream vnode, whether that vnode's snapshot was emitted, how many of its
+rows were, and the table key of the last one (where the next epoch's snapshot read resumes)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from piestream.common.order import ASC
-from piestream.common.types import BOOLEAN, INT
+from piestream.common.types import BIGINT, BOOLEAN, BYTEA, INT
 from piestream.plan.node import StreamNode, node_kind
 from piestream.storage.table.desc import ColumnDesc, TableDesc
 
+#: columns of the first format: (vnode, done), the whole snapshot in the first epoch
+LEGACY_STATE_COLUMNS = 2
+
 
 def backfill_state_table(table_id: int) -> TableDesc:
-    """One row per upstream vnode: whether its snapshot was emitted."""
+    """One row per upstream vnode: done, rows emitted, the last emitted table key (NULL before
+    the first). Plans from before chunked backfill carry the 2-column form (vnode, done)."""
     return TableDesc(
         table_id,
-        (ColumnDesc("vnode", INT), ColumnDesc("done", BOOLEAN)),
+        (
+            ColumnDesc("vnode", INT),
+            ColumnDesc("done", BOOLEAN),
+            ColumnDesc("rows", BIGINT),
+            ColumnDesc("pos", BYTEA),
+        ),
         pk=(0,),
         pk_orders=(ASC,),
         name="backfill_progress",

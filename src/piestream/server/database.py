@@ -21,6 +21,7 @@ from piestream.connectors import ensure_registered
 from piestream.meta.barrier_manager import BarrierManager
 from piestream.meta.catalog_store import CatalogStore, JobStatus
 from piestream.meta.ddl_controller import DdlController
+from piestream.meta.ddl_progress import DdlProgressTracker
 from piestream.meta.hummock_manager import CompactorThread, HummockManager
 from piestream.meta.inbox import Inbox
 from piestream.meta.store import MetaStore
@@ -54,6 +55,8 @@ class DatabaseConfig:
     storage: StorageOptions = field(default_factory=StorageOptions)
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     background_compaction: bool = True
+    #: seconds between NOTICEs telling a client how far its CREATE MATERIALIZED VIEW's backfill is
+    progress_notice_interval: float = 5.0
     # stale SSTs stay this long: Spark tasks reading a snapshot (other processes) cannot pin
     vacuum_retention_sec: float = 300.0
 
@@ -161,6 +164,8 @@ class Database:
         self.barriers.on_job_failed.append(self._jobs_failed)
         self.catalog.system_tables = RwCatalog(self)
         self.ddl = DdlController(self.catalog, self.barriers, self.hummock)
+        self.ddl.progress = DdlProgressTracker(self.snapshot_storage, self.release_snapshot)
+        self.ddl.notice_interval = self.config.progress_notice_interval
         self.inbox = Inbox(self.data_dir, self.catalog, self.meta)  # writes from Spark jobs
         self.barriers.epoch_inputs.append(self.inbox.collect)
         self.compactor = CompactorThread(self.hummock) if self.config.background_compaction else None

@@ -117,7 +117,7 @@ def create_materialized_view(
         skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
-        s.db.ddl.create_job(_plan_mv(s, stmt, s.parallelism), backfill=True)
+        s.db.ddl.create_job(_plan_mv(s, stmt, s.parallelism), backfill=True, notice=s.notice)
         return command("CREATE_MATERIALIZED_VIEW")
 
 

@@ -56,6 +56,8 @@ class Session:
         self.settings["streaming_parallelism"] = str(db.config.parallelism)
         self.txn: Transaction | None = None  # the open transaction block
         self.cursors: dict[str, subscriptions.SubscriptionCursor] = {}
+        #: sends a NOTICE to the client at once, while a statement still runs (pgwire sets it)
+        self.notice: Callable[[str], None] | None = None
 
     # -- settings -------------------------------------------------------------------------------
     def setting(self, name: str) -> str:

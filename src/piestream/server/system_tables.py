@@ -8,6 +8,9 @@ system catalog names), readable with any SELECT (the binder turns their rows int
 * ``rw_catalog.rw_streaming_jobs``: every streaming job (tables, MVs, indexes, sinks) with its
   status (``running`` / ``failed``) and, for a failed one, its error and since when.
 * ``rw_catalog.rw_materialized_views``: the MVs with their definition and that status.
+* ``rw_catalog.rw_ddl_progress``: the jobs still backfilling (a CREATE MATERIALIZED VIEW /
+  INDEX / SINK running, or one resumed after a restart): rows done and total (an estimate from
+  storage statistics until done), as a percentage too, vnodes done, and when the statement began.
 """
 
 from __future__ import annotations
@@ -50,6 +53,17 @@ JOBS = _schema(
     ("error_message", VARCHAR),
     ("failed_since", TIMESTAMPTZ),
 )
+DDL_PROGRESS = _schema(
+    ("ddl_id", INT),
+    ("name", VARCHAR),
+    ("ddl_statement", VARCHAR),
+    ("progress", VARCHAR),
+    ("rows_done", BIGINT),
+    ("rows_total", BIGINT),
+    ("vnodes_done", INT),
+    ("vnodes_total", INT),
+    ("initialized_at", TIMESTAMPTZ),
+)
 MVS = _schema(
     ("id", INT),
     ("name", VARCHAR),
@@ -70,6 +84,7 @@ class RwCatalog:
             "rw_streaming_errors": self._errors,
             "rw_streaming_jobs": self._jobs,
             "rw_materialized_views": self._mvs,
+            "rw_ddl_progress": self._ddl_progress,
         }.get(name)
         return None if fn is None else fn()
 
@@ -120,3 +135,31 @@ class RwCatalog:
                 status, _, message, _ = self._status(rel)
                 rows.append((rel.id, rel.name, rel.definition, status, message))
         return MVS, rows
+
+    def _ddl_progress(self) -> tuple[Schema, list[tuple[Any, ...]]]:
+        jobs = self._job_relations()
+        tracker = self.db.ddl.progress
+        if tracker is None:
+            return DDL_PROGRESS, []
+        progress = tracker.read([(j, self.db.catalog.job_fragments(j)) for j in sorted(jobs)])
+        started = dict(tracker.started)
+        rows = []
+        for job_id, p in sorted(progress.items()):
+            if p.done or job_id not in jobs or self.db.catalog.job_status(job_id) is not None:
+                continue  # finished, or failed (rw_streaming_jobs says why)
+            rel = jobs[job_id]
+            began = started.get(job_id)
+            rows.append(
+                (
+                    job_id,
+                    rel.name,
+                    rel.definition,
+                    f"{p.percent:.2f}%",
+                    p.rows_done,
+                    p.rows_total,
+                    p.vnodes_done,
+                    p.vnodes_total,
+                    began.started_at if began is not None else None,
+                )
+            )
+        return DDL_PROGRESS, rows

@@ -32,6 +32,7 @@ from piestream.stream.errors import CONSISTENCY, ActorErrors, evaluate
 from piestream.stream.message import Barrier
 
 DEFAULT_CHUNK_SIZE = 1024
+DEFAULT_BACKFILL_ROWS_PER_EPOCH = 50_000
 
 
 def default_cache_budget() -> int:
@@ -66,6 +67,9 @@ class StreamingConfig:
     spill_threshold: int = 4 << 20
     #: bytes of operator caches (all actors of a worker process together), LRU-evicted beyond it
     cache_budget_bytes: int = field(default_factory=default_cache_budget)
+    #: snapshot rows a backfill actor emits per epoch (RisingWave interleaves snapshot reads
+    #: with upstream changes the same way): bounds an epoch's work while a new MV catches up
+    backfill_rows_per_epoch: int = DEFAULT_BACKFILL_ROWS_PER_EPOCH
 
 
 @dataclass

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import secrets
 import socket
 import threading
@@ -102,6 +103,7 @@ class Connection:
         self.user = ""
         self.database = ""
         self.session: Session | None = None
+        self._progress: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.catalog = CatalogViews(lambda: self._catalog().relations())
         self.extended = ExtendedQuery(self)
         self.skip_until_sync = False
@@ -183,6 +185,7 @@ class Connection:
             raise PiestreamError("sorry, too many clients already", sqlstate="53300")
         authenticate(ch, self.server.authenticator, self.user)
         self.session = self.server.database.session()
+        self.session.notice = self._progress.put  # from the statement's worker thread
         settings = self.session.settings
         apply_startup_settings(settings, packet)
         for key, wire in REPORTED.items():
@@ -330,11 +333,26 @@ class Connection:
             wait = 0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic()))
             if done.wait(wait):
                 break
+            self._send_progress()
             if self._cancel.is_set() and cancellable:
                 raise QueryCanceled("canceling statement due to user request")
             if deadline is not None and time.monotonic() >= deadline:
                 raise QueryCanceled("canceling statement due to statement timeout")
+        self._send_progress()
         return future.result()
+
+    def _send_progress(self) -> None:
+        """NOTICEs a running statement sent (a long backfill's progress), to the client now."""
+        sent = False
+        while True:
+            try:
+                message = self._progress.get_nowait()
+            except queue.Empty:
+                break
+            self._notice(message)
+            sent = True
+        if sent:
+            self.channel.flush()
 
     def _catalog_context(self) -> CatalogContext:
         assert self.session is not None

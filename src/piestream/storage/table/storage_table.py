@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import pyarrow as pa
+
 from piestream.common.chunk import DataChunk
 from piestream.common.scalar import Datum, Row
 from piestream.common.vnode import VnodeBitmap
@@ -103,6 +105,16 @@ class StorageTable:
 
     def scan(self) -> Iterator[DataChunk]:
         return self.scan_vnodes()
+
+    def scan_keyed(self, start: bytes, end: bytes | None) -> Iterator[tuple[DataChunk, pa.Array]]:
+        """Rows with table key in [start, end) in key order, each chunk with its table keys
+        (``vnode | memcomparable(pk)``): a backfill resumes after the last key it emitted."""
+        p = self._prefix
+        storage_end = p + end if end is not None else next_key(p)
+        for batch in self.storage.iter(p + start, storage_end, self.epoch):
+            tkeys = batch.table_keys()
+            cols = self.serde.decode(tkeys, batch.values, value_start=1)
+            yield DataChunk([cols[i] for i in self.output_indices], length=len(batch)), tkeys
 
     def _scan(self, start: bytes, end: bytes | None, filter_key: bytes | None) -> Iterator[DataChunk]:
         p = self._prefix

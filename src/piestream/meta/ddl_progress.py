@@ -1,0 +1,157 @@
+"""How far a new streaming job's backfill has come (RisingWave's ``rw_ddl_progress``).
+
+The backfill actors keep, per upstream vnode, whether it is done and how many snapshot rows
+they emitted, in their state tables; the progress is read from those tables at the committed
+epoch, so it is the same after a restart and needs no report path from the actors. The total is
+an estimate until the backfill is done (then it is the rows done): rows hash evenly over vnodes,
+so once some vnodes are done it is their rows per vnode times all vnodes; before that the
+upstream table's key count in SST metadata (as RisingWave; it counts versions not yet compacted).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from piestream.plan.backfill import LEGACY_STATE_COLUMNS, BackfillNode
+from piestream.plan.fragment import Fragment
+from piestream.storage.hummock.store import HummockStorage
+from piestream.storage.hummock.version import HummockVersion
+from piestream.storage.table.storage_table import StorageTable
+
+
+@dataclass(frozen=True)
+class BackfillProgress:
+    rows_done: int
+    rows_total: int  # estimated while running; exact when done
+    vnodes_done: int
+    vnodes_total: int
+
+    @property
+    def done(self) -> bool:
+        return self.vnodes_done >= self.vnodes_total
+
+    @property
+    def percent(self) -> float:
+        if self.done:
+            return 100.0
+        return min(99.99, 100.0 * self.rows_done / self.rows_total) if self.rows_total else 0.0
+
+    def describe(self) -> str:
+        return f"{self.rows_done:,} of ~{self.rows_total:,} rows ({self.percent:.1f}%)"
+
+
+def backfill_nodes(fragments: Sequence[Fragment]) -> list[BackfillNode]:
+    return [n for f in fragments for n in f.root.walk() if isinstance(n, BackfillNode)]
+
+
+def table_key_counts(version: HummockVersion) -> dict[int, int]:
+    """Keys per table id in the version's SSTs (an SST's count split among its tables)."""
+    keys: dict[int, int] = defaultdict(int)
+    for sst in version.all_ssts():
+        n = max(1, len(sst.table_ids))
+        for t in sst.table_ids:
+            keys[t] += sst.key_count // n
+    return dict(keys)
+
+
+def read_progress(
+    storage: HummockStorage, epoch: int, nodes: Sequence[BackfillNode], key_counts: dict[int, int]
+) -> BackfillProgress | None:
+    """The progress of a job's backfills at `epoch` (None: the job backfills nothing)."""
+    if not nodes:
+        return None
+    rows_done = vnodes_done = vnodes_total = total = 0
+    for n in nodes:
+        vnodes = n.upstream.vnode_count
+        vnodes_total += vnodes
+        rows = np.zeros(0, np.int64)
+        done = np.zeros(0, bool)
+        for chunk in StorageTable(n.state_table, storage, epoch).scan():  # a row per vnode at most
+            done = np.concatenate([done, chunk.columns[1].fill_null(False).to_numpy(zero_copy_only=False)])
+            if len(n.state_table.columns) > LEGACY_STATE_COLUMNS:
+                counts = chunk.columns[2].fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            else:
+                counts = np.zeros(chunk.capacity, np.int64)
+            rows = np.concatenate([rows, counts])
+        n_done = int(done.sum())
+        vnodes_done += n_done
+        rows_done += int(rows.sum())
+        if n_done:
+            estimate = int(rows[done].sum()) * vnodes // n_done
+        else:
+            estimate = key_counts.get(n.upstream.table_id, 0)
+        total += max(int(rows.sum()), estimate)
+    p = BackfillProgress(rows_done, total, vnodes_done, vnodes_total)
+    return BackfillProgress(rows_done, rows_done, vnodes_done, vnodes_total) if p.done else p
+
+
+@dataclass(frozen=True)
+class DdlJob:
+    """A job created by a statement still running (or recovered mid-backfill)."""
+
+    job_id: int
+    name: str
+    statement: str
+    started_at: dt.datetime
+
+
+class DdlProgressTracker:
+    """Reads backfill progress from a database snapshot; remembers when each DDL started."""
+
+    def __init__(
+        self,
+        snapshot: Callable[[], tuple[HummockStorage, int, int, int]],
+        release: Callable[[int, int], None],
+    ) -> None:
+        self._snapshot = snapshot
+        self._release = release
+        self._lock = threading.Lock()
+        self.started: dict[int, DdlJob] = {}
+
+    def start(self, job_id: int, name: str, statement: str) -> None:
+        with self._lock:
+            self.started[job_id] = DdlJob(job_id, name, statement, dt.datetime.now(dt.UTC))
+
+    def finish(self, job_id: int) -> None:
+        with self._lock:
+            self.started.pop(job_id, None)
+
+    def read(self, jobs: Sequence[tuple[int, Sequence[Fragment]]]) -> dict[int, BackfillProgress]:
+        """Progress of each (job id, its fragments) that backfills, at the committed epoch."""
+        wanted = [(j, backfill_nodes(frags)) for j, frags in jobs]
+        wanted = [(j, nodes) for j, nodes in wanted if nodes]
+        if not wanted:
+            return {}
+        storage, epoch, vpin, spin = self._snapshot()
+        try:
+            counts = table_key_counts(storage.version)
+            out = {}
+            for j, nodes in wanted:
+                p = read_progress(storage, epoch, nodes, counts)
+                if p is not None:
+                    out[j] = p
+            return out
+        finally:
+            self._release(vpin, spin)
+
+
+class NoticeTimer:
+    """When to tell a waiting client how far its statement is: every `interval` seconds."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._next = time.monotonic() + interval
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self.interval
+        return True
