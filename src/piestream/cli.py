@@ -183,20 +183,34 @@ def _server_reachable(host: str, port: int) -> bool:
 
 def _run_remote(args: argparse.Namespace, sql: str) -> int:
     from piestream.common.errors import PiestreamError
+    from piestream.progress_bar import ProgressBar
     from piestream.server.pgwire.client import SimpleClient
+    from piestream.server.pgwire.statements import split_statements
 
     password = os.environ.get("PGPASSWORD") if args.password is None else args.password
     client = SimpleClient(args.host, args.port, args.user, args.database, password)
+    pieces = [p for _, p in split_statements(sql)] if args.file else [sql]
     try:
-        results = client.query(sql)
+        with ProgressBar(len(pieces), "statements") as bar:
+            if not bar.enabled:  # one Query message, as before
+                pieces = [sql]
+            for piece in pieces:
+                # a bar on a terminal: one statement at a time, as psql -f sends them
+                bar.describe(_short(piece))
+                _print_results(client.query(piece), sys.stdout)
+                bar.advance()
     except PiestreamError as e:
         _print_results(getattr(e, "results", []), sys.stdout)
         _print_error(e)
         return 1
     finally:
         client.close()
-    _print_results(results, sys.stdout)
     return 0
+
+
+def _short(sql: str, width: int = 40) -> str:
+    text = " ".join(sql.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _print_error(e: Any) -> None:
@@ -212,6 +226,7 @@ def _print_error(e: Any) -> None:
 def _run_embedded(args: argparse.Namespace, sql: str) -> int:
     from piestream.common.errors import PiestreamError, client_error
     from piestream.common.text import format_datum
+    from piestream.progress_bar import ProgressBar
     from piestream.server.catalog import CatalogContext, CatalogViews
     from piestream.server.pgwire.client import TextResult
     from piestream.server.pgwire.statements import prepare_script
@@ -219,12 +234,16 @@ def _run_embedded(args: argparse.Namespace, sql: str) -> int:
     with data_dir_lock(args.data_dir):
         db = _open_database(args)
         session = db.session()
+        stack = contextlib.ExitStack()
         try:
             catalog = CatalogViews(lambda: session.catalog().relations())
             ctx = CatalogContext(user=args.user, database=args.database, settings=session.settings)
-            for p in prepare_script(sql, lambda name: session.catalog().get_relation(name) is not None):
-                if p.empty:
-                    continue
+            script = prepare_script(sql, lambda name: session.catalog().get_relation(name) is not None)
+            script = [p for p in script if not p.empty]
+            bar = ProgressBar(len(script), "statements", enabled=None if args.file else False)
+            stack.enter_context(bar)
+            for p in script:
+                bar.describe(_short(p.text))
                 if p.catalog:
                     result = catalog.execute(p.text, (), ctx)
                 else:
@@ -239,14 +258,18 @@ def _run_embedded(args: argparse.Namespace, sql: str) -> int:
                     [(n, t.pg_oid) for n, t in result.columns], rows, result.tag, result.notices
                 )
                 _print_results([text], sys.stdout)
+                bar.advance()
         except PiestreamError as e:
+            stack.close()
             _print_error(e)
             return 1
         except Exception as e:  # a bug: one line for the user, the traceback to the debug log
+            stack.close()
             logging.getLogger(__name__).debug("statement failed", exc_info=True)
             _print_error(client_error(e))
             return 1
         finally:
+            stack.close()  # the progress bar
             session.close()  # a transaction block left open is rolled back, as at a disconnect
             db.close()
     return 0

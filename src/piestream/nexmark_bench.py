@@ -36,6 +36,7 @@ from piestream.common.errors import PiestreamError
 from piestream.common.text import format_bytes
 from piestream.connectors.nexmark.queries import QUERIES, target_per_core
 from piestream.connectors.nexmark.tables_sql import nexmark_ddl
+from piestream.progress_bar import ProgressBar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -111,10 +112,13 @@ class Progress:
         self.every = every
         self._last = 0.0
         self._width = 0
+        self.bar: ProgressBar | None = None  # while one is drawn, status text goes beside it
 
     def update(self, text: str, *, force: bool = False) -> None:
         now = time.monotonic()
-        if self.tty:
+        if self.bar is not None and self.bar.enabled:
+            self.bar.describe(text)
+        elif self.tty:
             pad = max(0, self._width - len(text))
             self.out.write("\r" + text + " " * pad)
             self._width = len(text)
@@ -125,6 +129,9 @@ class Progress:
             self._last = now
 
     def done(self, text: str) -> None:
+        if self.bar is not None and self.bar.enabled:
+            self.bar.print(text)
+            return
         if self.tty:
             self.update(text)
             self.out.write("\n")
@@ -407,7 +414,7 @@ def run_bench(
     progress = progress or Progress()
     runs: list[QueryRun] = []
     wall = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="piestream-nexmark-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="piestream-nexmark-") as tmp, contextlib.ExitStack() as stack:
         workdir = Path(tmp)
         spark = _spark_session(cfg, progress)
         dirs: dict[str, Path] = {}
@@ -419,6 +426,9 @@ def run_bench(
             progress.done(f"wrote {cfg.events:,} events as Parquet in {time.perf_counter() - t:.1f} s")
         if cfg.runner == "spark":
             _warm_up(cfg, workdir, spark, progress)
+        bar = ProgressBar(len(cfg.queries), "queries", stream=progress.out, enabled=progress.tty)
+        progress.bar = bar
+        stack.enter_context(bar)
         for name in cfg.queries:
             run = run_piestream(name, cfg, workdir, spark, progress)
             status = (
@@ -441,6 +451,9 @@ def run_bench(
                     run.spark_mode = f"error: {error_text(e)}"
                     progress.done(f"{name}: Spark failed: {error_text(e)}")
             runs.append(run)
+            bar.advance()
+        stack.close()
+        progress.bar = None
     header = (
         f"Nexmark on piestream ({cfg.runner} runner, parallelism {cfg.parallelism}, {cfg.sink} sink): "
         f"{cfg.events:,} events per query, <= {cfg.epoch_events:,} events per epoch; per core = / {CORES}; "
