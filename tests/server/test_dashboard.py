@@ -46,6 +46,8 @@ def test_dashboard_shows_relations_fragments_and_epochs(browser, tmp_path: Path)
         )
         s.execute("INSERT INTO bids VALUES (3, 7)")
         s.execute("CREATE FUNCTION twice(x int) RETURNS int LANGUAGE sql AS $$ SELECT x * 2 $$")
+        s.execute("CREATE SUBSCRIPTION price_changes FROM top_price WITH (retention = '2h')")
+        s.execute("CREATE MATERIALIZED VIEW ratio AS SELECT auction, 100 / (price - 10) AS r FROM bids")
         dash = Dashboard(db, port=0).start()
         try:
             browser.get(dash.url)
@@ -55,8 +57,14 @@ def test_dashboard_shows_relations_fragments_and_epochs(browser, tmp_path: Path)
             assert "twice(integer)" in browser.find_element(By.ID, "functions").text
             assert browser.find_elements(By.CSS_SELECTOR, "svg.epoch-timeline rect.latency")  # epochs ran
             assert "top_price" in browser.find_element(By.ID, "backfills").text
-            assert "256/256" in browser.find_element(By.ID, "backfills").text  # backfill finished
+            backfills = browser.find_element(By.ID, "backfills").text
+            assert "256/256" in backfills and "100.0%" in backfills  # backfill finished
+            assert "3 / 3" in backfills  # rows done / total: the 3 rows of bids at CREATE
             browser.save_screenshot(str(tmp_path / "dashboard.png"))
+            subs = browser.find_element(By.ID, "subscriptions").text
+            assert "price_changes" in subs and "top_price" in subs and "2 hours" in subs
+            records = browser.find_element(By.ID, "error-records").text
+            assert "ratio" in records and "22012" in records and "division by zero" in records
 
             browser.find_element(By.LINK_TEXT, "top_price").click()
             graph = browser.find_element(By.CSS_SELECTOR, "svg.fragment-graph")
@@ -118,3 +126,44 @@ def test_serve_starts_the_dashboard_unless_told_not_to(tmp_path: Path, dashboard
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
+
+
+def test_dashboard_shows_a_running_backfill(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import threading
+    import time
+
+    from selenium.webdriver.common.by import By
+
+    from piestream.stream.executor import StreamingConfig
+
+    cfg = DatabaseConfig(
+        runner="local", barrier_interval=0.05, streaming=StreamingConfig(backfill_rows_per_epoch=100)
+    )
+    with Database(tmp_path / "d", config=cfg) as db:
+        db.execute("CREATE TABLE big (k int PRIMARY KEY, g int)")
+        db.execute("INSERT INTO big SELECT x, x % 10 FROM generate_series(1, 20000) AS s(x)")
+        create = threading.Thread(
+            target=db.execute,
+            args=("CREATE MATERIALIZED VIEW slow AS SELECT g, count(*) AS n FROM big GROUP BY g",),
+        )
+        dash = Dashboard(db, port=0).start()
+        create.start()
+        try:
+            seen: list[tuple[int, int]] = []
+            deadline = time.monotonic() + 120
+            while create.is_alive() and len(seen) < 2 and time.monotonic() < deadline:
+                browser.get(dash.url)
+                for row in browser.find_elements(By.CSS_SELECTOR, "#backfills tr"):
+                    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+                    if cells and cells[0] == "slow" and cells[1] == "big":
+                        done, total = (int(x.replace(",", "")) for x in cells[3].split(" / "))
+                        if 0 < done < total:
+                            seen.append((done, total))
+                            if len(seen) == 1:
+                                browser.save_screenshot(str(tmp_path / "backfill.png"))
+            assert len(seen) >= 2, "the page never showed the backfill in progress"
+            assert seen[-1][0] >= seen[0][0]  # it moves forward
+        finally:
+            create.join()
+            dash.stop()
+        assert db.execute("SELECT sum(n) FROM slow")[0].rows == [(20000,)]

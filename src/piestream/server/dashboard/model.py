@@ -10,14 +10,10 @@ from piestream.frontend.catalog import FunctionCatalog, Relation
 from piestream.plan.backfill import BackfillNode
 from piestream.plan.fragment import Fragment
 from piestream.plan.node import ExchangeNode
-from piestream.storage.table.storage_table import StorageTable
 
 if TYPE_CHECKING:
     from piestream.meta.barrier_manager import EpochStats
     from piestream.server.database import Database
-
-VNODES = 256
-
 
 @dataclass(frozen=True)
 class EpochPoint:
@@ -30,11 +26,37 @@ class EpochPoint:
 
 @dataclass(frozen=True)
 class Backfill:
+    """A job's backfill (all its StreamTableScans): rows done / total, as rw_ddl_progress."""
+
     relation: str
-    fragment_id: int
     upstream: str
+    rows_done: int
+    rows_total: int
     vnodes_done: int
     vnodes_total: int
+    percent: float
+
+
+@dataclass(frozen=True)
+class Subscription:
+    name: str
+    of: str  # the table / MV whose changes it keeps
+    retention_ms: int
+    start_epoch: int
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """One row of rw_catalog.rw_streaming_errors."""
+
+    relation: str
+    kind: str
+    executor: str
+    sqlstate: str
+    message: str
+    count: int
+    sample: str
+    last_seen: str
 
 
 @dataclass
@@ -46,6 +68,8 @@ class Overview:
     state_keys: dict[int, int]
     backfills: list[Backfill]
     failures: list[EpochPoint]
+    subscriptions: list[Subscription] = field(default_factory=list)
+    errors: list[ErrorRecord] = field(default_factory=list)
     committed_epoch: int = 0
     table_names: dict[int, str] = field(default_factory=dict)
 
@@ -64,24 +88,58 @@ def _state_sizes(db: Database) -> tuple[dict[int, int], dict[int, int]]:
 
 
 def _backfills(db: Database, relations: list[Relation]) -> list[Backfill]:
+    tracker = db.ddl.progress
+    if tracker is None:
+        return []
+    frags = {r.job_id: db.catalog.job_fragments(r.job_id) for r in relations if r.job_id is not None}
+    progress = tracker.read(list(frags.items()))
     out: list[Backfill] = []
-    jobs = [(r, db.catalog.job_fragments(r.job_id)) for r in relations if r.job_id is not None]
-    nodes = [
-        (r, f, n) for r, frags in jobs for f in frags for n in f.root.walk() if isinstance(n, BackfillNode)
-    ]
-    if not nodes:
-        return out
-    storage, committed, vpin, spin = db.snapshot_storage()
-    try:
-        for r, f, n in nodes:
-            rows = list(StorageTable(n.state_table, storage, committed).iter_rows())
-            done = sum(1 for row in rows if row[1])
-            out.append(
-                Backfill(r.name, f.fragment_id, n.upstream.name or str(n.upstream.table_id), done, VNODES)
+    for r in relations:
+        if r.job_id is None or (p := progress.get(r.job_id)) is None:
+            continue
+        ups = [
+            n.upstream.name or str(n.upstream.table_id)
+            for f in frags[r.job_id]
+            for n in f.root.walk()
+            if isinstance(n, BackfillNode)
+        ]
+        out.append(
+            Backfill(
+                r.name, ", ".join(ups), p.rows_done, p.rows_total, p.vnodes_done, p.vnodes_total, p.percent
             )
-    finally:
-        db.release_snapshot(vpin, spin)
+        )
     return out
+
+
+def _subscriptions(relations: list[Relation]) -> list[Subscription]:
+    names = {r.id: r.name for r in relations}
+    return [
+        Subscription(
+            r.name,
+            names.get(r.subscription.of, str(r.subscription.of)),
+            r.subscription.retention_ms,
+            r.subscription.start_epoch,
+        )
+        for r in relations
+        if r.subscription is not None
+    ]
+
+
+def _errors(db: Database, relations: list[Relation]) -> list[ErrorRecord]:
+    jobs = {r.job_id: r.name for r in relations if r.job_id is not None}
+    return [
+        ErrorRecord(
+            jobs.get(e.job_id, f"job {e.job_id}"),
+            e.kind,
+            e.executor or "",
+            e.sqlstate,
+            e.message,
+            e.count,
+            e.sample or "",
+            str(e.last_seen)[:19],
+        )
+        for e in db.barriers.errors.entries()
+    ]
 
 
 def epoch_points(stats: list[EpochStats], limit: int = 120) -> list[EpochPoint]:
@@ -110,6 +168,8 @@ def overview(db: Database) -> Overview:
         state_keys=keys,
         backfills=_backfills(db, relations),
         failures=failures,
+        subscriptions=_subscriptions(relations),
+        errors=_errors(db, relations),
         committed_epoch=db.hummock.max_committed_epoch,
         table_names=names,
     )

@@ -97,12 +97,47 @@ def _backfills(o: Overview) -> str:
     if not o.backfills:
         return "<p>No backfills.</p>"
     rows = [
-        f"<tr><td>{escape(b.relation)}</td><td>{escape(b.upstream)}</td><td>{b.fragment_id}</td>"
-        f"<td><progress max='{b.vnodes_total}' value='{b.vnodes_done}'></progress> "
-        f"{b.vnodes_done}/{b.vnodes_total} vnodes</td></tr>"
+        f"<tr><td>{escape(b.relation)}</td><td>{escape(b.upstream)}</td>"
+        f"<td><progress max='100' value='{b.percent:.1f}'></progress> {b.percent:.1f}%</td>"
+        f"<td class='num'>{b.rows_done:,} / {b.rows_total:,}</td>"
+        f"<td class='num'>{b.vnodes_done}/{b.vnodes_total}</td></tr>"
         for b in o.backfills
     ]
-    return _table("backfills", ["relation", "reads", "fragment", "progress"], rows)
+    return _table("backfills", ["relation", "reads", "progress", "rows done / total", "vnodes"], rows)
+
+
+def _subscriptions(o: Overview) -> str:
+    if not o.subscriptions:
+        return "<p id='subscriptions'>No subscriptions.</p>"
+    rows = [
+        f"<tr><td>{escape(s.name)}</td><td>{escape(s.of)}</td>"
+        f"<td>{escape(_duration(s.retention_ms))}</td><td>{_epoch_time(s.start_epoch)}</td></tr>"
+        for s in o.subscriptions
+    ]
+    return _table("subscriptions", ["subscription", "changes of", "retention", "since"], rows)
+
+
+def _duration(ms: int) -> str:
+    seconds = ms / 1000
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds:g} s"
+
+
+def _error_records(o: Overview) -> str:
+    if not o.errors:
+        return "<p id='error-records'>No errors survived by streaming jobs.</p>"
+    rows = [
+        f"<tr><td>{escape(e.relation)}</td><td>{escape(e.kind)}</td><td>{escape(e.executor)}</td>"
+        f"<td>{escape(e.sqlstate)}</td><td class='error'>{escape(e.message)}</td>"
+        f"<td class='num'>{e.count:,}</td><td><code>{escape(e.sample[:120])}</code></td>"
+        f"<td>{escape(e.last_seen)}</td></tr>"
+        for e in o.errors
+    ]
+    headers = ["relation", "type", "executor", "sqlstate", "message", "count", "sample row", "last seen"]
+    return _table("error-records", headers, rows)
 
 
 def _errors(o: Overview) -> str:
@@ -121,7 +156,9 @@ def overview_page(db: Database) -> str:
         f"<p>Last committed epoch <b>{o.committed_epoch}</b> ({_epoch_time(o.committed_epoch)}).</p>"
         f"<h2>Relations</h2>{_relations(o)}"
         f"<h2>Epochs</h2>{epoch_timeline(o.epochs, o.failures)}"
-        f"<h2>Streaming errors</h2>{_errors(o)}"
+        f"<h2>Subscriptions</h2>{_subscriptions(o)}"
+        f"<h2>Streaming errors</h2>{_error_records(o)}"
+        f"<h3>Failed epochs</h3>{_errors(o)}"
         f"<h2>Backfill progress</h2>{_backfills(o)}"
         f"<h2>State tables</h2>{_state_tables(o)}"
         f"<h2>Functions</h2>{_functions(o)}"
