@@ -18,7 +18,9 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pytest
 
+from piestream.common.errors import PiestreamError
 from piestream.server.database import Database, DatabaseConfig
 from piestream.stream.executor import StreamingConfig
 
@@ -95,14 +97,22 @@ def test_backfill_in_chunks_under_concurrent_dml_equals_query(tmp_path: Path) ->
         writers = [threading.Thread(target=_dml, args=(db, seed, stop, counts)) for seed in (1, 2)]
         seen: list[tuple[Any, ...]] = []
 
+        refused: list[str] = []
+
         def watch() -> None:
             s = db.session()
             while not stop.is_set():
-                seen.extend(
-                    s.execute(
-                        "SELECT name, rows_done, rows_total, vnodes_done, vnodes_total FROM rw_catalog.rw_ddl_progress"
-                    )[0].rows
-                )
+                rows = s.execute(
+                    "SELECT name, rows_done, rows_total, vnodes_done, vnodes_total "
+                    "FROM rw_catalog.rw_ddl_progress"
+                )[0].rows
+                seen.extend(rows)
+                for name, *_ in rows:  # a partial MV is never read
+                    try:
+                        s.execute(f"SELECT count(*) FROM {name}")
+                    except PiestreamError as e:
+                        if e.sqlstate == "55000":
+                            refused.append(name)
                 time.sleep(0.05)
 
         watcher = threading.Thread(target=watch)
@@ -124,6 +134,7 @@ def test_backfill_in_chunks_under_concurrent_dml_equals_query(tmp_path: Path) ->
         assert all(0 <= r[1] <= r[2] for r in seen), seen
         assert all(r[3] < r[4] for r in seen)  # a finished job leaves the view
         assert db.execute("SELECT * FROM rw_catalog.rw_ddl_progress")[0].rows == []
+        assert "m_agg" in refused
         # after the backfills the MVs just follow the changes
         _dml_for(db, 0.5)
         db.barriers.flush()
@@ -192,6 +203,9 @@ def test_sigkill_mid_backfill_resumes_after_restart(tmp_path: Path) -> None:
         first = db.execute("SELECT rows_done, rows_total FROM rw_catalog.rw_ddl_progress")[0].rows
         # it resumes where the last committed epoch stopped, not from the start
         assert first and first[0][0] >= last, first
+        with pytest.raises(PiestreamError) as partial:
+            db.execute("SELECT * FROM m")
+        assert partial.value.sqlstate == "55000"
         deadline = time.monotonic() + 120
         while db.execute("SELECT * FROM rw_catalog.rw_ddl_progress")[0].rows:
             assert time.monotonic() < deadline, "the backfill did not finish after the restart"

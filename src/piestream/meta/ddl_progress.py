@@ -109,11 +109,15 @@ class DdlProgressTracker:
         self,
         snapshot: Callable[[], tuple[HummockStorage, int, int, int]],
         release: Callable[[int, int], None],
+        fragments_of: Callable[[int], Sequence[Fragment]],
     ) -> None:
         self._snapshot = snapshot
         self._release = release
+        self._fragments_of = fragments_of
         self._lock = threading.Lock()
         self.started: dict[int, DdlJob] = {}
+        #: jobs backfilling with no statement waiting (resumed after a restart)
+        self.resumed: set[int] = set()
 
     def start(self, job_id: int, name: str, statement: str) -> None:
         with self._lock:
@@ -122,6 +126,27 @@ class DdlProgressTracker:
     def finish(self, job_id: int) -> None:
         with self._lock:
             self.started.pop(job_id, None)
+
+    def backfilling(self, job_id: int) -> bool:
+        """Whether the job's rows may still be incomplete (a batch read of it is refused)."""
+        with self._lock:
+            return job_id in self.started or job_id in self.resumed
+
+    def resume(self, job_ids: Sequence[int]) -> None:
+        """At open: remember the jobs whose backfill a restart interrupted."""
+        progress = self.read([(j, self._fragments_of(j)) for j in job_ids])
+        with self._lock:
+            self.resumed = {j for j, p in progress.items() if not p.done}
+
+    def on_commit(self, epoch: int) -> None:
+        """After each commit while resumed backfills run: forget the ones now done."""
+        with self._lock:
+            jobs = sorted(self.resumed)
+        if not jobs:
+            return
+        progress = self.read([(j, self._fragments_of(j)) for j in jobs])
+        with self._lock:
+            self.resumed -= {j for j in jobs if j not in progress or progress[j].done}
 
     def read(self, jobs: Sequence[tuple[int, Sequence[Fragment]]]) -> dict[int, BackfillProgress]:
         """Progress of each (job id, its fragments) that backfills, at the committed epoch."""

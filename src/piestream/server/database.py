@@ -164,7 +164,13 @@ class Database:
         self.barriers.on_job_failed.append(self._jobs_failed)
         self.catalog.system_tables = RwCatalog(self)
         self.ddl = DdlController(self.catalog, self.barriers, self.hummock)
-        self.ddl.progress = DdlProgressTracker(self.snapshot_storage, self.release_snapshot)
+        self.ddl.progress = DdlProgressTracker(
+            self.snapshot_storage, self.release_snapshot, self.catalog.job_fragments
+        )
+        self.ddl.progress.resume(
+            [r.job_id for r in self.catalog.snapshot().relations() if r.job_id is not None]
+        )
+        self.barriers.on_commit.append(self.ddl.progress.on_commit)
         self.ddl.notice_interval = self.config.progress_notice_interval
         self.inbox = Inbox(self.data_dir, self.catalog, self.meta)  # writes from Spark jobs
         self.barriers.epoch_inputs.append(self.inbox.collect)

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from piestream.batch.execute import BatchContext, execute
 from piestream.batch.plan import BatchPlanNode, BatchScan
-from piestream.common.errors import FeatureNotSupported
+from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.scalar import columns_to_rows
 from piestream.common.types import DataType
 from piestream.frontend.batch_planner import to_batch
@@ -45,6 +45,7 @@ def run_bound(s: Session, bound: BoundQuery) -> pa.Table:
     txn = s.txn
     if txn is None:
         plan = to_batch(logical, catalog.indexes_of)
+        _check_created(s, plan, catalog)
         storage, epoch, vpin, spin = s.db.snapshot_storage()
         try:
             return execute(plan, BatchContext(storage=storage, epoch=epoch, now=now))
@@ -53,9 +54,29 @@ def run_bound(s: Session, bound: BoundQuery) -> pa.Table:
     changed = {t for t, o in txn.overlays.items() if len(o)}
     plan = to_batch(logical, lambda rel_id: [] if rel_id in changed else catalog.indexes_of(rel_id))
     _check_readable(plan, catalog, changed)
+    _check_created(s, plan, catalog)
     snap = txn.snapshot()
     overlays = {t: txn.overlays[t] for t in changed}
     return execute(plan, BatchContext(storage=snap.storage, epoch=snap.epoch, now=now, overlays=overlays))
+
+
+def _check_created(s: Session, plan: BatchPlanNode, catalog: CatalogSnapshot) -> None:
+    """Refuse reading a materialized view (or index) whose backfill is still running: its
+    committed rows are only part of its query's (RisingWave hides a creating MV the same way)."""
+    tracker = s.db.ddl.progress
+    if tracker is None:
+        return
+    by_table = {r.table.table_id: r for r in catalog.relations() if r.table is not None}
+    for node in plan.walk():
+        if not isinstance(node, BatchScan):
+            continue
+        rel = by_table.get(node.table.table_id)
+        if rel is not None and rel.job_id is not None and tracker.backfilling(rel.job_id):
+            raise PiestreamError(
+                f'{rel.kind.value} "{rel.name}" is still being created: its backfill is not done',
+                sqlstate="55000",  # object_not_in_prerequisite_state
+                hint="See rw_catalog.rw_ddl_progress; it can be read once the backfill finished.",
+            )
 
 
 def _check_readable(plan: BatchPlanNode, catalog: CatalogSnapshot, changed: set[int]) -> None:

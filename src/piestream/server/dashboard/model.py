@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from piestream.meta.barrier_manager import EpochStats
     from piestream.server.database import Database
 
+
 @dataclass(frozen=True)
 class EpochPoint:
     epoch: int
