@@ -53,6 +53,7 @@ def data_dir_lock(data_dir: str) -> Iterator[None]:
 
 def _open_database(args: argparse.Namespace) -> Any:
     from piestream.server.database import Database, DatabaseConfig
+    from piestream.stream.executor import StreamingConfig
 
     config = DatabaseConfig(
         runner=args.runner,
@@ -60,6 +61,8 @@ def _open_database(args: argparse.Namespace) -> Any:
         parallelism=args.parallelism,
         object_store_url=args.object_store,
     )
+    if getattr(args, "backfill_rows_per_epoch", None):
+        config.streaming = StreamingConfig(backfill_rows_per_epoch=max(1, args.backfill_rows_per_epoch))
     spark = None
     if args.runner == "spark" and getattr(args, "master", None):
         from piestream.runtime.spark import spark_session
@@ -363,6 +366,13 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         help="seconds between checkpoints (epochs); default 1.0",
     )
     p.add_argument("--parallelism", type=int, default=2, help="actors per streaming fragment (default 2)")
+    p.add_argument(
+        "--backfill-rows-per-epoch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="existing rows a new MV's backfill reads per epoch per actor (default 50,000)",
+    )
     p.add_argument(
         "--object-store",
         default=os.environ.get("PIESTREAM_OBJECT_STORE"),

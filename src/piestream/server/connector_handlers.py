@@ -251,5 +251,5 @@ def create_sink(s: Session, stmt: ast.CreateSink, params: Sequence[Any] = ()) ->
             planned.relation,
             sink=SinkInfo(connector, node.sink_type, sink_output_path(connector, opts), node.state_table),
         )
-        s.db.ddl.create_job(planned, backfill=True)
+        s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
         return command("CREATE_SINK")

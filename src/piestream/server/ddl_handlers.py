@@ -249,7 +249,7 @@ def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) 
             distributed_by=dist,
             index=IndexInfo(table.id, tuple(key_cols)),
         )
-        s.db.ddl.create_job(planned, backfill=True)
+        s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
         return command("CREATE_INDEX")
 
 
