@@ -43,6 +43,11 @@ def _table(table_id: str, headers: list[str], rows: list[str]) -> str:
     return f"<table id='{table_id}'><tr>{head}</tr>" + "".join(rows) + "</table>"
 
 
+def _listing(table_id: str, headers: list[str], rows: list[str], empty: str) -> str:
+    """A table of `rows`, or the sentence `empty` when there are none."""
+    return _table(table_id, headers, rows) if rows else f"<p id='{table_id}'>{empty}</p>"
+
+
 def _epoch_time(epoch: int) -> str:
     if not epoch:
         return "-"
@@ -82,20 +87,16 @@ def _state_tables(o: Overview) -> str:
 
 
 def _functions(o: Overview) -> str:
-    if not o.functions:
-        return "<p>No functions.</p>"
     rows = [
         f"<tr><td>{escape(f.signature)}</td>"
         f"<td>{escape(f.language)}{' (vectorized)' if f.vectorized else ''}</td>"
         f"<td>{escape(str(f.return_type))}</td></tr>"
         for f in o.functions
     ]
-    return _table("functions", ["function", "language", "returns"], rows)
+    return _listing("functions", ["function", "language", "returns"], rows, "No functions.")
 
 
 def _backfills(o: Overview) -> str:
-    if not o.backfills:
-        return "<p>No backfills.</p>"
     rows = [
         f"<tr><td>{escape(b.relation)}</td><td>{escape(b.upstream)}</td>"
         f"<td><progress max='100' value='{b.percent:.1f}'></progress> {b.percent:.1f}%</td>"
@@ -103,18 +104,18 @@ def _backfills(o: Overview) -> str:
         f"<td class='num'>{b.vnodes_done}/{b.vnodes_total}</td></tr>"
         for b in o.backfills
     ]
-    return _table("backfills", ["relation", "reads", "progress", "rows done / total", "vnodes"], rows)
+    headers = ["relation", "reads", "progress", "rows done / total", "vnodes"]
+    return _listing("backfills", headers, rows, "No backfills.")
 
 
 def _subscriptions(o: Overview) -> str:
-    if not o.subscriptions:
-        return "<p id='subscriptions'>No subscriptions.</p>"
     rows = [
         f"<tr><td>{escape(s.name)}</td><td>{escape(s.of)}</td>"
         f"<td>{escape(_duration(s.retention_ms))}</td><td>{_epoch_time(s.start_epoch)}</td></tr>"
         for s in o.subscriptions
     ]
-    return _table("subscriptions", ["subscription", "changes of", "retention", "since"], rows)
+    headers = ["subscription", "changes of", "retention", "since"]
+    return _listing("subscriptions", headers, rows, "No subscriptions.")
 
 
 def _duration(ms: int) -> str:
@@ -127,8 +128,6 @@ def _duration(ms: int) -> str:
 
 
 def _error_records(o: Overview) -> str:
-    if not o.errors:
-        return "<p id='error-records'>No errors survived by streaming jobs.</p>"
     rows = [
         f"<tr><td>{escape(e.relation)}</td><td>{escape(e.kind)}</td><td>{escape(e.executor)}</td>"
         f"<td>{escape(e.sqlstate)}</td><td class='error'>{escape(e.message)}</td>"
@@ -137,7 +136,7 @@ def _error_records(o: Overview) -> str:
         for e in o.errors
     ]
     headers = ["relation", "type", "executor", "sqlstate", "message", "count", "sample row", "last seen"]
-    return _table("error-records", headers, rows)
+    return _listing("error-records", headers, rows, "No errors survived by streaming jobs.")
 
 
 def _errors(o: Overview) -> str:
