@@ -74,15 +74,16 @@ def format_datum(v: Datum, t: DataType) -> str:
 
 def _format_numeric(v: Any, t: DataType | None = None) -> str:
     """Plain notation without trailing fractional zeros; "-0" prints as "0". A numeric(p, s)
-    value shows s fraction digits, as PostgreSQL's display scale does (zeros are only added:
-    a value with more digits than its type's scale keeps them)."""
+    value shows s fraction digits, and a type with a display scale (`DataType.dscale`) that
+    many, as PostgreSQL's display scale does (zeros are only added: a value with more digits
+    than its type's scale keeps them)."""
     d = v if isinstance(v, Decimal) else Decimal(v if isinstance(v, int) else repr(float(v)))
     if d.is_nan():
         return "NaN"
     if d.is_infinite():
         return "-Infinity" if d < 0 else "Infinity"
-    if t is not None and t.typmod is not None:
-        q = d.quantize(Decimal(1).scaleb(-t.typmod[1]), context=_NUMERIC_CONTEXT)
+    if t is not None and t.display_scale is not None:
+        q = d.quantize(Decimal(1).scaleb(-t.display_scale), context=_NUMERIC_CONTEXT)
         if q == d:
             return format(q if q else q.copy_abs(), "f")  # no negative zero
     if d == 0:

@@ -110,6 +110,12 @@ class DataType:
     #: and must have at most precision - scale integer digits. Not part of the type's identity,
     #: as in PostgreSQL: numeric(10,2) and numeric are one type (equal and hashed alike).
     typmod: tuple[int, int] | None = field(default=None, compare=False)
+    #: A plain NUMERIC expression's display scale when PostgreSQL's rules fix it for every value
+    #: (``bigint * 0.908`` has 3, ``round(x, 4)`` has 4; see expr/display_scale.py), else None
+    #: (shown without trailing zeros). Values are stored alike either way (decimal128(38, 10));
+    #: only their text differs. Not part of the identity, nor of `__str__` or atttypmod (PostgreSQL's
+    #: typmod of such an expression is -1); durable type text keeps it (`type_text`).
+    dscale: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind is TypeKind.LIST and self.elem is None:
@@ -160,6 +166,12 @@ class DataType:
         """atttypmod: ((precision << 16) | scale) + 4 for numeric(p, s) and its arrays, else -1."""
         mod = self.elem.typmod if self.kind is TypeKind.LIST and self.elem is not None else self.typmod
         return -1 if mod is None else ((mod[0] << 16) | mod[1]) + 4
+
+    @property
+    def display_scale(self) -> int | None:
+        """Fraction digits a value of this type shows (zeros are only ever added): the typmod's
+        scale, else the static display scale, else None (no trailing zeros)."""
+        return self.typmod[1] if self.typmod is not None else self.dscale
 
     @property
     def pg_typlen(self) -> int:
@@ -287,6 +299,29 @@ def without_typmod(t: DataType) -> DataType:
     if t.kind is TypeKind.STRUCT:
         return DataType(t.kind, tuple(Field(f.name, without_typmod(f.data_type)) for f in t.fields))
     return DataType(t.kind)
+
+
+def with_dscale(t: DataType, dscale: int | None) -> DataType:
+    """Plain NUMERIC showing `dscale` fraction digits (capped at the NUMERIC_SCALE digits kept);
+    `t` itself when it is not plain NUMERIC."""
+    if t.kind is not TypeKind.NUMERIC or t.typmod is not None:
+        return t
+    d = None if dscale is None else max(0, min(dscale, NUMERIC_SCALE))
+    return t if t.dscale == d else DataType(TypeKind.NUMERIC, dscale=d)
+
+
+def type_text(t: DataType) -> str:
+    """The durable spelling of `t` (catalog entries, stored plans): `str(t)` plus a plain
+    NUMERIC's display scale as ``numeric dscale 3``, which `parse_type` reads back. Text without
+    it (written before display scales existed) reads as display scale None."""
+    if t.kind is TypeKind.LIST:
+        assert t.elem is not None
+        return f"{type_text(t.elem)}[]"
+    if t.kind is TypeKind.STRUCT:
+        return "struct<" + ", ".join(f"{f.name} {type_text(f.data_type)}" for f in t.fields) + ">"
+    if t.kind is TypeKind.NUMERIC and t.typmod is None and t.dscale is not None:
+        return f"numeric dscale {t.dscale}"
+    return str(t)
 
 
 def _to_arrow(t: DataType) -> pa.DataType:
@@ -425,6 +460,12 @@ class _TypeParser:
                     if not mods or not all(m.isdigit() for m in mods):
                         raise InvalidInput(f'type "{self.text.strip()}" does not exist')
                     base = numeric_of(int(mods[0]), int(mods[1]) if len(mods) > 1 else 0)
+            elif base.kind is TypeKind.NUMERIC and self._peek() == "dscale":  # type_text's spelling
+                self._next()
+                scale = self._next()
+                if not scale.isdigit():
+                    raise InvalidInput(f'type "{self.text.strip()}" does not exist')
+                base = with_dscale(base, int(scale))
         while self._peek() == "[]" or self._peek() == "[":
             tok = self._next()
             if tok == "[" and self._next() != "]" and self._next() != "]":  # int[3] is int[]

@@ -18,6 +18,7 @@ from piestream.common.types import (
     DataType,
     TypeKind,
     list_of,
+    with_dscale,
 )
 from piestream.expr.coercion import normalize, type_name
 
@@ -102,8 +103,10 @@ def agg_signature(
     if k == "sum":
         if t.kind in (TypeKind.SMALLINT, TypeKind.INT):
             return BIGINT, [t]
-        if t.kind in (TypeKind.BIGINT, TypeKind.NUMERIC):
-            return NUMERIC, [t]
+        if t.kind is TypeKind.BIGINT:  # PostgreSQL's sum keeps its argument's display scale
+            return with_dscale(NUMERIC, 0), [t]
+        if t.kind is TypeKind.NUMERIC:
+            return with_dscale(NUMERIC, t.display_scale), [t]
         if t.kind in (TypeKind.REAL, TypeKind.DOUBLE, TypeKind.INTERVAL):
             return t, [t]
         raise _undefined(k, arg_types)

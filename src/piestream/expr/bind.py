@@ -41,10 +41,12 @@ from piestream.common.types import (
     TIMESTAMPTZ,
     DataType,
     TypeKind,
+    with_dscale,
     without_typmod,
 )
 from piestream.expr.agg import agg_signature
 from piestream.expr.coercion import CastContext, cast_level, normalize, select_common_type, type_name
+from piestream.expr.display_scale import decimal_dscale, text_dscale, type_dscale, with_call_dscale
 from piestream.expr.evaluate import eval_non_strict, fold_constants
 from piestream.expr.expr import Expr, FuncCall, Literal, UnknownLiteral
 from piestream.expr.resolve import Ambiguous, resolve
@@ -90,9 +92,9 @@ def literal(value: Datum, t: DataType | None = None) -> Literal:
             return Literal(value, INT)
         if _I64[0] <= value <= _I64[1]:
             return Literal(value, BIGINT)
-        return literal(Decimal(value), NUMERIC)
+        return literal(Decimal(value), with_dscale(NUMERIC, 0))
     if isinstance(value, Decimal):
-        return literal(value, NUMERIC)
+        return literal(value, with_dscale(NUMERIC, decimal_dscale(value)))
     if isinstance(value, float):
         return Literal(value, DOUBLE)
     if isinstance(value, dt.datetime):
@@ -145,6 +147,8 @@ def _cast(e: Expr, target: DataType, ctx: CastContext) -> Expr:
     if isinstance(e, UnknownLiteral):
         if e.value is None:
             return Literal(None, target)
+        if target.kind is TypeKind.NUMERIC and target.typmod is None:  # '1.50'::numeric shows 1.50
+            target = with_dscale(target, text_dscale(e.value))
         value = Literal(parse_datum(e.value, target), target)
         return value if not target.has_typmod else constant_value(FuncCall("cast", (value,), target))
     if e.return_type == target and (not target.has_typmod or str(e.return_type) == str(target)):
@@ -154,6 +158,8 @@ def _cast(e: Expr, target: DataType, ctx: CastContext) -> Expr:
         raise DatatypeMismatch(
             f"cannot cast type {type_name(e.return_type)} to {type_name(target)}", sqlstate="42846"
         )
+    if target.kind is TypeKind.NUMERIC and target.typmod is None:  # int -> numeric: dscale 0
+        target = with_dscale(target, type_dscale(e.return_type))
     node = FuncCall("cast", (e,), target)
     if isinstance(e, Literal):
         return constant_value(node)
@@ -219,7 +225,7 @@ def bind_call(
         out = bind_generic(key, list(args))
         if isinstance(out, FuncCall | Literal) and out.return_type.has_typmod:  # abs(p), p + 1: numeric
             out = dataclasses.replace(out, return_type=without_typmod(out.return_type))
-        return out
+        return with_call_dscale(out)
     except PiestreamError as err:
         if err.position is None:
             err.position = position

@@ -28,6 +28,7 @@ from piestream.common.types import (
     TypeKind,
     list_of,
     struct_of,
+    with_dscale,
     without_typmod,
 )
 
@@ -227,7 +228,14 @@ def select_common_type(
                 f"{prefix}could not convert type {type_name(t)} to {type_name(ptype)}", position, "42846"
             )
     if ptype.has_typmod and (None in types or any(str(t) != str(ptype) for t in known)):
-        return without_typmod(ptype)  # select_common_typmod: kept only when all inputs agree
+        ptype = without_typmod(ptype)  # select_common_typmod: kept only when all inputs agree
+    if ptype.kind is TypeKind.NUMERIC and ptype.typmod is None:
+        # one display scale only if every input has it (an untyped '1.5' or NULL may not)
+        scales = {
+            t.display_scale if t.kind is TypeKind.NUMERIC else 0 if t.is_integer else None for t in known
+        }
+        one = len(scales) == 1 and None not in types
+        ptype = with_dscale(ptype, scales.pop() if one else None)
     return ptype
 
 

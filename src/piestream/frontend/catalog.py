@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from piestream.common.errors import PiestreamError, UndefinedTable
 from piestream.common.schema import Schema
-from piestream.common.types import DataType, Field, parse_type
+from piestream.common.types import DataType, Field, parse_type, type_text
 from piestream.plan.materialize import ConflictBehavior
 from piestream.storage.table.desc import TableDesc
 
@@ -40,7 +40,7 @@ class ColumnCatalog:
     hidden: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "type": str(self.data_type), "hidden": self.hidden}
+        return {"name": self.name, "type": type_text(self.data_type), "hidden": self.hidden}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ColumnCatalog:
@@ -88,8 +88,10 @@ class SubscriptionInfo:
 
 #: The catalog entry format `Relation.to_json` writes; format 0 kept kind-specific fields in an
 #: untyped ``extra`` dict and is still read; format 2 added subscriptions (a format-1 reader would
-#: not know them, so it refuses the directory instead of dropping them).
-RELATION_FORMAT = 2
+#: not know them, so it refuses the directory instead of dropping them); format 3 may spell a
+#: column type ``numeric dscale N`` (`type_text`: a plain NUMERIC's display scale), which a
+#: format-2 reader could not parse (so it refuses the entry by its format instead).
+RELATION_FORMAT = 3
 
 
 class CatalogFormatError(PiestreamError):

@@ -31,7 +31,7 @@ from piestream.common.errors import PiestreamError
 from piestream.common.interval import Interval
 from piestream.common.order import OrderType
 from piestream.common.schema import Schema
-from piestream.common.types import DataType, Field, parse_type
+from piestream.common.types import DataType, Field, parse_type, type_text
 from piestream.expr.expr import FuncCall, InputRef, Literal, UnknownLiteral
 from piestream.expr.table_function import TableFunction
 from piestream.expr.udf import PythonUdfCall
@@ -47,7 +47,9 @@ from piestream.storage.table.desc import TableDesc
 
 #: The plan format this build writes (and the newest it reads). Format 0 was pickles of the
 #: executor modules' classes; `piestream.plan.legacy` reads it.
-PLAN_FORMAT = 1
+#: Format 2: SQL types are `type_text` (a plain NUMERIC may carry ``dscale N``); format 1 is read
+#: (its types have no display scale) and a format-1 reader refuses format 2 by its number.
+PLAN_FORMAT = 2
 
 #: The format's vocabulary besides the stream node kinds: registered name -> class.
 DATACLASSES: dict[str, type] = {
@@ -139,8 +141,8 @@ _ENCODERS: dict[type, Callable[[Any], Any]] = {
     list: lambda v: {"@": "list", "v": [to_json(x) for x in v]},
     dict: lambda v: {"@": "map", "v": [[str(k), to_json(x)] for k, x in v.items()]},
     frozenset: lambda v: {"@": "set", "v": sorted(to_json(x) for x in v)},
-    DataType: lambda v: {"@": "type", "v": str(v)},
-    Schema: lambda v: {"@": "schema", "v": [[f.name, str(f.data_type)] for f in v.fields]},
+    DataType: lambda v: {"@": "type", "v": type_text(v)},
+    Schema: lambda v: {"@": "schema", "v": [[f.name, type_text(f.data_type)] for f in v.fields]},
     OrderType: lambda v: {"@": "order", "v": [v.descending, v.nulls_largest]},
     TableDesc: lambda v: {"@": "table", "v": v.to_json()},
 }

@@ -202,8 +202,8 @@ def _numeric_text(x: pa.Array, t: DataType = NUMERIC) -> pa.Array:
     frac_text = pc.utf8_lpad(pa.array(frac).cast(pa.string()), width=10, padding="0")
     text = pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), ".", frac_text, "")
     out = _strip_fraction(text)
-    if t.typmod is not None:  # s digits where the value has no more than that
-        s = t.typmod[1]
+    if t.display_scale is not None:  # s digits where the value has no more than that
+        s = t.display_scale
         head = pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), "")
         fixed = (
             pc.binary_join_element_wise(head, ".", pc.utf8_slice_codeunits(frac_text, 0, s), "")

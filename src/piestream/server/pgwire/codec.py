@@ -258,8 +258,8 @@ def encode_binary(v: Datum, t: DataType) -> bytes:
     if t.kind is TypeKind.LIST:
         assert t.elem is not None
         return _enc_array(v, t.elem)
-    if t.typmod is not None:
-        return _enc_numeric(v, t.typmod[1])
+    if t.display_scale is not None:  # numeric(p, s) or a display scale: PostgreSQL's dscale
+        return _enc_numeric(v, t.display_scale)
     codec = _BINARY.get(t.kind)
     if codec is None:
         raise FeatureNotSupported(f"binary output of type {t} is not supported; use text format")
