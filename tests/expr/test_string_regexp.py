@@ -30,7 +30,7 @@ S = VARCHAR
         ("btrim", ["xyaxy", "xy"], "a"),
         ("ltrim", ["  a  "], "a  "),
         ("rtrim", ["xxaxx", "x"], "xxa"),
-        ("concat", ["a", None, 1, Decimal("2.50"), True], "a12.5true"),
+        ("concat", ["a", None, 1, Decimal("2.50"), True], "a12.50true"),  # 2.50 keeps its scale
         ("concat", [None], ""),
         ("concat_ws", ["-", "a", None, "b", 3], "a-b-3"),
         ("concat_ws", [None, "a"], None),

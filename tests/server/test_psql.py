@@ -90,6 +90,21 @@ def test_query_error_and_scripts(server: PgServer, tmp_path: Path) -> None:
     assert res.returncode == 3 and "division by zero" in res.stderr
 
 
+def test_numeric_display_scales_as_postgresql_prints_them(server: PgServer) -> None:
+    """Nexmark q1's ``0.908 * price`` over a bigint, round(x, 4) and sum keep PostgreSQL's display
+    scale: the exact lines psql prints, from an MV and from the same batch query."""
+    psql(server, "-c", "CREATE TABLE nbid (auction bigint, price bigint)")
+    psql(server, "-c", "INSERT INTO nbid VALUES (1, 1940), (2, 38103)")
+    query = "SELECT auction, 0.908 * price AS price, round(price * 1.1, 4) AS r FROM nbid"
+    psql(server, "-c", f"CREATE MATERIALIZED VIEW nq1 AS {query}")
+    psql(server, "-c", "FLUSH")
+    expected = ["1|1761.520|2134.0000", "2|34597.524|41913.3000"]
+    for sql in (f"{query} ORDER BY auction", "SELECT * FROM nq1 ORDER BY auction"):
+        assert psql(server, "-A", "-t", "-c", sql).stdout.splitlines() == expected, sql
+    out = psql(server, "-A", "-t", "-c", "SELECT round(41912.964, 4), sum(0.908 * price), '1.50'::numeric FROM nbid")
+    assert out.stdout.splitlines() == ["41912.9640|36359.044|1.50"]
+
+
 def test_numeric_typmods_round_and_show(server: PgServer) -> None:
     """numeric(p, s) columns: values are rounded half away from zero to s digits on the way in
     (the text psql prints is PostgreSQL's), \\d spells the typmod, too many digits is 22003."""

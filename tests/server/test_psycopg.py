@@ -205,6 +205,17 @@ def test_statement_timeout_and_catalog_functions(conn: psycopg.Connection) -> No
     assert conn.execute(query, ("items",)).fetchone() == ("r",)
 
 
+def test_numeric_display_scale_in_text_and_binary(conn: psycopg.Connection) -> None:
+    """Computed NUMERIC values carry PostgreSQL's display scale in text and binary results
+    (numeric_send's dscale), while RowDescription says typmod -1 as PostgreSQL does."""
+    for binary in (False, True):
+        cur = conn.cursor(binary=binary)
+        cur.execute("SELECT 1940::bigint * 0.908, round(41912.964, 4), 1.20 * 2, 2703 / 7.0")
+        assert [str(v) for v in cur.fetchone() or ()] == ["1761.520", "41912.9640", "2.40", "386.1428571429"]
+        assert cur.description is not None
+        assert [(d.precision, d.scale) for d in cur.description] == [(None, None)] * 4, binary
+
+
 def test_numeric_typmod_scale_in_text_binary_and_description(conn: psycopg.Connection) -> None:
     """A numeric(p, s) column's values arrive with s fraction digits, in text and binary results
     alike (psycopg builds Decimal('2.50') from either), and RowDescription carries the typmod."""
