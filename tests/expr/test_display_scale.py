@@ -146,5 +146,7 @@ def test_type_text_round_trips(t: DataType) -> None:
 
 def test_text_written_before_display_scales_reads_as_none() -> None:
     assert parse_type("numeric").dscale is None
-    assert parse_type("struct<a numeric, b numeric(6,2)[]>") == struct_of(("a", NUMERIC), ("b", list_of(NUMERIC)))
+    assert parse_type("struct<a numeric, b numeric(6,2)[]>") == struct_of(
+        ("a", NUMERIC), ("b", list_of(NUMERIC))
+    )
     assert parse_type("numeric dscale 3").dscale == 3

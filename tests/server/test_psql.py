@@ -101,7 +101,9 @@ def test_numeric_display_scales_as_postgresql_prints_them(server: PgServer) -> N
     expected = ["1|1761.520|2134.0000", "2|34597.524|41913.3000"]
     for sql in (f"{query} ORDER BY auction", "SELECT * FROM nq1 ORDER BY auction"):
         assert psql(server, "-A", "-t", "-c", sql).stdout.splitlines() == expected, sql
-    out = psql(server, "-A", "-t", "-c", "SELECT round(41912.964, 4), sum(0.908 * price), '1.50'::numeric FROM nbid")
+    out = psql(
+        server, "-A", "-t", "-c", "SELECT round(41912.964, 4), sum(0.908 * price), '1.50'::numeric FROM nbid"
+    )
     assert out.stdout.splitlines() == ["41912.9640|36359.044|1.50"]
 
 

@@ -16,7 +16,10 @@ def texts(s: Session, sql: str) -> list[tuple[str | None, ...]]:
     """The rows as the text the wire protocol sends (what psql prints)."""
     (res,) = s.execute(sql)
     types = [t for _, t in res.columns]
-    return [tuple(None if v is None else format_datum(v, t) for v, t in zip(r, types, strict=True)) for r in res.rows]
+    return [
+        tuple(None if v is None else format_datum(v, t) for v, t in zip(r, types, strict=True))
+        for r in res.rows
+    ]
 
 
 def test_issue_examples_in_batch(s: Session) -> None:
@@ -38,14 +41,21 @@ def _bids(s: Session) -> None:
 
 
 Q1 = "SELECT auction, 0.908 * price AS price, round(price * 1.1, 4) AS r FROM bid"
-Q2 = "SELECT auction, sum(0.908 * price) AS s, max(price * 0.50) AS m, sum(price) AS t FROM bid GROUP BY auction"
+Q2 = (
+    "SELECT auction, sum(0.908 * price) AS s, max(price * 0.50) AS m, sum(price) AS t "
+    "FROM bid GROUP BY auction"
+)
 Q1_ROWS = [
     ("1", "1761.520", "2134.0000"),
     ("2", "5648.668", "6843.1000"),
     ("2", "5649.576", "6844.2000"),
     ("3", "0.000", "0.0000"),
 ]
-Q2_ROWS = [("1", "1761.520", "970.00", "1940"), ("2", "11298.244", "3111.00", "12443"), ("3", "0.000", "0.00", "0")]
+Q2_ROWS = [
+    ("1", "1761.520", "970.00", "1940"),
+    ("2", "11298.244", "3111.00", "12443"),
+    ("3", "0.000", "0.00", "0"),
+]
 
 
 def test_mv_and_batch_show_the_same_text(s: Session) -> None:
@@ -94,4 +104,7 @@ def test_values_whose_scale_differs_per_row_show_no_trailing_zeros(s: Session) -
     s.execute("INSERT INTO t VALUES (1.50), (2)")
     assert sorted(texts(s, "SELECT x, x * 0.908 FROM t")) == [("1.5", "1.362"), ("2", "1.816")]
     assert texts(s, "SELECT 2703 / 7.0, avg(x) FROM t") == [("386.1428571429", "1.75")]
-    assert texts(s, "SELECT CASE WHEN x > 1.6 THEN x * 1.0 ELSE 0.50 END FROM t ORDER BY x") == [("0.5",), ("2",)]
+    assert texts(s, "SELECT CASE WHEN x > 1.6 THEN x * 1.0 ELSE 0.50 END FROM t ORDER BY x") == [
+        ("0.5",),
+        ("2",),
+    ]
