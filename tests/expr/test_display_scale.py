@@ -150,3 +150,15 @@ def test_text_written_before_display_scales_reads_as_none() -> None:
         ("a", NUMERIC), ("b", list_of(NUMERIC))
     )
     assert parse_type("numeric dscale 3").dscale == 3
+
+
+def test_catalog_columns_and_plan_types_keep_the_display_scale() -> None:
+    from piestream.frontend.catalog import ColumnCatalog
+    from piestream.plan.serde import from_json, to_json
+
+    t = struct_of(("p", with_dscale(NUMERIC, 3)), ("q", list_of(with_dscale(NUMERIC, 4))))
+    c = ColumnCatalog.from_json(ColumnCatalog("c", t).to_json())
+    assert _scales(c.data_type) == _scales(t)
+    assert _scales(from_json(to_json(t))) == _scales(t)
+    old = {"name": "c", "type": "numeric", "hidden": False}  # a format-2 catalog column
+    assert ColumnCatalog.from_json(old).data_type.dscale is None
