@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,20 @@ def db(tmp_path: Path) -> Iterator[Database]:
 @pytest.fixture
 def s(db: Database) -> Session:
     return db.session()
+
+
+@pytest.fixture
+def reopen(tmp_path: Path) -> Callable[[], AbstractContextManager[Session]]:
+    """Opens the database in a fresh directory and yields a session, as often as called (each
+    call after the first is a restart: the previous one is closed when its block ends)."""
+    logging.getLogger("piestream").setLevel(logging.ERROR)
+
+    @contextmanager
+    def session() -> Iterator[Session]:
+        database = Database(tmp_path / "data", config=DatabaseConfig(runner="local", barrier_interval=0.05))
+        try:
+            yield database.session()
+        finally:
+            database.close()
+
+    return session

@@ -4,11 +4,10 @@ PostgreSQL 15's output for the same statements."""
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from piestream.common.text import format_datum
-from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
 
 
@@ -71,30 +70,20 @@ def test_mv_and_batch_show_the_same_text(s: Session) -> None:
     assert sorted(texts(s, "SELECT * FROM q3"))[0] == ("1", "3523.040")
 
 
-def test_display_scales_survive_a_restart(tmp_path: Path) -> None:
+def test_display_scales_survive_a_restart(reopen: Callable[[], AbstractContextManager[Session]]) -> None:
     """The MV's column types (catalog) and its plan (stored) keep the display scale."""
-    logging.getLogger("piestream").setLevel(logging.ERROR)
-    config = DatabaseConfig(runner="local", barrier_interval=0.05)
-    db = Database(tmp_path / "data", config=config)
-    try:
-        s = db.session()
+    with reopen() as s:
         _bids(s)
         s.execute(f"CREATE MATERIALIZED VIEW q1 AS {Q1}")
         s.execute(f"CREATE MATERIALIZED VIEW q2 AS {Q2}")
         s.execute("FLUSH")
-    finally:
-        db.close()
-    db = Database(tmp_path / "data", config=config)
-    try:
-        s = db.session()
+    with reopen() as s:
         s.execute("INSERT INTO bid VALUES (5, 10)")  # the restored plan computes new rows
         s.execute("FLUSH")
         assert sorted(texts(s, "SELECT * FROM q1")) == sorted([*Q1_ROWS, ("5", "9.080", "11.0000")])
         assert sorted(texts(s, "SELECT * FROM q2")) == sorted([*Q2_ROWS, ("5", "9.080", "5.00", "10")])
         (res,) = s.execute("SELECT * FROM q1")
         assert [t.pg_typmod for _, t in res.columns] == [-1, -1, -1]  # PostgreSQL's typmod -1
-    finally:
-        db.close()
 
 
 def test_values_whose_scale_differs_per_row_show_no_trailing_zeros(s: Session) -> None:

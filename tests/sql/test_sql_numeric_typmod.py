@@ -5,14 +5,13 @@ PostgreSQL 15's."""
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
 from piestream.common.errors import PiestreamError
-from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
 
 
@@ -104,29 +103,19 @@ def test_columns_round_what_is_assigned_in_tables_and_mvs(s: Session) -> None:
     ]
 
 
-def test_the_typmod_survives_a_restart(tmp_path: Path) -> None:
-    logging.getLogger("piestream").setLevel(logging.ERROR)
-    config = DatabaseConfig(runner="local", barrier_interval=0.05)
-    db = Database(tmp_path / "data", config=config)
-    try:
-        s = db.session()
+def test_the_typmod_survives_a_restart(reopen: Callable[[], AbstractContextManager[Session]]) -> None:
+    with reopen() as s:
         s.execute("CREATE TABLE t (k int, p numeric(5,2))")
         s.execute("CREATE MATERIALIZED VIEW m AS SELECT k, p::numeric(3,1) AS p1 FROM t")
         s.execute("INSERT INTO t VALUES (1, 1.005)")
         s.execute("FLUSH")
-    finally:
-        db.close()
-    db = Database(tmp_path / "data", config=config)
-    try:
-        s = db.session()
+    with reopen() as s:
         s.execute("INSERT INTO t VALUES (2, 2.555)")
         s.execute("FLUSH")
         (res,) = s.execute("SELECT k, p FROM t ORDER BY k")
         assert res.rows == [(1, Decimal("1.01")), (2, Decimal("2.56"))]
         (res,) = s.execute("SELECT * FROM m ORDER BY k")
         assert res.rows == [(1, Decimal("1.0")), (2, Decimal("2.6"))]
-    finally:
-        db.close()
 
 
 def test_only_values_of_the_column_keep_its_typmod(s: Session) -> None:
