@@ -171,12 +171,23 @@ class KvBatch:
     def merge(batches: Sequence[KvBatch]) -> KvBatch:
         """Merge sorted batches into one sorted batch. `batches` are ordered newest first, so when
         two hold the same full key the newer one's entry survives (the sort is stable)."""
+        return KvBatch.merge_with_positions(batches)[0]
+
+    @staticmethod
+    def merge_with_positions(batches: Sequence[KvBatch]) -> tuple[KvBatch, np.ndarray]:
+        """`merge`, and the positions of its entries in the concatenation of the non-empty
+        batches (so per-entry side arrays merge with the same gather)."""
         bs = [b for b in batches if len(b)]
         if not bs:
-            return KvBatch.empty()
+            return KvBatch.empty(), np.zeros(0, np.int64)
         if len(bs) == 1:
-            return bs[0]
+            return bs[0], np.arange(len(bs[0]))
         cat = KvBatch.concat(bs)
         # Arrow's stable sort runs in ~O(n) over few presorted runs (~10M keys/s measured)
         idx = pc.sort_indices(cat.keys).to_numpy()
-        return cat.take(idx).dedup_exact()
+        out = cat.take(idx)
+        same = pc.equal(out.keys.slice(1), out.keys.slice(0, len(out) - 1)).to_numpy(zero_copy_only=False)
+        if not same.any():
+            return out, idx
+        keep = np.concatenate([[True], ~same])
+        return out.filter(keep), idx[keep]

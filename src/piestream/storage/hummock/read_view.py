@@ -25,9 +25,11 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
+from piestream.common.epoch import pure_epoch
 from piestream.common.errors import DataCorruption
 from piestream.encoding.keys import EPOCH_LEN, TABLE_ID_LEN, TABLE_PREFIX_LEN, encode_epoch
 from piestream.encoding.ragged import Ragged, concat_rows, gather_views
+from piestream.storage.hummock.epoch_keys import EpochKeys
 from piestream.storage.hummock.key_index import padded_ragged, sort_order
 from piestream.storage.hummock.kv_batch import DELETE_TAG, PUT_TAG, KvBatch
 from piestream.storage.hummock.run_search import BatchRun, Queries, find, same_user_key
@@ -141,8 +143,14 @@ class ReadView:
         imms: list[Imm],
         synced: list[SstableInfo],
         version: HummockVersion,
+        epoch_keys: dict[int, EpochKeys] | None = None,
     ) -> None:
         self.imms = [ImmRun(i) for i in reversed(imms)]
+        # the key index of each epoch with several imms (taken with the imms: it covers them)
+        per_epoch: dict[int, int] = {}
+        for i in imms:
+            per_epoch[pure_epoch(i.epoch)] = per_epoch.get(pure_epoch(i.epoch), 0) + 1
+        self.epoch_keys = {e: k for e, k in (epoch_keys or {}).items() if per_epoch.get(e, 0) > 1}
         self.l0 = [SstRun(s) for s in (*synced, *(s for lv in version.l0 for s in lv.ssts))]
         self.levels = [LevelRun(lv) for lv in version.levels if lv.ssts]
         self.watermarks = version.table_watermarks
@@ -203,13 +211,29 @@ class ReadView:
         q = Queries(data, start[order], length[order], user_keys, order, filter_lens)
         pending = np.arange(n)
         found: list[Found] = []
+        may_hold: dict[int, np.ndarray] = {}  # per epoch with a key index: may its imms hold it
         for imm in self.imms:
             if imm.epoch <= read_epoch and len(pending):
+                cand = pending
+                keys = self.epoch_keys.get(pure_epoch(imm.epoch)) if filter_lens is not None else None
+                if keys is not None:
+                    e = pure_epoch(imm.epoch)
+                    if e not in may_hold:
+                        hashes = q.hashes()
+                        assert hashes is not None
+                        may_hold[e] = keys.may_hold(hashes, q.table_ids() if keys.unfiltered else None)
+                    cand = pending[may_hold[e][pending]]
+                    if not len(cand):
+                        continue
                 run = imm.run()
-                hit, pos = find(run, q, pending)
+                hit, pos = find(run, q, cand)
                 if hit.any():
-                    found.append(Found(pending[hit], run.vdata, *run.value_pos(pos[hit])))
-                    pending = pending[~hit]
+                    found.append(Found(cand[hit], run.vdata, *run.value_pos(pos[hit])))
+                    pending = (
+                        pending[~hit]
+                        if cand is pending
+                        else np.setdiff1d(pending, cand[hit], assume_unique=True)
+                    )
         for s in self.l0:
             if not len(pending):
                 break

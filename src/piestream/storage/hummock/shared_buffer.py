@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from piestream.common.epoch import pure_epoch
+from piestream.storage.hummock.epoch_keys import EpochKeys
 from piestream.storage.hummock.kv_batch import KvBatch
 from piestream.storage.hummock.run_search import BatchRun
 from piestream.storage.hummock.sstable import (
@@ -20,6 +23,7 @@ from piestream.storage.hummock.sstable import (
     DEFAULT_BLOCK_SIZE,
     Block,
     build_sstable,
+    entry_filter_hashes,
     split_at_user_keys,
 )
 from piestream.storage.hummock.sstable_store import SstableStore
@@ -39,12 +43,14 @@ class StorageOptions:
 class Imm:
     """An immutable sorted batch in the shared buffer, written at `epoch` (with spill offset)."""
 
-    __slots__ = ("batch", "block", "epoch", "nbytes", "run")
+    __slots__ = ("batch", "block", "epoch", "hashes", "nbytes", "run", "unfiltered")
 
     def __init__(self, epoch: int, batch: KvBatch) -> None:
         self.epoch = epoch
         self.batch = batch
         self.nbytes = batch.nbytes()
+        # filter-key hashes per entry: the epoch's key index now, the SST Bloom filter at sync
+        self.hashes, self.unfiltered = entry_filter_hashes(batch)
         # search structures of the read path, built on first use and kept while the imm lives
         self.block: Block | None = None
         self.run: BatchRun | None = None
@@ -60,27 +66,45 @@ class SharedBuffer:
         self.imms: list[Imm] = []  # newest last
         self.synced: list[tuple[int, list[SstableInfo]]] = []  # (epoch, ssts), newest last
         self.watermarks: dict[int, TableWatermark] = {}  # uncommitted, per table
+        # per barrier epoch: the filter keys its imms hold (replaced, never changed in place)
+        self.epoch_keys: dict[int, EpochKeys] = {}
 
     def add(self, batch: KvBatch, epoch: int) -> None:
-        self.imms.append(Imm(epoch, batch))
+        imm = Imm(epoch, batch)
+        self.imms.append(imm)
+        e = pure_epoch(epoch)
+        keys = self.epoch_keys.get(e, EpochKeys())
+        self.epoch_keys[e] = keys.add(imm.hashes[batch.filter_lens > 0], imm.unfiltered)
 
     def buffered_bytes(self) -> int:
         return sum(i.nbytes for i in self.imms)
 
-    def build_and_upload(self, batch: KvBatch) -> list[SstableInfo]:
-        """SSTs of a sorted batch, cut at about `sstable_size` between user keys, uploaded."""
+    def build_and_upload(
+        self,
+        batch: KvBatch,
+        hashes: tuple[np.ndarray, set[int]] | None = None,
+    ) -> list[SstableInfo]:
+        """SSTs of a sorted batch, cut at about `sstable_size` between user keys, uploaded.
+        `hashes`: the batch's `entry_filter_hashes`, if known."""
         o = self.options
-        return [
-            self.sstables.upload(
-                build_sstable(
-                    part,
-                    block_size=o.block_size,
-                    compression=o.compression,
-                    bits_per_key=o.bloom_bits_per_key,
-                )
+        out = []
+        lo = 0
+        parts = split_at_user_keys(batch, o.sstable_size)
+        for part in parts:  # per SST
+            part_hashes = None
+            # (unfiltered tables are the part's own: with several parts the builder finds them)
+            if hashes is not None and (not hashes[1] or len(parts) == 1):
+                part_hashes = (hashes[0][lo : lo + len(part)], hashes[1])
+            lo += len(part)
+            built = build_sstable(
+                part,
+                block_size=o.block_size,
+                compression=o.compression,
+                bits_per_key=o.bloom_bits_per_key,
+                hashes=part_hashes,
             )
-            for part in split_at_user_keys(batch, o.sstable_size)
-        ]
+            out.append(self.sstables.upload(built))
+        return out
 
     def sync(self, epoch: int) -> list[SstableInfo]:
         """Build and upload SSTs from everything buffered at epochs <= `epoch`."""
@@ -88,9 +112,14 @@ class SharedBuffer:
         if not todo:
             return []
         # newest first, so on equal full keys the newer write wins the merge
-        infos = self.build_and_upload(KvBatch.merge([i.batch for i in reversed(todo)]))
+        newest_first = todo[::-1]
+        merged, pos = KvBatch.merge_with_positions([i.batch for i in newest_first])
+        hashes = np.concatenate([i.hashes for i in newest_first])[pos]
+        unfiltered = set().union(*(i.unfiltered for i in todo))
+        infos = self.build_and_upload(merged, (hashes, unfiltered))
         done = {id(i) for i in todo}
         self.imms = [i for i in self.imms if id(i) not in done]
+        self.epoch_keys = {e: k for e, k in self.epoch_keys.items() if e > epoch}
         self.synced.append((epoch, infos))
         return infos
 
@@ -107,5 +136,6 @@ class SharedBuffer:
 
     def clear(self) -> None:
         self.imms.clear()
+        self.epoch_keys.clear()
         self.synced.clear()
         self.watermarks.clear()

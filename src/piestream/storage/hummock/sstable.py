@@ -489,25 +489,30 @@ class BuiltSstable:
     meta_offset: int
 
 
-def filter_hashes(batch: KvBatch) -> tuple[np.ndarray, set[int]]:
-    """XXH64 of every entry's filter key (user key cut after the pk prefix), and the tables that
-    have entries without a filter key."""
+def entry_filter_hashes(batch: KvBatch) -> tuple[np.ndarray, set[int]]:
+    """Per entry, the XXH64 of its filter key (0 for an entry without one; `filter_lens` says
+    which), and the tables that have entries without a filter key."""
     from piestream.encoding.hashing import xxh64_ragged
     from piestream.encoding.ragged import Ragged
 
     keys = Ragged.from_arrow(batch.keys)
     flens = batch.filter_lens.astype(np.int64)
     has = flens > 0
+    out = np.zeros(len(batch), np.uint64)
     unfiltered: set[int] = set()
     if not has.all():
         starts = keys.offsets[:-1][~has]
         tids = keys.data[starts[:, None] + np.arange(4)].copy().view(">u4")[:, 0]
         unfiltered = {int(t) for t in np.unique(tids)}
     if not has.any():
-        return np.zeros(0, np.uint64), unfiltered
-    lens = np.minimum(TABLE_PREFIX_LEN + flens[has], keys.lengths[has] - EPOCH_LEN)
-    pref = keys.gather_by(keys.offsets[:-1][has], lens)
-    return xxh64_ragged(pref), unfiltered
+        return out, unfiltered
+    if has.all():
+        lens = np.minimum(TABLE_PREFIX_LEN + flens, keys.lengths - EPOCH_LEN)
+        out[:] = xxh64_ragged(keys.gather_by(keys.offsets[:-1], lens))
+    else:
+        lens = np.minimum(TABLE_PREFIX_LEN + flens[has], keys.lengths[has] - EPOCH_LEN)
+        out[has] = xxh64_ragged(keys.gather_by(keys.offsets[:-1][has], lens))
+    return out, unfiltered
 
 
 def build_sstable(
@@ -516,8 +521,10 @@ def build_sstable(
     block_size: int = DEFAULT_BLOCK_SIZE,
     compression: int = COMPRESSION_NONE,
     bits_per_key: int = 10,
+    hashes: tuple[np.ndarray, set[int]] | None = None,
 ) -> BuiltSstable:
-    """Build one SST from a non-empty sorted batch (block cuts and the index from arrays)."""
+    """Build one SST from a non-empty sorted batch (block cuts and the index from arrays).
+    `hashes`: the batch's `entry_filter_hashes` if the caller has them already."""
     if not len(batch):
         raise ValueError("cannot build an empty SST")
     cum = np.cumsum(batch.entry_sizes())
@@ -538,7 +545,7 @@ def build_sstable(
     koffs, voffs = keys.offsets, Ragged.from_arrow(batch.values).offsets
     usizes = 4 + 8 * (counts + 1) + 2 * counts + (koffs[ends] - koffs[starts]) + (voffs[ends] - voffs[starts])
     epochs = batch.epochs()
-    hashes, unfiltered = filter_hashes(batch)
+    per_entry, unfiltered = hashes if hashes is not None else entry_filter_hashes(batch)
     tids = sorted(_table_ids(batch))
     meta = SstableMeta(
         offsets=offsets,
@@ -553,7 +560,7 @@ def build_sstable(
         max_epoch=int(epochs.max()),
         table_ids=tids,
         unfiltered_table_ids=sorted(unfiltered),
-        bloom=BloomFilter.build(hashes, bits_per_key),
+        bloom=BloomFilter.build(per_entry[batch.filter_lens > 0], bits_per_key),
     )
     meta_bytes = meta.encode()
     end = int(lens.sum())

@@ -122,7 +122,7 @@ class HummockStorage:
                 if self._read_view is None:
                     buf = self._buffer
                     synced = [s for _, ssts in reversed(buf.synced) for s in reversed(ssts)]
-                    self._read_view = ReadView(list(buf.imms), synced, self._version)
+                    self._read_view = ReadView(list(buf.imms), synced, self._version, buf.epoch_keys)
                 view = self._read_view
         return view
 

@@ -45,13 +45,14 @@ class MaterializeExecutor(Executor):
         c = chunk.compact()
         if not c.capacity:
             return []
+        keys: Ragged | None = None  # the pks of `c` when known distinct
         if self.conflict is not ConflictBehavior.NO_CHECK:
-            c = self._resolve_conflicts(c)
+            c, keys = self._resolve_conflicts(c)
             if not c.capacity:
                 return []
         self.state.write_chunk(c)
         if self.cache is not None:
-            self._write_through(c)
+            self._write_through(c, keys)
         return [c]
 
     def _pk_keys(self, c: StreamChunk) -> Ragged:
@@ -77,17 +78,18 @@ class MaterializeExecutor(Executor):
         found[miss] = found_m
         return found, rows
 
-    def _write_through(self, c: StreamChunk) -> None:
-        """Each key's last change of the chunk: its row put in the cache, or the key removed."""
+    def _write_through(self, c: StreamChunk, distinct_keys: Ragged | None) -> None:
+        """Each key's last change of the chunk: its row put in the cache, or the key removed.
+        `distinct_keys`: the chunk's pks, when the conflict check found them distinct."""
         assert self.cache is not None
-        keys = self._pk_keys(c)
+        keys = distinct_keys if distinct_keys is not None else self._pk_keys(c)
         n = keys.n
-        # the last row of each key: the first occurrence among the reversed keys
-        rev = keys.to_arrow().take(pa.array(np.arange(n - 1, -1, -1)))
-        ids = pc.dictionary_encode(rev)
-        if len(ids.dictionary) == n:  # each key once (the bulk and upsert case)
+        if distinct_keys is not None or _distinct(keys):  # each key once (bulk and upsert case)
             last = np.arange(n)
         else:
+            # the last row of each key: the first occurrence among the reversed keys
+            rev = keys.to_arrow().take(pa.array(np.arange(n - 1, -1, -1)))
+            ids = pc.dictionary_encode(rev)
             _, first_rev = np.unique(
                 np.asarray(ids.indices.to_numpy(zero_copy_only=False)), return_index=True
             )
@@ -105,22 +107,23 @@ class MaterializeExecutor(Executor):
     @staticmethod
     def _inserts_of_distinct_keys(
         c: StreamChunk, key_r: Ragged, found: np.ndarray, stored: list[pa.Array], overwrite: bool
-    ) -> StreamChunk | None:
+    ) -> tuple[StreamChunk, Ragged | None] | None:
         """The common bulk case, vectorized: only inserts, each key once in the chunk. A key not
-        stored is inserted; a stored one is overwritten (U-, U+) or the insert dropped."""
+        stored is inserted; a stored one is overwritten (U-, U+) or the insert dropped. Also
+        the output's pks when it holds each key once (inserts only)."""
         if not (c.ops == Op.INSERT).all():
             return None
-        keys = key_r.to_arrow()
-        if pc.count_distinct(keys).as_py() != len(keys):
+        if not _distinct(key_r):
             return None
         if not found.any():
-            return c
+            return c, key_r
         n = c.capacity
         if not overwrite:
             keep = pa.array(~found)
-            return StreamChunk(
+            out = StreamChunk(
                 c.ops[~found], [col.filter(keep) for col in c.columns], length=int((~found).sum())
             )
+            return out, key_r.take(np.flatnonzero(~found))
         # each found row becomes U-(stored), U+(input); the others stay inserts
         reps = np.where(found, 2, 1)
         out_n = int(reps.sum())
@@ -135,9 +138,10 @@ class MaterializeExecutor(Executor):
         cols = [
             pa.concat_arrays([a, b.cast(a.type)]).take(gather) for a, b in zip(c.columns, stored, strict=True)
         ]
-        return StreamChunk(ops, cols, length=out_n)
+        return StreamChunk(ops, cols, length=out_n), None
 
-    def _resolve_conflicts(self, c: StreamChunk) -> StreamChunk:
+    def _resolve_conflicts(self, c: StreamChunk) -> tuple[StreamChunk, Ragged | None]:
+        """The chunk with conflicts resolved, and its pks if it is known to hold each once."""
         d = self.desc
         pk_cols = [c.columns[i] for i in d.pk]
         key_r = self._pk_keys(c)
@@ -188,7 +192,7 @@ class MaterializeExecutor(Executor):
                 emit(cur, Op.DELETE)
                 current[k] = None
         if not ops:
-            return StreamChunk(np.zeros(0, np.int8), [col.slice(0, 0) for col in c.columns], length=0)
+            return StreamChunk(np.zeros(0, np.int8), [col.slice(0, 0) for col in c.columns], length=0), None
         n = c.capacity
         base = [pa.concat_arrays([a, b.cast(a.type)]) for a, b in zip(c.columns, stored, strict=True)]
         if merged:
@@ -197,7 +201,13 @@ class MaterializeExecutor(Executor):
         # gather from [input rows ; stored rows ; merged rows] in one take per column
         offset = np.array([0, n, 2 * n], np.int64)
         gather = pa.array(offset[np.array(src, np.int64)] + np.array(idx, np.int64))
-        return StreamChunk(np.array(ops, np.int8), [col.take(gather) for col in base], length=len(ops))
+        return StreamChunk(np.array(ops, np.int8), [col.take(gather) for col in base], length=len(ops)), None
+
+
+def _distinct(keys: Ragged) -> bool:
+    """Whether every key of a chunk differs from the others (Arrow's `unique` hashes the keys
+    once; its `count_distinct` is ~10x slower on binary)."""
+    return len(pc.unique(keys.to_arrow())) == keys.n
 
 
 def _merge_rows(base: list[pa.Array], merged: list[tuple[tuple[int, int], int]], n: int) -> list[pa.Array]:
