@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 @dataclass(frozen=True)
@@ -248,18 +249,17 @@ def concat_rows(parts: Sequence[Ragged]) -> Ragged:
             for p, w in zip(parts, widths, strict=True)
         ]
         return Ragged.fixed(np.hstack(mats))
-    lens = [p.lengths for p in parts]
-    total_lens = np.sum(lens, axis=0) if n else np.zeros(0, np.int64)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(total_lens, out=offsets[1:])
-    out = np.empty(int(offsets[-1]), np.uint8)
-    cursor = offsets[:-1].copy()
-    for p, plen in zip(parts, lens, strict=True):
-        if p.n != n:
-            raise ValueError("concat_rows of parts with different row counts")
-        scatter_into(out, cursor, p, plen)
-        cursor += plen
-    return Ragged(offsets, out)
+    if any(p.n != n for p in parts):
+        raise ValueError("concat_rows of parts with different row counts")
+    if not n:
+        return Ragged(np.zeros(1, np.int64), np.zeros(0, np.uint8))
+    # Arrow's row-wise join copies each string once in C++ (a numpy scatter needs a destination
+    # index per byte: ~10x slower for short rows)
+    joined = pc.binary_join_element_wise(*(p.to_arrow(large=True) for p in parts), _NO_SEPARATOR)
+    return Ragged.from_arrow(joined)
+
+
+_NO_SEPARATOR = pa.scalar(b"", pa.large_binary())
 
 
 def _fixed_width(r: Ragged) -> int | None:
@@ -272,29 +272,6 @@ def _fixed_width(r: Ragged) -> int | None:
     if r.n > 1 and not (np.diff(r.offsets) == w).all():
         return None
     return w
-
-
-def scatter_into(
-    out: np.ndarray, dest_starts: np.ndarray, part: Ragged, plen: np.ndarray | None = None
-) -> None:
-    """Copy string i of `part` into ``out[dest_starts[i]:]``."""
-    if plen is None:
-        plen = part.lengths
-    n = part.n
-    if n == 0:
-        return
-    w = int(plen[0])
-    base = int(part.offsets[0])
-    end = int(part.offsets[-1])
-    if end - base == 0:
-        return
-    if end - base == w * n and (plen == w).all():
-        # fixed width: one 2-D fancy assignment
-        idx = dest_starts[:, None] + np.arange(w, dtype=np.int64)
-        out[idx] = part.data[base:end].reshape(n, w)
-        return
-    dest = np.repeat(dest_starts - part.offsets[:-1], plen) + np.arange(base, end, dtype=np.int64)
-    out[dest] = part.data[base:end]
 
 
 def be_matrix(values: np.ndarray, dtype: str) -> np.ndarray:

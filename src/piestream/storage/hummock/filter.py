@@ -80,16 +80,9 @@ class BloomFilter:
 
 
 def _positions(hashes: np.ndarray, nbits: int, k: int) -> np.ndarray:
-    """(n, k) bit positions of each hash: ``(h1 + i * h2) % nbits``. h1 and h2 are 32-bit, so
-    the sum never wraps and equals ``(h1 % nbits + i * (h2 % nbits)) % nbits``: two divisions
-    per hash, then each probe adds ``h2 % nbits`` and subtracts nbits once if it passed it."""
-    m = np.uint64(nbits)
-    a = ((hashes & np.uint64(0xFFFFFFFF)) % m).astype(np.int64)
-    b = ((hashes >> np.uint64(32)) % m).astype(np.int64)
-    out = np.empty((len(hashes), k), np.int64)
-    out[:, 0] = a
-    for i in range(1, k):  # per probe (k ~ 7), not per key
-        p = out[:, i - 1] + b
-        p[p >= nbits] -= nbits
-        out[:, i] = p
-    return out
+    """(n, k) bit positions of each hash."""
+    h1 = hashes & np.uint64(0xFFFFFFFF)
+    h2 = hashes >> np.uint64(32)
+    i = np.arange(k, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        return ((h1[:, None] + i[None, :] * h2[:, None]) % np.uint64(nbits)).astype(np.int64)

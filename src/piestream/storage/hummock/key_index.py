@@ -354,6 +354,9 @@ def sort_order(data: np.ndarray, starts: np.ndarray, lens: np.ndarray, *, stable
     n = len(starts)
     if n < 2:
         return np.arange(n)
+    packed = packed_order(data, starts, lens)
+    if packed is not None:
+        return packed
     cp = shared_prefix_len(data, starts, lens)
     w0 = words(data, starts + cp, lens - cp)
     order = np.argsort(w0, kind="stable" if stable else None)
@@ -366,3 +369,46 @@ def sort_order(data: np.ndarray, starts: np.ndarray, lens: np.ndarray, *, stable
         rem = lens - cp - 8 * k
         cols.append(words(data, np.where(rem > 0, starts + cp + 8 * k, 0), rem))
     return np.lexsort((lens, *reversed(cols)))
+
+
+def packed_order(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
+    """A stable permutation sorting keys of one width in byte order with one numpy sort, or None
+    when they do not fit. A byte position where every key holds the same byte never decides
+    their order, so only the varying positions count: packed into one uint64 above the row
+    number (which makes every value unique, so the fast unstable sort gives the stable order).
+    A fixed-width pk of small numbers varies in a few bytes (vnode, low bytes of the number, a
+    spill offset), where a lexsort would sort every 8-byte word of the key in turn."""
+    n = len(starts)
+    if n < 2 or int(lens[0]) <= 0 or not (lens == lens[0]).all():
+        return None
+    width = int(lens[0])
+    row_bits = max(int(n - 1).bit_length(), 1)
+    budget = (64 - row_bits) // 8  # varying bytes that fit above the row number
+    if budget <= 0:
+        return None
+    m = _rows_matrix(data, starts, width)
+    varying = np.flatnonzero(m.min(axis=0) != m.max(axis=0))
+    if len(varying) > budget:
+        return None
+    key = np.zeros(n, np.uint64)
+    for j in varying.tolist():  # per varying byte position (at most 7), not per key
+        key <<= np.uint64(8)
+        key |= m[:, j]
+    key <<= np.uint64(row_bits)
+    key |= np.arange(n, dtype=np.uint64)
+    key.sort()
+    return (key & np.uint64((1 << row_bits) - 1)).astype(np.int64)
+
+
+def _rows_matrix(data: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """The keys as an (n, width) uint8 matrix: a strided view when they lie at equal distances
+    (a Ragged of one width, or keys with a fixed suffix), else a gather."""
+    n = len(starts)
+    first = int(starts[0])
+    stride = int(starts[1] - first) if n > 1 else width
+    fits = stride >= width and first + stride * (n - 1) + width <= len(data)
+    if fits and (n == 1 or (np.diff(starts) == stride).all()):
+        return np.lib.stride_tricks.as_strided(
+            data[first:], shape=(n, width), strides=(stride, 1), writeable=False
+        )
+    return data[starts[:, None] + np.arange(width)]

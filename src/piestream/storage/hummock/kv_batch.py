@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from piestream.encoding.keys import EPOCH_LEN, TABLE_ID_LEN, epochs_of
 from piestream.encoding.ragged import Ragged
+from piestream.storage.hummock.key_index import packed_order
 
 PUT_TAG = 0
 DELETE_TAG = 1
@@ -183,8 +184,11 @@ class KvBatch:
         if len(bs) == 1:
             return bs[0], np.arange(len(bs[0]))
         cat = KvBatch.concat(bs)
-        # Arrow's stable sort runs in ~O(n) over few presorted runs (~10M keys/s measured)
-        idx = pc.sort_indices(cat.keys).to_numpy()
+        keys = Ragged.from_arrow(cat.keys)
+        idx = packed_order(keys.data, keys.offsets[:-1], keys.lengths)
+        if idx is None:
+            # Arrow's stable sort runs in ~O(n) over few presorted runs (~10M keys/s measured)
+            idx = pc.sort_indices(cat.keys).to_numpy()
         out = cat.take(idx)
         same = pc.equal(out.keys.slice(1), out.keys.slice(0, len(out) - 1)).to_numpy(zero_copy_only=False)
         if not same.any():
