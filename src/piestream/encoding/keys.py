@@ -17,7 +17,7 @@ import struct
 import numpy as np
 
 from piestream.common.epoch import MAX_EPOCH
-from piestream.encoding.ragged import Ragged
+from piestream.encoding.ragged import Ragged, word_view
 
 TABLE_ID_LEN = 4
 VNODE_LEN = 2
@@ -64,6 +64,9 @@ def next_key(prefix: bytes) -> bytes | None:
 
 def epochs_of(fkeys: Ragged) -> np.ndarray:
     """The epoch (uint64) of every full key."""
-    idx = (fkeys.offsets[1:] - EPOCH_LEN)[:, None] + np.arange(EPOCH_LEN, dtype=np.int64)
-    inv = fkeys.data[idx].copy().view(">u8")[:, 0]
+    if fkeys.n == 0:
+        return np.zeros(0, np.uint64)
+    data = np.ascontiguousarray(fkeys.data)
+    # one 8-byte big-endian word per key (not one index per byte)
+    inv = word_view(data, ">u8")[fkeys.offsets[1:] - EPOCH_LEN]
     return np.uint64(MAX_EPOCH) - inv.astype(np.uint64)
