@@ -9,7 +9,10 @@ stage, each slot always in the same Python worker.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -92,6 +95,10 @@ class LocalRunner:
         return collect_reports(plan, elements)
 
 
+#: Seconds without a job after which the runner touches every slot's worker: well inside Spark's
+#: one minute of pool inactivity after which it stops idle workers (checked every 10 s).
+KEEP_ALIVE_SECONDS = 20.0
+
 class SparkRunner:
     """Runs each epoch as one Spark job on the given session.
 
@@ -107,17 +114,68 @@ class SparkRunner:
     """
 
     def __init__(
-        self, spark: SparkSession, hook: TaskHook | None = None, task_slots: int | None = None
+        self,
+        spark: SparkSession,
+        hook: TaskHook | None = None,
+        task_slots: int | None = None,
+        keep_alive_seconds: float | None = KEEP_ALIVE_SECONDS,
     ) -> None:
         self.spark = spark
         self.sc = spark.sparkContext
         self.hook = hook  # pickled into each epoch's tasks (tests inject faults with it)
         # a task costs tens of ms whatever it does: a stage has at most one task per core
         self.task_slots = self.sc.defaultParallelism if task_slots is None else task_slots
+        self.keep_alive_seconds = keep_alive_seconds
+        self._lock = threading.Lock()  # one Spark job of this runner at a time (epoch or keep-alive)
+        self._last_job = time.monotonic()
+        self._stop = threading.Event()
+        self._keeper: threading.Thread | None = None
 
     def run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         if not plan.stages:
             return []
+        self._start_keeper()
+        with self._lock:
+            try:
+                return self._run(plan, dml)
+            finally:
+                self._last_job = time.monotonic()
+
+    def close(self) -> None:
+        """Stop keeping the slots' workers alive (a later `run` starts again)."""
+        self._stop.set()
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None and keeper is not threading.current_thread():
+            keeper.join(timeout=30)
+
+    # -- keeping the slots' Python workers (and their operator caches) alive --------------------
+    def _start_keeper(self) -> None:
+        if self.keep_alive_seconds is None or (self._keeper is not None and self._keeper.is_alive()):
+            return
+        self._stop = threading.Event()
+        self._keeper = threading.Thread(
+            target=_keep_alive_loop, args=(weakref.ref(self), self._stop), name="piestream-keep-alive", daemon=True
+        )
+        self._keeper.start()
+
+    def keep_alive(self) -> list[int]:
+        """Run one no-op task in every slot's worker (under the epoch lock, so it never takes a
+        worker an epoch needs) and return the workers' pids, by slot.
+
+        Spark stops a worker pool's idle Python workers when the pool saw no activity for a
+        minute (`PythonWorkerFactory.IDLE_WORKER_TIMEOUT_NS`, hard-coded: no configuration
+        changes it, spark-notes §4), and with them the operator caches of the actors of that
+        slot. A task handed to the slot's worker and back counts as activity."""
+        n = self.task_slots
+        with self._lock:
+            src = self.sc.parallelize(range(n), n)
+            outs = [self._in_slot(src, p, _worker_pid, False) for p in range(n)]
+            self.sc.setJobDescription("piestream keep-alive")
+            pids = self.sc.union(outs).collect()
+            self._last_job = time.monotonic()
+        return [pid for _, pid in sorted(pids)]
+
+    def _run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         plan = replace(plan, task_slots=self.task_slots)
         parts = dml_elements(plan, dml)
         last = len(plan.stages) - 1
@@ -132,6 +190,10 @@ class SparkRunner:
     def _slot(self, src: RDD[Any], plan: EpochPlan, stage: int, slot: int, last: bool) -> RDD[Any]:
         """Partition `slot` of `src` run by slot `slot`'s worker: the stage's actors of that
         partition; unless `last`, the output comes bucketed for the next stage's shuffle."""
+        return self._in_slot(src, slot, _slot_fn(plan, stage, slot, self.hook, last), not last)
+
+    def _in_slot(self, src: RDD[Any], slot: int, fn: Any, bypass: bool) -> RDD[Any]:
+        """Partition `slot` of `src` mapped by `fn` in slot `slot`'s worker pool."""
         from pyspark.core.rdd import RDD
 
         jvm = self.sc._jvm
@@ -141,9 +203,8 @@ class SparkRunner:
         keep = jvm.PythonUtils.toSeq(chosen).toSet()  # a Scala Set is an Int => Boolean
         pruned = jvm.org.apache.spark.rdd.PartitionPruningRDD.create(src._jrdd.rdd(), keep)
         one: RDD[Any] = RDD(pruned.toJavaRDD(), self.sc, src._jrdd_deserializer)
-        fn = _slot_fn(plan, stage, slot, self.hook, last)
         out = one.mapPartitions(fn)
-        if not last:
+        if bypass:
             out._bypass_serializer = True  # type: ignore[attr-defined]
         with _ENV_LOCK:  # the Python function takes the context's environment when it is built
             env = self.sc.environment
@@ -171,6 +232,32 @@ class SparkRunner:
 #: The environment variable that gives each slot's tasks their own Python worker pool.
 SLOT_ENV = "PIESTREAM_WORKER_SLOT"
 _ENV_LOCK = threading.Lock()
+
+
+def _keep_alive_loop(ref: weakref.ref[SparkRunner], stop: threading.Event) -> None:
+    """While the runner lives and is not closed: after `keep_alive_seconds` without a job, run a
+    keep-alive job. Ends by itself when the SparkContext stops."""
+    while True:
+        runner = ref()
+        if runner is None or runner.keep_alive_seconds is None:
+            return
+        wait = runner._last_job + runner.keep_alive_seconds - time.monotonic()
+        interval = runner.keep_alive_seconds
+        if wait <= 0:
+            if runner.sc._jsc is None:  # the context was stopped
+                return
+            try:
+                runner.keep_alive()
+            except Exception:  # noqa: BLE001 - Spark going down; the next epoch reports errors
+                return
+            wait = interval
+        del runner  # hold no reference while asleep
+        if stop.wait(max(0.5, wait)):
+            return
+
+
+def _worker_pid(it: Iterable[int]) -> list[tuple[int, int]]:
+    return [(slot, os.getpid()) for slot in it]
 
 
 def _slot_fn(plan: EpochPlan, stage: int, slot: int, hook: TaskHook | None, last: bool):  # type: ignore[no-untyped-def]

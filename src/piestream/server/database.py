@@ -238,6 +238,9 @@ class Database:
             return
         self._closed = True
         self.barriers.stop()
+        close_runner = getattr(self.barriers.runner, "close", None)
+        if close_runner is not None:
+            close_runner()  # the SparkRunner's keep-alive thread
         from piestream.stream.cache.registry import WORKER_CACHES
 
         WORKER_CACHES.drop_scope(self.barriers.store_url)  # this process's caches of the jobs
