@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from piestream.common.errors import StateConsistencyError
 from piestream.encoding.ragged import Ragged
-from piestream.storage.hummock.key_index import KeyIndex, padded_ragged, sort_order
+from piestream.storage.hummock.key_index import KeyIndex, padded_ragged, shared_prefix_len, words
 
 
 class KeyOpKind(enum.IntEnum):
@@ -142,19 +142,19 @@ InconsistencyReport = Callable[[str, int, bytes], None]
 
 def fold(ops: Ops, check: bool, report: InconsistencyReport | None = None) -> Ops:
     """Merge ops listed in arrival order into one op per key, sorted by key (the §4.1 rules as
-    vector operations; see the module docstring)."""
+    vector operations; see the module docstring).
+
+    Works on the sort permutation and the kinds only; the (large) key and value columns are
+    gathered once, for the surviving ops (a fold at a spill or flush is mostly U-/U+ pairs, so
+    that is half of them)."""
     n = len(ops)
     if n == 0:
         return ops
     data, starts, lens = padded_ragged(Ragged.from_arrow(ops.keys))
-    order = sort_order(data, starts, lens)  # stable: arrival order within a key
-    s = ops.take(order) if not np.array_equal(order, np.arange(n)) else ops
-    kind = s.kinds
-    new_key = np.ones(n, np.bool_)
-    if n > 1:
-        new_key[1:] = ~pc.equal(s.keys.slice(1), s.keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    if new_key.all():
-        return s  # one op per key: every op stands as it is
+    order, new_key = sorted_runs(data, starts, lens)  # stable: arrival order within a key
+    if new_key.all():  # one op per key: every op stands as it is
+        return ops if np.array_equal(order, np.arange(n)) else ops.take(order)
+    kind = ops.kinds[order]
     pos = np.arange(n)
     gstart = np.maximum.accumulate(np.where(new_key, pos, 0))
     gend = np.empty(n, np.bool_)
@@ -174,20 +174,56 @@ def fold(ops: Ops, check: bool, report: InconsistencyReport | None = None) -> Op
     new_run[1:] |= removal[:-1] & ~new_key[1:]
     first = np.maximum.accumulate(np.where(new_run, pos, 0))  # start of the run each op is in
     if check:
-        _check_pairs(s, new_run, report)
+        _check_pairs(ops, order, kind, new_run, report)
     ends = np.flatnonzero(gend & ~removal)  # last op of every key that still has an op
     firsts = first[ends]
     before = kind[firsts] != _INS
     after = kind[ends] != _DEL
     out_kind = np.where(before, np.where(after, _UPD, _DEL), _INS).astype(np.int8)
-    ie, if_ = pa.array(ends, pa.int64()), pa.array(firsts, pa.int64())
-    return Ops(s.keys.take(ie), out_kind, s.old.take(if_), s.new.take(ie))
+    ie, if_ = pa.array(order[ends], pa.int64()), pa.array(order[firsts], pa.int64())
+    return Ops(ops.keys.take(ie), out_kind, ops.old.take(if_), ops.new.take(ie))
 
 
-def _check_pairs(s: Ops, new_run: np.ndarray, report: InconsistencyReport | None = None) -> None:
+def sorted_runs(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(stable sort permutation of the keys in byte order, per sorted position whether its key
+    differs from the previous one): `sort_order`'s word sort, whose words also tell equal keys
+    apart without gathering or comparing the keys themselves."""
+    n = len(starts)
+    if n < 2:
+        return np.arange(n), np.ones(n, np.bool_)
+    cp = shared_prefix_len(data, starts, lens)
+    w0 = words(data, starts + cp, lens - cp)
+    order = np.argsort(w0, kind="stable")
+    sw = w0[order]
+    new_key = np.ones(n, np.bool_)
+    new_key[1:] = sw[1:] != sw[:-1]
+    if new_key.all():
+        return order, new_key
+    # words beyond a key's end read as zero bytes: keys are equal when every word and the length is
+    nwords = (int(lens.max()) - cp + 7) // 8
+    cols = [w0]
+    for k in range(1, nwords):
+        rem = lens - cp - 8 * k
+        cols.append(words(data, np.where(rem > 0, starts + cp + 8 * k, 0), rem))
+    order = np.lexsort((lens, *reversed(cols)))
+    new_key[:] = False
+    new_key[0] = True
+    for col in (lens, *cols):
+        sc = col[order]
+        new_key[1:] |= sc[1:] != sc[:-1]
+    return order, new_key
+
+
+def _check_pairs(
+    ops: Ops,
+    order: np.ndarray,
+    kind: np.ndarray,
+    new_run: np.ndarray,
+    report: InconsistencyReport | None = None,
+) -> None:
     """Raise for the first illegal pair of consecutive ops on one key (within one run), or tell
-    `report` about them (the first one's kind, how many, its key)."""
-    kind = s.kinds
+    `report` about them (the first one's kind, how many, its key). `order` sorts `ops`; `kind`
+    and `new_run` are by sorted position."""
     prev_after = kind[:-1] != _DEL
     next_before = kind[1:] != _INS
     same = ~new_run[1:]
@@ -195,14 +231,16 @@ def _check_pairs(s: Ops, new_run: np.ndarray, report: InconsistencyReport | None
     value = np.flatnonzero(same & prev_after & next_before)
     bad_value = np.zeros(len(kind) - 1, np.bool_)
     if len(value):
-        ia = pa.array(value, pa.int64())
-        eq = pc.equal(s.new.take(ia), s.old.take(pa.array(value + 1, pa.int64())))
+        eq = pc.equal(
+            ops.new.take(pa.array(order[value], pa.int64())),
+            ops.old.take(pa.array(order[value + 1], pa.int64())),
+        )
         bad_value[value] = ~eq.to_numpy(zero_copy_only=False)
     wrong = np.flatnonzero(mismatch | bad_value)
     if not len(wrong):
         return
     i = int(wrong[0])
-    key = s.keys[i].as_py()
+    key = ops.keys[int(order[i])].as_py()
     nxt = kind[i + 1]
     what = (
         "old value differs from the buffered value"
