@@ -37,7 +37,9 @@ def _epoch(db: Database, first: int | None) -> tuple[bool, int, int]:
     return warm, sum(e.cache_hits for e in new), sum(e.cache_misses for e in new)
 
 
-def _warm_after_pause(spark: Any, tmp_path: Path, pause: float, keep_alive: float | None) -> tuple[tuple[bool, int, int], list[int], list[int]]:
+def _warm_after_pause(
+    spark: Any, tmp_path: Path, pause: float, keep_alive: float | None
+) -> tuple[tuple[bool, int, int], list[int], list[int]]:
     runner = SparkRunner(spark, keep_alive_seconds=keep_alive)
     db = _db(spark, tmp_path / "db", runner)
     try:

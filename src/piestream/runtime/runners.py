@@ -99,6 +99,7 @@ class LocalRunner:
 #: one minute of pool inactivity after which it stops idle workers (checked every 10 s).
 KEEP_ALIVE_SECONDS = 20.0
 
+
 class SparkRunner:
     """Runs each epoch as one Spark job on the given session.
 
@@ -154,7 +155,10 @@ class SparkRunner:
             return
         self._stop = threading.Event()
         self._keeper = threading.Thread(
-            target=_keep_alive_loop, args=(weakref.ref(self), self._stop), name="piestream-keep-alive", daemon=True
+            target=_keep_alive_loop,
+            args=(weakref.ref(self), self._stop),
+            name="piestream-keep-alive",
+            daemon=True,
         )
         self._keeper.start()
 
@@ -248,7 +252,7 @@ def _keep_alive_loop(ref: weakref.ref[SparkRunner], stop: threading.Event) -> No
                 return
             try:
                 runner.keep_alive()
-            except Exception:  # noqa: BLE001 - Spark going down; the next epoch reports errors
+            except Exception:  # Spark going down: the next epoch reports its errors
                 return
             wait = interval
         del runner  # hold no reference while asleep

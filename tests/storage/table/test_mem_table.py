@@ -323,7 +323,17 @@ def test_sorted_runs_orders_stably_and_marks_equal_keys() -> None:
     from piestream.storage.table.mem_table import sorted_runs
 
     rng = random.Random(3)
-    alphabet = [b"", b"\x00", b"\x00\x00", b"a", b"a\x00", b"ab", b"\x00" * 9, b"\x01" * 8 + b"\x00", b"\x01" * 8]
+    alphabet = [
+        b"",
+        b"\x00",
+        b"\x00\x00",
+        b"a",
+        b"a\x00",
+        b"ab",
+        b"\x00" * 9,
+        b"\x01" * 8 + b"\x00",
+        b"\x01" * 8,
+    ]
     for n in (1, 2, 5, 40, 300):
         prefix = bytes([rng.randint(0, 2)]) * rng.randint(0, 3)
         keys = [prefix + rng.choice(alphabet) + rng.choice(alphabet) for _ in range(n)]

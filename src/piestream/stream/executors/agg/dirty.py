@@ -46,7 +46,9 @@ class DirtyGroups:
         self._limit = _REDUCE_AT  # grows with the number of groups, so reducing stays amortized
         # sum columns of decimal128(p, 0) buffered as (high, low) int64 halves (module docstring)
         self._split = {
-            i for i, s in enumerate(self.specs) if s.how == "sum" and pa.types.is_decimal(s.arrow) and s.arrow.scale == 0
+            i
+            for i, s in enumerate(self.specs)
+            if s.how == "sum" and pa.types.is_decimal(s.arrow) and s.arrow.scale == 0
         }
         self._names = ["_g"] + [f"k{i}" for i in range(len(self.key_types))]
         for i in range(len(self.specs)):
@@ -70,7 +72,7 @@ class DirtyGroups:
                 halves = {}
         cols = [self._key(key_cols, n), *key_cols]
         for i, d in enumerate(deltas):
-            cols += halves[i] if i in halves else [d]
+            cols += halves.get(i, [d])
         self._parts.append(pa.Table.from_arrays(cols, names=self._names))
         self._rows += n
         if self._rows >= self._limit:
@@ -112,7 +114,9 @@ class DirtyGroups:
         """Stop splitting: the buffered halves become decimal columns again (a value beyond 64
         bits arrived)."""
         split, self._split = self._split, set()
-        self._names = ["_g"] + [f"k{i}" for i in range(len(self.key_types))] + [f"d{i}" for i in range(len(self.specs))]
+        self._names = (
+            ["_g"] + [f"k{i}" for i in range(len(self.key_types))] + [f"d{i}" for i in range(len(self.specs))]
+        )
         parts = []
         for t in self._parts:
             cols = [t.column(c) for c in ["_g"] + [f"k{i}" for i in range(len(self.key_types))]]
