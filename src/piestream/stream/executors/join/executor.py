@@ -24,7 +24,6 @@ import pyarrow as pa
 
 from piestream.common.chunk import DataChunk, Op, StreamChunk, filter_mask
 from piestream.common.errors import StateConsistencyError
-from piestream.common.scalar import Row
 from piestream.common.types import BIGINT, DataType
 from piestream.plan.hash_join import HashJoinNode, SideKind
 from piestream.storage.table.state_table import StateTable
@@ -130,20 +129,25 @@ class HashJoinExecutor(Executor):
 
     # -- reading ----------------------------------------------------------------------------------
     def _read(
-        self, side: _Side, prefixes: list[Row], with_degrees: bool, only: np.ndarray | None = None
+        self,
+        side: _Side,
+        keys: list[pa.Array],
+        n_groups: int,
+        with_degrees: bool,
+        only: np.ndarray | None = None,
     ) -> _Rows:
-        """`side`'s current rows (and degrees) for each join key (those in `only`), in key order."""
-        counts = np.zeros(len(prefixes), np.int64)
-        wanted = [g for g in range(len(prefixes)) if only is None or only[g]]
-        # every join key of the chunk in one storage pass (grouped by key, in `prefixes` order)
-        chunk, got = side.state.scan_prefixes([prefixes[g] for g in wanted])
+        """`side`'s current rows (and degrees) for each join key (those in `only`), in key order;
+        `keys` holds the join key columns, one row per group (none: no equi keys, one group)."""
+        counts = np.zeros(n_groups, np.int64)
+        wanted = np.arange(n_groups) if only is None else np.flatnonzero(only)
+        # every join key of the chunk in one storage pass (grouped by key, in `keys` order)
+        chunk, got = _scan_keys(side.state, keys, wanted)
         counts[wanted] = got
         parts: list[DataChunk] = [chunk] if chunk.capacity else []
         degree_parts: list[DataChunk] = []
         if with_degrees and chunk.capacity:  # keys without rows have no degrees either
             assert side.degree is not None
-            having = [prefixes[g] for g, c in zip(wanted, got, strict=True) if c]
-            dchunk, _ = side.degree.scan_prefixes(having)
+            dchunk, _ = _scan_keys(side.degree, keys, wanted[got > 0])
             degree_parts.append(dchunk)
         starts = np.cumsum(counts) - counts
         types = side.arrow_types
@@ -197,11 +201,13 @@ class HashJoinExecutor(Executor):
                 cols.append(src[i].take(take) if internal in self.condition_refs else pa.nulls(n, t))
         return filter_mask(self.ctx.eval(self.condition, DataChunk(cols, length=n), "HashJoin"))
 
-    def _recount(self, side: _Side, rows: _Rows, other: _Side, prefixes: list[Row]) -> np.ndarray:
+    def _recount(
+        self, side: _Side, rows: _Rows, other: _Side, keys: list[pa.Array], n_groups: int
+    ) -> np.ndarray:
         """Degrees of `rows` (of `side`) recomputed from `other`'s rows before this chunk, for
         sides without a degree table (the other side holds at most one row per key)."""
-        old = self._read(other, prefixes, with_degrees=False, only=rows.counts > 0)
-        gid = np.repeat(np.arange(len(prefixes), dtype=np.int64), rows.counts)
+        old = self._read(other, keys, n_groups, with_degrees=False, only=rows.counts > 0)
+        gid = np.repeat(np.arange(n_groups, dtype=np.int64), rows.counts)
         qi, qj = pair_up(gid, old.starts, old.counts)
         ok = self._matches(side, rows.columns, qi, old.columns, qj)
         return np.bincount(qi[ok], minlength=len(gid)).astype(np.int64)
@@ -218,9 +224,11 @@ class HashJoinExecutor(Executor):
         insert = signs > 0
         key_cols = [cols[k] for k in a.keys]
         matchable = matchable_mask(key_cols, self.null_safe, n)
-        gid, prefixes = group_by_key(key_cols, [a.types[k] for k in a.keys], np.flatnonzero(matchable), n)
+        gid, keys, n_groups = group_by_key(
+            key_cols, [a.types[k] for k in a.keys], np.flatnonzero(matchable), n
+        )
 
-        other = self._read(b, prefixes, with_degrees=b.degree is not None)
+        other = self._read(b, keys, n_groups, with_degrees=b.degree is not None)
         pi, pj = pair_up(gid, other.starts, other.counts)
         matched = self._matches(a, cols, pi, other.columns, pj)
         degree_a = np.bincount(pi[matched], minlength=n).astype(np.int64)
@@ -238,7 +246,7 @@ class HashJoinExecutor(Executor):
 
         # B's rows whose degree crosses 0 <-> 1
         if b.kind is not SideKind.PLAIN:
-            deg0 = other.degrees if other.degrees is not None else self._recount(b, other, a, prefixes)
+            deg0 = other.degrees if other.degrees is not None else self._recount(b, other, a, keys, n_groups)
             delta = np.where(matched, signs[pi], 0).astype(np.int64)
             before, after = degree_walk(pj, delta, deg0)
             if len(after) and after.min() < 0:
@@ -298,3 +306,14 @@ class HashJoinExecutor(Executor):
             else:
                 columns.append(take_or_null(b_cols[col], b_idx, t))
         return StreamChunk(ops, columns, length=len(ops)).split(self.chunk_size)
+
+
+def _scan_keys(table: StateTable, keys: list[pa.Array], groups: np.ndarray) -> tuple[DataChunk, np.ndarray]:
+    """`table`'s rows of the join keys at rows `groups` of `keys` (one vectorized prefix scan)."""
+    if not len(groups):
+        return DataChunk([pa.nulls(0, t.arrow) for t in table.desc.types], length=0), np.zeros(0, np.int64)
+    if not keys:  # no equi keys: the one group's prefix is empty
+        return table.scan_prefixes([()])
+    take = pa.array(groups, pa.int64())
+    types = table.desc.pk_types
+    return table.scan_prefix_columns([as_type(c.take(take), types[j].arrow) for j, c in enumerate(keys)])

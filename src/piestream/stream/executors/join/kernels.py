@@ -1,8 +1,9 @@
 """Vectorized building blocks of the hash join: key grouping, candidate pairs, degree walks.
 
 A chunk's rows are grouped by join key; each group is paired with the other side's rows of the
-same key (read with one prefix scan per key). Pairs are plain index arrays (row of the chunk,
-row of the other side), ordered by chunk row, so the chunk's order is kept wherever it matters.
+same key (all keys of a chunk read with one prefix scan, the keys as columns). Pairs are plain
+index arrays (row of the chunk, row of the other side), ordered by chunk row, so the chunk's
+order is kept wherever it matters.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import numpy as np
 import pyarrow as pa
 
 from piestream.common.order import ASC
-from piestream.common.scalar import Row, columns_to_rows
 from piestream.common.types import DataType
 from piestream.encoding import memcomparable
 
@@ -29,15 +29,16 @@ def matchable_mask(key_columns: Sequence[pa.Array], null_safe: Sequence[bool], n
 
 def group_by_key(
     key_columns: Sequence[pa.Array], key_types: Sequence[DataType], rows: np.ndarray, n: int
-) -> tuple[np.ndarray, list[Row]]:
-    """(group id of each of the `n` rows, -1 outside `rows`; the join key of each group as a
-    Python row, for the prefix scan). Groups are numbered in order of first appearance."""
+) -> tuple[np.ndarray, list[pa.Array], int]:
+    """(group id of each of the `n` rows, -1 outside `rows`; the join key columns with one row
+    per group, for the prefix scan; the number of groups). Groups are numbered in order of first
+    appearance."""
     gid = np.full(n, -1, np.int64)
     if not len(rows):
-        return gid, []
+        return gid, [c.slice(0, 0) for c in key_columns], 0
     if not key_columns:  # no equi keys: every row shares the one (empty) key
         gid[rows] = 0
-        return gid, [()]
+        return gid, [], 1
     take = pa.array(rows, pa.int64())
     cols = [c if len(rows) == n else c.take(take) for c in key_columns]
     encoded = memcomparable.encode_columns(cols, list(key_types), [ASC] * len(cols)).to_arrow()
@@ -45,7 +46,7 @@ def group_by_key(
     gid[rows] = codes
     _, first = np.unique(codes, return_index=True)
     firsts = pa.array(first, pa.int64())
-    return gid, columns_to_rows([c.take(firsts) for c in cols], list(key_types))
+    return gid, [c.take(firsts) for c in cols], len(first)
 
 
 def pair_up(gid: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
