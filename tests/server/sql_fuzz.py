@@ -8,6 +8,11 @@ insert a token; cut the text; swap a literal for an extreme one), which is where
 binder crashes hide. Semantic-error templates aim at the checks a statement must pass (unknown
 names, wrong arity and types, dependencies, duplicate objects, bad casts, overflow), and garbage
 is keyword soup or random text. Statement `i` of seed `s` depends only on (s, i) and the schema.
+
+The live schema stays bounded: once more than `MAX_LIVE` relations exist (semantic templates
+create `z<i>` relations that are valid in piestream, e.g. an MV whose `1 / 0` streams as NULL),
+the next statement is a DROP of one of them, so a long soak keeps exercising DROP and its
+dependency checks instead of piling up thousands of tables.
 """
 
 from __future__ import annotations
@@ -225,6 +230,11 @@ IDENTS = ("t0", "t1", "t2", "nope", "k", "g", "v", "_row_id", '"T0"', '"select"'
 TOKEN = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|\d+(?:\.\d+)?(?:e[-+]?\d+)?|\w+|::|<>|!=|<=|>=|\|\||\S")
 
 
+#: relations (tables, MVs, views, indexes) kept alive; above it the fuzzer drops one
+MAX_LIVE = 24
+DROP_WORD = {"r": "TABLE", "m": "MATERIALIZED VIEW", "v": "VIEW", "i": "INDEX"}
+
+
 @dataclass(frozen=True)
 class Stmt:
     sql: str
@@ -245,15 +255,22 @@ def relations_from_catalog(rows: list[tuple[str, str, str, int]]) -> list[Relati
     return [r for r in rels.values() if r.cols]
 
 
+def live_relations(rows: list[tuple[str, str, str, int]]) -> list[tuple[str, str]]:
+    """(name, relkind) of every droppable relation in the catalog rows, columns or not."""
+    return sorted({(name, kind) for name, kind, _, _ in rows if kind in DROP_WORD})
+
+
 class Fuzzer:
     """Statement `i` for a schema: a pure function of (seed, i) and the relations given."""
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
 
-    def statement(self, i: int, relations: list[Relation]) -> Stmt:
+    def statement(self, i: int, relations: list[Relation], live: list[tuple[str, str]] | None = None) -> Stmt:
         g = Gen(self.seed * 1_000_003 + i)
         r = g.r
+        if live is not None and len(live) > MAX_LIVE:
+            return self.drop_one(g, live)
         roll = r.random()
         if not relations or roll < 0.03:
             return self.create_table(g, i)
@@ -299,6 +316,12 @@ class Fuzzer:
         if kind == "explain":
             return Stmt(f"EXPLAIN {q.pg}", "valid", False)
         return Stmt(q.pg, "valid", False)
+
+    def drop_one(self, g: Gen, live: list[tuple[str, str]]) -> Stmt:
+        """A DROP of a random live relation (CASCADE or not: a refused DROP changes nothing)."""
+        name, kind = g.r.choice(live)
+        cascade = " CASCADE" if g.chance(0.5) else ""
+        return Stmt(f'DROP {DROP_WORD[kind]} "{name}"{cascade}', "drop", True)
 
     # -- mutations ------------------------------------------------------------------------------
     def mutate(self, r: random.Random, sql: str) -> str:
