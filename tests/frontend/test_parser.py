@@ -1034,6 +1034,22 @@ def test_query_tree_conventions() -> None:
     assert isinstance(query_of("(SELECT 1) ORDER BY 1"), exp.Subquery)
 
 
+def test_parameters_next_to_other_parameters_are_not_dollar_quotes() -> None:
+    """`$1,$2` (psycopg writes parameters without spaces) is two parameters: a dollar-quote tag
+    never starts with a digit. sqlglot alone reads a quote tagged `1,` and fails."""
+    values = query_of("SELECT $1,$2,($3||$4)").expressions
+    assert [type(e) for e in values] == [exp.Parameter, exp.Parameter, exp.Paren]
+    n = 65535
+    stmt = parse_one("INSERT INTO t VALUES " + ",".join(f"(${i},${i + 1})" for i in range(1, n, 2)))
+    assert isinstance(stmt, ast.Insert)
+    params = [p for p in stmt.source.find_all(exp.Parameter)]  # type: ignore[union-attr]
+    assert len(params) == n - 1
+    # dollar quotes still work beside parameters, with tags of letters, digits after the first
+    q = query_of("SELECT $$a,$1$$, $t1$x$t1$, $1")
+    assert [e.sql() for e in q.expressions][:2] == ["'a,$1'", "'x'"]
+    assert isinstance(q.expressions[2], exp.Parameter)
+
+
 def test_emit_on_window_close_is_rejected() -> None:
     for sql, position in [
         ("SELECT window_start, count(*) FROM TUMBLE(t, ts, INTERVAL '1' MINUTE) GROUP BY window_start "

@@ -230,3 +230,24 @@ def test_numeric_typmod_scale_in_text_binary_and_description(conn: psycopg.Conne
         assert (cur.description[0].precision, cur.description[0].scale) == (6, 2)
     text = conn.execute("SELECT a::text FROM amounts ORDER BY id").fetchall()
     assert [r[0] for r in text] == ["2.50", "1.01", "-7.00"]
+
+
+def test_insert_with_65535_parameters(conn: psycopg.Connection) -> None:
+    """psycopg sends `$1,$2,...` without spaces (the query's own separators): every count
+    PostgreSQL accepts works, up to 65535 (the wire's unsigned 16-bit count)."""
+    conn.execute("CREATE TABLE manyp (a INT, b VARCHAR, c BIGINT)")
+    cur = conn.cursor()
+    for rows in (1334, 21845):  # 4,002 and 65,535 parameters
+        cur.execute(
+            "INSERT INTO manyp VALUES " + ",".join(["(%s,%s,%s)"] * rows),
+            [v for i in range(rows) for v in (i, f"s{i}", -i)],
+        )
+        assert cur.rowcount == rows
+    got = conn.execute("SELECT count(*), sum(a), sum(c), max(b) FROM manyp WHERE a < 1334").fetchone()
+    assert got == (2 * 1334, 2 * sum(range(1334)), -2 * sum(range(1334)), "s999")
+    assert conn.execute("SELECT count(*) FROM manyp").fetchone() == (1334 + 21845,)
+    # a statement that names a parameter beyond the wire's limit is refused cleanly
+    with pytest.raises(psycopg.Error) as e:
+        conn.execute("SELECT $70000::int")
+    assert e.value.sqlstate not in (None, "XX000")
+    assert conn.execute("SELECT 1").fetchone() == (1,)

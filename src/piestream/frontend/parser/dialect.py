@@ -1,6 +1,9 @@
 """The piestream SQL dialect: sqlglot's PostgreSQL dialect with RisingWave's statements.
 
 What differs from sqlglot's Postgres dialect, and why:
+- Tokenizer: ``$`` followed by a digit is always a parameter (``$1``), never a dollar quote. sqlglot
+  reads ``$1,$2`` (psycopg's parameters without spaces) as a quote tagged ``1,`` and then fails
+  with "unterminated dollar-quoted string"; in PostgreSQL a tag cannot start with a digit.
 - Tokenizer: no "command" keywords. sqlglot swallows the rest of a statement after EXPLAIN, SHOW,
   RESET, DO, ... into one opaque string (its `Command` fallback); piestream parses those statements
   itself, and the words become ordinary identifiers elsewhere, as in PostgreSQL.
@@ -23,6 +26,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from sqlglot.dialects.postgres import Postgres
+from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import Token, TokenType
 
 from piestream.frontend.parser import ast
@@ -158,6 +162,19 @@ class PiestreamParser(DdlParser, DmlParser, UtilityParser, ParserBase):
         self._fail("Expecting a statement")
 
 
+class _PgTokenizerCore(TokenizerCore):
+    """sqlglot's tokenizer with PostgreSQL's rule that a dollar-quote tag never starts with a digit."""
+
+    __slots__ = ()
+
+    def _scan_string(self, start: str) -> bool:
+        if start == "$" and self._peek.isdigit():
+            # "$" then digits: a parameter, tokenized as sqlglot does when no tag follows
+            self._add(self.heredoc_string_alternative)
+            return True
+        return super()._scan_string(start)
+
+
 class Piestream(Postgres):
     """sqlglot dialect for piestream's SQL (PostgreSQL with RisingWave's extensions)."""
 
@@ -168,5 +185,11 @@ class Piestream(Postgres):
         KEYWORDS: ClassVar[dict[str, TokenType]] = {
             k: v for k, v in Postgres.Tokenizer.KEYWORDS.items() if v != TokenType.COMMAND
         }
+
+        def _init_core(self) -> TokenizerCore:
+            core = super()._init_core()
+            # sqlglot builds its core itself; same slots, one method more (pure-Python core)
+            core.__class__ = _PgTokenizerCore
+            return core
 
     Parser = PiestreamParser

@@ -18,7 +18,12 @@ from piestream.common.types import DataType
 from piestream.expr.expr import Literal
 from piestream.frontend.parser import ast
 from piestream.server.pgwire import codec, params
-from piestream.server.pgwire.protocol import MessageReader, ProtocolViolation, int16, int32
+from piestream.server.pgwire.protocol import (
+    MessageReader,
+    ProtocolViolation,
+    count16,
+    int32,
+)
 from piestream.server.pgwire.rows import describe_columns, send_rows
 from piestream.server.pgwire.statements import Prepared, max_parameter, prepare_one
 from piestream.server.query import bind as bind_query
@@ -67,8 +72,8 @@ class ExtendedQuery:
         """Parse: a prepared statement, its parameter types declared or inferred."""
         name = r.cstring()
         sql = r.cstring()
-        n = r.int16()
-        oids = [r.int32() for _ in range(max(n, 0))]
+        n = r.count16()
+        oids = [r.int32() for _ in range(n)]
         if name and name in self.statements:
             raise PiestreamError(f'prepared statement "{name}" already exists', sqlstate="42P05")
         for oid in oids:
@@ -98,15 +103,15 @@ class ExtendedQuery:
         """Bind: a portal of a prepared statement and parameter values."""
         portal_name = r.cstring()
         stmt_name = r.cstring()
-        nformats = r.int16()
-        formats = [r.int16() for _ in range(max(nformats, 0))]
-        nvalues = r.int16()
+        nformats = r.count16()
+        formats = [r.int16() for _ in range(nformats)]
+        nvalues = r.count16()
         raw: list[bytes | None] = []
-        for _ in range(max(nvalues, 0)):
+        for _ in range(nvalues):
             n = r.int32()
             raw.append(None if n < 0 else r.bytes_(n))
-        nresult = r.int16()
-        result_formats = [r.int16() for _ in range(max(nresult, 0))]
+        nresult = r.count16()
+        result_formats = [r.int16() for _ in range(nresult)]
         statement = self.statements.get(stmt_name)
         if statement is None:
             raise PiestreamError(f'prepared statement "{stmt_name}" does not exist', sqlstate="26000")
@@ -136,7 +141,7 @@ class ExtendedQuery:
                 raise PiestreamError(f'prepared statement "{name}" does not exist', sqlstate="26000")
             self.conn.channel.send(
                 b"t",
-                int16(len(statement.types))
+                count16(len(statement.types))
                 + b"".join(int32(params.reported_oid(t)) for t in statement.types),
             )
             columns = self._statement_columns(statement)

@@ -24,6 +24,7 @@ MAX_STARTUP_LEN = 10_000  # PostgreSQL's limit for the startup packet
 MAX_MESSAGE_LEN = 64 << 20  # larger messages are rejected (PostgreSQL allows 1 GB; no need here)
 
 _I16 = struct.Struct("!h")
+_U16 = struct.Struct("!H")
 _I32 = struct.Struct("!i")
 _HEADER = struct.Struct("!ci")
 
@@ -54,6 +55,10 @@ class MessageReader:
 
     def int16(self) -> int:
         return int(_I16.unpack(self._take(2))[0])
+
+    def count16(self) -> int:
+        """A 16-bit count (parameters, formats): unsigned, so 65535 parameters fit."""
+        return int(_U16.unpack(self._take(2))[0])
 
     def int32(self) -> int:
         return int(_I32.unpack(self._take(4))[0])
@@ -150,6 +155,10 @@ def cstr(s: str) -> bytes:
 
 def int16(v: int) -> bytes:
     return _I16.pack(v)
+
+
+def count16(v: int) -> bytes:
+    return _U16.pack(v)
 
 
 def int32(v: int) -> bytes:
