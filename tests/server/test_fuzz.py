@@ -66,7 +66,7 @@ def _snapshot(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
     counts: dict[str, int] = {}
     if names:
         union = " UNION ALL ".join(
-            f"SELECT CAST({i} AS INT) AS i, count(*) AS n FROM \"{name}\"" for i, name in enumerate(names)
+            f'SELECT CAST({i} AS INT) AS i, count(*) AS n FROM "{name}"' for i, name in enumerate(names)
         )
         for at, n in conn.execute(union).fetchall():  # type: ignore[arg-type]
             counts[names[at]] = n

@@ -24,8 +24,8 @@ from piestream.expr.functions.registry import is_registered
 from piestream.expr.signatures import CATALOG
 from piestream.expr.udf import compile_function
 from piestream.frontend.binder.expr_binder import AGG_NAMES
-from piestream.frontend.binder.user_functions import bind_body, functions_of
-from piestream.frontend.catalog import DEFAULT_SCHEMA, FunctionCatalog
+from piestream.frontend.binder.user_functions import bind_body, callers_of, functions_of
+from piestream.frontend.catalog import DEFAULT_SCHEMA, CatalogReader, FunctionCatalog
 from piestream.frontend.parser import ast
 from piestream.server.results import QueryResult, command
 
@@ -78,6 +78,14 @@ def create_function(s: Session, stmt: ast.CreateFunction, params: Sequence[Any] 
                 raise DuplicateFunction(
                     f"function {signature_text(name, types)} already exists with same argument types"
                 )
+            callers = callers_of(snapshot, s.db.catalog.functions(), {existing.id})
+            if callers and stmt.return_type != existing.return_type:
+                raise PiestreamError(
+                    "cannot change return type of existing function",
+                    sqlstate="42P13",
+                    detail=f"function {callers[0].signature} calls it",
+                    hint=f"Use DROP FUNCTION {existing.signature} first.",
+                )
             users = s.db.catalog.dependents(existing.id)
             if users:
                 raise FeatureNotSupported(
@@ -129,6 +137,18 @@ def drop_function(s: Session, stmt: ast.DropFunction, params: Sequence[Any] = ()
                     hint="Specify the argument list to select the function unambiguously.",
                 )
             targets.append(cands[0])
+        callers = _callers(s, snapshot, targets)
+        if callers and not stmt.cascade:
+            fn, caller = callers[0]
+            raise DependentObjectsStillExist(
+                f"cannot drop function {fn.signature} because other objects depend on it",
+                detail=f"function {caller.signature} depends on function {fn.signature}",
+                hint="Use DROP ... CASCADE to drop the dependent objects too.",
+            )
+        for _, caller in callers:  # CASCADE: the calling functions go too, and what uses them
+            if all(caller.id != t.id for t in targets):
+                targets.append(caller)
+                res.notices.append(f"drop cascades to function {caller.signature}")
         dependents = [(fn, r) for fn in targets for r in s.db.catalog.dependents(fn.id)]
         if dependents and not stmt.cascade:
             fn, r = dependents[0]
@@ -141,3 +161,22 @@ def drop_function(s: Session, stmt: ast.DropFunction, params: Sequence[Any] = ()
             s.db.ddl.drop(list({r.id: r for _, r in dependents}.values()), cascade=True)
         s.db.catalog.drop_functions(targets)
     return res
+
+
+def _callers(
+    s: Session, snapshot: CatalogReader, targets: list[FunctionCatalog]
+) -> list[tuple[FunctionCatalog, FunctionCatalog]]:
+    """(callee, caller) for every function calling one of `targets`, directly or through
+    another caller, so CASCADE takes the whole chain."""
+    everything = s.db.catalog.functions()
+    found: list[tuple[FunctionCatalog, FunctionCatalog]] = []
+    ids = {t.id for t in targets}
+    frontier = list(targets)
+    while frontier:
+        fn = frontier.pop()
+        for caller in callers_of(snapshot, everything, {fn.id}):
+            if caller.id not in ids:
+                ids.add(caller.id)
+                found.append((fn, caller))
+                frontier.append(caller)
+    return found

@@ -10,7 +10,8 @@ arguments are coerced to the declared types. Then:
 The catalog is reached through a context variable that `QueryBinder` sets while it binds (the
 expression binder is created in many places and has no catalog of its own). Every function a
 statement uses is added to the statement's dependencies, so DROP FUNCTION sees the MVs and views
-that use it.
+that use it. The functions a SQL function's body calls are found by binding that body again
+(`callers_of`), so DROP FUNCTION also sees the functions that call it, in catalogs of any age.
 """
 
 from __future__ import annotations
@@ -186,3 +187,26 @@ def _inline(active: _Active, fn: FunctionCatalog, args: tuple[Expr, ...]) -> Exp
         return args[e.index] if isinstance(e, InputRef) else None
 
     return body.transform_down(substitute)
+
+
+def calls_of(catalog: CatalogReader, fn: FunctionCatalog) -> set[int]:
+    """Ids of the user functions a SQL function's body calls, directly or through others
+    (the body is bound as CREATE FUNCTION bound it; a body that no longer binds calls nothing)."""
+    if fn.language != "sql":
+        return set()
+    calls: set[int] = set()
+    token = _ACTIVE.set(_Active(catalog, calls, inlining=(fn.id,)))
+    try:
+        bind_body(fn)
+    except PiestreamError:
+        return set()
+    finally:
+        _ACTIVE.reset(token)
+    return calls
+
+
+def callers_of(
+    catalog: CatalogReader, functions: Sequence[FunctionCatalog], ids: set[int]
+) -> list[FunctionCatalog]:
+    """The functions among `functions` (not in `ids`) whose bodies call one of `ids`."""
+    return [f for f in functions if f.id not in ids and calls_of(catalog, f) & ids]
