@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Callable
+
 import pyarrow as pa
 
 from piestream.connectors.lakehouse import EPOCH_KEY, OP_COLUMN, SINK_KEY, check_columns, to_lake
@@ -10,16 +14,28 @@ from piestream.connectors.lakehouse import EPOCH_KEY, OP_COLUMN, SINK_KEY, check
 _RECENT = 64
 
 
-def create_delta_table(location: str, schema: pa.Schema) -> None:
+def create_delta_table(location: str, schema: pa.Schema) -> Callable[[], None] | None:
+    """Create the table unless it exists (then it must have the sink's columns). Returns how to
+    remove the table it created (None: it existed): only what this call made goes."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
         existing = DeltaTable(location)
     except TableNotFoundError:
+        local = "://" not in location or location.startswith("file://")
+        path = location.removeprefix("file://")
+        existed = os.path.exists(path)
         DeltaTable.create(location, schema=schema)
-        return
+        if not local:
+            return None
+
+        def undo() -> None:
+            shutil.rmtree(path if not existed else os.path.join(path, "_delta_log"), ignore_errors=True)
+
+        return undo
     check_columns([f.name for f in existing.schema().fields], schema, f"Delta table {location}")
+    return None
 
 
 def _quote(name: str) -> str:

@@ -4,7 +4,7 @@ default); see `lakehouse`."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -27,7 +27,9 @@ def _identifier(options: Mapping[str, str]) -> str:
     return f"{options['database.name']}.{options['table.name']}"
 
 
-def create_iceberg_table(options: Mapping[str, str], schema: pa.Schema) -> None:
+def create_iceberg_table(options: Mapping[str, str], schema: pa.Schema) -> Callable[[], None] | None:
+    """Create the table unless it exists (then it must have the sink's columns). Returns how to
+    remove the table it created, files and catalog row (None: it existed)."""
     from pyiceberg.exceptions import NoSuchTableError
 
     catalog = _catalog(options)
@@ -36,8 +38,9 @@ def create_iceberg_table(options: Mapping[str, str], schema: pa.Schema) -> None:
         existing = catalog.load_table(_identifier(options))
     except NoSuchTableError:
         catalog.create_table(_identifier(options), schema=schema)
-        return
+        return lambda: _catalog(options).purge_table(_identifier(options))
     check_columns([f.name for f in existing.schema().fields], schema, f"Iceberg table {_identifier(options)}")
+    return None
 
 
 def _key_filter(keys: pa.Table) -> Any:

@@ -24,10 +24,9 @@ columns are written as PostgreSQL text, as those formats have no such type.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 import pyarrow as pa
@@ -36,6 +35,7 @@ import pyarrow.parquet as pq
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.types import INTERVAL, TIME, VARCHAR, DataType, TypeKind
 from piestream.connectors.options import InvalidOption
+from piestream.connectors.staging import clear_pending, delete_staged, named_outputs, save_pending
 from piestream.expr.functions.cast import cast_array
 
 LAKE_CONNECTORS = ("delta", "iceberg")
@@ -144,17 +144,19 @@ def open_lake_table(
     return IcebergSinkTable(options, sink_name, sink_type, tuple(key))
 
 
-def create_lake_table(connector: str, options: Mapping[str, str], schema: pa.Schema) -> None:
+def create_lake_table(
+    connector: str, options: Mapping[str, str], schema: pa.Schema
+) -> Callable[[], None] | None:
     """Create the target table at CREATE SINK (readers see it at once); an existing table must
-    have the sink's columns."""
+    have the sink's columns. Returns how to remove the table if this call created it (a CREATE
+    SINK that fails afterwards leaves nothing behind), else None."""
     if connector == "delta":
         from piestream.connectors.delta import create_delta_table
 
-        create_delta_table(options["location"], schema)
-    else:
-        from piestream.connectors.iceberg import create_iceberg_table
+        return create_delta_table(options["location"], schema)
+    from piestream.connectors.iceberg import create_iceberg_table
 
-        create_iceberg_table(options, schema)
+    return create_iceberg_table(options, schema)
 
 
 def check_columns(existing: Sequence[str], schema: pa.Schema, where: str) -> None:
@@ -167,29 +169,24 @@ def check_columns(existing: Sequence[str], schema: pa.Schema, where: str) -> Non
 
 def publish_lake(table: LakeTable, staging: str, committed_epoch: int, state_rows: Iterable[tuple]) -> int:
     """Driver side, after `committed_epoch` commits: write every committed epoch the lake table
-    lacks (one commit each, in order), then delete staged files of epochs up to the committed
-    one. Idempotent. Returns the epochs written."""
-    last = table.last_epoch()
-    pending: dict[int, list[str]] = {}
-    for _actor, epoch, token, _rows in state_rows:
-        if token is None or epoch > committed_epoch or (last is not None and epoch <= last):
-            continue
-        path = os.path.join(staging, str(token))
-        if os.path.exists(path):
-            pending.setdefault(int(epoch), []).append(path)
-    for epoch in sorted(pending):
-        data = pa.concat_tables([pq.read_table(p) for p in sorted(pending[epoch])])
-        table.commit(epoch, data)
-    for name in _listdir(staging):
-        head = name.lstrip(".").split("-", 1)[0]
-        if head.isdigit() and int(head) <= committed_epoch:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(staging, name))
-    return len(pending)
-
-
-def _listdir(path: str) -> list[str]:
+    lacks (one commit each, in order; with what a failed publish left pending, `staging`), then
+    delete staged files of epochs up to the committed one. Idempotent. Returns the epochs written."""
+    outputs = named_outputs(staging, committed_epoch, state_rows)
     try:
-        return os.listdir(path)
-    except FileNotFoundError:
-        return []
+        last = table.last_epoch() if outputs else None
+        pending: dict[int, list[str]] = {}
+        for _actor, epoch, token, _rows in outputs:
+            if last is not None and epoch <= last:
+                continue
+            path = os.path.join(staging, token)
+            if os.path.exists(path):
+                pending.setdefault(epoch, []).append(path)
+        for epoch in sorted(pending):  # in order: an epoch is never skipped for a later one
+            data = pa.concat_tables([pq.read_table(p) for p in sorted(pending[epoch])])
+            table.commit(epoch, data)
+    except Exception:
+        save_pending(staging, outputs)  # not deleted as orphans: the next publish retries them
+        raise
+    clear_pending(staging)
+    delete_staged(staging, committed_epoch)
+    return len(pending)

@@ -22,7 +22,6 @@ mount on a cluster).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import uuid
 from collections.abc import Iterable, Mapping
@@ -35,6 +34,7 @@ from piestream.common.errors import FeatureNotSupported
 from piestream.common.types import INTERVAL, VARCHAR
 from piestream.connectors.lakehouse import LAKE_CONNECTORS, validate_lake_options
 from piestream.connectors.options import InvalidOption
+from piestream.connectors.staging import clear_pending, delete_staged, named_outputs, save_pending
 from piestream.expr.functions.cast import cast_array
 from piestream.stream.connector import SinkWriter
 
@@ -80,25 +80,22 @@ class BlackholeSinkWriter:
 
 def publish_committed(path: str, committed_epoch: int, state_rows: Iterable[tuple]) -> int:
     """Driver side, after `committed_epoch` commits: publish the staged files the committed sink
-    state names, delete orphans of epochs up to it. Idempotent. Returns files published."""
+    state names (and what a failed publish left pending, `staging`), delete orphans of epochs up
+    to it. Idempotent. Returns files published."""
     staging = os.path.join(path, STAGING)
+    outputs = named_outputs(staging, committed_epoch, state_rows)
     published = 0
-    for actor_index, epoch, token, _rows in state_rows:
-        if token is None or epoch > committed_epoch:
-            continue
-        src = os.path.join(staging, str(token))
-        if os.path.exists(src):
-            os.replace(src, os.path.join(path, final_name(int(epoch), int(actor_index))))
-            published += 1
     try:
-        leftovers = os.listdir(staging)
-    except FileNotFoundError:
-        return published
-    for name in leftovers:
-        head = name.lstrip(".").split("-", 1)[0]
-        if head.isdigit() and int(head) <= committed_epoch:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(staging, name))
+        for actor_index, epoch, token, _rows in outputs:
+            src = os.path.join(staging, token)
+            if os.path.exists(src):
+                os.replace(src, os.path.join(path, final_name(epoch, actor_index)))
+                published += 1
+    except Exception:
+        save_pending(staging, outputs)  # not deleted as orphans: the next publish retries them
+        raise
+    clear_pending(staging)
+    delete_staged(staging, committed_epoch)
     return published
 
 

@@ -15,7 +15,10 @@ CREATE SINK (meta's `DdlController` stores and starts what they plan).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import os
+import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +27,7 @@ from sqlglot import exp
 from piestream.common.errors import DuplicateObject, FeatureNotSupported, PiestreamError
 from piestream.connectors.lakehouse import LAKE_CONNECTORS, create_lake_table, lake_schema, new_staging_path
 from piestream.connectors.options import InvalidOption, lower_keys, parse_bool
-from piestream.connectors.sinks import sink_output_path, validate_sink_options
+from piestream.connectors.sinks import STAGING, sink_output_path, validate_sink_options
 from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind, SinkInfo, SourceInfo
 from piestream.frontend.parser import ast
@@ -41,6 +44,8 @@ from piestream.stream.connector import plan_source_node, source_connector
 
 if TYPE_CHECKING:
     from piestream.server.session import Session
+
+log = logging.getLogger(__name__)
 
 DEAD_LETTER_SUFFIX = "_dead_letter"
 
@@ -169,6 +174,9 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
 
 
 def create_sink(s: Session, stmt: ast.CreateSink, params: Sequence[Any] = ()) -> QueryResult:
+    """CREATE SINK. What it makes outside the catalog (a staging directory, the output directory,
+    the lake table) is removed again if the statement fails, also when its first epoch (the
+    backfill) fails: a failed CREATE SINK leaves nothing behind."""
     with s.db.ddl.lock:
         skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
@@ -179,77 +187,118 @@ def create_sink(s: Session, stmt: ast.CreateSink, params: Sequence[Any] = ()) ->
         connector = opts.get("connector", "").strip().lower()
         if not connector:
             raise InvalidOption("a connector = '...' option is required")
-        if connector in LAKE_CONNECTORS and "staging.path" not in opts:
-            opts["staging.path"] = new_staging_path(str(s.db.data_dir / "sink_staging"), stmt.name)
-        opts = validate_sink_options(connector, opts)
-        sink_type = opts.get("type", "").strip().lower() or None
-        if sink_type is not None and sink_type not in SINK_TYPES:
-            raise InvalidOption(f"type must be one of {', '.join(SINK_TYPES)}, got '{sink_type}'")
-        force_append = parse_bool("force_append_only", opts.get("force_append_only", "false"))
-        key_names = [k.strip() for k in opts.get("primary_key", "").split(",") if k.strip()] or None
-        if stmt.query is not None:
-            query = stmt.query
-            definition = stmt.text
-        else:
-            assert stmt.from_relation is not None  # FROM x = AS SELECT * FROM x
-            query = exp.select("*").from_(exp.to_table(stmt.from_relation))
-            definition = stmt.text
-        binder = QueryBinder(s.db.catalog.snapshot())
-        bound = binder.bind_query(query)
-        ids = s.db.ddl.ids()
-        made: list[SinkNode] = []
-        width = len(bound.names)
+        undo: list[Callable[[], None]] = []
+        try:
+            return _create_sink(s, stmt, opts, connector, undo)
+        except BaseException:
+            for fn in reversed(undo):
+                try:
+                    fn()
+                except Exception:  # the statement's own error is what the client must see
+                    log.exception("cleaning up after the failed CREATE SINK %s", stmt.name)
+            raise
 
-        def make_sink(input: StreamNode, names: Sequence[str], key: tuple[int, ...]) -> StreamNode:
-            kind = sink_type or ("append-only" if input.append_only or force_append else "upsert")
-            if kind == "append-only" and not input.append_only and not force_append:
-                raise PiestreamError(
-                    "The sink cannot be append-only. Please add \"force_append_only='true'\" in WITH "
-                    "options to force the sink to be append-only. Notice that this will cause the sink "
-                    "executor to drop DELETE messages and convert UPDATE messages to INSERT.",
-                    sqlstate="0A000",
-                )
-            cols = list(range(width))
-            if kind != "append-only":
-                cols += [k for k in key if k not in cols]  # hidden key columns are written too
-            node = SinkNode(
-                schema=input.schema,
-                stream_key=input.stream_key,
-                append_only=input.append_only,
-                input=input,
-                sink_name=stmt.name,
-                connector=connector,
-                options=opts,
-                sink_type=kind,
-                columns=tuple(cols),
-                names=tuple(names[i] for i in cols),
-                key=key,
-                state_table=sink_state_table(ids.next_table_id(), f"{stmt.name}_sink_state"),
-                force_append_only=force_append,
+
+def _remove_new_dirs(path: str, made_already: bool = False) -> Callable[[], None]:
+    """Undo for creating the directory `path` (and parents): removes those that do not exist yet
+    (with `made_already`, `path` itself was just made by this statement and goes too)."""
+    missing = [os.path.abspath(path)] if made_already else []
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+
+    def undo() -> None:
+        if missing:
+            shutil.rmtree(missing[-1], ignore_errors=True)
+
+    return undo
+
+
+def _create_sink(
+    s: Session, stmt: ast.CreateSink, opts: dict[str, str], connector: str, undo: list[Callable[[], None]]
+) -> QueryResult:
+    if connector in LAKE_CONNECTORS and "staging.path" not in opts:
+        staging_root = str(s.db.data_dir / "sink_staging")
+        opts["staging.path"] = new_staging_path(staging_root, stmt.name)
+        undo.append(_remove_new_dirs(opts["staging.path"], made_already=True))
+    elif connector in LAKE_CONNECTORS:
+        undo.append(_remove_new_dirs(os.path.join(opts["staging.path"], STAGING)))
+    elif connector == "parquet" and opts.get("path"):
+        undo.append(_remove_new_dirs(os.path.join(opts["path"], STAGING)))
+    opts = validate_sink_options(connector, opts)
+    sink_type = opts.get("type", "").strip().lower() or None
+    if sink_type is not None and sink_type not in SINK_TYPES:
+        raise InvalidOption(f"type must be one of {', '.join(SINK_TYPES)}, got '{sink_type}'")
+    force_append = parse_bool("force_append_only", opts.get("force_append_only", "false"))
+    key_names = [k.strip() for k in opts.get("primary_key", "").split(",") if k.strip()] or None
+    if stmt.query is not None:
+        query = stmt.query
+        definition = stmt.text
+    else:
+        assert stmt.from_relation is not None  # FROM x = AS SELECT * FROM x
+        query = exp.select("*").from_(exp.to_table(stmt.from_relation))
+        definition = stmt.text
+    binder = QueryBinder(s.db.catalog.snapshot())
+    bound = binder.bind_query(query)
+    ids = s.db.ddl.ids()
+    made: list[SinkNode] = []
+    width = len(bound.names)
+
+    def make_sink(input: StreamNode, names: Sequence[str], key: tuple[int, ...]) -> StreamNode:
+        kind = sink_type or ("append-only" if input.append_only or force_append else "upsert")
+        if kind == "append-only" and not input.append_only and not force_append:
+            raise PiestreamError(
+                "The sink cannot be append-only. Please add \"force_append_only='true'\" in WITH "
+                "options to force the sink to be append-only. Notice that this will cause the sink "
+                "executor to drop DELETE messages and convert UPDATE messages to INSERT.",
+                sqlstate="0A000",
             )
-            made.append(node)
-            return node
+        cols = list(range(width))
+        if kind != "append-only":
+            cols += [k for k in key if k not in cols]  # hidden key columns are written too
+        node = SinkNode(
+            schema=input.schema,
+            stream_key=input.stream_key,
+            append_only=input.append_only,
+            input=input,
+            sink_name=stmt.name,
+            connector=connector,
+            options=opts,
+            sink_type=kind,
+            columns=tuple(cols),
+            names=tuple(names[i] for i in cols),
+            key=key,
+            state_table=sink_state_table(ids.next_table_id(), f"{stmt.name}_sink_state"),
+            force_append_only=force_append,
+        )
+        made.append(node)
+        return node
 
-        planned = plan_sink(
-            bound,
-            name=stmt.name,
-            definition=definition,
-            job_id=s.db.ddl.next_job_id(),
-            parallelism=s.parallelism,
-            ids=ids,
-            depends_on=sorted(binder.dependencies),
-            make_sink=make_sink,
-            key_names=key_names,
-            distribute_by_key=connector != "blackhole" and sink_type != "append-only",
-            properties=opts,
+    planned = plan_sink(
+        bound,
+        name=stmt.name,
+        definition=definition,
+        job_id=s.db.ddl.next_job_id(),
+        parallelism=s.parallelism,
+        ids=ids,
+        depends_on=sorted(binder.dependencies),
+        make_sink=make_sink,
+        key_names=key_names,
+        distribute_by_key=connector != "blackhole" and sink_type != "append-only",
+        properties=opts,
+    )
+    node = made[0]
+    if connector in LAKE_CONNECTORS:
+        types = [node.input.schema[i].data_type for i in node.columns]
+        drop_table = create_lake_table(
+            connector, opts, lake_schema(node.names, types, connector, node.sink_type)
         )
-        node = made[0]
-        if connector in LAKE_CONNECTORS:
-            types = [node.input.schema[i].data_type for i in node.columns]
-            create_lake_table(connector, opts, lake_schema(node.names, types, connector, node.sink_type))
-        planned.relation = replace(
-            planned.relation,
-            sink=SinkInfo(connector, node.sink_type, sink_output_path(connector, opts), node.state_table),
-        )
-        s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
-        return command("CREATE_SINK")
+        if drop_table is not None:
+            undo.append(drop_table)
+    planned.relation = replace(
+        planned.relation,
+        sink=SinkInfo(connector, node.sink_type, sink_output_path(connector, opts), node.state_table),
+    )
+    s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
+    return command("CREATE_SINK")

@@ -24,6 +24,7 @@ from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, Relat
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import PlannedJob, plan_materialized_view, plan_table, table_conflict
 from piestream.server.results import QueryResult, command
+from piestream.server.sink_publisher import discard_staging
 
 if TYPE_CHECKING:
     from piestream.server.session import Session
@@ -276,7 +277,7 @@ def drop(s: Session, stmt: ast.Drop, params: Sequence[Any] = ()) -> QueryResult:
                     hint=f"Use DROP {rel.kind.value.upper()} to remove a {rel.kind.value}.",
                 )
             targets.append(rel)
-        db.ddl.drop(targets, cascade=stmt.cascade)
+        discard_staging(db.data_dir, db.ddl.drop(targets, cascade=stmt.cascade))
         res = command(tag)
         res.notices += notices
         return res

@@ -28,6 +28,7 @@ from piestream.frontend.binder.user_functions import bind_body, callers_of, func
 from piestream.frontend.catalog import DEFAULT_SCHEMA, CatalogReader, FunctionCatalog
 from piestream.frontend.parser import ast
 from piestream.server.results import QueryResult, command
+from piestream.server.sink_publisher import discard_staging
 
 if TYPE_CHECKING:
     from piestream.server.session import Session
@@ -158,7 +159,8 @@ def drop_function(s: Session, stmt: ast.DropFunction, params: Sequence[Any] = ()
                 hint="Use DROP ... CASCADE to drop the dependent objects too.",
             )
         if dependents:
-            s.db.ddl.drop(list({r.id: r for _, r in dependents}.values()), cascade=True)
+            dropped = s.db.ddl.drop(list({r.id: r for _, r in dependents}.values()), cascade=True)
+            discard_staging(s.db.data_dir, dropped)
         s.db.catalog.drop_functions(targets)
     return res
 

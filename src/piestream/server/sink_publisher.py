@@ -2,13 +2,17 @@
 
 After each committed epoch the driver publishes the sink output that epoch's committed state
 names (`piestream.connectors.sinks.publish_committed`), and does so again on startup for the last
-committed epoch, so sinks are exactly once across crashes.
+committed epoch, so sinks are exactly once across crashes. A dropped sink's staged output is
+deleted with it (`discard_staging`): nothing would ever publish it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from piestream.connectors.lakehouse import LAKE_CONNECTORS, open_lake_table, publish_lake
@@ -75,3 +79,15 @@ def attach(db: Database) -> None:
     publisher = SinkPublisher(db)
     publisher.on_commit(db.hummock.max_committed_epoch)
     db.barriers.on_commit.append(publisher.on_commit)
+
+
+def discard_staging(data_dir: Path, dropped: Iterable[Relation]) -> None:
+    """After DROP: delete the staged (unpublished) output of the dropped sinks; a staging
+    directory piestream made for a lake sink goes whole. Published output stays."""
+    root = os.path.abspath(data_dir / "sink_staging")
+    for rel in dropped:
+        if rel.sink is None or not rel.sink.path:
+            continue
+        shutil.rmtree(os.path.join(rel.sink.path, STAGING), ignore_errors=True)
+        if rel.sink.connector in LAKE_CONNECTORS and os.path.dirname(os.path.abspath(rel.sink.path)) == root:
+            shutil.rmtree(rel.sink.path, ignore_errors=True)
