@@ -334,12 +334,23 @@ def _wait_for_source(conn: psycopg.Connection[Any], above: int, timeout: float =
     pytest.fail(f"the source did not go on after a restart (max id stayed {above})")
 
 
+def _wait_for_ack(clients: list[Client], acked: int, timeout: float = 120) -> None:
+    """Until a client's statement was acknowledged after the restart (on Spark under load the
+    first epochs after a restart take seconds: a kill at a fixed delay would find no work done)."""
+    deadline = time.monotonic() + timeout
+    while sum(c.acked for c in clients) <= acked:
+        if time.monotonic() > deadline:
+            pytest.fail(f"no client statement was acknowledged within {timeout} s of a restart")
+        time.sleep(0.05)
+
+
 def chaos(tmp_path: Path, runner: str, kills: int, seed: int, max_run: float) -> Figures:
     data = tmp_path / "data"
     args = ("--runner", runner, "--barrier-interval", "0.25", "--parallelism", "2")
     rng = random.Random(seed)
     fig = Figures()
     clients = [Client(c, seed) for c in range(CLIENTS)]
+    started = time.monotonic()
     server: ServerProcess = start_server(data, *args)
     try:
         with psycopg.connect(server.dsn, autocommit=True) as conn:
@@ -353,8 +364,11 @@ def chaos(tmp_path: Path, runner: str, kills: int, seed: int, max_run: float) ->
         while fig.kills < kills:
             stop = threading.Event()
             threads = [threading.Thread(target=c.run, args=(server.dsn, stop), daemon=True) for c in clients]
+            acked = sum(c.acked for c in clients)
             for t in threads:
                 t.start()
+            if fig.kills % 2:  # every other kill comes while the clients are at work
+                _wait_for_ack(clients, acked)
             time.sleep(rng.uniform(0.2, max_run))
             server.kill()
             fig.kills += 1
@@ -374,6 +388,12 @@ def chaos(tmp_path: Path, runner: str, kills: int, seed: int, max_run: float) ->
                 last_source_max = src_max
                 fig.rows_verified += rows + src_rows
                 fig.source_rows = src_rows
+            print(  # progress of a long soak (pytest -s)
+                f"kill {fig.kills}: {sum(c.tried for c in clients)} tried, "
+                f"{sum(c.acked for c in clients)} acked, {fig.rows_verified} rows verified, "
+                f"{time.monotonic() - started:.0f} s",
+                flush=True,
+            )
     finally:
         server.stop()
     fig.tried = sum(c.tried for c in clients)

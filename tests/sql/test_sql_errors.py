@@ -73,6 +73,9 @@ def snapshot(s: Session) -> dict[str, Any]:
         ("DELETE FROM ao", "42809", None),
         ("INSERT INTO nope VALUES (1)", "42P01", None),
         ("DROP MATERIALIZED VIEW t", "42809", None),
+        # a struct type without fields (found by the fuzz soak: was XX000)
+        ("SELECT STRUCT ''", "0A000", None),
+        ("SELECT lpad(CAST('' AS STRUCT), 3, '*')", "0A000", None),
     ],
 )
 def test_sqlstate(st: Session, sql: str, sqlstate: str, pos: int | None) -> None:

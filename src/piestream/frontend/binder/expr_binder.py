@@ -124,6 +124,8 @@ def convert_type(dt: exp.DataType) -> DataType:
                 fields.append((f.name, convert_type(f.args["kind"])))
             else:
                 raise FeatureNotSupported(f"type {dt.sql('postgres')} is not supported")
+        if not fields:  # as the DDL type parser says (`parser.type_names`)
+            raise FeatureNotSupported("a struct needs at least one field")
         return struct_of(*fields)
     text = dt.sql("postgres")
     try:
