@@ -141,11 +141,7 @@ def drop_function(s: Session, stmt: ast.DropFunction, params: Sequence[Any] = ()
         callers = _callers(s, snapshot, targets)
         if callers and not stmt.cascade:
             fn, caller = callers[0]
-            raise DependentObjectsStillExist(
-                f"cannot drop function {fn.signature} because other objects depend on it",
-                detail=f"function {caller.signature} depends on function {fn.signature}",
-                hint="Use DROP ... CASCADE to drop the dependent objects too.",
-            )
+            raise _still_used(fn, f"function {caller.signature}")
         for _, caller in callers:  # CASCADE: the calling functions go too, and what uses them
             if all(caller.id != t.id for t in targets):
                 targets.append(caller)
@@ -153,16 +149,20 @@ def drop_function(s: Session, stmt: ast.DropFunction, params: Sequence[Any] = ()
         dependents = [(fn, r) for fn in targets for r in s.db.catalog.dependents(fn.id)]
         if dependents and not stmt.cascade:
             fn, r = dependents[0]
-            raise DependentObjectsStillExist(
-                f"cannot drop function {fn.signature} because other objects depend on it",
-                detail=f"{r.kind.value} {r.name} depends on function {fn.signature}",
-                hint="Use DROP ... CASCADE to drop the dependent objects too.",
-            )
+            raise _still_used(fn, f"{r.kind.value} {r.name}")
         if dependents:
             dropped = s.db.ddl.drop(list({r.id: r for _, r in dependents}.values()), cascade=True)
             discard_staging(s.db.data_dir, dropped)
         s.db.catalog.drop_functions(targets)
     return res
+
+
+def _still_used(fn: FunctionCatalog, user: str) -> DependentObjectsStillExist:
+    return DependentObjectsStillExist(
+        f"cannot drop function {fn.signature} because other objects depend on it",
+        detail=f"{user} depends on function {fn.signature}",
+        hint="Use DROP ... CASCADE to drop the dependent objects too.",
+    )
 
 
 def _callers(
