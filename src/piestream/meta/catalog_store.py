@@ -71,6 +71,15 @@ def read_relations(meta: MetaStore) -> list[Relation]:
     return [Relation.from_json(json.loads(raw)) for _, raw in meta.scan(_NS_REL)]
 
 
+def read_job_fragments(meta: MetaStore, job_id: int) -> list[Fragment]:
+    """A streaming job's fragments as stored (for readers that open the meta store read-only)."""
+    _check_readable(meta)
+    raw = meta.get(_NS_JOB, str(job_id))
+    if raw is None or (raw if isinstance(raw, bytes) else raw.encode("latin1"))[:1] == FORMAT0_MAGIC:
+        return []  # none, or not upgraded yet (format 0 predates chunked backfill: never partial)
+    return decode_fragments(raw)
+
+
 def read_relation(meta: MetaStore, name: str) -> Relation | None:
     """One catalog entry as stored (for readers that open the meta store read-only)."""
     _check_readable(meta)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from piestream.common.errors import PiestreamError
 from piestream.plan.backfill import LEGACY_STATE_COLUMNS, BackfillNode
 from piestream.plan.fragment import Fragment
 from piestream.storage.hummock.store import HummockStorage
@@ -90,6 +91,24 @@ def read_progress(
         total += max(int(rows.sum()), estimate)
     p = BackfillProgress(rows_done, total, vnodes_done, vnodes_total)
     return BackfillProgress(rows_done, rows_done, vnodes_done, vnodes_total) if p.done else p
+
+
+def backfill_finished(storage: HummockStorage, epoch: int, fragments: Sequence[Fragment]) -> bool:
+    """Whether a job's rows at `epoch` are all its query's: every backfill in it is done there.
+    The state tables commit with the epoch, so this holds for any reader of the committed
+    version, including one in another process (the Spark data source) or after a restart."""
+    p = read_progress(storage, epoch, backfill_nodes(fragments), {})
+    return p is None or p.done
+
+
+def still_creating(kind: str, name: str) -> PiestreamError:
+    """The error for reading (or building on) a relation whose backfill is not done: its
+    committed rows are only part of its query's (RisingWave hides a creating MV the same way)."""
+    return PiestreamError(
+        f'{kind} "{name}" is still being created: its backfill is not done',
+        sqlstate="55000",  # object_not_in_prerequisite_state
+        hint="See rw_catalog.rw_ddl_progress; it can be read once the backfill finished.",
+    )
 
 
 @dataclass(frozen=True)

@@ -118,8 +118,30 @@ def create_materialized_view(
         skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
-        s.db.ddl.create_job(_plan_mv(s, stmt, s.parallelism), backfill=True, notice=s.notice)
+        planned = _plan_mv(s, stmt, s.parallelism)
+        check_upstreams_created(s, planned.relation.depends_on)
+        s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
         return command("CREATE_MATERIALIZED_VIEW")
+
+
+def check_upstreams_created(s: Session, depends_on: Sequence[int]) -> None:
+    """55000 if a new job would read an MV (directly or through views) whose backfill is still
+    running (one resumed after a restart: a running CREATE holds the DDL lock). Its backfill
+    would read a partial snapshot and could finish before the upstream does, so its rows would
+    be readable while wrong; RisingWave does not let a job see a creating MV either."""
+    from piestream.server.query import check_created
+
+    by_id = {r.id: r for r in s.db.catalog.snapshot().relations()}
+    todo, seen = list(depends_on), set()
+    while todo:
+        rel = by_id.get(todo.pop())
+        if rel is None or rel.id in seen:
+            continue
+        seen.add(rel.id)
+        if rel.kind is RelationKind.VIEW:
+            todo.extend(rel.depends_on)
+        else:
+            check_created(s.db, rel)
 
 
 def _plan_mv(s: Session, stmt: ast.CreateMaterializedView, parallelism: int) -> PlannedJob:
@@ -250,6 +272,7 @@ def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) 
             distributed_by=dist,
             index=IndexInfo(table.id, tuple(key_cols)),
         )
+        check_upstreams_created(s, [table.id])
         s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
         return command("CREATE_INDEX")
 

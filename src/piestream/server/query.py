@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from piestream.batch.execute import BatchContext, execute
 from piestream.batch.plan import BatchPlanNode, BatchScan
-from piestream.common.errors import FeatureNotSupported, PiestreamError
+from piestream.common.errors import FeatureNotSupported
 from piestream.common.scalar import columns_to_rows
 from piestream.common.types import DataType
 from piestream.frontend.batch_planner import to_batch
@@ -24,11 +24,13 @@ from piestream.frontend.binder import BoundQuery, QueryBinder
 from piestream.frontend.catalog import CatalogSnapshot, Relation, RelationKind
 from piestream.frontend.optimizer import optimize
 from piestream.frontend.parser import ast
+from piestream.meta.ddl_progress import still_creating
 from piestream.server.results import QueryResult
 
 if TYPE_CHECKING:
     from sqlglot import exp
 
+    from piestream.server.database import Database
     from piestream.server.session import Session
 
 
@@ -61,22 +63,20 @@ def run_bound(s: Session, bound: BoundQuery) -> pa.Table:
 
 
 def _check_created(s: Session, plan: BatchPlanNode, catalog: CatalogSnapshot) -> None:
-    """Refuse reading a materialized view (or index) whose backfill is still running: its
-    committed rows are only part of its query's (RisingWave hides a creating MV the same way)."""
-    tracker = s.db.ddl.progress
-    if tracker is None:
-        return
+    """Refuse reading a materialized view (or index) whose backfill is still running."""
     by_table = {r.table.table_id: r for r in catalog.relations() if r.table is not None}
     for node in plan.walk():
-        if not isinstance(node, BatchScan):
-            continue
-        rel = by_table.get(node.table.table_id)
-        if rel is not None and rel.job_id is not None and tracker.backfilling(rel.job_id):
-            raise PiestreamError(
-                f'{rel.kind.value} "{rel.name}" is still being created: its backfill is not done',
-                sqlstate="55000",  # object_not_in_prerequisite_state
-                hint="See rw_catalog.rw_ddl_progress; it can be read once the backfill finished.",
-            )
+        if isinstance(node, BatchScan) and (rel := by_table.get(node.table.table_id)) is not None:
+            check_created(s.db, rel)
+
+
+def check_created(db: Database, rel: Relation) -> None:
+    """55000 if `rel` is a materialized view or index whose backfill is still running: its
+    committed rows are only part of its query's (batch reads, FULL cursors, new subscriptions
+    and MVs on it all refuse it)."""
+    tracker = db.ddl.progress
+    if tracker is not None and rel.job_id is not None and tracker.backfilling(rel.job_id):
+        raise still_creating(rel.kind.value, rel.name)
 
 
 def _check_readable(plan: BatchPlanNode, catalog: CatalogSnapshot, changed: set[int]) -> None:

@@ -39,6 +39,7 @@ from piestream.frontend.catalog import Relation
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import plan_subscription
 from piestream.server.ddl_handlers import check_new_name
+from piestream.server.query import check_created
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.storage_table import StorageTable
 
@@ -82,6 +83,7 @@ def create_subscription(s: Session, stmt: ast.CreateSubscription, params: Sequen
         upstream = db.catalog.get(stmt.from_relation)
         if upstream is None:
             raise PiestreamError(f'relation "{stmt.from_relation}" does not exist', sqlstate="42P01")
+        check_created(db, upstream)  # its log would start with a partial MV
         with db.barriers.paused():  # no epoch between reading the start and the job's first one
             start = db.hummock.max_committed_epoch
             ids = db.ddl.ids()
@@ -145,6 +147,8 @@ def declare_cursor(
     if stmt.name in s.cursors:
         raise PiestreamError(f'cursor "{stmt.name}" already exists', sqlstate="42P03")
     sub, upstream = resolve(s.db, stmt.subscription)
+    if stmt.since == "full":  # the snapshot part would be a partial MV
+        check_created(s.db, upstream)
     storage, epoch, vpin, spin = s.db.snapshot_storage()
     try:
         pos = retained_start(storage.version, sub, since_position(stmt.since, sub, epoch))
@@ -262,6 +266,8 @@ def follow(
     after `idle_timeout` seconds without a new commit (None: never). The start is fixed now,
     not when the iterator is first advanced."""
     sub, upstream = resolve(db, sub_name)
+    if since == "full":
+        check_created(db, upstream)
     storage, epoch, vpin, spin = db.snapshot_storage()
     try:
         pos = retained_start(storage.version, sub, since_position(since, sub, epoch))

@@ -59,7 +59,7 @@ from pyspark.sql.types import StructType
 from piestream.common.chunk import Op
 from piestream.common.errors import FeatureNotSupported, InvalidInput, PiestreamError, UndefinedColumn
 from piestream.common.types import DataType
-from piestream.connectors.spark.snapshot import read_snapshot, table_version
+from piestream.connectors.spark.snapshot import MetaSnapshot, read_snapshot, table_version
 from piestream.connectors.spark.spark_types import (
     expected_arrow_schema,
     spark_schema,
@@ -197,6 +197,22 @@ def register(spark: Any) -> None:
 # -- reads ----------------------------------------------------------------------------------------
 
 
+def _check_created(opts: Options, snap: MetaSnapshot) -> None:
+    """55000 if the snapshot holds a materialized view or index whose backfill is not done at
+    its epoch (the server refuses the same read): decided from the job's backfill state tables
+    in that very version, as this process cannot ask the server."""
+    if not snap.fragments:
+        return
+    from piestream.meta.ddl_progress import backfill_finished, still_creating
+    from piestream.storage.hummock.sstable_store import process_sstable_store
+    from piestream.storage.hummock.store import HummockStorage
+    from piestream.storage.object_store import open_object_store
+
+    storage = HummockStorage(process_sstable_store(open_object_store(opts.object_store_url)), snap.version)
+    if not backfill_finished(storage, snap.version.max_committed_epoch, snap.fragments):
+        raise still_creating(snap.relation.kind.value, snap.relation.name)
+
+
 @dataclass
 class VnodePartition(InputPartition):
     """One vnode range of the snapshot: its epoch and the part of the version it needs."""
@@ -214,6 +230,7 @@ class SnapshotReader(DataSourceReader):
     def __init__(self, opts: Options, schema: StructType) -> None:
         self.opts = opts
         snap = read_snapshot(opts.data_dir, opts.table)
+        _check_created(opts, snap)
         rel = snap.relation
         if rel.table is None:
             raise FeatureNotSupported(
@@ -239,6 +256,7 @@ class SnapshotReader(DataSourceReader):
 
             if self._version is None:  # unpickled before planning: take the snapshot now
                 snap = read_snapshot(self.opts.data_dir, self.opts.table)
+                _check_created(self.opts, snap)
                 self._version, self.epoch = snap.version, snap.version.max_committed_epoch
             desc = TableDesc.from_json(json.loads(self.desc_json))
             n = min(self.opts.partitions, desc.vnode_count)

@@ -14,9 +14,10 @@ from pathlib import Path
 from piestream.common.errors import PiestreamError, UndefinedTable
 from piestream.encoding.keys import TABLE_ID_LEN, VNODE_LEN
 from piestream.frontend.catalog import Relation, RelationKind
-from piestream.meta.catalog_store import read_relation, read_relations
+from piestream.meta.catalog_store import read_job_fragments, read_relation, read_relations
 from piestream.meta.hummock_manager import load_version
 from piestream.meta.store import MetaStore
+from piestream.plan.fragment import Fragment
 from piestream.storage.hummock.version import HummockVersion, Level
 
 
@@ -24,6 +25,7 @@ from piestream.storage.hummock.version import HummockVersion, Level
 class MetaSnapshot:
     relation: Relation
     version: HummockVersion
+    fragments: tuple[Fragment, ...] = ()  # the relation's streaming job (read with the version)
 
 
 def _open_meta(data_dir: str | Path) -> MetaStore:
@@ -44,9 +46,10 @@ def read_snapshot(data_dir: str | Path, table: str, *, with_version: bool = True
             if rel is None:
                 raise UndefinedTable(f'relation "{table}" does not exist')
             version = load_version(meta) if with_version else HummockVersion(id=0)
+            jobs = read_job_fragments(meta, rel.job_id) if with_version and rel.job_id is not None else []
     finally:
         meta.close()
-    return MetaSnapshot(rel, version)
+    return MetaSnapshot(rel, version, tuple(jobs))
 
 
 @dataclass(frozen=True)
