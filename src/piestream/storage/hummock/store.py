@@ -233,7 +233,14 @@ class HummockStorage:
     ) -> Iterator[KvBatch]:
         """Visible entries (newest version <= `read_epoch`, no tombstones) with user keys in
         [start, end), as sorted batches. `filter_key` (a user-key prefix all results share) lets
-        the scan skip SSTs whose filter rules it out."""
+        the scan skip SSTs whose filter rules it out.
+
+        Bounds are compared as full keys (``user key | inverted epoch``, as bytes), so a bound
+        that extends a stored user key K lands among K's versions: ``K + b"\0"`` as a start
+        still returns K, as an end drops K. No caller builds such a bound: stored user keys are
+        ``table | vnode | memcomparable(pk)``, prefix-free within a table, and bounds are pk
+        prefixes or ``next_key`` of them (``key_range.byte_range``); the key after K is
+        ``next_key(K)`` (tests/storage/hummock/test_key_bounds.py)."""
         rng = full_key_range(start_user_key, end_user_key)
         read_epoch = visible_bound(read_epoch)
         inner = self.merged_runs(rng, read_epoch, filter_key)
