@@ -96,6 +96,7 @@ def test_readers_refuse_a_resumed_backfill_until_done(tmp_path: Path) -> None:
                     )
                 ),
                 "index": _sqlstate(lambda: pg.execute("CREATE INDEX i ON m (n)")),
+                "sink": _sqlstate(lambda: pg.execute("CREATE SINK sk FROM m WITH (connector = 'blackhole')")),
                 "api sql": _sqlstate(lambda: conn.sql("SELECT count(*) FROM m")),
                 "api subscribe": _sqlstate(lambda: conn.subscribe("m", since="full", idle_timeout=1)),
             }
@@ -105,7 +106,7 @@ def test_readers_refuse_a_resumed_backfill_until_done(tmp_path: Path) -> None:
             assert refused == dict.fromkeys(refused, "55000"), refused
             # nothing was created by the refused statements
             names = {r[0] for r in pg.execute("SELECT relname FROM pg_catalog.pg_class").fetchall()}
-            assert not names & {"s", "m2", "m3", "i"}, names
+            assert not names & {"s", "m2", "m3", "i", "sk"}, names
 
             deadline = time.monotonic() + 180
             while pg.execute("SELECT * FROM rw_catalog.rw_ddl_progress").fetchall():
@@ -154,6 +155,21 @@ def test_ddl_on_an_in_flight_create_waits_for_it(tmp_path: Path) -> None:
         creating.join()
         want = sorted(other.sql(QUERY).rows)
         assert sorted(other.sql("SELECT * FROM m2").rows) == [(g, n) for g, n, _ in want]
+
+        # while CREATE INDEX runs, a SELECT of its table answers from the table, not the index
+        indexing = threading.Thread(target=lambda: conn.database.execute("CREATE INDEX ag ON a (g)"))
+        indexing.start()
+        while not other.sql("SELECT * FROM rw_catalog.rw_ddl_progress").rows:
+            assert time.monotonic() < deadline + 60
+            time.sleep(0.01)
+        point = "SELECT count(*), sum(v) FROM a WHERE g = 3"
+        plan = "\n".join(r[0] for r in other.sql(f"EXPLAIN {point}").rows)
+        during = other.sql(point).rows
+        assert other.sql("SELECT * FROM rw_catalog.rw_ddl_progress").rows, "the index finished too soon"
+        assert "table: ag" not in plan and "table: a," in plan, plan
+        indexing.join()
+        assert during == other.sql(point).rows == [(len(range(3, ROWS, 7)), sum(range(3, ROWS, 7)))]
+        assert "table: ag" in "\n".join(r[0] for r in other.sql(f"EXPLAIN {point}").rows)
         other.close()
     finally:
         conn.close()

@@ -37,7 +37,7 @@ from piestream.frontend.stream_piece import Dist, ExchangeMarker
 from piestream.plan.node import StreamNode
 from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
 from piestream.plan.source import DEAD_LETTER_COLUMNS, dead_letter_table
-from piestream.server.ddl_handlers import check_new_name
+from piestream.server.ddl_handlers import check_new_name, check_upstreams_created
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.desc import TableDesc
 from piestream.stream.connector import plan_source_node, source_connector
@@ -241,6 +241,7 @@ def _create_sink(
         definition = stmt.text
     binder = QueryBinder(s.db.catalog.snapshot())
     bound = binder.bind_query(query)
+    check_upstreams_created(s, sorted(binder.dependencies))
     ids = s.db.ddl.ids()
     made: list[SinkNode] = []
     width = len(bound.names)

@@ -46,7 +46,7 @@ def run_bound(s: Session, bound: BoundQuery) -> pa.Table:
     now = dt.datetime.now(dt.UTC)
     txn = s.txn
     if txn is None:
-        plan = to_batch(logical, catalog.indexes_of)
+        plan = to_batch(logical, lambda rel_id: created_indexes(s, catalog, rel_id))
         _check_created(s, plan, catalog)
         storage, epoch, vpin, spin = s.db.snapshot_storage()
         try:
@@ -54,7 +54,7 @@ def run_bound(s: Session, bound: BoundQuery) -> pa.Table:
         finally:
             s.db.release_snapshot(vpin, spin)
     changed = {t for t, o in txn.overlays.items() if len(o)}
-    plan = to_batch(logical, lambda rel_id: [] if rel_id in changed else catalog.indexes_of(rel_id))
+    plan = to_batch(logical, lambda rel_id: [] if rel_id in changed else created_indexes(s, catalog, rel_id))
     _check_readable(plan, catalog, changed)
     _check_created(s, plan, catalog)
     snap = txn.snapshot()
@@ -68,6 +68,17 @@ def _check_created(s: Session, plan: BatchPlanNode, catalog: CatalogSnapshot) ->
     for node in plan.walk():
         if isinstance(node, BatchScan) and (rel := by_table.get(node.table.table_id)) is not None:
             check_created(s.db, rel)
+
+
+def created_indexes(s: Session, catalog: CatalogSnapshot, rel_id: int) -> list[Relation]:
+    """The indexes a scan of `rel_id` may read: not one still being created (a SELECT of the
+    table must not fail, or read a partial index, while CREATE INDEX runs)."""
+    tracker = s.db.ddl.progress
+    return [
+        i
+        for i in catalog.indexes_of(rel_id)
+        if tracker is None or i.job_id is None or not tracker.backfilling(i.job_id)
+    ]
 
 
 def check_created(db: Database, rel: Relation) -> None:

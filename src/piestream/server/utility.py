@@ -34,11 +34,12 @@ def explain(s: Session, stmt: ast.Explain, params: Sequence[Any]) -> QueryResult
     if isinstance(inner, ast.Query):
         from piestream.batch.plan import explain_tree as explain_batch
         from piestream.frontend.batch_planner import to_batch
+        from piestream.server.query import created_indexes
 
         catalog = s.catalog()
         bound = QueryBinder(catalog, params).bind_query(inner.query)
         plan = optimize(bound.plan, streaming=False)
-        text = explain_batch(to_batch(plan, catalog.indexes_of))
+        text = explain_batch(to_batch(plan, lambda rel_id: created_indexes(s, catalog, rel_id)))
         if stmt.verbose:
             text = "Logical plan:\n" + explain_tree(plan) + "\n\nBatch plan:\n" + text
         return _text_result("EXPLAIN", "QUERY PLAN", text.splitlines())
