@@ -173,3 +173,41 @@ def test_ddl_on_an_in_flight_create_waits_for_it(tmp_path: Path) -> None:
         other.close()
     finally:
         conn.close()
+
+
+def test_a_rebuild_is_refused_for_reads_until_its_backfill_is_done(tmp_path: Path) -> None:
+    """REBUILD drops a failed MV's rows and backfills them again: reads wait for it to finish."""
+    import threading
+
+    from test_clean_errors import FailWhileFlagged
+
+    from piestream.runtime.runners import LocalRunner
+    from piestream.server.database import Database, DatabaseConfig
+
+    flag = tmp_path / "fail"
+    config = DatabaseConfig(
+        runner="local",
+        barrier_interval=0.02,
+        parallelism=2,
+        streaming=StreamingConfig(backfill_rows_per_epoch=50),
+    )
+    db = Database(tmp_path / "db", config=config, runner=LocalRunner(hook=FailWhileFlagged(str(flag))))
+    try:
+        db.execute("CREATE TABLE a (k int PRIMARY KEY, g int, v int)")
+        db.execute(f"INSERT INTO a SELECT x, x % 7, x FROM generate_series(0, {ROWS - 1}) AS s(x)")
+        db.execute(f"CREATE MATERIALIZED VIEW m AS {QUERY}")
+        jobs = dict(db.execute("SELECT name, job_id FROM rw_catalog.rw_streaming_jobs")[0].rows)
+        flag.write_text(str(jobs["m"]))
+        db.execute("INSERT INTO a VALUES (-1, 0, 0)")
+        flag.unlink()
+        rebuilding = threading.Thread(target=lambda: db.execute("ALTER MATERIALIZED VIEW m REBUILD"))
+        rebuilding.start()
+        deadline = time.monotonic() + 60
+        while not db.execute("SELECT * FROM rw_catalog.rw_ddl_progress")[0].rows:
+            assert time.monotonic() < deadline, "the rebuild's backfill did not show"
+            time.sleep(0.01)
+        assert _sqlstate(lambda: db.execute("SELECT * FROM m")) == "55000"
+        rebuilding.join()
+        assert sorted(db.execute("SELECT * FROM m")[0].rows) == sorted(db.execute(QUERY)[0].rows)
+    finally:
+        db.close()

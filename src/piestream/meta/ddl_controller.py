@@ -104,17 +104,23 @@ class DdlController:
         is done before returning (progress notices to `notice`), and if one fails undo
         everything (catalog, graph, state tables)."""
         job = planned.job
-        with self.barriers.paused():
-            graph = self.barriers.graph
-            replaced = self._with_edges_into(planned)
-            originals = [graph.fragments[fid] for fid in replaced if fid in graph.fragments]
-            self.catalog.create(planned.relation, job.fragments, replaced.values(), companions)
-            self.barriers.add_fragments([*job.fragments, *replaced.values()])
+        job_id = planned.relation.job_id
+        tracked = backfill and self.progress is not None and job_id is not None
+        if tracked:  # before the relation is in the catalog: no read may see it empty
+            self._track(job_id, planned.relation)
+        try:
+            with self.barriers.paused():
+                graph = self.barriers.graph
+                replaced = self._with_edges_into(planned)
+                originals = [graph.fragments[fid] for fid in replaced if fid in graph.fragments]
+                self.catalog.create(planned.relation, job.fragments, replaced.values(), companions)
+                self.barriers.add_fragments([*job.fragments, *replaced.values()])
+        except BaseException:
+            if tracked:
+                self._untrack(job_id)
+            raise
         if not backfill:
             return
-        job_id = planned.relation.job_id
-        if self.progress is not None and job_id is not None:
-            self.progress.start(job_id, planned.relation.name, planned.relation.definition or "")
         try:
             self._backfill(job_id, planned.relation, notice)
         except Exception:
@@ -128,8 +134,17 @@ class DdlController:
             self.hummock.drop_tables(_job_table_ids(job.fragments, [planned.relation, *companions]))
             raise
         finally:
-            if self.progress is not None and job_id is not None:
-                self.progress.finish(job_id)
+            if tracked:
+                self._untrack(job_id)
+
+    def _track(self, job_id: int | None, relation: Relation) -> None:
+        """Reads of the job's relation are refused (55000) until `_untrack`."""
+        if self.progress is not None and job_id is not None:
+            self.progress.start(job_id, relation.name, relation.definition or "")
+
+    def _untrack(self, job_id: int | None, *, done: bool = True) -> None:
+        if self.progress is not None and job_id is not None:
+            self.progress.finish(job_id, done=done)
 
     def _backfill(
         self,
@@ -182,9 +197,19 @@ class DdlController:
         new job, fragments and state tables) and backfill it from its upstream's current
         snapshot, as CREATE does; the old job's state is dropped. If the backfill fails the
         relation stays failed, with the new job and its error."""
-        job = planned.job
         assert old.job_id is not None and planned.relation.job_id is not None
         old_fragments = self.catalog.job_fragments(old.job_id)
+        self._track(planned.relation.job_id, planned.relation)  # its rows are refilled from empty
+        try:
+            self._rebuild(old, planned, old_fragments)
+        finally:
+            # a rebuild that failed mid-backfill leaves a partial MV: keep refusing its reads
+            p = self.backfill_progress(planned.relation.job_id)
+            self._untrack(planned.relation.job_id, done=p is None or p.done)
+
+    def _rebuild(self, old: Relation, planned: PlannedJob, old_fragments: Sequence[Fragment]) -> None:
+        job = planned.job
+        assert old.job_id is not None and planned.relation.job_id is not None
         with self.barriers.paused():
             self.barriers.remove_job(old.job_id)
             replaced = self._with_edges_into(planned)

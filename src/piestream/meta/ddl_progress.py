@@ -142,9 +142,12 @@ class DdlProgressTracker:
         with self._lock:
             self.started[job_id] = DdlJob(job_id, name, statement, dt.datetime.now(dt.UTC))
 
-    def finish(self, job_id: int) -> None:
+    def finish(self, job_id: int, *, done: bool = True) -> None:
+        """The statement ended; a job it left not `done` (a failed rebuild) stays refused."""
         with self._lock:
             self.started.pop(job_id, None)
+            if not done:
+                self.resumed.add(job_id)
 
     def backfilling(self, job_id: int) -> bool:
         """Whether the job's rows may still be incomplete (a batch read of it is refused)."""
