@@ -176,7 +176,7 @@ def test_ddl_on_an_in_flight_create_waits_for_it(tmp_path: Path) -> None:
 
 
 def test_a_rebuild_is_refused_for_reads_until_its_backfill_is_done(tmp_path: Path) -> None:
-    """REBUILD drops a failed MV's rows and backfills them again: reads wait for it to finish."""
+    """REBUILD drops a failed MV's rows and backfills them again: reads are refused until it is done."""
     import threading
 
     from test_clean_errors import FailWhileFlagged
