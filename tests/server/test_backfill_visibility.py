@@ -26,21 +26,17 @@ ROWS = 8000
 QUERY = "SELECT g, count(*) AS n, sum(v) AS s FROM a GROUP BY g"
 
 CHILD = r"""
-import json, sys, threading, time
+import json, sys
 from piestream.server.database import Database, DatabaseConfig
 from piestream.stream.executor import StreamingConfig
 db = Database(sys.argv[1], config=DatabaseConfig(runner="local", barrier_interval=0.02, parallelism=2,
-              streaming=StreamingConfig(backfill_rows_per_epoch=100)))
-db.execute("CREATE TABLE a (k int PRIMARY KEY, g int, v int)")
-db.execute("INSERT INTO a SELECT x, x %% 7, x FROM generate_series(0, %d) AS s(x)" % (int(sys.argv[2]) - 1))
-def watch():
-    w = db.session()
-    while True:
-        for r in w.execute("SELECT rows_done FROM rw_catalog.rw_ddl_progress")[0].rows:
-            print(json.dumps({"rows_done": r[0]}), flush=True)
-        time.sleep(0.02)
-threading.Thread(target=watch, daemon=True).start()
-db.execute("CREATE MATERIALIZED VIEW m AS %s" % sys.argv[3])
+              streaming=StreamingConfig(backfill_rows_per_epoch=100), progress_notice_interval=0.05))
+s = db.session()
+s.execute("CREATE TABLE a (k int PRIMARY KEY, g int, v int)")
+s.execute("INSERT INTO a SELECT x, x %% 7, x FROM generate_series(0, %d) AS s(x)" % (int(sys.argv[2]) - 1))
+# progress NOTICEs: 'materialized view "m" backfill: 1,200 of ~8,000 rows (15.0%)'
+s.notice = lambda m: print(json.dumps({"rows_done": int(m.split(": ")[1].split()[0].replace(",", ""))}))
+s.execute("CREATE MATERIALIZED VIEW m AS %s" % sys.argv[3])
 print(json.dumps({"created": True}), flush=True)
 """
 
