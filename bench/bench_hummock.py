@@ -170,7 +170,7 @@ def count_block_reads(ss: SstableStore) -> Iterator[list[int]]:
     try:
         yield calls
     finally:
-        del ss.block  # type: ignore[method-assign]
+        del ss.block
 
 
 def ssts_per_get(version: HummockVersion, ukeys: list[bytes]) -> float:
@@ -282,12 +282,14 @@ class Rocks:
         return found
 
     def multi_get(self, keys: list[bytes]) -> int:
-        return sum(v is not None for v in self.db.get(keys))
+        values: list[bytes | None] = self.db.get(keys)  # type: ignore[arg-type,assignment]  # rocksdict: get(list) returns a list
+        return sum(v is not None for v in values)
 
     def scan(self, lo: bytes | None, hi: bytes | None) -> int:
         n = 0
         it = self.db.items(from_key=lo) if lo is not None else self.db.items()
         for k, _ in it:
+            assert isinstance(k, bytes)
             if hi is not None and k >= hi:
                 break
             n += 1

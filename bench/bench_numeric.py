@@ -21,6 +21,7 @@ Figures are best-of-3 wall-clock seconds (mv: one run) on a shared machine; rows
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -45,6 +46,10 @@ EXPRS = [
     "price > 100.5",
 ]
 AGG = "SELECT g, sum(price), avg(price), min(price), max(price), count(*) FROM t GROUP BY g"
+
+
+def _arrow(con: Any, sql: str) -> Any:
+    return con.sql(sql).to_arrow_table()
 
 
 def data(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -85,7 +90,7 @@ def worker(n: int) -> dict[str, float]:
         bind_call(">", [p_ref, literal(Decimal("100.5"))]),
     ]
     for text, e in zip(EXPRS, exprs, strict=True):
-        out[f"projection: {text}"] = best_of(lambda e=e: e.eval(chunk))
+        out[f"projection: {text}"] = best_of(functools.partial(e.eval, chunk))
 
     with tempfile.TemporaryDirectory() as d:
         db = Database(Path(d) / "data", config=DatabaseConfig(runner="local", barrier_interval=3600.0))
@@ -134,7 +139,7 @@ def duck(n: int) -> dict[str, float]:
     out = {}
     for text in EXPRS:
         sql = f"SELECT {text} FROM tp"
-        out[f"projection: {text}"] = best_of(lambda sql=sql: con.sql(sql).to_arrow_table())
+        out[f"projection: {text}"] = best_of(functools.partial(_arrow, con, sql))
     out["batch: GROUP BY g"] = best_of(lambda: con.sql(AGG).to_arrow_table())
     return out
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import functools
 import io
 import os
 import pstats
@@ -73,7 +74,8 @@ class EpochRecord:
     wall: float
     reports: list[ActorReport]
     commit_s: float
-    stages: list[tuple[int, int, float, float]] = field(default_factory=list)  # tasks, wall, run, deser (ms)
+    # per Spark stage: tasks, wall, summed run, summed deserialize (ms)
+    stages: list[tuple[int, float, float, float]] = field(default_factory=list)
 
 
 class Recorder:
@@ -121,10 +123,10 @@ class Recorder:
         return rec
 
 
-def spark_stages(sc: Any, group: str) -> list[tuple[int, int, float, float]]:
+def spark_stages(sc: Any, group: str) -> list[tuple[int, float, float, float]]:
     """(tasks, stage wall ms, summed task run ms, summed task deserialize ms) per stage."""
     store = sc._jsc.sc().statusStore()
-    out = []
+    out: list[tuple[int, float, float, float]] = []
     tracker = sc.statusTracker()
     for jid in sorted(tracker.getJobIdsForGroup(group)):
         info = tracker.getJobInfo(jid)
@@ -187,6 +189,10 @@ def upsert_chunk(cols: list[np.ndarray]) -> StreamChunk:
     return StreamChunk(np.full(n, Op.INSERT, np.int8), [pa.array(c, pa.int64()) for c in cols], length=n)
 
 
+def _submit(rec: Recorder, table: int, chunk: StreamChunk) -> None:
+    rec.db.barriers.submit_dml(table, chunk)
+
+
 def load_rows(
     rec: Recorder,
     table: int,
@@ -200,7 +206,7 @@ def load_rows(
     for lo in range(start, stop, batch):
         keys = np.arange(lo, min(stop, lo + batch), dtype=np.int64)
         chunk = upsert_chunk(make(keys))
-        rec.epoch(lambda c=chunk: rec.db.barriers.submit_dml(table, c))
+        rec.epoch(functools.partial(_submit, rec, table, chunk))
         log(f"  loaded {min(stop, lo + batch):,} rows ({time.perf_counter() - t:.1f} s)")
     return time.perf_counter() - t
 
@@ -339,6 +345,10 @@ def bench_empty_wide(args: argparse.Namespace, spark: Any, root: Path) -> None:
 
 def agg_rows(keys: np.ndarray) -> list[np.ndarray]:
     return [keys, keys, (keys * 7) % 1000]
+
+
+def _updates(table: int, rows: int, changes: int, rng: np.random.Generator) -> list[tuple[int, StreamChunk]]:
+    return [(table, update_chunk(rng, rows, changes))]
 
 
 def run_update_epochs(
@@ -483,9 +493,7 @@ def bench_recompute(args: argparse.Namespace, spark: Any, root: Path) -> None:
                 base.mkdir(exist_ok=True)
                 pq.write_table(pa.table({"k": k, "g": g, "v": v}), base / f"part-{lo:012d}.parquet")
             loaded = n
-            recs = run_update_epochs(
-                rec, lambda rng, n=n: [(t, update_chunk(rng, n, changes))], 3 if args.quick else 5
-            )
+            recs = run_update_epochs(rec, functools.partial(_updates, t, n, changes), 3 if args.quick else 5)
             inc = statistics.median(r.wall for r in recs)
             hits.append((n, [hit_rate(r) for r in recs]))
             rec_times = []
