@@ -6,13 +6,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from session_results import rows
 
 from piestream.common.errors import PiestreamError
 from piestream.server.session import Session
-
-
-def rows(s: Session, sql: str) -> list[tuple[object, ...]]:
-    return sorted(s.execute(sql)[-1].rows, key=repr)
 
 
 def test_update_if_not_null_keeps_stored_values_for_null_columns(s: Session) -> None:

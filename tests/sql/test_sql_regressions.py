@@ -6,15 +6,12 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from session_results import rows
 
 from piestream.common.errors import FeatureNotSupported
 from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
 from piestream.storage.hummock.compaction import CompactionConfig
-
-
-def rows(s: Session, sql: str) -> list[tuple[Any, ...]]:
-    return sorted(s.execute(sql)[-1].rows, key=repr)
 
 
 def test_epochs_pin_the_version_they_read(tmp_path: Any) -> None:

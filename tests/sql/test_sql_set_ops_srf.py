@@ -7,21 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from session_results import error, rows
 from sqldiff import check_cases_with_rounds
 
-from piestream.common.errors import PiestreamError
 from piestream.server.session import Session
-
-
-def rows(s: Session, sql: str) -> list[tuple[Any, ...]]:
-    return sorted(s.execute(sql)[-1].rows, key=repr)
-
-
-def error(s: Session, sql: str) -> PiestreamError:
-    with pytest.raises(PiestreamError) as info:
-        s.execute(sql)
-    return info.value
-
 
 L = "SELECT x FROM (VALUES (1), (1), (1), (2), (NULL), (NULL)) AS a(x)"
 R = "SELECT y FROM (VALUES (1), (1), (NULL), (3)) AS b(y)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from session_results import rows
 from sqldiff import check_cases_with_rounds
 
 from piestream.common.errors import PiestreamError
@@ -24,10 +25,6 @@ def w(s: Session) -> Session:
     s.execute("CREATE TABLE w (k INT PRIMARY KEY, p INT, o INT, v INT, ts TIMESTAMP)")
     s.execute(f"INSERT INTO w VALUES {ROWS}")
     return s
-
-
-def rows(s: Session, sql: str) -> list[tuple[Any, ...]]:
-    return sorted(s.execute(sql)[-1].rows, key=repr)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from session_results import error as err
 
 import piestream
 from piestream.common.errors import PiestreamError
@@ -33,12 +34,6 @@ def count_char_vec(s, c):
     return pc.count_substring(s, c[0].as_py()) if len(s) else s
 $$"""
 INLINED = "length(extra) - length(replace(extra, 'c', ''))"
-
-
-def err(s: Session, sql: str) -> PiestreamError:
-    with pytest.raises(PiestreamError) as info:
-        s.execute(sql)
-    return info.value
 
 
 def test_sql_and_python_functions_in_batch(s: Session) -> None:
