@@ -117,7 +117,7 @@ def test_numeric_typmods_round_and_show(server: PgServer) -> None:
     psql(server, "-c", "INSERT INTO prices VALUES (5, 2.5, ARRAY[1, 0]), (6, 0, NULL)")
     sql = "SELECT p, q, p::text, (SELECT max(p) FROM prices) FROM prices WHERE id > 4 ORDER BY id"
     out = psql(server, "-A", "-t", "-c", sql).stdout
-    assert out.splitlines() == ["2.50|{1.0,0.0}|2.50|2.50", "0.00||0.00|2.50"]  # the column's scale
+    assert out.splitlines() == ["2.50|{1.0,0.0}|2.50|2.50", "0.00||0.00|2.50"]  # each value keeps its scale
     desc = psql(server, "-c", r"\d prices").stdout
     assert "numeric(6,2)" in desc and "numeric(4,1)[]" in desc
     err = psql(server, "-c", "INSERT INTO prices VALUES (3, 10000, NULL)", check=False)

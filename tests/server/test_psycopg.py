@@ -230,6 +230,14 @@ def test_numeric_typmod_scale_in_text_binary_and_description(conn: psycopg.Conne
         assert (cur.description[0].precision, cur.description[0].scale) == (6, 2)
     text = conn.execute("SELECT a::text FROM amounts ORDER BY id").fetchall()
     assert [r[0] for r in text] == ["2.50", "1.01", "-7.00"]
+    # an aggregate's RowDescription says typmod -1 (PostgreSQL's exprTypmod of an Aggref), each
+    # value still shows the scale it was stored with
+    for binary in (False, True):
+        cur = conn.cursor(binary=binary)
+        cur.execute("SELECT max(a), min(a) FROM amounts")
+        assert [str(v) for v in cur.fetchone() or ()] == ["2.50", "-7.00"], binary
+        assert cur.description is not None
+        assert [(d.precision, d.scale) for d in cur.description] == [(None, None)] * 2, binary
 
 
 def test_insert_with_65535_parameters(conn: psycopg.Connection) -> None:

@@ -12,6 +12,7 @@ from decimal import Decimal
 import pytest
 
 from piestream.common.errors import PiestreamError
+from piestream.common.text import format_datum
 from piestream.server.session import Session
 
 
@@ -139,5 +140,41 @@ def test_only_values_of_the_column_keep_its_typmod(s: Session) -> None:
         "numeric(6,2)",
         "numeric[]",
         "numeric(4,1)",
-        "numeric(6,2)",
+        "numeric",  # a subquery's typmod is its target's: an Aggref's, -1
     ]
+
+
+def test_aggregates_and_window_functions_over_the_column_send_typmod_minus_one(s: Session) -> None:
+    """PostgreSQL's exprTypmod of an Aggref or WindowFunc is -1 (RowDescription, psycopg's
+    precision/scale None), while each value keeps the scale it was stored with: min, max, lag,
+    first_value ... over numeric(6, 2) are plain numeric showing 2 fraction digits, in batch and
+    in an MV."""
+    s.execute("CREATE TABLE t (k int, p numeric(6,2), q numeric(4,1)[])")
+    s.execute("INSERT INTO t VALUES (1, 2.5, ARRAY[1, 0.25]), (2, 0, NULL)")
+    query = "SELECT max(p) AS a, min(p) AS b, max(q) AS c, max(p) FILTER (WHERE k > 1) AS e FROM t"
+    s.execute(f"CREATE MATERIALIZED VIEW m AS {query}")
+    s.execute("FLUSH")
+    for sql in (query, "SELECT * FROM m"):
+        (res,) = s.execute(sql)
+        types = [t for _, t in res.columns]
+        assert [(str(t), t.pg_typmod, t.display_scale) for t in types[:2]] == [("numeric", -1, 2)] * 2, sql
+        assert (str(types[2]), types[2].pg_typmod, types[2].elem and types[2].elem.display_scale) == (
+            "numeric[]",
+            -1,
+            1,
+        ), sql
+        assert (types[3].pg_typmod, types[3].display_scale) == (-1, 2), sql
+        texts = [format_datum(v, t) for v, t in zip(res.rows[0], types, strict=True)]
+        assert texts == ["2.50", "0.00", "{1.0,0.3}", "0.00"], sql
+    (res,) = s.execute("SELECT k, (SELECT max(p) FROM t) FROM t ORDER BY k")
+    t = res.columns[1][1]
+    assert (t.pg_typmod, t.display_scale, format_datum(res.rows[1][1], t)) == (-1, 2, "2.50")
+    (res,) = s.execute(
+        "SELECT lag(p) OVER (ORDER BY k), lead(p) OVER (ORDER BY k), first_value(p) OVER (ORDER BY k), "
+        "last_value(p) OVER (ORDER BY k), nth_value(p, 1) OVER (ORDER BY k), "
+        "max(p) OVER (ORDER BY k) FROM t ORDER BY k"
+    )
+    types = [t for _, t in res.columns]
+    assert [(t.pg_typmod, t.display_scale) for t in types] == [(-1, 2)] * 6
+    row = [None if v is None else format_datum(v, t) for v, t in zip(res.rows[1], types, strict=True)]
+    assert row == ["2.50", None, "2.50", "0.00", "2.50", "2.50"]

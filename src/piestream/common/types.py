@@ -301,6 +301,21 @@ def without_typmod(t: DataType) -> DataType:
     return DataType(t.kind)
 
 
+def typmod_as_dscale(t: DataType) -> DataType:
+    """`t` with every NUMERIC(p, s) inside it made plain NUMERIC showing s fraction digits: the
+    type of an aggregate or window function returning such values (min, max, lag,
+    first_value ...). PostgreSQL's exprTypmod of an Aggref or WindowFunc is -1, while each value
+    keeps the scale it was stored with."""
+    if not t.has_typmod:
+        return t
+    if t.kind is TypeKind.LIST:
+        assert t.elem is not None
+        return list_of(typmod_as_dscale(t.elem))
+    if t.kind is TypeKind.STRUCT:
+        return DataType(t.kind, tuple(Field(f.name, typmod_as_dscale(f.data_type)) for f in t.fields))
+    return DataType(t.kind, dscale=t.display_scale)
+
+
 def with_dscale(t: DataType, dscale: int | None) -> DataType:
     """Plain NUMERIC showing `dscale` fraction digits (capped at the NUMERIC_SCALE digits kept);
     `t` itself when it is not plain NUMERIC."""

@@ -18,6 +18,7 @@ from piestream.common.types import (
     DataType,
     TypeKind,
     list_of,
+    typmod_as_dscale,
     with_dscale,
 )
 from piestream.expr.coercion import normalize, type_name
@@ -99,7 +100,7 @@ def agg_signature(
     if k in ("min", "max"):
         if not _ordered(t):
             raise _undefined(k, arg_types)
-        return t, [t]
+        return typmod_as_dscale(t), [t]
     if k == "sum":
         if t.kind in (TypeKind.SMALLINT, TypeKind.INT):
             return BIGINT, [t]

@@ -22,7 +22,17 @@ from sqlglot import exp
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.order import OrderType
 from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, DOUBLE, INTERVAL, NUMERIC, TIMESTAMP, DataType, Field, TypeKind
+from piestream.common.types import (
+    BIGINT,
+    DOUBLE,
+    INTERVAL,
+    NUMERIC,
+    TIMESTAMP,
+    DataType,
+    Field,
+    TypeKind,
+    typmod_as_dscale,
+)
 from piestream.expr.bind import agg_signature, bind_call, coerce_to, common_type, fold_constants
 from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.expr.window import (
@@ -236,11 +246,11 @@ class WindowBinding:
             if len(args) == 3:
                 t = common_type([value, args[2]], kind, position=pos)
                 return kind, [coerce_to(value, t), coerce_to(args[2], t)], offset, t
-            return kind, [value], offset, value.return_type
+            return kind, [value], offset, typmod_as_dscale(value.return_type)
         if kind in ("first_value", "last_value"):
             if len(args) != 1:
                 raise PiestreamError(f"function {kind} takes 1 argument", sqlstate="42883", position=pos)
-            return kind, args, 1, args[0].return_type
+            return kind, args, 1, typmod_as_dscale(args[0].return_type)
         if kind == "nth_value":
             if len(args) != 2:
                 raise PiestreamError("function nth_value takes 2 arguments", sqlstate="42883", position=pos)
@@ -249,7 +259,7 @@ class WindowBinding:
                 raise PiestreamError(
                     "argument of nth_value must be greater than zero", sqlstate="2201W", position=pos
                 )
-            return kind, [args[0]], n, args[0].return_type
+            return kind, [args[0]], n, typmod_as_dscale(args[0].return_type)
         if kind == "count" and not args:
             kind = "count_star"
         if kind not in AGGREGATES:
