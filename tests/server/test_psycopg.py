@@ -240,6 +240,23 @@ def test_numeric_typmod_scale_in_text_binary_and_description(conn: psycopg.Conne
         assert [(d.precision, d.scale) for d in cur.description] == [(None, None)] * 2, binary
 
 
+def test_numeric_special_values_are_refused_in_text_and_binary_parameters(conn: psycopg.Connection) -> None:
+    """NaN and +-Infinity are not NUMERIC values in piestream yet (README): a parameter holding
+    one is refused by name with 22P02 whichever format psycopg sends it in (binary numeric_send
+    uses sign codes 0xC000, 0xD000, 0xF000), and the session goes on."""
+    for value, name in (
+        (Decimal("NaN"), "NaN"),
+        (Decimal("Infinity"), "Infinity"),
+        (Decimal("-Infinity"), "-Infinity"),
+    ):
+        for fmt in ("%s", "%b", "%t"):
+            with pytest.raises(psycopg.Error) as e:
+                conn.execute(f"SELECT {fmt}::numeric", [value])
+            assert e.value.sqlstate == "22P02", (name, fmt)
+            assert f"NUMERIC value {name} is not supported" in str(e.value), (name, fmt)
+    assert conn.execute("SELECT %b::numeric", [Decimal("1.50")]).fetchone() == (Decimal("1.50"),)
+
+
 def test_insert_with_65535_parameters(conn: psycopg.Connection) -> None:
     """psycopg sends `$1,$2,...` without spaces (the query's own separators): every count
     PostgreSQL accepts works, up to 65535 (the wire's unsigned 16-bit count)."""

@@ -134,6 +134,8 @@ _PG_EPOCH_DATE = dt.date(2000, 1, 1)
 _PG_EPOCH = dt.datetime(2000, 1, 1)
 _PG_EPOCH_TZ = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 _NUMERIC_POS, _NUMERIC_NEG, _NUMERIC_NAN = 0x0000, 0x4000, 0xC000
+#: numeric_send's sign codes of the special values, which piestream does not store yet.
+_NUMERIC_SPECIALS = {_NUMERIC_NAN: "NaN", 0xD000: "Infinity", 0xF000: "-Infinity"}
 
 
 def _usecs(delta: dt.timedelta) -> int:
@@ -173,8 +175,10 @@ def _enc_numeric(v: Decimal, scale: int = 0) -> bytes:
 
 def _dec_numeric(raw: bytes) -> Decimal:
     ndigits, weight, sign, dscale = struct.unpack("!hhHH", raw[:8])
-    if sign == _NUMERIC_NAN:
-        raise InvalidInput("NaN is not supported for NUMERIC")
+    if sign in _NUMERIC_SPECIALS:  # as the text input refuses them (common/text.py)
+        raise InvalidInput(
+            f"NUMERIC value {_NUMERIC_SPECIALS[sign]} is not supported (only finite numerics are stored)"
+        )
     if sign not in (_NUMERIC_POS, _NUMERIC_NEG) or len(raw) != 8 + 2 * ndigits:
         raise InvalidInput('invalid sign in external "numeric" value')
     groups = struct.unpack(f"!{ndigits}H", raw[8:])
