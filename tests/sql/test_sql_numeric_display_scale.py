@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+import pytest
+
+from piestream.common.errors import PiestreamError
 from piestream.common.text import format_datum
 from piestream.server.session import Session
 
@@ -97,3 +100,24 @@ def test_values_whose_scale_differs_per_row_show_no_trailing_zeros(s: Session) -
         ("0.5",),
         ("2",),
     ]
+
+
+def test_constants_of_different_scales_are_different_expressions(s: Session) -> None:
+    """``x * 1.0`` and ``x * 1.00`` print differently, so one does not stand for the other as a
+    GROUP BY key or a DISTINCT's ORDER BY (PostgreSQL compares the constants byte for byte and
+    refuses both queries); the same text still matches."""
+    s.execute("CREATE TABLE t (x int)")
+    s.execute("INSERT INTO t VALUES (2), (3), (2)")
+    for sql, state in (
+        ("SELECT x * 1.0 FROM t GROUP BY x * 1.00", "42803"),
+        ("SELECT x * 1.00 FROM t GROUP BY x * 1.0", "42803"),
+        ("SELECT DISTINCT x * 1.0 FROM t ORDER BY x * 1.00", "42P10"),
+    ):
+        with pytest.raises(PiestreamError) as e:
+            s.execute(sql)
+        assert e.value.sqlstate == state, sql
+    assert texts(s, "SELECT x * 1.00, count(*) FROM t GROUP BY x * 1.00 ORDER BY x * 1.00") == [
+        ("2.00", "2"),
+        ("3.00", "1"),
+    ]
+    assert texts(s, "SELECT DISTINCT x * 1.0 FROM t ORDER BY x * 1.0") == [("2.0",), ("3.0",)]

@@ -59,6 +59,22 @@ class Literal(Expr):
     def eval(self, chunk: DataChunk) -> pa.Array:
         return constant_array(self.value, self.return_type, chunk.capacity)
 
+    def __eq__(self, other: object) -> bool:
+        """Value and type, and a NUMERIC's display scale too: ``1.0`` and ``1.00`` print
+        differently, so ``x * 1.0`` does not stand for a ``GROUP BY x * 1.00`` key (PostgreSQL
+        compares such constants byte for byte and refuses that query with 42803)."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Literal)
+        return (self.value, self.return_type, self.return_type.dscale) == (
+            other.value,
+            other.return_type,
+            other.return_type.dscale,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.value, self.return_type))
+
     def __str__(self) -> str:
         if self.value is None:
             return "NULL"
