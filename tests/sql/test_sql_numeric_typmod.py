@@ -151,7 +151,10 @@ def test_aggregates_and_window_functions_over_the_column_send_typmod_minus_one(s
     in an MV."""
     s.execute("CREATE TABLE t (k int, p numeric(6,2), q numeric(4,1)[])")
     s.execute("INSERT INTO t VALUES (1, 2.5, ARRAY[1, 0.25]), (2, 0, NULL)")
-    query = "SELECT max(p) AS a, min(p) AS b, max(q) AS c, max(p) FILTER (WHERE k > 1) AS e FROM t"
+    query = (
+        "SELECT max(p) AS a, min(p) AS b, max(q) AS c, max(p) FILTER (WHERE k > 1) AS e, "
+        "array_agg(p ORDER BY k) AS f FROM t"
+    )
     s.execute(f"CREATE MATERIALIZED VIEW m AS {query}")
     s.execute("FLUSH")
     for sql in (query, "SELECT * FROM m"):
@@ -164,8 +167,9 @@ def test_aggregates_and_window_functions_over_the_column_send_typmod_minus_one(s
             1,
         ), sql
         assert (types[3].pg_typmod, types[3].display_scale) == (-1, 2), sql
+        assert (str(types[4]), types[4].pg_typmod) == ("numeric[]", -1), sql
         texts = [format_datum(v, t) for v, t in zip(res.rows[0], types, strict=True)]
-        assert texts == ["2.50", "0.00", "{1.0,0.3}", "0.00"], sql
+        assert texts == ["2.50", "0.00", "{1.0,0.3}", "0.00", "{2.50,0.00}"], sql
     (res,) = s.execute("SELECT k, (SELECT max(p) FROM t) FROM t ORDER BY k")
     t = res.columns[1][1]
     assert (t.pg_typmod, t.display_scale, format_datum(res.rows[1][1], t)) == (-1, 2, "2.50")

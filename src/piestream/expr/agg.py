@@ -92,7 +92,7 @@ def agg_signature(
         raise _undefined(k, arg_types)
     (t,) = types
     if k == "array_agg":
-        return list_of(t), [t]
+        return list_of(typmod_as_dscale(t)), [t]  # exprTypmod of an Aggref: -1
     if k in ("bool_and", "bool_or"):
         if t != BOOLEAN:
             raise _undefined(k, arg_types)
