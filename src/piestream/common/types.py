@@ -288,32 +288,21 @@ def numeric_of(precision: int, scale: int = 0) -> DataType:
     return DataType(TypeKind.NUMERIC, typmod=(precision, scale))
 
 
-def without_typmod(t: DataType) -> DataType:
+def without_typmod(t: DataType, *, keep_scale: bool = False) -> DataType:
     """`t` with every NUMERIC(p, s) inside it made plain NUMERIC (what an expression computed
-    from such values has: PostgreSQL's typmod -1)."""
+    from such values has: PostgreSQL's typmod -1). With `keep_scale` it shows s fraction digits
+    still: the type of an aggregate or window function returning such values unchanged (min, max,
+    array_agg, lag, first_value ...), whose exprTypmod in PostgreSQL is -1 while each value keeps
+    the scale it was stored with."""
     if not t.has_typmod:
         return t
     if t.kind is TypeKind.LIST:
         assert t.elem is not None
-        return list_of(without_typmod(t.elem))
+        return list_of(without_typmod(t.elem, keep_scale=keep_scale))
     if t.kind is TypeKind.STRUCT:
-        return DataType(t.kind, tuple(Field(f.name, without_typmod(f.data_type)) for f in t.fields))
-    return DataType(t.kind)
-
-
-def typmod_as_dscale(t: DataType) -> DataType:
-    """`t` with every NUMERIC(p, s) inside it made plain NUMERIC showing s fraction digits: the
-    type of an aggregate or window function returning such values (min, max, lag,
-    first_value ...). PostgreSQL's exprTypmod of an Aggref or WindowFunc is -1, while each value
-    keeps the scale it was stored with."""
-    if not t.has_typmod:
-        return t
-    if t.kind is TypeKind.LIST:
-        assert t.elem is not None
-        return list_of(typmod_as_dscale(t.elem))
-    if t.kind is TypeKind.STRUCT:
-        return DataType(t.kind, tuple(Field(f.name, typmod_as_dscale(f.data_type)) for f in t.fields))
-    return DataType(t.kind, dscale=t.display_scale)
+        fields = tuple(Field(f.name, without_typmod(f.data_type, keep_scale=keep_scale)) for f in t.fields)
+        return DataType(t.kind, fields)
+    return DataType(t.kind, dscale=t.display_scale if keep_scale else None)
 
 
 def with_dscale(t: DataType, dscale: int | None) -> DataType:

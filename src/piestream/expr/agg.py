@@ -18,8 +18,8 @@ from piestream.common.types import (
     DataType,
     TypeKind,
     list_of,
-    typmod_as_dscale,
     with_dscale,
+    without_typmod,
 )
 from piestream.expr.coercion import normalize, type_name
 
@@ -92,7 +92,7 @@ def agg_signature(
         raise _undefined(k, arg_types)
     (t,) = types
     if k == "array_agg":
-        return list_of(typmod_as_dscale(t)), [t]  # exprTypmod of an Aggref: -1
+        return list_of(without_typmod(t, keep_scale=True)), [t]  # exprTypmod of an Aggref: -1
     if k in ("bool_and", "bool_or"):
         if t != BOOLEAN:
             raise _undefined(k, arg_types)
@@ -100,7 +100,7 @@ def agg_signature(
     if k in ("min", "max"):
         if not _ordered(t):
             raise _undefined(k, arg_types)
-        return typmod_as_dscale(t), [t]
+        return without_typmod(t, keep_scale=True), [t]
     if k == "sum":
         if t.kind in (TypeKind.SMALLINT, TypeKind.INT):
             return BIGINT, [t]

@@ -31,7 +31,7 @@ from piestream.common.types import (
     DataType,
     Field,
     TypeKind,
-    typmod_as_dscale,
+    without_typmod,
 )
 from piestream.expr.bind import agg_signature, bind_call, coerce_to, common_type, fold_constants
 from piestream.expr.expr import Expr, InputRef, Literal
@@ -246,11 +246,11 @@ class WindowBinding:
             if len(args) == 3:
                 t = common_type([value, args[2]], kind, position=pos)
                 return kind, [coerce_to(value, t), coerce_to(args[2], t)], offset, t
-            return kind, [value], offset, typmod_as_dscale(value.return_type)
+            return kind, [value], offset, without_typmod(value.return_type, keep_scale=True)
         if kind in ("first_value", "last_value"):
             if len(args) != 1:
                 raise PiestreamError(f"function {kind} takes 1 argument", sqlstate="42883", position=pos)
-            return kind, args, 1, typmod_as_dscale(args[0].return_type)
+            return kind, args, 1, without_typmod(args[0].return_type, keep_scale=True)
         if kind == "nth_value":
             if len(args) != 2:
                 raise PiestreamError("function nth_value takes 2 arguments", sqlstate="42883", position=pos)
@@ -259,7 +259,7 @@ class WindowBinding:
                 raise PiestreamError(
                     "argument of nth_value must be greater than zero", sqlstate="2201W", position=pos
                 )
-            return kind, [args[0]], n, typmod_as_dscale(args[0].return_type)
+            return kind, [args[0]], n, without_typmod(args[0].return_type, keep_scale=True)
         if kind == "count" and not args:
             kind = "count_star"
         if kind not in AGGREGATES:
