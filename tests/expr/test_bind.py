@@ -27,6 +27,7 @@ from piestream.common.types import (
     VARCHAR,
     list_of,
     struct_of,
+    with_dscale,
 )
 from piestream.expr import (
     FuncCall,
@@ -142,7 +143,8 @@ def test_literal_casts_are_folded() -> None:
     e = bind_call("+", [ref(BIGINT), literal(1)])
     assert e.args[1] == Literal(1, BIGINT)  # type: ignore[attr-defined]
     e = bind_call("*", [literal(Decimal("0.908")), ref(BIGINT)])
-    assert e.args[0] == Literal(Decimal("0.908"), NUMERIC)  # type: ignore[attr-defined]
+    assert e.args[0] == Literal(Decimal("0.908"), with_dscale(NUMERIC, 3))  # type: ignore[attr-defined]
+    assert e.args[0] != Literal(Decimal("0.9080"), with_dscale(NUMERIC, 4))  # type: ignore[attr-defined]
     assert e.args[1] == FuncCall("cast", (ref(BIGINT),), NUMERIC)  # type: ignore[attr-defined]
     assert e.return_type == NUMERIC
 
