@@ -144,6 +144,23 @@ def test_only_values_of_the_column_keep_its_typmod(s: Session) -> None:
     ]
 
 
+def test_a_cast_without_typmod_relabels_to_minus_one(s: Session) -> None:
+    """``p::numeric`` (and ``CAST(p AS numeric)``, ``q::numeric[]``) is typmod -1 in PostgreSQL
+    14+ (coerce_type_typmod's RelabelType), while each value keeps the scale it was stored
+    with; ``p::numeric(6,2)`` keeps the typmod."""
+    s.execute("CREATE TABLE t (p numeric(6,2), q numeric(4,1)[])")
+    s.execute("INSERT INTO t VALUES (2.5, ARRAY[1.25, 0])")
+    query = "SELECT p::numeric AS a, CAST(p AS numeric) AS b, q::numeric[] AS c, p::numeric(6,2) AS d FROM t"
+    s.execute(f"CREATE MATERIALIZED VIEW m AS {query}")
+    s.execute("FLUSH")
+    for sql in (query, "SELECT * FROM m", "SELECT 2.5::numeric(6,2)::numeric"):
+        (res,) = s.execute(sql)
+        types = [t for _, t in res.columns]
+        texts = [format_datum(v, t) for v, t in zip(res.rows[0], types, strict=True)]
+        assert [t.pg_typmod for t in types] == [-1, -1, -1, 393222][: len(types)], sql
+        assert texts == ["2.50", "2.50", "{1.3,0.0}", "2.50"][: len(types)], sql
+
+
 def test_aggregates_and_window_functions_over_the_column_send_typmod_minus_one(s: Session) -> None:
     """PostgreSQL's exprTypmod of an Aggref or WindowFunc is -1 (RowDescription, psycopg's
     precision/scale None), while each value keeps the scale it was stored with: min, max, lag,

@@ -151,6 +151,15 @@ def _cast(e: Expr, target: DataType, ctx: CastContext) -> Expr:
             target = with_dscale(target, text_dscale(e.value))
         value = Literal(parse_datum(e.value, target), target)
         return value if not target.has_typmod else constant_value(FuncCall("cast", (value,), target))
+    if (
+        ctx is CastContext.EXPLICIT
+        and e.return_type.has_typmod
+        and not target.has_typmod
+        and e.return_type == target
+    ):
+        # PostgreSQL (14+) relabels ``p::numeric`` to typmod -1 while each value keeps its scale
+        node = FuncCall("cast", (e,), without_typmod(e.return_type, keep_scale=True))
+        return constant_value(node) if isinstance(e, Literal) else node
     if e.return_type == target and (not target.has_typmod or str(e.return_type) == str(target)):
         return e
     level = cast_level(e.return_type, target)
