@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 import pytest
-from session_results import rows
+from session_results import error, rows
 
 from piestream.common.errors import FeatureNotSupported
 from piestream.server.database import Database, DatabaseConfig
@@ -265,3 +266,44 @@ def test_top_n_over_rows_with_array_values(s: Session) -> None:
     assert rows(s, "SELECT * FROM w") == [(1, [1, 2])]
     s.execute("DELETE FROM t WHERE k = 1")
     assert rows(s, "SELECT * FROM w") == [(1, [2])]
+
+
+def test_group_by_matches_numeric_literals_by_their_written_scale(s: Session) -> None:
+    """`x * 1.0` was accepted under `GROUP BY x * 1.00` (the bound literals hold equal values);
+    PostgreSQL compares constants with their scale and refuses it with 42803."""
+    s.execute("CREATE TABLE t (x INT, n NUMERIC); INSERT INTO t VALUES (1, 1.5), (1, 2.5), (2, 1.5)")
+    for sql in (
+        "SELECT x * 1.0 FROM t GROUP BY x * 1.00",
+        "SELECT x * 1.00 FROM t GROUP BY x * 1.0",
+        "SELECT n + 1.0 FROM t GROUP BY n + 1",
+        "SELECT count(*) FROM t GROUP BY n * 2.50 HAVING n * 2.5 > 0",
+        "CREATE MATERIALIZED VIEW bad AS SELECT x * 1.0 AS y FROM t GROUP BY x * 1.00",
+    ):
+        e = error(s, sql)
+        assert e.sqlstate == "42803", sql
+        assert "must appear in the GROUP BY clause" in str(e), sql
+    # the same text, an ordinal, an alias, and both spellings grouped: accepted, each with its scale
+    two = [(Decimal(1),), (Decimal(2),)]
+    for sql in (
+        "SELECT x * 1.0 FROM t GROUP BY x * 1.0",
+        "SELECT x * 1.0 FROM t GROUP BY 1",
+        "SELECT x * 1.0 AS y FROM t GROUP BY y",
+    ):
+        assert rows(s, sql) == two, sql
+    both = "SELECT x * 1.0 AS a, x * 1.00 AS b, count(*) AS c FROM t GROUP BY x * 1.0, x * 1.00"
+    assert [t.display_scale for _, t in s.execute(both)[-1].columns] == [1, 2, None]
+    assert rows(s, both) == [(Decimal(1), Decimal(1), 2), (Decimal(2), Decimal(2), 1)]
+    s.execute(f"CREATE MATERIALIZED VIEW mv AS {both}")
+    s.execute("INSERT INTO t VALUES (3, 0)")
+    assert [t.display_scale for _, t in s.execute("SELECT * FROM mv")[-1].columns] == [1, 2, None]
+    assert (
+        rows(s, "SELECT * FROM mv")
+        == rows(s, both)
+        == [
+            (Decimal(1), Decimal(1), 2),
+            (Decimal(2), Decimal(2), 1),
+            (Decimal(3), Decimal(3), 1),
+        ]
+    )
+    q = "SELECT n * 2.50 AS m FROM t GROUP BY n * 2.50 HAVING n * 2.50 > 0 ORDER BY n * 2.50"
+    assert s.execute(q)[-1].rows == [(Decimal("3.75"),), (Decimal("6.25"),)]
