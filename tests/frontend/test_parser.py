@@ -1040,9 +1040,10 @@ def test_parameters_next_to_other_parameters_are_not_dollar_quotes() -> None:
     values = query_of("SELECT $1,$2,($3||$4)").expressions
     assert [type(e) for e in values] == [exp.Parameter, exp.Parameter, exp.Paren]
     n = 65535
-    stmt = parse_one("INSERT INTO t VALUES " + ",".join(f"(${i},${i + 1})" for i in range(1, n, 2)))
+    sql = "INSERT INTO t VALUES " + ",".join(f"(${i},${i + 1})" for i in range(1, n, 2))
+    (stmt,) = parse(sql)  # the full tree (parse_one keeps such rows as a grid, tested below)
     assert isinstance(stmt, ast.Insert)
-    params = [p for p in stmt.source.find_all(exp.Parameter)]  # type: ignore[union-attr]
+    params = [p for p in stmt.source.find_all(exp.Parameter)]
     assert len(params) == n - 1
     # dollar quotes still work beside parameters, with tags of letters, digits after the first
     q = query_of("SELECT $$a,$1$$, $t1$x$t1$, $1")
@@ -1120,3 +1121,26 @@ def test_alter_system_and_rebuild() -> None:
         "streaming_strict_mode", None
     )
     assert parse_one("ALTER MATERIALIZED VIEW m REBUILD") == ast.RebuildJob("materialized view", "m")
+
+
+def test_insert_rows_of_bare_parameters_become_a_grid() -> None:
+    """A Parse message's `INSERT ... VALUES ($1, $2), ($3, $4), ...` keeps its rows as parameter
+    indices (`param_rows`) with the first row as `source`; anything else parses as usual."""
+    stmt = parse_one("insert into T (a, b)values($1, $2) , ( $4,$3 ), ($1,$1);")
+    assert isinstance(stmt, ast.Insert) and stmt.param_rows is not None
+    assert (stmt.table, stmt.columns, stmt.returning) == ("t", ["a", "b"], [])
+    assert stmt.param_rows.tolist() == [[0, 1], [3, 2], [0, 0]]
+    assert isinstance(stmt.source, exp.Values) and len(stmt.source.expressions) == 1
+    assert stmt.text == "insert into T (a, b)values($1, $2) , ( $4,$3 ), ($1,$1)"
+    for sql in (
+        "INSERT INTO t VALUES ($1, $2), ($3), ($4, $5, $6)",  # widths differ: the parser's error
+        "INSERT INTO t VALUES ($1, 1), ($2, 2)",
+        "INSERT INTO t VALUES ($1), ($2) RETURNING a",
+        "INSERT INTO t SELECT 1 UNION VALUES ($1), ($2)",
+        "INSERT INTO t VALUES ($1), ($2) -- done",
+        "SELECT * FROM (VALUES ($1), ($2))",
+    ):
+        full = parse(sql)
+        assert parse_one(sql) == full[0], sql
+        assert getattr(full[0], "param_rows", None) is None, sql
+    assert fails("INSERT INTO t VALUES ($1, $2), ($3, $4").sqlstate == "42601"

@@ -257,6 +257,40 @@ def test_numeric_special_values_are_refused_in_text_and_binary_parameters(conn: 
     assert conn.execute("SELECT %b::numeric", [Decimal("1.50")]).fetchone() == (Decimal("1.50"),)
 
 
+def test_batch_insert_of_parameters_types_nulls_errors_and_rollback(conn: psycopg.Connection) -> None:
+    """A multi-row VALUES of parameters runs a column at a time: psycopg types each int by its
+    size (int2 / int4 / int8 in one column), Decimals round to numeric(p, s); NULLs, strings,
+    timestamps and booleans land as the same values cast one at a time do."""
+    conn.execute("CREATE TABLE batchp (k INT, b BIGINT, n NUMERIC(6,2), v VARCHAR, ts TIMESTAMP, ok BOOLEAN)")
+    ts = dt.datetime(2024, 2, 29, 10, 0, 0, 500000)
+    rows = [
+        (1, 2**40, Decimal("1.005"), "a", ts, True),
+        (40000, -5, Decimal("-2.5"), None, None, False),
+        (-70000, None, None, "it's", ts, None),
+        (None, 7, Decimal("9999.994"), "", ts, True),
+    ]
+    flat = [v for r in rows for v in r]
+    sql = "INSERT INTO batchp VALUES " + ",".join(["(%s,%s,%s,%s,%s,%s)"] * len(rows))
+    cur = conn.cursor()
+    cur.execute(sql, flat)
+    assert cur.rowcount == len(rows)
+    cast = "SELECT %s::int, %s::bigint, %s::numeric(6,2), %s::varchar, %s::timestamp, %s::boolean"
+    one_by_one = [conn.execute(cast, r).fetchone() for r in rows]
+    got = conn.execute("SELECT * FROM batchp ORDER BY k NULLS LAST").fetchall()
+    assert got == [one_by_one[i] for i in (2, 0, 1, 3)]
+    assert [str(r[2]) for r in got] == ["None", "1.01", "-2.50", "9999.99"]
+    # a value out of its column's range fails the whole statement
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+        cur.execute(sql, [*flat[:-6], 2**31, 1, Decimal(1), "x", ts, True])
+    assert conn.execute("SELECT count(*) FROM batchp").fetchone() == (len(rows),)
+    # inside a transaction block the batch is seen by its own transaction; ROLLBACK drops it
+    with psycopg.connect(conn.info.dsn) as tx:
+        tx.execute(sql, flat)
+        assert tx.execute("SELECT count(*) FROM batchp").fetchone() == (2 * len(rows),)
+        tx.rollback()
+    assert conn.execute("SELECT count(*) FROM batchp").fetchone() == (len(rows),)
+
+
 def test_insert_with_65535_parameters(conn: psycopg.Connection) -> None:
     """psycopg sends `$1,$2,...` without spaces (the query's own separators): every count
     PostgreSQL accepts works, up to 65535 (the wire's unsigned 16-bit count)."""

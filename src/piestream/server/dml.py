@@ -16,15 +16,23 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 from sqlglot import exp
 
-from piestream.common.chunk import Op, StreamChunk
-from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedColumn, UndefinedTable
+from piestream.common.chunk import DataChunk, Op, StreamChunk
+from piestream.common.errors import (
+    FeatureNotSupported,
+    PiestreamError,
+    SyntaxError_,
+    UndefinedColumn,
+    UndefinedTable,
+)
+from piestream.common.scalar import to_arrow
 from piestream.common.schema import Schema
-from piestream.common.types import Field
-from piestream.expr.bind import cast
-from piestream.expr.expr import Expr, InputRef, Literal
+from piestream.common.types import DataType, Field
+from piestream.expr.bind import cast, literal
+from piestream.expr.expr import Expr, InputRef, Literal, UnknownLiteral
 from piestream.frontend.binder import BoundQuery, QueryBinder
 from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.logical import Project
@@ -81,6 +89,8 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
         if i is None or rel.columns[i].hidden:
             raise UndefinedColumn(f'column "{t}" of relation "{rel.name}" does not exist')
     target_types = [rel.columns[rel.column_index(t)].data_type for t in targets]  # type: ignore[index]
+    if stmt.param_rows is not None:
+        return _insert_param_rows(s, rel, targets, target_types, stmt.param_rows, params)
     bound = QueryBinder(s.catalog(), params).bind_insert_source(stmt.source, target_types)
     if len(bound.names) != len(targets):
         what = "more" if len(bound.names) > len(targets) else "fewer"
@@ -101,6 +111,79 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
     chunk = StreamChunk(np.full(table.num_rows, Op.INSERT, np.int8), cols, length=table.num_rows)
     _write(s, rel, None, cols, chunk)
     return command(f"INSERT 0 {table.num_rows}")
+
+
+def _insert_param_rows(
+    s: Session,
+    rel: Relation,
+    targets: list[str],
+    target_types: list[DataType],
+    grid: npt.NDArray[np.int64],
+    params: Sequence[Any],
+) -> QueryResult:
+    """INSERT ... VALUES of bare parameters (`ast.Insert.param_rows`), a column at a time: the
+    same values as binding every entry (each assigned to its column's type, PostgreSQL's rule for
+    INSERT ... VALUES) without a bound tree and a one-row evaluation per entry."""
+    if grid.shape[1] != len(targets):
+        what = "more" if grid.shape[1] > len(targets) else "fewer"
+        raise PiestreamError(f"INSERT has {what} expressions than target columns", sqlstate="42601")
+    missing = np.unique(grid[grid >= len(params)])
+    if len(missing):
+        raise SyntaxError_(f"there is no parameter ${int(missing[0]) + 1}")
+    n = grid.shape[0]
+    values = {
+        name: _param_column(params, grid[:, j], t)
+        for j, (name, t) in enumerate(zip(targets, target_types, strict=True))
+    }
+    cols = [values[c.name] if c.name in values else pa.nulls(n, c.data_type.arrow) for c in rel.columns]
+    _check_not_null_pk(rel, cols)
+    _write(s, rel, None, cols, StreamChunk(np.full(n, Op.INSERT, np.int8), cols, length=n))
+    return command(f"INSERT 0 {n}")
+
+
+def _param_column(params: Sequence[Any], indices: npt.NDArray[np.int64], target: DataType) -> pa.Array:
+    """The parameters at `indices`, each assigned to `target`. Bound parameters are typed literals
+    (cast as a column, one kernel call per parameter type), untyped text (read by `target`'s input
+    function, as an untyped literal is) or NULL. Python steps per value are unavoidable here: the
+    values arrive as one Python object per parameter."""
+    groups: dict[DataType | None, list[int]] = {}
+    datums: list[Any] = []
+    for k, i in enumerate(indices.tolist()):
+        v = params[i]
+        if v is not None and not isinstance(v, Expr):
+            v = literal(v)  # a Python value: typed as the binder types a parameter
+        if v is None or isinstance(v, UnknownLiteral):
+            groups.setdefault(None, []).append(k)
+            datums.append(None if v is None else v.value)
+        elif isinstance(v, Literal):
+            groups.setdefault(v.return_type, []).append(k)
+            datums.append(v.value)
+        else:  # the binder would bind any other expression; not what a Bind message makes
+            raise FeatureNotSupported(f"parameter ${i + 1} is not a value")
+    parts: list[pa.Array] = []
+    for t, rows in groups.items():
+        vals = [datums[k] for k in rows]
+        if t is None:
+            arr = _untyped(vals, target)
+        else:
+            arr = cast(InputRef(0, t), target, explicit=False).eval(DataChunk([to_arrow(vals, t)]))
+        parts.append(arr if arr.type == target.arrow else arr.cast(target.arrow))
+    if len(parts) == 1:
+        return parts[0]
+    order = np.concatenate([np.asarray(rows) for rows in groups.values()])
+    where = np.empty(len(order), np.int64)
+    where[order] = np.arange(len(order))  # row k of the result is row where[k] of the parts
+    return pa.concat_arrays(parts).take(pa.array(where))
+
+
+def _untyped(texts: list[str | None], target: DataType) -> pa.Array:
+    """Untyped parameter text read as `target`: the binder's own cast of an untyped literal."""
+    datums = []
+    for text in texts:
+        value = cast(UnknownLiteral(text), target, explicit=False)
+        assert isinstance(value, Literal)  # a cast of a literal is evaluated at once
+        datums.append(value.value)
+    return to_arrow(datums, target)
 
 
 #: Rows per change chunk of a bulk insert (one epoch takes them all; executors see chunks).

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+import numpy as np
+import numpy.typing as npt
 from sqlglot import exp
 
 from piestream.common.types import DataType
@@ -117,12 +119,18 @@ class Insert(Statement):
     """``INSERT INTO table [(columns)] {VALUES ... | query} [RETURNING ...]``.
 
     `source` is an `exp.Values` or a query; `returning` is empty without RETURNING.
+
+    `param_rows` is set for ``VALUES ($1, $2), ($3, $4), ...`` made of bare parameters only (what
+    drivers send for a batch of rows; `parse_one` only): the 0-based parameter index of every
+    entry, one row per VALUES row. `source` then holds the first row alone: such a list is not
+    parsed into a tree (65,535 parameters took seconds in the parser and again in the binder).
     """
 
     table: str
     columns: list[str] | None
     source: exp.Expression
     returning: list[exp.Expression] = field(default_factory=list)
+    param_rows: npt.NDArray[np.int64] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,15 @@ parsed on its own, which keeps sqlglot's parser state from leaking across statem
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import replace
 
+import numpy as np
+from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from piestream.common.errors import SyntaxError_
+from piestream.common.errors import PiestreamError, SyntaxError_
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.dialect import Piestream, PiestreamParser
 from piestream.frontend.parser.errors import TokenFailure, lexical_error, syntax_error
@@ -43,6 +46,9 @@ def parse(sql: str) -> list[ast.Statement]:
 
 def parse_one(sql: str) -> ast.Statement:
     """Parse exactly one statement (a trailing ``;`` is fine)."""
+    fast = _param_rows_insert(sql)
+    if fast is not None:
+        return fast
     statements = _parse_located(sql)
     if not statements:
         raise SyntaxError_("syntax error at end of input", position=len(sql) + 1)
@@ -51,6 +57,47 @@ def parse_one(sql: str) -> ast.Statement:
             "cannot insert multiple commands into a prepared statement", position=statements[1][1] + 1
         )
     return statements[0][0]
+
+
+_PARAM_TUPLE = r"\(\s*\$\d+(?:\s*,\s*\$\d+)*\s*\)"
+#: what may follow the last VALUES keyword: tuples of bare parameters, then an optional ``;``
+_PARAM_ROWS = re.compile(rf"\s*({_PARAM_TUPLE}(?:\s*,\s*{_PARAM_TUPLE})*)\s*;?\s*")
+_PARAM = re.compile(r"\$(\d+)")
+_TUPLE = re.compile(_PARAM_TUPLE)
+
+
+def _param_rows_insert(sql: str) -> ast.Insert | None:
+    """``INSERT ... VALUES ($1, $2), ($3, $4), ...`` (bare parameters only) without parsing every
+    row: the text up to the first row is parsed as usual and must be a plain one-row VALUES
+    INSERT; the rows become a grid of parameter indices (`ast.Insert.param_rows`). None for any
+    other statement, or when the rows' widths differ (the full parse then reports it)."""
+    at = sql.lower().rfind("values")  # the rows hold no letters: their VALUES is the last one
+    if at < 0:
+        return None
+    rows = _PARAM_ROWS.fullmatch(sql, at + len("values"))
+    if rows is None:
+        return None
+    tuples = _TUPLE.findall(sql, rows.start(1), rows.end(1))  # one regex step per row, no tree
+    width = tuples[0].count("$")
+    if any(t.count("$") != width for t in tuples):
+        return None  # rows of different widths
+    indices = [int(n) - 1 for n in _PARAM.findall(sql, rows.start(1), rows.end(1))]
+    try:
+        located = _parse_located(sql[: rows.start(1)] + tuples[0])
+    except PiestreamError:
+        return None
+    if len(located) != 1:
+        return None
+    stmt, start = located[0]
+    if not (
+        isinstance(stmt, ast.Insert)
+        and isinstance(stmt.source, exp.Values)
+        and len(stmt.source.expressions) == 1
+        and not stmt.returning
+    ):
+        return None
+    grid = np.array(indices, dtype=np.int64).reshape(-1, width)
+    return replace(stmt, text=sql[start : rows.end(1)], param_rows=grid)
 
 
 def _parse_located(sql: str) -> list[tuple[ast.Statement, int]]:

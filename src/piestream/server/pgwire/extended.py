@@ -80,7 +80,8 @@ class ExtendedQuery:
             if not codec.is_known_oid(oid):
                 raise FeatureNotSupported(f"parameter type oid {oid} is not supported")
         p = prepare_one(sql, self.conn.is_user_relation)
-        count = max(len(oids), max_parameter(sql))
+        rows = p.stmt.param_rows if isinstance(p.stmt, ast.Insert) else None
+        count = max(len(oids), int(rows.max()) + 1 if rows is not None else max_parameter(sql))
         oids += [0] * (count - len(oids))
         inferred = params.infer_types(p.stmt, count, self.conn.lookup_relation)
         types = [

@@ -15,8 +15,10 @@ from typing import Any
 from sqlglot import exp
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError
-from piestream.common.types import BIGINT, DataType
+from piestream.common.scalar import from_arrow, to_arrow
+from piestream.common.types import BIGINT, DataType, TypeKind
 from piestream.expr.bind import literal
+from piestream.expr.expr import Literal
 from piestream.frontend.catalog import Relation
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.type_names import convert_type as _convert_type
@@ -74,7 +76,17 @@ def infer_types(stmt: ast.Statement | None, n: int, lookup: RelationLookup) -> l
     elif isinstance(stmt, ast.Insert):
         trees.append(stmt.source)
         target = lookup(stmt.table)
-        if target is not None and isinstance(stmt.source, exp.Values):
+        if target is not None and stmt.param_rows is not None:
+            names = stmt.columns or [c.name for c in target.visible_columns]
+            for name, column in zip(names, stmt.param_rows.T, strict=False):
+                k = target.column_index(name)
+                if k is None:
+                    continue
+                t = target.columns[k].data_type
+                for i in column.tolist():  # types is a list, one entry per parameter
+                    if i < n:
+                        types[i] = types[i] or t
+        elif target is not None and isinstance(stmt.source, exp.Values):
             names = stmt.columns or [c.name for c in target.visible_columns]
             for row in stmt.source.expressions:
                 for name, e in zip(names, row.expressions, strict=False):
@@ -144,8 +156,15 @@ def bind_values(
     oids: Sequence[int],
     types: Sequence[DataType | None],
 ) -> list[Any]:
-    """Bind message values -> what the binder takes as params (typed literals or text)."""
+    """Bind message values -> what the binder takes as params (typed literals or text).
+
+    Each value is decoded on its own (one Python step per parameter: they arrive one by one);
+    the typed ones are then normalized as `literal(value, type)` does, but one Arrow round trip
+    per type, not per value (a batch INSERT sends thousands)."""
     out: list[Any] = []
+    # positions in `out` of the non-NULL typed values, per type (typmod and scale included:
+    # DataType equality ignores them)
+    typed: dict[tuple[DataType, Any, Any], list[int]] = {}
     for i, value in enumerate(raw):
         fmt = formats[0] if len(formats) == 1 else (formats[i] if i < len(formats) else 0)
         oid = oids[i] if i < len(oids) else 0
@@ -162,17 +181,27 @@ def bind_values(
             if t is None:
                 t = codec.type_for_oid(codec.TEXT_OID)
             assert t is not None
-            out.append(literal(codec.decode_binary(value, t, oid), t))
+            out.append(codec.decode_binary(value, t, oid))
         elif fmt == 0:
-            if declared is not None:
-                out.append(literal(codec.decode_text(value, declared), declared))
-            else:
+            if declared is None:
                 try:
                     out.append(value.decode("utf-8"))  # untyped: the binder types it from context
                 except UnicodeDecodeError:
                     raise PiestreamError(
                         'invalid byte sequence for encoding "UTF8"', sqlstate="22021"
                     ) from None
+                continue
+            t = declared
+            out.append(codec.decode_text(value, t))
         else:
             raise PiestreamError(f"unsupported format code: {fmt}", sqlstate="08P01")
+        typed.setdefault((t, t.typmod, t.dscale), []).append(i)
+    for (t, _, _), where in typed.items():
+        values = [out[i] for i in where]
+        if t.kind not in (TypeKind.VARCHAR, TypeKind.JSONB) and any(isinstance(v, str) for v in values):
+            lits = [literal(v, t) for v in values]  # text of a typed value: literal() parses it
+        else:
+            lits = [Literal(v, t) for v in from_arrow(to_arrow(values, t), t)]
+        for i, lit in zip(where, lits, strict=True):
+            out[i] = lit
     return out
