@@ -153,3 +153,37 @@ def test_sigkill_in_the_middle_of_a_lake_commit(tmp_path: Path, mode: str) -> No
         for name in ("d_agg", "d_t", "d_ev"):
             epochs = delta_epochs(lake / name)
             assert len(epochs) == len(set(epochs)), name  # no epoch written twice
+
+
+def test_removing_a_created_iceberg_table_drops_only_a_namespace_it_created(tmp_path: Path) -> None:
+    """A failed CREATE SINK removes the table it made, and the namespace only if it made that too
+    and nothing else lives there by now."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from piestream.connectors.iceberg import create_iceberg_table
+
+    opts = {
+        "catalog.uri": f"sqlite:///{tmp_path / 'cat.db'}",
+        "warehouse.path": f"file://{tmp_path}",
+        "database.name": "db",
+        "table.name": "t",
+    }
+    schema = pa.schema([("x", pa.int32())])
+    cat = SqlCatalog("piestream", uri=opts["catalog.uri"], warehouse=opts["warehouse.path"])
+    remove = create_iceberg_table(opts, schema)
+    assert remove is not None and cat.table_exists("db.t")
+    assert create_iceberg_table(opts, schema) is None  # it exists now: nothing to remove later
+    remove()
+    assert not cat.table_exists("db.t") and not cat.namespace_exists("db")
+    # a namespace that was there before stays
+    cat.create_namespace("keep")
+    remove = create_iceberg_table({**opts, "database.name": "keep"}, schema)
+    assert remove is not None
+    remove()
+    assert cat.namespace_exists("keep") and not cat.table_exists("keep.t")
+    # a namespace this call made, where another table was created meanwhile, stays with it
+    remove = create_iceberg_table(opts, schema)
+    assert remove is not None
+    cat.create_table("db.other", schema=schema)
+    remove()
+    assert cat.namespace_exists("db") and cat.table_exists("db.other") and not cat.table_exists("db.t")

@@ -121,6 +121,7 @@ def test_create_sink_whose_first_epoch_fails_leaves_nothing(
                 "piestream", uri=f"sqlite:///{target / 'piestream_catalog.db'}", warehouse=f"file://{target}"
             )
             assert not cat.table_exists("db.bad")
+            assert not cat.namespace_exists("db")  # the sink made it: gone with its table
         else:
             assert not target.exists()
         # the same sink with other columns works now (an old lake table would refuse them)

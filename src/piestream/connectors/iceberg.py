@@ -3,6 +3,7 @@ default); see `lakehouse`."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,18 +30,43 @@ def _identifier(options: Mapping[str, str]) -> str:
 
 def create_iceberg_table(options: Mapping[str, str], schema: pa.Schema) -> Callable[[], None] | None:
     """Create the table unless it exists (then it must have the sink's columns). Returns how to
-    remove the table it created, files and catalog row (None: it existed)."""
-    from pyiceberg.exceptions import NoSuchTableError
+    remove the table it created, files and catalog row, and its namespace if this call created
+    that too (None: the table existed)."""
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError
 
     catalog = _catalog(options)
-    catalog.create_namespace_if_not_exists(options["database.name"])
+    namespace = options["database.name"]
+    try:
+        catalog.create_namespace(namespace)
+        made_namespace = True
+    except NamespaceAlreadyExistsError:
+        made_namespace = False
     try:
         existing = catalog.load_table(_identifier(options))
     except NoSuchTableError:
-        catalog.create_table(_identifier(options), schema=schema)
-        return lambda: _catalog(options).purge_table(_identifier(options))
+        try:
+            catalog.create_table(_identifier(options), schema=schema)
+        except BaseException:
+            if made_namespace:
+                _drop_namespace(options)
+            raise
+
+        def remove() -> None:
+            _catalog(options).purge_table(_identifier(options))
+            if made_namespace:
+                _drop_namespace(options)
+
+        return remove
     check_columns([f.name for f in existing.schema().fields], schema, f"Iceberg table {_identifier(options)}")
     return None
+
+
+def _drop_namespace(options: Mapping[str, str]) -> None:
+    """Drop the namespace this sink created, unless another table lives in it by now."""
+    from pyiceberg.exceptions import NamespaceNotEmptyError, NoSuchNamespaceError
+
+    with contextlib.suppress(NamespaceNotEmptyError, NoSuchNamespaceError):
+        _catalog(options).drop_namespace(options["database.name"])
 
 
 def _key_filter(keys: pa.Table) -> Any:
