@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -20,3 +21,11 @@ def error(s: Session, sql: str) -> PiestreamError:
     with pytest.raises(PiestreamError) as info:
         s.execute(sql)
     return info.value
+
+
+def all_fail(s: Session, statements: Iterable[str], sqlstate: str, message_part: str) -> None:
+    """Each statement fails with `sqlstate` and a message containing `message_part`."""
+    for sql in statements:
+        e = error(s, sql)
+        assert e.sqlstate == sqlstate, sql
+        assert message_part in str(e), sql

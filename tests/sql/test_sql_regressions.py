@@ -7,7 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from session_results import error, rows
+from session_results import all_fail, rows
 
 from piestream.common.errors import FeatureNotSupported
 from piestream.server.database import Database, DatabaseConfig
@@ -272,16 +272,14 @@ def test_group_by_matches_numeric_literals_by_their_written_scale(s: Session) ->
     """`x * 1.0` was accepted under `GROUP BY x * 1.00` (the bound literals hold equal values);
     PostgreSQL compares constants with their scale and refuses it with 42803."""
     s.execute("CREATE TABLE t (x INT, n NUMERIC); INSERT INTO t VALUES (1, 1.5), (1, 2.5), (2, 1.5)")
-    for sql in (
+    refused = (
         "SELECT x * 1.0 FROM t GROUP BY x * 1.00",
         "SELECT x * 1.00 FROM t GROUP BY x * 1.0",
         "SELECT n + 1.0 FROM t GROUP BY n + 1",
         "SELECT count(*) FROM t GROUP BY n * 2.50 HAVING n * 2.5 > 0",
         "CREATE MATERIALIZED VIEW bad AS SELECT x * 1.0 AS y FROM t GROUP BY x * 1.00",
-    ):
-        e = error(s, sql)
-        assert e.sqlstate == "42803", sql
-        assert "must appear in the GROUP BY clause" in str(e), sql
+    )
+    all_fail(s, refused, "42803", "must appear in the GROUP BY clause")
     # the same text, an ordinal, an alias, and both spellings grouped: accepted, each with its scale
     two = [(Decimal(1),), (Decimal(2),)]
     for sql in (
