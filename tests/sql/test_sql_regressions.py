@@ -269,8 +269,10 @@ def test_top_n_over_rows_with_array_values(s: Session) -> None:
 
 
 def test_group_by_matches_numeric_literals_by_their_written_scale(s: Session) -> None:
-    """`x * 1.0` was accepted under `GROUP BY x * 1.00` (the bound literals hold equal values);
-    PostgreSQL compares constants with their scale and refuses it with 42803."""
+    """`x * 1.0` was accepted under `GROUP BY x * 1.00` (the bound literals held equal values);
+    PostgreSQL compares constants with their scale and refuses it with 42803. Beside
+    test_sql_numeric_display_scale's case: HAVING, CREATE MATERIALIZED VIEW, ordinals, aliases,
+    and both spellings grouped, each column keeping its scale in batch and in an MV."""
     s.execute("CREATE TABLE t (x INT, n NUMERIC); INSERT INTO t VALUES (1, 1.5), (1, 2.5), (2, 1.5)")
     refused = (
         "SELECT x * 1.0 FROM t GROUP BY x * 1.00",

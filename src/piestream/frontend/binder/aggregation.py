@@ -203,7 +203,6 @@ class AggBinding:
         # GROUP BY (ordinals and select aliases allowed, as in PostgreSQL)
         explicit = group_exprs is not None
         group_exprs = list(group_exprs or [])
-        written = list(group_exprs)  # as written: `x * 1.0` and `x * 1.00` share one group column
         gb = ExprBinder(scope, params=qb.params, context="GROUP BY")
         group = self.node.args.get("group")
         for g in group.expressions if group is not None and not explicit else []:
@@ -225,7 +224,6 @@ class AggBinding:
                 e = gb.bind(g)
             if e not in group_exprs:
                 group_exprs.append(e)
-            written.append(e)
         for e in group_exprs:
             self._add_pre(e)
         windows = WindowBinding(qb, self.node, on_agg=self._on_agg)
@@ -267,9 +265,7 @@ class AggBinding:
         out_fields = [Field(_group_name(e, scope, i), e.return_type) for i, e in enumerate(group_exprs)]
         out_fields += [Field(f"{c.kind}", c.return_type) for c in self.calls]
         agg = Agg(Schema(tuple(out_fields)), pre_plan, list(range(g)), self.calls)
-        mapping: dict[Any, Expr] = {
-            group_key(e): InputRef(group_exprs.index(e), e.return_type) for e in written
-        }
+        mapping: dict[Any, Expr] = {e: InputRef(i, e.return_type) for i, e in enumerate(group_exprs)}
 
         def rewrite(e: Expr) -> Expr:
             def fn(x: Expr) -> Expr | None:
@@ -278,7 +274,7 @@ class AggBinding:
                 if isinstance(x, DeferredSubquery):
                     return x
                 try:
-                    hit = mapping.get(group_key(x))
+                    hit = mapping.get(x)
                 except TypeError:
                     hit = None
                 return hit
@@ -326,7 +322,7 @@ def _check_grouped(e: Expr, mapping: dict[Any, Expr], scope: Scope) -> None:
 
     def visit(x: Expr) -> None:
         try:
-            if group_key(x) in mapping:
+            if x in mapping:
                 return
         except TypeError:
             pass
@@ -342,18 +338,6 @@ def _check_grouped(e: Expr, mapping: dict[Any, Expr], scope: Scope) -> None:
             visit(ch)
 
     visit(e)
-
-
-def group_key(e: Expr) -> tuple[Expr, tuple[int | None, ...]]:
-    """What a GROUP BY expression is matched by: the bound tree plus each NUMERIC literal's written
-    scale. PostgreSQL compares constants by their stored datum, whose scale is part of it, so
-    `x * 1.0` does not match `GROUP BY x * 1.00` (42803); the bound literals hold equal values."""
-    scales = tuple(
-        x.return_type.dscale
-        for x in e.walk()
-        if isinstance(x, Literal) and x.return_type.kind is TypeKind.NUMERIC
-    )
-    return e, scales
 
 
 def _group_name(e: Expr, scope: Scope, i: int) -> str:
