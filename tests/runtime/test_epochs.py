@@ -129,3 +129,69 @@ def test_hash_agg_reads_previous_states_from_the_worker_cache(tmp_path) -> None:
         assert hits > misses > 0, (hits, misses)  # 31 groups read from storage once, then cached
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("slots", [0, 1, 2, 3])
+def test_no_shuffle_fragments_run_in_their_upstreams_task(tmp_path, slots: int) -> None:  # type: ignore[no-untyped-def]
+    """A fragment fed only by a no-shuffle edge (the scan of an MV on a table) shares its
+    upstream's stage and each actor index its partition, so the table's rows reach it inside the
+    task; the MVs (one on the other too) stay equal to their queries."""
+    from piestream.plan.fragment import DispatchKind
+    from piestream.server.database import Database, DatabaseConfig
+
+    config = DatabaseConfig(runner="local", barrier_interval=3600, background_compaction=False)
+    db = Database(tmp_path / "db", config=config, runner=LocalRunner(task_slots=slots))
+    mvs = {
+        "pos": "SELECT k, v FROM t WHERE v > 0",
+        "agg": "SELECT v % 3 AS g, count(*) AS n, sum(v) AS s FROM t GROUP BY v % 3",
+        "top": "SELECT g, n FROM agg WHERE n > 2",
+    }
+    try:
+        s = db.session()
+        s.execute("CREATE TABLE t (k INT PRIMARY KEY, v BIGINT)")
+        for name, q in mvs.items():
+            s.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        bm = db.barriers
+        graph = bm.graph
+        plan = replace(
+            plan_epoch(
+                graph,
+                {fid: encode_fragment(f) for fid, f in graph.fragments.items()},
+                data_epoch=bm._data_epoch,
+                barrier=None,  # type: ignore[arg-type]
+                committed_epoch=0,
+                version=db.hummock.version,
+                store_url="",
+            ),
+            task_slots=slots,
+        )
+        stage_of = {f: k for k, actors in enumerate(plan.stages) for f, _ in actors}
+        fused = 0
+        for f in graph.fragments.values():
+            for e in f.outputs:
+                d = graph.fragments[e.downstream_fragment_id]
+                if e.kind is DispatchKind.NO_SHUFFLE and d.upstream_fragment_ids() == [f.fragment_id]:
+                    fused += 1
+                    k = stage_of[f.fragment_id]
+                    assert stage_of[d.fragment_id] == k
+                    index = plan.partition_index(k)
+                    for i in range(f.parallelism):
+                        assert index[(d.fragment_id, i)] == index[(f.fragment_id, i)]
+                        mine = plan.actors_of_partition(k, index[(f.fragment_id, i)])
+                        assert mine.index((f.fragment_id, i)) < mine.index((d.fragment_id, i))
+                elif e.kind is not DispatchKind.NO_SHUFFLE:
+                    assert stage_of[d.fragment_id] > stage_of[f.fragment_id]
+        assert fused >= 3  # t -> pos, t -> agg's scan, agg -> top
+        for k in range(len(plan.stages)):
+            owned = [a for i in range(plan.num_partitions(k)) for a in plan.actors_of_partition(k, i)]
+            assert sorted(owned) == sorted(plan.stages[k])
+        rng = random.Random(slots)
+        for _ in range(6):
+            rows = [(rng.randint(0, 50), rng.randint(-20, 100)) for _ in range(40)]
+            s.execute("INSERT INTO t VALUES " + ", ".join(f"({k}, {v})" for k, v in rows))
+            s.execute(f"DELETE FROM t WHERE k % 7 = {rng.randint(0, 6)}")
+            s.execute("FLUSH")
+            for name, q in mvs.items():
+                assert sorted(s.execute_one(f"SELECT * FROM {name}").rows) == sorted(s.execute_one(q).rows)
+    finally:
+        db.close()

@@ -1,7 +1,9 @@
 """The body of one Spark task: run one actor for one epoch.
 
 The task reads its whole input (exhausting the iterator keeps the Python worker reusable),
-orders the chunks per port by (source actor, sequence), builds the actor's executors over a
+runs its actors in the plan's order (an actor fused into its upstream's task over a no-shuffle
+edge gets that actor's output here, not through a shuffle), orders the chunks per port by
+(source actor, sequence), builds the actor's executors over a
 HummockStorage at the epoch's pinned version, runs the epoch, syncs the SSTs it wrote (fresh
 object names every attempt), and emits: its output chunks dispatched to downstream actors, its
 report for the driver, and every element it only forwards to a deeper stage.
@@ -24,7 +26,7 @@ from typing import Protocol
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochPair
-from piestream.common.errors import client_error, is_data_error
+from piestream.common.errors import InternalError, client_error, is_data_error
 from piestream.common.vnode import VnodeBitmap
 from piestream.plan.fragment import actor_id
 from piestream.runtime.epoch_plan import EpochPlan
@@ -75,15 +77,27 @@ def run_partition(
             inbox.append((env.port, env.source_actor, env.seq, env.chunk))
         else:
             forward.append((dest, payload))
+    done: set[tuple[int, ...]] = set()
     for me in mine:
         try:
-            yield from _run_actor(plan, me, received[me], hook, started)
+            for dest, payload in _run_actor(plan, me, received[me], hook, started):
+                inbox = received.get(tuple(dest))
+                if inbox is None:
+                    yield dest, payload
+                    continue
+                # a fused downstream actor of this task (no-shuffle edge, `epoch_plan`): its
+                # input is complete once this actor is done, and it runs after it
+                if tuple(dest) in done:
+                    raise InternalError(f"actor {dest} of this task ran before its input {me}")
+                env = decode_chunk(payload)
+                inbox.append((env.port, env.source_actor, env.seq, env.chunk))
         except Exception as e:
             failed = ActorFailed(client_error(e, "streaming epoch failed"), me[0], actor_id(*me))
             if not _is_data_error(failed):
                 raise failed from e
             yield REPORT, encode_failure(failed)  # the epoch fails; its other actors need not run
             break
+        done.add(me)
         started = time.perf_counter()
     yield from forward
 

@@ -14,6 +14,13 @@ other. The rule depends on the actor alone (not on its position among the stage'
 an actor keeps its partition, hence its worker process and caches (`runners.SparkRunner`), when
 other jobs come and go.
 
+A fragment whose only input is one upstream fragment over a no-shuffle edge (a table's rows
+into the scan of an MV on it) runs in its upstream's stage and task: actor i right after the
+upstream's actor i, fed its output in the task (`run_partition`), with no shuffle between them.
+Partitions follow the chain's first fragment (its *root*), so both actors land in partition
+(root + i) mod n. Otherwise every row a table writes would cross Spark's shuffle once more
+before the MV sees it.
+
 The plan holds each fragment in the plan format (`piestream.plan.serde`), not as the objects the
 catalog and DDL statements share: it is an immutable snapshot, taken under the barrier manager's
 lock, that Spark can serialize while other threads plan or look up those objects. A process
@@ -33,7 +40,7 @@ from piestream.common.chunk import StreamChunk
 from piestream.common.types import TypeKind
 from piestream.common.vnode import actor_of_vnodes
 from piestream.encoding.distribution import compute_vnodes
-from piestream.plan.fragment import Fragment, StreamGraph, actor_id
+from piestream.plan.fragment import DispatchKind, Fragment, StreamGraph, actor_id
 from piestream.plan.node import DmlNode
 from piestream.plan.serde import decode_fragment
 from piestream.runtime.exchange import REPORT, Destination, Element, encode_chunk
@@ -61,9 +68,19 @@ class EpochPlan:
     storage_options: StorageOptions = field(default_factory=StorageOptions)
     task_slots: int = 0  # partitions per stage at most (0: one per actor)
     connectors: Connectors = field(default_factory=registered_connectors)  # the driver's registry
+    # fragment id -> the first fragment of its no-shuffle chain, for fragments fused into their
+    # upstream's stage (others are their own root)
+    roots: Mapping[int, int] = field(default_factory=dict)
+
+    def root(self, fragment_id: int) -> int:
+        return self.roots.get(fragment_id, fragment_id)
+
+    def _groups(self, stage: int) -> list[tuple[int, int]]:
+        """The stage's (root fragment, actor index) pairs: actors that share a task."""
+        return list(dict.fromkeys((self.root(f), i) for f, i in self.stages[stage]))
 
     def num_partitions(self, stage: int) -> int:
-        n = len(self.stages[stage])
+        n = len(self._groups(stage))
         return min(n, self.task_slots) if self.task_slots > 0 else n
 
     def actors_of_partition(self, stage: int, index: int) -> list[tuple[int, int]]:
@@ -74,10 +91,11 @@ class EpochPlan:
     def partition_index(self, stage: int) -> dict[tuple[int, int], int]:
         """Destination actor -> the partition of `stage` that runs it."""
         actors = self.stages[stage]
-        if self.task_slots <= 0:  # one partition per actor
-            return {dest: i for i, dest in enumerate(actors)}
+        if self.task_slots <= 0:  # one partition per actor (and the actors fused with it)
+            group = {g: k for k, g in enumerate(self._groups(stage))}
+            return {(f, i): group[(self.root(f), i)] for f, i in actors}
         n = self.num_partitions(stage)
-        return {dest: (dest[0] + dest[1]) % n for dest in actors}
+        return {(f, i): (self.root(f) + i) % n for f, i in actors}
 
     def fragment(self, fragment_id: int) -> Fragment:
         return decoded_fragment(self.fragments[fragment_id])
@@ -118,12 +136,14 @@ def plan_epoch(
     config: StreamingConfig | None = None,
     storage_options: StorageOptions | None = None,
 ) -> EpochPlan:
-    depths = graph.depths()
+    depths, roots, hops = stage_depths(graph)
     n_stages = max(depths.values()) + 1 if depths else 0
     stages: list[list[tuple[int, int]]] = [[] for _ in range(n_stages)]
-    for f in sorted(graph.fragments.values(), key=lambda f: f.fragment_id):
+    # within a stage, a fused fragment comes after its upstream (a task runs its actors in order)
+    for f in sorted(graph.fragments.values(), key=lambda f: (hops[f.fragment_id], f.fragment_id)):
         stages[depths[f.fragment_id]].extend((f.fragment_id, i) for i in range(f.parallelism))
     return EpochPlan(
+        roots={f: r for f, r in roots.items() if f != r},
         fragments={fid: encoded[fid] for fid in graph.fragments},
         stages=tuple(tuple(s) for s in stages),
         data_epoch=data_epoch,
@@ -134,6 +154,48 @@ def plan_epoch(
         config=config or StreamingConfig(),
         storage_options=storage_options or StorageOptions(),
     )
+
+
+def stage_depths(graph: StreamGraph) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+    """Per fragment: its stage, the root of its no-shuffle chain, and its hops from that root.
+    A fragment is fused into its upstream's stage when that is its only upstream fragment and
+    every edge from it is no-shuffle (actor i feeds actor i); otherwise its stage is one more
+    than its deepest upstream's."""
+    edges: dict[int, list[DispatchKind]] = {}
+    for f in graph.fragments.values():
+        for e in f.outputs:
+            edges.setdefault(e.downstream_fragment_id, []).append(e.kind)
+    depth: dict[int, int] = {}
+    root: dict[int, int] = {}
+    hops: dict[int, int] = {}
+
+    def visit(fid: int, stack: frozenset[int]) -> int:
+        if fid in depth:
+            return depth[fid]
+        if fid in stack:
+            raise ValueError(f"cycle through fragment {fid}")
+        f = graph.fragments[fid]
+        ups = f.upstream_fragment_ids()
+        root[fid], hops[fid] = fid, 0
+        if not ups:
+            d = 0
+        elif (
+            len(ups) == 1
+            and ups[0] in graph.fragments
+            and edges.get(fid)
+            and all(k is DispatchKind.NO_SHUFFLE for k in edges[fid])
+            and graph.fragments[ups[0]].parallelism == f.parallelism
+        ):
+            d = visit(ups[0], stack | {fid})
+            root[fid], hops[fid] = root[ups[0]], hops[ups[0]] + 1
+        else:
+            d = 1 + max(visit(u, stack | {fid}) for u in ups)
+        depth[fid] = d
+        return d
+
+    for fid in graph.fragments:
+        visit(fid, frozenset())
+    return depth, root, hops
 
 
 class StagePartitioner:
