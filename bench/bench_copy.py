@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -41,6 +42,31 @@ def make_csv(n: int, start: int = 0, seed: int = 7) -> bytes:
     out = io.BytesIO()
     pacsv.write_csv(table, out, pacsv.WriteOptions(include_header=False))
     return out.getvalue()
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """(this process, its live descendants: the Spark JVM and its Python workers) user+sys CPU
+    seconds, from /proc; zeros where /proc is missing."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = d.joinpath("stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(d.name)
+        parent[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+    me = os.getpid()
+    below = 0.0
+    for pid, seconds in cpu.items():
+        p = parent.get(pid, 0)
+        while p > 1 and p != me:
+            p = parent.get(p, 0)
+        if p == me and pid != me:
+            below += seconds
+    return cpu.get(me, 0.0), below
 
 
 def report(label: str, rows: int, seconds: float) -> None:
@@ -78,16 +104,24 @@ def main() -> None:
                 c.execute(DDL)
                 c.execute(MV)
                 cur = c.cursor()
+                cpu0 = _cpu_seconds()
                 t0 = time.perf_counter()
                 with cur.copy("COPY orders FROM STDIN (FORMAT csv)") as cp:
                     view = memoryview(data)
                     for lo in range(0, len(data), 1 << 20):  # psycopg's own write size
                         cp.write(view[lo : lo + (1 << 20)])
                 copy_s = time.perf_counter() - t0
+                cpu1 = _cpu_seconds()
                 assert cur.statusmessage == f"COPY {n}", cur.statusmessage
                 total = c.execute("SELECT sum(n) FROM by_status").fetchone()
                 assert total == (n,), total
                 report("COPY FROM STDIN csv, psycopg -> table + MV, committed", n, copy_s)
+                own, below = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+                print(
+                    f"  COPY CPU (user+sys): {own:.2f} s this process (client + server + local runner), "
+                    f"{below:.2f} s its children (Spark JVM + Python workers); load avg "
+                    + " ".join(f"{x:.1f}" for x in os.getloadavg())
+                )
 
                 m = args.insert_rows
                 # per row: the sample's statements are text, as an application would build them
