@@ -116,23 +116,5 @@ class StreamGraph:
             out[fid] = f
         return StreamGraph(out), gone
 
-    def depths(self) -> dict[int, int]:
-        """Longest distance of each fragment from a fragment without upstream fragments."""
-        depth: dict[int, int] = {}
-
-        def visit(fid: int, stack: frozenset[int]) -> int:
-            if fid in depth:
-                return depth[fid]
-            if fid in stack:
-                raise ValueError(f"cycle through fragment {fid}")
-            ups = self.fragments[fid].upstream_fragment_ids()
-            d = 0 if not ups else 1 + max(visit(u, stack | {fid}) for u in ups)
-            depth[fid] = d
-            return d
-
-        for fid in self.fragments:
-            visit(fid, frozenset())
-        return depth
-
     def all_tables(self) -> list[TableDesc]:
         return [t for f in self.fragments.values() for t in f.tables()]
