@@ -18,9 +18,9 @@ keys, i.e. 100K U-/U+ pairs reach the MV.
     .venv/bin/python bench/bench_streaming.py [--quick] [--max-rows N] [--only a,b,c,d]
         [--runner spark|local] [--profile]
 
-`--profile` runs (b) on the in-process runner under cProfile (the executor/storage side) and
-prints the top functions per epoch. Figures are wall-clock on whatever else the machine runs:
-the load average is printed with them.
+`--profile` runs (b) and (c) (those selected by `--only`) on the in-process runner under
+cProfile (the executor/storage side) and prints the top functions per epoch. Figures are
+wall-clock on whatever else the machine runs: the load average is printed with them.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class Recorder:
         self.db = db
         self.last_reports: list[ActorReport] = []
         self.commit_s = 0.0
+        self.load_s = 0.0
         runner = db.barriers.runner
         inner_run = runner.run
 
@@ -161,6 +162,30 @@ def spark_floor(spark: Any, tasks_per_stage: list[int], runs: int) -> list[float
         rdd.collect()
         out.append(time.perf_counter() - t)
     return out[3:]
+
+
+def tree_cpu() -> float:
+    """CPU seconds (user + system) used so far by this process and every live descendant (the
+    JVM and Spark's Python workers run the actors): summed from /proc, 0 where it is missing."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    used: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        used[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += used.get(pid, 0.0)
+        todo += children.get(pid, [])
+    return total
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -429,37 +454,50 @@ def check_agg(s: Any, rows: int) -> None:
     assert r == (rows, rows), r
 
 
+def setup_join(
+    db: Database, rows: int, changes: int
+) -> tuple[Recorder, Callable[[np.random.Generator], list[tuple[int, StreamChunk]]]]:
+    """(c)'s tables and MV, preloaded; returns the recorder and the maker of an epoch's chunks."""
+    s = db.session()
+    s.execute("CREATE TABLE l (k BIGINT PRIMARY KEY, j BIGINT, v BIGINT)")
+    s.execute("CREATE TABLE r (k BIGINT PRIMARY KEY, w BIGINT)")
+    s.execute("CREATE MATERIALIZED VIEW lr AS SELECT l.k, l.v, r.w FROM l JOIN r ON l.j = r.k")
+    rec = Recorder(db)
+    tl, tr = table_id(db, "l"), table_id(db, "r")
+    perm = np.random.default_rng(1).permutation(rows).astype(np.int64)
+    log(f"(c) preloading {rows:,} + {rows:,} rows")
+    started = time.perf_counter()
+    load_rows(rec, tr, 0, rows, lambda k: [k, k % 1000], changes * 2)
+    load_rows(rec, tl, 0, rows, lambda k: [k, perm[k], k % 997], changes * 2)
+    rec.load_s = time.perf_counter() - started
+    half = changes // 2
+
+    def make(rng: np.random.Generator) -> list[tuple[int, StreamChunk]]:
+        kl = rng.choice(rows, size=half, replace=False).astype(np.int64)
+        kr = rng.choice(rows, size=half, replace=False).astype(np.int64)
+        return [
+            (tl, upsert_chunk([kl, perm[kl], rng.integers(0, 1000, half)])),
+            (tr, upsert_chunk([kr, rng.integers(0, 1000, half)])),
+        ]
+
+    return rec, make
+
+
 def bench_join(args: argparse.Namespace, spark: Any, root: Path) -> None:
     rows, changes, epochs = args.rows, args.changes, args.epochs
     db = open_db(root / "join", args.runner, spark)
     try:
-        s = db.session()
-        s.execute("CREATE TABLE l (k BIGINT PRIMARY KEY, j BIGINT, v BIGINT)")
-        s.execute("CREATE TABLE r (k BIGINT PRIMARY KEY, w BIGINT)")
-        s.execute("CREATE MATERIALIZED VIEW lr AS SELECT l.k, l.v, r.w FROM l JOIN r ON l.j = r.k")
-        rec = Recorder(db)
-        tl, tr = table_id(db, "l"), table_id(db, "r")
-        perm = np.random.default_rng(1).permutation(rows).astype(np.int64)
-        log(f"(c) preloading {rows:,} + {rows:,} rows")
-        load_s = load_rows(rec, tr, 0, rows, lambda k: [k, k % 1000], changes * 2)
-        load_s += load_rows(rec, tl, 0, rows, lambda k: [k, perm[k], k % 997], changes * 2)
-        half = changes // 2
-
-        def make(rng: np.random.Generator) -> list[tuple[int, StreamChunk]]:
-            kl = rng.choice(rows, size=half, replace=False).astype(np.int64)
-            kr = rng.choice(rows, size=half, replace=False).astype(np.int64)
-            return [
-                (tl, upsert_chunk([kl, perm[kl], rng.integers(0, 1000, half)])),
-                (tr, upsert_chunk([kr, rng.integers(0, 1000, half)])),
-            ]
-
+        rec, make = setup_join(db, rows, changes)
+        cpu0 = tree_cpu()
         recs = run_update_epochs(rec, make, epochs)
+        cpu = tree_cpu() - cpu0
         print(
             f"\n(c) HashJoin, {rows:,} x {rows:,} rows (1:1 on l.j = r.k), runner {args.runner} "
-            f"(loaded in {load_s:.1f} s)"
+            f"(loaded in {rec.load_s:.1f} s)"
         )
         summarize("l JOIN r", recs, changes, "c")
-        n = s.execute("SELECT count(*) FROM lr")[0].rows[0][0]
+        print(f"      CPU time (driver, JVM, Python workers): {cpu / epochs:.2f} s per epoch")
+        n = db.session().execute("SELECT count(*) FROM lr")[0].rows[0][0]
         assert n == rows, n
     finally:
         db.close()
@@ -540,15 +578,40 @@ def profile_agg(args: argparse.Namespace, root: Path) -> None:
         prof.disable()
         print(f"\nprofile: (b) on the in-process runner, {rows:,} groups, {changes:,} changes per epoch")
         summarize("GROUP BY g (local, profiled)", recs, changes, "b")
-        for key in ("cumulative", "tottime"):
-            buf = io.StringIO()
-            pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(30)
-            print(f"    top functions by {key} ({epochs} epochs; divide by {epochs} per epoch):")
-            for line in buf.getvalue().splitlines():
-                if line.strip() and ("/" in line or "{" in line or "ncalls" in line):
-                    print("      " + line.replace(str(Path(__file__).resolve().parents[1]) + "/", ""))
+        print_profile(prof, epochs)
     finally:
         db.close()
+
+
+def profile_join(args: argparse.Namespace, root: Path) -> None:
+    """(c) on the in-process runner under cProfile: join and storage costs per epoch."""
+    rows, changes = args.rows, args.changes
+    db = open_db(root / "prof-join", "local", None)
+    try:
+        rec, make = setup_join(db, rows, changes)
+        run_update_epochs(rec, make, 1)  # warm
+        epochs = 3
+        prof = cProfile.Profile()
+        prof.enable()
+        recs = run_update_epochs(rec, make, epochs)
+        prof.disable()
+        print(f"\nprofile: (c) on the in-process runner, {rows:,} x {rows:,} rows, {changes:,} changes/epoch")
+        summarize("l JOIN r (local, profiled)", recs, changes, "c")
+        print_profile(prof, epochs)
+    finally:
+        db.close()
+
+
+def print_profile(prof: cProfile.Profile, epochs: int) -> None:
+    total = pstats.Stats(prof).total_tt  # type: ignore[attr-defined]
+    print(f"    profiled CPU time: {total:.2f} s over {epochs} epochs ({total / epochs:.2f} s per epoch)")
+    for key in ("cumulative", "tottime"):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(30)
+        print(f"    top functions by {key} ({epochs} epochs; divide by {epochs} per epoch):")
+        for line in buf.getvalue().splitlines():
+            if line.strip() and ("/" in line or "{" in line or "ncalls" in line):
+                print("      " + line.replace(str(Path(__file__).resolve().parents[1]) + "/", ""))
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -584,7 +647,10 @@ def main() -> None:
     log(f"Spark session in {time.perf_counter() - started:.1f} s")
     with workdir() as root:
         if args.profile:
-            profile_agg(args, root)
+            if "b" in only:
+                profile_agg(args, root)
+            if "c" in only:
+                profile_join(args, root)
             return
         if "a" in only:
             bench_empty(args, spark, root)

@@ -18,7 +18,6 @@ Point lookups come two ways:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +30,7 @@ from piestream.encoding.keys import EPOCH_LEN, TABLE_ID_LEN, TABLE_PREFIX_LEN, e
 from piestream.encoding.ragged import Ragged, concat_rows, gather_views
 from piestream.storage.hummock.epoch_keys import EpochKeys
 from piestream.storage.hummock.key_index import padded_ragged, sort_order
-from piestream.storage.hummock.kv_batch import DELETE_TAG, PUT_TAG, KvBatch
+from piestream.storage.hummock.kv_batch import DELETE_TAG, PUT_TAG
 from piestream.storage.hummock.run_search import BatchRun, Queries, find, same_user_key
 from piestream.storage.hummock.shared_buffer import Imm
 from piestream.storage.hummock.sstable import Block, SstableMeta
@@ -389,17 +388,3 @@ def below_watermark_key(user_key: bytes, wms: dict[int, TableWatermark], read_ep
         return False
     key = wm.key_for_vnode(int.from_bytes(user_key[TABLE_ID_LEN:TABLE_PREFIX_LEN], "big"))
     return key is not None and user_key[TABLE_PREFIX_LEN:] < key
-
-
-def slices_of_batch(
-    batch: KvBatch, block: Block | None, fulls: Sequence[tuple[bytes | None, bytes | None]]
-) -> KvBatch:
-    """The entries of a sorted run inside any of the sorted full-key ranges, as one sorted batch."""
-    keys = (block or Block(batch, 0)).key_list()
-    parts = []
-    for start, end in fulls:  # per range (a bisect each): see `HummockStorage.read_ranges`
-        lo = 0 if start is None else bisect.bisect_left(keys, start)
-        hi = len(keys) if end is None else bisect.bisect_left(keys, end)
-        if hi > lo:
-            parts.append(batch.slice(lo, hi - lo))
-    return KvBatch.concat(parts)

@@ -18,7 +18,7 @@ import pyarrow as pa
 import xxhash
 
 from piestream.common.epoch import EPOCH_SPILL_MASK, MAX_EPOCH, pure_epoch
-from piestream.encoding.keys import TABLE_ID_LEN, table_id_of
+from piestream.encoding.keys import table_id_of
 from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.iterators import (
     BlockIterator,
@@ -30,7 +30,9 @@ from piestream.storage.hummock.iterators import (
     full_key_range,
 )
 from piestream.storage.hummock.kv_batch import DELETE_TAG, KvBatch
-from piestream.storage.hummock.read_view import ReadView, below_watermark_key, slices_of_batch
+from piestream.storage.hummock.range_search import Ranges
+from piestream.storage.hummock.range_search import read_ranges as search_ranges
+from piestream.storage.hummock.read_view import ReadView, below_watermark_key
 from piestream.storage.hummock.shared_buffer import SharedBuffer, StorageOptions
 from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.version import HummockVersion, SstableInfo, TableWatermark
@@ -178,49 +180,40 @@ class HummockStorage:
         *,
         filter_keys: Sequence[bytes | None] | None = None,
     ) -> KvBatch:
-        """Every visible entry in any of many sorted, disjoint user-key ranges [start, end), in one
-        pass: each run contributes the slices of its blocks that the ranges cover (Bloom-pruned
-        per range when `filter_keys` gives a range's common prefix), the runs are merged once and
-        versions resolved once — instead of one iterator stack per range."""
-        read_epoch = visible_bound(read_epoch)
+        """Every visible entry in any of many sorted user-key ranges [start, end), in one pass
+        (`scan_ranges` of Python bytes; `filter_keys` gives a range's common prefix, for the
+        Bloom filters)."""
         if not ranges:
             return KvBatch.empty()
-        view = self._view()
-        fulls = [full_key_range(a, b) for a, b in ranges]
-        hashes = None
+        starts = Ragged.from_list([a for a, _ in ranges])
+        ends = Ragged.from_list([b or b"" for _, b in ranges])
+        has_end = np.array([b is not None for _, b in ranges], np.bool_)
+        fkeys = None
         if filter_keys is not None and any(k is not None for k in filter_keys):
-            hashes = [xxhash.xxh64_intdigest(k) if k is not None else None for k in filter_keys]
-        runs: list[KvBatch] = []
-        runs += [slices_of_batch(i.imm.batch, i.block, fulls) for i in view.imms if i.epoch <= read_epoch]
-        store = self.sstables
-        runs += [_slices(store, s.info, fulls, ranges, hashes) for s in view.l0 if s.min_epoch <= read_epoch]
-        for lv in view.levels:
-            parts = []
-            # Per-range Python (a bisect per range and SST): prefix scans come one range per
-            # probed key; batching them into one KeyIndex search per run is issue 12's join work.
-            for i, (start, end) in enumerate(ranges):
-                lo = max(lv.position(start), 0) if lv.ssts else 0
-                j = lo
-                while j < len(lv.ssts) and (end is None or lv.ssts[j].lo < end):
-                    s = lv.ssts[j]
-                    if s.min_epoch <= read_epoch and s.hi >= start:
-                        parts.append(
-                            _slices(
-                                store,
-                                s.info,
-                                [fulls[i]],
-                                [ranges[i]],
-                                None if hashes is None else [hashes[i]],
-                            )
-                        )
-                    j += 1
-            runs.append(KvBatch.concat(parts))
-        merged = KvBatch.merge([r for r in runs if len(r)])
-        if not len(merged):
-            return merged
+            fkeys = Ragged.from_list([k or b"" for k in filter_keys])
+        return self.scan_ranges(starts, ends, has_end, read_epoch, filter_keys=fkeys)
+
+    def scan_ranges(
+        self,
+        starts: Ragged,
+        ends: Ragged,
+        has_end: np.ndarray,
+        read_epoch: int = MAX_EPOCH,
+        *,
+        filter_keys: Ragged | None = None,
+    ) -> KvBatch:
+        """Every visible entry (newest version <= `read_epoch`, no tombstones) with a user key in
+        any of the ranges [starts[i], ends[i]) (no upper bound where `has_end` is False), in key
+        order. Starts must be sorted; `filter_keys` (an empty row: none) are the ranges' common
+        prefixes, for the Bloom filters. Each run is searched for every range at once
+        (`range_search`), the runs are merged once and versions resolved once."""
+        read_epoch = visible_bound(read_epoch)
+        if not starts.n:
+            return KvBatch.empty()
+        view = self._view()
+        r = Ranges.of(starts, ends, np.asarray(has_end, np.bool_), filter_keys)
         wms = {t: w for t, w in self._version.table_watermarks.items() if read_epoch >= w.epoch}
-        out = list(UserIterator([merged], read_epoch, wms))
-        return KvBatch.concat(out)
+        return search_ranges(view, self.sstables, r, read_epoch, wms)
 
     def iter(
         self,
@@ -277,39 +270,6 @@ class HummockStorage:
             if ssts:
                 inputs.append(ConcatIterator(self.sstables, ssts, rng))
         return MergeIterator(inputs)
-
-
-def _slices(
-    store: SstableStore,
-    info: SstableInfo,
-    fulls: Sequence[KeyRange],
-    ranges: Sequence[tuple[bytes, bytes | None]],
-    hashes: Sequence[int | None] | None,
-) -> KvBatch:
-    """An SST's entries inside any of the (sorted) ranges, as one sorted batch."""
-    meta = None
-    parts: list[KvBatch] = []
-    lo_key, hi_key = info.smallest_user_key, info.largest_user_key
-    for i, (start, end) in enumerate(ranges):  # per range: see `read_ranges`
-        if start > hi_key or (end is not None and end <= lo_key):
-            continue
-        if meta is None:
-            meta = store.meta(info)
-        h = None if hashes is None else hashes[i]
-        tid = int.from_bytes(start[:TABLE_ID_LEN], "big")
-        if h is not None and tid not in meta.unfiltered_table_ids and not meta.bloom.may_contain_hash(h):
-            continue
-        fstart, fend = fulls[i]
-        idx = max(meta.block_for(fstart), 0) if fstart is not None else 0
-        while idx < len(meta):
-            if fend is not None and meta.first_keys[idx] >= fend:
-                break
-            blk = store.block(info, idx)
-            b = slices_of_batch(blk.batch, blk, [fulls[i]])
-            if len(b):
-                parts.append(b)
-            idx += 1
-    return KvBatch.concat(parts)
 
 
 def visible_bound(read_epoch: int) -> int:

@@ -427,22 +427,24 @@ class StateTable:
         return self.scan_prefix_keys(keys, self._hint > 0 and m == self._hint)
 
     def scan_prefix_keys(self, prefix_keys: Ragged, filtered: bool = False) -> tuple[DataChunk, np.ndarray]:
-        """`scan_prefixes` of table-key prefixes (``vnode | memcomparable(pk prefix)``)."""
-        from piestream.storage.hummock.key_index import padded_ragged, sort_order
+        """`scan_prefixes` of table-key prefixes (``vnode | memcomparable(pk prefix)``): the
+        prefixes are sorted once, storage reads every prefix's range in one `scan_ranges` call
+        (each run searched for all ranges at once), the MemTable's ops under the prefixes are
+        found with one vector search and applied over the storage rows, and each prefix's run of
+        rows is located with one more vector search. Nothing runs per prefix in Python."""
+        from piestream.storage.hummock.key_index import KeyIndex, padded_ragged, sort_order
+        from piestream.storage.hummock.range_search import next_keys
 
         n = prefix_keys.n
         counts = np.zeros(n, np.int64)
         pd, ps, pl = padded_ragged(prefix_keys)
         order = sort_order(pd, ps, pl)
-        keys = prefix_keys.take(order).to_list()
-        ranges = [(k, next_key(k)) for k in keys]
-        use_filter = self._hint > 0 and filtered
-        filters = [self._prefix + k for k, _ in ranges] if use_filter else None
-        full = [
-            (self._prefix + a, self._prefix + b if b is not None else next_key(self._prefix))
-            for a, b in ranges
-        ]
-        batch = self.storage.read_ranges(full, MAX_EPOCH, filter_keys=filters)
+        keys = prefix_keys.take(order)
+        # storage ranges [table | prefix, next_key(table | prefix))
+        starts = concat_rows([Ragged.constant(n, self._prefix), keys])
+        ends, has_end = next_keys(starts)
+        fkeys = starts if self._hint > 0 and filtered else None
+        batch = self.storage.scan_ranges(starts, ends, has_end, MAX_EPOCH, filter_keys=fkeys)
         tkeys = batch.table_keys() if len(batch) else None
         mem_ops = self._mem_ranges(keys)
         merged = self._merge_batch(tkeys, batch.values if len(batch) else None, mem_ops)
@@ -452,49 +454,43 @@ class StateTable:
         # rows are in key order; each sorted prefix owns a run of them: find the runs with one
         # vector search, then lay them out in the callers' prefix order
         tk = Ragged.from_arrow(tkey_arr)
-        from piestream.storage.hummock.key_index import KeyIndex
-
         idx = KeyIndex.of_ragged(tk)
-        lo = idx.lower_bound(pd, ps[order], pl[order])
-        ends = [b for _, b in ranges]
-        hi = lo.copy()
-        has_end = np.array([e is not None for e in ends])
-        if has_end.any():
-            er = Ragged.from_list([e for e in ends if e is not None])
-            ed, es, el = padded_ragged(er)
-            hi[has_end] = idx.lower_bound(ed, es, el)
-        hi[~has_end] = tk.n
-        per = hi - lo
-        counts[order] = per
-        # runs in caller order
+        kd, ks, kl = padded_ragged(keys)
+        lo = idx.lower_bound(kd, ks, kl)
+        hi = np.full(n, tk.n, np.int64)
+        tends, has = next_keys(keys)
+        if has.any():
+            ed, es, el = padded_ragged(tends)
+            hi[has] = idx.lower_bound(ed, es[has], el[has])
+        counts[order] = hi - lo
         inv_lo = np.empty(n, np.int64)
         inv_lo[order] = lo
-        cnt = counts
-        total = int(cnt.sum())
-        take = np.repeat(inv_lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total, dtype=np.int64)
+        total = int(counts.sum())
+        take = np.repeat(inv_lo - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
         return chunk.take(take), counts
 
-    def _mem_ranges(self, sorted_prefixes: list[bytes]) -> Ops:
-        """The MemTable's ops under any of the sorted, disjoint key prefixes (one vector search)."""
+    def _mem_ranges(self, sorted_prefixes: Ragged) -> Ops:
+        """The MemTable's ops under any of the sorted key prefixes (one vector search)."""
         if not len(self.mem):
             return Ops.empty()
         from piestream.storage.hummock.key_index import padded_ragged
+        from piestream.storage.hummock.range_search import next_keys
 
         idx = self.mem.index()
-        r = Ragged.from_list(sorted_prefixes)
-        qd, qs, ql = padded_ragged(r)
+        qd, qs, ql = padded_ragged(sorted_prefixes)
         lo = idx.lower_bound(qd, qs, ql)
-        ends = [next_key(k) for k in sorted_prefixes]
-        hi = np.full(len(ends), len(idx.starts), np.int64)
-        has = np.array([e is not None for e in ends])
+        ends, has = next_keys(sorted_prefixes)
+        hi = np.full(sorted_prefixes.n, len(idx.starts), np.int64)
         if has.any():
-            ed, es, el = padded_ragged(Ragged.from_list([e for e in ends if e is not None]))
-            hi[has] = idx.lower_bound(ed, es, el)
+            ed, es, el = padded_ragged(ends)
+            hi[has] = idx.lower_bound(ed, es[has], el[has])
         cnt = np.maximum(hi - lo, 0)
         total = int(cnt.sum())
         if not total:
             return Ops.empty()
         take = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total, dtype=np.int64)
+        if len(sorted_prefixes) > 1 and not _disjoint(lo, hi):
+            take = np.unique(take)  # nested prefixes: each op once
         return self.mem.ops().take(take)
 
     def _merged_range(self, start: bytes, end: bytes | None, filter_key: bytes | None) -> Iterator[DataChunk]:
@@ -553,6 +549,11 @@ class StateTable:
         # storage values alone are decoded past their tag byte, without a copy
         cols = self.serde.decode(tkeys, rows, value_start=0 if len(ops) else 1)
         return DataChunk(cols, length=len(tkeys)), tkeys
+
+
+def _disjoint(lo: np.ndarray, hi: np.ndarray) -> bool:
+    """Whether sorted ranges [lo, hi) of positions overlap nowhere (prefixes that nest do)."""
+    return bool((hi[:-1] <= lo[1:]).all())
 
 
 def order_of(desc: TableDesc) -> list[OrderType]:
