@@ -151,12 +151,22 @@ def lower_bounds(
     hi = np.searchsorted(run.w1, qw, "right")
     lo = np.clip(lo, lo_lim[inside], hi_lim[inside])
     hi = np.clip(hi, lo_lim[inside], hi_lim[inside])
-    skip = cp + 8  # entries tied on the word share the query's bytes up to here
+    # entries tied on the word share the query's bytes up to `skip`: a binary search over the
+    # tie range compares the next 8 bytes as words, and bytes past them only where those tie
+    skip = cp + 8
+    q2 = words(q_data, qs + skip, ql - skip)
 
     def go_right(open_: np.ndarray, mid: np.ndarray) -> np.ndarray:
         ks, kl = run.key_pos(mid)
-        sq, lq = qs[open_], ql[open_]
-        return compare(run.kdata, ks, kl, q_data, sq, lq, np.minimum(skip, np.minimum(kl, lq))) < 0
+        w = words(run.kdata, ks + skip, kl - skip)
+        qv = q2[open_]
+        less = w < qv
+        tie = np.flatnonzero(w == qv)
+        if len(tie):
+            sq, lq, k_s, k_l = qs[open_[tie]], ql[open_[tie]], ks[tie], kl[tie]
+            at = np.minimum(skip + 8, np.minimum(k_l, lq))
+            less[tie] = compare(run.kdata, k_s, k_l, q_data, sq, lq, at) < 0
+        return less
 
     pos[inside] = bisect_ranges(lo, hi, go_right)
     return pos
@@ -184,18 +194,16 @@ def _spans(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 def _pick(
     run: SearchableRun, r: Ranges, sel: np.ndarray, clip: tuple[np.ndarray, ...] | None
 ) -> _Picked | None:
-    """The entries of `run` inside ranges `sel` (lower bounds of both ends of each range)."""
+    """The entries of `run` inside ranges `sel`: a search for each range's start, then a walk
+    to its end (see `_range_ends`). `clip`: where the starts and the ends lie (blocks of an SST)."""
     n = len(run.w1)
     if clip is None:
         lo = lower_bounds(run, r.data, r.start[sel], r.start_len[sel])
-        hi = np.full(len(sel), n, np.int64)
-        he = np.flatnonzero(r.has_end[sel])
-        hi[he] = lower_bounds(run, r.data, r.end[sel[he]], r.end_len[sel[he]])
+        e_lo, e_hi = np.zeros(len(sel), np.int64), np.full(len(sel), n, np.int64)
     else:
         s_lo, s_hi, e_lo, e_hi = clip
         lo = lower_bounds(run, r.data, r.start[sel], r.start_len[sel], s_lo, s_hi)
-        hi = lower_bounds(run, r.data, r.end[sel], r.end_len[sel], e_lo, e_hi)
-        hi[~r.has_end[sel]] = n
+    hi = _range_ends(run, r, sel, lo, e_lo, e_hi)
     e = _spans(lo, hi)
     if not len(e):
         return None
@@ -204,6 +212,38 @@ def _pick(
     ks, kl = run.key_pos(e)
     vs, vl = run.value_pos(e)
     return _Picked(run.kdata, ks, kl, run.vdata, vs, vl)
+
+
+#: Entries a range's end is looked for one at a time before a binary search takes over.
+_WALK = 4
+
+
+def _range_ends(
+    run: SearchableRun, r: Ranges, sel: np.ndarray, lo: np.ndarray, e_lo: np.ndarray, e_hi: np.ndarray
+) -> np.ndarray:
+    """Past the last entry of each range (its entries start at `lo`; its end lies in
+    [e_lo, e_hi]). A probe's range holds few entries of a run (a key's rows, their versions), so
+    the end is found by stepping over the entries below it, all ranges at once, a few steps;
+    ranges still open after that get a binary search."""
+    hi = lo.copy()
+    bounded = r.has_end[sel]
+    hi[~bounded] = e_hi[~bounded]
+    open_ = np.flatnonzero(bounded)
+    for _ in range(_WALK):
+        open_ = open_[hi[open_] < e_hi[open_]]
+        if not len(open_):
+            return hi
+        ks, kl = run.key_pos(hi[open_])
+        i = sel[open_]
+        below = compare(run.kdata, ks, kl, r.data, r.end[i], r.end_len[i]) < 0
+        open_ = open_[below]
+        hi[open_] += 1
+    open_ = open_[hi[open_] < e_hi[open_]]
+    if len(open_):
+        i = sel[open_]
+        start = np.maximum(hi[open_], e_lo[open_])
+        hi[open_] = lower_bounds(run, r.data, r.end[i], r.end_len[i], start, e_hi[open_])
+    return hi
 
 
 def _pick_sst(store: SstableStore, s: SstRun, r: Ranges, sel: np.ndarray, use_filter: bool) -> _Picked | None:
