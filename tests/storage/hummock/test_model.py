@@ -359,6 +359,38 @@ def make_machine(open_store: Callable[[], ObjectStore], stats: Stats) -> type[Ru
             got = dict(visible_pairs(self.hs.iter(prefix, _next_prefix(prefix), e)))
             assert got == want_p
 
+        @rule(
+            cuts=st.lists(st.integers(0, len(KEYS)), min_size=1, max_size=12, unique=True),
+            prefixes=st.lists(st.integers(0, len(KEYS) - 1), min_size=1, max_size=10),
+            pick=st.integers(0, 1000),
+        )
+        def batched_ranges(self, cuts: list[int], prefixes: list[int], pick: int) -> None:
+            """One `read_ranges` call over many sorted, disjoint ranges (the last one maybe
+            unbounded) equals the model; so does one over many key prefixes with their filter
+            keys (a join's probe: tombstones, older versions, every run at once)."""
+            epochs = [MAX_EPOCH, self.cur, *self.read_ok_epochs()]
+            e = epochs[pick % len(epochs)]
+            model = newest(self.committed + self.uncommitted, e)
+            bounds = sorted(cuts)
+            ranges: list[tuple[bytes, bytes | None]] = []
+            for i in range(0, len(bounds), 2):
+                lo = KEYS[bounds[i]] if bounds[i] < len(KEYS) else KEYS[-1] + b"\x00"
+                hi = bounds[i + 1] if i + 1 < len(bounds) else len(KEYS)
+                ranges.append((lo, KEYS[hi] if hi < len(KEYS) else None))
+            got = self.hs.read_ranges(ranges, e)
+            want = [
+                (k, v) for k, v in model.items() if any(a <= k and (b is None or k < b) for a, b in ranges)
+            ]
+            assert [(k[:-8], v[1:]) for k, v in got.to_pairs()] == want
+            # whole keys and vnode prefixes, filtered by the whole-key Bloom filters where whole
+            keys = sorted({KEYS[i][: 6 if i % 3 == 0 else None] for i in prefixes})
+            ends = [_next_prefix(k) for k in keys]
+            filters = [k if len(k) > 6 else None for k in keys]
+            got = self.hs.read_ranges(list(zip(keys, ends, strict=True)), e, filter_keys=filters)
+            want = [(k, v) for k, v in model.items() if any(k.startswith(p) for p in keys)]
+            assert [(k[:-8], v[1:]) for k, v in got.to_pairs()] == want
+            stats.seen.add("batched_ranges")
+
         # -- invariants -------------------------------------------------------------------------
         @rule()
         def committed_reads_at_every_valid_epoch(self) -> None:
@@ -449,7 +481,7 @@ def check_coverage(stats: Stats) -> None:
     assert stats.gc_deleted > 0, stats
     assert stats.snapshot_reads > 0, stats
     assert stats.deepest_level >= 5, stats
-    assert {"spill", "sync", "clear_uncommitted"} <= stats.seen, stats
+    assert {"spill", "sync", "clear_uncommitted", "batched_ranges"} <= stats.seen, stats
 
 
 def test_model_in_memory() -> None:
