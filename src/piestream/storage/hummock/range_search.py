@@ -264,9 +264,17 @@ def _pick_sst(store: SstableStore, s: SstRun, r: Ranges, sel: np.ndarray, use_fi
     fk = meta.index()
     first = fk.route(r.data, r.start[sel], r.start_len[sel])
     last = np.full(len(sel), nb - 1, np.int64)
-    he = np.flatnonzero(r.has_end[sel])
+    he = np.flatnonzero(r.has_end[sel] & (first < nb - 1))
     if len(he):
-        last[he] = fk.route(r.data, r.end[sel[he]], r.end_len[sel[he]])
+        # most ranges end in the block they start in (the next block's first key is >= the
+        # end): one comparison each; only the others are routed
+        nxt = first[he] + 1
+        i = sel[he]
+        stays = compare(fk.data, fk.starts[nxt], fk.lens[nxt], r.data, r.end[i], r.end_len[i]) >= 0
+        last[he[stays]] = first[he[stays]]
+        far = he[~stays]
+        if len(far):
+            last[far] = fk.route(r.data, r.end[sel[far]], r.end_len[sel[far]])
     blocks = np.unique(_spans(first, last + 1))
     d = store.load_blocks(s.info, blocks)
     eb = d.ebase
