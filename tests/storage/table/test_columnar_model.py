@@ -29,6 +29,7 @@ from piestream.storage.hummock import StorageOptions
 from piestream.storage.hummock.compaction import CompactionConfig
 from piestream.storage.table.desc import ColumnDesc, TableDesc
 from piestream.storage.table.mem_table import KeyOpKind, MemTable, Ops, fold
+from piestream.storage.table.state_table import StateTable
 
 INS, DEL, UPD = KeyOpKind.INSERT, KeyOpKind.DELETE, KeyOpKind.UPDATE
 
@@ -224,43 +225,61 @@ def _chunk(rows: list[tuple[int, str, int]], inserts: list[bool]) -> StreamChunk
     )
 
 
-@pytest.mark.parametrize("seed", range(16))
-def test_state_table_batched_gets_match_a_dict_model(seed: int) -> None:
-    rnd = random.Random(seed)
+Model = dict[tuple[int, str], tuple[int, str, int]]
+
+
+def _random_env(rnd: random.Random) -> tuple[TableEnv, StateTable]:
+    """A deployment with random block / SST sizes and a table with a random spill threshold."""
     env = TableEnv(
         compaction=CompactionConfig(),
         options=StorageOptions(
             block_size=rnd.choice([200, 700, 4096]), sstable_size=rnd.choice([2000, 50_000])
         ),
     )
-    t = env.state_table(DESC_T, spill_threshold=rnd.choice([300, 5000, 1 << 30]))
+    return env, env.state_table(DESC_T, spill_threshold=rnd.choice([300, 5000, 1 << 30]))
+
+
+def _mutate(
+    rnd: random.Random, r: float, env: TableEnv, t: StateTable, model: Model, universe: list, max_chunk: int
+) -> bool:
+    """One random write step by `r` (< 0.75): a chunk of deletes of present rows and inserts of
+    absent ones, a single-row update, a barrier (maybe a checkpoint) or a compaction, applied to
+    the table and the model alike. False: `r` asks for a read step instead."""
+    if r < 0.45:
+        rows, ins = [], []
+        for pk in rnd.sample(universe, rnd.randrange(1, max_chunk)):
+            if pk in model:
+                rows.append(model.pop(pk))
+                ins.append(False)
+            else:
+                row = (pk[0], pk[1], rnd.randrange(1000))
+                model[pk] = row
+                rows.append(row)
+                ins.append(True)
+        t.write_chunk(_chunk(rows, ins))
+    elif r < 0.55 and model:
+        pk = rnd.choice(list(model))
+        new = (pk[0], pk[1], rnd.randrange(1000))
+        t.update_row(model[pk], new)
+        model[pk] = new
+    elif r < 0.7:
+        env.barrier(t, checkpoint=rnd.random() < 0.7)
+    elif r < 0.75:
+        env.compact()
+    else:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_state_table_batched_gets_match_a_dict_model(seed: int) -> None:
+    rnd = random.Random(seed)
+    env, t = _random_env(rnd)
     model: dict[tuple[int, str], tuple[int, str, int]] = {}
     universe = [(k, s) for k in range(-20, 40, 3) for s in ("", "a", "a\x00", "bb", "zz" * 6)]
     for step in range(120):
         r = rnd.random()
-        if r < 0.45:  # a chunk: deletes of present rows, inserts of absent ones
-            picks = rnd.sample(universe, rnd.randrange(1, 12))
-            rows, ins = [], []
-            for pk in picks:
-                if pk in model:
-                    rows.append(model.pop(pk))
-                    ins.append(False)
-                else:
-                    row = (pk[0], pk[1], rnd.randrange(1000))
-                    model[pk] = row
-                    rows.append(row)
-                    ins.append(True)
-            t.write_chunk(_chunk(rows, ins))
-        elif r < 0.55 and model:  # single-row update
-            pk = rnd.choice(list(model))
-            new = (pk[0], pk[1], rnd.randrange(1000))
-            t.update_row(model[pk], new)
-            model[pk] = new
-        elif r < 0.7:
-            env.barrier(t, checkpoint=rnd.random() < 0.7)
-        elif r < 0.75:
-            env.compact()
-        else:
+        if not _mutate(rnd, r, env, t, model, universe, 12):
             pks = [rnd.choice(universe) for _ in range(rnd.randrange(1, 25))]
             found, chunk = t.get_rows(
                 [pa.array([p[0] for p in pks], pa.int64()), pa.array([p[1] for p in pks], pa.string())]
@@ -297,41 +316,15 @@ def test_state_table_batched_prefix_scans_match_a_dict_model(seed: int) -> None:
     one `iter` per range at older committed epochs. Prefixes: absent, repeated, ending in 0xff
     bytes (k = -1), whole pks, and (for `scan_prefixes`) prefixes nested in each other."""
     rnd = random.Random(1000 + seed)
-    env = TableEnv(
-        compaction=CompactionConfig(),
-        options=StorageOptions(
-            block_size=rnd.choice([200, 700, 4096]), sstable_size=rnd.choice([2000, 50_000])
-        ),
-    )
-    t = env.state_table(DESC_T, spill_threshold=rnd.choice([300, 5000, 1 << 30]))
+    env, t = _random_env(rnd)
     model: dict[tuple[int, str], tuple[int, str, int]] = {}
     ks = [-1, *range(-20, 40, 3)]
     universe = [(k, s) for k in ks for s in ("", "a", "a\x00", "bb", "\xff", "zz" * 6)]
     for step in range(120):
         r = rnd.random()
-        if r < 0.45:
-            picks = rnd.sample(universe, rnd.randrange(1, 16))
-            rows, ins = [], []
-            for pk in picks:
-                if pk in model:
-                    rows.append(model.pop(pk))
-                    ins.append(False)
-                else:
-                    row = (pk[0], pk[1], rnd.randrange(1000))
-                    model[pk] = row
-                    rows.append(row)
-                    ins.append(True)
-            t.write_chunk(_chunk(rows, ins))
-        elif r < 0.55 and model:
-            pk = rnd.choice(list(model))
-            new = (pk[0], pk[1], rnd.randrange(1000))
-            t.update_row(model[pk], new)
-            model[pk] = new
-        elif r < 0.7:
-            env.barrier(t, checkpoint=rnd.random() < 0.7)
-        elif r < 0.75:
-            env.compact()
-        elif r < 0.88:  # one-column prefixes (the filter key): the join's probe
+        if _mutate(rnd, r, env, t, model, universe, 16):
+            continue
+        if r < 0.88:  # one-column prefixes (the filter key): the join's probe
             keys = [rnd.choice([*ks, 100, -100]) for _ in range(rnd.randrange(1, 20))]
             chunk, counts = t.scan_prefix_columns([pa.array(keys, pa.int64())])
             want = [_model_rows_for(model, (k,)) for k in keys]
