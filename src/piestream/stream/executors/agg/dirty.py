@@ -61,6 +61,7 @@ class DirtyGroups:
         self._parts: list[_Part] = []
         self._rows = 0
         self._limit = _REDUCE_AT  # grows with the number of groups, so reducing stays amortized
+        self._reduced = False  # `_parts` is one part, already reduced
 
     def _key(self, key_cols: Sequence[pa.Array], n: int) -> pa.Array:
         if not key_cols:
@@ -73,8 +74,10 @@ class DirtyGroups:
             return
         self._parts.append(_Part(self._key(key_cols, n), list(key_cols), list(deltas)))
         self._rows += n
+        self._reduced = False
         if self._rows >= self._limit:
             self._parts = [self._reduce()]
+            self._reduced = True
             self._rows = len(self._parts[0])
             self._limit = max(_REDUCE_AT, 2 * self._rows)
 
@@ -105,8 +108,8 @@ class DirtyGroups:
         """The epoch's dirty groups in key order (None if no row arrived); empties the buffer."""
         if not self._parts:
             return None
-        p = self._reduce()
-        self._parts, self._rows, self._limit = [], 0, _REDUCE_AT
+        p = self._parts[0] if self._reduced else self._reduce()  # reduced by the last `add`
+        self._parts, self._rows, self._limit, self._reduced = [], 0, _REDUCE_AT, False
         deltas = [d.cast(s.arrow) for d, s in zip(p.deltas, self.specs, strict=True)]
         keys = Ragged.from_arrow(p.keys) if self.key_types else None
         return Groups(p.key_cols, deltas, len(p), keys)
