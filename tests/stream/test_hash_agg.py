@@ -8,7 +8,7 @@ import math
 import pickle
 from collections.abc import Sequence
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,7 @@ from piestream.expr.expr import FuncCall, InputRef, Literal
 from piestream.plan.agg_call import AggCall, AggKind, agg_return_type
 from piestream.plan.hash_agg import HashAggNode, hash_agg_node
 from piestream.plan.node import ExchangeNode
+from piestream.stream.executors.agg import hash_agg as hash_agg_module
 from piestream.stream.executors.agg.dirty import DirtyGroups
 from piestream.stream.executors.agg.states import DeltaSpec
 
@@ -358,14 +359,16 @@ def test_min_max_follow_sql_order_for_other_types(append_only: bool) -> None:
     assert row[5:] == (datetime(2020, 12, 31, 23, 59, 59), datetime(2021, 1, 2))
 
 
-def test_many_groups_split_output_chunks() -> None:
+def test_many_groups_split_output_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the barrier's output is cut at EMIT_CHUNK_ROWS (64K); lowered here to see the cuts
+    monkeypatch.setattr(hash_agg_module, "EMIT_CHUNK_ROWS", 1024)
     node = agg(call("count_star"), call("max", V))
     h = Harness(node, sanity_check_storage=False)
     n = 3000
     chunk = StreamChunk.from_rows([(Op.INSERT, (i, i, "x", i)) for i in range(n)], TYPES)
     assert h.push(chunk) == []
     out = h.barrier()
-    assert all(c.cardinality <= 1024 for c in out)
+    assert len(out) == 3 and all(c.cardinality <= 1024 for c in out)
     assert records(out) == [("+", (i, 1, i)) for i in range(n)]
     h.push(StreamChunk.from_rows([(Op.DELETE, (i, i, "x", i)) for i in range(0, n, 2)], TYPES))
     assert records(h.barrier()) == [("-", (i, 1, i)) for i in range(0, n, 2)]
@@ -387,3 +390,45 @@ def test_dirty_groups_reduce_while_buffering() -> None:
     assert sum(groups.deltas[0].to_pylist()) == total
     assert groups.deltas[1].to_pylist() == [b"0"] * 7
     assert dirty.take() is None
+
+
+def test_bigint_sums_match_exact_arithmetic_across_the_int64_fast_path() -> None:
+    """sum/avg of BIGINT add in int64 while every value fits and in decimals once one does not
+    (values near ±2^63, states past 2^62): the outputs equal exact integer arithmetic."""
+    types = [INT, BIGINT, BIGINT]
+    h = Harness(agg(call("sum", 1, types=types), call("avg", 1, types=types), types=types))
+    rng = np.random.default_rng(5)
+    extremes = [2**63 - 1, -(2**63), 2**62, -(2**62) - 7, 10**18]
+    live: dict[int, list[int]] = {}  # row id -> [group, value]
+    next_id = 0
+    shown: dict[int, tuple[int, Decimal]] = {}
+    for e in range(8):
+        rows = []
+        for _ in range(60):
+            if live and rng.random() < 0.3:
+                rid = int(rng.choice(list(live)))
+                g, v = live.pop(rid)
+                rows.append((Op.DELETE, (g, v, rid)))
+            else:
+                g = int(rng.integers(0, 12))
+                big = e >= 4 and rng.random() < 0.2
+                v = int(rng.choice(extremes)) if big else int(rng.integers(-1000, 1000))
+                live[next_id] = [g, v]
+                rows.append((Op.INSERT, (g, v, next_id)))
+                next_id += 1
+        h.push(StreamChunk.from_rows(rows, types))
+        for op, row in records(h.barrier()):
+            if op in ("+", "U+"):
+                shown[row[0]] = (row[1], row[2])
+            else:
+                shown.pop(row[0], None)
+        want: dict[int, list[int]] = {}
+        for g, v in live.values():
+            want.setdefault(g, []).append(v)
+        assert sorted(shown) == sorted(want)
+        for g, vs in want.items():
+            total = sum(vs)
+            assert shown[g][0] == total, (e, g)
+            with localcontext(prec=60):
+                avg = (Decimal(total) / len(vs)).quantize(Decimal("1e-10"), ROUND_HALF_UP)
+            assert shown[g][1] == avg, (e, g)

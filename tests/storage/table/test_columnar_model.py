@@ -190,6 +190,60 @@ def test_memtable_chunks_and_rows_interleave_like_the_reference() -> None:
             assert d.deletes.tolist() == [live[k][0] is DEL for k in sorted(live)]
 
 
+def test_update_pairs_in_chunks_match_the_reference() -> None:
+    """A chunk's U- / U+ rows passed as `update_pairs` (one Update op where the keys match, a
+    Delete and an Insert where they do not) give the same ops as applying them one at a time;
+    and a pair whose U- carries the wrong old value is still caught."""
+    for seed in range(200):
+        rnd = random.Random(seed)
+        seq = random_ops(rnd, rnd.randrange(1, 80), rnd.randrange(1, 10), legal=True)
+        m = MemTable()
+        state: dict[bytes, RefOp] = {}
+        i = 0
+        while i < len(seq):
+            keys: list[bytes] = []
+            vals: list[bytes] = []
+            ins: list[bool] = []
+            pairs: list[int] = []
+            for k, (kind, old, new) in seq[i : i + rnd.randrange(1, 8)]:
+                if kind is UPD:
+                    pairs.append(len(keys))
+                    keys += [k, k]
+                    vals += [old, new]  # type: ignore[list-item]
+                    ins += [False, True]
+                else:
+                    keys.append(k)
+                    vals.append(new if kind is INS else old)  # type: ignore[arg-type]
+                    ins.append(kind is INS)
+                ref_apply(state, k, (kind, old, new), True)
+                i += 1
+            if rnd.random() < 0.3 and len(keys) > 1:  # a candidate pair of two different keys
+                pairs.append(rnd.randrange(len(keys) - 1))
+            m.apply_batch(
+                pa.array(keys, pa.binary()),
+                pa.array(vals, pa.binary()),
+                np.array(ins),
+                10,
+                update_pairs=np.array(sorted(set(pairs)), np.int64),
+            )
+            if rnd.random() < 0.3:
+                assert m.ops().to_list() == sorted(state.items()), seed
+        assert m.ops().to_list() == sorted(state.items()), seed
+
+    m = MemTable()
+    k = pa.array([b"\x00\x01"], pa.binary())
+    m.apply_batch(k, pa.array([b"a"], pa.binary()), np.array([True]), 1)
+    m.apply_batch(
+        pa.array([b"\x00\x01"] * 2, pa.binary()),
+        pa.array([b"x", b"b"], pa.binary()),
+        np.array([False, True]),
+        2,
+        update_pairs=np.array([0]),
+    )
+    with pytest.raises(StateConsistencyError, match="old value differs"):
+        len(m)
+
+
 def test_chunk_errors_surface_on_the_next_read() -> None:
     m = MemTable()
     m.apply_batch(pa.array([b"\x00\x01"], pa.binary()), pa.array([b"a"], pa.binary()), np.array([True]), 1)

@@ -342,3 +342,28 @@ def test_sorted_runs_orders_stably_and_marks_equal_keys() -> None:
         assert order.tolist() == want
         s = [keys[i] for i in want]
         assert new_key.tolist() == [True] + [s[i] != s[i - 1] for i in range(1, n)]
+
+
+@pytest.mark.parametrize("varying", [1, 3, 8, 9, 12])
+def test_sorted_runs_of_fixed_width_keys(varying: int) -> None:
+    """Keys of one width (a chunk's vnode + fixed-width pk): sorted by their varying bytes alone
+    when at most 8 positions vary, by every word otherwise; the same order and runs either way."""
+    import numpy as np
+
+    from piestream.encoding.ragged import Ragged
+    from piestream.storage.hummock.key_index import padded_ragged
+    from piestream.storage.table.mem_table import sorted_runs
+
+    rng = np.random.default_rng(varying)
+    width, n = 14, 2000
+    base = rng.integers(0, 256, width, dtype=np.uint8)
+    mat = np.tile(base, (n, 1))
+    cols = rng.choice(width, varying, replace=False)
+    # few distinct values per varying byte (0 and 255 included): many repeated keys
+    mat[:, cols] = rng.choice(np.array([0, 1, 127, 255], np.uint8), (n, varying))
+    keys = [bytes(row) for row in mat]
+    order, new_key = sorted_runs(*padded_ragged(Ragged.from_list(keys)))
+    want = sorted(range(n), key=lambda i: keys[i])
+    assert order.tolist() == want
+    s = [keys[i] for i in want]
+    assert new_key.tolist() == [True] + [s[i] != s[i - 1] for i in range(1, n)]

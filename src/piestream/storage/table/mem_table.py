@@ -191,6 +191,13 @@ def sorted_runs(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple
     n = len(starts)
     if n < 2:
         return np.arange(n), np.ones(n, np.bool_)
+    packed = _packed_fixed_width(data, starts, lens)
+    if packed is not None:
+        order = np.argsort(packed, kind="stable")
+        sp = packed[order]
+        new_key = np.ones(n, np.bool_)
+        new_key[1:] = sp[1:] != sp[:-1]
+        return order, new_key
     cp = shared_prefix_len(data, starts, lens)
     w0 = words(data, starts + cp, lens - cp)
     order = np.argsort(w0, kind="stable")
@@ -212,6 +219,35 @@ def sorted_runs(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple
         sc = col[order]
         new_key[1:] |= sc[1:] != sc[:-1]
     return order, new_key
+
+
+def _packed_fixed_width(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
+    """For keys of one width stored back to back (a chunk's keys: vnode, fixed-width pk columns)
+    in which at most 8 byte positions vary: those bytes as one big-endian uint64 per key. Bytes
+    every key shares do not decide an order, so the words order the keys as their bytes do and
+    are equal exactly when the keys are; one sort of them replaces a sort of several words."""
+    n = len(starts)
+    width = int(lens[0])
+    if not 0 < width <= 64 or not (lens == width).all() or not (np.diff(starts) == width).all():
+        return None
+    s0 = int(starts[0])
+    mat = data[s0 : s0 + n * width].reshape(n, width)
+    vary = np.flatnonzero((mat != mat[0]).any(axis=0))
+    if len(vary) > 8:
+        return None
+    out = np.zeros((n, 8), np.uint8)
+    out[:, 8 - len(vary) :] = mat[:, vary]
+    return out.view(">u8").ravel().astype(np.uint64)
+
+
+def _same_key_pairs(keys: pa.Array, inserts: np.ndarray, candidates: np.ndarray | None) -> np.ndarray:
+    """The candidate rows i that delete the key row i + 1 inserts."""
+    if candidates is None or not len(candidates):
+        return np.zeros(0, np.int64)
+    c = np.asarray(candidates, np.int64)
+    c = c[~inserts[c] & inserts[c + 1]]
+    same = pc.equal(keys.take(pa.array(c)), keys.take(pa.array(c + 1)))
+    return c[np.asarray(same.to_numpy(zero_copy_only=False), np.bool_)]
 
 
 def _check_pairs(
@@ -421,21 +457,49 @@ class MemTable:
             self._set(key, (_UPD, e[1], new))
 
     # -- chunks ---------------------------------------------------------------------------------
-    def apply_batch(self, keys: pa.Array, values: pa.Array, inserts: np.ndarray, nbytes: int) -> None:
+    def apply_batch(
+        self,
+        keys: pa.Array,
+        values: pa.Array,
+        inserts: np.ndarray,
+        nbytes: int,
+        *,
+        update_pairs: np.ndarray | None = None,
+    ) -> None:
         """Append a chunk's ops (Insert where `inserts`, else Delete with `values` as the old
-        row), in order after everything buffered; merged later as columns."""
+        row), in order after everything buffered; merged later as columns.
+
+        `update_pairs`: rows i whose Delete is followed by the Insert of row i + 1 (a chunk's
+        U- / U+ pairs). Where both rows have the same key they become one Update(old, new): the
+        same transition, half the ops for the merge to sort and gather."""
         if not len(keys):
             return
         if self._rows:  # the overlay is older than this chunk: fold it first to keep the order
             self._merge()
         ins = np.asarray(inserts, np.bool_)
+        kinds = np.where(ins, _INS, _DEL).astype(np.int8)
+        pairs = _same_key_pairs(keys, ins, update_pairs)
+        if len(pairs):
+            n = len(keys)
+            kinds[pairs] = _UPD
+            new_of = np.arange(n, dtype=np.int64)
+            new_of[pairs] = pairs + 1
+            keep = np.ones(n, np.bool_)
+            keep[pairs + 1] = False
+            rows = np.flatnonzero(keep)
+            kinds, ins = kinds[rows], ins[rows]
+            keys = keys.take(pa.array(rows))
+            new_values = values.take(pa.array(new_of[rows]))
+            values = values.take(pa.array(rows))
+        else:
+            new_values = values
         mask = pa.array(ins)
         empty = pa.scalar(b"", pa.binary())
-        new = pc.if_else(mask, values, empty) if not ins.all() else values
+        new = pc.if_else(pa.array(kinds == _DEL), empty, new_values) if (kinds == _DEL).any() else new_values
         old = pc.if_else(mask, empty, values) if ins.any() else values
         if ins.all():
             old = pa.nulls(len(keys), pa.binary()).fill_null(b"")
-        self._chunks.append(Ops(keys, np.where(ins, _INS, _DEL).astype(np.int8), old, new))
+        self._chunks.append(Ops(keys, kinds, old, new))
         self._chunk_rows += len(keys)
         self._bytes += nbytes + 16 * len(keys)
         self._index = None

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from piestream.common.chunk import DataChunk, StreamChunk
+from piestream.common.chunk import DataChunk, Op, StreamChunk
 from piestream.common.epoch import MAX_EPOCH, EpochPair, with_spill
 from piestream.common.errors import StateConsistencyError
 from piestream.common.order import OrderType
@@ -213,7 +213,9 @@ class StateTable:
             raise StateConsistencyError(f"state table {self.desc.table_id}: vnode {bad} is not owned here")
         vals = self.serde.values(c.columns)
         nbytes = int(keys.offsets[-1] - keys.offsets[0] + vals.offsets[-1] - vals.offsets[0])
-        self.mem.apply_batch(keys.to_arrow(), vals.to_arrow(), c.insert_mask(), nbytes)
+        ops = c.ops
+        pairs = np.flatnonzero((ops[:-1] == Op.UPDATE_DELETE) & (ops[1:] == Op.UPDATE_INSERT))
+        self.mem.apply_batch(keys.to_arrow(), vals.to_arrow(), c.insert_mask(), nbytes, update_pairs=pairs)
         self.try_flush()
 
     # -- watermarks -----------------------------------------------------------------------------

@@ -162,13 +162,20 @@ class KeyedRows:
         return int(self._rows.nbytes + self._keys.nbytes + entries + self.index.nbytes)
 
     # -- lookups ----------------------------------------------------------------------------------
-    def _entries_of(self, keys: Ragged | pa.Array) -> np.ndarray:
+    @staticmethod
+    def hashes(keys: Ragged | pa.Array) -> np.ndarray:
+        """The keys' hashes as the index stores them: a caller that reads and then writes the
+        same keys computes them once and passes them to both (`hashes=`)."""
+        r = keys if isinstance(keys, Ragged) else Ragged.from_arrow(keys)
+        return normalized(xxh64_ragged(r))
+
+    def _entries_of(self, keys: Ragged | pa.Array, hashes: np.ndarray | None = None) -> np.ndarray:
         """The live entry of each key, or -1 (a key whose hash leads to another key is a miss)."""
         r = keys if isinstance(keys, Ragged) else Ragged.from_arrow(keys)
         n = r.n
         if not n or not len(self.index):
             return np.full(n, -1, np.int64)
-        slots = self.index.find(normalized(xxh64_ragged(r)))
+        slots = self.index.find(hashes if hashes is not None else self.hashes(r))
         found = slots >= 0
         ent = np.full(n, -1, np.int64)
         if not found.any():
@@ -192,10 +199,12 @@ class KeyedRows:
         idx = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
         return self._rows.take(idx)
 
-    def get(self, keys: Ragged | pa.Array) -> tuple[np.ndarray, list[pa.Array]]:
+    def get(
+        self, keys: Ragged | pa.Array, *, hashes: np.ndarray | None = None
+    ) -> tuple[np.ndarray, list[pa.Array]]:
         """(hit mask, one row per key: the cached row where hit, NULL elsewhere) for a cache of
-        one row per key."""
-        ent = self._entries_of(keys)
+        one row per key. `hashes`: `hashes(keys)`, if the caller has them."""
+        ent = self._entries_of(keys, hashes)
         hit = ent >= 0
         n = len(ent)
         self._count_use(hit)
@@ -228,14 +237,30 @@ class KeyedRows:
         self.misses += len(hit) - h
 
     # -- updates ----------------------------------------------------------------------------------
-    def put(self, keys: Ragged | pa.Array, rows: Sequence[pa.Array]) -> None:
+    def put(
+        self,
+        keys: Ragged | pa.Array,
+        rows: Sequence[pa.Array],
+        *,
+        hashes: np.ndarray | None = None,
+        distinct: bool = False,
+    ) -> None:
         """Set each key's run to its one row (a key given twice keeps its last row)."""
         n = len(keys)
-        self.put_runs(keys, np.ones(n, np.int64), rows)
+        self.put_runs(keys, np.ones(n, np.int64), rows, hashes=hashes, distinct=distinct)
 
-    def put_runs(self, keys: Ragged | pa.Array, counts: np.ndarray, rows: Sequence[pa.Array]) -> None:
+    def put_runs(
+        self,
+        keys: Ragged | pa.Array,
+        counts: np.ndarray,
+        rows: Sequence[pa.Array],
+        *,
+        hashes: np.ndarray | None = None,
+        distinct: bool = False,
+    ) -> None:
         """Set each key's run to its `counts[i]` rows (consecutive in `rows`, in key order); a
-        key given twice keeps its last run."""
+        key given twice keeps its last run. `hashes`: `hashes(keys)`, if the caller has them;
+        `distinct`: the caller knows each key is given once (no search for repeats)."""
         r = keys if isinstance(keys, Ragged) else Ragged.from_arrow(keys)
         n = r.n
         if not n:
@@ -243,11 +268,15 @@ class KeyedRows:
         counts = np.asarray(counts, np.int64)
         starts = np.cumsum(counts) - counts
         key_arr = _key_bytes(r)
-        hashes = normalized(xxh64_ragged(r))
-        # the last occurrence of each hash wins (a later run of the same key replaces an earlier)
-        rev = hashes[::-1]
-        _, last_rev = np.unique(rev, return_index=True)
-        keep = np.sort(n - 1 - last_rev)
+        if hashes is None:
+            hashes = self.hashes(r)
+        if distinct:
+            keep = np.arange(n, dtype=np.int64)
+        else:
+            # the last occurrence of each hash wins (a later run of the same key replaces an earlier)
+            rev = hashes[::-1]
+            _, last_rev = np.unique(rev, return_index=True)
+            keep = np.sort(n - 1 - last_rev)
         if len(keep) < n:
             hashes, counts, starts = hashes[keep], counts[keep], starts[keep]
             key_arr = key_arr.take(pa.array(keep))
@@ -280,9 +309,9 @@ class KeyedRows:
         self.index.insert(hashes[~old], ids[~old])
         self._maybe_compact()
 
-    def remove(self, keys: Ragged | pa.Array) -> None:
+    def remove(self, keys: Ragged | pa.Array, *, hashes: np.ndarray | None = None) -> None:
         """Forget these keys (those not cached are ignored)."""
-        ent = self._entries_of(keys)
+        ent = self._entries_of(keys, hashes)
         ent = np.unique(ent[ent >= 0])
         if not len(ent):
             return

@@ -51,8 +51,62 @@ def add_bigint(a: pa.Array, b: pa.Array) -> pa.Array:
         raise NumericOutOfRange("bigint out of range") from e
 
 
+def decimal_as_int64(a: pa.Array) -> np.ndarray | None:
+    """The unscaled values of a decimal128 array as int64 (NULL = 0), or None if one does not
+    fit. Decimal arithmetic in Arrow goes through 128/256-bit kernels; sums of counts and of
+    integer columns fit in 64 bits nearly always, so the aggregation states add them in numpy."""
+    if not pa.types.is_decimal128(a.type):
+        return None
+    n = len(a)
+    if not n:
+        return np.zeros(0, np.int64)
+    halves = np.frombuffer(a.buffers()[1], np.int64, count=2 * (a.offset + n))[2 * a.offset :]
+    lo, hi = halves[0::2], halves[1::2]  # little-endian 128-bit two's complement
+    if a.null_count:
+        valid = np_bool(a.is_valid())
+        lo, hi = np.where(valid, lo, 0), np.where(valid, hi, 0)
+    if not np.array_equal(hi, lo >> 63):
+        return None
+    return np.ascontiguousarray(lo)
+
+
+def int64_as_decimal(values: np.ndarray, t: pa.Decimal128Type) -> pa.Array:
+    """Unscaled int64 values as a decimal128 array of type `t` (no NULLs)."""
+    v = np.asarray(values, np.int64)
+    halves = np.empty(2 * len(v), np.int64)
+    halves[0::2], halves[1::2] = v, v >> 63
+    return pa.Array.from_buffers(t, len(v), [None, pa.py_buffer(halves)])
+
+
+def _scaled_int64(x: pa.Array) -> np.ndarray | None:
+    """A decimal128 array (scale 0..NUMERIC_SCALE) as int64 at NUMERIC_SCALE, if every value is
+    below 2^62 there (two such add up without overflow); None otherwise."""
+    if not pa.types.is_decimal128(x.type) or not 0 <= x.type.scale <= NUMERIC_SCALE:
+        return None
+    v = decimal_as_int64(x)
+    if v is None:
+        return None
+    factor = 10 ** (NUMERIC_SCALE - x.type.scale)
+    limit = (1 << 62) // factor
+    if len(v) and (int(v.max()) >= limit or int(v.min()) <= -limit):
+        return None
+    return v * factor
+
+
+def _add_numeric_int64(a: pa.Array, b: pa.Array) -> pa.Array | None:
+    """`add_numeric` in int64 when both sides fit (None otherwise)."""
+    va = _scaled_int64(a)
+    vb = _scaled_int64(b) if va is not None else None
+    if va is None or vb is None:
+        return None
+    return int64_as_decimal(va + vb, NUMERIC_ARROW)
+
+
 def add_numeric(a: pa.Array, b: pa.Array) -> pa.Array:
     """NUMERIC addition (NULL = 0) of decimal arrays, as NUMERIC's decimal128(38, 10)."""
+    fast = _add_numeric_int64(a, b)
+    if fast is not None:
+        return fast
     zero = pa.scalar(0, pa.int64()).cast(_WIDE_NUMERIC)
     wa = pc.fill_null(a.cast(_WIDE_NUMERIC), zero)
     wb = pc.fill_null(b.cast(_WIDE_NUMERIC), zero)

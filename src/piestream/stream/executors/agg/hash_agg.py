@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from piestream.common.chunk import DataChunk, StreamChunk, filter_mask
 from piestream.common.errors import StateConsistencyError
+from piestream.common.order import ASC
 from piestream.common.scalar import to_arrow
 from piestream.common.types import DataType
 from piestream.encoding import memcomparable
@@ -41,6 +42,10 @@ from piestream.stream.executors.agg.states import (
 from piestream.stream.message import Barrier
 
 _ROW_COUNT = DeltaSpec(pa.int64(), "sum")
+#: The barrier's changes go downstream in chunks of this many rows (or the configured chunk size
+#: if larger): they exist as columns already, and every downstream call on a chunk (a state
+#: table write, an exchange payload) costs a fixed overhead, so small chunks only add calls.
+EMIT_CHUNK_ROWS = 1 << 16
 
 
 class HashAggExecutor(Executor):
@@ -80,6 +85,11 @@ class HashAggExecutor(Executor):
             else None
         )
         self._keys: Ragged | None = None  # the flushed groups' cache keys, from read to write
+        self._hashes: np.ndarray | None = None  # ... and their hashes
+        # the value table's pk is the group key, ascending: the dirty groups' key bytes are its pk
+        self._pk_is_group_key = list(desc.pk_types) == self.group_types and all(
+            o == ASC for o in desc.pk_orders
+        )
 
     # -- input --------------------------------------------------------------------------------
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
@@ -136,7 +146,7 @@ class HashAggExecutor(Executor):
         groups = self.dirty.take()
         if groups is None and not self.node.is_simple:
             return []
-        found, prev = self._previous([] if groups is None else groups.key_cols)
+        found, prev = self._previous(groups)
         if groups is None:
             if found[0]:
                 return []  # no input, and the SimpleAgg row was emitted long ago
@@ -165,22 +175,27 @@ class HashAggExecutor(Executor):
         self._write_states(found, alive, prev, [*groups_cols, *new_states])
         return self._emit(found, alive, groups_cols, old_out, new_out)
 
-    def _previous(self, key_cols: list[pa.Array]) -> tuple[np.ndarray, list[pa.Array]]:
+    def _previous(self, groups: Groups | None) -> tuple[np.ndarray, list[pa.Array]]:
         """(found, the stored intermediate rows as columns, NULL where not found)."""
-        if key_cols:
-            return self._cached_rows(key_cols)
+        if groups is not None and groups.key_cols:
+            return self._cached_rows(groups)
         row = self.value_table.get_row(())  # get_rows cannot look up the empty pk
         if row is None:
             return np.zeros(1, np.bool_), [pa.nulls(1, t.arrow) for t in self.value_types]
         return np.ones(1, np.bool_), [to_arrow([v], t) for v, t in zip(row, self.value_types, strict=True)]
 
-    def _cached_rows(self, key_cols: list[pa.Array]) -> tuple[np.ndarray, list[pa.Array]]:
+    def _cached_rows(self, groups: Groups) -> tuple[np.ndarray, list[pa.Array]]:
         """`get_rows` of the value table, answered from the group cache where it holds the key."""
         cache = self.cache
         assert cache is not None
+        key_cols = groups.key_cols
         desc = self.value_table.desc
-        self._keys = memcomparable.encode_columns(key_cols, desc.pk_types, list(desc.pk_orders))
-        hit, rows = cache.get(self._keys)
+        if groups.keys is not None and self._pk_is_group_key:
+            self._keys = groups.keys  # the dirty groups' bytes are the value table's pk bytes
+        else:
+            self._keys = memcomparable.encode_columns(key_cols, desc.pk_types, list(desc.pk_orders))
+        self._hashes = cache.hashes(self._keys)
+        hit, rows = cache.get(self._keys, hashes=self._hashes)
         if hit.all():
             return hit, rows
         miss = np.flatnonzero(~hit)
@@ -209,15 +224,22 @@ class HashAggExecutor(Executor):
         ops, cols = change_rows(prev, new, found, alive, changed)
         if len(ops):
             self.value_table.write_chunk(StreamChunk(ops, cols))
-        if self.cache is not None and self._keys is not None:
+        if self.cache is not None and self._keys is not None and self._hashes is not None:
             dead = np.flatnonzero(found & ~alive)
             if len(dead):
-                self.cache.remove(self._keys.take(dead))
+                self.cache.remove(self._keys.take(dead), hashes=self._hashes[dead])
             live = np.flatnonzero(alive)
-            if len(live):
+            if len(live) == len(alive):  # every group lives on (the common case): no gather
+                self.cache.put(self._keys, new, hashes=self._hashes, distinct=True)
+            elif len(live):
                 idx = pa.array(live)
-                self.cache.put(self._keys.take(live), [c.take(idx) for c in new])
-            self._keys = None
+                self.cache.put(
+                    self._keys.take(live),
+                    [c.take(idx) for c in new],
+                    hashes=self._hashes[live],
+                    distinct=True,
+                )
+            self._keys = self._hashes = None
             self.ctx.charge_caches()
 
     def _emit(
@@ -235,7 +257,7 @@ class HashAggExecutor(Executor):
         ops, cols = change_rows([*key_cols, *old_out], [*key_cols, *new_out], found, alive, changed)
         if not len(ops):
             return []
-        return StreamChunk(ops, cols).split(self.ctx.config.chunk_size)
+        return StreamChunk(ops, cols).split(max(self.ctx.config.chunk_size, EMIT_CHUNK_ROWS))
 
 
 class _FilterMasks:

@@ -45,6 +45,7 @@ from piestream.stream.executors.agg.arrays import (
     decode_key,
     divide_numeric,
     encode_key,
+    int64_as_decimal,
     np_bool,
     np_float,
     np_int,
@@ -72,6 +73,8 @@ class DeltaSpec:
 
 
 _COUNT = DeltaSpec(pa.int64(), "sum")
+_INT64_MIN = np.iinfo(np.int64).min
+_BIGINT_ACC = pa.decimal128(38, 0)
 
 #: Up to this many groups needing a new extreme read one row each (a limit-1 scan, cheaper than
 #: the group's whole input); more read all their groups with one scan.
@@ -158,7 +161,7 @@ class SumState(CallState):
         if k in (TypeKind.SMALLINT, TypeKind.INT):
             self.acc = pa.int64()  # a chunk's deltas of 32-bit values cannot overflow int64
         elif k in (TypeKind.BIGINT, TypeKind.SERIAL):
-            self.acc = pa.decimal128(38, 0)  # 64-bit values could, so sum them as decimals
+            self.acc = _BIGINT_ACC  # 64-bit values could, so sum them as decimals
         elif k is TypeKind.NUMERIC:
             self.acc = NUMERIC_ARROW
         else:
@@ -176,6 +179,9 @@ class SumState(CallState):
             total = pa.array(np.where(mask, np_float(x) * signs, 0.0))
         elif pa.types.is_integer(self.acc):
             total = pa.array(np_int(x) * signs * mask)
+        elif pa.types.is_int64(x.type) and self.acc == _BIGINT_ACC and not (np_int(x) == _INT64_MIN).any():
+            # BIGINT into its decimal accumulator: negated in int64 (only INT64_MIN could overflow)
+            total = int64_as_decimal(np_int(x) * signs * mask, self.acc)
         else:
             d = pc.fill_null(x, 0).cast(self.acc)
             d = pc.if_else(pa.array(signs < 0), pc.negate(d), d)
