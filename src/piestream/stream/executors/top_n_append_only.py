@@ -96,6 +96,15 @@ class AppendOnlyTopNExecutor(Executor):
         new_firsts = np.cumsum(keep)[firsts] - 1  # groups keep their first row (k > 0)
         return top, new_firsts
 
+    def _first_of_groups(self, chunk: DataChunk) -> np.ndarray:
+        """The first row of each group in `chunk` (group keys only: no pk encoding, no sort)."""
+        n = chunk.capacity
+        if not self.n_group:
+            return np.zeros(1, np.int64)
+        ids = pc.dictionary_encode(self._group_keys(chunk.columns, n).to_arrow()).indices
+        _, firsts = np.unique(np.asarray(ids.to_numpy(zero_copy_only=False), np.int64), return_index=True)
+        return np.asarray(firsts, np.int64)
+
     # -- input ----------------------------------------------------------------------------------
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
         c = chunk.compact()
@@ -121,7 +130,8 @@ class AppendOnlyTopNExecutor(Executor):
 
     def _merge(self) -> list[StreamChunk]:
         """Merge the epoch's rows into the old tops: the output and the state writes, as masks."""
-        new, firsts = self._top(DataChunk.concat(self.pending))
+        new = DataChunk.concat(self.pending)
+        firsts = self._first_of_groups(new)
         old, old_counts = self._old_tops(
             [c.take(pa.array(firsts, pa.int64())) for c in new.columns], len(firsts)
         )
