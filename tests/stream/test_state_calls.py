@@ -103,6 +103,11 @@ CASES: dict[str, tuple[list[str], str]] = {
         "SELECT k, g, v FROM (SELECT k, g, v, row_number() OVER (PARTITION BY g ORDER BY v, k) AS r "
         "FROM t) x WHERE r <= 2",
     ),
+    "group_top_n_append_only": (
+        ["a"],
+        "SELECT k, g, v FROM (SELECT k, g, v, row_number() OVER (PARTITION BY g ORDER BY v DESC, k) AS r "
+        "FROM a) x WHERE r <= 2",
+    ),
     "group_top_n_ties": (
         ["t"],
         "SELECT k, g, v FROM (SELECT k, g, v, rank() OVER (PARTITION BY g ORDER BY v) "

@@ -17,6 +17,8 @@ from piestream.common.schema import Schema
 from piestream.common.types import INT, VARCHAR
 from piestream.plan.node import ExchangeNode
 from piestream.plan.top_n import TopNNode, build_top_n
+from piestream.stream.cache.keyed_rows import KeyedRows
+from piestream.stream.executor import StreamingConfig
 
 # id (stream key), g (group), v, w
 S = Schema.of(("id", INT), ("g", INT), ("v", INT), ("w", VARCHAR))
@@ -279,8 +281,18 @@ def check_stream_key(state: dict[Row, Row], key: Sequence[int], chunks: Sequence
                 del state[k]
 
 
-def run_differential(node: TopNNode, seed: int, n_epochs: int, rebuild: bool) -> list[list[tuple[str, Row]]]:
-    h = Harness(node, rebuild_each_epoch=rebuild)
+def run_differential(
+    node: TopNNode, seed: int, n_epochs: int, rebuild: bool, cache_budget: int | None = None
+) -> list[list[tuple[str, Row]]]:
+    """`cache_budget`: rebuild each epoch with the previous epoch's caches (warm), evicted beyond
+    that many bytes."""
+    if cache_budget is None:
+        h = Harness(node, rebuild_each_epoch=rebuild)
+    else:
+        config = StreamingConfig(
+            check_consistency=True, sanity_check_storage=True, cache_budget_bytes=cache_budget
+        )
+        h = Harness(node, warm_cache=True, config=config)
     live: dict[int, Row] = {}
     view: dict[Row, int] = {}
     keys: dict[Row, Row] = {}
@@ -332,3 +344,38 @@ def test_rebuild_and_long_lived_executors_agree(cfg: int, append_only: bool) -> 
         a = run_differential(node, 100 + seed, 12, rebuild=True)
         b = run_differential(node, 100 + seed, 12, rebuild=False)
         assert a == b
+
+
+@pytest.mark.parametrize("room", [1 << 30, 600, 0])
+@pytest.mark.parametrize("cfg", [0, 1, 2, 5, 6])
+def test_append_only_warm_and_evicted_caches(cfg: int, room: int) -> None:
+    """AppendOnlyGroupTopN reads old tops from its cache (all, some or none of the groups, as
+    eviction leaves them: `room` bytes beyond the cache's fixed size) and agrees with the model
+    and with a cold run."""
+    node = top_n(append_only=True, **CONFIGS[cfg])  # type: ignore[arg-type]
+    budget = KeyedRows([t.arrow for t in S.types]).nbytes + room
+    for seed in range(4):
+        cold = run_differential(node, 200 + seed, 12, rebuild=True)
+        assert run_differential(node, 200 + seed, 12, rebuild=True, cache_budget=budget) == cold
+
+
+def test_append_only_top_n_cache_partial_hits() -> None:
+    """A group cached from an earlier epoch and a new one in the same epoch (a partial hit);
+    then the cache is dropped (as by eviction) and the state answers."""
+    config = StreamingConfig(check_consistency=True, sanity_check_storage=True)
+    node = top_n(group_key=(1,), limit=2, append_only=True)
+    h = Harness(node, warm_cache=True, config=config)
+    assert epoch(h, "+ 1 0 10 a\n+ 2 0 20 b") == expect("+ 1 0 10 a\n+ 2 0 20 b")
+    assert sorted(epoch(h, "+ 3 0 5 c\n+ 4 1 7 d")) == sorted(expect("- 2 0 20 b\n+ 3 0 5 c\n+ 4 1 7 d"))
+    for c in h.cache.keyed_rows():
+        assert c.hits >= 1 and c.misses >= 2
+        c.clear()
+    assert sorted(epoch(h, "+ 5 0 1 e\n+ 6 1 8 f\n+ 7 1 6 g")) == sorted(
+        expect("- 1 0 10 a\n+ 5 0 1 e\n+ 7 1 6 g")
+    )
+    assert sorted(h.table_rows(node.state_table)) == [
+        (3, 0, 5, "c"),
+        (4, 1, 7, "d"),
+        (5, 0, 1, "e"),
+        (7, 1, 6, "g"),
+    ]

@@ -49,6 +49,7 @@ from piestream.stream.executors.sink import SinkExecutor
 from piestream.stream.executors.source import SourceExecutor
 from piestream.stream.executors.subscription import SubscriptionLogExecutor
 from piestream.stream.executors.top_n import TopNExecutor
+from piestream.stream.executors.top_n_append_only import AppendOnlyTopNExecutor
 from piestream.stream.executors.values import ValuesExecutor
 
 Builder = Callable[[Any, ActorContext], Executor]
@@ -62,6 +63,13 @@ def _pass_through(node: StreamNode, ctx: ActorContext) -> Executor:
 def _source(node: SourceNode, ctx: ActorContext) -> Executor:
     reader, _ = ctx.connectors.source(node.spec.connector)(node.spec)
     return SourceExecutor(ctx, node, reader)
+
+
+def _top_n(node: TopNNode, ctx: ActorContext) -> Executor:
+    """Append-only input without WITH TIES keeps only each group's top rows (AppendOnlyGroupTopN)."""
+    if node.input.append_only and not (node.with_ties and node.limit > 0):
+        return AppendOnlyTopNExecutor(ctx, node)
+    return TopNExecutor(ctx, node)
 
 
 def _sink(node: SinkNode, ctx: ActorContext) -> Executor:
@@ -79,7 +87,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     RowIdGenNode: lambda n, ctx: RowIdGenExecutor(ctx, n),
     HashAggNode: lambda n, ctx: HashAggExecutor(ctx, n),
     HashJoinNode: lambda n, ctx: HashJoinExecutor(ctx, n),
-    TopNNode: lambda n, ctx: TopNExecutor(ctx, n),
+    TopNNode: _top_n,
     DedupNode: lambda n, ctx: AppendOnlyDedupExecutor(ctx, n),
     DynamicFilterNode: lambda n, ctx: DynamicFilterExecutor(ctx, n),
     HopWindowNode: lambda n, ctx: HopWindowExecutor(ctx, n),

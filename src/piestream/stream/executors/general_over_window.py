@@ -149,15 +149,15 @@ class GeneralOverWindowExecutor(Executor):
     def _read_partitions(self, changes: DataChunk, rows: np.ndarray) -> DataChunk:
         """The stored rows of every partition the changes touch (one storage pass)."""
         if not self.partition_by:
-            prefixes: list[tuple[object, ...]] = [()]
-        else:
-            part = changes.take(rows).project(self.partition_by)
-            types = [self.types[i] for i in self.partition_by]
-            pkeys = encode_columns_arrow(list(part.columns), types, [_ASC] * len(types))
-            pkeys = pkeys.to_numpy(zero_copy_only=False)
-            _, first = np.unique(pkeys, return_index=True)
-            prefixes = part.take(first).to_rows([self.types[i] for i in self.partition_by])
-        chunk, _ = self.state.scan_prefixes(prefixes)
+            chunk, _ = self.state.scan_prefixes([()])
+            return chunk
+        part = changes.take(rows).project(self.partition_by)
+        types = [self.types[i] for i in self.partition_by]
+        pkeys = encode_columns_arrow(list(part.columns), types, [_ASC] * len(types))
+        pkeys = pkeys.to_numpy(zero_copy_only=False)
+        _, first = np.unique(pkeys, return_index=True)
+        # the partitions' keys as columns, encoded vectorized (no Python row per partition)
+        chunk, _ = self.state.scan_prefix_columns(part.take(first).columns)
         return chunk
 
     def _affected(self, rows: SortedRows, anchors: np.ndarray) -> np.ndarray:

@@ -5,9 +5,9 @@ stream key, so ties in ORDER BY are broken deterministically by the stream key a
 computes the same ranking. WITH TIES keeps every row tied (in ORDER BY) with the last one.
 
 Retractable input keeps **all** rows in the state table: a deleted top row is replaced by the next
-one, which only the table knows. Append-only input can never bring a row back, so rows that fall
-out of the top range are deleted from state (RisingWave's ``top_n_appendonly``) and rows arriving
-below it are never written.
+one, which only the table knows. Append-only input without ties runs in `AppendOnlyTopNExecutor`
+(top_n_append_only.py); with ties it runs here, and since it can never bring a row back, rows that
+fall out of the top range are deleted from state and rows arriving below it are never written.
 
 Output is computed per epoch, not per row: the first time a chunk touches a group in an epoch the
 executor reads the group's current range from the table (that is what it has emitted so far); on
@@ -25,7 +25,7 @@ committed state, which is what survives a Spark task re-run.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -49,7 +49,6 @@ class _Group:
     rows: list[Row]  # ranks [0, offset + limit) (+ ties) at the epoch start
     bound: bytes | None  # rank key of the last row read; None = the group has fewer rows (no bound)
     dirty: bool = False  # some change ranked at or above `bound`
-    inserted: list[Row] = field(default_factory=list)  # append-only: this epoch's rows in range
 
 
 @dataclass
@@ -85,10 +84,6 @@ class TopNExecutor(Executor):
         self.n_rank = self.n_group + n_order
         # what decides whether a change can reach the range: the full pk, or with ties only ORDER BY
         self.n_bound = self.n_rank if self.with_ties else len(self.desc.pk)
-        # append-only without ties: a group's state holds only its top offset + limit rows, so
-        # the new range is the old one plus this epoch's rows that reached it, merged in memory
-        # (no re-read or trimming scan per group at the barrier)
-        self.in_memory = self.append_only_input and not self.with_ties
         self.groups: dict[bytes, _Group] = {}
         self._prefixes: list[list[pa.Array]] = []  # the group key columns of the epoch's groups
 
@@ -105,10 +100,6 @@ class TopNExecutor(Executor):
             list(self.desc.pk_orders[: self.n_bound]),
         )
         return np.array(keys.to_list(), dtype=object)
-
-    def _bound_key_of_row(self, row: Row) -> bytes:
-        pk = self.desc.pk[: self.n_bound]
-        return self.state.serde.encode_pk([row[i] for i in pk]) if pk else b""
 
     # -- reading the groups' ranges -------------------------------------------------------------
     def _read_ranges(self, prefix_cols: list[pa.Array], n_groups: int) -> _Ranges:
@@ -181,10 +172,6 @@ class TopNExecutor(Executor):
         if self.append_only_input and not reaches.all():
             c = c.take(np.flatnonzero(reaches))  # below the range forever: never stored
             ids = ids[reaches]
-        if self.in_memory:
-            # per-row loop over the rows that reached a range only (each is ranked at the barrier)
-            for g, row in zip(ids.tolist(), c.to_rows(self.types), strict=True):
-                groups[g].inserted.append(row)
         self.state.write_chunk(c)
         return []
 
@@ -192,14 +179,11 @@ class TopNExecutor(Executor):
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         records: list[tuple[Op, Row]] = []
         dirty = [g for g in self.groups.values() if g.dirty]
-        if self.in_memory:
-            new_rows, evicted = self._merge_inserted(dirty)
-        else:
-            # every dirty group's new range with one state call
-            ranges = self._read_ranges(self._dirty_prefixes(dirty), len(dirty))
-            new_rows = ranges.rows
-            if ranges.below is not None:
-                self.state.write_chunk(ranges.below)
+        # every dirty group's new range with one state call
+        ranges = self._read_ranges(self._dirty_prefixes(dirty), len(dirty))
+        new_rows = ranges.rows
+        if ranges.below is not None:
+            self.state.write_chunk(ranges.below)
         for g, rows in zip(dirty, new_rows, strict=True):
             # per-row loop over the rows in range of a group whose range may have changed
             old = g.rows[self.offset :]
@@ -208,8 +192,6 @@ class TopNExecutor(Executor):
             old_set = {_key(r) for r in old}
             records.extend((Op.DELETE, r) for r in old if _key(r) not in new_set)
             records.extend((Op.INSERT, r) for r in new if _key(r) not in old_set)
-        if self.in_memory and evicted:
-            self.state.write_chunk(StreamChunk.from_rows([(Op.DELETE, r) for r in evicted], self.types))
         self.groups = {}
         self._prefixes = []
         self.commit_state(barrier)
@@ -223,18 +205,6 @@ class TopNExecutor(Executor):
         cols = [pa.concat_arrays([p[j] for p in self._prefixes]) for j in range(self.n_group)]
         idx = pa.array([g.pos for g in dirty], pa.int64())
         return [col.take(idx) for col in cols]
-
-    def _merge_inserted(self, dirty: list[_Group]) -> tuple[list[list[Row]], list[Row]]:
-        """Append-only without ties: each group's new range is its old one plus the epoch's rows
-        that reached it (state holds only the range); the rest is evicted from state."""
-        out: list[list[Row]] = []
-        evicted: list[Row] = []
-        for g in dirty:
-            # per-row sort of a group's range and its new rows (at most offset + limit + new rows)
-            merged = sorted(g.rows + g.inserted, key=self._bound_key_of_row)
-            out.append(merged[: self.k])
-            evicted += merged[self.k :]  # ranked after the range: can never re-enter
-        return out, evicted
 
 
 def _key(v: object) -> object:
