@@ -31,11 +31,20 @@ from piestream.encoding.ragged import Ragged, concat_rows, gather_views
 from piestream.storage.hummock.epoch_keys import EpochKeys
 from piestream.storage.hummock.key_index import padded_ragged, sort_order
 from piestream.storage.hummock.kv_batch import DELETE_TAG, PUT_TAG
-from piestream.storage.hummock.run_search import BatchRun, Queries, find, same_user_key
+from piestream.storage.hummock.run_search import BatchRun, Queries, common_prefix, find, same_user_key
 from piestream.storage.hummock.shared_buffer import Imm
 from piestream.storage.hummock.sstable import Block, SstableMeta
 from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.version import HummockVersion, Level, SstableInfo, TableWatermark
+
+#: `multi_get` loads an SST whole when its batch has at least this many keys per block (then
+#: 1 - e^-2 = 86 % of the blocks would be read anyway, and one search over the whole SST replaces
+#: routing to blocks) ...
+FILL_KEYS_PER_BLOCK = 2
+#: ... or when at most 1/FILL_MISSING_FRACTION of its blocks are missing (a cache warmed by
+#: single-key gets leaves a few holes in every SST; filling them costs a few small reads). The
+#: decoded SST's buffer spans every block already, so this adds no memory, only cache charge.
+FILL_MISSING_FRACTION = 8
 
 
 class ImmRun:
@@ -65,14 +74,22 @@ class ImmRun:
 class SstRun:
     """An SST of a read view, with its bounds unpacked and its meta kept once loaded."""
 
-    __slots__ = ("hi", "info", "lo", "meta", "min_epoch")
+    __slots__ = ("_cp", "hi", "info", "lo", "meta", "min_epoch", "min_user_len")
 
     def __init__(self, info: SstableInfo) -> None:
         self.info = info
         self.lo = info.smallest_user_key
         self.hi = info.largest_user_key
+        self.min_user_len = min(len(self.lo), len(self.hi))
         self.min_epoch = info.min_epoch
         self.meta: SstableMeta | None = None
+        self._cp = -1
+
+    def cp(self, meta: SstableMeta) -> int:
+        """Length of the prefix every full key of the SST shares (`DecodedSstable.cp`)."""
+        if self._cp < 0:
+            self._cp = len(common_prefix(meta.smallest_key, meta.largest_key))
+        return self._cp
 
     def get_meta(self, store: SstableStore) -> SstableMeta:
         if self.meta is None:
@@ -291,16 +308,26 @@ class ReadView:
         if not len(j):
             return j
         d = store.cached(s.info, len(j))
+        # the queries lie in the SST's user-key range, so they share its keys' common prefix
+        # when that prefix ends inside the user keys
+        in_prefix = (d.cp if d is not None else s.cp(meta)) <= s.min_user_len
+        if d is None or not d.all_loaded:
+            nb = len(meta)
+            missing = nb if d is None else nb - int(np.count_nonzero(d.loaded))
+            if len(j) >= FILL_KEYS_PER_BLOCK * nb or missing * FILL_MISSING_FRACTION <= nb:
+                # the batch would touch most blocks anyway, or few are missing: read the rest
+                # (runs of consecutive blocks in one read each) and search the SST whole
+                d = store.load_blocks(s.info, np.arange(nb))
         if d is not None and d.all_loaded:
-            hit, pos = find(d, q, j)
+            hit, pos = find(d, q, j, in_prefix=in_prefix)
         else:
             # route to blocks by their first keys, load them, search clipped to each block
             blocks = meta.index().route(q.data, q.start[j], q.length[j])
             d = store.load_blocks(s.info, blocks)
             if d.all_loaded:
-                hit, pos = find(d, q, j)
+                hit, pos = find(d, q, j, in_prefix=in_prefix)
             else:
-                hit, pos = find(d, q, j, d.ebase[blocks], d.ebase[blocks + 1])
+                hit, pos = find(d, q, j, d.ebase[blocks], d.ebase[blocks + 1], in_prefix=in_prefix)
                 # past its block: the candidate is the next block's first entry (versions of a key
                 # may straddle blocks); it answers if it has the target's user key
                 nb = len(meta)

@@ -178,11 +178,15 @@ def find(
     j: np.ndarray,
     clip_lo: np.ndarray | None = None,
     clip_hi: np.ndarray | None = None,
+    *,
+    in_prefix: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Look up queries `j` (sorted positions) in a run: (hit mask over j, entry of each hit;
     for misses, with a clip, the lower bound inside [clip_lo, clip_hi], so a caller can tell a
     target that lies past its block). A clip restricts each query to a range of loaded entries
-    (its block); without one the whole run is loaded."""
+    (its block); without one the whole run is loaded. `in_prefix`: the caller knows every
+    query starts with the run's common prefix (it lies inside the run's user-key range and the
+    prefix ends within those keys' user keys), so the prefix check is skipped."""
     m = len(j)
     hit = np.zeros(m, np.bool_)
     pos = np.zeros(m, np.int64)
@@ -191,7 +195,7 @@ def find(
         return hit, pos
     cp = run.cp
     qs, ql = q.start[j], q.length[j]
-    side = _side_of_prefix(run, q.data, qs, ql)
+    side = np.zeros(m, np.int8) if in_prefix else _side_of_prefix(run, q.data, qs, ql)
     limit = np.full(m, n, np.int64) if clip_hi is None else clip_hi
     inside = np.flatnonzero(side == 0)
     qw = words(q.data, qs[inside] + cp, ql[inside] - cp)
