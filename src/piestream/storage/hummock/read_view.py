@@ -74,22 +74,26 @@ class ImmRun:
 class SstRun:
     """An SST of a read view, with its bounds unpacked and its meta kept once loaded."""
 
-    __slots__ = ("_cp", "hi", "info", "lo", "meta", "min_epoch", "min_user_len")
+    __slots__ = ("_in_prefix", "hi", "info", "lo", "meta", "min_epoch")
 
     def __init__(self, info: SstableInfo) -> None:
         self.info = info
         self.lo = info.smallest_user_key
         self.hi = info.largest_user_key
-        self.min_user_len = min(len(self.lo), len(self.hi))
         self.min_epoch = info.min_epoch
         self.meta: SstableMeta | None = None
-        self._cp = -1
+        self._in_prefix: bool | None = None
 
-    def cp(self, meta: SstableMeta) -> int:
-        """Length of the prefix every full key of the SST shares (`DecodedSstable.cp`)."""
-        if self._cp < 0:
-            self._cp = len(common_prefix(meta.smallest_key, meta.largest_key))
-        return self._cp
+    def in_prefix(self, meta: SstableMeta) -> bool:
+        """Whether every user key in [lo, hi] starts with the prefix all the SST's full keys
+        share (`DecodedSstable.cp`): true when that prefix ends inside both bounding user keys
+        (keys between two keys with a common prefix have it too) and the bounds are the SST's
+        own smallest and largest keys."""
+        if self._in_prefix is None:
+            cp = len(common_prefix(meta.smallest_key, meta.largest_key))
+            own = (self.info.smallest_key, self.info.largest_key) == (meta.smallest_key, meta.largest_key)
+            self._in_prefix = own and cp <= min(len(self.lo), len(self.hi))
+        return self._in_prefix
 
     def get_meta(self, store: SstableStore) -> SstableMeta:
         if self.meta is None:
@@ -308,9 +312,7 @@ class ReadView:
         if not len(j):
             return j
         d = store.cached(s.info, len(j))
-        # the queries lie in the SST's user-key range, so they share its keys' common prefix
-        # when that prefix ends inside the user keys
-        in_prefix = (d.cp if d is not None else s.cp(meta)) <= s.min_user_len
+        in_prefix = s.in_prefix(meta)  # the queries lie in the SST's user-key range
         if d is None or not d.all_loaded:
             nb = len(meta)
             missing = nb if d is None else nb - int(np.count_nonzero(d.loaded))
