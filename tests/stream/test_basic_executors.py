@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pyarrow as pa
-import pytest
 from exec_harness import Harness, pretty_records, records
 
-from piestream.common.chunk import Op, StreamChunk
 from piestream.common.order import ASC
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, BOOLEAN, INT, SERIAL, TIMESTAMP
@@ -20,7 +16,6 @@ from piestream.plan.project import ProjectNode
 from piestream.plan.row_id_gen import RowIdGenNode
 from piestream.plan.values import ValuesNode, values_state_table
 from piestream.storage.table.schemas import mv_table
-from piestream.stream.executors.materialize import BULK_UNCACHED_ROWS
 
 S2 = Schema.from_types([INT, INT])
 SRC = ExchangeNode(schema=S2, stream_key=(0,), upstream_fragment_id=1)
@@ -151,55 +146,3 @@ def test_materialize_no_check_writes_stream_as_is() -> None:
     h.push(" i i\n U- 1 10\n U+ 1 12\n - 2 20")
     h.barrier()
     assert h.table_rows(node.table) == [(1, 12)]
-
-
-def _bulk(ops: list[Op], keys: np.ndarray, values: np.ndarray) -> StreamChunk:
-    cols = [pa.array(keys, pa.int32()), pa.array(values, pa.int32())]
-    return StreamChunk(np.array(ops, np.int8), cols, length=len(keys))
-
-
-@pytest.mark.parametrize("conflict", [ConflictBehavior.OVERWRITE, ConflictBehavior.IGNORE_CONFLICT])
-def test_materialize_bulk_chunk_of_new_keys_skips_the_cache_and_stays_exact(
-    conflict: ConflictBehavior,
-) -> None:
-    """A bulk chunk of keys stored nowhere is written but not cached; conflicts on those keys
-    later (same epoch, next epoch with a warm cache) still see the stored rows."""
-    node = _mat(conflict)
-    h = Harness(node, warm_cache=True)
-    n = BULK_UNCACHED_ROWS
-    small = h.push(_bulk([Op.INSERT] * 3, np.array([-1, -2, -3]), np.array([1, 2, 3])))
-    assert small[0].cardinality == 3
-    (cache,) = list(h.cache.keyed_rows())
-    assert len(cache) == 3  # a small chunk fills the cache as before
-    keys = np.arange(n)
-    out = h.push(_bulk([Op.INSERT] * n, keys, keys * 10))
-    assert sum(c.cardinality for c in out) == n
-    assert len(cache) == 3  # ... a bulk one of new keys does not
-    # the same epoch: keys 0 and 5 again, and one of the small chunk's
-    out = h.push(_bulk([Op.INSERT] * 3, np.array([0, 5, -2]), np.array([7, 8, 9])))
-    if conflict is ConflictBehavior.OVERWRITE:
-        want = " i i\n U- 0 0\n U+ 0 7\n U- 5 50\n U+ 5 8\n U- -2 2\n U+ -2 9"
-    else:
-        want = " i i"
-    assert records(out) == pretty_records(want)
-    h.barrier()
-    # the next epoch, warm cache: a delete and an update of bulk-loaded keys
-    out = h.push(_bulk([Op.DELETE, Op.INSERT], np.array([7, 9]), np.array([0, 99])))
-    if conflict is ConflictBehavior.OVERWRITE:
-        want = " i i\n - 7 70\n U- 9 90\n U+ 9 99"
-    else:
-        want = " i i\n - 7 70"
-    assert records(out) == pretty_records(want)
-    # a bulk chunk that also inserts a cached key (-1) goes through the cache as before
-    keys = np.concatenate([[-1], np.arange(n, 2 * n)])
-    out = h.push(_bulk([Op.INSERT] * (n + 1), keys, keys * 10))
-    assert sum(c.cardinality for c in out) == (n + 2 if conflict is ConflictBehavior.OVERWRITE else n)
-    out = h.push(_bulk([Op.DELETE], np.array([-1]), np.array([0])))
-    overwrote = conflict is ConflictBehavior.OVERWRITE
-    assert records(out) == pretty_records(" i i\n - -1 -10" if overwrote else " i i\n - -1 1")
-    h.barrier()
-    rows = dict(h.table_rows(node.table))
-    assert len(rows) == 2 * n + 3 - 2
-    first = conflict is ConflictBehavior.IGNORE_CONFLICT
-    assert (rows[0], rows[5], rows[-2], rows[9]) == ((0, 50, 2, 90) if first else (7, 8, 9, 99))
-    assert 7 not in rows

@@ -26,14 +26,6 @@ from piestream.plan.materialize import ConflictBehavior, MaterializeNode
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.executors.agg.arrays import take_merged
 
-#: A chunk of at least this many rows that only inserts keys stored nowhere (a bulk load: COPY,
-#: `Connection.insert`, a large INSERT) leaves the conflict-check cache as it is instead of
-#: putting every row in it: the cache holds none of those keys (a cached key is a stored one),
-#: and a key it does not hold is read from the state table, so it stays exact. Filling it cost
-#: about a quarter of a bulk load's time (hash-index inserts of every new key); a later upsert
-#: of such a key reads it from storage once and caches it then.
-BULK_UNCACHED_ROWS = 1 << 15
-
 
 class MaterializeExecutor(Executor):
     def __init__(self, ctx: ActorContext, node: MaterializeNode) -> None:
@@ -54,13 +46,12 @@ class MaterializeExecutor(Executor):
         if not c.capacity:
             return []
         keys: Ragged | None = None  # the pks of `c` when known distinct
-        new_keys_only = False  # `c` inserts keys stored nowhere (none of them is cached)
         if self.conflict is not ConflictBehavior.NO_CHECK:
-            c, keys, new_keys_only = self._resolve_conflicts(c)
+            c, keys = self._resolve_conflicts(c)
             if not c.capacity:
                 return []
         self.state.write_chunk(c)
-        if self.cache is not None and not (new_keys_only and c.capacity >= BULK_UNCACHED_ROWS):
+        if self.cache is not None:
             self._write_through(c, keys)
         return [c]
 
@@ -116,24 +107,23 @@ class MaterializeExecutor(Executor):
     @staticmethod
     def _inserts_of_distinct_keys(
         c: StreamChunk, key_r: Ragged, found: np.ndarray, stored: list[pa.Array], overwrite: bool
-    ) -> tuple[StreamChunk, Ragged | None, bool] | None:
+    ) -> tuple[StreamChunk, Ragged | None] | None:
         """The common bulk case, vectorized: only inserts, each key once in the chunk. A key not
         stored is inserted; a stored one is overwritten (U-, U+) or the insert dropped. Also
-        the output's pks when it holds each key once (inserts only), and whether the output
-        only inserts keys that were stored nowhere."""
+        the output's pks when it holds each key once (inserts only)."""
         if not (c.ops == Op.INSERT).all():
             return None
         if not _distinct(key_r):
             return None
         if not found.any():
-            return c, key_r, True
+            return c, key_r
         n = c.capacity
         if not overwrite:
             keep = pa.array(~found)
             out = StreamChunk(
                 c.ops[~found], [col.filter(keep) for col in c.columns], length=int((~found).sum())
             )
-            return out, key_r.take(np.flatnonzero(~found)), True
+            return out, key_r.take(np.flatnonzero(~found))
         # each found row becomes U-(stored), U+(input); the others stay inserts
         reps = np.where(found, 2, 1)
         out_n = int(reps.sum())
@@ -148,11 +138,10 @@ class MaterializeExecutor(Executor):
         cols = [
             pa.concat_arrays([a, b.cast(a.type)]).take(gather) for a, b in zip(c.columns, stored, strict=True)
         ]
-        return StreamChunk(ops, cols, length=out_n), None, False
+        return StreamChunk(ops, cols, length=out_n), None
 
-    def _resolve_conflicts(self, c: StreamChunk) -> tuple[StreamChunk, Ragged | None, bool]:
-        """The chunk with conflicts resolved, its pks if it is known to hold each once, and
-        whether it only inserts keys stored nowhere before it."""
+    def _resolve_conflicts(self, c: StreamChunk) -> tuple[StreamChunk, Ragged | None]:
+        """The chunk with conflicts resolved, and its pks if it is known to hold each once."""
         d = self.desc
         pk_cols = [c.columns[i] for i in d.pk]
         key_r = self._pk_keys(c)
@@ -203,8 +192,7 @@ class MaterializeExecutor(Executor):
                 emit(cur, Op.DELETE)
                 current[k] = None
         if not ops:
-            empty = StreamChunk(np.zeros(0, np.int8), [col.slice(0, 0) for col in c.columns], length=0)
-            return empty, None, False
+            return StreamChunk(np.zeros(0, np.int8), [col.slice(0, 0) for col in c.columns], length=0), None
         n = c.capacity
         base = [pa.concat_arrays([a, b.cast(a.type)]) for a, b in zip(c.columns, stored, strict=True)]
         if merged:
@@ -213,8 +201,7 @@ class MaterializeExecutor(Executor):
         # gather from [input rows ; stored rows ; merged rows] in one take per column
         offset = np.array([0, n, 2 * n], np.int64)
         gather = pa.array(offset[np.array(src, np.int64)] + np.array(idx, np.int64))
-        out = StreamChunk(np.array(ops, np.int8), [col.take(gather) for col in base], length=len(ops))
-        return out, None, False
+        return StreamChunk(np.array(ops, np.int8), [col.take(gather) for col in base], length=len(ops)), None
 
 
 def _distinct(keys: Ragged) -> bool:
