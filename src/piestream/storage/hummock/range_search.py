@@ -250,14 +250,7 @@ def _pick_sst(store: SstableStore, s: SstRun, r: Ranges, sel: np.ndarray, use_fi
     """`_pick` for an SST: ranges pruned by its Bloom filter, their blocks loaded together."""
     meta = s.get_meta(store)
     if use_filter and r.hashes is not None:
-        h = r.hashes[sel]
-        check = h != 0
-        if meta.unfiltered_table_ids:
-            check &= ~np.isin(r.table_ids[sel], list(meta.unfiltered_table_ids))
-        keep = ~check
-        if check.any():
-            keep[check] = meta.bloom.may_contain_many(h[check])
-        sel = sel[keep]
+        sel = sel[meta.may_contain_many(r.hashes[sel], r.table_ids[sel])]
     if not len(sel):
         return None
     nb = len(meta)

@@ -301,14 +301,7 @@ class ReadView:
         meta = s.get_meta(store)
         hashes = q.hashes() if use_filter else None
         if hashes is not None:
-            h = hashes[j]
-            check = h != 0
-            if meta.unfiltered_table_ids:
-                check &= ~np.isin(q.table_ids()[j], meta.unfiltered_table_ids)
-            keep = ~check
-            if check.any():
-                keep[check] = meta.bloom.may_contain_many(h[check])
-            j = j[keep]
+            j = j[meta.may_contain_many(hashes[j], q.table_ids()[j])]
         if not len(j):
             return j
         d = store.cached(s.info, len(j))

@@ -308,6 +308,17 @@ class SstableMeta:
             return True
         return self.bloom.may_contain(filter_key)
 
+    def may_contain_many(self, hashes: np.ndarray, table_ids: np.ndarray) -> np.ndarray:
+        """`may_contain_prefix` for a batch, by filter-key hash (0: no filter key, kept): False
+        only where no entry's filter key can match."""
+        check = hashes != 0
+        if self.unfiltered_table_ids:
+            check &= ~np.isin(table_ids, self.unfiltered_table_ids)
+        keep = ~check
+        if check.any():
+            keep[check] = self.bloom.may_contain_many(hashes[check])
+        return keep
+
     def nbytes(self) -> int:
         return int(self.first_key_ragged.offsets[-1]) + 90 * len(self) + len(self.bloom.to_bytes()) + 200
 
