@@ -373,31 +373,43 @@ def sort_order(data: np.ndarray, starts: np.ndarray, lens: np.ndarray, *, stable
 
 def packed_order(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
     """A stable permutation sorting keys of one width in byte order with one numpy sort, or None
-    when they do not fit. A byte position where every key holds the same byte never decides
-    their order, so only the varying positions count: packed into one uint64 above the row
-    number (which makes every value unique, so the fast unstable sort gives the stable order).
-    A fixed-width pk of small numbers varies in a few bytes (vnode, low bytes of the number, a
-    spill offset), where a lexsort would sort every 8-byte word of the key in turn."""
+    when they do not fit: the `packed_keys` above the row number (which makes every value
+    unique, so the fast unstable sort gives the stable order)."""
     n = len(starts)
-    if n < 2 or int(lens[0]) <= 0 or not (lens == lens[0]).all():
+    if n < 2:
         return None
-    width = int(lens[0])
     row_bits = max(int(n - 1).bit_length(), 1)
     budget = (64 - row_bits) // 8  # varying bytes that fit above the row number
-    if budget <= 0:
+    key = packed_keys(data, starts, lens, budget) if budget > 0 else None
+    if key is None:
         return None
-    m = _rows_matrix(data, starts, width)
-    varying = np.flatnonzero(m.min(axis=0) != m.max(axis=0))
-    if len(varying) > budget:
-        return None
-    key = np.zeros(n, np.uint64)
-    for j in varying.tolist():  # per varying byte position (at most 7), not per key
-        key <<= np.uint64(8)
-        key |= m[:, j]
     key <<= np.uint64(row_bits)
     key |= np.arange(n, dtype=np.uint64)
     key.sort()
     return (key & np.uint64((1 << row_bits) - 1)).astype(np.int64)
+
+
+def packed_keys(
+    data: np.ndarray, starts: np.ndarray, lens: np.ndarray, max_bytes: int = 8
+) -> np.ndarray | None:
+    """Keys of one width as one uint64 each, or None when they do not fit. A byte position where
+    every key holds the same byte never decides their order, so only the varying positions
+    (at most `max_bytes`) are packed, big-endian: the numbers order the keys as their bytes do
+    and are equal exactly when the keys are. A fixed-width pk of small numbers varies in a few
+    bytes (vnode, low bytes of the number, a spill offset), where a lexsort would sort every
+    8-byte word of the key in turn."""
+    n = len(starts)
+    if not n or int(lens[0]) <= 0 or not (lens == lens[0]).all():
+        return None
+    m = _rows_matrix(data, starts, int(lens[0]))
+    varying = np.flatnonzero(m.min(axis=0) != m.max(axis=0))
+    if len(varying) > max_bytes:
+        return None
+    key = np.zeros(n, np.uint64)
+    for j in varying.tolist():  # per varying byte position (at most 8), not per key
+        key <<= np.uint64(8)
+        key |= m[:, j]
+    return key
 
 
 def _rows_matrix(data: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from piestream.common.errors import StateConsistencyError
 from piestream.encoding.ragged import Ragged
-from piestream.storage.hummock.key_index import KeyIndex, padded_ragged, shared_prefix_len, words
+from piestream.storage.hummock.key_index import KeyIndex, packed_keys, padded_ragged, shared_prefix_len, words
 
 
 class KeyOpKind(enum.IntEnum):
@@ -191,7 +191,7 @@ def sorted_runs(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple
     n = len(starts)
     if n < 2:
         return np.arange(n), np.ones(n, np.bool_)
-    packed = _packed_fixed_width(data, starts, lens)
+    packed = packed_keys(data, starts, lens)
     if packed is not None:
         order = np.argsort(packed, kind="stable")
         sp = packed[order]
@@ -219,25 +219,6 @@ def sorted_runs(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple
         sc = col[order]
         new_key[1:] |= sc[1:] != sc[:-1]
     return order, new_key
-
-
-def _packed_fixed_width(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
-    """For keys of one width stored back to back (a chunk's keys: vnode, fixed-width pk columns)
-    in which at most 8 byte positions vary: those bytes as one big-endian uint64 per key. Bytes
-    every key shares do not decide an order, so the words order the keys as their bytes do and
-    are equal exactly when the keys are; one sort of them replaces a sort of several words."""
-    n = len(starts)
-    width = int(lens[0])
-    if not 0 < width <= 64 or not (lens == width).all() or not (np.diff(starts) == width).all():
-        return None
-    s0 = int(starts[0])
-    mat = data[s0 : s0 + n * width].reshape(n, width)
-    vary = np.flatnonzero((mat != mat[0]).any(axis=0))
-    if len(vary) > 8:
-        return None
-    out = np.zeros((n, 8), np.uint8)
-    out[:, 8 - len(vary) :] = mat[:, vary]
-    return out.view(">u8").ravel().astype(np.uint64)
 
 
 def _same_key_pairs(keys: pa.Array, inserts: np.ndarray, candidates: np.ndarray | None) -> np.ndarray:
