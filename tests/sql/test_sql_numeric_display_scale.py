@@ -115,3 +115,18 @@ def test_constants_of_different_scales_are_different_expressions(s: Session) -> 
         ("3.00", "1"),
     ]
     assert texts(s, "SELECT DISTINCT x * 1.0 FROM t ORDER BY x * 1.0") == [("2.0",), ("3.0",)]
+
+
+def test_constants_of_different_scales_differ_after_a_cast_to_double(s: Session) -> None:
+    """Over a double column the constant is cast to double, and ``1.0`` and ``1.00`` become the
+    same double; PostgreSQL still compares the NUMERIC constants under the cast, so ``f * 1.0``
+    does not stand for ``GROUP BY f * 1.00`` (42803), while the same text still groups."""
+    s.execute("CREATE TABLE d (f double precision)")
+    s.execute("INSERT INTO d VALUES (2), (3), (2)")
+    assert error(s, "SELECT f * 1.0 FROM d GROUP BY f * 1.00").sqlstate == "42803"
+    assert error(s, "SELECT DISTINCT f * 1.0 FROM d ORDER BY f * 1.00").sqlstate == "42P10"
+    assert texts(s, "SELECT f * 1.0, count(*) FROM d GROUP BY f * 1.0 ORDER BY f * 1.0") == [
+        ("2", "2"),
+        ("3", "1"),
+    ]
+    assert texts(s, "SELECT f FROM d WHERE f > 2.50 ORDER BY f") == [("3",)]

@@ -170,9 +170,20 @@ def _cast(e: Expr, target: DataType, ctx: CastContext) -> Expr:
     if target.kind is TypeKind.NUMERIC and target.typmod is None:  # int -> numeric: dscale 0
         target = with_dscale(target, type_dscale(e.return_type))
     node = FuncCall("cast", (e,), target)
-    if isinstance(e, Literal):
+    if isinstance(e, Literal) and not _keeps_numeric_constant(e, target, ctx):
         return constant_value(node)
     return node
+
+
+def _keeps_numeric_constant(e: Literal, target: DataType, ctx: CastContext) -> bool:
+    """An implicit cast of a NUMERIC literal to a float stays a cast until the optimizer folds
+    it: ``1.0`` and ``1.00`` fold to the same double, but PostgreSQL compares the constants under
+    the cast, so ``f * 1.0`` does not stand for ``GROUP BY f * 1.00`` (42803)."""
+    return (
+        ctx is CastContext.IMPLICIT
+        and e.return_type.kind is TypeKind.NUMERIC
+        and target.kind in (TypeKind.REAL, TypeKind.DOUBLE)
+    )
 
 
 def constant_value(e: Expr) -> Literal:
