@@ -199,3 +199,27 @@ def test_aggregates_and_window_functions_over_the_column_send_typmod_minus_one(s
     assert [(t.pg_typmod, t.display_scale) for t in types] == [(-1, 2)] * 6
     row = [None if v is None else format_datum(v, t) for v, t in zip(res.rows[1], types, strict=True)]
     assert row == ["2.50", None, "2.50", "0.00", "2.50", "2.50"]
+
+
+def test_a_set_operation_over_different_typmods_sends_typmod_minus_one(s: Session) -> None:
+    """PostgreSQL's select_common_typmod: ``numeric(6,2) UNION ALL numeric`` is typmod -1 (the
+    inputs' typmods differ), ``numeric(6,2) UNION ALL numeric(6,2)`` keeps 393222; the values
+    print as stored either way, in batch and from an MV."""
+    s.execute("CREATE TABLE t (p numeric(6,2))")
+    s.execute("INSERT INTO t VALUES (2.5)")
+    cases = {
+        "SELECT p FROM t UNION ALL SELECT p::numeric FROM t": -1,
+        "SELECT p::numeric FROM t UNION ALL SELECT p FROM t": -1,
+        "SELECT p FROM t UNION ALL SELECT p FROM t": 393222,
+        "SELECT p FROM t UNION SELECT p::numeric FROM t": -1,
+        "SELECT p FROM t EXCEPT SELECT p::numeric FROM t WHERE false": -1,
+    }
+    for i, sql in enumerate(cases):
+        s.execute(f"CREATE MATERIALIZED VIEW m{i} AS {sql}")
+    s.execute("FLUSH")
+    for i, (sql, typmod) in enumerate(cases.items()):
+        for q in (sql, f"SELECT * FROM m{i}"):
+            (res,) = s.execute(q)
+            t = res.columns[0][1]
+            assert t.pg_typmod == typmod, q
+            assert {format_datum(r[0], t) for r in res.rows} == {"2.50"}, q

@@ -339,7 +339,8 @@ class StreamPlanner(PlannerBase):
         branches = []
         offset = 0
         for b, p in enumerate(pieces):
-            exprs: list[Expr] = [InputRef(i, p.schema[i].data_type) for i in range(width)]
+            # the Union's (common) types: a typmod differing between branches is -1 (select_common_typmod)
+            exprs: list[Expr] = [InputRef(i, node.schema[i].data_type) for i in range(width)]
             slot = 0
             for bb, kts in enumerate(key_types):
                 for j, t in enumerate(kts):

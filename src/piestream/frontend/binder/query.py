@@ -203,7 +203,9 @@ class QueryBinder:
                 refs += [Literal(int(side == 0), INT), Literal(int(side == 1), INT)]
                 names += ["_left", "_right"]
             inputs.append(Project(project_schema(names, refs), q.plan, refs))
-        union_refs = [InputRef(i, t) for i, t in enumerate(inputs[0].types)]
+        # The common types, not the left input's: PostgreSQL's select_common_typmod gives -1 when
+        # the inputs' typmods differ (numeric(6,2) UNION ALL numeric is plain numeric).
+        union_refs = [InputRef(i, types[i] if i < len(types) else t) for i, t in enumerate(inputs[0].types)]
         plan: PlanNode = Union(project_schema(inputs[0].schema.names, union_refs), inputs)
         if op == "UNION":
             if distinct:
