@@ -1,0 +1,198 @@
+"""NUMERIC values as PostgreSQL has them: a decimal with a display scale of its own.
+
+A value is ``unscaled * 10**-scale``: ``1.50`` is (150, 2) and prints with two fraction digits,
+``1.5`` is (15, 1); they are equal values. The Python datum is a `decimal.Decimal` whose exponent
+is minus the scale (``Decimal('1.50')``), or ``Decimal('NaN')``, ``Decimal('Infinity')``,
+``Decimal('-Infinity')``. At most 38 digits (|unscaled| < 10**38) and a scale of at most 28,
+what the stored value encoding (rust_decimal) holds; PostgreSQL keeps far more, and anything
+beyond is 22003, never silently rounded.
+
+In Arrow (`NUMERIC_VALUE_ARROW`) the unscaled integer is a decimal128(38, 0) and the scale an
+int8; the specials use the reserved scales below with unscaled 0. `piestream.common.numeric_arrays`
+works on whole columns of this layout.
+
+This is the layout issue 14 moves NUMERIC columns to (they are decimal128(38, 10) until every
+consumer is migrated at once: /work/coord/notes/issue-14-s22.md has the list); the kernels over
+it (`piestream.expr.functions.numeric_scaled`) are tested on their own until then.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+from collections.abc import Iterable
+from decimal import Decimal
+
+import pyarrow as pa
+
+from piestream.common.errors import InvalidInput, NumericOutOfRange
+from piestream.common.types import NUMERIC_PRECISION
+
+#: The largest display scale: the value encoding's (rust_decimal keeps 28 fraction digits).
+NUMERIC_MAX_SCALE = 28
+#: One NUMERIC value in Arrow: its unscaled integer and its display scale.
+NUMERIC_VALUE_ARROW = pa.struct(
+    [pa.field("unscaled", pa.decimal128(NUMERIC_PRECISION, 0)), pa.field("scale", pa.int8())]
+)
+
+#: Reserved scales of the special values (unscaled is 0).
+NAN_SCALE = -1
+POS_INF_SCALE = -2
+NEG_INF_SCALE = -3
+LIMIT = 10**NUMERIC_PRECISION  # |unscaled| stays below this
+
+NAN = Decimal("NaN")
+POS_INF = Decimal("Infinity")
+NEG_INF = Decimal("-Infinity")
+
+_OVERFLOW_DETAIL = (
+    f"piestream's NUMERIC holds at most {NUMERIC_PRECISION} digits and at most "
+    f"{NUMERIC_MAX_SCALE} of them after the decimal point."
+)
+
+
+def overflow() -> NumericOutOfRange:
+    """PostgreSQL's error for a value the numeric format cannot hold (22003)."""
+    return NumericOutOfRange("value overflows numeric format", detail=_OVERFLOW_DETAIL)
+
+
+def parts_of(d: Decimal) -> tuple[int, int]:
+    """(unscaled, scale) of a Decimal, the scale being its display scale (0 for an exponent
+    above 0: 1E+3 is 1000); specials give (0, reserved scale). 22003 beyond 38 digits."""
+    if not d.is_finite():
+        if d.is_nan():
+            return 0, NAN_SCALE
+        return 0, NEG_INF_SCALE if d.is_signed() else POS_INF_SCALE
+    sign, digits, exp = d.as_tuple()
+    assert isinstance(exp, int)
+    scale = max(-exp, 0)
+    if scale > NUMERIC_MAX_SCALE or len(digits) + max(exp, 0) > NUMERIC_PRECISION + 1:
+        raise overflow()
+    unscaled = int("".join(map(str, digits))) * 10 ** max(exp, 0)
+    if unscaled >= LIMIT:
+        raise overflow()
+    return (-unscaled if sign else unscaled), scale
+
+
+def value_of(unscaled: int, scale: int) -> Decimal:
+    """The Decimal of (unscaled, scale) (no negative zero: PostgreSQL has none)."""
+    if scale < 0:
+        return {NAN_SCALE: NAN, POS_INF_SCALE: POS_INF, NEG_INF_SCALE: NEG_INF}[scale]
+    return Decimal((1 if unscaled < 0 else 0, tuple(int(c) for c in str(abs(unscaled))), -scale))
+
+
+def check(d: Decimal | int) -> Decimal:
+    """`d` as a NUMERIC datum (an int becomes scale 0), 22003 if it does not fit."""
+    if isinstance(d, int):
+        d = Decimal(d)
+    return value_of(*parts_of(d))
+
+
+def to_arrow(values: Iterable[Decimal | int | None]) -> pa.Array:
+    """A NUMERIC Arrow column of Python values (Decimals keep their display scale)."""
+    us: list[int] = []
+    ss: list[int] = []
+    nulls: list[bool] = []
+    for v in values:  # per value: the Python boundary (DML literals, tests)
+        if v is None:
+            us.append(0)
+            ss.append(0)
+            nulls.append(True)
+            continue
+        if isinstance(v, bool) or not isinstance(v, Decimal | int):
+            raise InvalidInput(f"invalid input for type numeric: {v!r}")
+        u, s = parts_of(v if isinstance(v, Decimal) else Decimal(v))
+        us.append(u)
+        ss.append(s)
+        nulls.append(False)
+    unscaled = pa.array([Decimal(u) for u in us], pa.decimal128(NUMERIC_PRECISION, 0))
+    mask = pa.array(nulls, pa.bool_()) if any(nulls) else None
+    return pa.StructArray.from_arrays(
+        [unscaled, pa.array(ss, pa.int8())], fields=list(NUMERIC_VALUE_ARROW), mask=mask
+    )
+
+
+def from_arrow(arr: pa.Array) -> list[Decimal | None]:
+    """The Python values of a NUMERIC Arrow column."""
+    if len(arr) == 0:
+        return []
+    unscaled, scale = arr.flatten()
+    out: list[Decimal | None] = []
+    for valid, u, s in zip(arr.is_valid().to_pylist(), unscaled.to_pylist(), scale.to_pylist(), strict=True):
+        out.append(value_of(int(u), int(s)) if valid else None)  # per value: the Python boundary
+    return out
+
+
+# -- text ------------------------------------------------------------------------------------------
+
+_SYNTAX = re.compile(r"\s*([+-]?)(?:(\d+)(?:\.(\d*))?|\.(\d+))(?:[eE]([+-]?\d+))?\s*")
+_SPECIALS = {"nan": NAN, "infinity": POS_INF, "+infinity": POS_INF, "inf": POS_INF, "+inf": POS_INF}
+_SPECIALS |= {"-infinity": NEG_INF, "-inf": NEG_INF}
+
+
+def parse(text: str) -> Decimal:
+    """numeric_in: decimal text with an optional exponent, or NaN / [+-]Infinity / [+-]inf (any
+    case); the display scale is the fraction digits written minus the exponent (at least 0)."""
+    special = _SPECIALS.get(text.strip().lower())
+    if special is not None:
+        return special
+    m = _SYNTAX.fullmatch(text)
+    if m is None:
+        raise InvalidInput(f'invalid input syntax for type numeric: "{text}"')
+    sign, whole, frac, only_frac, exp_text = m.groups()
+    frac = only_frac if only_frac is not None else (frac or "")
+    digits = (whole or "") + frac
+    exp = int(exp_text) if exp_text else 0
+    if abs(exp) > 1000:  # numeric_in's own bound on the exponent
+        raise InvalidInput(f'invalid input syntax for type numeric: "{text}"')
+    scale = max(len(frac) - exp, 0)
+    stripped = digits.lstrip("0")
+    if len(stripped) - len(frac) + exp > NUMERIC_PRECISION or scale > NUMERIC_MAX_SCALE:
+        raise overflow()
+    shift = scale - len(frac) + exp  # digits * 10**shift is the unscaled value (shift >= 0)
+    unscaled = int(digits or "0") * 10**shift
+    if unscaled >= LIMIT:
+        raise overflow()
+    return value_of(-unscaled if sign == "-" else unscaled, scale)
+
+
+def format_numeric(d: Decimal) -> str:
+    """numeric_out: every digit of the display scale, no exponent; NaN, Infinity, -Infinity."""
+    if not d.is_finite():
+        return "NaN" if d.is_nan() else ("-Infinity" if d.is_signed() else "Infinity")
+    text = format(d, "f")
+    return text[1:] if text.startswith("-") and not d else text  # no negative zero
+
+
+# -- typmods ---------------------------------------------------------------------------------------
+
+
+def apply_typmod(d: Decimal, precision: int, scale: int) -> Decimal:
+    """A value assigned to NUMERIC(precision, scale): rounded half away from zero to `scale`
+    digits; 22003 if its integer part needs more than precision - scale digits."""
+    if d.is_nan():
+        return d
+    if d.is_infinite():
+        raise NumericOutOfRange(
+            "numeric field overflow",
+            detail=f"A field with precision {precision}, scale {scale} cannot hold an infinite value.",
+        )
+    q = d.quantize(Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP, context=_WIDE)
+    if q and q.adjusted() >= precision - scale:
+        raise typmod_overflow(precision, scale)
+    return q
+
+
+def typmod_overflow(precision: int, scale: int) -> NumericOutOfRange:
+    digits = precision - scale
+    bound = f"10^{digits}" if digits else "1"
+    return NumericOutOfRange(
+        "numeric field overflow",
+        detail=(
+            f"A field with precision {precision}, scale {scale} must round to an absolute value "
+            f"less than {bound}."
+        ),
+    )
+
+
+_WIDE = decimal.Context(prec=200, Emax=10**6, Emin=-(10**6))
