@@ -88,7 +88,7 @@ def test_random_chunks_of_inserts_and_retractions_agree_with_decimal() -> None:
             vals.append(v)
             gs.append(g)
         st.apply(nm.to_arrow(vals), np.array(gs), np.array(signs))
-        want = []
+        want: list[str | None] = []
         for h in held:
             if not h:
                 want.append(None)
