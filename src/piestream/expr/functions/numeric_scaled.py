@@ -55,21 +55,26 @@ def _valid(*nums: Num) -> np.ndarray | None:
     return out
 
 
-def _finish(hi: np.ndarray, lo: np.ndarray, scale: np.ndarray, valid: np.ndarray | None) -> pa.Array:
-    """Pack results, 22003 where a finite one needs more than 38 digits or fraction digits."""
+def _finish(
+    hi: np.ndarray, lo: np.ndarray, scale: np.ndarray, valid: np.ndarray | None, *, int64: bool = False
+) -> pa.Array:
+    """Pack results, 22003 where a finite one needs more than 38 digits or fraction digits
+    (`int64`: every result came from int64 arithmetic, so it is below 10**38)."""
     v = full_valid(valid, len(scale))
-    bad = v & (scale >= 0) & (~na.within_limit(hi, lo) | (scale > NUMERIC_MAX_SCALE))
+    big = np.zeros(len(scale), np.bool_) if int64 else ~na.within_limit(hi, lo)
+    bad = v & (scale >= 0) & (big | (scale > NUMERIC_MAX_SCALE))
     if bad.any():
         raise nm.overflow()
     return na.pack(Num(hi, lo, scale, valid))
 
 
-def _small(x: Num) -> bool:
-    """Every value fits 62 bits: int64 sums and differences cannot wrap."""
-    if not na.fits_int64(x.hi, x.lo).all():
-        return False
+def _small_values(x: Num) -> np.ndarray | None:
+    """The unscaled values as int64 when every one fits 62 bits (int64 sums and differences
+    cannot wrap), else None."""
     v = x.lo.view(np.int64)
-    return bool(((v < _I62) & (v > -_I62)).all())
+    if not (x.hi == (v >> 63)).all() or not ((v < _I62) & (v > -_I62)).all():
+        return None
+    return v
 
 
 def _signs(x: Num) -> np.ndarray:
@@ -92,12 +97,12 @@ def subtract(x: pa.Array, y: pa.Array) -> pa.Array:
 
 def _add(a: Num, b: Num, *, subtract: bool) -> pa.Array:
     valid = _valid(a, b)
-    bh, bl = na.negate(b.hi, b.lo) if subtract else (b.hi, b.lo)
     s = np.maximum(a.scale, b.scale)
-    if _small(a) and _small(b) and (a.scale == b.scale).all():
-        r = a.lo.view(np.int64) + bl.view(np.int64)  # both below 2**62: no wrap-around
+    r = _add_int64(a, b, s, subtract=subtract)
+    if r is not None:
         hi, lo = r >> 63, r.view(np.uint64)
     else:
+        bh, bl = na.negate(b.hi, b.lo) if subtract else (b.hi, b.lo)
         ah, al, fa = na.mul_pow10(a.hi, a.lo, np.maximum(s - a.scale, 0))
         bh, bl, fb = na.mul_pow10(bh, bl, np.maximum(s - b.scale, 0))
         if ((~fa | ~fb) & full_valid(valid, len(s)) & (s >= 0)).any():
@@ -114,7 +119,27 @@ def _add(a: Num, b: Num, *, subtract: bool) -> pa.Array:
         s = np.where(special, np.where(nan, NAN, np.where(sign > 0, PINF, NINF)), s)
         hi = np.where(special, 0, hi)
         lo = np.where(special, np.uint64(0), lo)
-    return _finish(hi, lo, s, valid)
+    return _finish(hi, lo, s, valid, int64=r is not None)
+
+
+def _add_int64(a: Num, b: Num, s: np.ndarray, *, subtract: bool) -> np.ndarray | None:
+    """a ± b aligned to scale `s` in int64, when every operand fits 62 bits and every aligned
+    sum stays below 4e18 (most columns: prices, counts); None otherwise."""
+    va, vb = _small_values(a), _small_values(b)
+    if va is None or vb is None:
+        return None
+    if subtract:
+        vb = -vb
+    ka = np.clip(s - a.scale, 0, None)
+    kb = np.clip(s - b.scale, 0, None)
+    if not ka.any() and not kb.any():
+        return va + vb  # both below 2**62: no wrap-around
+    if max(int(ka.max()), int(kb.max())) > 18:
+        return None
+    bound = np.abs(va).astype(np.float64) * na.P10_F[ka] + np.abs(vb).astype(np.float64) * na.P10_F[kb]
+    if not (bound < 4.0e18).all():
+        return None
+    return va * na.P10_I64[ka] + vb * na.P10_I64[kb]
 
 
 def negate(x: pa.Array) -> pa.Array:
@@ -167,6 +192,16 @@ def multiply(x: pa.Array, y: pa.Array) -> pa.Array:
 def _weight_first_digit(x: Num) -> tuple[np.ndarray, np.ndarray]:
     """PostgreSQL's NumericVar view of finite values: the base-10000 weight of the leading
     digit group and that group (1..9999; zero is weight 0, digit 0)."""
+    small = _small_values(x)
+    if small is not None:  # int64 magnitudes: digit counts by search, the group by division
+        mag = np.abs(small)
+        nd = np.searchsorted(na.P10_I64, mag, side="right").astype(np.int64)
+        e10 = nd - 1 - np.maximum(x.scale, 0)
+        w = e10 // 4
+        m = e10 - 4 * w + 1
+        lead = mag // na.P10_I64[np.maximum(nd - m, 0)] * na.P10_I64[np.maximum(m - nd, 0)]
+        zero = nd == 0
+        return np.where(zero, 0, w), np.where(zero, 0, lead)
     _, mh, ml = na.magnitude(x.hi, x.lo)
     nd = na.ndigits(mh, ml)
     zero = nd == 0
