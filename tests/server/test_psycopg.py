@@ -255,6 +255,12 @@ def test_numeric_special_values_are_refused_in_text_and_binary_parameters(conn: 
             assert e.value.sqlstate == "22P02", (name, fmt)
             assert f"NUMERIC value {name} is not supported" in str(e.value), (name, fmt)
     assert conn.execute("SELECT %b::numeric", [Decimal("1.50")]).fetchone() == (Decimal("1.50"),)
+    # 28 digits (all piestream keeps) round-trip; 29 arrive whole and are 22003, not rounded by
+    # Python's default 28-digit decimal context
+    wide = Decimal("123456789012345678.0123456789")
+    assert conn.execute("SELECT %b::numeric", [-wide]).fetchone() == (-wide,)
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+        conn.execute("SELECT %b::numeric", [Decimal("1234567890123456789.0123456789")])
 
 
 def test_batch_insert_of_parameters_types_nulls_errors_and_rollback(conn: psycopg.Connection) -> None:

@@ -9,6 +9,7 @@ interval, jsonb, oid) and one-dimensional arrays of them; other types are text o
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import struct
 from collections.abc import Callable
 from decimal import Decimal
@@ -134,8 +135,9 @@ _PG_EPOCH_DATE = dt.date(2000, 1, 1)
 _PG_EPOCH = dt.datetime(2000, 1, 1)
 _PG_EPOCH_TZ = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 _NUMERIC_POS, _NUMERIC_NEG, _NUMERIC_NAN = 0x0000, 0x4000, 0xC000
+_NUMERIC_PINF, _NUMERIC_NINF = 0xD000, 0xF000
 #: numeric_send's sign codes of the special values, which piestream does not store yet.
-_NUMERIC_SPECIALS = {_NUMERIC_NAN: "NaN", 0xD000: "Infinity", 0xF000: "-Infinity"}
+_NUMERIC_SPECIALS = {_NUMERIC_NAN: "NaN", _NUMERIC_PINF: "Infinity", _NUMERIC_NINF: "-Infinity"}
 
 
 def _usecs(delta: dt.timedelta) -> int:
@@ -143,12 +145,16 @@ def _usecs(delta: dt.timedelta) -> int:
 
 
 def _enc_numeric(v: Decimal, scale: int = 0) -> bytes:
-    """PostgreSQL's numeric_send: base-10000 digits, weight, sign, display scale (at least
-    `scale`, a numeric(p, s)'s, as in text format)."""
-    sign, digits, exp = v.normalize().as_tuple()  # shown normalized, as in text format
+    """A stored NUMERIC in binary: shown normalized (as in text format) with at least `scale`
+    fraction digits, a numeric(p, s)'s."""
+    sign, digits, exp = v.normalize().as_tuple()
     assert isinstance(exp, int)
-    dscale = max(0, -exp, scale)
-    # integer part and fraction as decimal digit strings, padded to groups of four
+    return numeric_send(sign, digits, exp, max(0, -exp, scale))
+
+
+def numeric_send(sign: int, digits: tuple[int, ...], exp: int, dscale: int) -> bytes:
+    """PostgreSQL's numeric_send of ``(-1)**sign * digits * 10**exp`` with display scale
+    `dscale`: base-10000 digit groups, weight, sign, dscale."""
     s = "".join(map(str, digits))
     if exp >= 0:
         int_part, frac_part = s + "0" * exp, ""
@@ -169,27 +175,56 @@ def _enc_numeric(v: Decimal, scale: int = 0) -> bytes:
         groups.pop()
     if not groups:
         weight = 0
-    head = struct.pack("!hhHH", len(groups), weight, _NUMERIC_NEG if sign else _NUMERIC_POS, dscale)
+    negative = bool(sign) and bool(groups)  # PostgreSQL has no negative zero
+    head = struct.pack("!hhHH", len(groups), weight, _NUMERIC_NEG if negative else _NUMERIC_POS, dscale)
     return head + b"".join(struct.pack("!H", g) for g in groups)
 
 
+def numeric_send_value(v: Decimal) -> bytes:
+    """numeric_send of a value that carries its own display scale (its exponent: ``1.50`` has
+    2), or NaN / Infinity / -Infinity (sign codes 0xC000 / 0xD000 / 0xF000): the binary form of
+    issue 14's per-value-scale NUMERIC."""
+    if not v.is_finite():
+        code = _NUMERIC_NAN if v.is_nan() else (_NUMERIC_NINF if v.is_signed() else _NUMERIC_PINF)
+        return struct.pack("!hhHH", 0, 0, code, 0)
+    sign, digits, exp = v.as_tuple()
+    assert isinstance(exp, int)
+    return numeric_send(sign, digits, exp, max(0, -exp))
+
+
 def _dec_numeric(raw: bytes) -> Decimal:
+    if len(raw) >= 8 and struct.unpack("!H", raw[4:6])[0] in _NUMERIC_SPECIALS:
+        # as the text input refuses them (common/text.py)
+        name = _NUMERIC_SPECIALS[struct.unpack("!H", raw[4:6])[0]]
+        raise InvalidInput(f"NUMERIC value {name} is not supported (only finite numerics are stored)")
+    return numeric_recv(raw)
+
+
+def numeric_recv(raw: bytes) -> Decimal:
+    """PostgreSQL's numeric_recv: the value with its display scale (``1.50`` stays 1.50), and
+    NaN / Infinity / -Infinity by their sign codes; 22P02 for anything else."""
+    if len(raw) < 8:
+        raise InvalidInput('insufficient data left in message for "numeric" value')
     ndigits, weight, sign, dscale = struct.unpack("!hhHH", raw[:8])
-    if sign in _NUMERIC_SPECIALS:  # as the text input refuses them (common/text.py)
-        raise InvalidInput(
-            f"NUMERIC value {_NUMERIC_SPECIALS[sign]} is not supported (only finite numerics are stored)"
-        )
-    if sign not in (_NUMERIC_POS, _NUMERIC_NEG) or len(raw) != 8 + 2 * ndigits:
+    if sign in _NUMERIC_SPECIALS and ndigits == 0:
+        return Decimal(_NUMERIC_SPECIALS[sign])
+    if sign not in (_NUMERIC_POS, _NUMERIC_NEG) or ndigits < 0 or len(raw) != 8 + 2 * ndigits:
         raise InvalidInput('invalid sign in external "numeric" value')
     groups = struct.unpack(f"!{ndigits}H", raw[8:])
+    if any(g > 9999 for g in groups):
+        raise InvalidInput('invalid digit in external "numeric" value')
     value = 0
     for g in groups:
         value = value * 10000 + g
     exp = (weight - ndigits + 1) * 4
-    d = Decimal(value).scaleb(exp)
+    d = Decimal(value).scaleb(exp, context=_WIRE_DECIMAL)
     if sign == _NUMERIC_NEG:
-        d = -d
-    return d.quantize(Decimal(1).scaleb(-dscale)) if dscale <= 40 else d
+        d = d.copy_negate()
+    # a context wide enough for 1000 digits: the default 28-digit one cannot quantize 38 digits
+    return d.quantize(Decimal(1).scaleb(-dscale), context=_WIRE_DECIMAL) if dscale <= 40 else d
+
+
+_WIRE_DECIMAL = decimal.Context(prec=1100)
 
 
 def _enc_interval(v: Interval) -> bytes:
