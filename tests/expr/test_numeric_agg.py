@@ -98,3 +98,15 @@ def test_random_chunks_of_inserts_and_retractions_agree_with_decimal() -> None:
                 total = sum(h, Decimal(0)).quantize(Decimal(1).scaleb(-scale))
             want.append(nm.format_numeric(total if total else abs(total)))
         assert texts(st.sums()) == want
+
+
+def test_min_and_max_keep_the_chosen_values_scale() -> None:
+    from piestream.expr.functions.numeric_agg import extreme_rows
+
+    arr = col("1.5", "2.50", "NaN", "-Infinity", "1.50", None, "2.5", "-3.000", "0.10")
+    groups = np.array([0, 0, 1, 1, 2, 2, 0, 3, 3])
+    hi = extreme_rows(arr, groups, 5, largest=True)
+    lo = extreme_rows(arr, groups, 5, largest=False)
+    assert texts(arr.take(pa.array(hi[:4]))) == ["2.50", "NaN", "1.50", "0.10"]
+    assert texts(arr.take(pa.array(lo[:4]))) == ["1.5", "-Infinity", "1.50", "-3.000"]
+    assert hi[4] == lo[4] == -1  # no values

@@ -143,3 +143,24 @@ def _grouped_sum128(
     lo_out = (acc[0] | (acc[1] << 32)).view(np.uint64)
     hi_out = acc[2] | (acc[3] << 32)
     return hi_out, lo_out
+
+
+def extreme_rows(col: pa.Array, groups: np.ndarray, n_groups: int, *, largest: bool) -> np.ndarray:
+    """min() / max() per group as row indices into `col` (-1 for a group without values), so the
+    chosen value keeps its own display scale: max(1.5, 2.50) is 2.50. Among equal values (1.5
+    and 1.50) the first row wins; PostgreSQL's numeric_larger keeps the later one, which an MV
+    fed in no fixed order cannot promise either. NaN is the largest value."""
+    num = na.unpack(col)
+    rows = np.flatnonzero(num.vmask())
+    out = np.full(n_groups, -1, np.int64)
+    if not len(rows):
+        return out
+    g = np.asarray(groups, np.int64)[rows]
+    keys = na.order_key(Num(num.hi[rows], num.lo[rows], num.scale[rows], None))
+    if largest:
+        keys = ~keys  # descending by value; the stable sort keeps the first of equal ones
+    order = np.lexsort((*[keys[:, i] for i in range(keys.shape[1] - 1, -1, -1)], g))
+    first = np.ones(len(order), np.bool_)
+    first[1:] = g[order][1:] != g[order][:-1]
+    out[g[order][first]] = rows[order][first]
+    return out
