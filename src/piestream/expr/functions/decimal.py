@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.common.errors import DivisionByZero, NumericOutOfRange
+from piestream.common.numeric_arrays import add_small, divmod_small, mul_limbs, mul_small, trim
 from piestream.common.types import NUMERIC, NUMERIC_PRECISION, NUMERIC_SCALE
 from piestream.expr.functions.vec import and_valid, full_valid, per_row, view
 
@@ -86,65 +87,6 @@ def to_limbs(hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, Limbs]:
     mh = np.where(neg, nhi, hi).view(np.uint64)
     ml = np.where(neg, nlo, lo)
     return neg, trim([ml & _M32, ml >> _S32, mh & _M32, mh >> _S32])
-
-
-def trim(limbs: Limbs) -> Limbs:
-    """Drop top limbs that are zero in every row (keeps at least one)."""
-    while len(limbs) > 1 and not limbs[-1].any():
-        limbs = limbs[:-1]
-    return limbs
-
-
-def mul_limbs(a: Limbs, b: Limbs) -> Limbs:
-    """Schoolbook product of magnitudes."""
-    n = len(a[0])
-    out = [np.zeros(n, np.uint64) for _ in range(len(a) + len(b))]
-    for i, ai in enumerate(a):
-        carry = np.zeros(n, np.uint64)
-        for j, bj in enumerate(b):
-            t = ai * bj + out[i + j] + carry
-            out[i + j] = t & _M32
-            carry = t >> _S32
-        out[i + len(b)] = carry
-    return trim(out)
-
-
-def mul_small(a: Limbs, m: int) -> Limbs:
-    """Magnitudes times a constant below 2**32."""
-    mm = np.uint64(m)
-    out: Limbs = []
-    carry = np.zeros(len(a[0]), np.uint64)
-    for limb in a:
-        t = limb * mm + carry
-        out.append(t & _M32)
-        carry = t >> _S32
-    out.append(carry)
-    return trim(out)
-
-
-def divmod_small(a: Limbs, d: int) -> tuple[Limbs, np.ndarray]:
-    """(quotient limbs, remainder) of magnitudes by a constant below 2**32."""
-    dd = np.uint64(d)
-    rem = np.zeros(len(a[0]), np.uint64)
-    q: Limbs = [rem] * len(a)
-    for k in range(len(a) - 1, -1, -1):
-        cur = (rem << _S32) | a[k]
-        qk = cur // dd
-        rem = cur - qk * dd
-        q[k] = qk
-    return trim(q), rem
-
-
-def add_small(a: Limbs, inc: np.ndarray) -> Limbs:
-    """Magnitudes plus a per-row uint64 increment below 2**32."""
-    out: Limbs = []
-    carry = inc.astype(np.uint64)
-    for limb in a:
-        t = limb + carry
-        out.append(t & _M32)
-        carry = t >> _S32
-    out.append(carry)
-    return trim(out)
 
 
 def div_pow10(a: Limbs, k: int, mode: str, neg: np.ndarray) -> Limbs:
