@@ -2,8 +2,9 @@
 
 - ``EXISTS (...)`` / ``NOT EXISTS`` as a WHERE conjunct: a left semi / anti join whose condition
   is the subquery's correlated predicates (outer columns on the left, inner on the right).
-- ``x IN (subquery)`` / ``NOT IN``: a semi / anti join on ``x = column``; NOT IN keeps
-  PostgreSQL's NULL semantics (a NULL on either side is a match, so the row is dropped).
+- ``x IN (subquery)`` / ``NOT IN``: a semi / anti join on ``x = column``; NOT IN adds
+  PostgreSQL's NULL semantics with a one-row count of the inner side (a null-aware anti join,
+  see `_not_in_nulls`), so the join stays a hash join on x.
 - A scalar subquery: uncorrelated -> a left join against its (single-row) result; correlated by
   equalities with an aggregate in the select list -> grouped by the inner correlated columns and
   left-joined on them (count is coalesced to 0: the "count bug").
@@ -18,13 +19,13 @@ from sqlglot import exp
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.schema import Schema
-from piestream.common.types import TypeKind
+from piestream.common.types import BIGINT, INT, TypeKind
 from piestream.expr.bind import bind_call, coerce_to, common_type
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.rewrite import shift_refs
 from piestream.frontend.binder.scope import OuterRef, Scope, ScopeColumn
-from piestream.frontend.logical import Filter, Join, JoinKind, PlanNode
+from piestream.frontend.logical import Agg, AggCall, Filter, Join, JoinKind, PlanNode, Project, schema_of
 
 if TYPE_CHECKING:
     from piestream.frontend.binder.query import QueryBinder
@@ -114,11 +115,45 @@ class SubqueryRewriter:
         t = common_type([lhs, bq.plan.types[0]], "IN", position=position(where))
         r = InputRef(n_left, bq.plan.types[0])
         eq = bind_call("=", [coerce_to(lhs, t), coerce_to(r, t)])
-        if anti:  # NOT IN: a NULL on either side makes the comparison unknown, and the row goes
-            cond = bind_call("or", [eq, bind_call("is_null", [lhs]), bind_call("is_null", [r])])
-        else:
-            cond = eq
-        self._add_join(bq.plan, JoinKind.LEFT_ANTI if anti else JoinKind.LEFT_SEMI, cond)
+        self._add_join(bq.plan, JoinKind.LEFT_ANTI if anti else JoinKind.LEFT_SEMI, eq)
+        if anti:
+            self._not_in_nulls(lhs, sub)
+
+    def _not_in_nulls(self, lhs: Expr, sub: exp.Expression) -> None:
+        """The NULL half of a null-aware anti join, after the anti join on ``x = column``.
+
+        PostgreSQL's NOT IN keeps a row with x NOT NULL iff no inner row equals x and the inner
+        side holds no NULL, and a row with x NULL iff the inner side is empty. The equality anti
+        join (a hash join on x) does the first part; the rest depends on the inner side only
+        through one value, computed by a one-row aggregate over a second copy of the subquery:
+        1 when it is empty (every row passes), -1 when it holds a NULL (none passes), else 0
+        (rows with x NOT NULL pass). Each left row passes iff ``(x IS NULL ? 1 : 0) <= value``,
+        which the stream planner turns into a DynamicFilter: left rows stay hash-distributed,
+        and only a change of the value (a NULL appearing, the side emptying) touches them.
+        """
+        qb = self.qb
+        inner = qb.correlated_child().bind_query(sub).plan
+        n, n_values = InputRef(0, BIGINT), InputRef(1, BIGINT)
+        counts = Agg(
+            schema_of(["_n", "_n_values"], [BIGINT, BIGINT]),
+            inner,
+            [],
+            [AggCall("count_star", (), BIGINT), AggCall("count", (0,), BIGINT)],
+        )
+        value = bind_call(
+            "case",
+            [
+                bind_call("=", [n, Literal(0, BIGINT)]),
+                Literal(1, INT),
+                bind_call(">", [n, n_values]),
+                Literal(-1, INT),
+                Literal(0, INT),
+            ],
+        )
+        col = self._attach(Project(schema_of(["_not_in"], [INT]), counts, [value]), None, 0, scalar=True)
+        flag = bind_call("case", [bind_call("is_null", [lhs]), Literal(1, INT), Literal(0, INT)])
+        assert qb.plan is not None
+        qb.plan = Filter(qb.plan.schema, qb.plan, bind_call("<=", [flag, col]))
 
     def _add_join(self, right: PlanNode, kind: JoinKind, cond: Expr | None) -> None:
         qb = self.qb
