@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqldiff import diff_text, duck_connect, norm_rows
 
+from piestream.common.errors import FeatureNotSupported
 from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
 
@@ -30,6 +31,9 @@ MVS = {
     "not_in_count": "SELECT count(*) AS n, sum(v) AS s FROM t WHERE v NOT IN (SELECT v FROM u)",
     "not_exists": "SELECT k FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.v = t.v)",
     "in": "SELECT k FROM t WHERE v IN (SELECT v FROM u)",
+    # the SQL standard's spellings of NOT IN and IN (NULLs included)
+    "ne_all": "SELECT k, v FROM t WHERE v <> ALL (SELECT v FROM u WHERE g = 0)",
+    "eq_any": "SELECT k FROM t WHERE v = ANY (SELECT v FROM u)",
 }
 
 
@@ -49,7 +53,11 @@ def _random_dml(rng: random.Random, keys: set[int]) -> list[str]:
             k = rng.randint(0, 30)
             v = rng.choice([None, None, *range(0, 25)])
             d = rng.choice([None, float(rng.randint(0, 25)), rng.randint(0, 25) + 0.5])
-            verb = "UPDATE t SET v = {v}, d = {d} WHERE k = {k}" if k in keys else "INSERT INTO t VALUES ({k}, {v}, {d})"
+            verb = (
+                "UPDATE t SET v = {v}, d = {d} WHERE k = {k}"
+                if k in keys
+                else "INSERT INTO t VALUES ({k}, {v}, {d})"
+            )
             out.append(verb.format(k=k, v=_val(v), d=_val(d)))
             keys.add(k)
         elif r < 0.5 and keys:
@@ -110,14 +118,32 @@ def test_not_in_plans_a_hash_anti_join_and_a_dynamic_filter(s: Session) -> None:
     assert "Exchange { dist: HashShard($1) }" in plan, text
     # ... and the NULL rules are a DynamicFilter on a broadcast one-row count of the inner side
     assert "DynamicFilter { predicate: $2 <= $expr0 }" in plan, text
-    assert "Exchange { dist: Broadcast }" in plan and "SimpleAgg { aggs: [count(*), count($0)] }" in plan, text
+    assert "Exchange { dist: Broadcast }" in plan and "SimpleAgg { aggs: [count(*), count($0)] }" in plan, (
+        text
+    )
     # NOT EXISTS with an equality correlation: a hash anti join on it, never a nested loop
     text = _explain(s, MVS["not_exists"])
     assert "HashJoin { type: left_anti, predicate: $1 = $2," in text and "DynamicFilter" not in text, text
+    # <> ALL is NOT IN: the same plan
+    text = _explain(s, MVS["ne_all"])
+    assert "HashJoin { type: left_anti, predicate: $1 = $2," in text and "DynamicFilter" in text, text
+    assert "HashJoin { type: left_semi, predicate: $1 = $2," in _explain(s, MVS["eq_any"])
     # the join state is distributed by the key, not gathered into one actor
     for name in ("not_in", "not_exists"):
         join_frag = next(f for f in _explain(s, MVS[name]).split("Fragment ") if "HashJoin" in f)
         assert "parallelism 1" not in join_frag.splitlines()[0], (name, join_frag)
+
+
+def test_other_quantified_comparisons_are_still_rejected(s: Session) -> None:
+    for ddl in TABLES:
+        s.execute(ddl)
+    for sql in (
+        "SELECT k FROM t WHERE v < ALL (SELECT v FROM u)",
+        "SELECT k FROM t WHERE v <> ANY (SELECT v FROM u)",
+    ):
+        with pytest.raises(FeatureNotSupported) as e:
+            s.execute(sql)
+        assert e.value.sqlstate == "0A000", sql
 
 
 def test_not_in_batch_nulls_and_empty_inner_side(s: Session) -> None:
@@ -139,7 +165,13 @@ def test_not_in_batch_nulls_and_empty_inner_side(s: Session) -> None:
     assert ks() == []  # only the NULL left: still nothing passes, x NULL included
     s.execute("DELETE FROM r")
     assert ks() == [1, 2, 3]
-    rows = s.execute_one("SELECT k FROM l WHERE x NOT IN (SELECT y FROM r WHERE y > 0) AND 1 NOT IN (SELECT 2)")
+    s.execute("INSERT INTO r VALUES (NULL)")
+    assert [row[0] for row in s.execute_one("SELECT k FROM l WHERE x <> ALL (SELECT y FROM r)").rows] == []
+    assert [row[0] for row in s.execute_one("SELECT k FROM l WHERE x = ANY (SELECT y FROM r)").rows] == []
+    s.execute("DELETE FROM r")
+    rows = s.execute_one(
+        "SELECT k FROM l WHERE x NOT IN (SELECT y FROM r WHERE y > 0) AND 1 NOT IN (SELECT 2)"
+    )
     assert sorted(r[0] for r in rows.rows) == [1, 2, 3]
     assert s.execute_one("SELECT k FROM l WHERE 1 NOT IN (SELECT NULL::int)").rows == []
 

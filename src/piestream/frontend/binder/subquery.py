@@ -51,6 +51,28 @@ def _join_schema(left: PlanNode, right: PlanNode, kind: JoinKind) -> Schema:
     return Schema(left.schema.fields + right.schema.fields)
 
 
+def quantified_as_in(tree: exp.Expression) -> exp.Expression:
+    """``x = ANY (subquery)`` -> ``x IN (subquery)`` and ``x <> ALL (subquery)`` -> ``x NOT IN
+    (subquery)``, in place: the SQL standard defines them as the same predicates, NULLs
+    included, so they plan as the same (null-aware) semi / anti joins. Other quantified
+    comparisons stay as they are (and are rejected with 0A000)."""
+
+    def fn(node: exp.Expression) -> exp.Expression:
+        pairs = ((exp.EQ, exp.Any, False), (exp.NEQ, exp.All, True))
+        for cmp, quant, negate in pairs:
+            q = node.args.get("expression") if isinstance(node, cmp) else None
+            if isinstance(q, quant) and isinstance(q.this, (exp.Subquery, exp.Select, exp.Union)):
+                sub = q.this if isinstance(q.this, exp.Subquery) else exp.Subquery(this=q.this)
+                out: exp.Expression = exp.In(this=node.this, query=sub)
+                if negate:
+                    out = exp.Not(this=out)
+                out.meta.update(node.meta)
+                return out
+        return node
+
+    return tree.transform(fn, copy=False)
+
+
 class SubqueryRewriter:
     """Rewrites subqueries of one query level into joins on `qb.plan`."""
 
