@@ -34,6 +34,7 @@ MVS = {
     # the SQL standard's spellings of NOT IN and IN (NULLs included)
     "ne_all": "SELECT k, v FROM t WHERE v <> ALL (SELECT v FROM u WHERE g = 0)",
     "eq_any": "SELECT k FROM t WHERE v = ANY (SELECT v FROM u)",
+    "in_row": "SELECT k FROM t WHERE (v, k % 3) IN (SELECT v, g FROM u)",
 }
 
 

@@ -127,16 +127,34 @@ class SubqueryRewriter:
 
     def _in(self, lhs_node: exp.Expression, sub: exp.Expression, anti: bool, where: exp.Expression) -> None:
         qb = self.qb
-        lhs = ExprBinder(qb.scope, params=qb.params, context="WHERE").bind(lhs_node)
+        row = lhs_node.expressions if isinstance(lhs_node, exp.Tuple) else [lhs_node]
+        if anti and len(row) > 1:
+            # a row comparison is unknown when a NULL meets a column the other columns do not
+            # already tell apart: that needs one match per pattern of NULLs, not one count
+            raise FeatureNotSupported(
+                "NOT IN with a row of several columns is not supported", position=position(where)
+            )
+        eb = ExprBinder(qb.scope, params=qb.params, context="WHERE")
+        lhs_items = [eb.bind(x) for x in row]
         bq = qb.correlated_child().bind_query(sub)
         if has_outer(bq.plan):
             raise FeatureNotSupported("correlated IN subqueries are not supported", position=position(where))
-        if len(bq.names) != 1:
-            raise PiestreamError("subquery has too many columns", sqlstate="42601", position=position(where))
+        if len(bq.names) != len(row):
+            few = len(bq.names) < len(row)
+            raise PiestreamError(
+                f"subquery has too {'few' if few else 'many'} columns",
+                sqlstate="42601",
+                position=position(where),
+            )
         n_left = len(qb.scope.columns)
-        t = common_type([lhs, bq.plan.types[0]], "IN", position=position(where))
-        r = InputRef(n_left, bq.plan.types[0])
-        eq = bind_call("=", [coerce_to(lhs, t), coerce_to(r, t)])
+        eqs = []
+        for i, lhs in enumerate(lhs_items):  # IN over a row: every column equal (a NULL never is)
+            t = common_type([lhs, bq.plan.types[i]], "IN", position=position(where))
+            r = InputRef(n_left + i, bq.plan.types[i])
+            eqs.append(bind_call("=", [coerce_to(lhs, t), coerce_to(r, t)]))
+        eq = and_all(eqs)
+        assert eq is not None
+        lhs = lhs_items[0]
         self._add_join(bq.plan, JoinKind.LEFT_ANTI if anti else JoinKind.LEFT_SEMI, eq)
         if anti:
             self._not_in_nulls(lhs, sub)
