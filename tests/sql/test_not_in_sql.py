@@ -1,8 +1,9 @@
 """``x NOT IN (subquery)`` as a null-aware anti join: the plan (a hash join on x plus a
 DynamicFilter on a one-row count of the inner side, no nested loop), batch answers with NULLs on
-both sides and an empty inner side (PostgreSQL's answers, written out), and MVs against DuckDB
-after every epoch of random inserts, updates and deletes on both sides, including a NULL
-appearing in and vanishing from the inner side and the inner side emptying."""
+both sides and an empty inner side (PostgreSQL's answers, written out), and MVs (and the same
+queries as batch SELECTs) against DuckDB after every round of random inserts, updates and
+deletes on both sides, including a NULL appearing in and vanishing from the inner side and the
+inner side emptying."""
 
 from __future__ import annotations
 
