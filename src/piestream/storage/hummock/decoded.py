@@ -18,6 +18,9 @@ bytes), and ``w1[e]`` is the big-endian uint64 of the 8 key bytes after it (zero
 key's end). Word order is key order (non-strictly), so one `np.searchsorted` over `w1` finds a
 batch of keys in the whole SST (`run_search`). Entries of blocks not loaded yet carry their
 block's first-key word, which keeps `w1` sorted, so a search clipped to a loaded block is exact.
+``w2[e]`` holds the next 8 bytes the same way, so ``(w1, w2)`` orders entries by their first 16
+bytes after the prefix: a range search (`range_search`) settles the entries tied on `w1` (keys of
+one vnode whose first word is the vnode and the high bytes of a number) with plain word compares.
 
 Scans and the single-key `get` see a block as a `Block`: Arrow arrays over the buffer.
 """
@@ -45,8 +48,8 @@ from piestream.storage.hummock.sstable import (
     decompress,
 )
 
-#: Bytes per entry charged to the block cache besides the block bytes (the search word).
-ENTRY_OVERHEAD = 8
+#: Bytes per entry charged to the block cache besides the block bytes (the two search words).
+ENTRY_OVERHEAD = 16
 
 #: ``read_into(offset, out)``: fill the writable uint8 array `out` with SST bytes from `offset`.
 ReadInto = Callable[[int, np.ndarray], None]
@@ -96,6 +99,9 @@ class DecodedSstable:
         cpa = np.full(nb, self.cp, np.int64)
         fw = words(fk.data, fk.starts + cpa, fk.lens - cpa) if nb else np.zeros(0, np.uint64)
         self.w1 = np.repeat(fw, counts)
+        cp8 = cpa + 8
+        fw2 = words(fk.data, fk.starts + cp8, fk.lens - cp8) if nb else np.zeros(0, np.uint64)
+        self.w2 = np.repeat(fw2, counts)
         self._views: dict[int, Block] = {}
         self._lock = threading.Lock()
 
@@ -262,6 +268,7 @@ class DecodedSstable:
         kl = (kend - kst).astype(np.int64)
         kl -= self.cp
         self.w1[e] = words(self.buf, ks, kl)
+        self.w2[e] = words(self.buf, ks + 8, kl - 8)
 
     # -- views ----------------------------------------------------------------------------------
     def block(self, idx: int) -> Block:

@@ -151,15 +151,46 @@ def lower_bounds(
     hi = np.searchsorted(run.w1, qw, "right")
     lo = np.clip(lo, lo_lim[inside], hi_lim[inside])
     hi = np.clip(hi, lo_lim[inside], hi_lim[inside])
-    # entries tied on the word share the query's bytes up to `skip`: a binary search over the
-    # tie range compares the next 8 bytes as words, and bytes past them only where those tie
     skip = cp + 8
     q2 = words(q_data, qs + skip, ql - skip)
+    w2: np.ndarray | None = getattr(run, "w2", None)
+    if w2 is None:
+        # entries tied on the word share the query's bytes up to `skip`: a binary search over
+        # the tie range compares the next 8 bytes as words, and bytes past them only where
+        # those tie
+        pos[inside] = _exact_bounds(run, q_data, qs, ql, q2, lo, hi, skip)
+        return pos
+    # the run keeps the next 8 bytes as words too: entries tied on `w1` are searched by plain
+    # word compares, and bytes are compared only where both words tie (16 equal bytes)
+    a = bisect_ranges(lo, hi, lambda open_, mid: w2[mid] < q2[open_])
+    t = np.flatnonzero(a < hi)
+    t = t[w2[a[t]] == q2[t]]
+    if len(t):
+        b = bisect_ranges(a[t], hi[t], lambda open_, mid: w2[mid] <= q2[t[open_]])
+        q3 = words(q_data, qs[t] + skip + 8, ql[t] - skip - 8)
+        a[t] = _exact_bounds(run, q_data, qs[t], ql[t], q3, a[t], b, skip + 8)
+    pos[inside] = a
+    return pos
+
+
+def _exact_bounds(
+    run: SearchableRun,
+    q_data: np.ndarray,
+    qs: np.ndarray,
+    ql: np.ndarray,
+    qw: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    skip: int,
+) -> np.ndarray:
+    """The first entry >= each query in [lo, hi), where every entry shares the query's first
+    `skip` bytes: a binary search comparing the word at `skip` (`qw`), then exact bytes past it
+    only where the words tie."""
 
     def go_right(open_: np.ndarray, mid: np.ndarray) -> np.ndarray:
         ks, kl = run.key_pos(mid)
         w = words(run.kdata, ks + skip, kl - skip)
-        qv = q2[open_]
+        qv = qw[open_]
         less = w < qv
         tie = np.flatnonzero(w == qv)
         if len(tie):
@@ -168,8 +199,7 @@ def lower_bounds(
             less[tie] = compare(run.kdata, k_s, k_l, q_data, sq, lq, at) < 0
         return less
 
-    pos[inside] = bisect_ranges(lo, hi, go_right)
-    return pos
+    return bisect_ranges(lo, hi, go_right)
 
 
 @dataclass
@@ -229,6 +259,14 @@ def _range_ends(
     bounded = r.has_end[sel]
     hi[~bounded] = e_hi[~bounded]
     open_ = np.flatnonzero(bounded)
+    if getattr(run, "w2", None) is not None:
+        # the end's lower bound costs word compares only (see `lower_bounds`), less than a walk
+        open_ = open_[hi[open_] < e_hi[open_]]
+        if len(open_):
+            i = sel[open_]
+            start = np.maximum(hi[open_], e_lo[open_])
+            hi[open_] = lower_bounds(run, r.data, r.end[i], r.end_len[i], start, e_hi[open_])
+        return hi
     for _ in range(_WALK):
         open_ = open_[hi[open_] < e_hi[open_]]
         if not len(open_):

@@ -456,14 +456,18 @@ class StateTable:
         # rows are in key order; each sorted prefix owns a run of them: find the runs with one
         # vector search, then lay them out in the callers' prefix order
         tk = Ragged.from_arrow(tkey_arr)
-        idx = KeyIndex.of_ragged(tk)
-        kd, ks, kl = padded_ragged(keys)
-        lo = idx.lower_bound(kd, ks, kl)
-        hi = np.full(n, tk.n, np.int64)
-        tends, has = next_keys(keys)
-        if has.any():
-            ed, es, el = padded_ragged(tends)
-            hi[has] = idx.lower_bound(ed, es[has], el[has])
+        bounds = _packed_prefix_bounds(keys, tk.data, tk.offsets[:-1], tk.lengths)
+        if bounds is not None:
+            lo, hi = bounds
+        else:
+            idx = KeyIndex.of_ragged(tk)
+            kd, ks, kl = padded_ragged(keys)
+            lo = idx.lower_bound(kd, ks, kl)
+            hi = np.full(n, tk.n, np.int64)
+            tends, has = next_keys(keys)
+            if has.any():
+                ed, es, el = padded_ragged(tends)
+                hi[has] = idx.lower_bound(ed, es[has], el[has])
         counts[order] = hi - lo
         inv_lo = np.empty(n, np.int64)
         inv_lo[order] = lo
@@ -479,13 +483,17 @@ class StateTable:
         from piestream.storage.hummock.range_search import next_keys
 
         idx = self.mem.index()
-        qd, qs, ql = padded_ragged(sorted_prefixes)
-        lo = idx.lower_bound(qd, qs, ql)
-        ends, has = next_keys(sorted_prefixes)
-        hi = np.full(sorted_prefixes.n, len(idx.starts), np.int64)
-        if has.any():
-            ed, es, el = padded_ragged(ends)
-            hi[has] = idx.lower_bound(ed, es[has], el[has])
+        bounds = _packed_prefix_bounds(sorted_prefixes, idx.data, idx.starts, idx.lens)
+        if bounds is not None:
+            lo, hi = bounds
+        else:
+            qd, qs, ql = padded_ragged(sorted_prefixes)
+            lo = idx.lower_bound(qd, qs, ql)
+            ends, has = next_keys(sorted_prefixes)
+            hi = np.full(sorted_prefixes.n, len(idx.starts), np.int64)
+            if has.any():
+                ed, es, el = padded_ragged(ends)
+                hi[has] = idx.lower_bound(ed, es[has], el[has])
         cnt = np.maximum(hi - lo, 0)
         total = int(cnt.sum())
         if not total:
@@ -551,6 +559,33 @@ class StateTable:
         # storage values alone are decoded past their tag byte, without a copy
         cols = self.serde.decode(tkeys, rows, value_start=0 if len(ops) else 1)
         return DataChunk(cols, length=len(tkeys)), tkeys
+
+
+def _packed_prefix_bounds(
+    prefixes: Ragged, data: np.ndarray, starts: np.ndarray, lens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where each sorted prefix's keys lie among sorted keys (`data` / `starts` / `lens`):
+    ([lo, hi) per prefix), when every prefix has one width L (a fixed-width join key), every key
+    is at least L bytes long, and the first L bytes of the prefixes and keys pack into one uint64
+    each (`packed_keys`): then two `searchsorted` calls find them, where the general search
+    compares variable-length keys. None: use the general search."""
+    from piestream.storage.hummock.key_index import packed_keys, padded
+
+    plens = prefixes.lengths
+    if not prefixes.n or not len(starts) or not (plens == plens[0]).all():
+        return None
+    width = int(plens[0])
+    if width <= 0 or int(lens.min()) < width:
+        return None
+    pa_, pz = int(prefixes.offsets[0]), int(prefixes.offsets[-1])
+    ka, kz = int(starts.min()), int((starts + lens).max())
+    buf = padded(np.concatenate([prefixes.data[pa_:pz], data[ka:kz]]))
+    at = np.concatenate([prefixes.offsets[:-1].astype(np.int64) - pa_, starts.astype(np.int64) - ka + (pz - pa_)])
+    packed = packed_keys(buf, at, np.full(len(at), width, np.int64))
+    if packed is None:
+        return None
+    p, k = packed[: prefixes.n], packed[prefixes.n :]
+    return np.searchsorted(k, p, "left"), np.searchsorted(k, p, "right")
 
 
 def _disjoint(lo: np.ndarray, hi: np.ndarray) -> bool:
