@@ -102,6 +102,7 @@ class DecodedSstable:
         cp8 = cpa + 8
         fw2 = words(fk.data, fk.starts + cp8, fk.lens - cp8) if nb else np.zeros(0, np.uint64)
         self.w2 = np.repeat(fw2, counts)
+        self._folded: tuple[np.ndarray, int, np.ndarray] | None = None  # see `folded_words`
         self._views: dict[int, Block] = {}
         self._lock = threading.Lock()
 
@@ -115,7 +116,33 @@ class DecodedSstable:
 
     def nbytes(self) -> int:
         """Memory charged to the cache: loaded blocks plus the search words."""
-        return self.loaded_bytes + ENTRY_OVERHEAD * len(self.w1) + 256
+        folded = 8 * len(self.w1) if self._folded is not None else 0
+        return self.loaded_bytes + (ENTRY_OVERHEAD * len(self.w1) + folded) + 256
+
+    def folded_words(self) -> tuple[np.ndarray, int, np.ndarray]:
+        """(`w1` and `w2` folded into one sorted uint64 per entry, the high bits of it that hold
+        the rank of `w1`, the distinct values of `w1` in order): ``rank(w1) << (64 - bits) |
+        w2 >> bits``, where the rank numbers `w1`'s distinct values. The folded words order
+        entries as ``(w1, w2)`` does, dropping only the low `bits` bits of `w2`, so a range start
+        is one search of the (few) distinct `w1` values and one of the folded words, even where
+        `w1` ties (the vnode and the high bytes of a number); `w2` is looked at only where the
+        folded word ties too. Built when a range search first asks, again after a load changes
+        the words; charged to the cache once built."""
+        f = self._folded
+        if f is None:
+            with self._lock:
+                w1 = self.w1
+                n = len(w1)
+                first = np.ones(n, np.bool_)
+                first[1:] = w1[1:] != w1[:-1]
+                distinct = w1[first]
+                rank = np.cumsum(first, dtype=np.uint64)
+                rank -= np.uint64(1)
+                bits = max(len(distinct).bit_length(), 1)  # room for every rank and one past
+                folded = rank << np.uint64(64 - bits)
+                folded |= self.w2 >> np.uint64(bits)
+                f = self._folded = (folded, bits, distinct)
+        return f
 
     def where(self, idx: int) -> str:
         return f"{self.path} block {idx}"
@@ -269,6 +296,7 @@ class DecodedSstable:
         kl -= self.cp
         self.w1[e] = words(self.buf, ks, kl)
         self.w2[e] = words(self.buf, ks + 8, kl - 8)
+        self._folded = None
 
     # -- views ----------------------------------------------------------------------------------
     def block(self, idx: int) -> Block:

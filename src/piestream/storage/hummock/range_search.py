@@ -139,38 +139,83 @@ def lower_bounds(
     inside = np.arange(m)
     if cp:
         # before / among / after the run's keys, by the prefix they all share
-        pbuf = padded(run.prefix_words.astype(">u8").view(np.uint8))
-        side = compare(q_data, q_start, np.minimum(q_len, cp), pbuf, np.zeros(m, np.int64), np.full(m, cp))
+        side = _prefix_side(run, q_data, q_start, q_len)
         pos[side > 0] = hi_lim[side > 0]
         inside = np.flatnonzero(side == 0)
         if not len(inside):
             return pos
     qs, ql = q_start[inside], q_len[inside]
     qw = words(q_data, qs + cp, ql - cp)
-    lo = np.searchsorted(run.w1, qw, "left")
-    hi = np.searchsorted(run.w1, qw, "right")
-    lo = np.clip(lo, lo_lim[inside], hi_lim[inside])
-    hi = np.clip(hi, lo_lim[inside], hi_lim[inside])
     skip = cp + 8
     q2 = words(q_data, qs + skip, ql - skip)
-    w2: np.ndarray | None = getattr(run, "w2", None)
-    if w2 is None:
+    lo_in, hi_in = lo_lim[inside], hi_lim[inside]
+    if getattr(run, "w2", None) is None:
+        lo = np.clip(np.searchsorted(run.w1, qw, "left"), lo_in, hi_in)
+        hi = np.clip(np.searchsorted(run.w1, qw, "right"), lo_in, hi_in)
         # entries tied on the word share the query's bytes up to `skip`: a binary search over
         # the tie range compares the next 8 bytes as words, and bytes past them only where
         # those tie
         pos[inside] = _exact_bounds(run, q_data, qs, ql, q2, lo, hi, skip)
         return pos
-    # the run keeps the next 8 bytes as words too: entries tied on `w1` are searched by plain
-    # word compares, and bytes are compared only where both words tie (16 equal bytes)
-    a = bisect_ranges(lo, hi, lambda open_, mid: w2[mid] < q2[open_])
-    t = np.flatnonzero(a < hi)
-    t = t[w2[a[t]] == q2[t]]
-    if len(t):
-        b = bisect_ranges(a[t], hi[t], lambda open_, mid: w2[mid] <= q2[t[open_]])
-        q3 = words(q_data, qs[t] + skip + 8, ql[t] - skip - 8)
-        a[t] = _exact_bounds(run, q_data, qs[t], ql[t], q3, a[t], b, skip + 8)
-    pos[inside] = a
+    pos[inside] = _folded_bounds(run, q_data, qs, ql, qw, q2, lo_in, hi_in, skip)
     return pos
+
+
+def _prefix_side(run: SearchableRun, q_data: np.ndarray, q_start: np.ndarray, q_len: np.ndarray) -> np.ndarray:
+    """Each query against the run's common prefix (-1 before, 0 inside, 1 past the run's keys):
+    one word compare when the prefix fits a word (a table id, a vnode byte), else bytes."""
+    cp = run.cp
+    m = len(q_start)
+    if cp <= 8:
+        qp = words(q_data, q_start, np.minimum(q_len, cp))
+        pw = run.prefix_words[0]
+        # a query shorter than the prefix that ties on its bytes is a proper prefix: before
+        eq = (qp == pw) & (q_len < cp)
+        return np.where((qp < pw) | eq, -1, np.where(qp > pw, 1, 0)).astype(np.int8)
+    pbuf = padded(run.prefix_words.astype(">u8").view(np.uint8))
+    return compare(q_data, q_start, np.minimum(q_len, cp), pbuf, np.zeros(m, np.int64), np.full(m, cp))
+
+
+def _folded_bounds(
+    run: SearchableRun,
+    q_data: np.ndarray,
+    qs: np.ndarray,
+    ql: np.ndarray,
+    qw: np.ndarray,
+    q2: np.ndarray,
+    lo_lim: np.ndarray,
+    hi_lim: np.ndarray,
+    skip: int,
+) -> np.ndarray:
+    """`lower_bounds` in a run that keeps the next 8 bytes as words too (`DecodedSstable.w2`):
+    the query's rank among the distinct first words and its folded word find it with two
+    searches; the entries tied on the folded word are searched by `w2`, and bytes are compared
+    only where both words tie (16 equal bytes)."""
+    folded, bits, distinct = run.folded_words()  # type: ignore[attr-defined]
+    w2: np.ndarray = run.w2  # type: ignore[attr-defined]
+    low = np.uint64(64 - bits)
+    rank = np.searchsorted(distinct, qw, "left")
+    tie = rank < len(distinct)
+    tie[tie] = distinct[rank[tie]] == qw[tie]
+    qf = rank.astype(np.uint64) << low
+    qf[tie] |= q2[tie] >> np.uint64(bits)
+    # no tie on `w1`: the first entry of a greater word (rank), whatever its `w2`
+    a = np.clip(np.searchsorted(folded, qf, "left"), lo_lim, hi_lim)
+    t = np.flatnonzero(tie & (a < hi_lim))
+    t = t[folded[a[t]] == qf[t]]
+    if not len(t):
+        return a
+    hi = np.clip(np.searchsorted(folded, qf[t], "right"), lo_lim[t], hi_lim[t])
+    b = bisect_ranges(a[t], hi, lambda open_, mid: w2[mid] < q2[t[open_]])
+    u = np.flatnonzero(b < hi)
+    u = u[w2[b[u]] == q2[t[u]]]
+    if len(u):
+        tu = t[u]
+        e = bisect_ranges(b[u], hi[u], lambda open_, mid: w2[mid] <= q2[tu[open_]])
+        q3 = words(q_data, qs[tu] + skip + 8, ql[tu] - skip - 8)
+        b[u] = _exact_bounds(run, q_data, qs[tu], ql[tu], q3, b[u], e, skip + 8)
+    a[t] = b
+    return a
 
 
 def _exact_bounds(
