@@ -5,9 +5,9 @@ SST's common prefix) folded with the rank of `w1`, then by bytes. The keys here 
 every step decides something: a join's keys (vnode, a BIGINT whose high bytes every key shares,
 then a second BIGINT), keys sharing 8 or 16 bytes after the prefix and differing after, keys
 ending in zeros (a zero-filled word ties with them), proper prefixes of other keys, several
-versions and tombstones. Ranges are whole prefixes (a join's probe), arbitrary bounds between and
-on keys (keys and proper prefixes of keys), and unbounded tails; each is read from an imm, a cold SST (only the routed blocks
-loaded: the clipped search) and the same SST with every block cached.
+versions and tombstones. Ranges are whole prefixes (a join's probe), bounds on keys and on proper
+prefixes of keys, and unbounded tails; each is read from an imm, a cold SST (only the routed
+blocks loaded: the clipped search) and the same SST with every block cached.
 """
 
 from __future__ import annotations
@@ -81,13 +81,12 @@ def _ranges(rnd: random.Random, keys: list[bytes], shape: str) -> list[tuple[byt
     points = sorted({k[: rnd.choice([len(k), rnd.randrange(1, len(k))])] for k in picked})
     rnd.shuffle(points)
     points = sorted(points[: rnd.randrange(1, len(points) + 1)])
-    ranges: list[tuple[bytes, bytes | None]] = []
-    for i in range(0, len(points), 2):
-        ranges.append((points[i], points[i + 1] if i + 1 < len(points) else None))
-    return ranges
+    return [(points[i], points[i + 1] if i + 1 < len(points) else None) for i in range(0, len(points), 2)]
 
 
-def _model(entries: list[Entry], read_epoch: int, ranges: list[tuple[bytes, bytes | None]]) -> list:
+def _model(
+    entries: list[Entry], read_epoch: int, ranges: list[tuple[bytes, bytes | None]]
+) -> list[tuple[bytes, bytes]]:
     best: dict[bytes, tuple[int, bytes]] = {}
     bound = visible_bound(read_epoch)
     for uk, e, v in entries:

@@ -161,7 +161,9 @@ def lower_bounds(
     return pos
 
 
-def _prefix_side(run: SearchableRun, q_data: np.ndarray, q_start: np.ndarray, q_len: np.ndarray) -> np.ndarray:
+def _prefix_side(
+    run: SearchableRun, q_data: np.ndarray, q_start: np.ndarray, q_len: np.ndarray
+) -> np.ndarray:
     """Each query against the run's common prefix (-1 before, 0 inside, 1 past the run's keys):
     one word compare when the prefix fits a word (a table id, a vnode byte), else bytes."""
     cp = run.cp

@@ -580,7 +580,9 @@ def _packed_prefix_bounds(
     pa_, pz = int(prefixes.offsets[0]), int(prefixes.offsets[-1])
     ka, kz = int(starts.min()), int((starts + lens).max())
     buf = padded(np.concatenate([prefixes.data[pa_:pz], data[ka:kz]]))
-    at = np.concatenate([prefixes.offsets[:-1].astype(np.int64) - pa_, starts.astype(np.int64) - ka + (pz - pa_)])
+    at = np.concatenate(
+        [prefixes.offsets[:-1].astype(np.int64) - pa_, starts.astype(np.int64) - ka + (pz - pa_)]
+    )
     packed = packed_keys(buf, at, np.full(len(at), width, np.int64))
     if packed is None:
         return None
