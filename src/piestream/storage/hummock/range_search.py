@@ -338,6 +338,10 @@ def _pick_sst(store: SstableStore, s: SstRun, r: Ranges, sel: np.ndarray, use_fi
         sel = sel[meta.may_contain_many(r.hashes[sel], r.table_ids[sel])]
     if not len(sel):
         return None
+    cached = store.cached(s.info, len(sel))
+    if cached is not None and cached.all_loaded:
+        # every block is decoded: the ranges are searched in the whole SST, no block routing
+        return _pick(cached, r, sel, None)
     nb = len(meta)
     fk = meta.index()
     first = fk.route(r.data, r.start[sel], r.start_len[sel])
