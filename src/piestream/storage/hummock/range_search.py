@@ -299,22 +299,15 @@ def _range_ends(
     run: SearchableRun, r: Ranges, sel: np.ndarray, lo: np.ndarray, e_lo: np.ndarray, e_hi: np.ndarray
 ) -> np.ndarray:
     """Past the last entry of each range (its entries start at `lo`; its end lies in
-    [e_lo, e_hi]). A probe's range holds few entries of a run (a key's rows, their versions), so
-    the end is found by stepping over the entries below it, all ranges at once, a few steps;
-    ranges still open after that get a binary search."""
+    [e_lo, e_hi]). In a run with two search words (an SST) the end's lower bound is found like a
+    start (`lower_bounds`: word compares only). Elsewhere (an imm) a probe's range holds few
+    entries (a key's rows, their versions), so the end is found by stepping over the entries
+    below it, all ranges at once, a few steps; ranges still open after that get a binary search."""
     hi = lo.copy()
     bounded = r.has_end[sel]
     hi[~bounded] = e_hi[~bounded]
     open_ = np.flatnonzero(bounded)
-    if getattr(run, "w2", None) is not None:
-        # the end's lower bound costs word compares only (see `lower_bounds`), less than a walk
-        open_ = open_[hi[open_] < e_hi[open_]]
-        if len(open_):
-            i = sel[open_]
-            start = np.maximum(hi[open_], e_lo[open_])
-            hi[open_] = lower_bounds(run, r.data, r.end[i], r.end_len[i], start, e_hi[open_])
-        return hi
-    for _ in range(_WALK):
+    for _ in range(0 if getattr(run, "w2", None) is not None else _WALK):
         open_ = open_[hi[open_] < e_hi[open_]]
         if not len(open_):
             return hi
