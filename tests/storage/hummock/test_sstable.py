@@ -31,6 +31,7 @@ from piestream.storage.hummock.sstable import (
     FOOTER_SIZE,
     BuiltSstable,
     SstableMeta,
+    block_bounds,
     build_sstable,
     compression_code,
     decode_block,
@@ -216,6 +217,42 @@ def test_one_entry_larger_than_a_block() -> None:
     built = build_sstable(batch_of(pairs), block_size=4096)
     assert len(built.meta.blocks) == 3
     assert decoded_pairs(built) == pairs
+
+
+def test_table_block_sizes_cut_each_tables_blocks_by_its_own_size() -> None:
+    """A table with its own block size gets blocks of that size in an SST it shares with
+    other tables, blocks never straddle a table boundary, and the entries read back unchanged."""
+    pairs = make_pairs(3000, tables=(1, 2, 5), value_len=(20, 60), tombstone_rate=0.0)
+    batch = batch_of(pairs, filter_len=8)
+    built = build_sstable(batch, block_size=4096, table_block_sizes={2: 256})
+    assert decoded_pairs(built) == pairs
+    tables = [split_full_key(k)[0][:4] for k, _ in pairs]
+    ends = np.cumsum([b.key_count for b in built.meta.blocks])
+    starts = ends - [b.key_count for b in built.meta.blocks]
+    by_table: dict[bytes, list[int]] = {}
+    for s, e, b in zip(starts, ends, built.meta.blocks, strict=True):
+        assert len(set(tables[s:e])) == 1, "a block straddles two tables"
+        by_table.setdefault(tables[s], []).append(b.uncompressed_size)
+    small, big = by_table[(2).to_bytes(4, "big")], by_table[(1).to_bytes(4, "big")]
+    assert max(small) <= 256 + 200 and len(small) > 20
+    assert max(big[:-1]) <= 4096 + 200 and min(big[:-1]) > 2048
+    # point gets and multi_get through the small blocks
+    store = SstableStore(new_store())
+    info = store.upload(built)
+    hs = HummockStorage(store, HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(60)))
+    some = pairs[::7]
+    keys = [k[:-8] for k, _ in some]
+    assert [hs.get(k, filter_len=8) for k in keys] == [v[1:] for _, v in some]
+    store.block_cache.clear()
+    assert hs.multi_get(keys, filter_lens=[8] * len(keys)) == [v[1:] for _, v in some]
+
+
+def test_table_block_sizes_of_other_tables_change_nothing() -> None:
+    batch = batch_of(make_pairs(2000, tables=(1, 2), value_len=(20, 60)))
+    plain = build_sstable(batch, block_size=1024)
+    other = build_sstable(batch, block_size=1024, table_block_sizes={7: 128})
+    assert other.data == plain.data
+    assert np.array_equal(block_bounds(batch, 1024, {7: 128}), block_bounds(batch, 1024))
 
 
 def test_build_empty_sstable_is_refused() -> None:

@@ -48,8 +48,9 @@ from piestream.storage.hummock.sstable import (
 #: Bytes per entry charged to the block cache besides the block bytes (the search word).
 ENTRY_OVERHEAD = 8
 
-#: ``read_into(offset, out)``: fill the writable uint8 array `out` with SST bytes from `offset`.
-ReadInto = Callable[[int, np.ndarray], None]
+#: ``read_ranges(offsets, outs)``: fill each writable uint8 array ``outs[i]`` with SST bytes from
+#: ``offsets[i]`` (one object-store call for them all: one open and a `preadv` per range locally).
+ReadRanges = Callable[[list[int], list[np.ndarray]], None]
 
 
 class DecodedSstable:
@@ -136,10 +137,10 @@ class DecodedSstable:
         return self.vbase[b] + s, (pair >> np.uint64(32)).astype(np.int64) - s
 
     # -- loading --------------------------------------------------------------------------------
-    def ensure(self, blocks: Sequence[int] | np.ndarray, read_into: ReadInto) -> int:
-        """Load the given blocks that are not loaded yet. Runs of consecutive blocks are read with
-        one `read_into` each; the rest is vectorized over every block of the call. Returns how
-        many blocks were loaded."""
+    def ensure(self, blocks: Sequence[int] | np.ndarray, read_ranges: ReadRanges) -> int:
+        """Load the given blocks that are not loaded yet: one `read_ranges` call reads each run of
+        consecutive missing blocks as one range; the rest is vectorized over every block of the
+        call. Returns how many blocks were loaded."""
         want = np.asarray(blocks, np.int64)
         if not len(want) or self.all_loaded:
             return 0
@@ -151,27 +152,29 @@ class DecodedSstable:
             missing = missing[~self.loaded[missing]]
             if not len(missing):
                 return 0
-            self._load(missing, read_into)
+            self._load(missing, read_ranges)
             self.loaded[missing] = True
             self.loaded_bytes += int(self.meta.usizes[missing].sum())
             self.all_loaded = bool(self.loaded.all())
             return len(missing)
 
-    def _load(self, blocks: np.ndarray, read_into: ReadInto) -> None:
+    def _load(self, blocks: np.ndarray, read_ranges: ReadRanges) -> None:
         meta = self.meta
         offs, lens = meta.offsets, meta.lengths
         breaks = np.flatnonzero(np.diff(blocks) != 1) + 1
-        runs = np.split(blocks, breaks)
+        first = blocks[np.concatenate([[0], breaks])]
+        last = blocks[np.append(breaks - 1, len(blocks) - 1)]
+        starts = offs[first].tolist()
+        ends = (offs[last] + lens[last]).tolist()
         if self.in_place:
-            for run in runs:  # one range read per run of consecutive blocks
-                a, z = int(offs[run[0]]), int(offs[run[-1]] + lens[run[-1]])
-                read_into(a, self.buf[a:z])
+            buf = self.buf
+            # one range per run of consecutive blocks, read straight into place
+            read_ranges(starts, [buf[a:z] for a, z in zip(starts, ends, strict=True)])
             self._verify_in_place(blocks)
         else:
-            for run in runs:
-                a, z = int(offs[run[0]]), int(offs[run[-1]] + lens[run[-1]])
-                raw = np.empty(z - a, np.uint8)
-                read_into(a, raw)
+            raws = [np.empty(z - a, np.uint8) for a, z in zip(starts, ends, strict=True)]
+            read_ranges(starts, raws)
+            for run, a, raw in zip(np.split(blocks, breaks), starts, raws, strict=True):
                 for b in run.tolist():  # per block: checksum and decompression are C calls
                     at = int(offs[b]) - a
                     payload = _verified_payload(raw[at : at + int(lens[b])], self.where(b), meta.version)
