@@ -1,9 +1,12 @@
 """A decoded SST: what the block cache holds (reference §5.5; DESIGN "The state path is columnar").
 
 `DecodedSstable` keeps the blocks of one SST that have been read in *one* buffer, each block's
-payload at a fixed place. An uncompressed SST is laid out exactly as its object's data region, so
-a run of consecutive blocks is read straight into place with one range read (`read_into`: one
-kernel copy, no intermediate bytes) and decodes *in place*: nothing is copied or rearranged, the
+payload at a fixed place once loaded. Slots are handed out from the front of the buffer in load
+order, so the memory touched is the bytes loaded, packed, however sparse the blocks (a cold batch
+of random keys reads a quarter of the blocks of a 4 KiB-block SST). An uncompressed block's slot
+holds its on-disk bytes, and a run of consecutive blocks gets consecutive slots, so every run
+of an SST is read straight into place by one range-read call (`read_ranges`: one kernel copy per
+range, no intermediate bytes) and decodes *in place*: nothing is copied or rearranged, the
 block's own key- and value-offset columns address its entries. Compressed blocks are
 decompressed into their own slots.
 
@@ -62,28 +65,28 @@ class DecodedSstable:
         self.path = path
         nb = len(meta)
         counts = meta.key_counts
-        # uncompressed blocks decode in place: the buffer mirrors the object's data region
+        # uncompressed blocks decode in place: a block's slot holds its on-disk bytes, and
+        # consecutive blocks read together sit together; compressed blocks get slots of their
+        # payload size (rounded to 8)
         self.in_place = bool(nb) and bool(np.all(meta.lengths == meta.usizes + BLOCK_TRAILER_SIZE))
-        if self.in_place:
-            self.pbase = meta.offsets.copy()
-            size = int(meta.offsets[-1] + meta.lengths[-1])
-        else:
-            room = (meta.usizes + 7) // 8 * 8
-            self.pbase = np.zeros(nb, np.int64)
-            if nb:
-                np.cumsum(room[:-1], out=self.pbase[1:])
-            size = int(room.sum())
+        self.room = meta.lengths.copy() if self.in_place else (meta.usizes + 7) // 8 * 8
+        size = int(self.room.sum())
+        # Slots are handed out in load order from the front of the buffer (`_cursor`), so the
+        # memory a batch touches is what it loaded, packed: reading 1/4 of an SST's blocks
+        # faults in (and the kernel zeroes) 1/4 of its size, not every page of the object.
+        self._cursor = 0
         self.buf = np.empty(size + PAD, np.uint8)
         self.buf[size:] = 0
         self._u4 = word_view(self.buf, "<u4")
         self._u8 = word_view(self.buf, "<u8")
-        # where each block's columns start (payload: count | key offsets | value offsets |
-        # filter lens | key bytes | value bytes)
-        self.kobase = self.pbase + 4
-        self.vobase = self.kobase + 4 * (counts + 1)
-        self.fbase = self.vobase + 4 * (counts + 1)
-        self.kbase = self.fbase + 2 * counts
-        self.vbase = np.zeros(nb, np.int64)  # known once loaded: kbase + key bytes
+        # where each block's payload and columns start, known once loaded (payload: count |
+        # key offsets | value offsets | filter lens | key bytes | value bytes)
+        self.pbase = np.zeros(nb, np.int64)
+        self.kobase = np.zeros(nb, np.int64)
+        self.vobase = np.zeros(nb, np.int64)
+        self.fbase = np.zeros(nb, np.int64)
+        self.kbase = np.zeros(nb, np.int64)
+        self.vbase = np.zeros(nb, np.int64)  # kbase + key bytes
         self.ebase = np.zeros(nb + 1, np.int64)
         np.cumsum(counts, out=self.ebase[1:])
         self.loaded = np.zeros(nb, np.bool_)
@@ -158,6 +161,21 @@ class DecodedSstable:
             self.all_loaded = bool(self.loaded.all())
             return len(missing)
 
+    def _place(self, blocks: np.ndarray) -> None:
+        """Give `blocks` (sorted, not loaded) their slots: the next `room` bytes of the buffer
+        each, in block order, so a run of consecutive blocks is one contiguous range."""
+        room = self.room[blocks]
+        at = np.cumsum(room)
+        at -= room
+        at += self._cursor
+        self._cursor += int(room.sum())
+        counts = self.meta.key_counts[blocks]
+        self.pbase[blocks] = at
+        self.kobase[blocks] = at + 4
+        self.vobase[blocks] = at + 4 + 4 * (counts + 1)
+        self.fbase[blocks] = at + 4 + 8 * (counts + 1)
+        self.kbase[blocks] = at + 4 + 8 * (counts + 1) + 2 * counts
+
     def _load(self, blocks: np.ndarray, read_ranges: ReadRanges) -> None:
         meta = self.meta
         offs, lens = meta.offsets, meta.lengths
@@ -166,10 +184,33 @@ class DecodedSstable:
         last = blocks[np.append(breaks - 1, len(blocks) - 1)]
         starts = offs[first].tolist()
         ends = (offs[last] + lens[last]).tolist()
+        cursor = self._cursor
+        try:
+            self._fill(blocks, breaks, first, starts, ends, read_ranges)
+            self._decode(blocks)
+        except BaseException:
+            self._cursor = cursor  # the slots stay free: these blocks are not loaded
+            raise
+
+    def _fill(
+        self,
+        blocks: np.ndarray,
+        breaks: np.ndarray,
+        first: np.ndarray,
+        starts: list[int],
+        ends: list[int],
+        read_ranges: ReadRanges,
+    ) -> None:
+        """Place, read and verify `blocks` (runs of consecutive blocks start at `breaks` and span
+        the object bytes [starts[i], ends[i]))."""
+        meta = self.meta
+        offs, lens = meta.offsets, meta.lengths
+        self._place(blocks)
         if self.in_place:
             buf = self.buf
-            # one range per run of consecutive blocks, read straight into place
-            read_ranges(starts, [buf[a:z] for a, z in zip(starts, ends, strict=True)])
+            # one range per run of consecutive blocks, read straight into its slots
+            at = self.pbase[first].tolist()
+            read_ranges(starts, [buf[p : p + z - a] for p, a, z in zip(at, starts, ends, strict=True)])
             self._verify_in_place(blocks)
         else:
             raws = [np.empty(z - a, np.uint8) for a, z in zip(starts, ends, strict=True)]
@@ -185,7 +226,6 @@ class DecodedSstable:
                         )
                     p = int(self.pbase[b])
                     self.buf[p : p + len(payload)] = np.frombuffer(payload, np.uint8)
-        self._decode(blocks)
 
     def _verify_in_place(self, blocks: np.ndarray) -> None:
         """Checksums of blocks read into place; a (rare) compressed block is decompressed into
