@@ -451,6 +451,44 @@ class CountingStore(InMemoryObjectStore):
         return super().get_range(path, offset, length)
 
 
+def test_sparse_block_loads_are_packed_and_read_in_one_call_per_load() -> None:
+    """Blocks loaded apart sit together at the front of the decoded buffer (a sparse cold load
+    touches only what it read), each load reads its runs of blocks in one object-store call, and
+    a load that fails its checksum leaves its slots free and its blocks unloaded."""
+    obj = CountingStore(f"count-{uuid.uuid4().hex}")
+    calls: list[int] = []
+    read_ranges = obj.read_ranges_into
+
+    def counted(path: str, offsets: list[int], outs: list[memoryview]) -> None:
+        calls.append(len(offsets))
+        read_ranges(path, offsets, outs)
+
+    obj.read_ranges_into = counted  # type: ignore[method-assign]
+    store = SstableStore(obj)
+    pairs = make_pairs(3000, tombstone_rate=0.0)
+    info = store.upload(build_sstable(batch_of(pairs), block_size=512))
+    meta = store.meta(info)
+    nb = len(meta)
+    want = [3, 4, 5, nb // 2, nb - 1]
+    d = store.load_blocks(info, want)
+    assert calls == [3]  # three runs, one call
+    assert d._cursor == int(meta.lengths[want].sum())  # packed: nothing else touched
+    assert int(d.pbase[[3, 4, 5, nb // 2, nb - 1]].max()) < d._cursor
+    ends = np.cumsum(meta.key_counts)
+    got = [p for b in want for p in d.batch(b).to_pairs()]
+    assert got == [p for b in want for p in pairs[ends[b] - meta.key_counts[b] : ends[b]]]
+    # a flipped byte in a block not loaded yet: the load fails, the cursor is restored
+    where = int(meta.offsets[7]) + 10
+    raw = bytearray(obj.get(info.path))
+    raw[where] ^= 0xFF
+    obj.put(info.path, bytes(raw))
+    before = d._cursor
+    with pytest.raises(DataCorruption):
+        store.load_blocks(info, [7])
+    assert d._cursor == before and not d.loaded[7]
+    assert [p for b in want for p in d.batch(b).to_pairs()] == got
+
+
 def test_sstable_store_caches_and_delete_evicts() -> None:
     obj = CountingStore(f"count-{uuid.uuid4().hex}")
     store = SstableStore(obj)
