@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 
 from piestream.common.errors import DataCorruption
 from piestream.encoding.keys import full_key, split_full_key, user_key
+from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.cache import LruCache
 from piestream.storage.hummock.filter import BloomFilter
 from piestream.storage.hummock.iterators import SstableIterator
+from piestream.storage.hummock.key_index import padded_ragged
 from piestream.storage.hummock.kv_batch import TOMBSTONE, KvBatch, put_value
 from piestream.storage.hummock.sstable import (
     COMPRESSION_LZ4,
@@ -253,6 +255,24 @@ def test_table_block_sizes_of_other_tables_change_nothing() -> None:
     other = build_sstable(batch, block_size=1024, table_block_sizes={7: 128})
     assert other.data == plain.data
     assert np.array_equal(block_bounds(batch, 1024, {7: 128}), block_bounds(batch, 1024))
+
+
+def test_meta_route_by_words_agrees_with_the_byte_wise_route() -> None:
+    """`SstableMeta.route` (one searchsorted over block words, byte compares for ties) sends
+    every target where the byte-wise `KeyIndex` route does: block first keys at older, equal
+    and newer epochs, keys with many versions spanning blocks, and keys between."""
+    pairs = make_pairs(1500, versions=6, tombstone_rate=0.0)
+    meta = build_sstable(batch_of(pairs), block_size=300).meta
+    rng = random.Random(3)
+    targets = []
+    for fk in meta.first_keys:
+        uk, e = split_full_key(fk)
+        targets += [full_key(uk, max(e + d, 0)) for d in (-(1 << 16), 0, 1 << 16)]
+    targets += [full_key(split_full_key(k)[0], epoch(rng.randint(0, 60))) for k, _ in rng.sample(pairs, 500)]
+    targets = sorted(t for t in targets if t[:6] == meta.smallest_key[:6])
+    q = Ragged.from_list(targets)
+    data, starts, lens = padded_ragged(q)
+    assert np.array_equal(meta.route(data, starts, lens), meta.index().route(data, starts, lens))
 
 
 def test_build_empty_sstable_is_refused() -> None:

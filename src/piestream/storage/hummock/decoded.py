@@ -96,10 +96,7 @@ class DecodedSstable:
         self.prefix = common_prefix(meta.smallest_key, meta.largest_key)
         self.cp = len(self.prefix)
         self.prefix_words = prefix_words(self.prefix)
-        fk = meta.index()
-        cpa = np.full(nb, self.cp, np.int64)
-        fw = words(fk.data, fk.starts + cpa, fk.lens - cpa) if nb else np.zeros(0, np.uint64)
-        self.w1 = np.repeat(fw, counts)
+        self.w1 = np.repeat(meta.block_words(), counts)
         self._views: dict[int, Block] = {}
         self._lock = threading.Lock()
 

@@ -44,8 +44,9 @@ from piestream.common.errors import DataCorruption
 from piestream.encoding.keys import EPOCH_LEN, TABLE_PREFIX_LEN, split_full_key
 from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.filter import BloomFilter
-from piestream.storage.hummock.key_index import KeyIndex, padded_ragged
+from piestream.storage.hummock.key_index import KeyIndex, compare, padded_ragged, words
 from piestream.storage.hummock.kv_batch import KvBatch
+from piestream.storage.hummock.run_search import common_prefix
 
 MAGIC = 0x5049_4553  # "PIES"
 FORMAT_VERSION = 2
@@ -260,6 +261,7 @@ class SstableMeta:
         self.first_keys: list[bytes] = first_keys.to_list()
         self._index: KeyIndex | None = None
         self._blocks: list[BlockMeta] | None = None
+        self._block_words: np.ndarray | None = None
 
     @classmethod
     def single_block(cls, length: int, usize: int, count: int) -> SstableMeta:
@@ -302,6 +304,50 @@ class SstableMeta:
             idx.fill(np.zeros(1, np.int64))
             self._index = idx
         return self._index
+
+    def block_words(self) -> np.ndarray:
+        """Each block's first-key search word: the big-endian uint64 of the 8 bytes after the
+        prefix all the SST's keys share (`decoded` module docstring), kept once computed."""
+        if self._block_words is None:
+            if len(self):
+                cp = self.prefix_len
+                fk = self.index()
+                self._block_words = words(fk.data, fk.starts + cp, fk.lens - cp)
+            else:
+                self._block_words = np.zeros(0, np.uint64)
+        return self._block_words
+
+    @property
+    def prefix_len(self) -> int:
+        """How many leading bytes every key of the SST shares (of its smallest and largest)."""
+        return len(common_prefix(self.smallest_key, self.largest_key))
+
+    def route(self, data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """The block of each target key (the last whose first key <= it, 0 if none is), for
+        targets that start with the prefix every key of the SST shares: one `searchsorted` over
+        the block words; only targets whose word ties with their block's first key (their
+        order is then decided past the word) take the byte-wise `KeyIndex` route."""
+        fw = self.block_words()
+        cp = self.prefix_len
+        qw = words(data, starts + cp, lens - cp)
+        blk = np.searchsorted(fw, qw, "right") - 1
+        np.maximum(blk, 0, out=blk)
+        # a target whose word equals its block's first-key word is (a version of) that first
+        # key, ~1 in entries-per-block targets: one byte compare past the word says whether it
+        # sorts before the first key (then it belongs to the block before)
+        tie = np.flatnonzero(fw[blk] == qw)
+        if len(tie):
+            fk = self.index()
+            b = blk[tie]
+            fl, tl = fk.lens[b], lens[tie]
+            skip = np.minimum(cp + 8, np.minimum(fl, tl))
+            before = compare(fk.data, fk.starts[b], fl, data, starts[tie], tl, skip) > 0
+            blk[tie[before]] = np.maximum(b[before] - 1, 0)
+            # several blocks starting with one word (long runs of one user key): byte-wise route
+            again = tie[before][(b[before] > 0) & (fw[blk[tie[before]]] == qw[tie[before]])]
+            if len(again):
+                blk[again] = fk.route(data, starts[again], lens[again])
+        return blk
 
     def block_for(self, key: bytes) -> int:
         """Index of the block that may hold the first entry >= `key` (-1: before all blocks)."""
