@@ -45,8 +45,8 @@ from piestream.meta.hummock_manager import HummockManager
 from piestream.meta.store import MetaStore
 from piestream.storage.hummock.compaction import CompactionConfig
 from piestream.storage.hummock.kv_batch import KvBatch
-from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.sstable import DEFAULT_BLOCK_SIZE, POINT_LOOKUP_BLOCK_SIZE
+from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.store import HummockStorage, StorageOptions
 from piestream.storage.hummock.version import HummockVersion
 from piestream.storage.object_store import LocalObjectStore
@@ -475,7 +475,7 @@ def main() -> None:
         "--block-size",
         type=int,
         default=POINT_LOOKUP_BLOCK_SIZE,
-        help=f"SST block size of the bench's table (default {POINT_LOOKUP_BLOCK_SIZE:,}, a point-lookup table's)",
+        help=f"block size of the bench's table (default {POINT_LOOKUP_BLOCK_SIZE:,}: a point-lookup table)",
     )
     args = ap.parse_args()
 

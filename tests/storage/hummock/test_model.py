@@ -57,7 +57,9 @@ CONFIG = CompactionConfig(
     block_size=400,
     table_block_sizes=((2, 90),),  # table 2 is a point-lookup table with tiny blocks
 )
-OPTIONS = StorageOptions(block_size=400, sstable_size=1200, bloom_bits_per_key=10, table_block_sizes=((2, 90),))
+OPTIONS = StorageOptions(
+    block_size=400, sstable_size=1200, bloom_bits_per_key=10, table_block_sizes=((2, 90),)
+)
 
 Entry = tuple[bytes, int, bytes | None]  # (user key, epoch with spill, row or None = delete)
 

@@ -241,7 +241,9 @@ def test_table_block_sizes_cut_each_tables_blocks_by_its_own_size() -> None:
     # point gets and multi_get through the small blocks
     store = SstableStore(new_store())
     info = store.upload(built)
-    hs = HummockStorage(store, HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(60)))
+    hs = HummockStorage(
+        store, HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(60))
+    )
     some = pairs[::7]
     keys = [k[:-8] for k, _ in some]
     assert [hs.get(k, filter_len=8) for k in keys] == [v[1:] for _, v in some]

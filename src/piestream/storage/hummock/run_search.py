@@ -224,9 +224,9 @@ def find(
         hit[qi] = _newest_visible(run, c, q, j[qi], cp + 8)
         pos[qi] = c
     if clip_lo is not None:
-        keep = np.ones(len(inside), np.bool_)
-        keep[one] = False
-        keep = np.flatnonzero(keep)
+        rest = np.ones(len(inside), np.bool_)
+        rest[one] = False
+        keep = np.flatnonzero(rest)
         general, lo = inside[keep], lo[keep]
         hi = np.searchsorted(w1, qw[keep], "right")
         lo = np.clip(lo, cl[keep], ch[keep])

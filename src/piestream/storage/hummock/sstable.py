@@ -629,7 +629,9 @@ def build_sstable(
     return BuiltSstable(data, meta, end)
 
 
-def block_bounds(batch: KvBatch, block_size: int, table_block_sizes: Mapping[int, int] | None = None) -> np.ndarray:
+def block_bounds(
+    batch: KvBatch, block_size: int, table_block_sizes: Mapping[int, int] | None = None
+) -> np.ndarray:
     """Entry positions where the blocks of an SST start, plus its length at the end.
 
     A block is cut whenever the running entry size passes a multiple of the block size. An SST

@@ -83,7 +83,9 @@ class SstableStore:
         except StorageError as e:
             end = max(a + len(o) for a, o in zip(offsets, outs, strict=True))
             if self.store.exists(sst.path) and self.store.size(sst.path) < end:
-                raise DataCorruption(f"{sst.path}: a block read to {end} is cut off (object truncated)") from e
+                raise DataCorruption(
+                    f"{sst.path}: a block read to {end} is cut off (object truncated)"
+                ) from e
             raise
 
     def meta(self, sst: SstableInfo) -> SstableMeta:
