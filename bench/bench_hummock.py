@@ -45,14 +45,16 @@ from piestream.meta.hummock_manager import HummockManager
 from piestream.meta.store import MetaStore
 from piestream.storage.hummock.compaction import CompactionConfig
 from piestream.storage.hummock.kv_batch import KvBatch
+from piestream.storage.hummock.sstable import DEFAULT_BLOCK_SIZE, POINT_LOOKUP_BLOCK_SIZE
 from piestream.storage.hummock.sstable_store import SstableStore
-from piestream.storage.hummock.store import HummockStorage
+from piestream.storage.hummock.store import HummockStorage, StorageOptions
 from piestream.storage.hummock.version import HummockVersion
 from piestream.storage.object_store import LocalObjectStore
 
 KEY_LEN = 16
 VALUE_LEN = 100
-PREFIX = user_key(1, 0, b"")  # table 1, vnode 0
+TABLE_ID = 1
+PREFIX = user_key(TABLE_ID, 0, b"")  # table 1, vnode 0
 FILTER_LEN = KEY_LEN
 FIRST_EPOCH = 1_000_000 << 16
 
@@ -187,14 +189,16 @@ def ssts_per_get(version: HummockVersion, ukeys: list[bytes]) -> float:
 
 
 class Hummock:
-    def __init__(self, root: Path, data: Data, block_cache_bytes: int) -> None:
+    def __init__(self, root: Path, data: Data, block_cache_bytes: int, block_size: int) -> None:
         self.data = data
         self.store = CountingStore(root / "objects")
         self.meta = MetaStore(root / "meta.sqlite")
         self.block_cache_bytes = block_cache_bytes
         self.ss = SstableStore(self.store, block_cache_bytes=block_cache_bytes)
-        self.mgr = HummockManager(self.meta, self.ss, CompactionConfig())
-        self.hs = HummockStorage(self.ss, self.mgr.version)
+        # the bench's table is point-looked-up: it gets that table kind's block size
+        sizes = ((TABLE_ID, block_size),)
+        self.mgr = HummockManager(self.meta, self.ss, CompactionConfig(table_block_sizes=sizes))
+        self.hs = HummockStorage(self.ss, self.mgr.version, StorageOptions(table_block_sizes=sizes))
         self.epoch = FIRST_EPOCH
 
     def ingest(self, batch: int) -> None:
@@ -294,6 +298,14 @@ class Rocks:
                 break
             n += 1
         return n
+
+    def block_size(self) -> str:
+        """The table block size RocksDB runs with, from the OPTIONS file it writes at open."""
+        opts = sorted(Path(self.path).glob("OPTIONS-*"))
+        for line in opts[-1].read_text().splitlines() if opts else []:
+            if line.strip().startswith("block_size="):
+                return f"{int(line.split('=', 1)[1]):,} B"
+        return "unknown"
 
     def reopen(self) -> None:
         self.db.close()
@@ -459,6 +471,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
     ap.add_argument("--block-cache-mb", type=int, default=0, help="block cache (default: fits the data)")
+    ap.add_argument(
+        "--block-size",
+        type=int,
+        default=POINT_LOOKUP_BLOCK_SIZE,
+        help=f"block size of the bench's table (default {POINT_LOOKUP_BLOCK_SIZE:,}: a point-lookup table)",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-hummock-", dir=args.dir))
@@ -472,8 +490,12 @@ def main() -> None:
         )
         cache_mb = args.block_cache_mb or max(256, int(data.logical_bytes * 2.5) >> 20)
         print(f"block cache {cache_mb:,} MiB (decoded blocks); RocksDB with rocksdict defaults")
-        hum = Hummock(work / "hummock", data, cache_mb << 20)
+        hum = Hummock(work / "hummock", data, cache_mb << 20, args.block_size)
         rocks = Rocks(work, data)
+        print(
+            f"SST block size {args.block_size:,} B for the bench's table (point-lookup tables' size; "
+            f"other tables {DEFAULT_BLOCK_SIZE:,} B); RocksDB block size {rocks.block_size()}"
+        )
         rep = Report()
         hummock_batch(data, 0, min(10, data.n), FIRST_EPOCH)  # warm up: first-call imports stay untimed
 

@@ -3,6 +3,7 @@ background compactor, driven through the public API with real SSTs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import threading
@@ -543,6 +544,11 @@ def test_compact_task_runs_from_json_in_another_store_instance(tmp_path: Path) -
     remote = SstableStore(open_object_store(db.store.url))
     again = CompactTask.from_json(json.loads(wire))
     assert again == task
+    # per-table block sizes travel with the task; a task written before them has none
+    sized = dataclasses.replace(task, table_block_sizes=((3, 256),))
+    assert CompactTask.from_json(json.loads(json.dumps(sized.to_json()))) == sized
+    old = {k: v for k, v in task.to_json().items() if k != "table_block_sizes"}
+    assert CompactTask.from_json(old).table_block_sizes == ()
     outputs = run_compaction(remote, again)
     assert db.mgr.get_compact_task() is None  # one task at a time
     assert db.mgr.report_compact_task(again, outputs)

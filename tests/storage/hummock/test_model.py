@@ -55,8 +55,11 @@ CONFIG = CompactionConfig(
     target_file_size=900,
     compression=COMPRESSION_LZ4,
     block_size=400,
+    table_block_sizes=((2, 90),),  # table 2 is a point-lookup table with tiny blocks
 )
-OPTIONS = StorageOptions(block_size=400, sstable_size=1200, bloom_bits_per_key=10)
+OPTIONS = StorageOptions(
+    block_size=400, sstable_size=1200, bloom_bits_per_key=10, table_block_sizes=((2, 90),)
+)
 
 Entry = tuple[bytes, int, bytes | None]  # (user key, epoch with spill, row or None = delete)
 

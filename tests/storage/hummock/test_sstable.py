@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 
 from piestream.common.errors import DataCorruption
 from piestream.encoding.keys import full_key, split_full_key, user_key
+from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.cache import LruCache
 from piestream.storage.hummock.filter import BloomFilter
 from piestream.storage.hummock.iterators import SstableIterator
+from piestream.storage.hummock.key_index import padded_ragged
 from piestream.storage.hummock.kv_batch import TOMBSTONE, KvBatch, put_value
 from piestream.storage.hummock.sstable import (
     COMPRESSION_LZ4,
@@ -31,6 +33,7 @@ from piestream.storage.hummock.sstable import (
     FOOTER_SIZE,
     BuiltSstable,
     SstableMeta,
+    block_bounds,
     build_sstable,
     compression_code,
     decode_block,
@@ -216,6 +219,62 @@ def test_one_entry_larger_than_a_block() -> None:
     built = build_sstable(batch_of(pairs), block_size=4096)
     assert len(built.meta.blocks) == 3
     assert decoded_pairs(built) == pairs
+
+
+def test_table_block_sizes_cut_each_tables_blocks_by_its_own_size() -> None:
+    """A table with its own block size gets blocks of that size in an SST it shares with
+    other tables, blocks never straddle a table boundary, and the entries read back unchanged."""
+    pairs = make_pairs(3000, tables=(1, 2, 5), value_len=(20, 60), tombstone_rate=0.0)
+    batch = batch_of(pairs, filter_len=8)
+    built = build_sstable(batch, block_size=4096, table_block_sizes={2: 256})
+    assert decoded_pairs(built) == pairs
+    tables = [split_full_key(k)[0][:4] for k, _ in pairs]
+    ends = np.cumsum([b.key_count for b in built.meta.blocks])
+    starts = ends - [b.key_count for b in built.meta.blocks]
+    by_table: dict[bytes, list[int]] = {}
+    for s, e, b in zip(starts, ends, built.meta.blocks, strict=True):
+        assert len(set(tables[s:e])) == 1, "a block straddles two tables"
+        by_table.setdefault(tables[s], []).append(b.uncompressed_size)
+    small, big = by_table[(2).to_bytes(4, "big")], by_table[(1).to_bytes(4, "big")]
+    assert max(small) <= 256 + 200 and len(small) > 20
+    assert max(big[:-1]) <= 4096 + 200 and min(big[:-1]) > 2048
+    # point gets and multi_get through the small blocks
+    store = SstableStore(new_store())
+    info = store.upload(built)
+    hs = HummockStorage(
+        store, HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(60))
+    )
+    some = pairs[::7]
+    keys = [k[:-8] for k, _ in some]
+    assert [hs.get(k, filter_len=8) for k in keys] == [v[1:] for _, v in some]
+    store.block_cache.clear()
+    assert hs.multi_get(keys, filter_lens=[8] * len(keys)) == [v[1:] for _, v in some]
+
+
+def test_table_block_sizes_of_other_tables_change_nothing() -> None:
+    batch = batch_of(make_pairs(2000, tables=(1, 2), value_len=(20, 60)))
+    plain = build_sstable(batch, block_size=1024)
+    other = build_sstable(batch, block_size=1024, table_block_sizes={7: 128})
+    assert other.data == plain.data
+    assert np.array_equal(block_bounds(batch, 1024, {7: 128}), block_bounds(batch, 1024))
+
+
+def test_meta_route_by_words_agrees_with_the_byte_wise_route() -> None:
+    """`SstableMeta.route` (one searchsorted over block words, byte compares for ties) sends
+    every target where the byte-wise `KeyIndex` route does: block first keys at older, equal
+    and newer epochs, keys with many versions spanning blocks, and keys between."""
+    pairs = make_pairs(1500, versions=6, tombstone_rate=0.0)
+    meta = build_sstable(batch_of(pairs), block_size=300).meta
+    rng = random.Random(3)
+    targets = []
+    for fk in meta.first_keys:
+        uk, e = split_full_key(fk)
+        targets += [full_key(uk, max(e + d, 0)) for d in (-(1 << 16), 0, 1 << 16)]
+    targets += [full_key(split_full_key(k)[0], epoch(rng.randint(0, 60))) for k, _ in rng.sample(pairs, 500)]
+    targets = sorted(t for t in targets if t[:6] == meta.smallest_key[:6])
+    q = Ragged.from_list(targets)
+    data, starts, lens = padded_ragged(q)
+    assert np.array_equal(meta.route(data, starts, lens), meta.index().route(data, starts, lens))
 
 
 def test_build_empty_sstable_is_refused() -> None:
@@ -412,6 +471,44 @@ class CountingStore(InMemoryObjectStore):
     def get_range(self, path: str, offset: int, length: int) -> bytes:
         self.reads += 1
         return super().get_range(path, offset, length)
+
+
+def test_sparse_block_loads_are_packed_and_read_in_one_call_per_load() -> None:
+    """Blocks loaded apart sit together at the front of the decoded buffer (a sparse cold load
+    touches only what it read), each load reads its runs of blocks in one object-store call, and
+    a load that fails its checksum leaves its slots free and its blocks unloaded."""
+    obj = CountingStore(f"count-{uuid.uuid4().hex}")
+    calls: list[int] = []
+    read_ranges = obj.read_ranges_into
+
+    def counted(path: str, offsets: list[int], outs: list[memoryview]) -> None:
+        calls.append(len(offsets))
+        read_ranges(path, offsets, outs)
+
+    obj.read_ranges_into = counted  # type: ignore[method-assign]
+    store = SstableStore(obj)
+    pairs = make_pairs(3000, tombstone_rate=0.0)
+    info = store.upload(build_sstable(batch_of(pairs), block_size=512))
+    meta = store.meta(info)
+    nb = len(meta)
+    want = [3, 4, 5, nb // 2, nb - 1]
+    d = store.load_blocks(info, want)
+    assert calls == [3]  # three runs, one call
+    assert d._cursor == int(meta.lengths[want].sum())  # packed: nothing else touched
+    assert int(d.pbase[[3, 4, 5, nb // 2, nb - 1]].max()) < d._cursor
+    ends = np.cumsum(meta.key_counts)
+    got = [p for b in want for p in d.batch(b).to_pairs()]
+    assert got == [p for b in want for p in pairs[ends[b] - meta.key_counts[b] : ends[b]]]
+    # a flipped byte in a block not loaded yet: the load fails, the cursor is restored
+    where = int(meta.offsets[7]) + 10
+    raw = bytearray(obj.get(info.path))
+    raw[where] ^= 0xFF
+    obj.put(info.path, bytes(raw))
+    before = d._cursor
+    with pytest.raises(DataCorruption):
+        store.load_blocks(info, [7])
+    assert d._cursor == before and not d.loaded[7]
+    assert [p for b in want for p in d.batch(b).to_pairs()] == got
 
 
 def test_sstable_store_caches_and_delete_evicts() -> None:

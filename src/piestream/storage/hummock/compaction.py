@@ -46,6 +46,8 @@ class CompactionConfig:
     max_compaction_bytes: int = 2 << 30
     compression: int = COMPRESSION_NONE
     block_size: int = 64 * 1024
+    #: (table id, block size) of tables with their own block size (`StorageOptions`)
+    table_block_sizes: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class CompactTask:
     target_file_size: int = 32 << 20
     compression: int = COMPRESSION_NONE
     block_size: int = 64 * 1024
+    table_block_sizes: tuple[tuple[int, int], ...] = ()
 
     def input_object_ids(self) -> list[int]:
         return [s.object_id for lv in self.inputs for s in lv.ssts]
@@ -97,6 +100,7 @@ class CompactTask:
             "file_size": self.target_file_size,
             "compression": self.compression,
             "block_size": self.block_size,
+            "table_block_sizes": [list(p) for p in self.table_block_sizes],
         }
 
     @classmethod
@@ -116,6 +120,8 @@ class CompactTask:
             target_file_size=d["file_size"],
             compression=d["compression"],
             block_size=d["block_size"],
+            # absent in tasks written before per-table block sizes
+            table_block_sizes=tuple((int(t), int(b)) for t, b in d.get("table_block_sizes", [])),
         )
 
 
@@ -174,6 +180,7 @@ def pick_compaction(
             target_file_size=cfg.target_file_size,
             compression=cfg.compression,
             block_size=cfg.block_size,
+            table_block_sizes=cfg.table_block_sizes,
         )
 
     l0 = list(version.l0)
@@ -349,7 +356,12 @@ def _retained(batches: Iterable[KvBatch], retention: _Retention) -> Iterator[KvB
 
 
 def _upload(store: SstableStore, task: CompactTask, batch: KvBatch) -> SstableInfo:
-    built = build_sstable(batch, block_size=task.block_size, compression=task.compression)
+    built = build_sstable(
+        batch,
+        block_size=task.block_size,
+        compression=task.compression,
+        table_block_sizes=dict(task.table_block_sizes),
+    )
     return store.upload(built)
 
 

@@ -1,9 +1,12 @@
 """A decoded SST: what the block cache holds (reference §5.5; DESIGN "The state path is columnar").
 
 `DecodedSstable` keeps the blocks of one SST that have been read in *one* buffer, each block's
-payload at a fixed place. An uncompressed SST is laid out exactly as its object's data region, so
-a run of consecutive blocks is read straight into place with one range read (`read_into`: one
-kernel copy, no intermediate bytes) and decodes *in place*: nothing is copied or rearranged, the
+payload at a fixed place once loaded. Slots are handed out from the front of the buffer in load
+order, so the memory touched is the bytes loaded, packed, however sparse the blocks (a cold batch
+of random keys reads a quarter of the blocks of a 4 KiB-block SST). An uncompressed block's slot
+holds its on-disk bytes, and a run of consecutive blocks gets consecutive slots, so every run
+of an SST is read straight into place by one range-read call (`read_ranges`: one kernel copy per
+range, no intermediate bytes) and decodes *in place*: nothing is copied or rearranged, the
 block's own key- and value-offset columns address its entries. Compressed blocks are
 decompressed into their own slots.
 
@@ -51,8 +54,9 @@ from piestream.storage.hummock.sstable import (
 #: Bytes per entry charged to the block cache besides the block bytes (the two search words).
 ENTRY_OVERHEAD = 16
 
-#: ``read_into(offset, out)``: fill the writable uint8 array `out` with SST bytes from `offset`.
-ReadInto = Callable[[int, np.ndarray], None]
+#: ``read_ranges(offsets, outs)``: fill each writable uint8 array ``outs[i]`` with SST bytes from
+#: ``offsets[i]`` (one object-store call for them all: one open and a `preadv` per range locally).
+ReadRanges = Callable[[list[int], list[np.ndarray]], None]
 
 
 class DecodedSstable:
@@ -64,28 +68,28 @@ class DecodedSstable:
         self.path = path
         nb = len(meta)
         counts = meta.key_counts
-        # uncompressed blocks decode in place: the buffer mirrors the object's data region
+        # uncompressed blocks decode in place: a block's slot holds its on-disk bytes, and
+        # consecutive blocks read together sit together; compressed blocks get slots of their
+        # payload size (rounded to 8)
         self.in_place = bool(nb) and bool(np.all(meta.lengths == meta.usizes + BLOCK_TRAILER_SIZE))
-        if self.in_place:
-            self.pbase = meta.offsets.copy()
-            size = int(meta.offsets[-1] + meta.lengths[-1])
-        else:
-            room = (meta.usizes + 7) // 8 * 8
-            self.pbase = np.zeros(nb, np.int64)
-            if nb:
-                np.cumsum(room[:-1], out=self.pbase[1:])
-            size = int(room.sum())
+        self.room = meta.lengths.copy() if self.in_place else (meta.usizes + 7) // 8 * 8
+        size = int(self.room.sum())
+        # Slots are handed out in load order from the front of the buffer (`_cursor`), so the
+        # memory a batch touches is what it loaded, packed: reading 1/4 of an SST's blocks
+        # faults in (and the kernel zeroes) 1/4 of its size, not every page of the object.
+        self._cursor = 0
         self.buf = np.empty(size + PAD, np.uint8)
         self.buf[size:] = 0
         self._u4 = word_view(self.buf, "<u4")
         self._u8 = word_view(self.buf, "<u8")
-        # where each block's columns start (payload: count | key offsets | value offsets |
-        # filter lens | key bytes | value bytes)
-        self.kobase = self.pbase + 4
-        self.vobase = self.kobase + 4 * (counts + 1)
-        self.fbase = self.vobase + 4 * (counts + 1)
-        self.kbase = self.fbase + 2 * counts
-        self.vbase = np.zeros(nb, np.int64)  # known once loaded: kbase + key bytes
+        # where each block's payload and columns start, known once loaded (payload: count |
+        # key offsets | value offsets | filter lens | key bytes | value bytes)
+        self.pbase = np.zeros(nb, np.int64)
+        self.kobase = np.zeros(nb, np.int64)
+        self.vobase = np.zeros(nb, np.int64)
+        self.fbase = np.zeros(nb, np.int64)
+        self.kbase = np.zeros(nb, np.int64)
+        self.vbase = np.zeros(nb, np.int64)  # kbase + key bytes
         self.ebase = np.zeros(nb + 1, np.int64)
         np.cumsum(counts, out=self.ebase[1:])
         self.loaded = np.zeros(nb, np.bool_)
@@ -95,11 +99,9 @@ class DecodedSstable:
         self.prefix = common_prefix(meta.smallest_key, meta.largest_key)
         self.cp = len(self.prefix)
         self.prefix_words = prefix_words(self.prefix)
+        self.w1 = np.repeat(meta.block_words(), counts)
         fk = meta.index()
-        cpa = np.full(nb, self.cp, np.int64)
-        fw = words(fk.data, fk.starts + cpa, fk.lens - cpa) if nb else np.zeros(0, np.uint64)
-        self.w1 = np.repeat(fw, counts)
-        cp8 = cpa + 8
+        cp8 = np.full(nb, self.cp + 8, np.int64)
         fw2 = words(fk.data, fk.starts + cp8, fk.lens - cp8) if nb else np.zeros(0, np.uint64)
         self.w2 = np.repeat(fw2, counts)
         self._folded: tuple[np.ndarray, int, np.ndarray] | None = None  # see `folded_words`
@@ -169,10 +171,10 @@ class DecodedSstable:
         return self.vbase[b] + s, (pair >> np.uint64(32)).astype(np.int64) - s
 
     # -- loading --------------------------------------------------------------------------------
-    def ensure(self, blocks: Sequence[int] | np.ndarray, read_into: ReadInto) -> int:
-        """Load the given blocks that are not loaded yet. Runs of consecutive blocks are read with
-        one `read_into` each; the rest is vectorized over every block of the call. Returns how
-        many blocks were loaded."""
+    def ensure(self, blocks: Sequence[int] | np.ndarray, read_ranges: ReadRanges) -> int:
+        """Load the given blocks that are not loaded yet: one `read_ranges` call reads each run of
+        consecutive missing blocks as one range; the rest is vectorized over every block of the
+        call. Returns how many blocks were loaded."""
         want = np.asarray(blocks, np.int64)
         if not len(want) or self.all_loaded:
             return 0
@@ -184,27 +186,67 @@ class DecodedSstable:
             missing = missing[~self.loaded[missing]]
             if not len(missing):
                 return 0
-            self._load(missing, read_into)
+            self._load(missing, read_ranges)
             self.loaded[missing] = True
             self.loaded_bytes += int(self.meta.usizes[missing].sum())
             self.all_loaded = bool(self.loaded.all())
             return len(missing)
 
-    def _load(self, blocks: np.ndarray, read_into: ReadInto) -> None:
+    def _place(self, blocks: np.ndarray) -> None:
+        """Give `blocks` (sorted, not loaded) their slots: the next `room` bytes of the buffer
+        each, in block order, so a run of consecutive blocks is one contiguous range."""
+        room = self.room[blocks]
+        at = np.cumsum(room)
+        at -= room
+        at += self._cursor
+        self._cursor += int(room.sum())
+        counts = self.meta.key_counts[blocks]
+        self.pbase[blocks] = at
+        self.kobase[blocks] = at + 4
+        self.vobase[blocks] = at + 4 + 4 * (counts + 1)
+        self.fbase[blocks] = at + 4 + 8 * (counts + 1)
+        self.kbase[blocks] = at + 4 + 8 * (counts + 1) + 2 * counts
+
+    def _load(self, blocks: np.ndarray, read_ranges: ReadRanges) -> None:
         meta = self.meta
         offs, lens = meta.offsets, meta.lengths
         breaks = np.flatnonzero(np.diff(blocks) != 1) + 1
-        runs = np.split(blocks, breaks)
+        first = blocks[np.concatenate([[0], breaks])]
+        last = blocks[np.append(breaks - 1, len(blocks) - 1)]
+        starts = offs[first].tolist()
+        ends = (offs[last] + lens[last]).tolist()
+        cursor = self._cursor
+        try:
+            self._fill(blocks, breaks, first, starts, ends, read_ranges)
+            self._decode(blocks)
+        except BaseException:
+            self._cursor = cursor  # the slots stay free: these blocks are not loaded
+            raise
+
+    def _fill(
+        self,
+        blocks: np.ndarray,
+        breaks: np.ndarray,
+        first: np.ndarray,
+        starts: list[int],
+        ends: list[int],
+        read_ranges: ReadRanges,
+    ) -> None:
+        """Place, read and verify `blocks` (runs of consecutive blocks start at `breaks` and span
+        the object bytes [starts[i], ends[i]))."""
+        meta = self.meta
+        offs, lens = meta.offsets, meta.lengths
+        self._place(blocks)
         if self.in_place:
-            for run in runs:  # one range read per run of consecutive blocks
-                a, z = int(offs[run[0]]), int(offs[run[-1]] + lens[run[-1]])
-                read_into(a, self.buf[a:z])
+            buf = self.buf
+            # one range per run of consecutive blocks, read straight into its slots
+            at = self.pbase[first].tolist()
+            read_ranges(starts, [buf[p : p + z - a] for p, a, z in zip(at, starts, ends, strict=True)])
             self._verify_in_place(blocks)
         else:
-            for run in runs:
-                a, z = int(offs[run[0]]), int(offs[run[-1]] + lens[run[-1]])
-                raw = np.empty(z - a, np.uint8)
-                read_into(a, raw)
+            raws = [np.empty(z - a, np.uint8) for a, z in zip(starts, ends, strict=True)]
+            read_ranges(starts, raws)
+            for run, a, raw in zip(np.split(blocks, breaks), starts, raws, strict=True):
                 for b in run.tolist():  # per block: checksum and decompression are C calls
                     at = int(offs[b]) - a
                     payload = _verified_payload(raw[at : at + int(lens[b])], self.where(b), meta.version)
@@ -215,7 +257,6 @@ class DecodedSstable:
                         )
                     p = int(self.pbase[b])
                     self.buf[p : p + len(payload)] = np.frombuffer(payload, np.uint8)
-        self._decode(blocks)
 
     def _verify_in_place(self, blocks: np.ndarray) -> None:
         """Checksums of blocks read into place; a (rare) compressed block is decompressed into

@@ -317,7 +317,10 @@ class ReadView:
             hit, pos = find(d, q, j, in_prefix=in_prefix)
         else:
             # route to blocks by their first keys, load them, search clipped to each block
-            blocks = meta.index().route(q.data, q.start[j], q.length[j])
+            if in_prefix:
+                blocks = meta.route(q.data, q.start[j], q.length[j])
+            else:
+                blocks = meta.index().route(q.data, q.start[j], q.length[j])
             d = store.load_blocks(s.info, blocks)
             if d.all_loaded:
                 hit, pos = find(d, q, j, in_prefix=in_prefix)

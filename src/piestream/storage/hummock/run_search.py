@@ -201,28 +201,38 @@ def find(
     qw = words(q.data, qs[inside] + cp, ql[inside] - cp)
     w1 = run.w1
     lo = np.searchsorted(w1, qw, "left")
-    general = inside
+    # fast path: the word covers only user-key bytes, so every version of the target's key
+    # ties with it; with at most one tie (the next entry's word differs), that entry is the
+    # only candidate. Only the other targets need the end of their tie range.
+    last = n - 1
+    tie0 = w1[np.minimum(lo, last)] == qw
+    tie0 &= lo < n
+    tie1 = (w1[np.minimum(lo + 1, last)] == qw) & (lo + 1 < n)
+    fast = (ql[inside] - EPOCH_LEN >= cp + 8) & ~tie1
     if clip_lo is not None:
+        # With a clip, entries outside the loaded blocks carry placeholder words, but `w1` stays
+        # sorted and a block's first entry carries its real word: a lone tie inside the clip is
+        # still the only candidate in the whole run. The rest take the clipped search.
         assert clip_hi is not None
-        hi = np.searchsorted(w1, qw, "right")
-        lo = np.clip(lo, clip_lo[inside], clip_hi[inside])
-        hi = np.clip(hi, clip_lo[inside], clip_hi[inside])
+        cl, ch = clip_lo[inside], clip_hi[inside]
+        one = np.flatnonzero(fast & tie0 & (lo >= cl) & (lo < ch))
+    else:
+        one = np.flatnonzero(fast & tie0)
+    if len(one):
+        qi = inside[one]
+        c = lo[one]
+        hit[qi] = _newest_visible(run, c, q, j[qi], cp + 8)
+        pos[qi] = c
+    if clip_lo is not None:
+        rest = np.ones(len(inside), np.bool_)
+        rest[one] = False
+        keep = np.flatnonzero(rest)
+        general, lo = inside[keep], lo[keep]
+        hi = np.searchsorted(w1, qw[keep], "right")
+        lo = np.clip(lo, cl[keep], ch[keep])
+        hi = np.clip(hi, cl[keep], ch[keep])
         pos[side < 0] = clip_lo[side < 0]
     else:
-        # fast path: the word covers only user-key bytes, so every version of the target's key
-        # ties with it; with at most one tie (the next entry's word differs), that entry is the
-        # only candidate. Only the other targets need the end of their tie range.
-        last = n - 1
-        tie0 = w1[np.minimum(lo, last)] == qw
-        tie0 &= lo < n
-        tie1 = (w1[np.minimum(lo + 1, last)] == qw) & (lo + 1 < n)
-        fast = (ql[inside] - EPOCH_LEN >= cp + 8) & ~tie1
-        one = np.flatnonzero(fast & tie0)
-        if len(one):
-            qi = inside[one]
-            c = lo[one]
-            hit[qi] = _newest_visible(run, c, q, j[qi], cp + 8)
-            pos[qi] = c
         keep = np.flatnonzero(~fast)
         general, lo = inside[keep], lo[keep]
         hi = np.searchsorted(w1, qw[keep], "right")

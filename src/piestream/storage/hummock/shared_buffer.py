@@ -38,6 +38,9 @@ class StorageOptions:
     sstable_size: int = 64 << 20
     compression: int = COMPRESSION_NONE
     bloom_bits_per_key: int = 10
+    #: (table id, block size) of tables whose blocks are not `block_size`: point-lookup tables
+    #: read fewer bytes per key with small blocks (`sstable.block_bounds`)
+    table_block_sizes: tuple[tuple[int, int], ...] = ()
 
 
 class Imm:
@@ -102,6 +105,7 @@ class SharedBuffer:
                 compression=o.compression,
                 bits_per_key=o.bloom_bits_per_key,
                 hashes=part_hashes,
+                table_block_sizes=dict(o.table_block_sizes),
             )
             out.append(self.sstables.upload(built))
         return out

@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,13 +44,17 @@ from piestream.common.errors import DataCorruption
 from piestream.encoding.keys import EPOCH_LEN, TABLE_PREFIX_LEN, split_full_key
 from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.filter import BloomFilter
-from piestream.storage.hummock.key_index import KeyIndex, padded_ragged
+from piestream.storage.hummock.key_index import KeyIndex, compare, padded_ragged, words
 from piestream.storage.hummock.kv_batch import KvBatch
+from piestream.storage.hummock.run_search import common_prefix
 
 MAGIC = 0x5049_4553  # "PIES"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 DEFAULT_BLOCK_SIZE = 64 * 1024
+#: The block size for point-lookup tables (`StorageOptions.table_block_sizes`): RocksDB's default.
+#: A random key then reads ~4 KiB instead of ~64 KiB from a cold SST.
+POINT_LOOKUP_BLOCK_SIZE = 4 * 1024
 
 COMPRESSION_NONE = 0
 COMPRESSION_LZ4 = 1
@@ -196,10 +201,11 @@ def decode_block(raw: bytes, where: str) -> Block:
     meta = SstableMeta.single_block(len(raw), len(payload), n)
     d = DecodedSstable(0, meta, where)
 
-    def read_into(offset: int, out: np.ndarray) -> None:
-        out[:] = np.frombuffer(raw, np.uint8, len(out), offset)
+    def read_ranges(offsets: list[int], outs: list[np.ndarray]) -> None:
+        for offset, out in zip(offsets, outs, strict=True):
+            out[:] = np.frombuffer(raw, np.uint8, len(out), offset)
 
-    d.ensure([0], read_into)
+    d.ensure([0], read_ranges)
     return d.block(0)
 
 
@@ -255,6 +261,7 @@ class SstableMeta:
         self.first_keys: list[bytes] = first_keys.to_list()
         self._index: KeyIndex | None = None
         self._blocks: list[BlockMeta] | None = None
+        self._block_words: np.ndarray | None = None
 
     @classmethod
     def single_block(cls, length: int, usize: int, count: int) -> SstableMeta:
@@ -297,6 +304,50 @@ class SstableMeta:
             idx.fill(np.zeros(1, np.int64))
             self._index = idx
         return self._index
+
+    def block_words(self) -> np.ndarray:
+        """Each block's first-key search word: the big-endian uint64 of the 8 bytes after the
+        prefix all the SST's keys share (`decoded` module docstring), kept once computed."""
+        if self._block_words is None:
+            if len(self):
+                cp = self.prefix_len
+                fk = self.index()
+                self._block_words = words(fk.data, fk.starts + cp, fk.lens - cp)
+            else:
+                self._block_words = np.zeros(0, np.uint64)
+        return self._block_words
+
+    @property
+    def prefix_len(self) -> int:
+        """How many leading bytes every key of the SST shares (of its smallest and largest)."""
+        return len(common_prefix(self.smallest_key, self.largest_key))
+
+    def route(self, data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """The block of each target key (the last whose first key <= it, 0 if none is), for
+        targets that start with the prefix every key of the SST shares: one `searchsorted` over
+        the block words; only targets whose word ties with their block's first key (their
+        order is then decided past the word) take the byte-wise `KeyIndex` route."""
+        fw = self.block_words()
+        cp = self.prefix_len
+        qw = words(data, starts + cp, lens - cp)
+        blk = np.searchsorted(fw, qw, "right") - 1
+        np.maximum(blk, 0, out=blk)
+        # a target whose word equals its block's first-key word is (a version of) that first
+        # key, ~1 in entries-per-block targets: one byte compare past the word says whether it
+        # sorts before the first key (then it belongs to the block before)
+        tie = np.flatnonzero(fw[blk] == qw)
+        if len(tie):
+            fk = self.index()
+            b = blk[tie]
+            fl, tl = fk.lens[b], lens[tie]
+            skip = np.minimum(cp + 8, np.minimum(fl, tl))
+            before = compare(fk.data, fk.starts[b], fl, data, starts[tie], tl, skip) > 0
+            blk[tie[before]] = np.maximum(b[before] - 1, 0)
+            # several blocks starting with one word (long runs of one user key): byte-wise route
+            again = tie[before][(b[before] > 0) & (fw[blk[tie[before]]] == qw[tie[before]])]
+            if len(again):
+                blk[again] = fk.route(data, starts[again], lens[again])
+        return blk
 
     def block_for(self, key: bytes) -> int:
         """Index of the block that may hold the first entry >= `key` (-1: before all blocks)."""
@@ -533,15 +584,14 @@ def build_sstable(
     compression: int = COMPRESSION_NONE,
     bits_per_key: int = 10,
     hashes: tuple[np.ndarray, set[int]] | None = None,
+    table_block_sizes: Mapping[int, int] | None = None,
 ) -> BuiltSstable:
     """Build one SST from a non-empty sorted batch (block cuts and the index from arrays).
-    `hashes`: the batch's `entry_filter_hashes` if the caller has them already."""
+    `hashes`: the batch's `entry_filter_hashes` if the caller has them already;
+    `table_block_sizes`: block sizes of tables that do not use `block_size` (`block_bounds`)."""
     if not len(batch):
         raise ValueError("cannot build an empty SST")
-    cum = np.cumsum(batch.entry_sizes())
-    # block boundaries: cut whenever the running size passes a multiple of block_size
-    cuts = np.flatnonzero(np.diff(cum // block_size) > 0) + 1
-    bounds = np.array([0, *cuts.tolist(), len(batch)], np.int64)
+    bounds = block_bounds(batch, block_size, table_block_sizes)
     parts: list[bytes] = []
     lengths: list[int] = []
     for s, e in itertools.pairwise(bounds.tolist()):  # one iteration per block, not per entry
@@ -577,6 +627,44 @@ def build_sstable(
     end = int(lens.sum())
     data = b"".join([*parts, meta_bytes, encode_footer(end, meta_bytes)])
     return BuiltSstable(data, meta, end)
+
+
+def block_bounds(
+    batch: KvBatch, block_size: int, table_block_sizes: Mapping[int, int] | None = None
+) -> np.ndarray:
+    """Entry positions where the blocks of an SST start, plus its length at the end.
+
+    A block is cut whenever the running entry size passes a multiple of the block size. An SST
+    may hold several tables (a sync or compaction output covers every table of the epoch or
+    range); when any of them has its own block size (`table_block_sizes`, by table id), blocks
+    are also cut at every table boundary and each table's entries are cut by its own size. So a
+    point-lookup table gets small blocks even in an SST it shares with a scanned table, at the
+    cost of at most one short block per table per SST."""
+    sizes = batch.entry_sizes()
+    cum = np.cumsum(sizes)
+    n = len(batch)
+    if table_block_sizes:
+        tids = _entry_table_ids(batch)
+        t_lo, t_hi = int(tids[0]), int(tids[-1])  # keys are sorted, so table ids are too
+        if any(t_lo <= t <= t_hi for t in table_block_sizes):
+            starts = np.concatenate([[0], np.flatnonzero(tids[1:] != tids[:-1]) + 1])
+            seg = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+            bs = np.array([table_block_sizes.get(int(t), block_size) for t in tids[starts]], np.int64)
+            # one iteration per table of the SST above; the rest is per entry in numpy
+            before = (cum - sizes)[starts]  # running size where each table starts
+            q = (cum - before[seg]) // bs[seg]
+            cut = (np.diff(q) > 0) | (np.diff(seg) > 0)
+            return np.concatenate([[0], np.flatnonzero(cut) + 1, [n]]).astype(np.int64)
+    # block boundaries: cut whenever the running size passes a multiple of block_size
+    cuts = np.flatnonzero(np.diff(cum // block_size) > 0) + 1
+    return np.array([0, *cuts.tolist(), n], np.int64)
+
+
+def _entry_table_ids(batch: KvBatch) -> np.ndarray:
+    """The table id of every entry (the first 4 key bytes, big-endian)."""
+    keys = Ragged.from_arrow(batch.keys)
+    starts = keys.offsets[:-1]
+    return keys.data[starts[:, None] + np.arange(4)].copy().view(">u4")[:, 0]
 
 
 def _table_ids(batch: KvBatch) -> set[int]:

@@ -73,15 +73,19 @@ class SstableStore:
                 raise DataCorruption(f"{sst.path}: {what} is cut off (object truncated)") from e
             raise
 
-    def _read_into(self, sst: SstableInfo, offset: int, out: np.ndarray) -> None:
-        """`_read` straight into a buffer (one kernel copy for a local object)."""
+    def _read_ranges(self, sst: SstableInfo, offsets: list[int], outs: list[np.ndarray]) -> None:
+        """`_read` of several ranges straight into buffers (one object-store call; one kernel
+        copy per range for a local object)."""
         try:
-            self.store.read_into(sst.path, offset, out.data)
+            self.store.read_ranges_into(sst.path, offsets, [o.data for o in outs])
         except ObjectNotFound:
             raise
         except StorageError as e:
-            if self.store.exists(sst.path) and self.store.size(sst.path) < offset + len(out):
-                raise DataCorruption(f"{sst.path}: block at {offset} is cut off (object truncated)") from e
+            end = max(a + len(o) for a, o in zip(offsets, outs, strict=True))
+            if self.store.exists(sst.path) and self.store.size(sst.path) < end:
+                raise DataCorruption(
+                    f"{sst.path}: a block read to {end} is cut off (object truncated)"
+                ) from e
             raise
 
     def meta(self, sst: SstableInfo) -> SstableMeta:
@@ -114,7 +118,7 @@ class SstableStore:
         if len(want) and (want.min() < 0 or want.max() >= nb):
             raise DataCorruption(f"{sst.path}: block {int(want.max())} does not exist")
         before = int(d.loaded[want].sum()) if len(want) else 0
-        loaded = d.ensure(want, lambda off, out: self._read_into(sst, off, out))
+        loaded = d.ensure(want, lambda offs, outs: self._read_ranges(sst, offs, outs))
         self.block_cache.count(hits=before, misses=loaded)
         if loaded or self.block_cache.peek(sst.object_id) is None:
             self.block_cache.put(sst.object_id, d)  # re-charged with its new size

@@ -10,7 +10,7 @@ directory of others ("a" and "a/b"): S3 allows it, a local directory cannot hold
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from piestream.common.errors import StorageError
@@ -49,6 +49,13 @@ class ObjectStore(ABC):
         (StorageError if that runs past the end). Stores that can read straight into memory
         (a local file) override it and save a copy; the default goes through `get_range`."""
         out[:] = self.get_range(path, offset, len(out))
+
+    def read_ranges_into(self, path: str, offsets: Sequence[int], outs: Sequence[memoryview]) -> None:
+        """`read_into` of several ranges of one object: `outs[i]` gets the bytes from
+        `offsets[i]`. A local file is opened once for all of them; the default reads each range
+        with its own call (an object store serves one range per request)."""
+        for offset, out in zip(offsets, outs, strict=True):  # one request per range
+            self.read_into(path, offset, out)
 
     @abstractmethod
     def size(self, path: str) -> int:

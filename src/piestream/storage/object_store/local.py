@@ -14,6 +14,7 @@ import os
 import stat
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from piestream.common.errors import ObjectNotFound, StorageError
@@ -110,19 +111,26 @@ class LocalObjectStore(ObjectStore):
 
     def read_into(self, path: str, offset: int, out: memoryview) -> None:
         """`get_range` straight into `out`: the kernel copies the file's bytes into place."""
-        length = len(out)
+        self.read_ranges_into(path, [offset], [out])
+
+    def read_ranges_into(self, path: str, offsets: Sequence[int], outs: Sequence[memoryview]) -> None:
+        """Several ranges of one file: one open, then one `preadv` per range (the kernel copies
+        each range straight into its buffer)."""
         try:
             fd = os.open(self._file(path), os.O_RDONLY)
         except OSError as e:
             raise self._error("read", path, e) from e
         try:
-            check_range(path, offset, length, os.fstat(fd).st_size)
-            done = 0
-            while done < length:  # a read of a regular file returns at most ~2 GiB
-                got = os.preadv(fd, [out[done:]], offset + done)
-                if got <= 0:
-                    raise StorageError(f"short read of object {path!r}: {done} of {length} bytes")
-                done += got
+            size = os.fstat(fd).st_size
+            for offset, out in zip(offsets, outs, strict=True):  # one system call per range
+                length = len(out)
+                check_range(path, offset, length, size)
+                done = os.preadv(fd, [out], offset)
+                while done < length:  # a read of a regular file returns at most ~2 GiB
+                    got = os.preadv(fd, [out[done:]], offset + done)
+                    if got <= 0:
+                        raise StorageError(f"short read of object {path!r}: {done} of {length} bytes")
+                    done += got
         except OSError as e:
             raise self._error("read", path, e) from e
         finally:
