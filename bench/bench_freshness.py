@@ -28,6 +28,9 @@ from piestream.connectors.nexmark.queries import QUERIES, STATEFUL
 from piestream.connectors.nexmark.spark_baseline import SPARK_QUERIES, utc_session, write_events
 from piestream.nexmark_bench import BenchConfig, Progress, _load_avg, percentile, run_piestream
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_streaming import tree_cpu  # the bench folder's sibling script
+
 TARGET_RATIO = 10.0
 #: events per Parquet file Spark recomputes from: independent of `--epoch-events`, so small epochs
 #: do not hand Spark hundreds of tiny files (which would slow the recompute and flatter the ratio)
@@ -77,6 +80,7 @@ def main() -> None:
         compact_before_size=False,
     )
     rows = []
+    cpu: list[tuple[str, float, float]] = []  # (query, CPU s per epoch, wall s per epoch) over the whole run
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="piestream-freshness-") as tmp:
         work = Path(tmp)
@@ -91,7 +95,11 @@ def main() -> None:
             Progress(io.StringIO()),
         )
         for name in names:
+            cpu0, wall0 = tree_cpu(), time.perf_counter()
             run = run_piestream(name, cfg, work, spark, progress)
+            if run.epochs:
+                n = len(run.epochs)
+                cpu.append((name, (tree_cpu() - cpu0) / n, (time.perf_counter() - wall0) / n))
             if run.error and not run.epochs:
                 progress.done(f"{name}: not supported: {run.error}")
                 continue
@@ -129,6 +137,11 @@ def main() -> None:
 
     for note in notes:
         print(note)
+    for name, c, w in cpu:
+        print(
+            f"{name}: CPU (driver, JVM, Python workers) {c:.2f} s per epoch beside {w:.2f} s wall, "
+            "over the whole run (load and setup included)"
+        )
 
 
 if __name__ == "__main__":

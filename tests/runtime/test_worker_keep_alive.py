@@ -37,17 +37,23 @@ def _epoch(db: Database, first: int | None) -> tuple[bool, int, int]:
     return warm, sum(e.cache_hits for e in new), sum(e.cache_misses for e in new)
 
 
+def _warmed_db(spark: Any, tmp_path: Path, runner: SparkRunner) -> Database:
+    """A table and a GROUP BY MV on it, after two epochs of inserts and updates."""
+    db = _db(spark, tmp_path / "db", runner)
+    s = db.session()
+    s.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+    s.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
+    _epoch(db, 0)
+    _epoch(db, 200)
+    return db
+
+
 def _warm_after_pause(
     spark: Any, tmp_path: Path, pause: float, keep_alive: float | None
 ) -> tuple[tuple[bool, int, int], list[int], list[int]]:
     runner = SparkRunner(spark, keep_alive_seconds=keep_alive)
-    db = _db(spark, tmp_path / "db", runner)
+    db = _warmed_db(spark, tmp_path, runner)
     try:
-        s = db.session()
-        s.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
-        s.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
-        _epoch(db, 0)
-        _epoch(db, 200)
         before = runner.keep_alive()
         time.sleep(pause)
         after = runner.keep_alive()
@@ -73,3 +79,46 @@ def test_caches_survive_a_pause_longer_than_sparks_idle_worker_timeout(spark: An
     assert after == before  # the same worker processes as before the pause
     warm, hits, misses = rec
     assert warm and misses == 0 and hits > 0, rec
+
+
+def _frozen_objects(it: Any) -> list[tuple[int, int]]:
+    import gc
+
+    return [(slot, gc.get_freeze_count()) for slot in it]
+
+
+def test_slot_workers_keep_their_live_heap_out_of_pysparks_per_task_collection(
+    spark: Any, tmp_path: Path
+) -> None:
+    """PySpark's daemon runs a full gc.collect() after every task of a reused worker; each epoch
+    task freezes the worker's live objects first, so that collection scans only the task's own."""
+    runner = SparkRunner(spark, keep_alive_seconds=None)
+    db = _warmed_db(spark, tmp_path, runner)
+    try:
+        n = runner.task_slots
+        src = spark.sparkContext.parallelize(range(n), n)
+        outs = [runner._in_slot(src, p, _frozen_objects, False) for p in range(n)]
+        frozen = dict(spark.sparkContext.union(outs).collect())
+        # modules, classes and the decoded plans alone are tens of thousands of objects
+        assert sorted(frozen) == list(range(n)) and min(frozen.values()) > 10_000, frozen
+    finally:
+        db.close()
+
+
+def test_a_full_collection_every_so_many_tasks() -> None:
+    """The freeze is undone every GC_FULL_EVERY tasks, so cycles that died after being frozen
+    are collected (by the daemon's collection after that task)."""
+    import gc
+
+    from piestream.runtime import runners
+
+    saved = runners._worker_tasks
+    try:
+        runners._worker_tasks = runners.GC_FULL_EVERY - 1
+        runners.worker_gc_checkpoint()  # the GC_FULL_EVERY-th task: unfrozen
+        assert gc.get_freeze_count() == 0
+        runners.worker_gc_checkpoint()
+        assert gc.get_freeze_count() > 0
+    finally:
+        runners._worker_tasks = saved
+        gc.unfreeze()

@@ -62,4 +62,34 @@ def spark_session(
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    pin_jvm_classes(spark)
     return spark
+
+
+#: Classes PySpark looks up by their short name on every RDD it builds (several per epoch).
+PINNED_CLASSES = (
+    "org.apache.spark.api.python.PythonRDD",
+    "org.apache.spark.api.python.PythonUtils",
+    "org.apache.spark.api.python.SimplePythonFunction",
+    "org.apache.spark.api.python.PythonPartitioner",
+    "org.apache.spark.api.python.PairwiseRDD",
+)
+
+
+def pin_jvm_classes(spark: SparkSession) -> None:
+    """Resolve `PINNED_CLASSES` once and keep them on the context's py4j view.
+
+    py4j resolves ``jvm.PythonRDD`` on every access with a round trip in which the JVM first
+    tries `Class.forName("PythonRDD")`, which fails only after searching every jar on the class
+    path: a large part of the driver JVM's CPU in an empty epoch. The view looks attributes up
+    normally before asking the JVM, so an attribute holding the class answers at once."""
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        return
+    for name in PINNED_CLASSES:
+        short = name.rsplit(".", 1)[1]
+        if short not in vars(jvm):
+            cls = jvm
+            for part in name.split("."):
+                cls = getattr(cls, part)
+            setattr(jvm, short, cls)
