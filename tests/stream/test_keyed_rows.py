@@ -136,6 +136,43 @@ def test_hash_index_against_a_dict() -> None:
         assert got == model
 
 
+def test_hash_index_insert_with_crowded_slots_equal_hashes_and_reused_slots() -> None:
+    """Batches whose hashes all start at a few slots (long probe runs, many keys reaching one
+    free slot in a pass), into a table with deleted slots: every hash is found with its id, and
+    the live and used counts match the slots. Two entries with one hash (a 64-bit collision) each
+    take a slot; a lookup finds one of them (callers compare keys)."""
+    idx = HashIndex()
+    cap = idx.capacity
+    rng = np.random.default_rng(2)
+    model: dict[int, int] = {}
+    next_id = 0
+    for _ in range(6):
+        # hashes equal modulo the starting capacity: they all start probing at one slot
+        hs = normalized(
+            np.unique(rng.integers(1, 50_000, 120)).astype(np.uint64) * np.uint64(cap) + np.uint64(5)
+        )
+        hs = np.array([h for h in hs.tolist() if h not in model], np.uint64)
+        ids = np.arange(next_id, next_id + len(hs), dtype=np.int64)
+        next_id += len(hs)
+        idx.insert(hs, ids)
+        model.update(zip(hs.tolist(), ids.tolist(), strict=True))
+        gone = np.array(sorted(model)[::3], np.uint64)
+        idx.remove(idx.find(gone))
+        for h in gone.tolist():
+            del model[h]
+        assert len(idx) == len(model)
+        assert idx._used == int((idx._h != 0).sum())
+        found = idx.find(np.array(sorted(model), np.uint64))
+        assert (found >= 0).all()
+        assert idx.entries(found).tolist() == [model[h] for h in sorted(model)]
+    twin = normalized(np.array([77, 77], np.uint64))
+    before = len(idx)
+    idx.insert(twin, np.array([10**6, 10**6 + 1], np.int64))
+    assert len(idx) == before + 2
+    assert int((idx._h == twin[0]).sum()) == 2
+    assert int(idx.entries(idx.find(twin[:1]))[0]) in (10**6, 10**6 + 1)
+
+
 def test_budget_evicts_least_recently_used_across_actors() -> None:
     reg = CacheRegistry()
     a, warm_a = reg.acquire("db", 1, 0, b"")

@@ -649,3 +649,23 @@ def test_unknown_format_version_is_refused_clearly() -> None:
     obj.put(info.path, bytes(bad))
     with pytest.raises(SstFormatError, match=r"version 9, but this piestream reads only versions 1, 2"):
         SstableStore(obj).meta(info)
+
+
+def test_bloom_bits_are_the_formats_probe_positions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The filter's bits are exactly ``(h1 + i * h2) % nbits`` for i < k (the durable format
+    readers probe), whatever the block size the builder works in and the filter size."""
+    import piestream.storage.hummock.filter as filt
+
+    rng = np.random.default_rng(9)
+    hashes = rng.integers(0, 2**64, 3000, dtype=np.uint64)
+    hashes[:4] = [0, 2**64 - 1, 2**32 - 1, 2**32]
+    for block in (5, 1 << 15):
+        monkeypatch.setattr(filt, "_BLOCK", block)
+        for n, bits_per_key in ((1, 1), (7, 3), (3000, 10), (3000, 20), (1000, 30)):
+            f = BloomFilter.build(hashes[:n], bits_per_key)
+            want = set()
+            for h in hashes[:n].tolist():
+                h1, h2 = h & 0xFFFFFFFF, h >> 32
+                want.update((h1 + i * h2) % f.nbits for i in range(f.k))
+            bits = np.unpackbits(np.frombuffer(f.to_bytes()[5:], np.uint8), bitorder="little")
+            assert set(np.flatnonzero(bits).tolist()) == want, (block, n, bits_per_key)

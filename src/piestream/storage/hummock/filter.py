@@ -18,6 +18,9 @@ from piestream.common.errors import DataCorruption
 
 DEFAULT_BITS_PER_KEY = 10
 _HEADER = struct.Struct("<IB")  # nbits u32, k u8
+#: Hashes whose probe positions are computed and set in one pass: the (block, k) positions stay
+#: in the CPU cache.
+_BLOCK = 1 << 15
 
 
 class BloomFilter:
@@ -37,8 +40,9 @@ class BloomFilter:
         nbits = max(64, ((n * bits_per_key + 63) // 64) * 64)
         k = max(1, min(30, round(bits_per_key * math.log(2))))
         flags = np.zeros(nbits, np.bool_)
-        if len(hashes):
-            flags[_positions(np.asarray(hashes, np.uint64), nbits, k).reshape(-1)] = True
+        h = np.asarray(hashes, np.uint64)
+        for lo in range(0, len(h), _BLOCK):  # per block of hashes (cache-sized), not per hash
+            flags[_positions(h[lo : lo + _BLOCK], nbits, k).reshape(-1)] = True
         return cls(np.packbits(flags, bitorder="little").tobytes(), nbits, k)
 
     def may_contain_hash(self, h: int) -> bool:
@@ -80,9 +84,22 @@ class BloomFilter:
 
 
 def _positions(hashes: np.ndarray, nbits: int, k: int) -> np.ndarray:
-    """(n, k) bit positions of each hash."""
-    h1 = hashes & np.uint64(0xFFFFFFFF)
-    h2 = hashes >> np.uint64(32)
-    i = np.arange(k, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        return ((h1[:, None] + i[None, :] * h2[:, None]) % np.uint64(nbits)).astype(np.int64)
+    """(n, k) bit positions of each hash: ``(h1 + i * h2) % nbits`` for i < k.
+
+    h1 and h2 are the hash's 32-bit halves and k <= 30, so ``h1 + i * h2`` never wraps in 64
+    bits and equals ``(h1 % nbits + i * (h2 % nbits)) % nbits``: each probe is the previous one
+    plus ``h2 % nbits``, less nbits if it passed it. One modulo per hash half instead of one per
+    probe, and no (n, k) uint64 temporaries."""
+    n = len(hashes)
+    out = np.empty((n, k), np.int64)
+    if not n:
+        return out
+    m = np.int64(nbits)
+    p = (hashes & np.uint64(0xFFFFFFFF)).astype(np.int64) % m
+    step = (hashes >> np.uint64(32)).astype(np.int64) % m
+    out[:, 0] = p
+    for i in range(1, k):  # per probe (k ~ 7), each a vector pass over all hashes
+        p += step
+        p -= m * (p >= m)
+        out[:, i] = p
+    return out

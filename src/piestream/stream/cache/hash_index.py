@@ -78,7 +78,8 @@ class HashIndex:
         self._v[slots] = ids
 
     def insert(self, hashes: np.ndarray, ids: np.ndarray) -> None:
-        """Add hashes the table does not hold yet (distinct among themselves)."""
+        """Add hashes the table does not hold yet (distinct among themselves), with distinct
+        entry ids."""
         n = len(hashes)
         if not n:
             return
@@ -91,15 +92,19 @@ class HashIndex:
             free = self._h[pos] <= _DELETED
             placed = np.zeros(len(pend), np.bool_)
             if free.any():
-                # several keys may reach one free slot in a pass: the first takes it, the
-                # others probe on (the slot is taken now, as a lookup will see it)
+                # several keys may reach one free slot in a pass: all write, one write lands,
+                # and reading the slot back tells who won (no sort); the ids are distinct, so
+                # the entry id settles it even for equal hashes. The others probe on, as a
+                # lookup will see the slot taken.
                 cand = np.flatnonzero(free)
-                slots, first = np.unique(pos[cand], return_index=True)
-                winners = cand[first]
-                reused = int((self._h[slots] == _DELETED).sum())
-                self._h[slots] = hashes[pend[winners]]
-                self._v[slots] = ids[pend[winners]]
-                self._used += len(slots) - reused
+                cslots = pos[cand]
+                was_deleted = self._h[cslots] == _DELETED
+                cids = ids[pend[cand]]
+                self._v[cslots] = cids
+                won = self._v[cslots] == cids
+                winners = cand[won]
+                self._h[pos[winners]] = hashes[pend[winners]]
+                self._used += len(winners) - int(was_deleted[won].sum())
                 placed[winners] = True
             keep = ~placed
             pend = pend[keep]

@@ -101,7 +101,8 @@ class MaterializeExecutor(Executor):
             self.cache.remove(keys.take(gone))
         if len(put):
             idx = pa.array(put)
-            self.cache.put(keys.take(put), [col.take(idx) for col in c.columns])
+            # `last` holds one row per key, so the keys put are distinct: no search for repeats
+            self.cache.put(keys.take(put), [col.take(idx) for col in c.columns], distinct=True)
         self.ctx.charge_caches()
 
     @staticmethod
