@@ -140,20 +140,26 @@ def _fail(what: str, key: bytes) -> StateConsistencyError:
 InconsistencyReport = Callable[[str, int, bytes], None]
 
 
-def fold(ops: Ops, check: bool, report: InconsistencyReport | None = None) -> Ops:
+def fold(ops: Ops, check: bool, report: InconsistencyReport | None = None, *, keep_old: bool = True) -> Ops:
     """Merge ops listed in arrival order into one op per key, sorted by key (the §4.1 rules as
     vector operations; see the module docstring).
 
     Works on the sort permutation and the kinds only; the (large) key and value columns are
     gathered once, for the surviving ops (a fold at a spill or flush is mostly U-/U+ pairs, so
-    that is half of them)."""
+    that is half of them). `keep_old=False` (a flush, which writes only new rows): the result's
+    old values are not gathered and read as empty."""
     n = len(ops)
     if n == 0:
         return ops
     data, starts, lens = padded_ragged(Ragged.from_arrow(ops.keys))
     order, new_key = sorted_runs(data, starts, lens)  # stable: arrival order within a key
     if new_key.all():  # one op per key: every op stands as it is
-        return ops if np.array_equal(order, np.arange(n)) else ops.take(order)
+        if np.array_equal(order, np.arange(n)):
+            return ops
+        if keep_old:
+            return ops.take(order)
+        ia = pa.array(order, pa.int64())
+        return Ops(ops.keys.take(ia), ops.kinds[order], _empties(n), ops.new.take(ia))
     kind = ops.kinds[order]
     pos = np.arange(n)
     gstart = np.maximum.accumulate(np.where(new_key, pos, 0))
@@ -180,8 +186,16 @@ def fold(ops: Ops, check: bool, report: InconsistencyReport | None = None) -> Op
     before = kind[firsts] != _INS
     after = kind[ends] != _DEL
     out_kind = np.where(before, np.where(after, _UPD, _DEL), _INS).astype(np.int8)
-    ie, if_ = pa.array(order[ends], pa.int64()), pa.array(order[firsts], pa.int64())
-    return Ops(ops.keys.take(ie), out_kind, ops.old.take(if_), ops.new.take(ie))
+    ie = pa.array(order[ends], pa.int64())
+    old = ops.old.take(pa.array(order[firsts], pa.int64())) if keep_old else _empties(len(ends))
+    return Ops(ops.keys.take(ie), out_kind, old, ops.new.take(ie))
+
+
+def _empties(n: int) -> pa.Array:
+    """n empty byte strings (old values a flush does not need)."""
+    return pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b"")]
+    )
 
 
 def sorted_runs(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -292,8 +306,10 @@ class MemTable:
         self._bytes = 0
 
     # -- merging --------------------------------------------------------------------------------
-    def _merge(self) -> Ops:
-        """Fold appended chunks and the row overlay into the base; return the base."""
+    def _merge(self, *, keep_old: bool = True) -> Ops:
+        """Fold appended chunks and the row overlay into the base; return the base.
+        `keep_old=False` only right before the MemTable is emptied (`drain_arrays`): the
+        folded ops' old values are left out, so the base must not be used again."""
         if not self._chunks and not self._rows and self._base_dead is None:
             return self._base
         parts = [self._base if self._base_dead is None else self._base.take(np.flatnonzero(~self._base_dead))]
@@ -307,7 +323,7 @@ class MemTable:
                     _binary([op[2] or b"" for _, op in items]),
                 )
             )
-        merged = fold(Ops.concat([*parts, *self._chunks]), self.check, self.report)
+        merged = fold(Ops.concat([*parts, *self._chunks]), self.check, self.report, keep_old=keep_old)
         self._base = merged
         self._base_dead = None
         self._chunks = []
@@ -557,7 +573,7 @@ class MemTable:
 
     def drain_arrays(self) -> Drained | None:
         """Like `drain`, as sorted arrays (no Python object per op)."""
-        base = self._merge()
+        base = self._merge(keep_old=False)  # a flush writes new rows and tombstones only
         if not len(base):
             self._reset()
             return None
