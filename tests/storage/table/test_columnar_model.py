@@ -129,6 +129,39 @@ def test_fold_matches_the_one_op_at_a_time_rules() -> None:
     check_fold_against_model(fold, range(600))
 
 
+def test_flush_fold_without_old_values_keeps_keys_kinds_and_new_rows() -> None:
+    """`fold(keep_old=False)` (a flush) equals the reference in everything a flush writes: keys,
+    kinds and new rows; only the old values may be left out. Both the one-op-per-key path (shuffled
+    distinct keys) and the general path are covered, and errors are raised as with old values."""
+
+    def written(seq: list[tuple[bytes, RefOp]]) -> list[tuple[bytes, KeyOpKind, bytes | None]]:
+        return [(k, kind, new) for k, (kind, _, new) in seq]
+
+    def flush_fold(ops: Ops, check: bool) -> Ops:
+        return fold(ops, check, keep_old=False)
+
+    for seed in range(400):
+        rnd = random.Random(seed)
+        check = rnd.random() < 0.7
+        seq = random_ops(rnd, rnd.randrange(1, 60), rnd.randrange(1, 8), legal=rnd.random() < 0.6)
+        if seed % 4 == 0:  # one op per key, out of order
+            seen: dict[bytes, tuple[bytes, RefOp]] = {}
+            for k, op in seq:
+                seen.setdefault(k, (k, op))
+            seq = list(seen.values())
+            rnd.shuffle(seq)
+        state: dict[bytes, RefOp] = {}
+        try:
+            for k, op in seq:
+                ref_apply(state, k, op, check)
+        except StateConsistencyError:
+            with pytest.raises(StateConsistencyError):
+                flush_fold(as_ops(seq), check)
+            continue
+        got = flush_fold(as_ops(seq), check).to_list()
+        assert written(got) == written(sorted(state.items())), f"seed {seed}"
+
+
 def test_a_broken_merge_rule_is_caught() -> None:
     """Insert after Delete must become Update(o, n); a fold that keeps it an Insert is wrong, and
     the model check must say so."""

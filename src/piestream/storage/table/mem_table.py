@@ -147,7 +147,7 @@ def fold(ops: Ops, check: bool, report: InconsistencyReport | None = None, *, ke
     Works on the sort permutation and the kinds only; the (large) key and value columns are
     gathered once, for the surviving ops (a fold at a spill or flush is mostly U-/U+ pairs, so
     that is half of them). `keep_old=False` (a flush, which writes only new rows): the result's
-    old values are not gathered and read as empty."""
+    old values are not gathered (they read as empty, unless no op moved)."""
     n = len(ops)
     if n == 0:
         return ops
