@@ -13,24 +13,14 @@ blocks loaded: the clipped search) and the same SST with every block cached.
 from __future__ import annotations
 
 import random
-import uuid
 
 import pytest
+from hummock_runs import Entry, epoch, imm_storage, newest_visible, one_sst, tie_prone_keys
 
-from piestream.encoding.keys import full_key, next_key, user_key
+from piestream.encoding.keys import next_key, user_key
 from piestream.encoding.memcmp_scalar import escape_bytes
-from piestream.storage.hummock.kv_batch import TOMBSTONE, KvBatch, put_value
-from piestream.storage.hummock.sstable import COMPRESSION_LZ4, COMPRESSION_NONE, build_sstable
-from piestream.storage.hummock.sstable_store import SstableStore
-from piestream.storage.hummock.store import HummockStorage, visible_bound
-from piestream.storage.hummock.version import HummockVersion, Level
-from piestream.storage.object_store import InMemoryObjectStore
-
-Entry = tuple[bytes, int, bytes]  # (user key, epoch, HummockValue)
-
-
-def epoch(i: int) -> int:
-    return (1000 + i) << 16
+from piestream.storage.hummock.kv_batch import TOMBSTONE, put_value
+from piestream.storage.hummock.store import HummockStorage
 
 
 def _bigint(x: int) -> bytes:
@@ -50,14 +40,7 @@ def _user_keys(rnd: random.Random, shape: str) -> list[bytes]:
         for _ in range(80):
             out.add(user_key(1, 0, escape_bytes(head + rnd.randbytes(rnd.randint(0, 4)))))
         return sorted(out)
-    for _ in range(100):
-        k = rnd.randbytes(rnd.randint(0, 20))
-        out.add(k)
-        if rnd.random() < 0.3:
-            out.add(k + b"\x00" * rnd.randint(1, 9))  # trailing zeros: ties in a search word
-        if rnd.random() < 0.2 and k:
-            out.add(k[: rnd.randint(0, len(k) - 1)])  # a proper prefix of another key
-    return sorted(user_key(1, 0, escape_bytes(k)) for k in out)
+    return sorted(user_key(1, 0, escape_bytes(k)) for k in tie_prone_keys(rnd, 100, 20, 9))
 
 
 def _entries(rnd: random.Random, keys: list[bytes]) -> list[Entry]:
@@ -87,18 +70,9 @@ def _ranges(rnd: random.Random, keys: list[bytes], shape: str) -> list[tuple[byt
 def _model(
     entries: list[Entry], read_epoch: int, ranges: list[tuple[bytes, bytes | None]]
 ) -> list[tuple[bytes, bytes]]:
-    best: dict[bytes, tuple[int, bytes]] = {}
-    bound = visible_bound(read_epoch)
-    for uk, e, v in entries:
-        if e <= bound and (uk not in best or e > best[uk][0]):
-            best[uk] = (e, v)
+    best = newest_visible(entries, read_epoch)
     inside = [uk for uk in best if any(a <= uk and (b is None or uk < b) for a, b in ranges)]
-    return [(uk, best[uk][1][1:]) for uk in sorted(inside) if best[uk][1] != TOMBSTONE]
-
-
-def _batch(entries: list[Entry]) -> KvBatch:
-    pairs = sorted((full_key(uk, e), v) for uk, e, v in entries)
-    return KvBatch.from_pairs(pairs, [0] * len(pairs))
+    return [(uk, best[uk][1:]) for uk in sorted(inside) if best[uk] != TOMBSTONE]
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -116,16 +90,9 @@ def test_read_ranges_matches_the_model_in_every_kind_of_run(seed: int, shape: st
                 got = [(k[:-8], v[1:]) for k, v in hs.read_ranges(ranges, re).to_pairs()]
                 assert got == _model(entries, re, ranges), f"{what} at {re >> 16}"
 
-    hs = HummockStorage(SstableStore(InMemoryObjectStore(f"rr-{uuid.uuid4().hex}")), HummockVersion(id=1))
-    hs.write_batch(_batch(entries), epoch(1))
-    check(hs, "imm")
+    check(imm_storage(entries), "imm")
 
-    compression = rnd.choice([COMPRESSION_NONE, COMPRESSION_LZ4])
-    store = SstableStore(InMemoryObjectStore(f"rr-{uuid.uuid4().hex}"))
-    info = store.upload(
-        build_sstable(_batch(entries), block_size=rnd.choice([60, 200, 900]), compression=compression)
-    )
-    version = HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(50))
+    store, info, version, compression = one_sst(rnd, entries)
     for re in read_epochs:  # cold: only the routed blocks load, the search is clipped to them
         store.block_cache.clear()
         ranges = queries[rnd.randrange(len(queries))]

@@ -14,28 +14,18 @@ from __future__ import annotations
 
 import os
 import random
-import uuid
 
 import pytest
+from hummock_runs import Entry, epoch, imm_storage, newest_visible, one_sst, tie_prone_keys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from piestream.encoding.keys import full_key, user_key
+from piestream.encoding.keys import user_key
 from piestream.encoding.memcmp_scalar import escape_bytes
 from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.key_index import padded_ragged, shared_prefix_len, sort_order
-from piestream.storage.hummock.kv_batch import TOMBSTONE, KvBatch, put_value
-from piestream.storage.hummock.sstable import COMPRESSION_LZ4, COMPRESSION_NONE, build_sstable
-from piestream.storage.hummock.sstable_store import SstableStore
-from piestream.storage.hummock.store import HummockStorage, visible_bound
-from piestream.storage.hummock.version import HummockVersion, Level
-from piestream.storage.object_store import InMemoryObjectStore
-
-Entry = tuple[bytes, int, bytes]  # (user key, epoch, HummockValue)
-
-
-def epoch(i: int) -> int:
-    return (1000 + i) << 16
+from piestream.storage.hummock.kv_batch import TOMBSTONE, put_value
+from piestream.storage.hummock.store import HummockStorage
 
 
 def _pks(rnd: random.Random, shape: str) -> list[bytes]:
@@ -44,15 +34,7 @@ def _pks(rnd: random.Random, shape: str) -> list[bytes]:
     if shape == "long shared":  # 8 bytes after the common prefix tie, the rest differs
         head = rnd.randbytes(10)
         return [escape_bytes(head + rnd.randbytes(rnd.randint(0, 6))) for _ in range(60)]
-    out: set[bytes] = set()
-    for _ in range(80):
-        k = rnd.randbytes(rnd.randint(0, 12))
-        out.add(k)
-        if rnd.random() < 0.3:
-            out.add(k + b"\x00" * rnd.randint(1, 3))  # trailing zeros: ties in the search word
-        if rnd.random() < 0.2 and k:
-            out.add(k[: rnd.randint(0, len(k) - 1)])  # a proper prefix of another key
-    return sorted({escape_bytes(k) for k in out})
+    return sorted({escape_bytes(k) for k in tie_prone_keys(rnd, 80, 12, 3)})
 
 
 def _entries(rnd: random.Random, shape: str) -> list[Entry]:
@@ -66,12 +48,7 @@ def _entries(rnd: random.Random, shape: str) -> list[Entry]:
 
 
 def _model(entries: list[Entry], read_epoch: int) -> dict[bytes, bytes | None]:
-    best: dict[bytes, tuple[int, bytes]] = {}
-    bound = visible_bound(read_epoch)
-    for uk, e, v in entries:
-        if e <= bound and (uk not in best or e > best[uk][0]):
-            best[uk] = (e, v)
-    return {uk: (None if v == TOMBSTONE else v[1:]) for uk, (_, v) in best.items()}
+    return {uk: (None if v == TOMBSTONE else v[1:]) for uk, v in newest_visible(entries, read_epoch).items()}
 
 
 def _probes(rnd: random.Random, entries: list[Entry]) -> list[bytes]:
@@ -82,11 +59,6 @@ def _probes(rnd: random.Random, entries: list[Entry]) -> list[bytes]:
     probes = keys + near + extra + [user_key(0, 0, b"x"), user_key(2, 0, b"")] + keys[:7]
     rnd.shuffle(probes)
     return probes
-
-
-def _batch(entries: list[Entry]) -> KvBatch:
-    pairs = sorted((full_key(uk, e), v) for uk, e, v in entries)
-    return KvBatch.from_pairs(pairs, [0] * len(pairs))
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -104,18 +76,10 @@ def test_multi_get_matches_the_model_in_every_kind_of_run(seed: int, shape: str)
             assert got == [want.get(k) for k in probes], f"{what} at {re >> 16}"
             assert got == [hs.get(k, re) for k in probes], f"{what}: get disagrees at {re >> 16}"
 
-    # an imm
-    hs = HummockStorage(SstableStore(InMemoryObjectStore(f"rs-{uuid.uuid4().hex}")), HummockVersion(id=1))
-    hs.write_batch(_batch(entries), epoch(1))
-    check(hs, "imm")
+    check(imm_storage(entries), "imm")
 
     # an SST: cold (routed blocks only, clipped search), then with every block cached
-    compression = rnd.choice([COMPRESSION_NONE, COMPRESSION_LZ4])
-    store = SstableStore(InMemoryObjectStore(f"rs-{uuid.uuid4().hex}"))
-    info = store.upload(
-        build_sstable(_batch(entries), block_size=rnd.choice([60, 200, 900]), compression=compression)
-    )
-    version = HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(50))
+    store, info, version, compression = one_sst(rnd, entries)
     for re in read_epochs:
         store.block_cache.clear()
         cold = HummockStorage(store, version)
