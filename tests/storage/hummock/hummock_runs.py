@@ -9,7 +9,8 @@ import uuid
 
 from piestream.encoding.keys import full_key
 from piestream.storage.hummock.kv_batch import KvBatch
-from piestream.storage.hummock.sstable import COMPRESSION_LZ4, COMPRESSION_NONE, build_sstable
+from piestream.storage.hummock.sstable import COMPRESSION_LZ4, COMPRESSION_NONE
+from piestream.storage.hummock.sstable_builder import build_sstable
 from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.store import HummockStorage, visible_bound
 from piestream.storage.hummock.version import HummockVersion, Level, SstableInfo

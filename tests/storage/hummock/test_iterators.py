@@ -29,7 +29,7 @@ from piestream.storage.hummock.iterators import (
     seek_key,
 )
 from piestream.storage.hummock.kv_batch import TOMBSTONE, KvBatch, put_value
-from piestream.storage.hummock.sstable import build_sstable
+from piestream.storage.hummock.sstable_builder import build_sstable
 from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.store import visible_bound
 from piestream.storage.hummock.version import SstableInfo, TableWatermark

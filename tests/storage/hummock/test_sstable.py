@@ -31,14 +31,16 @@ from piestream.storage.hummock.sstable import (
     COMPRESSION_NONE,
     COMPRESSION_ZSTD,
     FOOTER_SIZE,
-    BuiltSstable,
     SstableMeta,
-    block_bounds,
-    build_sstable,
     compression_code,
     decode_block,
     decode_meta_and_footer,
     encode_block,
+)
+from piestream.storage.hummock.sstable_builder import (
+    BuiltSstable,
+    block_bounds,
+    build_sstable,
     split_at_user_keys,
 )
 from piestream.storage.hummock.sstable_store import SstableStore

@@ -29,7 +29,8 @@ from piestream.storage.hummock.iterators import (
     below_watermark,
 )
 from piestream.storage.hummock.kv_batch import KvBatch
-from piestream.storage.hummock.sstable import COMPRESSION_NONE, build_sstable, split_at_user_keys
+from piestream.storage.hummock.sstable import COMPRESSION_NONE
+from piestream.storage.hummock.sstable_builder import build_sstable, split_at_user_keys
 from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.version import MAX_LEVEL, HummockVersion, Level, SstableInfo, TableWatermark
 

@@ -18,14 +18,8 @@ from piestream.common.epoch import pure_epoch
 from piestream.storage.hummock.epoch_keys import EpochKeys
 from piestream.storage.hummock.kv_batch import KvBatch
 from piestream.storage.hummock.run_search import BatchRun
-from piestream.storage.hummock.sstable import (
-    COMPRESSION_NONE,
-    DEFAULT_BLOCK_SIZE,
-    Block,
-    build_sstable,
-    entry_filter_hashes,
-    split_at_user_keys,
-)
+from piestream.storage.hummock.sstable import COMPRESSION_NONE, DEFAULT_BLOCK_SIZE, Block
+from piestream.storage.hummock.sstable_builder import build_sstable, entry_filter_hashes, split_at_user_keys
 from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.version import SstableInfo, TableWatermark
 
@@ -39,7 +33,7 @@ class StorageOptions:
     compression: int = COMPRESSION_NONE
     bloom_bits_per_key: int = 10
     #: (table id, block size) of tables whose blocks are not `block_size`: point-lookup tables
-    #: read fewer bytes per key with small blocks (`sstable.block_bounds`)
+    #: read fewer bytes per key with small blocks (`sstable_builder.block_bounds`)
     table_block_sizes: tuple[tuple[int, int], ...] = ()
 
 

@@ -18,7 +18,8 @@ import numpy as np
 from piestream.common.errors import DataCorruption, ObjectNotFound, StorageError
 from piestream.storage.hummock.cache import LruCache
 from piestream.storage.hummock.decoded import DecodedSstable
-from piestream.storage.hummock.sstable import Block, BuiltSstable, SstableMeta, decode_meta_and_footer
+from piestream.storage.hummock.sstable import Block, SstableMeta, decode_meta_and_footer
+from piestream.storage.hummock.sstable_builder import BuiltSstable
 from piestream.storage.hummock.version import SstableInfo, sst_path
 from piestream.storage.object_store import ObjectStore
 
