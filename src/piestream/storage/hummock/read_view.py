@@ -307,6 +307,17 @@ class ReadView:
         d = store.cached(s.info, len(j))
         in_prefix = s.in_prefix(meta)  # the queries lie in the SST's user-key range
         if d is None or not d.all_loaded:
+            d = d if d is not None else store.decoded(s.info)
+            if d.load_on_demand:
+                # a mapped SST with its search words: search it whole; the blocks of the entries
+                # the search reads are verified as it reads them (nothing is copied)
+                before = d.n_loaded
+                hit, pos = find(d, q, j, in_prefix=in_prefix)
+                if hit.any():
+                    found.append(Found(j[hit], d.vdata, *d.value_pos(pos[hit])))
+                store.charge(s.info, d, before, len(j))
+                return j[hit]
+        if d is None or not d.all_loaded:
             nb = len(meta)
             missing = nb if d is None else nb - int(np.count_nonzero(d.loaded))
             if len(j) >= FILL_KEYS_PER_BLOCK * nb or missing * FILL_MISSING_FRACTION <= nb:

@@ -36,7 +36,9 @@ class SearchableRun(Protocol):
 
     cp: int
     prefix_words: np.ndarray
-    w1: np.ndarray
+
+    @property
+    def w1(self) -> np.ndarray: ...
 
     @property
     def kdata(self) -> np.ndarray: ...
