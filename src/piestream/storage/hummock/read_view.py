@@ -362,7 +362,6 @@ class ReadView:
         starts: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         bufs: list[np.ndarray] = []
-        buf_of: list[np.ndarray] = []
         for f in found:
             if not len(f.pos):
                 continue
@@ -376,7 +375,6 @@ class ReadView:
                 where.append(order[f.pos[put]])
                 starts.append(f.vstart[put] + 1)
                 lens.append(f.vlen[put] - 1)
-                buf_of.append(np.full(len(put), len(bufs), np.int64))
                 bufs.append(f.data)
         if not where:
             return ok, pa.array([b""] * 0, pa.binary()) if n == 0 else _empty_values(n)
@@ -394,12 +392,11 @@ class ReadView:
                 ok[dest[below_watermark(ukeys.to_arrow(), wms)]] = False
         src_start = np.zeros(n, np.int64)
         src_len = np.zeros(n, np.int64)
-        src_buf = np.zeros(n, np.int64)
         src_start[dest] = np.concatenate(starts)
         src_len[dest] = np.concatenate(lens)
-        src_buf[dest] = np.concatenate(buf_of)
         src_len[~ok] = 0
-        return ok, gather_views(bufs, src_buf, src_start, src_len)
+        # the rows of each run's buffer are known: no pass over all rows per buffer
+        return ok, gather_views(bufs, None, src_start, src_len, where)
 
     # -- helpers for ranges ---------------------------------------------------------------------
     def sst_runs(self) -> list[SstRun]:
