@@ -41,7 +41,13 @@ from piestream.common.errors import DataCorruption
 from piestream.encoding.ragged import word_view
 from piestream.storage.hummock.key_index import PAD, words
 from piestream.storage.hummock.kv_batch import KvBatch
-from piestream.storage.hummock.run_search import common_prefix, prefix_words
+from piestream.storage.hummock.run_search import (
+    SAMPLE_STRIDE,
+    common_prefix,
+    prefix_words,
+    sampled_lower_bound,
+    word_sample,
+)
 from piestream.storage.hummock.sstable import (
     BLOCK_TRAILER_SIZE,
     COMPRESSION_NONE,
@@ -125,6 +131,7 @@ class DecodedSstable:
         self.load_on_demand = self.mapped and self.words_on_disk
         self._w1: np.ndarray | None = None
         self._w2: np.ndarray | None = None
+        self._sample: np.ndarray | None = None  # `lower_bound`
         if not self.words_on_disk:
             self._w1 = np.repeat(meta.block_words(), counts)
             fk = meta.index()
@@ -156,6 +163,18 @@ class DecodedSstable:
             self._load_words()
             assert self._w2 is not None
         return self._w2
+
+    def lower_bound(self, qw: np.ndarray) -> np.ndarray:
+        """``np.searchsorted(w1, qw, "left")``; sampled (`sampled_lower_bound`) once every block
+        is loaded (a warm SST, searched again and again; its words are final then) and there
+        are enough words. A cold search does not pay for the sample."""
+        w1 = self.w1
+        if len(w1) < 16 * SAMPLE_STRIDE or not self.all_loaded:
+            return np.searchsorted(w1, qw, "left")
+        sample = self._sample
+        if sample is None:
+            sample = self._sample = word_sample(w1)
+        return sampled_lower_bound(w1, sample, qw)
 
     def _load_words(self) -> None:
         """Read (or view, mapped) and verify a version 3 SST's search words."""
