@@ -228,7 +228,9 @@ class ReadView:
         # sorted by user key: the order the runs' key ranges and `Queries.bound` use (a target's
         # epoch suffix could reorder a key that is a prefix of another)
         order = sort_order(data, start, length - EPOCH_LEN, stable=False)
-        q = Queries(data, start[order], length[order], user_keys, order, filter_lens)
+        # the targets laid out in sorted order: every later pass reads them front to back
+        data, start, length = padded_ragged(_rows_in_order(targets, order))
+        q = Queries(data, start, length, user_keys, order, filter_lens)
         pending = np.arange(n)
         found: list[Found] = []
         may_hold: dict[int, np.ndarray] = {}  # per epoch with a key index: may its imms hold it
@@ -401,6 +403,16 @@ class ReadView:
     # -- helpers for ranges ---------------------------------------------------------------------
     def sst_runs(self) -> list[SstRun]:
         return [*self.l0, *(s for lv in self.levels for s in lv.ssts)]
+
+
+def _rows_in_order(r: Ragged, order: np.ndarray) -> Ragged:
+    """`r.take(order)`; a row gather of the matrix when every string has one width."""
+    n = r.n
+    w = int(r.offsets[1] - r.offsets[0]) if n else 0
+    if n and int(r.offsets[-1] - r.offsets[0]) == w * n and (np.diff(r.offsets) == w).all():
+        base = int(r.offsets[0])
+        return Ragged.fixed(r.data[base : base + w * n].reshape(n, w)[order])
+    return r.take(order)
 
 
 def _in_range(q: Queries, pending: np.ndarray, lo: bytes, hi: bytes) -> np.ndarray:

@@ -337,7 +337,12 @@ def _newest_visible(run: SearchableRun, e: np.ndarray, q: Queries, j: np.ndarray
     if len(k):
         ks, qs = ks[k], qs[k]
         ul = ql[k] - EPOCH_LEN
-        same = compare(run.kdata, ks, ul, q.data, qs, ul, np.minimum(skip, ul)) == 0
+        sk = np.minimum(skip, ul)
+        rest = ul - sk
+        if int(rest.max()) <= 8:  # the user keys' unknown bytes fit one word: one compare
+            same = words(run.kdata, ks + sk, rest) == words(q.data, qs + sk, rest)
+        else:
+            same = compare(run.kdata, ks, ul, q.data, qs, ul, sk) == 0
         eight = np.full(len(k), EPOCH_LEN, np.int64)
         out[k] = same & (words(run.kdata, ks + ul, eight) >= words(q.data, qs + ul, eight))
     return out
