@@ -25,6 +25,15 @@ block's first-key word, which keeps `w1` sorted, so a search clipped to a loaded
 bytes after the prefix: a range search (`range_search`) settles the entries tied on `w1` (keys of
 one vnode whose first word is the vnode and the high bytes of a number) with plain word compares.
 
+Version 3 SSTs carry the search words (`sstable` module docstring): they are read and verified
+whole on first use instead of computed per loaded block, and loading a block does no per-entry
+work. An SST of a store that maps objects (`ObjectStore.map`: the local-directory store) is not
+copied at all: the mapping is the buffer, a block's slot is its place in the object, loading a
+block is checking its checksum where the OS page cache holds it, and a batched search of a
+version 3 SST runs over its words first, loading only the blocks of the entries it then reads
+(`load_on_demand`): a cold batch of random keys verifies the blocks it touches, once, at memory
+speed.
+
 Scans and the single-key `get` see a block as a `Block`: Arrow arrays over the buffer.
 """
 
