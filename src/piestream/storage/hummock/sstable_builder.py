@@ -108,26 +108,29 @@ def build_sstable(
     pad = -blocks_end % 8
     words = search_words(keys, len(common_prefix(meta.smallest_key, meta.largest_key)))
     meta.words_offset = blocks_end + pad
-    gap = b"\x00" * pad + words  # the checksum covers the padding too: every byte is checked
-    meta.words_checksum = xxhash.xxh3_64_intdigest(gap)
+    h = xxhash.xxh3_64(b"\x00" * pad)  # the checksum covers the padding too: every byte is checked
+    h.update(words)
+    meta.words_checksum = h.intdigest()
     meta_bytes = meta.encode()
     end = meta.words_offset + len(words)
-    data = b"".join([*parts, gap, meta_bytes, encode_footer(end, meta_bytes)])
+    data = b"".join([*parts, b"\x00" * pad, words, meta_bytes, encode_footer(end, meta_bytes)])
     return BuiltSstable(data, meta, end)
 
 
-def search_words(keys: Ragged, cp: int) -> bytes:
+def search_words(keys: Ragged, cp: int) -> memoryview:
     """The search-words section of an SST whose keys share `cp` leading bytes: every entry's
     ``w1`` (the big-endian word of the 8 key bytes after the prefix, zero-filled past the key's
     end), then every entry's ``w2`` (the next 8), each as little-endian u64 (`sstable` module
     docstring). Readers used to compute exactly these per loaded block."""
-    data = padded(keys.data)
     starts = keys.offsets[:-1].astype(np.int64) + cp
+    # a word read ends at most 16 bytes past a key's start + cp, the last key's furthest: pad
+    # (copy) the key bytes only if that runs past their end
+    data = keys.data if keys.n and int(starts[-1]) + 16 <= len(keys.data) else padded(keys.data)
     lens = keys.lengths.astype(np.int64) - cp
     out = np.empty(2 * keys.n, "<u8")
     out[: keys.n] = words(data, starts, lens)
     out[keys.n :] = words(data, starts + 8, lens - 8)
-    return out.tobytes()
+    return out.view(np.uint8).data
 
 
 def block_bounds(
