@@ -411,7 +411,7 @@ def _rows_in_order(r: Ragged, order: np.ndarray) -> Ragged:
     w = int(r.offsets[1] - r.offsets[0]) if n else 0
     if n and int(r.offsets[-1] - r.offsets[0]) == w * n and (np.diff(r.offsets) == w).all():
         base = int(r.offsets[0])
-        return Ragged.fixed(r.data[base : base + w * n].reshape(n, w)[order])
+        return Ragged.fixed(np.take(r.data[base : base + w * n].reshape(n, w), order, axis=0))
     return r.take(order)
 
 
