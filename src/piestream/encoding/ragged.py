@@ -183,38 +183,56 @@ _INLINE_MASK = np.arange(12)
 
 
 def binary_views(
-    buffers: Sequence[np.ndarray], buf: np.ndarray | None, starts: np.ndarray, lens: np.ndarray
+    buffers: Sequence[np.ndarray],
+    buf: np.ndarray | None,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    groups: Sequence[np.ndarray] | None = None,
 ) -> pa.Array:
     """An Arrow binary_view array whose string i is ``buffers[buf[i]][starts[i]:][:lens[i]]``,
     without copying the strings (views of up to 12 bytes hold them inline, zero-padded, as the
     format requires). Arrow's kernels then compare or copy them in C++. Buffers must be under
-    2 GiB."""
+    2 GiB. `groups`, if given, lists the rows of each buffer (then `buf` is not read, and rows in
+    no group are empty strings): a caller that has them saves a pass over every row per buffer."""
     n = len(lens)
     lens = np.asarray(lens, np.int64)
     starts = np.asarray(starts, np.int64)
-    views = np.zeros((n, 4), np.uint32)  # length | prefix or inline bytes | buffer | offset
-    views[:, 0] = lens
+    # the four u32 columns of a view: length | prefix or inline bytes | buffer | offset
+    prefix = np.zeros(n, np.uint32)
+    bufno = np.zeros(n, np.uint32)
+    offset = np.zeros(n, np.uint32)
     short = lens <= 12
     multi = len(buffers) > 1
     for k, data in enumerate(buffers):  # one step per source buffer, not per string
-        mine = np.flatnonzero(buf == k) if multi and buf is not None else slice(None)
+        if groups is not None:
+            mine: np.ndarray = groups[k]
+        elif multi and buf is not None:
+            mine = np.flatnonzero(buf == k)
+        else:
+            mine = np.arange(n)
         st = starts[mine]
-        sh = short[mine]
         data = np.ascontiguousarray(data)
         size = len(data)
         safe = st + 12 <= size
         if size >= 4 and safe.all():
             w = word_view(data, "<u4")
-            views[mine, 1] = w[st]
-            views[mine, 2] = np.where(sh, w[np.where(sh, st + 4, 0)], k)
-            views[mine, 3] = np.where(sh, w[np.where(sh, st + 8, 0)], st)
+            prefix[mine] = w[st]
+            bufno[mine] = k
+            offset[mine] = st
+            sh = np.flatnonzero(short[mine])
+            if len(sh):  # inline strings: their bytes 4..12 instead of buffer and offset
+                rows, s = mine[sh], st[sh]
+                bufno[rows] = w[s + 4]
+                offset[rows] = w[s + 8]
         else:  # near the end of an unpadded buffer: gather byte by byte
+            sh = short[mine]
             idx = np.minimum(st[:, None] + _INLINE_MASK, max(size - 1, 0))
             raw = data[idx] if size else np.zeros((len(st), 12), np.uint8)
             w3 = np.ascontiguousarray(raw).view("<u4")
-            views[mine, 1] = w3[:, 0]
-            views[mine, 2] = np.where(sh, w3[:, 1], k)
-            views[mine, 3] = np.where(sh, w3[:, 2], st)
+            prefix[mine] = w3[:, 0]
+            bufno[mine] = np.where(sh, w3[:, 1], k)
+            offset[mine] = np.where(sh, w3[:, 2], st)
+    views = np.column_stack([lens.astype(np.uint32), prefix, bufno, offset])
     si = np.flatnonzero(short)
     if len(si):  # inline bytes past the string's end must be zero
         vb = views.view(np.uint8).reshape(n, 16)
@@ -227,11 +245,15 @@ def binary_views(
 
 
 def gather_views(
-    buffers: Sequence[np.ndarray], buf: np.ndarray, starts: np.ndarray, lens: np.ndarray
+    buffers: Sequence[np.ndarray],
+    buf: np.ndarray | None,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    groups: Sequence[np.ndarray] | None = None,
 ) -> pa.Array:
     """A binary array whose string i is ``buffers[buf[i]][starts[i]:starts[i] + lens[i]]``
     (`binary_views` cast to binary: Arrow copies each string in C++)."""
-    return binary_views(buffers, buf, starts, lens).cast(pa.binary())
+    return binary_views(buffers, buf, starts, lens, groups).cast(pa.binary())
 
 
 def concat_rows(parts: Sequence[Ragged]) -> Ragged:

@@ -1,11 +1,14 @@
 """What the batched-read tests of Hummock (`test_run_search`, `test_range_search`) share: entries
 with versions, the model (each key's newest version visible at a read epoch), and the runs that
-hold the entries: an imm, and one SST in L0 with a random block size and compression."""
+hold the entries: an imm, and one SST in L0 with a random block size and compression, in memory
+or in a local directory (whose uncompressed SSTs are read through memory maps)."""
 
 from __future__ import annotations
 
 import random
+import tempfile
 import uuid
+from pathlib import Path
 
 from piestream.encoding.keys import full_key
 from piestream.storage.hummock.kv_batch import KvBatch
@@ -14,7 +17,7 @@ from piestream.storage.hummock.sstable_builder import build_sstable
 from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.store import HummockStorage, visible_bound
 from piestream.storage.hummock.version import HummockVersion, Level, SstableInfo
-from piestream.storage.object_store import InMemoryObjectStore
+from piestream.storage.object_store import InMemoryObjectStore, LocalObjectStore, ObjectStore
 
 Entry = tuple[bytes, int, bytes]  # (user key, epoch, HummockValue)
 
@@ -48,15 +51,23 @@ def imm_storage(entries: list[Entry]) -> HummockStorage:
 def one_sst(
     rnd: random.Random, entries: list[Entry]
 ) -> tuple[SstableStore, SstableInfo, HummockVersion, int]:
-    """`entries` as one SST in L0 (blocks of 60, 200 or 900 bytes, compressed or not): its store,
-    info, a version holding it, and the compression used."""
+    """`entries` as one SST in L0 (blocks of 60, 200 or 900 bytes, compressed or not, in memory or
+    in a local directory): its store, info, a version holding it, and the compression used."""
     compression = rnd.choice([COMPRESSION_NONE, COMPRESSION_LZ4])
-    store = SstableStore(InMemoryObjectStore(f"runs-{uuid.uuid4().hex}"))
+    objects: ObjectStore = (
+        LocalObjectStore(Path(_LOCAL.name) / uuid.uuid4().hex)
+        if rnd.random() < 0.5
+        else InMemoryObjectStore(f"runs-{uuid.uuid4().hex}")
+    )
+    store = SstableStore(objects)
     info = store.upload(
         build_sstable(batch_of(entries), block_size=rnd.choice([60, 200, 900]), compression=compression)
     )
     version = HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(50))
     return store, info, version, compression
+
+
+_LOCAL = tempfile.TemporaryDirectory(prefix="hummock-runs-")  # removed when the tests exit
 
 
 def tie_prone_keys(rnd: random.Random, n: int, max_len: int, max_zeros: int) -> set[bytes]:

@@ -488,7 +488,7 @@ def test_base_level_moving_down_does_not_resurrect_or_shadow(db: Db) -> None:
     L5 still holds rows, then update one of those rows and delete another. Reads must see the
     newest versions."""
     cfg = CompactionConfig(
-        max_bytes_for_level_base=8000,
+        max_bytes_for_level_base=9600,  # sized for SSTs with 16 B of search words per entry
         level_multiplier=4,
         level0_trigger_sub_levels=1,
         target_file_size=2000,

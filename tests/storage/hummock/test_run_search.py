@@ -15,17 +15,22 @@ from __future__ import annotations
 import os
 import random
 
+import numpy as np
 import pytest
 from hummock_runs import Entry, epoch, imm_storage, newest_visible, one_sst, tie_prone_keys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from piestream.encoding.keys import user_key
+from piestream.encoding.keys import full_key, user_key
 from piestream.encoding.memcmp_scalar import escape_bytes
 from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.key_index import padded_ragged, shared_prefix_len, sort_order
-from piestream.storage.hummock.kv_batch import TOMBSTONE, put_value
+from piestream.storage.hummock.kv_batch import TOMBSTONE, KvBatch, put_value
+from piestream.storage.hummock.run_search import sampled_lower_bound, word_sample
+from piestream.storage.hummock.sstable_builder import build_sstable
+from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.store import HummockStorage
+from piestream.storage.object_store import InMemoryObjectStore
 
 
 def _pks(rnd: random.Random, shape: str) -> list[bytes]:
@@ -100,3 +105,33 @@ def test_sort_order_and_shared_prefix(tails: list[bytes], head: bytes) -> None:
     data, starts, lens = padded_ragged(Ragged.from_list(keys))
     assert shared_prefix_len(data, starts, lens) == len(os.path.commonprefix(keys))  # noqa: RUF071 (bytes)
     assert [keys[i] for i in sort_order(data, starts, lens)] == sorted(keys)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 40), min_size=1, max_size=300),
+    st.lists(st.integers(-1, 42), min_size=1, max_size=60),
+)
+def test_sampled_lower_bound_is_searchsorted(words: list[int], queries: list[int]) -> None:
+    """The two-step search of a warm SST's words gives `np.searchsorted(..., "left")` exactly:
+    runs of equal words across group edges, a short last group, queries before and after all."""
+    w1 = np.array(sorted(words), np.uint64) + np.uint64(1 << 63)  # high bit set: unsigned order
+    q = np.array(queries, np.int64).clip(0).astype(np.uint64) + np.uint64(1 << 63)
+    q[np.array(queries) < 0] = 0
+    got = sampled_lower_bound(w1, word_sample(w1), q)
+    assert got.tolist() == np.searchsorted(w1, q, "left").tolist()
+
+
+def test_warm_ssts_search_through_the_sample() -> None:
+    """A fully loaded SST answers `lower_bound` through its word sample, a cold one without."""
+    pairs = [(full_key(user_key(1, 0, i.to_bytes(8, "big")), epoch(1)), put_value(b"v")) for i in range(3000)]
+    store = SstableStore(InMemoryObjectStore())
+    info = store.upload(build_sstable(KvBatch.from_pairs(pairs, [0] * len(pairs)), block_size=1024))
+    d = store.decoded(info)
+    qw = d.w1[::7].copy()
+    assert d.lower_bound(qw).tolist() == np.searchsorted(d.w1, qw, "left").tolist()
+    assert d._sample is None  # cold: no sample built
+    d = store.load_blocks(info, np.arange(len(d.meta)))
+    q2 = qw + np.uint64(1)
+    assert d.lower_bound(q2).tolist() == np.searchsorted(d.w1, q2, "left").tolist()
+    assert d._sample is not None

@@ -8,9 +8,11 @@ from; every corruption test flips real bytes of a stored object and reads it bac
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import struct
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,7 +33,9 @@ from piestream.storage.hummock.sstable import (
     COMPRESSION_NONE,
     COMPRESSION_ZSTD,
     FOOTER_SIZE,
+    MAGIC,
     SstableMeta,
+    block_checksum,
     compression_code,
     decode_block,
     decode_meta_and_footer,
@@ -46,7 +50,7 @@ from piestream.storage.hummock.sstable_builder import (
 from piestream.storage.hummock.sstable_store import SstableStore
 from piestream.storage.hummock.store import HummockStorage
 from piestream.storage.hummock.version import HummockVersion, Level, SstableInfo
-from piestream.storage.object_store import InMemoryObjectStore, ObjectStore
+from piestream.storage.object_store import InMemoryObjectStore, LocalObjectStore, ObjectStore
 
 COMPRESSIONS = [COMPRESSION_NONE, COMPRESSION_LZ4, COMPRESSION_ZSTD]
 E = 1 << 16  # the first barrier epoch of the tests
@@ -185,7 +189,19 @@ def test_build_sstable_round_trip(compression: int) -> None:
     assert m.blocks[0].offset == 0
     for a, b in zip(m.blocks, m.blocks[1:], strict=False):
         assert a.offset + a.length == b.offset
-    assert m.blocks[-1].offset + m.blocks[-1].length == built.meta_offset
+    # then, 8-byte aligned, the search words (w1 of every entry, then w2), then the meta
+    blocks_end = m.blocks[-1].offset + m.blocks[-1].length
+    assert m.words_offset == blocks_end + (-blocks_end % 8)
+    assert built.meta_offset == m.words_offset + 16 * len(pairs)
+    on_disk = np.frombuffer(built.data[m.words_offset : built.meta_offset], "<u8")
+    first, last = pairs[0][0], pairs[-1][0]
+    short = min(len(first), len(last))
+    cp = next((i for i in range(short) if first[i] != last[i]), short)  # the shared prefix
+    padded_keys = [k[cp:] + b"\x00" * 16 for k, _ in pairs]
+    assert on_disk[: len(pairs)].tolist() == [int.from_bytes(k[:8], "big") for k in padded_keys]
+    assert on_disk[len(pairs) :].tolist() == [int.from_bytes(k[8:16], "big") for k in padded_keys]
+    gap = built.data[blocks_end : built.meta_offset]  # padding and words: one checksum
+    assert xxhash.xxh3_64_intdigest(gap) == m.words_checksum
     assert decoded_pairs(built) == pairs
     starts = np.cumsum([0] + [b.key_count for b in m.blocks[:-1]])
     assert [b.first_key for b in m.blocks] == [pairs[i][0] for i in starts]
@@ -199,6 +215,9 @@ def test_build_sstable_round_trip(compression: int) -> None:
         "min_epoch",
         "max_epoch",
         "table_ids",
+        "version",
+        "words_offset",
+        "words_checksum",
     ):
         assert getattr(again, field) == getattr(m, field), field
     assert again.bloom.to_bytes() == m.bloom.to_bytes()
@@ -544,8 +563,10 @@ def test_sstable_store_with_zero_sized_caches_still_reads() -> None:
 # --- corruption ----------------------------------------------------------------------------------
 
 
-def _small_sst(compression: int) -> tuple[ObjectStore, SstableInfo, bytes, SstableMeta]:
-    obj = new_store()
+def _small_sst(
+    compression: int, obj: ObjectStore | None = None
+) -> tuple[ObjectStore, SstableInfo, bytes, SstableMeta]:
+    obj = obj if obj is not None else new_store()
     pairs = make_pairs(36, versions=2, value_len=(4, 12))
     built = build_sstable(batch_of(pairs), block_size=400, compression=compression)
     info = SstableStore(obj).upload(built)
@@ -557,38 +578,75 @@ def _read_all(obj: ObjectStore, info: SstableInfo) -> list[tuple[bytes, bytes]]:
     return [p for b in SstableIterator(cold, info) for p in b.to_pairs()]
 
 
+def _multi_get_all(obj: ObjectStore, info: SstableInfo, ukeys: list[bytes]) -> list[bytes | None]:
+    """A cold batched get of `ukeys` through the SST (the read that uses its search words; on a
+    local store the object is mapped and each block is verified when the search first reads it)."""
+    version = HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(60))
+    return HummockStorage(SstableStore(obj), version).multi_get(ukeys)
+
+
+def _overwrite(obj: ObjectStore, path: str, data: bytes) -> None:
+    """Replace an object's bytes (a local file by rename, as a put does, without the fsyncs)."""
+    if isinstance(obj, LocalObjectStore):
+        tmp = obj.root / f"flip-{uuid.uuid4().hex}"
+        tmp.write_bytes(data)
+        os.replace(tmp, obj.root / path)
+    else:
+        obj.put(path, data)
+
+
+def _corruption_store(kind: str, tmp_path: Path) -> ObjectStore:
+    return LocalObjectStore(tmp_path / "objects") if kind == "local" else new_store()
+
+
 def _position_class(pos: int, meta: SstableMeta, meta_offset: int, size: int) -> tuple[str, int]:
     if pos >= size - FOOTER_SIZE:
         return "footer", -1
     if pos >= meta_offset:
         return "meta", -1
+    if pos >= meta.offsets[-1] + meta.lengths[-1]:
+        return "words", -1  # the padding before the search words, and the words
     for i, b in enumerate(meta.blocks):
         if b.offset <= pos < b.offset + b.length:
             return ("trailer" if pos >= b.offset + b.length - 9 else "body"), i
     raise AssertionError(pos)
 
 
+@pytest.mark.parametrize("kind", ["memory", "local"])
 @pytest.mark.parametrize("compression", COMPRESSIONS)
-def test_every_flipped_byte_is_detected(compression: int) -> None:
-    """Flip each byte of a small SST object in turn: a full read raises DataCorruption naming the
-    object (and the block, for block bytes), and never returns data."""
-    obj, info, data, meta = _small_sst(compression)
+def test_every_flipped_byte_is_detected(compression: int, kind: str, tmp_path: Path) -> None:
+    """Flip each byte of a small SST object in turn: a full read (a scan) and a batched get of
+    every key each raise DataCorruption naming the object (and the block, for block bytes), and
+    never return data. The search words (and their padding) are read only by batched reads: a
+    flip there fails the batched get, and the scan, which does not use them, reads intact data.
+    On a local store an uncompressed SST is read through a memory map."""
+    obj, info, data, meta = _small_sst(compression, _corruption_store(kind, tmp_path))
     assert len(meta.blocks) >= 3
-    assert _read_all(obj, info)  # intact, it reads
+    pairs = _read_all(obj, info)  # intact, it reads
+    ukeys = sorted({k[:-8] for k, _ in pairs})
+    assert _multi_get_all(obj, info, ukeys)
+    mapped = SstableStore(obj).decoded(info).mapped
+    assert mapped == (kind == "local" and compression == COMPRESSION_NONE)
     seen: set[str] = set()
     for pos in range(len(data)):
         cls, block = _position_class(pos, meta, info.meta_offset, len(data))
         seen.add(cls)
         bad = bytearray(data)
         bad[pos] ^= 0x5A
-        obj.put(info.path, bytes(bad))
-        with pytest.raises(DataCorruption) as exc:
-            _read_all(obj, info)
-        msg = str(exc.value)
-        assert info.path in msg, (pos, cls, msg)
-        if block >= 0:
-            assert f"block {block}" in msg, (pos, cls, msg)
-    assert seen == {"body", "trailer", "meta", "footer"}
+        _overwrite(obj, info.path, bytes(bad))
+        reads = [lambda: _multi_get_all(obj, info, ukeys)]
+        if cls == "words":
+            assert _read_all(obj, info) == pairs
+        else:
+            reads.append(lambda: _read_all(obj, info))
+        for read in reads:
+            with pytest.raises(DataCorruption) as exc:
+                read()
+            msg = str(exc.value)
+            assert info.path in msg, (pos, cls, msg)
+            if block >= 0:
+                assert f"block {block}" in msg, (pos, cls, msg)
+    assert seen == {"body", "trailer", "words", "meta", "footer"}
 
 
 def test_corrupt_block_fails_point_gets_and_scans() -> None:
@@ -618,11 +676,11 @@ def test_block_index_pointing_at_garbage_is_detected() -> None:
         decode_block(b"\x00" * 5, "where")
     # a valid checksum over a payload whose layout is inconsistent
     payload = struct.pack("<I", 5) + b"\x00" * 3
-    raw = payload + struct.pack("<BQ", 0, xxhash.xxh64_intdigest(payload, 0))
+    raw = payload + struct.pack("<BQ", 0, block_checksum(payload, 0))
     with pytest.raises(DataCorruption, match="where"):
         decode_block(raw, "where")
     # and an unknown compression code with a valid checksum
-    raw = payload + struct.pack("<BQ", 7, xxhash.xxh64_intdigest(payload, 7))
+    raw = payload + struct.pack("<BQ", 7, block_checksum(payload, 7))
     with pytest.raises(DataCorruption, match="compression"):
         decode_block(raw, "where")
 
@@ -649,7 +707,7 @@ def test_unknown_format_version_is_refused_clearly() -> None:
     bad = bytearray(data)
     struct.pack_into("<I", bad, len(bad) - 8, 9)  # footer: ... version u32 | magic u32
     obj.put(info.path, bytes(bad))
-    with pytest.raises(SstFormatError, match=r"version 9, but this piestream reads only versions 1, 2"):
+    with pytest.raises(SstFormatError, match=r"version 9, but this piestream reads only versions 1, 2, 3"):
         SstableStore(obj).meta(info)
 
 
@@ -671,3 +729,58 @@ def test_bloom_bits_are_the_formats_probe_positions(monkeypatch: pytest.MonkeyPa
                 want.update((h1 + i * h2) % f.nbits for i in range(f.k))
             bits = np.unpackbits(np.frombuffer(f.to_bytes()[5:], np.uint8), bitorder="little")
             assert set(np.flatnonzero(bits).tolist()) == want, (block, n, bits_per_key)
+
+
+def _as_version_2(built: BuiltSstable) -> BuiltSstable:
+    """The same SST as format version 2 wrote it: xxh64 block checksums, no search words."""
+    m = built.meta
+    parts = []
+    for b in m.blocks:
+        raw = built.data[b.offset : b.offset + b.length]
+        body, comp = raw[:-9], raw[-9]
+        parts.append(body + struct.pack("<BQ", comp, xxhash.xxh64_intdigest(body, comp)))
+    old = SstableMeta(
+        offsets=m.offsets,
+        lengths=m.lengths,
+        usizes=m.usizes,
+        key_counts=m.key_counts,
+        first_keys=m.first_key_ragged,
+        smallest_key=m.smallest_key,
+        largest_key=m.largest_key,
+        key_count=m.key_count,
+        min_epoch=m.min_epoch,
+        max_epoch=m.max_epoch,
+        table_ids=m.table_ids,
+        unfiltered_table_ids=m.unfiltered_table_ids,
+        bloom=m.bloom,
+        version=2,
+    )
+    meta = old.encode()
+    end = sum(map(len, parts))
+    footer = struct.pack("<QIQII", end, len(meta), xxhash.xxh64_intdigest(meta), 2, MAGIC)
+    return BuiltSstable(b"".join([*parts, meta, footer]), old, end)
+
+
+@pytest.mark.parametrize("kind", ["memory", "local"])
+@pytest.mark.parametrize("compression", [COMPRESSION_NONE, COMPRESSION_LZ4])
+def test_version_2_ssts_still_read(compression: int, kind: str, tmp_path: Path) -> None:
+    """An SST written by format version 2 reads as its version 3 twin does (scans and batched
+    gets, mapped or not), and its xxh64 block checksums still catch a flipped byte."""
+    obj = _corruption_store(kind, tmp_path)
+    pairs = make_pairs(300, versions=3, value_len=(0, 40))
+    built = build_sstable(batch_of(pairs), block_size=512, compression=compression)
+    new = SstableStore(obj).upload(built)
+    old_built = _as_version_2(built)
+    old = SstableStore(obj).upload(old_built)
+    assert SstableStore(obj).meta(old).version == 2
+    assert _read_all(obj, old) == _read_all(obj, new) == pairs
+    ukeys = [*sorted({k[:-8] for k, _ in pairs}), user_key(1, 0, b"absent")]
+    got = _multi_get_all(obj, old, ukeys)
+    assert got == _multi_get_all(obj, new, ukeys)
+    assert any(v is not None for v in got) and got[-1] is None
+    assert not SstableStore(obj).decoded(old).words_on_disk
+    bad = bytearray(old_built.data)
+    bad[int(old_built.meta.offsets[2]) + 5] ^= 1
+    _overwrite(obj, old.path, bytes(bad))
+    with pytest.raises(DataCorruption, match="block 2"):
+        _read_all(obj, old)

@@ -25,6 +25,15 @@ block's first-key word, which keeps `w1` sorted, so a search clipped to a loaded
 bytes after the prefix: a range search (`range_search`) settles the entries tied on `w1` (keys of
 one vnode whose first word is the vnode and the high bytes of a number) with plain word compares.
 
+Version 3 SSTs carry the search words (`sstable` module docstring): they are read and verified
+whole on first use instead of computed per loaded block, and loading a block does no per-entry
+work. An SST of a store that maps objects (`ObjectStore.map`: the local-directory store) is not
+copied at all: the mapping is the buffer, a block's slot is its place in the object, loading a
+block is checking its checksum where the OS page cache holds it, and a batched search of a
+version 3 SST runs over its words first, loading only the blocks of the entries it then reads
+(`load_on_demand`): a cold batch of random keys verifies the blocks it touches, once, at memory
+speed.
+
 Scans and the single-key `get` see a block as a `Block`: Arrow arrays over the buffer.
 """
 
@@ -41,7 +50,13 @@ from piestream.common.errors import DataCorruption
 from piestream.encoding.ragged import word_view
 from piestream.storage.hummock.key_index import PAD, words
 from piestream.storage.hummock.kv_batch import KvBatch
-from piestream.storage.hummock.run_search import common_prefix, prefix_words
+from piestream.storage.hummock.run_search import (
+    SAMPLE_STRIDE,
+    common_prefix,
+    prefix_words,
+    sampled_lower_bound,
+    word_sample,
+)
 from piestream.storage.hummock.sstable import (
     BLOCK_TRAILER_SIZE,
     COMPRESSION_NONE,
@@ -62,7 +77,14 @@ ReadRanges = Callable[[list[int], list[np.ndarray]], None]
 class DecodedSstable:
     """The decoded blocks of one SST, in one buffer, searchable as one sorted run."""
 
-    def __init__(self, object_id: int, meta: SstableMeta, path: str) -> None:
+    def __init__(
+        self,
+        object_id: int,
+        meta: SstableMeta,
+        path: str,
+        mapped: np.ndarray | None = None,
+        read_ranges: ReadRanges | None = None,
+    ) -> None:
         self.object_id = object_id
         self.meta = meta
         self.path = path
@@ -71,15 +93,24 @@ class DecodedSstable:
         # uncompressed blocks decode in place: a block's slot holds its on-disk bytes, and
         # consecutive blocks read together sit together; compressed blocks get slots of their
         # payload size (rounded to 8)
-        self.in_place = bool(nb) and bool(np.all(meta.lengths == meta.usizes + BLOCK_TRAILER_SIZE))
+        self.in_place = in_place_layout(meta)
         self.room = meta.lengths.copy() if self.in_place else (meta.usizes + 7) // 8 * 8
         size = int(self.room.sum())
         # Slots are handed out in load order from the front of the buffer (`_cursor`), so the
         # memory a batch touches is what it loaded, packed: reading 1/4 of an SST's blocks
         # faults in (and the kernel zeroes) 1/4 of its size, not every page of the object.
         self._cursor = 0
-        self.buf = np.empty(size + PAD, np.uint8)
-        self.buf[size:] = 0
+        # A mapped object (`ObjectStore.map`, the whole SST, copy-on-write) *is* the buffer: a
+        # block's slot is its place in the object, loading it is verifying it, and nothing is
+        # copied. Word reads past a key's end stay inside the object (the meta and footer follow
+        # the last block), so no padding is needed.
+        self.mapped = mapped is not None and self.in_place
+        if self.mapped:
+            assert mapped is not None
+            self.buf = mapped
+        else:
+            self.buf = np.empty(size + PAD, np.uint8)
+            self.buf[size:] = 0
         self._u4 = word_view(self.buf, "<u4")
         self._u8 = word_view(self.buf, "<u8")
         # where each block's payload and columns start, known once loaded (payload: count |
@@ -95,18 +126,30 @@ class DecodedSstable:
         self.loaded = np.zeros(nb, np.bool_)
         self.all_loaded = nb == 0
         self.loaded_bytes = 0
-        # search words (see the module docstring)
+        self.n_loaded = 0  # blocks loaded so far (cache accounting of on-demand loads)
+        self.read_ranges = read_ranges
+        # search words (see the module docstring): version 3 SSTs carry them (`sstable`), read
+        # and verified whole on first use; older ones get them computed per loaded block, with
+        # each block's first-key word standing in for the entries of blocks not loaded yet
         self.prefix = common_prefix(meta.smallest_key, meta.largest_key)
         self.cp = len(self.prefix)
         self.prefix_words = prefix_words(self.prefix)
-        self.w1 = np.repeat(meta.block_words(), counts)
-        fk = meta.index()
-        cp8 = np.full(nb, self.cp + 8, np.int64)
-        fw2 = words(fk.data, fk.starts + cp8, fk.lens - cp8) if nb else np.zeros(0, np.uint64)
-        self.w2 = np.repeat(fw2, counts)
+        self.words_on_disk = meta.version >= 3
+        # A mapped version 3 SST is searched whole before any block is loaded: the blocks of the
+        # entries a search reads are loaded (verified) when it first reads them (`key_pos`).
+        self.load_on_demand = self.mapped and self.words_on_disk
+        self._w1: np.ndarray | None = None
+        self._w2: np.ndarray | None = None
+        self._sample: np.ndarray | None = None  # `lower_bound`
+        if not self.words_on_disk:
+            self._w1 = np.repeat(meta.block_words(), counts)
+            fk = meta.index()
+            cp8 = np.full(nb, self.cp + 8, np.int64)
+            fw2 = words(fk.data, fk.starts + cp8, fk.lens - cp8) if nb else np.zeros(0, np.uint64)
+            self._w2 = np.repeat(fw2, counts)
         self._folded: tuple[np.ndarray, int, np.ndarray] | None = None  # see `folded_words`
         self._views: dict[int, Block] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # `folded_words` may load the words under it
 
     @property
     def kdata(self) -> np.ndarray:
@@ -116,10 +159,67 @@ class DecodedSstable:
     def vdata(self) -> np.ndarray:
         return self.buf
 
+    @property
+    def w1(self) -> np.ndarray:
+        if self._w1 is None:
+            self._load_words()
+            assert self._w1 is not None
+        return self._w1
+
+    @property
+    def w2(self) -> np.ndarray:
+        if self._w2 is None:
+            self._load_words()
+            assert self._w2 is not None
+        return self._w2
+
+    def lower_bound(self, qw: np.ndarray) -> np.ndarray:
+        """``np.searchsorted(w1, qw, "left")``; sampled (`sampled_lower_bound`) once every block
+        is loaded (a warm SST, searched again and again; its words are final then) and there
+        are enough words. A cold search does not pay for the sample."""
+        w1 = self.w1
+        if len(w1) < 16 * SAMPLE_STRIDE or not self.all_loaded:
+            return np.searchsorted(w1, qw, "left")
+        sample = self._sample
+        if sample is None:
+            sample = self._sample = word_sample(w1)
+        return sampled_lower_bound(w1, sample, qw)
+
+    def _load_words(self) -> None:
+        """Read (or view, mapped) and verify a version 3 SST's search words."""
+        with self._lock:
+            if self._w1 is not None:
+                return
+            # the checksum covers the padding between the last block and the words, too
+            meta = self.meta
+            n = int(self.ebase[-1])
+            at = int(meta.offsets[-1] + meta.lengths[-1]) if len(meta) else 0
+            pad = meta.words_offset - at
+            if not 0 <= pad < 8:
+                raise DataCorruption(f"{self.path}: search words are not after the blocks")
+            size = pad + 16 * n
+            if self.mapped:
+                if at + size > len(self.buf):
+                    raise DataCorruption(f"{self.path}: search words lie past the end of the object")
+                raw = self.buf[at : at + size]
+            else:
+                if self.read_ranges is None:
+                    raise RuntimeError("no reader for the search words")
+                lead = -pad % 8  # so the words themselves land 8-byte aligned
+                raw = np.empty(size + lead, np.uint8)[lead:]
+                self.read_ranges([at], [raw])
+            if xxhash.xxh3_64_intdigest(raw.data) != meta.words_checksum:
+                raise DataCorruption(f"{self.path}: search words checksum mismatch")
+            w = raw[pad:].view("<u8")
+            w.flags.writeable = False  # a mapped object's pages: never written
+            self._w2 = w[n:]
+            self._w1 = w[:n]
+
     def nbytes(self) -> int:
         """Memory charged to the cache: loaded blocks plus the search words."""
-        folded = 8 * len(self.w1) if self._folded is not None else 0
-        return self.loaded_bytes + (ENTRY_OVERHEAD * len(self.w1) + folded) + 256
+        n = int(self.ebase[-1])
+        folded = 8 * n if self._folded is not None else 0
+        return self.loaded_bytes + (ENTRY_OVERHEAD * n + folded) + 256
 
     def folded_words(self) -> tuple[np.ndarray, int, np.ndarray]:
         """(`w1` and `w2` folded into one sorted uint64 per entry, the high bits of it that hold
@@ -150,28 +250,40 @@ class DecodedSstable:
         return f"{self.path} block {idx}"
 
     def __len__(self) -> int:
-        return len(self.w1)
+        return int(self.ebase[-1])
 
     # -- entries --------------------------------------------------------------------------------
     def block_of(self, e: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.ebase, e, "right") - 1
 
     def key_pos(self, e: np.ndarray, blk: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(start in `buf`, length) of the keys of entries `e` (of loaded blocks)."""
+        """(start in `buf`, length) of the keys of entries `e` (of loaded blocks, or of any
+        block when loaded on demand)."""
         b = self.block_of(e) if blk is None else blk
+        if self.load_on_demand and not self.all_loaded:
+            self._load_entries(b)
         pair = self._u8[self.kobase[b] + 4 * (e - self.ebase[b])]
         s = (pair & np.uint64(0xFFFFFFFF)).astype(np.int64)
         return self.kbase[b] + s, (pair >> np.uint64(32)).astype(np.int64) - s
 
     def value_pos(self, e: np.ndarray, blk: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(start in `buf`, length) of the values of entries `e` (of loaded blocks)."""
+        """(start in `buf`, length) of the values of entries `e` (of loaded blocks, or of any
+        block when loaded on demand)."""
         b = self.block_of(e) if blk is None else blk
+        if self.load_on_demand and not self.all_loaded:
+            self._load_entries(b)
         pair = self._u8[self.vobase[b] + 4 * (e - self.ebase[b])]
         s = (pair & np.uint64(0xFFFFFFFF)).astype(np.int64)
         return self.vbase[b] + s, (pair >> np.uint64(32)).astype(np.int64) - s
 
     # -- loading --------------------------------------------------------------------------------
-    def ensure(self, blocks: Sequence[int] | np.ndarray, read_ranges: ReadRanges) -> int:
+    def _load_entries(self, blk: np.ndarray) -> None:
+        """Load (verify, mapped) the blocks `blk` of entries a search is about to read."""
+        missing = blk[~self.loaded[blk]]
+        if len(missing):
+            self.ensure(missing)
+
+    def ensure(self, blocks: Sequence[int] | np.ndarray, read_ranges: ReadRanges | None = None) -> int:
         """Load the given blocks that are not loaded yet: one `read_ranges` call reads each run of
         consecutive missing blocks as one range; the rest is vectorized over every block of the
         call. Returns how many blocks were loaded."""
@@ -186,8 +298,12 @@ class DecodedSstable:
             missing = missing[~self.loaded[missing]]
             if not len(missing):
                 return 0
-            self._load(missing, read_ranges)
+            reader = read_ranges if read_ranges is not None else self.read_ranges
+            if reader is None and not self.mapped:
+                raise RuntimeError("no reader for the blocks")
+            self._load(missing, reader or _no_reads)
             self.loaded[missing] = True
+            self.n_loaded += len(missing)
             self.loaded_bytes += int(self.meta.usizes[missing].sum())
             self.all_loaded = bool(self.loaded.all())
             return len(missing)
@@ -195,11 +311,14 @@ class DecodedSstable:
     def _place(self, blocks: np.ndarray) -> None:
         """Give `blocks` (sorted, not loaded) their slots: the next `room` bytes of the buffer
         each, in block order, so a run of consecutive blocks is one contiguous range."""
-        room = self.room[blocks]
-        at = np.cumsum(room)
-        at -= room
-        at += self._cursor
-        self._cursor += int(room.sum())
+        if self.mapped:
+            at = self.meta.offsets[blocks]
+        else:
+            room = self.room[blocks]
+            at = np.cumsum(room)
+            at -= room
+            at += self._cursor
+            self._cursor += int(room.sum())
         counts = self.meta.key_counts[blocks]
         self.pbase[blocks] = at
         self.kobase[blocks] = at + 4
@@ -237,7 +356,9 @@ class DecodedSstable:
         meta = self.meta
         offs, lens = meta.offsets, meta.lengths
         self._place(blocks)
-        if self.in_place:
+        if self.mapped:  # the bytes are in place already
+            self._verify_in_place(blocks)
+        elif self.in_place:
             buf = self.buf
             # one range per run of consecutive blocks, read straight into its slots
             at = self.pbase[first].tolist()
@@ -272,11 +393,10 @@ class DecodedSstable:
                 xxhash.xxh64_intdigest(mv[s : s + n + 1])
                 for s, n in zip(body.tolist(), blen.tolist(), strict=True)
             ]  # one C call per block
-        else:  # xxh64(body, seed=compression)
-            sums = [
-                xxhash.xxh64_intdigest(mv[s : s + n], c)
-                for s, n, c in zip(body.tolist(), blen.tolist(), comp.tolist(), strict=True)
-            ]  # one C call per block
+        else:  # xxh3_64 (version 3) or xxh64 (2) of the body, seeded with the compression code
+            h = xxhash.xxh3_64_intdigest if meta.version >= 3 else xxhash.xxh64_intdigest
+            bl = zip(body.tolist(), blen.tolist(), comp.tolist(), strict=True)
+            sums = [h(mv[s : s + n], c) for s, n, c in bl]  # one C call per block
         bad = np.flatnonzero(np.asarray(sums, np.uint64) != stored)
         if len(bad):
             raise DataCorruption(f"{self.where(int(blocks[bad[0]]))}: block checksum mismatch")
@@ -308,6 +428,11 @@ class DecodedSstable:
                 raise DataCorruption(f"{self.where(b)}: key count differs from the index")
             raise DataCorruption(f"{self.where(b)}: block layout is inconsistent")
         self.vbase[blocks] = self.kbase[blocks] + ko_end
+        if self.words_on_disk:
+            # version 3: the words come with the SST, and no per-entry work is done at load; a
+            # block's entry offsets are checked where Arrow views of it are made (`batch`), and
+            # the vector search reads through numpy, which bounds-checks every gather
+            return
         # every entry of these blocks: its key- and value-offset pairs (one 8-byte gather each,
         # no per-entry block lookups), offsets non-decreasing, then its search word
         total = int(n.sum())
@@ -358,6 +483,8 @@ class DecodedSstable:
         buf = self.buf
         ko = self._u4[self.kobase[idx] + 4 * np.arange(n + 1)].astype(np.int32)
         vo = self._u4[self.vobase[idx] + 4 * np.arange(n + 1)].astype(np.int32)
+        if np.any(ko[1:] < ko[:-1]) or np.any(vo[1:] < vo[:-1]):  # Arrow trusts its offsets
+            raise DataCorruption(f"{self.where(idx)}: block layout is inconsistent")
         kb, vb, fb = int(self.kbase[idx]), int(self.vbase[idx]), int(self.fbase[idx])
         keys = pa.Array.from_buffers(
             pa.binary(), n, [None, pa.py_buffer(ko), pa.py_buffer(buf[kb : kb + int(ko[-1])])]
@@ -367,6 +494,17 @@ class DecodedSstable:
         )
         flens = buf[fb : fb + 2 * n].view("<u2") if fb % 2 == 0 else buf[fb : fb + 2 * n].copy().view("<u2")
         return KvBatch(keys, values, flens)
+
+
+def _no_reads(offsets: list[int], outs: list[np.ndarray]) -> None:
+    raise RuntimeError("a mapped SST reads nothing")
+
+
+def in_place_layout(meta: SstableMeta) -> bool:
+    """Whether an SST's blocks decode in place: every block's on-disk length is its payload
+    plus the trailer (uncompressed; a compressed block of that length is decompressed into its
+    own bytes)."""
+    return bool(len(meta)) and bool(np.all(meta.lengths == meta.usizes + BLOCK_TRAILER_SIZE))
 
 
 def _verified_payload(raw: np.ndarray, where: str, version: int) -> bytes | memoryview:

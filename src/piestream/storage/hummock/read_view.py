@@ -228,7 +228,9 @@ class ReadView:
         # sorted by user key: the order the runs' key ranges and `Queries.bound` use (a target's
         # epoch suffix could reorder a key that is a prefix of another)
         order = sort_order(data, start, length - EPOCH_LEN, stable=False)
-        q = Queries(data, start[order], length[order], user_keys, order, filter_lens)
+        # the targets laid out in sorted order: every later pass reads them front to back
+        data, start, length = padded_ragged(_rows_in_order(targets, order))
+        q = Queries(data, start, length, user_keys, order, filter_lens)
         pending = np.arange(n)
         found: list[Found] = []
         may_hold: dict[int, np.ndarray] = {}  # per epoch with a key index: may its imms hold it
@@ -307,6 +309,17 @@ class ReadView:
         d = store.cached(s.info, len(j))
         in_prefix = s.in_prefix(meta)  # the queries lie in the SST's user-key range
         if d is None or not d.all_loaded:
+            d = d if d is not None else store.decoded(s.info)
+            if d.load_on_demand:
+                # a mapped SST with its search words: search it whole; the blocks of the entries
+                # the search reads are verified as it reads them (nothing is copied)
+                before = d.n_loaded
+                hit, pos = find(d, q, j, in_prefix=in_prefix)
+                if hit.any():
+                    found.append(Found(j[hit], d.vdata, *d.value_pos(pos[hit])))
+                store.charge(s.info, d, before, len(j))
+                return j[hit]
+        if d is None or not d.all_loaded:
             nb = len(meta)
             missing = nb if d is None else nb - int(np.count_nonzero(d.loaded))
             if len(j) >= FILL_KEYS_PER_BLOCK * nb or missing * FILL_MISSING_FRACTION <= nb:
@@ -351,7 +364,6 @@ class ReadView:
         starts: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         bufs: list[np.ndarray] = []
-        buf_of: list[np.ndarray] = []
         for f in found:
             if not len(f.pos):
                 continue
@@ -365,7 +377,6 @@ class ReadView:
                 where.append(order[f.pos[put]])
                 starts.append(f.vstart[put] + 1)
                 lens.append(f.vlen[put] - 1)
-                buf_of.append(np.full(len(put), len(bufs), np.int64))
                 bufs.append(f.data)
         if not where:
             return ok, pa.array([b""] * 0, pa.binary()) if n == 0 else _empty_values(n)
@@ -383,16 +394,25 @@ class ReadView:
                 ok[dest[below_watermark(ukeys.to_arrow(), wms)]] = False
         src_start = np.zeros(n, np.int64)
         src_len = np.zeros(n, np.int64)
-        src_buf = np.zeros(n, np.int64)
         src_start[dest] = np.concatenate(starts)
         src_len[dest] = np.concatenate(lens)
-        src_buf[dest] = np.concatenate(buf_of)
         src_len[~ok] = 0
-        return ok, gather_views(bufs, src_buf, src_start, src_len)
+        # the rows of each run's buffer are known: no pass over all rows per buffer
+        return ok, gather_views(bufs, None, src_start, src_len, where)
 
     # -- helpers for ranges ---------------------------------------------------------------------
     def sst_runs(self) -> list[SstRun]:
         return [*self.l0, *(s for lv in self.levels for s in lv.ssts)]
+
+
+def _rows_in_order(r: Ragged, order: np.ndarray) -> Ragged:
+    """`r.take(order)`; a row gather of the matrix when every string has one width."""
+    n = r.n
+    w = int(r.offsets[1] - r.offsets[0]) if n else 0
+    if n and int(r.offsets[-1] - r.offsets[0]) == w * n and (np.diff(r.offsets) == w).all():
+        base = int(r.offsets[0])
+        return Ragged.fixed(np.take(r.data[base : base + w * n].reshape(n, w), order, axis=0))
+    return r.take(order)
 
 
 def _in_range(q: Queries, pending: np.ndarray, lo: bytes, hi: bytes) -> np.ndarray:

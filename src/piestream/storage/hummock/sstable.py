@@ -1,8 +1,8 @@
-"""The SST object format, version 2 (seed 001 "Storage Format"; reference §5.1 for the ideas).
+"""The SST object format, version 3 (seed 001 "Storage Format"; reference §5.1 for the ideas).
 
 One object per SST::
 
-    [block 0] ... [block n-1] [meta] [footer]
+    [block 0] ... [block n-1] [pad to 8] [search words] [meta] [footer]
 
 A block holds ~64 KiB of sorted entries (configurable per table) laid out as columns, so
 decoding it is a few numpy / Arrow views and never a loop over entries::
@@ -12,15 +12,24 @@ decoding it is a few numpy / Arrow views and never a loop over entries::
 
 Keys are full keys (user key | inverted epoch u64 BE), so every key ends in a fixed 8-byte epoch
 column: the read-epoch rule is one gather of those words plus a search for ``user key | read
-epoch`` (`key_index`). On disk a block is ``body | compression u8 | xxh64(body, seed=compression)
+epoch`` (`key_index`). On disk a block is ``body | compression u8 | xxh3_64(body, seed=compression)
 u64``; body is the payload, optionally LZ4- or Zstd-compressed.
+
+The search words (version 3) are what a batched search of the SST needs besides the blocks,
+written once by the builder so no reader computes them per entry: ``w1`` then ``w2``, one
+little-endian u64 per entry each, the big-endian words of the 8 and the next 8 key bytes after
+the prefix every key of the SST shares (`decoded` module docstring). The section starts 8-byte
+aligned; the meta records its offset and its xxh3_64 checksum. A reader loads it on first use
+and verifies it whole (16 bytes per entry), so a cold batched read of a mapped SST searches all
+of it at once and then verifies only the blocks holding candidates.
 
 The meta is columnar too: block offsets, lengths, uncompressed sizes and key counts as arrays,
 the block index as the array of block first keys (offsets + bytes), then smallest and largest key,
 key count, epoch range, table ids and the Bloom filter. The footer locates and checksums the meta
-and carries the format version. Version 1 SSTs (row-record block index, checksum over body +
+and carries the format version. Version 2 SSTs (block checksums xxh64, no search words: readers
+compute them per loaded block) and version 1 SSTs (row-record block index, checksum over body +
 compression byte, entry-size "uncompressed" sizes) are still read, so older data directories keep
-working; new SSTs are written as version 2 and compaction rewrites old ones. Any other version is
+working; new SSTs are written as version 3 and compaction rewrites old ones. Any other version is
 refused with `SstFormatError` (README "Upgrading"). Every read verifies checksums, so corrupt
 bytes raise `DataCorruption` naming the object and block instead of being returned as data.
 """
@@ -47,8 +56,8 @@ from piestream.storage.hummock.kv_batch import KvBatch
 from piestream.storage.hummock.run_search import common_prefix
 
 MAGIC = 0x5049_4553  # "PIES"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 DEFAULT_BLOCK_SIZE = 64 * 1024
 #: The block size for point-lookup tables (`StorageOptions.table_block_sizes`): RocksDB's default.
 #: A random key then reads ~4 KiB instead of ~64 KiB from a cold SST.
@@ -112,11 +121,16 @@ def encode_block(batch: KvBatch, compression: int = COMPRESSION_NONE) -> bytes:
         body = zstandard.ZstdCompressor(level=3).compress(payload)
     else:
         body = payload
-    return body + _BLOCK_TRAILER.pack(compression, xxhash.xxh64_intdigest(body, compression))
+    return body + _BLOCK_TRAILER.pack(compression, block_checksum(body, compression))
 
 
-def _block_checksum(body: memoryview, compression: int, version: int) -> int:
-    if version == 1:  # version 1: xxh64(body + compression byte)
+def block_checksum(body: memoryview | bytes, compression: int, version: int = FORMAT_VERSION) -> int:
+    """A block body's checksum as format `version` computes it (version 3: xxh3_64 seeded with
+    the compression code, which hashes a mapped block at memory speed; 2: xxh64 seeded so;
+    1: xxh64 of body + compression byte)."""
+    if version >= 3:
+        return xxhash.xxh3_64_intdigest(body, compression)
+    if version == 1:
         h = xxhash.xxh64(body)
         h.update(bytes([compression]))
         return h.intdigest()
@@ -131,7 +145,7 @@ def block_body(raw: memoryview | bytes, where: str, version: int = FORMAT_VERSIO
         raise DataCorruption(f"{where}: block truncated")
     body = mv[: -_BLOCK_TRAILER.size]
     compression, checksum = _BLOCK_TRAILER.unpack_from(mv, len(mv) - _BLOCK_TRAILER.size)
-    if _block_checksum(body, compression, version) != checksum:
+    if block_checksum(body, compression, version) != checksum:
         raise DataCorruption(f"{where}: block checksum mismatch")
     if compression == COMPRESSION_NONE:
         return body
@@ -241,8 +255,13 @@ class SstableMeta:
         unfiltered_table_ids: list[int],
         bloom: BloomFilter,
         version: int = FORMAT_VERSION,
+        words_offset: int = 0,
+        words_checksum: int = 0,
     ) -> None:
         self.version = version
+        #: version 3: where the search words start in the object, and their xxh3_64
+        self.words_offset = words_offset
+        self.words_checksum = words_checksum
         self.offsets = offsets.astype(np.int64)
         self.lengths = lengths.astype(np.int64)
         self.usizes = usizes.astype(np.int64)
@@ -392,6 +411,8 @@ class SstableMeta:
             ),
             _lp(self.bloom.to_bytes()),
         ]
+        if self.version >= 3:
+            parts.append(struct.pack("<QQ", self.words_offset, self.words_checksum))
         return b"".join(parts)
 
     @classmethod
@@ -409,7 +430,7 @@ class SstableMeta:
             if n and (fko[0] != 0 or np.any(np.diff(fko) < 0)):
                 raise DataCorruption("block index offsets are inconsistent")
             fkd = np.frombuffer(r.take(int(fko[-1])), np.uint8)
-            tail = _read_tail(r, len(data))
+            tail = _read_tail(r, len(data), version)
         except (struct.error, ValueError, DataCorruption) as e:
             raise DataCorruption(f"{where}: SST meta is corrupt ({e})") from e
         return cls(
@@ -418,6 +439,7 @@ class SstableMeta:
             usizes=usizes,
             key_counts=counts,
             first_keys=Ragged(fko, fkd),
+            version=version,
             **tail,
         )
 
@@ -433,7 +455,7 @@ class SstableMeta:
             for _ in range(r.u32()):  # per block of an old SST, once when its meta is loaded
                 recs.append(r.unpack("<QIII"))
                 first.append(r.lp())
-            tail = _read_tail(r, len(data))
+            tail = _read_tail(r, len(data), 1)
         except (struct.error, ValueError, DataCorruption) as e:
             raise DataCorruption(f"{where}: SST meta is corrupt ({e})") from e
         cols = np.array(recs, np.int64).reshape(len(recs), 4)
@@ -448,16 +470,24 @@ class SstableMeta:
         )
 
 
-def _read_tail(r: _Reader, size: int) -> dict[str, Any]:
-    """The meta fields after the block index (the same in versions 1 and 2)."""
+def _read_tail(r: _Reader, size: int, version: int) -> dict[str, Any]:
+    """The meta fields after the block index (the same in versions 1 and 2; version 3 adds the
+    search words' offset and checksum)."""
     smallest, largest = r.lp(), r.lp()
     key_count, min_epoch, max_epoch = r.unpack("<QQQ")
     table_ids = [r.u32() for _ in range(r.u32())]
     unfiltered = [r.u32() for _ in range(r.u32())]
     bloom = BloomFilter.from_bytes(r.lp())
+    words: dict[str, int] = {}
+    if version >= 3:
+        offset, checksum = r.unpack("<QQ")
+        if offset % 8:
+            raise DataCorruption("search words are not 8-byte aligned")
+        words = {"words_offset": offset, "words_checksum": checksum}
     if r.pos != size:
         raise DataCorruption("trailing bytes")
     return {
+        **words,
         "smallest_key": smallest,
         "largest_key": largest,
         "key_count": key_count,

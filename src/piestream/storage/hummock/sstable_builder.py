@@ -10,12 +10,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.compute as pc
+import xxhash
 
 from piestream.encoding.hashing import xxh64_ragged
 from piestream.encoding.keys import EPOCH_LEN, TABLE_PREFIX_LEN
 from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.filter import BloomFilter
+from piestream.storage.hummock.key_index import padded, words
 from piestream.storage.hummock.kv_batch import KvBatch
+from piestream.storage.hummock.run_search import common_prefix
 from piestream.storage.hummock.sstable import (
     COMPRESSION_NONE,
     DEFAULT_BLOCK_SIZE,
@@ -101,10 +104,33 @@ def build_sstable(
         unfiltered_table_ids=sorted(unfiltered),
         bloom=BloomFilter.build(per_entry[batch.filter_lens > 0], bits_per_key),
     )
+    blocks_end = int(lens.sum())
+    pad = -blocks_end % 8
+    words = search_words(keys, len(common_prefix(meta.smallest_key, meta.largest_key)))
+    meta.words_offset = blocks_end + pad
+    h = xxhash.xxh3_64(b"\x00" * pad)  # the checksum covers the padding too: every byte is checked
+    h.update(words)
+    meta.words_checksum = h.intdigest()
     meta_bytes = meta.encode()
-    end = int(lens.sum())
-    data = b"".join([*parts, meta_bytes, encode_footer(end, meta_bytes)])
+    end = meta.words_offset + len(words)
+    data = b"".join([*parts, b"\x00" * pad, words, meta_bytes, encode_footer(end, meta_bytes)])
     return BuiltSstable(data, meta, end)
+
+
+def search_words(keys: Ragged, cp: int) -> memoryview:
+    """The search-words section of an SST whose keys share `cp` leading bytes: every entry's
+    ``w1`` (the big-endian word of the 8 key bytes after the prefix, zero-filled past the key's
+    end), then every entry's ``w2`` (the next 8), each as little-endian u64 (`sstable` module
+    docstring). Readers used to compute exactly these per loaded block."""
+    starts = keys.offsets[:-1].astype(np.int64) + cp
+    # a word read ends at most 16 bytes past a key's start + cp, the last key's furthest: pad
+    # (copy) the key bytes only if that runs past their end
+    data = keys.data if keys.n and int(starts[-1]) + 16 <= len(keys.data) else padded(keys.data)
+    lens = keys.lengths.astype(np.int64) - cp
+    out = np.empty(2 * keys.n, "<u8")
+    out[: keys.n] = words(data, starts, lens)
+    out[keys.n :] = words(data, starts + 8, lens - 8)
+    return out.view(np.uint8).data
 
 
 def block_bounds(

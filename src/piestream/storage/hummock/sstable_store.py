@@ -17,7 +17,7 @@ import numpy as np
 
 from piestream.common.errors import DataCorruption, ObjectNotFound, StorageError
 from piestream.storage.hummock.cache import LruCache
-from piestream.storage.hummock.decoded import DecodedSstable
+from piestream.storage.hummock.decoded import DecodedSstable, in_place_layout
 from piestream.storage.hummock.sstable import Block, SstableMeta, decode_meta_and_footer
 from piestream.storage.hummock.sstable_builder import BuiltSstable
 from piestream.storage.hummock.version import SstableInfo, sst_path
@@ -100,8 +100,37 @@ class SstableStore:
         """The SST's decoded blocks (from the block cache, or a new empty one)."""
         d = self.block_cache.peek(sst.object_id)
         if d is None:
-            d = DecodedSstable(sst.object_id, self.meta(sst), sst.path)
+            meta = self.meta(sst)
+            d = DecodedSstable(
+                sst.object_id,
+                meta,
+                sst.path,
+                self._mapped(sst, meta),
+                lambda offs, outs: self._read_ranges(sst, offs, outs),
+            )
         return d
+
+    def charge(self, sst: SstableInfo, d: DecodedSstable, loaded_before: int, reads: int) -> None:
+        """Account a search of `d` that loaded blocks on demand (`DecodedSstable.load_on_demand`):
+        blocks it loaded count as misses, the rest of its `reads` as hits; the cache holds `d`,
+        charged with its new size."""
+        loaded = d.n_loaded - loaded_before
+        self.block_cache.count(hits=max(reads - loaded, 0), misses=loaded)
+        if loaded or self.block_cache.peek(sst.object_id) is None:
+            self.block_cache.put(sst.object_id, d)
+        else:
+            self.block_cache.touch(sst.object_id)
+
+    def _mapped(self, sst: SstableInfo, meta: SstableMeta) -> np.ndarray | None:
+        """The SST object mapped into memory, where the store can map it and its blocks decode
+        in place (`DecodedSstable`); None otherwise, and for an object whose size is not the
+        descriptor's (then block reads report what is wrong)."""
+        if not in_place_layout(meta):
+            return None
+        view = self.store.map(sst.path)
+        if view is None or len(view) != sst.file_size:
+            return None
+        return np.frombuffer(view, np.uint8)
 
     def cached(self, sst: SstableInfo, reads: int = 1) -> DecodedSstable | None:
         """The SST's decoded blocks if the cache holds them (counted as `reads` block hits)."""

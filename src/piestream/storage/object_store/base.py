@@ -57,6 +57,14 @@ class ObjectStore(ABC):
         for offset, out in zip(offsets, outs, strict=True):  # one request per range
             self.read_into(path, offset, out)
 
+    def map(self, path: str) -> memoryview | None:
+        """The whole object as a private copy-on-write memory map, or None where the store
+        cannot map objects (only a local file can; S3 and in-memory stores read ranges). A read
+        through a mapping is zero-copy: the pages are the OS page cache's own. Writes to the
+        mapping stay private to this process. Sound only for objects never changed in place,
+        which the put contract gives (a put replaces the object whole)."""
+        return None
+
     @abstractmethod
     def size(self, path: str) -> int:
         """The object's length in bytes; ObjectNotFound if missing."""
