@@ -104,7 +104,7 @@ class ColumnWatermark:
         values = [s.derive(globals_.get(s.table.table_id)) for s in self.sources]
         if not values or any(v is None for v in values):
             return None
-        return min(values)  # type: ignore[type-var]
+        return min(values)
 
     def then(self, *steps: WatermarkStep) -> ColumnWatermark:
         return ColumnWatermark(tuple(s.then(*steps) for s in self.sources))
