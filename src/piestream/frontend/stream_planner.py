@@ -273,9 +273,12 @@ class StreamPlanner(PlannerBase):
             # DISTINCT / GROUP BY without aggregates over an append-only input: the first row of
             # a key stays the answer forever, so keep only the keys (no row counts), and the
             # output stays append-only for the operators above (reference §6.5)
-            d = build_dedup(p.node, g, table_id=self.next_table_id(), name="dedup")
+            wm0 = p.watermarks.get(g[0])
+            d = build_dedup(p.node, g, table_id=self.next_table_id(), name="dedup", watermark=wm0)
             keys = [InputRef(i, p.schema[i].data_type) for i in node.group_key]
-            return self.project(Piece(d, p.dist, p.width, p.non_null), keys, node.schema.names, len(g))
+            # its output rows are input rows: their columns keep their watermarks
+            piece = Piece(d, p.dist, p.width, p.non_null, p.watermarks)
+            return self.project(piece, keys, node.schema.names, len(g))
         in_types = p.schema.types
         calls = [
             StreamAggCall.create(
