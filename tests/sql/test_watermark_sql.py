@@ -57,6 +57,15 @@ MVS = {
     ON a.st = b.st2 AND a.num >= b.maxn""",
     # no watermarked column read: late rows are dropped all the same
     "m_keys": "SELECT k, count(*) AS c, sum(v) AS sv FROM s GROUP BY k",
+    # outer and semi joins on a watermarked window key clean their state too
+    "m_left": f"""SELECT a.k, a.ws, a.c, b.top FROM (
+        SELECT k, window_start AS ws, count(*) AS c FROM {_TUMBLE} GROUP BY k, window_start) a
+    LEFT JOIN (
+        SELECT window_start AS ws2, max(v) AS top FROM {_TUMBLE} WHERE v > 40 GROUP BY window_start) b
+    ON a.ws = b.ws2""",
+    "m_semi": f"""SELECT a.k, a.ws, a.c FROM (
+        SELECT k, window_start AS ws, count(*) AS c FROM {_TUMBLE} GROUP BY k, window_start) a
+    WHERE a.ws IN (SELECT window_start FROM {_TUMBLE} WHERE v > 45)""",
 }
 # MV on MV: m_agg's rows (kept after its state is cleaned) aggregated again
 MV_ON_MV = {"m_mv": "SELECT window_start, sum(c) AS total, count(*) AS keys FROM m_agg GROUP BY window_start"}
@@ -207,16 +216,17 @@ def test_late_rows_dropped_state_cleaned_and_mvs_equal_duckdb(h: Harness) -> Non
     wm = model.watermark
     assert wm is not None
     filters = [n for name in MVS for n in h.plans(name) if isinstance(n, WatermarkFilterNode)]
-    assert len(filters) == 4  # m_q5 reads the source twice
+    assert len(filters) == 8  # m_q5, m_left and m_semi read the source twice
     for f in filters:
         assert max(r[1] for r in h.table_rows(f.state_table)) == wm
 
     # every watermarked state table holds only rows at or above its bound, and fewer rows
     # than the MV it feeds: the windows behind the watermark were cleaned
-    cleaned = [
-        n for name in ("m_agg", "m_q5") for n in h.plans(name) if isinstance(n, HashAggNode | HashJoinNode)
-    ]
+    stateful = [n for name in ("m_agg", "m_q5", "m_left", "m_semi") for n in h.plans(name)]
+    cleaned = [n for n in stateful if isinstance(n, HashAggNode | HashJoinNode)]
     assert all(n.watermark is not None for n in cleaned)
+    joins = {n.join_type.value for n in cleaned if isinstance(n, HashJoinNode)}
+    assert joins == {"inner", "left_outer", "left_semi"}
     committed = h.committed_watermarks()
     for n in cleaned:
         assert n.watermark is not None

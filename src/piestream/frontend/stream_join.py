@@ -190,7 +190,9 @@ def plan_join(pl: StreamPlanner, node: Join) -> Piece:
     # equi-key columns are bounded by the lower of the two
     wms = {}
     if watermark is not None:
-        for col in (left_keys[0], lw + right_keys[0]):
+        side = jt.output_side  # semi / anti output one side's columns only
+        key_cols = {None: (left_keys[0], lw + right_keys[0]), 0: (left_keys[0],), 1: (right_keys[0],)}[side]
+        for col in key_cols:
             if col in out:
                 wms[out.index(col)] = watermark
     return Piece(n, dist, len(logical), non_null, wms)
