@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -90,6 +91,9 @@ CREATE TABLE v (k INT PRIMARY KEY, s VARCHAR, a INT[], iv INTERVAL, j JSONB, x D
 CREATE TABLE ao (a INT, b VARCHAR) APPEND ONLY;
 CREATE SOURCE gen (seq BIGINT, r INT) WITH (connector = 'datagen', fields.seq.kind = 'sequence',
     fields.seq.end = '10', datagen.rows.per.second = '0', datagen.split.num = '2');
+CREATE SOURCE wgen (seq BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '4' SECOND) WITH (
+    connector = 'datagen', fields.seq.kind = 'sequence', fields.seq.end = '10',
+    datagen.rows.per.second = '0', datagen.split.num = '2');
 """
 
 EXTRA = {
@@ -113,12 +117,16 @@ EXTRA = {
     "lag(k, 1, 0) OVER (PARTITION BY s ORDER BY k) AS lk, count(*) OVER (ORDER BY iv "
     "RANGE BETWEEN INTERVAL '1 day' PRECEDING AND CURRENT ROW) AS c, rank() OVER (ORDER BY x) AS r FROM v",
     "set_ops": "SELECT k FROM v INTERSECT ALL SELECT a FROM ao",
+    "watermark": "SELECT seq % 3 AS r, window_start, count(*) AS c "
+    "FROM HOP(wgen, ts, INTERVAL '1' SECOND, INTERVAL '2' SECOND) GROUP BY seq % 3, window_start",
 }
 JOBS = {**{q: nq.sql for q, nq in QUERIES.items()}, **EXTRA}
 #: Jobs whose stored format-1 documents were added after the first ones (node kinds added later).
 LATER_GOLDEN_JOBS = ("srf", "frames")
 #: The stored format-1 document holds these jobs: between them every node kind.
-GOLDEN_JOBS = tuple(j for j in EXTRA if j not in LATER_GOLDEN_JOBS and j != "set_ops")
+GOLDEN_JOBS = tuple(j for j in EXTRA if j not in LATER_GOLDEN_JOBS and j not in ("set_ops", "watermark"))
+#: The stored format-3 document: a job with a WatermarkFilter and a watermark-cleaned HashAgg.
+GOLDEN_V3 = GOLDEN.with_name("plan_format_v3.json")
 GOLDEN_STATEMENTS = (
     "CREATE TABLE nopk (a INT, b VARCHAR)",
     "CREATE TABLE gent (seq BIGINT) WITH (connector = 'datagen', fields.seq.kind = 'sequence')",
@@ -208,7 +216,22 @@ def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
         # format 2 only added `type_text`'s display scales, which format-1 types never have
         assert json.loads(encode_fragments(frags)) == doc | {"format": PLAN_FORMAT}
         kinds |= {n.kind for f in frags for n in f.root.walk()}
+    v3 = json.loads(GOLDEN_V3.read_text())
+    assert v3["format"] == 3
+    frags = decode_fragments(json.dumps(v3))
+    assert json.loads(encode_fragments(frags)) == v3 | {"format": PLAN_FORMAT}
+    kinds |= {n.kind for f in frags for n in f.root.walk()}
+    aggs = [n for f in frags for n in f.root.walk() if n.kind == "HashAgg"]
+    assert aggs and all(a.watermark is not None for a in aggs)
     assert kinds == set(NODE_KINDS)  # a new node kind needs a stored example here
+
+
+def test_format_3_watermark_golden_is_what_the_planner_writes(nexmark_db: Database) -> None:
+    """Regenerate `GOLDEN_V3` (with PIESTREAM_WRITE_GOLDEN=1) only on purpose, with a new format."""
+    doc = json.loads(encode_fragments(_planned(nexmark_db, JOBS["watermark"]).job.fragments))
+    if os.environ.get("PIESTREAM_WRITE_GOLDEN"):
+        GOLDEN_V3.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert doc == json.loads(GOLDEN_V3.read_text())
 
 
 def test_what_cannot_be_read_is_refused() -> None:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from piestream.common.errors import PiestreamError, UndefinedTable
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field, parse_type, type_text
+from piestream.expr.expr import Expr
 from piestream.plan.materialize import ConflictBehavior
 from piestream.storage.table.desc import TableDesc
 
@@ -66,6 +67,26 @@ class SourceInfo:
 
 
 @dataclass(frozen=True)
+class WatermarkInfo:
+    """``WATERMARK FOR column AS expr`` of an append-only source or table: `column` indexes the
+    relation's columns, `expr` is bound over them (stored in the plan format's expression JSON)."""
+
+    column: int
+    expr: Expr
+
+    def to_json(self) -> dict[str, Any]:
+        from piestream.plan.serde import to_json
+
+        return {"column": self.column, "expr": to_json(self.expr)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> WatermarkInfo:
+        from piestream.plan.serde import from_json
+
+        return cls(d["column"], from_json(d["expr"]))
+
+
+@dataclass(frozen=True)
 class SinkInfo:
     """A SINK's connector, its type, and the state table naming what each actor staged."""
 
@@ -90,8 +111,9 @@ class SubscriptionInfo:
 #: untyped ``extra`` dict and is still read; format 2 added subscriptions (a format-1 reader would
 #: not know them, so it refuses the directory instead of dropping them); format 3 may spell a
 #: column type ``numeric dscale N`` (`type_text`: a plain NUMERIC's display scale), which a
-#: format-2 reader could not parse (so it refuses the entry by its format instead).
-RELATION_FORMAT = 3
+#: format-2 reader could not parse (so it refuses the entry by its format instead); format 4 may
+#: hold a source's or table's watermark (a format-3 reader would drop it silently, so it refuses).
+RELATION_FORMAT = 4
 
 
 class CatalogFormatError(PiestreamError):
@@ -135,6 +157,7 @@ class Relation:
     source: SourceInfo | None = None
     sink: SinkInfo | None = None
     subscription: SubscriptionInfo | None = None
+    watermark: WatermarkInfo | None = None
 
     @property
     def visible_columns(self) -> list[ColumnCatalog]:
@@ -201,6 +224,7 @@ class Relation:
                 "retention_ms": self.subscription.retention_ms,
                 "start_epoch": self.subscription.start_epoch,
             },
+            "watermark": None if self.watermark is None else self.watermark.to_json(),
         }
 
     @classmethod
@@ -245,6 +269,7 @@ class Relation:
             else SubscriptionInfo(
                 sub["of"], TableDesc.from_json(sub["log_table"]), sub["retention_ms"], sub["start_epoch"]
             ),
+            watermark=None if d.get("watermark") is None else WatermarkInfo.from_json(d["watermark"]),
         )
 
 

@@ -15,12 +15,19 @@ from piestream.common.order import ASC, OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import SERIAL, DataType, Field
 from piestream.frontend.binder.query import BoundQuery
-from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, RelationKind, SubscriptionInfo
+from piestream.frontend.catalog import (
+    ColumnCatalog,
+    IndexInfo,
+    Relation,
+    RelationKind,
+    SubscriptionInfo,
+    WatermarkInfo,
+)
 from piestream.frontend.fragmenter import FragmentedJob, fragment_job
 from piestream.frontend.optimizer import optimize
 from piestream.frontend.parser import ast
 from piestream.frontend.stream_piece import SINGLE, Dist
-from piestream.frontend.stream_planner import StreamPlanner
+from piestream.frontend.stream_planner import StreamPlanner, watermark_filter_node
 from piestream.plan.fragment import Fragment
 from piestream.plan.materialize import ConflictBehavior, MaterializeNode
 from piestream.plan.node import DmlNode, ExchangeNode, StreamNode
@@ -318,8 +325,11 @@ def plan_table(
     ids: Ids,
     properties: dict[str, str] | None = None,
     source_node: Callable[[Schema, tuple[int, ...]], StreamNode] | None = None,
+    watermark: WatermarkInfo | None = None,
 ) -> PlannedJob:
-    """A table: DML (and/or a connector source) -> [RowIdGen] -> Materialize with conflict handling."""
+    """A table: DML (and/or a connector source) -> [WatermarkFilter] -> [RowIdGen] ->
+    Materialize with conflict handling. A watermark needs an append-only table (checked by
+    `bind_watermark`): its filter drops late rows before they are stored."""
     cols = [ColumnDesc(n, t) for n, t in columns]
     names = [c.name for c in cols]
     if pk_names:
@@ -348,6 +358,8 @@ def plan_table(
         node = source_node(schema, pk)
     else:
         node = DmlNode(schema=schema, stream_key=pk, append_only=append_only, table_id=table_id, dist_key=pk)
+    if watermark is not None:
+        node = watermark_filter_node(node, watermark, ids.next_table_id(), name)
     if not pk_names:
         node = RowIdGenNode(
             schema=schema, stream_key=pk, append_only=append_only, input=node, row_id_index=pk[0]
@@ -383,6 +395,7 @@ def plan_table(
         parallelism=root_frag.parallelism,
         conflict=behavior,
         row_id_index=None if pk_names else len(cols) - 1,
+        watermark=watermark,
     )
     return PlannedJob(job, rel, root)
 

@@ -109,6 +109,22 @@ def plan_join(pl: StreamPlanner, node: Join) -> Piece:
             null_safe.append(safe)
         else:
             residual_logical.append(c)
+    # a key pair watermarked on both sides goes first: every state table's pk then starts with
+    # it, and the lower of the two watermarks cleans them (`HashJoinNode.watermark`)
+    wm_pair = next(
+        (
+            j
+            for j, (a, b) in enumerate(zip(left_keys, right_keys, strict=True))
+            if a in lp.watermarks and b in rp.watermarks
+        ),
+        None,
+    )
+    watermark = None
+    if wm_pair is not None:
+        left_keys.insert(0, left_keys.pop(wm_pair))
+        right_keys.insert(0, right_keys.pop(wm_pair))
+        null_safe.insert(0, null_safe.pop(wm_pair))
+        watermark = lp.watermarks[left_keys[0]].lower_with(rp.watermarks[right_keys[0]])
     if left_keys:
         lp = pl.require(lp, Dist("hash", tuple(left_keys)))
         rp = pl.require(rp, Dist("hash", tuple(right_keys)))
@@ -153,6 +169,7 @@ def plan_join(pl: StreamPlanner, node: Join) -> Piece:
         condition=and_exprs(residual),
         null_safe=null_safe,
         output_indices=out,
+        watermark=watermark,
     )
     if not left_keys or (lp.dist.kind == "single" and rp.dist.kind == "single"):
         dist = SINGLE
@@ -169,4 +186,13 @@ def plan_join(pl: StreamPlanner, node: Join) -> Piece:
     if jt in (JoinType.INNER, JoinType.RIGHT_OUTER):
         kept |= {lw + c for c in rp.non_null}
     non_null = frozenset(i for i, c in enumerate(out) if c in kept)
-    return Piece(n, dist, len(logical), non_null)
+    # every output row is caused by an input row at or above its side's watermark, so the
+    # equi-key columns are bounded by the lower of the two
+    wms = {}
+    if watermark is not None:
+        side = jt.output_side  # semi / anti output one side's columns only
+        key_cols = {None: (left_keys[0], lw + right_keys[0]), 0: (left_keys[0],), 1: (right_keys[0],)}[side]
+        for col in key_cols:
+            if col in out:
+                wms[out.index(col)] = watermark
+    return Piece(n, dist, len(logical), non_null, wms)

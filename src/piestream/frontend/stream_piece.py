@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from piestream.common.schema import Schema
 from piestream.common.types import Field
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
+from piestream.frontend.watermark_derive import Watermarks, derive_project
 from piestream.plan.node import ExchangeNode, StreamNode
 from piestream.plan.project import ProjectNode
 
@@ -70,6 +71,9 @@ class Piece:
     dist: Dist
     width: int  # logical columns; node.schema may have hidden ones after them
     non_null: frozenset[int] = field(default_factory=frozenset)  # columns never NULL
+    #: columns that carry a watermark (`frontend.watermark_derive`); a rule that does not pass
+    #: them on drops them, which is always safe (no state clean-up above)
+    watermarks: Watermarks = field(default_factory=dict)
 
     @property
     def stream_key(self) -> tuple[int, ...]:
@@ -132,7 +136,7 @@ class PlannerBase:
         marker = ExchangeMarker(
             schema=n.schema, stream_key=n.stream_key, append_only=n.append_only, input=n, dist=dist
         )
-        return Piece(marker, dist, piece.width, piece.non_null)
+        return Piece(marker, dist, piece.width, piece.non_null, piece.watermarks)
 
     def project(
         self,
@@ -157,7 +161,7 @@ class PlannerBase:
             exprs=tuple(exprs),
         )
         non_null = frozenset(i for i, e in enumerate(exprs) if _never_null(e, piece.non_null))
-        return Piece(node, piece.dist.mapped(pos), width, non_null)
+        return Piece(node, piece.dist.mapped(pos), width, non_null, derive_project(exprs, piece.watermarks))
 
     def reorder(self, piece: Piece, logical: list[int]) -> Piece:
         """Put columns `logical` first (in that order), the rest after (hidden)."""

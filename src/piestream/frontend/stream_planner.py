@@ -17,7 +17,7 @@ from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, INT, SERIAL, Field
 from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.rewrite import remap_refs
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import Relation, RelationKind, WatermarkInfo
 from piestream.frontend.dynamic_filter_rule import DynamicFilterMatch, match_dynamic_filter
 from piestream.frontend.logical import (
     Agg,
@@ -47,6 +47,7 @@ from piestream.frontend.stream_piece import (
     refs,
     upstreams,
 )
+from piestream.frontend.watermark_derive import Watermarks, hop_window_watermarks
 from piestream.plan.agg_call import AggCall as StreamAggCall
 from piestream.plan.backfill import BackfillNode, backfill_state_table
 from piestream.plan.dedup import build_dedup
@@ -55,13 +56,19 @@ from piestream.plan.filter import FilterNode
 from piestream.plan.general_over_window import build_general_over_window
 from piestream.plan.hash_agg import hash_agg_node
 from piestream.plan.hop_window import HopWindowNode
-from piestream.plan.node import ExchangeNode
+from piestream.plan.node import ExchangeNode, StreamNode
 from piestream.plan.project import ProjectNode
 from piestream.plan.project_set import build_project_set
 from piestream.plan.row_id_gen import RowIdGenNode
 from piestream.plan.top_n import build_top_n
 from piestream.plan.union import UnionNode
 from piestream.plan.values import ValuesNode, values_state_table
+from piestream.plan.watermark import (
+    ColumnWatermark,
+    WatermarkFilterNode,
+    WatermarkSource,
+    watermark_state_table,
+)
 from piestream.stream.connector import plan_source_node
 
 
@@ -116,6 +123,9 @@ class StreamPlanner(PlannerBase):
         offsets), then RowIdGen for the hidden `_row_id` stream key (reference §7)."""
         rel: Relation = node.relation
         cols = list(node.column_indices) or [0]  # read one column even for count(*)
+        wm = rel.watermark
+        if wm is not None:  # late rows are dropped whatever the query reads: read what the filter needs
+            cols += sorted(({wm.column} | wm.expr.input_refs()) - set(cols))
         fields = [Field(rel.columns[i].name, rel.columns[i].data_type) for i in cols]
         schema = Schema((*fields, Field("_row_id", SERIAL)))
         key = (len(cols),)
@@ -126,8 +136,17 @@ class StreamPlanner(PlannerBase):
             state_table_id=self.next_table_id(),
             dead_letter=rel.source.dead_letter if rel.source else None,
         )
-        ids = RowIdGenNode(schema=schema, stream_key=key, append_only=True, input=src, row_id_index=key[0])
-        return Piece(ids, Dist("hash", key), len(node.column_indices), frozenset(key))
+        top: StreamNode = RowIdGenNode(
+            schema=schema, stream_key=key, append_only=True, input=src, row_id_index=key[0]
+        )
+        watermarks: Watermarks = {}
+        if wm is not None:
+            pos = {c: i for i, c in enumerate(cols)}
+            local = WatermarkInfo(pos[wm.column], remap_refs(wm.expr, pos))
+            f = watermark_filter_node(top, local, self.next_table_id(), rel.name)
+            watermarks[local.column] = ColumnWatermark((WatermarkSource(f.state_table),))
+            top = f
+        return Piece(top, Dist("hash", key), len(node.column_indices), frozenset(key), watermarks)
 
     def _plan_values(self, node: Values) -> Piece:
         from piestream.expr.bind import fold_constants
@@ -166,7 +185,7 @@ class StreamPlanner(PlannerBase):
             input=p.node,
             predicate=node.predicate,
         )
-        return Piece(f, p.dist, p.width, p.non_null)
+        return Piece(f, p.dist, p.width, p.non_null, p.watermarks)
 
     def _plan_project(self, node: Project) -> Piece:
         needed = set().union(*(e.input_refs() for e in node.exprs))
@@ -244,14 +263,22 @@ class StreamPlanner(PlannerBase):
     def _plan_agg(self, node: Agg) -> Piece:
         p = self.plan(node.input)
         g = list(node.group_key)
+        # a watermarked group key goes first, so every state table's pk starts with it and the
+        # watermark cleans them by Hummock table watermarks; a Project restores the order above
+        first = next((j for j, k in enumerate(g) if k in p.watermarks), 0)
+        perm = [first] + [j for j in range(len(g)) if j != first] if g else []
+        g = [g[j] for j in perm]
         p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
         if g and not node.calls and p.node.append_only:
             # DISTINCT / GROUP BY without aggregates over an append-only input: the first row of
             # a key stays the answer forever, so keep only the keys (no row counts), and the
             # output stays append-only for the operators above (reference §6.5)
-            d = build_dedup(p.node, g, table_id=self.next_table_id(), name="dedup")
-            keys = [InputRef(i, p.schema[i].data_type) for i in g]
-            return self.project(Piece(d, p.dist, p.width, p.non_null), keys, node.schema.names, len(g))
+            wm0 = p.watermarks.get(g[0])
+            d = build_dedup(p.node, g, table_id=self.next_table_id(), name="dedup", watermark=wm0)
+            keys = [InputRef(i, p.schema[i].data_type) for i in node.group_key]
+            # its output rows are input rows: their columns keep their watermarks
+            piece = Piece(d, p.dist, p.width, p.non_null, p.watermarks)
+            return self.project(piece, keys, node.schema.names, len(g))
         in_types = p.schema.types
         calls = [
             StreamAggCall.create(
@@ -265,12 +292,22 @@ class StreamPlanner(PlannerBase):
             )
             for c in node.calls
         ]
-        n = hash_agg_node(p.node, g, calls, self.next_table_id, output_names=node.schema.names)
+        names = [node.schema.names[j] for j in perm] + node.schema.names[len(g) :]
+        wm = p.watermarks.get(g[0]) if g else None
+        n = hash_agg_node(p.node, g, calls, self.next_table_id, output_names=names, watermark=wm)
         # a single-actor input stays single (it needed no shuffle): claiming hash(g) would let a
         # join put this fragment of one actor next to a parallel one
         single = not g or p.dist.kind == "single"
         non_null = frozenset(i for i, k in enumerate(g) if k in p.non_null)
-        return Piece(n, SINGLE if single else Dist("hash", tuple(range(len(g)))), len(node.schema), non_null)
+        wms = {i: p.watermarks[k] for i, k in enumerate(g) if k in p.watermarks}
+        dist = SINGLE if single else Dist("hash", tuple(range(len(g))))
+        piece = Piece(n, dist, len(node.schema), non_null, wms)
+        if perm == list(range(len(g))):
+            return piece
+        at = {j: i for i, j in enumerate(perm)}  # logical group column -> agg output position
+        order = [at[j] for j in range(len(g))] + list(range(len(g), len(n.schema)))
+        exprs: list[Expr] = [InputRef(i, n.schema[i].data_type) for i in order]
+        return self.project(piece, exprs, node.schema.names, len(node.schema))
 
     def _plan_topn(self, node: TopN) -> Piece:
         if node.limit is None:
@@ -304,7 +341,13 @@ class StreamPlanner(PlannerBase):
             size_usecs=node.size_usecs,
             offset_usecs=node.offset_usecs,
         )
-        piece = Piece(hop, p.dist, w + 2, p.non_null)
+        wms = dict(p.watermarks)
+        time_wm = wms.get(node.time_col)
+        if time_wm is not None:
+            wms[w], wms[w + 1] = hop_window_watermarks(
+                time_wm, node.slide_usecs, node.size_usecs, node.offset_usecs
+            )
+        piece = Piece(hop, p.dist, w + 2, p.non_null, wms)
         # logical order: input's logical columns, window_start, window_end, then hidden
         return self.reorder(piece, [*range(p.width), w, w + 1])
 
@@ -370,3 +413,19 @@ class StreamPlanner(PlannerBase):
             union_inputs=tuple(b.node for b in branches),
         )
         return Piece(union, Dist("hash", first.stream_key), width, frozenset([len(first.schema) - 1]))
+
+
+def watermark_filter_node(
+    input: StreamNode, wm: WatermarkInfo, table_id: int, name: str
+) -> WatermarkFilterNode:
+    """The WatermarkFilter right after a source's or table's rows enter a job."""
+    t = input.schema[wm.column].data_type
+    return WatermarkFilterNode(
+        schema=input.schema,
+        stream_key=input.stream_key,
+        append_only=True,
+        input=input,
+        time_col=wm.column,
+        expr=wm.expr,
+        state_table=watermark_state_table(table_id, t, f"{name}_watermark"),
+    )

@@ -27,6 +27,7 @@ from piestream.plan import (  # noqa: F401 - every node kind registers itself on
     top_n,
     union,
     values,
+    watermark,
 )
 from piestream.plan.node import NODE_KINDS, DmlNode, ExchangeNode, InputPortNode, StreamNode, node_kind
 

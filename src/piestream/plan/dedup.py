@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from piestream.common.errors import FeatureNotSupported, InternalError
 from piestream.common.order import ASC
 from piestream.common.types import DataType
 from piestream.common.vnode import VNODE_COUNT
 from piestream.plan.node import StreamNode, node_kind
+from piestream.plan.watermark import ColumnWatermark
 from piestream.storage.table.desc import ColumnDesc, TableDesc
 
 
@@ -46,8 +47,13 @@ class DedupNode(StreamNode):
     input: StreamNode
     dedup_cols: tuple[int, ...]
     state_table: TableDesc
+    #: the watermark of dedup column 0 (plan format 3): keys below it are cleaned from the
+    #: state table (a Hummock table watermark on its first pk column)
+    watermark: ColumnWatermark | None = field(default=None, metadata={"since_format": 3})
 
     def __post_init__(self) -> None:
+        if self.watermark is not None and self.state_table.watermark_col != self.dedup_cols[0]:
+            raise InternalError("a watermarked dedup needs its state table cleaned by dedup column 0")
         if not self.input.append_only:
             raise FeatureNotSupported(
                 "AppendOnlyDedup needs an append-only input; "
@@ -66,14 +72,26 @@ class DedupNode(StreamNode):
         return f"AppendOnlyDedup {{ dedup_cols: [{', '.join(names[c] for c in self.dedup_cols)}] }}"
 
 
-def build_dedup(input: StreamNode, dedup_cols: Sequence[int], *, table_id: int, name: str = "") -> DedupNode:
-    """The planner's entry point: a DedupNode over an append-only `input` with its state table."""
+def build_dedup(
+    input: StreamNode,
+    dedup_cols: Sequence[int],
+    *,
+    table_id: int,
+    name: str = "",
+    watermark: ColumnWatermark | None = None,
+) -> DedupNode:
+    """The planner's entry point: a DedupNode over an append-only `input` with its state table
+    (cleaned by `watermark`, dedup column 0's, if given)."""
     schema = input.schema
+    table = dedup_table(table_id, [(f.name, f.data_type) for f in schema], dedup_cols, name=name)
+    if watermark is not None:
+        table = replace(table, watermark_col=table.pk[0])
     return DedupNode(
+        watermark=watermark,
         schema=schema,
         stream_key=tuple(dedup_cols),
         append_only=True,
         input=input,
         dedup_cols=tuple(dedup_cols),
-        state_table=dedup_table(table_id, [(f.name, f.data_type) for f in schema], dedup_cols, name=name),
+        state_table=table,
     )

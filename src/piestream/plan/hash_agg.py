@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from piestream.common.order import ASC, OrderType
 from piestream.common.schema import Schema
@@ -22,6 +22,7 @@ from piestream.common.types import BIGINT, DataType, Field
 from piestream.common.vnode import VNODE_COUNT
 from piestream.plan.agg_call import AggCall, AggKind, agg_state_columns
 from piestream.plan.node import StreamNode, node_kind
+from piestream.plan.watermark import ColumnWatermark
 from piestream.storage.table.desc import ColumnDesc, TableDesc
 from piestream.storage.table.schemas import (
     AggStateKind,
@@ -187,6 +188,13 @@ class HashAggNode(StreamNode):
     group_key: tuple[int, ...]
     calls: tuple[AggCall, ...]
     state_tables: AggTables
+    #: the watermark of group key column 0 (plan format 3): groups below it are cleaned from
+    #: every state table (Hummock table watermarks on their first pk column) and the cache
+    watermark: ColumnWatermark | None = field(default=None, metadata={"since_format": 3})
+
+    def __post_init__(self) -> None:
+        if self.watermark is not None and any(t.watermark_col != t.pk[0] for t in self.tables()):
+            raise ValueError("a watermarked HashAgg needs every state table cleaned by its first pk column")
 
     @property
     def is_simple(self) -> bool:
@@ -200,7 +208,8 @@ class HashAggNode(StreamNode):
         if self.is_simple:
             return f"SimpleAgg {{ aggs: [{aggs}] }}"
         keys = ", ".join(f"${i}" for i in self.group_key)
-        return f"HashAgg {{ group_key: [{keys}], aggs: [{aggs}] }}"
+        wm = "" if self.watermark is None else f", cleaned_by: ${self.group_key[0]} >= {self.watermark}"
+        return f"HashAgg {{ group_key: [{keys}], aggs: [{aggs}]{wm} }}"
 
 
 def hash_agg_node(
@@ -210,11 +219,13 @@ def hash_agg_node(
     next_table_id: Callable[[], int],
     *,
     output_names: Sequence[str] | None = None,
+    watermark: ColumnWatermark | None = None,
 ) -> HashAggNode:
     """A HashAgg (SimpleAgg if `group_key` is empty) over `input`, with its state tables.
 
     Table ids come from `next_table_id`, in this order: the intermediate table, one
-    materialized-input table per call that needs one, one dedup table per DISTINCT column."""
+    materialized-input table per call that needs one, one dedup table per DISTINCT column.
+    `watermark`: group key column 0's, if it has one; every table's pk starts with that column."""
     group_key = tuple(group_key)
     calls = tuple(calls)
     in_schema = input.schema
@@ -226,7 +237,16 @@ def hash_agg_node(
         raise ValueError(f"{len(names)} output names for {len(group_key)} group keys and {len(calls)} calls")
     fields = [Field(names[j], in_schema[i].data_type) for j, i in enumerate(group_key)]
     fields += [Field(names[len(group_key) + j], c.return_type) for j, c in enumerate(calls)]
+    if watermark is not None:
+        if not group_key:
+            raise ValueError("a SimpleAgg has no group key to clean by")
+        tables = AggTables(
+            _cleaned(tables.value),
+            tuple(None if m is None else replace(m, table=_cleaned(m.table)) for m in tables.materialized),
+            tuple(replace(d, table=_cleaned(d.table)) for d in tables.distinct),
+        )
     return HashAggNode(
+        watermark=watermark,
         schema=Schema(tuple(fields)),
         stream_key=tuple(range(len(group_key))),
         append_only=False,
@@ -235,3 +255,8 @@ def hash_agg_node(
         calls=calls,
         state_tables=tables,
     )
+
+
+def _cleaned(desc: TableDesc) -> TableDesc:
+    """`desc` cleaned by a watermark on its first pk column (group key column 0)."""
+    return replace(desc, watermark_col=desc.pk[0])

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from piestream.common.schema import Schema
 from piestream.common.types import DataType
 from piestream.expr.expr import Expr
 from piestream.plan.node import StreamNode, node_kind
+from piestream.plan.watermark import ColumnWatermark
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.schemas import join_degree_table, join_table
 
@@ -97,6 +98,14 @@ class HashJoinNode(StreamNode):
     right_table: TableDesc
     left_degree_table: TableDesc
     right_degree_table: TableDesc
+    #: the watermark of join key 0 on both sides (the lower of the two; plan format 3): rows
+    #: below it never match nor change again, so all four tables are cleaned by it (Hummock
+    #: table watermarks on their first pk column, join key 0)
+    watermark: ColumnWatermark | None = field(default=None, metadata={"since_format": 3})
+
+    def __post_init__(self) -> None:
+        if self.watermark is not None and any(t.watermark_col != t.pk[0] for t in self.tables()):
+            raise ValueError("a watermarked HashJoin needs every state table cleaned by join key 0")
 
     def tables(self) -> list[TableDesc]:
         """All four tables, as RisingWave's catalog declares them; the executor only opens the
@@ -120,7 +129,8 @@ class HashJoinNode(StreamNode):
             eqs.append(str(self.condition))
         pred = " AND ".join(eqs) or "true"
         out = ", ".join(f"${i}" for i in self.output_indices)
-        return f"HashJoin {{ type: {self.join_type.value}, predicate: {pred}, output: [{out}] }}"
+        wm = "" if self.watermark is None else f", cleaned_by: ${self.left_keys[0]} >= {self.watermark}"
+        return f"HashJoin {{ type: {self.join_type.value}, predicate: {pred}, output: [{out}]{wm} }}"
 
 
 # -- planner helpers ------------------------------------------------------------------------------
@@ -198,6 +208,7 @@ def build_hash_join(
     condition: Expr | None = None,
     null_safe: Sequence[bool] | None = None,
     output_indices: Sequence[int] | None = None,
+    watermark: ColumnWatermark | None = None,
 ) -> HashJoinNode:
     """The planner's entry point: a HashJoinNode with its schema, stream key, append-only
     property and state tables derived from the inputs (`left.schema`, `left.stream_key`, ...).
@@ -221,7 +232,12 @@ def build_hash_join(
     tables = join_state_tables(
         left.schema, left.stream_key, right.schema, right.stream_key, left_keys, right_keys, next_table_id
     )
+    if watermark is not None:  # every table's pk starts with join key 0
+        if not left_keys:
+            raise ValueError("a join without equi keys has no key to clean by")
+        tables = tuple(replace(t, watermark_col=t.pk[0]) for t in tables)  # type: ignore[assignment]
     return HashJoinNode(
+        watermark=watermark,
         schema=internal.project(out),
         stream_key=map_stream_key(key, out),
         # only an inner join of two append-only inputs never retracts

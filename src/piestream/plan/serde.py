@@ -43,13 +43,20 @@ from piestream.plan.hash_join import JoinType
 from piestream.plan.materialize import ConflictBehavior
 from piestream.plan.node import NODE_KINDS
 from piestream.plan.source import SourceLimits, SourceSpec
+from piestream.plan.watermark import ColumnWatermark, WatermarkSource, WatermarkStep
 from piestream.storage.table.desc import TableDesc
 
 #: The plan format this build writes (and the newest it reads). Format 0 was pickles of the
 #: executor modules' classes; `piestream.plan.legacy` reads it.
 #: Format 2: SQL types are `type_text` (a plain NUMERIC may carry ``dscale N``); format 1 is read
 #: (its types have no display scale) and a format-1 reader refuses format 2 by its number.
-PLAN_FORMAT = 2
+#: Format 3: watermarks (the WatermarkFilter node, `ColumnWatermark` fields on HashAgg and
+#: HashJoin); formats 1 and 2 are read (their nodes carry no watermark: the fields' defaults).
+PLAN_FORMAT = 3
+
+#: Metadata key of a dataclass field added in a later format: left out of the document while it
+#: holds its default, so plans that do not use it encode exactly as the earlier format did.
+SINCE_FORMAT = "since_format"
 
 #: The format's vocabulary besides the stream node kinds: registered name -> class.
 DATACLASSES: dict[str, type] = {
@@ -70,6 +77,9 @@ DATACLASSES: dict[str, type] = {
     "DistinctTable": DistinctTable,
     "SourceSpec": SourceSpec,
     "SourceLimits": SourceLimits,
+    "ColumnWatermark": ColumnWatermark,
+    "WatermarkSource": WatermarkSource,
+    "WatermarkStep": WatermarkStep,
 }
 ENUMS: dict[str, type[enum.Enum]] = {
     "ConflictBehavior": ConflictBehavior,
@@ -122,7 +132,10 @@ def to_json(v: Any) -> Any:
         out: dict[str, Any] = {"@": name}
         for f in dataclasses.fields(v):
             if f.init:
-                out[f.name] = to_json(getattr(v, f.name))
+                value = getattr(v, f.name)
+                if f.metadata.get(SINCE_FORMAT) and value == f.default:
+                    continue  # a later field at its default: the document reads as it did before
+                out[f.name] = to_json(value)
         return out
     raise PlanFormatError(f"cannot serialize {type(v).__name__} in a plan")
 

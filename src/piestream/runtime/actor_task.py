@@ -43,7 +43,7 @@ from piestream.runtime.exchange import (
 from piestream.storage.hummock.sstable_store import process_sstable_store
 from piestream.storage.hummock.store import HummockStorage
 from piestream.storage.object_store import open_object_store
-from piestream.stream.actor import Actor
+from piestream.stream.actor import Actor, coalesced
 from piestream.stream.cache.registry import WORKER_CACHES
 from piestream.stream.dispatch import dispatch
 from piestream.stream.errors import ActorErrors
@@ -164,7 +164,7 @@ def _run_actor(
     port = f"fragment:{fragment_id}"
     seq = 0
     rows_out = 0
-    for chunk in out:
+    for chunk in coalesced(out):  # fewer, larger pieces to dispatch, encode and decode
         rows_out += chunk.cardinality
         for edge in frag.outputs:
             for dst, sub in dispatch(chunk, edge, actor_index):

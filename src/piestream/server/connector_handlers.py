@@ -34,6 +34,7 @@ from piestream.frontend.parser import ast
 from piestream.frontend.planner import PlannedJob, plan_sink, plan_table, table_conflict
 from piestream.frontend.source_spec import statement_source_spec
 from piestream.frontend.stream_piece import Dist, ExchangeMarker
+from piestream.frontend.watermark_derive import bind_watermark
 from piestream.plan.node import StreamNode
 from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
 from piestream.plan.source import DEAD_LETTER_COLUMNS, dead_letter_table
@@ -98,11 +99,14 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
             )
         return node
 
+    append_only = stmt.append_only or not stmt.primary_key  # a source only inserts
+    watermark = bind_watermark(stmt.watermarks, spec.columns, append_only=append_only, what="table")
     planned = plan_table(
         name=stmt.name,
         columns=list(spec.columns),
         pk_names=stmt.primary_key,
-        append_only=stmt.append_only or not stmt.primary_key,  # a source only inserts
+        append_only=append_only,
+        watermark=watermark,
         conflict=conflict,
         definition=stmt.text,
         job_id=s.db.ddl.next_job_id(),
@@ -121,8 +125,6 @@ def create_connector_table(s: Session, stmt: ast.CreateTable, params: Sequence[A
             return skipped
         planned, dead = plan_connector_table(s, stmt)
         res = command("CREATE_TABLE")
-        if stmt.watermarks:
-            res.notices.append("WATERMARK is not supported yet; ignored")
         companions = []
         if dead is not None:
             _check_free(s, dead.name)
@@ -143,6 +145,7 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
             raise FeatureNotSupported("PRIMARY KEY on a source is not supported (a source is append-only)")
         spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
         _, limits = source_connector(spec.connector)(spec)  # validate the options now
+        watermark = bind_watermark(stmt.watermarks, spec.columns, append_only=True, what="source")
         source_id = s.db.ddl.next_object_id()
         dead = None
         if limits.error_handling == "dead_letter":
@@ -162,12 +165,10 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
                 generated=tuple(sorted(spec.generated)),
                 dead_letter=dead,
             ),
+            watermark=watermark,
         )
         s.db.ddl.create_relations(rel, [] if dead is None else [_dead_letter_relation(dead, source_id)])
-        res = command("CREATE_SOURCE")
-        if stmt.watermarks:
-            res.notices.append("WATERMARK is not supported yet; ignored")
-        return res
+        return command("CREATE_SOURCE")
 
 
 # -- CREATE SINK ---------------------------------------------------------------------------------------

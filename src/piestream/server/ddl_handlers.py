@@ -23,6 +23,7 @@ from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, RelationKind
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import PlannedJob, plan_materialized_view, plan_table, table_conflict
+from piestream.frontend.watermark_derive import bind_watermark
 from piestream.server.results import QueryResult, command
 from piestream.server.sink_publisher import discard_staging
 
@@ -89,12 +90,14 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
             if k not in names:
                 raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
         conflict = table_conflict(stmt)
+        watermark = bind_watermark(stmt.watermarks, cols, append_only=stmt.append_only, what="table")
         job_id = s.db.ddl.next_job_id()
         planned = plan_table(
             name=stmt.name,
             columns=cols,
             pk_names=stmt.primary_key,
             append_only=stmt.append_only,
+            watermark=watermark,
             conflict=conflict,
             definition=stmt.text,
             job_id=job_id,

@@ -8,8 +8,10 @@ so each executor's held-back output reaches its parent before the parent sees th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+
+import pyarrow as pa
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochPair
@@ -94,7 +96,38 @@ class Actor:
         """All of an epoch: every port's chunks in order (ports sorted by name), then the barrier."""
         out: list[StreamChunk] = []
         for port in sorted(inputs):
-            for chunk in inputs[port]:
+            for chunk in coalesced(inputs[port]):
                 out += self.feed(port, chunk)
         out += self.barrier(barrier)
         return out
+
+
+#: A port's consecutive chunks are fed as one of up to this many rows: an exchange delivers
+#: each sender's output cut by the receiver's vnodes (a HopWindow's chunk becomes ~100-row
+#: pieces), and every executor call costs a fixed overhead per chunk, whatever its size.
+COALESCE_ROWS = 1 << 16
+
+
+def coalesced(chunks: Sequence[StreamChunk]) -> Iterator[StreamChunk]:
+    """`chunks` in order, consecutive small ones concatenated (same rows, same order: executors
+    are functions of their input in arrival order, not of where chunks end)."""
+    batch: list[StreamChunk] = []
+    rows = 0
+    for c in chunks:
+        n = c.cardinality
+        if batch and rows + n > COALESCE_ROWS:
+            yield from _concat(batch)
+            batch, rows = [], 0
+        batch.append(c)
+        rows += n
+    if batch:
+        yield from _concat(batch)
+
+
+def _concat(batch: list[StreamChunk]) -> list[StreamChunk]:
+    if len(batch) == 1:
+        return batch
+    try:
+        return [StreamChunk.concat(batch)]
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # senders disagree on a column's Arrow type
+        return batch

@@ -31,6 +31,7 @@ from piestream.plan.subscription import SubscriptionLogNode
 from piestream.plan.top_n import TopNNode
 from piestream.plan.union import UnionNode
 from piestream.plan.values import ValuesNode
+from piestream.plan.watermark import WatermarkFilterNode
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.executors.agg.hash_agg import HashAggExecutor
 from piestream.stream.executors.backfill import BackfillExecutor
@@ -51,6 +52,7 @@ from piestream.stream.executors.subscription import SubscriptionLogExecutor
 from piestream.stream.executors.top_n import TopNExecutor
 from piestream.stream.executors.top_n_append_only import AppendOnlyTopNExecutor
 from piestream.stream.executors.values import ValuesExecutor
+from piestream.stream.executors.watermark_filter import WatermarkFilterExecutor
 
 Builder = Callable[[Any, ActorContext], Executor]
 
@@ -98,6 +100,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     SourceNode: _source,
     SinkNode: _sink,
     SubscriptionLogNode: lambda n, ctx: SubscriptionLogExecutor(ctx, n),
+    WatermarkFilterNode: lambda n, ctx: WatermarkFilterExecutor(ctx, n),
 }
 
 

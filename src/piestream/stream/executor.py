@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -92,6 +93,8 @@ class ActorContext:
     cache: ActorCaches = field(default_factory=ActorCaches)  # survives across epochs in a worker
     metrics: dict[str, float] = field(default_factory=dict)  # this epoch's counters, reported
     errors: ActorErrors = field(default_factory=ActorErrors)  # this epoch's survived errors, reported
+    #: committed global watermarks read this epoch, by WatermarkFilter table id (`stream.watermark`)
+    watermarks: dict[int, Any] = field(default_factory=dict)
 
     def eval(self, expr: Expr, data: DataChunk, executor: str) -> pa.Array:
         """Evaluate an executor's expression: a data error in a row makes it NULL for that row

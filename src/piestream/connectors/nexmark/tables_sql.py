@@ -12,6 +12,9 @@ TABLES: dict[str, tuple[str, dict]] = {
     "bid": ("Bid", BID_COLUMNS),
 }
 
+#: RisingWave's nexmark watermark (e2e_test/nexmark): late events are those 4 s behind the newest
+WATERMARK = "WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND"
+
 _SQL_TYPES = {"bigint": "BIGINT", "character varying": "VARCHAR", "timestamp without time zone": "TIMESTAMP"}
 
 
@@ -38,6 +41,7 @@ def nexmark_ddl(
     primary_keys: bool = False,
     prefix: str = "",
     options: Mapping[str, object] | None = None,
+    watermarks: bool = True,
 ) -> str:
     """CREATE statements for the per-table Nexmark relations (RisingWave's legacy table mode).
 
@@ -45,7 +49,12 @@ def nexmark_ddl(
     SOURCE: read by each MV). `events_per_second` is the rate of *events* of each relation's
     generator (all splits together; 0 = unlimited; None = RisingWave's default of 10k/s per
     split); every relation walks the same event sequence, keeping the rows of its kind.
-    `primary_keys` declares person.id / auction.id as primary keys (tables only)."""
+    `primary_keys` declares person.id / auction.id as primary keys (tables only).
+    `watermarks`: RisingWave's ``WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND`` on
+    every relation that can have one (sources, and tables without a primary key: a watermark
+    needs an append-only relation). The generator's event times never run more than a few events
+    out of order across splits (each split reads the same number of rows per epoch), far inside
+    the 4 seconds, so no event is dropped as late."""
     if kind not in ("table", "source"):
         raise ValueError("kind must be 'table' or 'source'")
     stmts = []
@@ -70,7 +79,8 @@ def nexmark_ddl(
         pk = "id" if primary_keys and kind == "table" and t != "bid" else None
         with_ = ", ".join(f"{k} = {_quote(v)}" for k, v in opts.items())
         obj = "TABLE" if kind == "table" else "SOURCE"
-        stmts.append(f"CREATE {obj} {prefix}{t} ({_columns(cols, pk)}) WITH ({with_});")
+        elements = _columns(cols, pk) + (f", {WATERMARK}" if watermarks and pk is None else "")
+        stmts.append(f"CREATE {obj} {prefix}{t} ({elements}) WITH ({with_});")
     return "\n".join(stmts)
 
 
@@ -89,7 +99,7 @@ def nexmark_combined_ddl(
 ) -> str:
     """RisingWave's combined Nexmark source (one row per event: ``event_type`` and a
     person / auction / bid STRUCT, plus the event time), and the views PERSON / AUCTION / BID
-    over it (reference §8). The watermark clause is omitted (piestream ignores watermarks)."""
+    over it (reference §8), with RisingWave's watermark on the event time."""
     opts: dict[str, object] = {"connector": "nexmark", "nexmark.split.num": split_num}
     if event_num is not None:
         opts["nexmark.event.num"] = event_num
@@ -103,7 +113,8 @@ def nexmark_combined_ddl(
         f"CREATE SOURCE {name} (event_type BIGINT, person {_struct(PERSON_COLUMNS)}, "
         f"auction {_struct(AUCTION_COLUMNS)}, bid {_struct(BID_COLUMNS)}, "
         "date_time TIMESTAMP AS CASE WHEN event_type = 0 THEN (person).date_time "
-        "WHEN event_type = 1 THEN (auction).date_time ELSE (bid).date_time END) "
+        "WHEN event_type = 1 THEN (auction).date_time ELSE (bid).date_time END, "
+        f"{WATERMARK}) "
         f"WITH ({with_});"
     ]
     if views:

@@ -320,6 +320,27 @@ class KeyedRows:
         self._kill(ent)
         self._maybe_compact()
 
+    def remove_below(self, bound: bytes) -> int:
+        """Forget every key that sorts below `bound` (memcomparable bytes: a watermark on the
+        keys' first column); returns how many. One vector compare over the live entries."""
+        live = np.flatnonzero(self._alive.view)
+        if not len(live):
+            return 0
+        keys = self._keys.take(live)[0]
+        below = np.asarray(
+            pc.less(keys, pa.scalar(bound, pa.large_binary())).to_numpy(zero_copy_only=False), np.bool_
+        )
+        old = live[below]
+        if not len(old):
+            return 0
+        slots = self.index.find(self._hash.a[old])
+        mine = slots >= 0
+        mine[mine] = self.index.entries(slots[mine]) == old[mine]
+        self.index.remove(slots[mine])
+        self._kill(old)
+        self._maybe_compact()
+        return len(old)
+
     def _kill(self, ent: np.ndarray) -> None:
         self._alive.a[ent] = False
         self._live_rows -= int(self._count.a[ent].sum())

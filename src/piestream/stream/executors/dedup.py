@@ -18,14 +18,26 @@ from piestream.common.order import ASC
 from piestream.encoding import memcomparable
 from piestream.plan.dedup import DedupNode
 from piestream.stream.executor import ActorContext, Executor
+from piestream.stream.message import Barrier
+from piestream.stream.watermark import column_bound
 
 
 class AppendOnlyDedupExecutor(Executor):
     def __init__(self, ctx: ActorContext, node: DedupNode) -> None:
         super().__init__(ctx, node.schema, node.stream_key, True)
+        self.node = node
         self.state = self.table(node.state_table)
         self.cols = list(node.dedup_cols)
         self.key_types = [node.schema.types[i] for i in self.cols]
+
+    def barrier(self, barrier: Barrier) -> list[StreamChunk]:
+        """Forget keys below dedup column 0's committed watermark (none arrives any more)."""
+        if self.node.watermark is not None:
+            bound = column_bound(self.ctx, self.node.watermark)
+            if bound is not None:
+                self.state.update_watermark(bound)
+        self.commit_state(barrier)
+        return []
 
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
         c = chunk.compact()

@@ -40,6 +40,7 @@ from piestream.stream.executors.agg.states import (
     make_call_state,
 )
 from piestream.stream.message import Barrier
+from piestream.stream.watermark import column_bound
 
 _ROW_COUNT = DeltaSpec(pa.int64(), "sum")
 #: The barrier's changes go downstream in chunks of this many rows (or the configured chunk size
@@ -138,8 +139,29 @@ class HashAggExecutor(Executor):
     # -- barrier ------------------------------------------------------------------------------
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         out = self._flush()
+        self._clean_by_watermark()
         self.commit_state(barrier)
         return out
+
+    def _clean_by_watermark(self) -> None:
+        """Forget the groups whose group key column 0 is below its committed watermark: no row
+        below it reaches this executor any more (the WatermarkFilter dropped them), so those
+        groups never change again; their output rows stay downstream (the MV keeps them).
+        Storage drops them by a table watermark (reads skip them, compaction deletes them); the
+        cache drops them by one vector compare of its keys."""
+        wm = self.node.watermark
+        if wm is None:
+            return
+        bound = column_bound(self.ctx, wm)
+        if bound is None:
+            return
+        for st in self.state_tables:
+            st.update_watermark(bound)
+        if self.cache is not None:
+            key = memcomparable.encode_datum(bound, self.group_types[0], ASC)
+            n = self.cache.remove_below(key)
+            if n:
+                self.ctx.count("watermark_cleaned_groups", n)
 
     def _flush(self) -> list[StreamChunk]:
         self._apply_distinct()

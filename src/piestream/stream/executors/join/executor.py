@@ -36,6 +36,8 @@ from piestream.stream.executors.join.kernels import (
     pair_up,
     take_or_null,
 )
+from piestream.stream.message import Barrier
+from piestream.stream.watermark import column_bound
 
 
 @dataclass
@@ -95,6 +97,7 @@ class HashJoinExecutor(Executor):
 
     def __init__(self, ctx: ActorContext, node: HashJoinNode) -> None:
         super().__init__(ctx, node.schema, node.stream_key, node.append_only)
+        self.node = node
         self.join_type = node.join_type
         left_state = self.table(node.left_table)
         right_state = self.table(node.right_table)
@@ -126,6 +129,18 @@ class HashJoinExecutor(Executor):
         self.output_sources = [internal[i] for i in node.output_indices]
         self.output_types = [t.arrow for t in node.schema.types]
         self.chunk_size = ctx.config.chunk_size
+
+    def barrier(self, barrier: Barrier) -> list[StreamChunk]:
+        """Clean both sides below join key 0's committed watermark (no row below it arrives on
+        either side any more: those rows never match nor change again), then commit."""
+        wm = self.node.watermark
+        if wm is not None:
+            bound = column_bound(self.ctx, wm)
+            if bound is not None:
+                for st in self.state_tables:
+                    st.update_watermark(bound)
+        self.commit_state(barrier)
+        return []
 
     # -- reading ----------------------------------------------------------------------------------
     def _read(
