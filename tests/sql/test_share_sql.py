@@ -51,8 +51,13 @@ def test_readers_placing_rows_differently_get_a_relay(s: Session) -> None:
     s.execute(TABLE)
     frags = _fragments(_explain(s, MVS["cross_keys"]))
     assert frags.count("aggs: [sum(") == 1, frags
-    # one reader's rows pass through a fragment of their own (ports are named by the sender)
-    assert re.search(r"Fragment \d+ \(parallelism 2, outputs: hash\(\$\d\) -> [^)]*\)\n  └─Exchange", frags)
+    # one reader's rows pass through a fragment of their own (ports are named by the sender),
+    # placed by the shared fragment's dispatch, then actor i to actor i
+    relay = re.search(r"Fragment (\d+) \(parallelism 2, outputs: no_shuffle -> [^)]*\)\n  └─Exchange", frags)
+    assert relay is not None, frags
+    assert re.search(
+        rf"outputs: hash\(\$\d\) -> fragment \d+, hash\(\$\d\) -> fragment {relay.group(1)}\)", frags
+    )
 
 
 def test_reader_without_an_exchange_keeps_its_own_copy(s: Session) -> None:

@@ -33,6 +33,7 @@ class _Draft:
     entry: str = "none"  # how rows enter: "single", "hash", "upstream", "source", "none"
     upstream_parallelism: int = 0
     outputs: list[tuple[int, ExchangeMarker]] = field(default_factory=list)  # (downstream id, marker)
+    relay_to: int | None = None  # a relay: placed like, and no-shuffle into, this fragment
 
 
 def fragment_job(
@@ -65,7 +66,7 @@ def fragment_job(
             return child.fragment_id  # the port already delivers these rows, so placed
         # the draft reads this fragment again, placed differently: its input port is named by the
         # sending fragment, so the rows come through a pass-through fragment of their own
-        relay = _Draft(next_fragment_id(), entry="hash")
+        relay = _Draft(next_fragment_id(), relay_to=draft.fragment_id)
         drafts[relay.fragment_id] = relay
         relay.root = ExchangeNode(
             schema=marker.schema,
@@ -73,9 +74,8 @@ def fragment_job(
             append_only=marker.append_only,
             upstream_fragment_id=child.fragment_id,
         )
-        child.outputs.append((relay.fragment_id, marker))
-        relay.outputs.append((draft.fragment_id, marker))
-        return relay.fragment_id
+        child.outputs.append((relay.fragment_id, marker))  # placed as `marker` says, actor i
+        return relay.fragment_id  # ... forwarding to the draft's actor i (edge added below)
 
     def build(node: StreamNode, draft: _Draft) -> StreamNode:
         if isinstance(node, ExchangeMarker):
@@ -122,9 +122,14 @@ def fragment_job(
         return parallelism
 
     pars = {fid: par(d) for fid, d in drafts.items()}
+    for d in drafts.values():
+        if d.relay_to is not None:
+            pars[d.fragment_id] = pars[d.relay_to]
     frags = []
     for fid, d in drafts.items():
         edges = []
+        if d.relay_to is not None:
+            edges.append(DispatchEdge(d.relay_to, DispatchKind.NO_SHUFFLE, pars[d.relay_to]))
         for down, marker in d.outputs:
             if marker.dist.kind == "broadcast" and pars[down] > 1:
                 edges.append(DispatchEdge(down, DispatchKind.BROADCAST, pars[down]))
