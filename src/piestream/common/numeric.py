@@ -7,9 +7,17 @@ is minus the scale (``Decimal('1.50')``), or ``Decimal('NaN')``, ``Decimal('Infi
 what the stored value encoding (rust_decimal) holds; PostgreSQL keeps far more, and anything
 beyond is 22003, never silently rounded.
 
-In Arrow (`NUMERIC_VALUE_ARROW`) the unscaled integer is a decimal128(38, 0) and the scale an
-int8; the specials use the reserved scales below with unscaled 0. `piestream.common.numeric_arrays`
-works on whole columns of this layout.
+In Arrow a column is the extension type `NUMERIC_VALUE_ARROW` (`NumericType`, registered as
+``piestream.numeric``) over the storage `NUMERIC_STORAGE`: the unscaled integer as a
+decimal128(38, 0) and the scale as an int8; the specials use the reserved scales below with
+unscaled 0. `piestream.common.numeric_arrays` works on whole columns of this layout.
+
+Why an extension type and not the bare struct: a consumer that does not know the layout must fail
+loudly, never be silently wrong. Arrow's compute kernels (compare, sort, hash group-by and join
+keys, unique, is_in, min_max, casts, if_else) refuse an extension type, whereas over a bare struct
+some of them would run and order or group (unscaled, scale) pairs, which is not numeric order
+(1.50 is (150, 2)). `take`, `filter`, concatenation and IPC keep working, and `to_pylist` gives
+Decimals with their display scale (`NumericArray`), also inside lists and structs.
 
 This is the layout issue 14 moves NUMERIC columns to (they are decimal128(38, 10) until every
 consumer is migrated at once: /work/coord/notes/issue-14-s22.md has the list); the kernels over
@@ -18,6 +26,7 @@ it (`piestream.expr.functions.numeric_scaled`) are tested on their own until the
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import re
 from collections.abc import Iterable
@@ -30,8 +39,8 @@ from piestream.common.types import NUMERIC_PRECISION
 
 #: The largest display scale: the value encoding's (rust_decimal keeps 28 fraction digits).
 NUMERIC_MAX_SCALE = 28
-#: One NUMERIC value in Arrow: its unscaled integer and its display scale.
-NUMERIC_VALUE_ARROW = pa.struct(
+#: The storage of one NUMERIC value in Arrow: its unscaled integer and its display scale.
+NUMERIC_STORAGE = pa.struct(
     [pa.field("unscaled", pa.decimal128(NUMERIC_PRECISION, 0)), pa.field("scale", pa.int8())]
 )
 
@@ -107,20 +116,96 @@ def to_arrow(values: Iterable[Decimal | int | None]) -> pa.Array:
         nulls.append(False)
     unscaled = pa.array([Decimal(u) for u in us], pa.decimal128(NUMERIC_PRECISION, 0))
     mask = pa.array(nulls, pa.bool_()) if any(nulls) else None
-    return pa.StructArray.from_arrays(
-        [unscaled, pa.array(ss, pa.int8())], fields=list(NUMERIC_VALUE_ARROW), mask=mask
-    )
+    scales = pa.array(ss, pa.int8())
+    return wrap(pa.StructArray.from_arrays([unscaled, scales], fields=list(NUMERIC_STORAGE), mask=mask))
 
 
-def from_arrow(arr: pa.Array) -> list[Decimal | None]:
-    """The Python values of a NUMERIC Arrow column."""
-    if len(arr) == 0:
+def from_arrow(arr: pa.Array | pa.ChunkedArray) -> list[Decimal | None]:
+    """The Python values of a NUMERIC Arrow column (the extension array or its storage)."""
+    st = storage_of(arr)
+    if len(st) == 0:
         return []
-    unscaled, scale = arr.flatten()
+    unscaled, scale = st.flatten()
     out: list[Decimal | None] = []
-    for valid, u, s in zip(arr.is_valid().to_pylist(), unscaled.to_pylist(), scale.to_pylist(), strict=True):
+    for valid, u, s in zip(st.is_valid().to_pylist(), unscaled.to_pylist(), scale.to_pylist(), strict=True):
         out.append(value_of(int(u), int(s)) if valid else None)  # per value: the Python boundary
     return out
+
+
+# -- the Arrow extension type ----------------------------------------------------------------------
+
+
+class NumericScalar(pa.ExtensionScalar):
+    """One NUMERIC value: `as_py` is its Decimal with the display scale."""
+
+    def as_py(self, **_: object) -> Decimal | None:
+        v = self.value
+        if v is None or not v.is_valid:
+            return None
+        return value_of(int(v["unscaled"].as_py()), int(v["scale"].as_py()))
+
+
+class NumericArray(pa.ExtensionArray):
+    """A NUMERIC column: `to_pylist` gives Decimals with their display scale."""
+
+    def to_pylist(self, **_: object) -> list[Decimal | None]:
+        return from_arrow(self)
+
+
+class NumericType(pa.ExtensionType):
+    """PostgreSQL's NUMERIC with a display scale per value (storage: `NUMERIC_STORAGE`)."""
+
+    def __init__(self) -> None:
+        super().__init__(NUMERIC_STORAGE, "piestream.numeric")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> NumericType:
+        if storage_type != NUMERIC_STORAGE:
+            raise TypeError(f"piestream.numeric over {storage_type}, expected {NUMERIC_STORAGE}")
+        return NumericType()
+
+    def __arrow_ext_scalar_class__(self) -> type:
+        return NumericScalar
+
+    def __arrow_ext_class__(self) -> type:
+        return NumericArray
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        return NumericType, ()
+
+
+#: A NUMERIC column's Arrow type.
+NUMERIC_VALUE_ARROW = NumericType()
+
+# once per process: IPC readers (exchanges, Spark workers) then rebuild the extension type; a
+# module reload finds it registered already
+with contextlib.suppress(pa.ArrowKeyError):
+    pa.register_extension_type(NUMERIC_VALUE_ARROW)
+
+
+def is_numeric_array(arr: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether `arr` is a NUMERIC column of this layout (the extension type)."""
+    return isinstance(arr.type, NumericType)
+
+
+def wrap(storage: pa.Array) -> pa.Array:
+    """The NUMERIC column over a `NUMERIC_STORAGE` struct array."""
+    return pa.ExtensionArray.from_storage(NUMERIC_VALUE_ARROW, storage)
+
+
+def storage_of(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The `NUMERIC_STORAGE` struct array of a NUMERIC column (chunks combined); a bare struct of
+    that type is taken as it is. Anything else is a programming error, raised loudly."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if isinstance(arr.type, NumericType):
+        return arr.storage
+    if arr.type == NUMERIC_STORAGE:
+        return arr
+    raise TypeError(f"not a NUMERIC column of the per-value-scale layout: {arr.type}")
 
 
 # -- text ------------------------------------------------------------------------------------------

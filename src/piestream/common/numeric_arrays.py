@@ -21,7 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from piestream.common.numeric import LIMIT, NAN_SCALE, NEG_INF_SCALE, NUMERIC_VALUE_ARROW, POS_INF_SCALE
+from piestream.common.numeric import (
+    LIMIT,
+    NAN_SCALE,
+    NEG_INF_SCALE,
+    NUMERIC_STORAGE,
+    POS_INF_SCALE,
+    storage_of,
+    wrap,
+)
 from piestream.common.types import NUMERIC_PRECISION
 
 DEC = np.dtype([("lo", "<u8"), ("hi", "<i8")])
@@ -58,8 +66,7 @@ class Num:
 
 def unpack(arr: pa.Array | pa.ChunkedArray) -> Num:
     """The parts of a NUMERIC Arrow column (zeros under NULLs)."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = storage_of(arr)
     n = len(arr)
     if n == 0:
         z = np.zeros(0, np.int64)
@@ -103,9 +110,9 @@ def pack(num: Num) -> pa.Array:
         rec["hi"][~valid] = 0
         mask = pa.array(~valid)
     scale = np.where(num.vmask(), num.scale, 0).astype(np.int8)
-    unscaled = pa.Array.from_buffers(NUMERIC_VALUE_ARROW[0].type, n, [None, pa.py_buffer(rec)])
+    unscaled = pa.Array.from_buffers(NUMERIC_STORAGE[0].type, n, [None, pa.py_buffer(rec)])
     scales = pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(scale)])
-    return pa.StructArray.from_arrays([unscaled, scales], fields=list(NUMERIC_VALUE_ARROW), mask=mask)
+    return wrap(pa.StructArray.from_arrays([unscaled, scales], fields=list(NUMERIC_STORAGE), mask=mask))
 
 
 def from_int64(v: np.ndarray, scale: np.ndarray | int, valid: np.ndarray | None) -> Num:

@@ -565,7 +565,7 @@ def per_row(fn: Callable[..., Decimal], arrays: Sequence[pa.Array]) -> pa.Array:
 
 
 def _is_numeric(a: pa.Array) -> bool:
-    return bool(a.type == nm.NUMERIC_VALUE_ARROW)
+    return nm.is_numeric_array(a)
 
 
 def weight_digits(d: Decimal) -> tuple[int, int]:
