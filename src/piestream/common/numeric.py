@@ -29,8 +29,9 @@ from __future__ import annotations
 import contextlib
 import decimal
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 
@@ -281,3 +282,26 @@ def typmod_overflow(precision: int, scale: int) -> NumericOutOfRange:
 
 
 _WIDE = decimal.Context(prec=200, Emax=10**6, Emin=-(10**6))
+
+
+def on_storage(kernel: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """An Arrow selection kernel (`if_else`, `coalesce`, `case_when`, ...) over arguments that may
+    be NUMERIC columns or scalars: it runs on their storage, which selection cannot get wrong
+    (whole values move together), and a result of the storage type is a NUMERIC column again.
+    Arguments of other types pass through, so callers use it for every type."""
+    wrapped = False
+
+    def bare(a: Any) -> Any:
+        nonlocal wrapped
+        if isinstance(a, pa.ChunkedArray | pa.Array) and isinstance(a.type, NumericType):
+            wrapped = True
+            return storage_of(a)
+        if isinstance(a, pa.Scalar) and isinstance(a.type, NumericType):
+            wrapped = True
+            return a.value if a.is_valid else pa.scalar(None, NUMERIC_STORAGE)
+        return a
+
+    out = kernel(*[bare(a) for a in args], **kwargs)
+    if wrapped and isinstance(out, pa.Array) and out.type == NUMERIC_STORAGE:
+        return wrap(out)
+    return out

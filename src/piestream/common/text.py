@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from piestream.common import numeric as nm
 from piestream.common.composite_text import format_list, format_struct, parse_list, parse_struct
 from piestream.common.datetime_text import (
     format_date,
@@ -43,7 +44,7 @@ from piestream.common.errors import InvalidInput, NumericOutOfRange
 from piestream.common.interval_text import format_interval, parse_interval
 from piestream.common.scalar import NUMERIC_MAX_DIGITS, Datum, normalize_numeric
 from piestream.common.text_syntax import INVALID_PARAMETER, PG_NAME, UNTRANSLATABLE, WS
-from piestream.common.types import DataType, TypeKind
+from piestream.common.types import NUMERIC_LAYOUT, DataType, TypeKind
 
 __all__ = ["format_datum", "format_interval", "parse_datum", "parse_interval"]
 
@@ -78,6 +79,11 @@ def _format_numeric(v: Any, t: DataType | None = None) -> str:
     many, as PostgreSQL's display scale does (zeros are only added: a value with more digits
     than its type's scale keeps them)."""
     d = v if isinstance(v, Decimal) else Decimal(v if isinstance(v, int) else repr(float(v)))
+    if NUMERIC_LAYOUT == "scaled":  # each value has its display scale; a type's scale pads it
+        shown = t.display_scale if t is not None else None
+        if shown is not None and d.is_finite() and -int(d.as_tuple().exponent) < shown:
+            d = d.quantize(Decimal(1).scaleb(-shown), context=_NUMERIC_CONTEXT)
+        return nm.format_numeric(d)
     if d.is_nan():
         return "NaN"
     if d.is_infinite():
@@ -217,7 +223,10 @@ def _parse_decimal_text(text: str, original: str) -> Decimal:
 
 
 def _parse_numeric(s: str, t: DataType) -> Decimal:
-    """numeric_in syntax, then rounded to the stored scale and range-checked by normalize_numeric."""
+    """numeric_in syntax, then rounded to the stored scale and range-checked by normalize_numeric
+    (under the per-value-scale layout: PostgreSQL's numeric_in, display scale and specials kept)."""
+    if NUMERIC_LAYOUT == "scaled":
+        return nm.parse(s)
     text = s.strip(WS)
     if _SPECIAL_NUMBER_RE.fullmatch(text):
         # normalize_numeric explains that only finite NUMERICs can be stored.

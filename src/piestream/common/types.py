@@ -8,6 +8,7 @@ PostgreSQL OID is what pgwire reports for a result column.
 from __future__ import annotations
 
 import enum
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,6 +21,15 @@ from piestream.common.errors import FeatureNotSupported, InvalidInput
 #: (no trailing zeros) when shown; at most 28 significant digits fit the value encoding (reference §2.1).
 NUMERIC_PRECISION = 38
 NUMERIC_SCALE = 10
+
+#: Issue 14's migration scaffold (notes/issue-14-numeric-switch.md), to be removed by the switch:
+#: "decimal" (the default and the only supported layout) keeps NUMERIC columns decimal128(38, 10);
+#: "scaled" gives them the per-value-scale extension type (`piestream.common.numeric`) so that
+#: tests can run under it while consumers are moved one by one. Development only: a data
+#: directory written under one layout is not meant to be opened under the other.
+NUMERIC_LAYOUT = os.environ.get("PIESTREAM_NUMERIC_LAYOUT", "decimal")
+if NUMERIC_LAYOUT not in ("decimal", "scaled"):
+    raise ValueError(f"PIESTREAM_NUMERIC_LAYOUT must be 'decimal' or 'scaled', not {NUMERIC_LAYOUT!r}")
 
 
 class TypeKind(enum.Enum):
@@ -334,6 +344,10 @@ def _to_arrow(t: DataType) -> pa.DataType:
     if t.kind is TypeKind.LIST:
         assert t.elem is not None
         return pa.list_(t.elem.arrow)
+    if t.kind is TypeKind.NUMERIC and NUMERIC_LAYOUT == "scaled":
+        from piestream.common.numeric import NUMERIC_VALUE_ARROW  # a cycle: numeric imports this module
+
+        return NUMERIC_VALUE_ARROW
     return _SCALAR_ARROW[t.kind]
 
 
@@ -495,6 +509,8 @@ class _TypeParser:
 
 def from_arrow(t: pa.DataType) -> DataType:
     """The SQL type whose Arrow layout is `t` (VARCHAR for strings; JSONB needs field metadata)."""
+    if isinstance(t, pa.ExtensionType) and t.extension_name == "piestream.numeric":
+        return NUMERIC
     if pa.types.is_struct(t):
         return struct_of(*[(t.field(i).name, from_arrow(t.field(i).type)) for i in range(t.num_fields)])
     if pa.types.is_list(t) or pa.types.is_large_list(t):
@@ -515,3 +531,8 @@ def from_arrow(t: pa.DataType) -> DataType:
         if at == t and kind not in (TypeKind.SERIAL, TypeKind.JSONB):
             return DataType(kind)
     raise InvalidInput(f"Arrow type {t} has no SQL equivalent")
+
+
+# The NUMERIC extension type is registered in every process that knows the SQL types, so an Arrow
+# IPC reader (an exchange, a Spark worker) rebuilds it instead of handing back its bare storage.
+from piestream.common import numeric as _numeric  # noqa: E402, F401 (numeric imports this module)

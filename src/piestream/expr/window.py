@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
 from piestream.common.chunk import DataChunk
 from piestream.common.errors import FeatureNotSupported, NumericOutOfRange
 from piestream.common.order import ASC, DESC, OrderType
@@ -224,7 +225,7 @@ def _evaluate(call: WindowFunctionCall, rows: SortedRows, t: np.ndarray) -> pa.A
         values = _take(col[call.args[0]], np.where(inside, src, -1), out)
         if len(call.args) > 1:  # the default where the offset row does not exist
             default = _take(col[call.args[1]], t, out)
-            values = pc.if_else(pa.array(inside), values, default)
+            values = nm.on_storage(pc.if_else, pa.array(inside), values, default)
         return values
     start, end = frame_bounds(call.frame or WHOLE_PARTITION, rows, t)
     empty = start > end

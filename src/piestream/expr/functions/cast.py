@@ -21,13 +21,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric_arrays
 from piestream.common.errors import DatatypeMismatch, FeatureNotSupported, InvalidInput, NumericOutOfRange
 from piestream.common.scalar import normalize_numeric
 from piestream.common.text import format_datum, parse_datum
-from piestream.common.types import NUMERIC, DataType, TypeKind
+from piestream.common.types import NUMERIC, NUMERIC_LAYOUT, DataType, TypeKind
 from piestream.expr.coercion import normalize, type_name
 from piestream.expr.expr import FuncCall
 from piestream.expr.functions import decimal as dec
+from piestream.expr.functions import numeric_scaled
 from piestream.expr.functions.registry import register
 from piestream.expr.functions.vec import (
     USECS_PER_DAY,
@@ -113,6 +115,8 @@ def _numeric_cast(x: pa.Array, sk: TypeKind, dk: TypeKind) -> pa.Array:
         return _float_to_int(x, dk)
     if sk in _FLOATS and dk is TypeKind.NUMERIC:
         digits = 15 if sk is TypeKind.DOUBLE else 6
+        if NUMERIC_LAYOUT == "scaled":
+            return numeric_scaled.from_float(x, digits)
         return per_row(lambda f: _float_to_numeric(f, digits), [x], NUMERIC)
     if sk is TypeKind.REAL and dk is TypeKind.DOUBLE:
         return x.cast(pa.float64())
@@ -193,6 +197,8 @@ def _numeric_text(x: pa.Array, t: DataType = NUMERIC) -> pa.Array:
     """Plain notation without trailing fraction zeros (a numeric(p, s) value shows s fraction
     digits, as `format_datum`): vectorized for values whose unscaled integer fits int64, per row
     (format_datum) for the others."""
+    if NUMERIC_LAYOUT == "scaled":
+        return _scaled_numeric_text(x, t)
     hi, lo = dec.to_i128(x)
     fits = dec.fits_i64(hi, lo)
     v = np.where(fits, lo.view(np.int64), 0)
@@ -222,6 +228,16 @@ def _numeric_text(x: pa.Array, t: DataType = NUMERIC) -> pa.Array:
         big_text = pa.array([format_datum(d, t) for d in vals], pa.string())
         out = scatter(len(x), [(keep, out.take(pa.array(keep))), (big, big_text)], pa.string())
     return out if valid.all() else pc.if_else(pa.array(valid), out, pa.nulls(len(x), pa.string()))
+
+
+def _scaled_numeric_text(x: pa.Array, t: DataType) -> pa.Array:
+    """numeric_out under the per-value-scale layout; a type's display scale (numeric(p, s), or
+    one PostgreSQL's rules fix) pads values with fewer digits (exact: zeros are only added)."""
+    if t.display_scale is not None:
+        num = numeric_arrays.unpack(x)
+        pad = np.where(num.special, num.scale, np.maximum(num.scale, t.display_scale))
+        x = numeric_scaled.rescale_to(x, pad, "round")
+    return numeric_scaled.to_text(x)
 
 
 def _float_text(x: pa.Array, t: DataType) -> pa.Array:
