@@ -102,7 +102,7 @@ def numpy_values(arr: pa.Array, dtype: np.dtype | type) -> np.ndarray:
 
 
 def _masked(values: np.ndarray, null: np.ndarray, t: pa.DataType) -> pa.Array:
-    return pa.array(values, mask=null).cast(t) if len(values) else pa.array([], t)
+    return pa.array(values, mask=null).cast(t) if len(values) else pa.nulls(0, t)
 
 
 def compute(kind: str, inp: AggInput, out: DataType) -> pa.Array:

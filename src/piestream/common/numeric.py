@@ -192,6 +192,11 @@ def is_numeric_array(arr: pa.Array | pa.ChunkedArray) -> bool:
     return isinstance(arr.type, NumericType)
 
 
+def is_numeric_type(t: pa.DataType) -> bool:
+    """Whether `t` is this layout's Arrow type."""
+    return isinstance(t, NumericType)
+
+
 def wrap(storage: pa.Array) -> pa.Array:
     """The NUMERIC column over a `NUMERIC_STORAGE` struct array."""
     return pa.ExtensionArray.from_storage(NUMERIC_VALUE_ARROW, storage)

@@ -21,9 +21,11 @@ import pyarrow as pa
 
 from piestream.common.errors import DatetimeOutOfRange, InvalidInput, NumericOutOfRange
 from piestream.common.interval import USECS_PER_DAY
+from piestream.common.numeric import is_numeric_array
 from piestream.common.order import OrderType
 from piestream.common.scalar import NUMERIC_MAX_DIGITS
 from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind
+from piestream.encoding import numeric_value
 from piestream.encoding.memcmp_decimal import encode_decimal_parts
 from piestream.encoding.memcmp_scalar import (
     CANONICAL_NAN_F32,
@@ -353,6 +355,11 @@ def _fixed_words(arr: pa.Array, t: DataType, rows: np.ndarray | None) -> list[tu
 
 
 def _numeric_piece(arr: pa.Array, rows: np.ndarray | None, x: int) -> _Piece:
+    if is_numeric_array(arr):  # per-value scale (issue 14): 1.50 has the key of 1.5
+        sel = arr if rows is None else arr.take(pa.array(rows, pa.int64()))
+        keys = [b"\x15" if k is None else k for k in numeric_value.key_bytes(sel)]  # NULL slots: 0
+        r = Ragged.from_list(keys)
+        return _Bytes(r.invert() if x else r)
     # A per-row Python loop: the base-100 digits of a 128-bit decimal need big-integer arithmetic.
     if len(arr) == 0 or (rows is not None and len(rows) == 0):
         return _Bytes(Ragged(np.zeros(1, np.int64), np.zeros(0, np.uint8)))

@@ -9,15 +9,17 @@ anything an encoder could not have produced raises DataCorruption.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
 
+from piestream.common import numeric as nm
 from piestream.common.errors import DataCorruption, InvalidInput
 from piestream.common.interval import USECS_PER_DAY
 from piestream.common.order import OrderType
 from piestream.common.scalar import NUMERIC_MAX_DIGITS
-from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind
+from piestream.common.types import NUMERIC_LAYOUT, NUMERIC_SCALE, DataType, TypeKind
 from piestream.encoding.memcmp_decimal import decode_decimal
 from piestream.encoding.memcmp_scalar import (
     CANONICAL_NAN_F32,
@@ -29,6 +31,7 @@ from piestream.encoding.memcmp_scalar import (
     UNIX_EPOCH_DAYS_FROM_CE,
     USECS_PER_MONTH,
     USECS_PER_SEC,
+    check_numeric_domain,
     datum_tags,
     flip_mask,
     interval_from_total,
@@ -229,6 +232,13 @@ def _decode_numeric(
 ) -> tuple[pa.Array, np.ndarray]:
     # A per-row Python loop: base-100 digits to a 128-bit unscaled integer needs big ints.
     buf = memoryview(data.data)
+    if NUMERIC_LAYOUT == "scaled":  # per-value scale (issue 14): the key's normalized value
+        values: list[Decimal | None] = []
+        after = cur.copy()
+        for i, (p, e) in enumerate(zip(cur.tolist(), end.tolist(), strict=True)):
+            d, after[i] = decode_decimal(buf, p, x, e)
+            values.append(check_numeric_domain(d) if d.is_finite() else d)
+        return nm.to_arrow(values), after
     out = bytearray(16 * len(cur))
     after = cur.copy()
     for i, (p, e) in enumerate(zip(cur.tolist(), end.tolist(), strict=True)):
@@ -277,7 +287,7 @@ def _decode_list(
         perm[dest] = np.arange(len(dest))
         values = pa.concat_arrays(chunks).take(pa.array(perm))
     else:
-        values = pa.array([], type=t.elem.arrow)
+        values = pa.nulls(0, t.elem.arrow)
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=t.arrow), after
 
 

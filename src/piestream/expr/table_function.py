@@ -269,7 +269,7 @@ def _calendar_series(
         check_us(cur, alive)
         alive &= within(cur)
     if not values:
-        return pa.array([], t.arrow), np.zeros(len(valid), np.int64)
+        return pa.nulls(0, t.arrow), np.zeros(len(valid), np.int64)
     row = np.concatenate(rows)
     order = np.argsort(row, kind="stable")
     out = np.concatenate(values)[order]
