@@ -27,6 +27,7 @@ from piestream.common.numeric import (
     NEG_INF_SCALE,
     NUMERIC_STORAGE,
     POS_INF_SCALE,
+    overflow,
     storage_of,
     wrap,
 )
@@ -518,3 +519,69 @@ __all__ = [
     "rescale",
     "unpack",
 ]
+
+
+def from_decimal(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A NUMERIC column of this layout from an Arrow decimal128(p, s) column (integer sums,
+    Spark's and Parquet's decimals): each value keeps the column's scale s (0..38)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not pa.types.is_decimal128(arr.type) or not 0 <= arr.type.scale <= NUMERIC_PRECISION:
+        raise TypeError(f"not a decimal128 column with a scale in 0..38: {arr.type}")
+    raw = _view(arr, DEC)
+    valid = (
+        None if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), np.bool_)
+    )
+    return pack(Num(raw["hi"].copy(), raw["lo"].copy(), np.full(len(arr), arr.type.scale, np.int64), valid))
+
+
+def to_decimal(arr: pa.Array | pa.ChunkedArray, t: pa.DataType) -> pa.Array:
+    """The finite values of a NUMERIC column as an Arrow decimal column of type `t` (a scale at
+    least every value's, e.g. decimal256(75, 28) for exact sums in Arrow); NULL and the special
+    values read as 0. One Arrow cast per distinct display scale (at most 29), never per row."""
+    num = unpack(arr)
+    n = len(num)
+    fin = ~num.special & num.vmask()
+    pieces: list[pa.Array] = []
+    positions: list[np.ndarray] = []
+    for s in np.unique(num.scale[fin]).tolist():
+        rows = np.flatnonzero(fin & (num.scale == s))
+        rec = np.empty(len(rows), DEC)
+        rec["lo"], rec["hi"] = num.lo[rows], num.hi[rows]
+        part = pa.Array.from_buffers(
+            pa.decimal128(NUMERIC_PRECISION, s), len(rows), [None, pa.py_buffer(rec)]
+        )
+        pieces.append(part.cast(t))
+        positions.append(rows)
+    rest = np.flatnonzero(~fin)
+    if len(rest):
+        pieces.append(pa.array(np.zeros(len(rest), np.int64)).cast(t))
+        positions.append(rest)
+    if not pieces:
+        return pa.nulls(0, t)
+    order = np.empty(n, np.int64)
+    order[np.concatenate(positions)] = np.arange(n)
+    return pa.concat_arrays(pieces).take(pa.array(order))
+
+
+def from_wide_decimal(arr: pa.Array, scale: np.ndarray, valid: np.ndarray | None) -> pa.Array:
+    """A NUMERIC column from an Arrow decimal column whose values have at most `scale[i]` fraction
+    digits (exact sums of values of those scales): each row rescaled to its `scale` (an Arrow
+    cast that refuses to lose digits), 22003 when a value needs more than 38 digits. One cast
+    per distinct scale."""
+    n = len(arr)
+    hi = np.zeros(n, np.int64)
+    lo = np.zeros(n, np.uint64)
+    live = np.ones(n, np.bool_) if valid is None else valid
+    for s in np.unique(scale[live]).tolist():
+        rows = np.flatnonzero(live & (scale == s))
+        part = arr.take(pa.array(rows, pa.int64())).fill_null(0)
+        try:
+            narrow = part.cast(pa.decimal256(76, s)).cast(pa.decimal128(NUMERIC_PRECISION, s))
+        except pa.ArrowInvalid as e:
+            if "data loss" in str(e):
+                raise AssertionError(f"a sum has more than {s} fraction digits: {e}") from e
+            raise overflow() from e
+        raw = _view(narrow, DEC)
+        hi[rows], lo[rows] = raw["hi"], raw["lo"]
+    return pack(Num(hi, lo, np.where(live, scale, 0).astype(np.int64), valid))

@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
 from piestream.common.chunk import Op
 from piestream.common.errors import NumericOutOfRange
 from piestream.common.order import ASC
@@ -127,7 +129,7 @@ def null_where(a: pa.Array, mask: np.ndarray) -> pa.Array:
     """`a` with NULL where `mask` is true."""
     if not mask.any():
         return a
-    return pc.if_else(pa.array(mask), pa.nulls(len(a), a.type), a)
+    return nm.on_storage(pc.if_else, pa.array(mask), pa.nulls(len(a), a.type), a)
 
 
 def same_values(a: pa.Array, b: pa.Array) -> np.ndarray:
@@ -140,6 +142,10 @@ def same_values(a: pa.Array, b: pa.Array) -> np.ndarray:
         pairs = zip(a.to_pylist(), b.to_pylist(), strict=True)
         return np.fromiter((x == y for x, y in pairs), np.bool_, len(a))
     both_null = np_bool(pc.and_(a.is_null(), b.is_null()))
+    if nm.is_numeric_array(a):  # the same value and display scale: 1.5 -> 1.50 is a change to emit
+        x, y = na.unpack(a), na.unpack(b.cast(a.type))
+        same = (x.hi == y.hi) & (x.lo == y.lo) & (x.scale == y.scale) & x.vmask() & y.vmask()
+        return same | both_null
     eq = np_bool(pc.equal(a, b))
     if pa.types.is_floating(t):
         eq |= np_bool(pc.is_nan(a)) & np_bool(pc.is_nan(b))
