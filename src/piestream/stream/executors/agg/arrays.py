@@ -16,6 +16,8 @@ from piestream.common.errors import NumericOutOfRange
 from piestream.common.order import ASC
 from piestream.common.types import BIGINT, NUMERIC_SCALE, DataType
 from piestream.encoding import memcomparable
+from piestream.encoding.ragged import Ragged
+from piestream.expr.functions import numeric_scaled
 
 NUMERIC_ARROW = pa.decimal128(38, NUMERIC_SCALE)
 #: Wide enough to add two NUMERIC states without Arrow's precision-overflow error.
@@ -156,6 +158,11 @@ def encode_key(a: pa.Array, t: DataType) -> pa.Array:
     """Memcomparable bytes of `a` (NULL stays NULL): their byte order is SQL's order of `t`, so
     min/max of any type (NaN largest, intervals by length, ...) are Arrow min/max over binary."""
     enc = memcomparable.encode_columns_arrow([a], [t], [ASC])
+    if nm.is_numeric_array(a):  # the display scale rides after the key (equal values: any scale wins)
+        scale = np.maximum(na.unpack(a).scale, 0).astype(np.uint8)
+        offsets = pa.py_buffer(np.arange(len(scale) + 1, dtype=np.int32))
+        suffix = pa.Array.from_buffers(pa.binary(), len(scale), [None, offsets, pa.py_buffer(scale)])
+        enc = pc.binary_join_element_wise(enc, suffix, b"")
     return null_where(enc, ~np_bool(a.is_valid()))
 
 
@@ -164,6 +171,13 @@ _NULL_KEY = memcomparable.encode_datum(None, BIGINT, ASC)  # the NULL tag alone,
 
 def decode_key(a: pa.Array, t: DataType) -> pa.Array:
     """Inverse of `encode_key`."""
+    if nm.is_numeric_type(t.arrow):  # strip and apply the display scale `encode_key` appended
+        filled = pc.fill_null(a, pa.scalar(_NULL_KEY + b"\x00", pa.binary()))
+        raw = Ragged.from_arrow(filled)
+        scale = raw.data[raw.offsets[1:] - 1].astype(np.int64)
+        keys = pc.binary_slice(filled, 0, -1)
+        cols, _ = memcomparable.decode_keys(keys, [t], [ASC])
+        return numeric_scaled.rescale_to(cols[0], scale, "round")
     filled = pc.fill_null(a, pa.scalar(_NULL_KEY, pa.binary()))
     cols, _ = memcomparable.decode_keys(filled, [t], [ASC])
     return cols[0].cast(t.arrow)
