@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from piestream.common.errors import NumericOutOfRange
 from piestream.common.numeric import (
     LIMIT,
     NAN_SCALE,
@@ -585,3 +586,30 @@ def from_wide_decimal(arr: pa.Array, scale: np.ndarray, valid: np.ndarray | None
         raw = _view(narrow, DEC)
         hi[rows], lo[rows] = raw["hi"], raw["lo"]
     return pack(Num(hi, lo, np.where(live, scale, 0).astype(np.int64), valid))
+
+
+#: The decimal type NUMERIC columns are written as outside piestream (Parquet, Delta, Iceberg,
+#: Spark): what decimal128(38, 10) columns always were, so existing targets keep their schema.
+EXPORT_SCALE = 10
+EXPORT_DECIMAL = pa.decimal128(NUMERIC_PRECISION, EXPORT_SCALE)
+
+
+def to_export_decimal(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A NUMERIC column as `EXPORT_DECIMAL`: rounded half away from zero to 10 fraction digits
+    (the column type the reader sees). NaN and ±Infinity have no decimal form: 22003, never a
+    silent NULL or 0."""
+    num = unpack(arr)
+    live = num.vmask()
+    if (num.special & live).any():
+        raise NumericOutOfRange(
+            "cannot write NaN or Infinity to a decimal column",
+            detail="Parquet, Delta, Iceberg and Spark decimals hold finite values only.",
+        )
+    out, bad = rescale(num, np.full(len(num), EXPORT_SCALE, np.int64), "round")
+    if (bad & live).any():
+        raise overflow()
+    rec = np.empty(len(num), DEC)
+    rec["lo"] = np.where(live, out.lo, np.uint64(0))
+    rec["hi"] = np.where(live, out.hi, 0)
+    validity = None if num.valid is None else pa.py_buffer(np.packbits(num.valid, bitorder="little"))
+    return pa.Array.from_buffers(EXPORT_DECIMAL, len(num), [validity, pa.py_buffer(rec)])

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
 from piestream.common import numeric_arrays
 from piestream.common.errors import DatatypeMismatch, FeatureNotSupported, InvalidInput, NumericOutOfRange
 from piestream.common.scalar import normalize_numeric
@@ -63,6 +64,8 @@ def cast_array(x: pa.Array, src: DataType, dst: DataType) -> pa.Array:
     if dst.typmod is not None:  # NUMERIC(p, s): convert, then round and check the digits
         return dec.apply_typmod(cast_array(x, src, NUMERIC), *dst.typmod)
     s, d = normalize(src), normalize(dst)
+    if d.kind is TypeKind.NUMERIC and pa.types.is_decimal128(x.type) and nm.is_numeric_type(d.arrow):
+        x = numeric_arrays.from_decimal(x)  # an outside decimal (Spark, Parquet): its column's scale
     if s == d and not d.has_typmod:
         return x if x.type == dst.arrow else x.cast(dst.arrow)
     sk, dk = s.kind, d.kind
