@@ -20,10 +20,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from piestream.common import numeric as nm
 from piestream.common.errors import DataCorruption, InvalidInput, NumericOutOfRange
 from piestream.common.interval import Interval
 from piestream.common.scalar import Datum, Row
-from piestream.common.types import DataType, TypeKind
+from piestream.common.types import NUMERIC_LAYOUT, DataType, TypeKind
 
 NULL_TAG = 0
 VALUE_TAG = 1
@@ -244,6 +245,11 @@ def numeric_payload(v: decimal.Decimal | int) -> bytes:
         if v.is_nan():
             return bytes([NUMERIC_NAN]) + bytes(15)
         return bytes([NUMERIC_NEG_INF if v.is_signed() else NUMERIC_POS_INF]) + bytes(15)
+    if NUMERIC_LAYOUT == "scaled":  # issue 14: the display scale is stored (as numeric_value writes it)
+        unscaled, scale = nm.parts_of(v)
+        if unscaled == 0:
+            return _NUMERIC.pack(scale << 16, 0, 0, 0)
+        return pack_numeric(unscaled < 0, abs(unscaled), scale)
     sign, digits, exp = v.as_tuple()
     assert isinstance(exp, int)
     if not any(digits):
@@ -455,6 +461,10 @@ def unpack_numeric(buf: bytes | memoryview, pos: int) -> tuple[bool, int, int] |
     mantissa = lo | (mid << 32) | (hi << 64)
     if scale > NUMERIC_MAX_SCALE:
         raise DataCorruption(f"invalid numeric payload: scale {scale} exceeds {NUMERIC_MAX_SCALE}")
+    if NUMERIC_LAYOUT == "scaled":  # issue 14: values keep their display scale (0.00 too)
+        if mantissa == 0 and negative:
+            raise DataCorruption("invalid numeric payload: negative zero")
+        return negative, mantissa, scale
     if mantissa == 0 and (scale or negative):
         raise DataCorruption("invalid numeric payload: non-canonical zero")
     if scale and mantissa % 10 == 0:
