@@ -90,6 +90,20 @@ def from_value_payloads(payloads: np.ndarray, valid: np.ndarray | None) -> pa.Ar
     return na.pack(na.Num(hi_word, lo_word, sc, None if valid is None else live))
 
 
+def at_least_scale(col: pa.Array, scale: int) -> pa.Array:
+    """`col` with every finite value shown with at least `scale` fraction digits (zeros added,
+    exact): a numeric(p, s) column's values as PostgreSQL stores them, also those written
+    normalized (without trailing zeros) by piestream before per-value scales."""
+    num = na.unpack(col)
+    short = ~num.special & (num.scale < scale)
+    if not short.any():
+        return col
+    out, bad = na.rescale(num, np.where(short, scale, num.scale))
+    if (bad & num.vmask()).any():
+        raise NumericOutOfRange("numeric field overflow")
+    return na.pack(out)
+
+
 def key_bytes(col: pa.Array) -> list[bytes | None]:
     """Today's memcomparable (ascending) key bytes of each value, None for NULL: the key of 1.50
     is the key of 1.5. Per distinct value in Python (base-100 digits need big integers), as the

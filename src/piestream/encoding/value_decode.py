@@ -267,7 +267,10 @@ def _numeric(data: np.ndarray, pos: np.ndarray, end: np.ndarray, t: DataType) ->
     if is_numeric_type(t.arrow):  # per-value scale (issue 14): kept as stored
         payloads = _read(data, pos, "V16").view(np.uint8).reshape(-1, 16)
         pos += 16
-        return numeric_value.from_value_payloads(payloads, None)
+        col = numeric_value.from_value_payloads(payloads, None)
+        if t.typmod is not None:  # numeric(p, s) written before display scales were kept: pad to s
+            col = numeric_value.at_least_scale(col, t.typmod[1])
+        return col
     raw = _read(data, pos, "V16").tobytes()
     pos += 16
     k = len(raw) // 16

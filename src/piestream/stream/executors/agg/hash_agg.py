@@ -36,7 +36,9 @@ from piestream.stream.executors.agg.states import (
     CallState,
     DeltaSpec,
     GroupBatch,
+    LegacyNumericSumState,
     MaterializedState,
+    NumericSumState,
     make_call_state,
 )
 from piestream.stream.message import Barrier
@@ -59,8 +61,11 @@ class HashAggExecutor(Executor):
         self.value_table = self.table(tables.value)
         self.value_types: list[DataType] = tables.value.types
         self.calls: list[CallState] = []
-        for call, mat in zip(node.calls, tables.materialized, strict=True):
+        value_names = {c.name for c in tables.value.columns}
+        for i, (call, mat) in enumerate(zip(node.calls, tables.materialized, strict=True)):
             st = make_call_state(call, input_types, mat)
+            if isinstance(st, NumericSumState) and f"_{call.kind}_{i}_scale0" not in value_names:
+                st = LegacyNumericSumState(call, input_types[call.args[0]])  # a view made before issue 14
             if mat is not None:
                 st.table = self.table(mat.table)
             self.calls.append(st)

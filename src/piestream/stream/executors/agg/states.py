@@ -214,7 +214,8 @@ class SumState(CallState):
                 except pa.ArrowInvalid as e:
                     raise NumericOutOfRange("bigint out of range") from e
             total = add_bigint(old, d)
-        elif k is TypeKind.NUMERIC and nm.is_numeric_type(self.sum_type.arrow):  # integers, issue 14's layout
+        elif k is TypeKind.NUMERIC and self.acc == _BIGINT_ACC and nm.is_numeric_type(self.sum_type.arrow):
+            # sums of BIGINTs on issue 14's layout: exact integers of scale 0
             wide = pa.decimal256(40, 0)
             total = pc.add(na.to_decimal(old, wide), pc.fill_null(d, 0).cast(wide))
             try:
@@ -324,6 +325,49 @@ class NumericSumState(SumState):
         if self.call.kind is AggKind.AVG:
             total = numeric_scaled.divide_by_counts(total, np.where(empty, 1, count))
         return null_where(total, empty)
+
+
+class LegacyNumericSumState(SumState):
+    """sum / avg of NUMERIC in a materialized view created before per-value scales (its state
+    table has no per-scale counts): the old semantics on the new layout, so its state keeps
+    reading and writing the same bytes. Values are summed at 10 fraction digits (rounded half
+    away from zero, as they were stored) and results shown without trailing zeros; NaN and
+    ±Infinity, which such a view could never see, are refused with 22003. Recreating the view
+    gives PostgreSQL's scales."""
+
+    def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
+        super().__init__(call, arg_type)
+        self.n_states = 2 if self.with_count else 1
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        x = cols[self.arg]
+        assert x is not None
+        fixed = list(cols)
+        fixed[self.arg] = na.to_export_decimal(x)
+        return super().deltas(signs, mask, fixed)
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        old = [_as_decimal(prev[0]), *prev[1:]]
+        new = super().combine(old, deltas, groups)
+        return [_normalized(new[0]), *new[1:]]
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        if self.call.kind is not AggKind.AVG:
+            return super().output(state)
+        count = np_int(state[1])
+        empty = count <= 0
+        avg = divide_numeric(_as_decimal(state[0]), count)
+        return null_where(_normalized(avg), empty)
+
+
+def _as_decimal(col: pa.Array) -> pa.Array:
+    """A legacy sum state as decimal128(38, 10), from either layout (new groups start empty)."""
+    return na.to_export_decimal(col) if nm.is_numeric_array(col) else col
+
+
+def _normalized(dec: pa.Array) -> pa.Array:
+    """A decimal128(38, 10) column on the per-value-scale layout, without trailing zeros."""
+    return na.pack(na.normalize(na.unpack(na.from_decimal(dec))))
 
 
 class IntervalSumState(SumState):
