@@ -76,6 +76,9 @@ def numeric_compare(op: str, x: pa.Array, y: pa.Array | Decimal) -> pa.Array:
     every number); `y` may be one value, unpacked once and broadcast."""
     a = na.unpack(x)
     if isinstance(y, Decimal):
+        fast = _compare_with_constant(a, y)
+        if fast is not None:
+            return from_numpy(_from_lt_eq(op, fast < 0, fast == 0, fast > 0), a.valid, pa.bool_())
         one = na.unpack(nm.to_arrow([y]))
         n = len(a)
         b = na.Num(
@@ -87,6 +90,43 @@ def numeric_compare(op: str, x: pa.Array, y: pa.Array | Decimal) -> pa.Array:
         valid = and_valid(x, y)
     c = na.compare(a, b)
     return from_numpy(_from_lt_eq(op, c < 0, c == 0, c > 0), valid, pa.bool_())
+
+
+def _compare_with_constant(a: na.Num, y: Decimal) -> np.ndarray | None:
+    """-1 / 0 / 1 of every value against one finite constant, in int64 per distinct scale of the
+    column (one or a few): the constant is aligned to the column's scale instead of the column
+    to the constant's. None when a value does not fit 63 bits (the general path then)."""
+    if not y.is_finite() or not na.fits_int64(a.hi, a.lo).all():
+        return None
+    u, t = nm.parts_of(nm.check(y))
+    out = np.zeros(len(a), np.int8)
+    special = a.special
+    any_special = bool(special.any())
+    if any_special:
+        cls = na.value_class(a.scale)
+        out[special] = np.where(cls[special] > 1, 1, -1)  # +Infinity and NaN above, -Infinity below
+    x_all = a.lo.view(np.int64)
+    finite_scales = a.scale[~special] if any_special else a.scale
+    present: list[int] = np.flatnonzero(np.bincount(finite_scales, minlength=1)).tolist()
+    for s in present if len(finite_scales) else []:
+        whole = len(present) == 1 and not any_special
+        rows = slice(None) if whole else np.flatnonzero(~special & (a.scale == s))
+        x = x_all[rows]
+        if t <= s:  # the constant at the column's scale, exact
+            c = u * 10 ** (s - t)
+            if abs(c) >= 2**63:
+                out[rows] = -1 if c > 0 else 1
+                continue
+            out[rows] = (x > c).astype(np.int8) - (x < c).astype(np.int8)
+        else:  # x vs u / 10**k: floor division decides, equality only when it divides exactly
+            q, r = divmod(u, 10 ** (t - s))
+            if abs(q) >= 2**62:
+                out[rows] = -1 if q > 0 else 1
+                continue
+            gt = x > q
+            lt = (x < q) | ((x == q) & (r != 0))
+            out[rows] = gt.astype(np.int8) - lt.astype(np.int8)
+    return out
 
 
 def _has_nan(a: pa.Array) -> bool:
