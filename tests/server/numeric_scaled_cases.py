@@ -87,6 +87,12 @@ def test_division_and_avg_use_select_div_scale(conn: psycopg.Connection) -> None
     assert rows(conn, "SELECT avg(v), sum(v) FROM (VALUES (1.50), (1.5), (2.125)) t(v)") == [
         ("1.7083333333333333", "5.125")
     ]
+    assert rows(
+        conn, "SELECT var_samp(v), stddev_samp(v), variance(v::numeric) FROM (VALUES (1), (2), (4)) t(v)"
+    ) == [("2.3333333333333333", "1.5275252316519467", "2.3333333333333333")]
+    assert rows(conn, "SELECT var_pop(v), stddev(v) FROM (VALUES (1.0), (1.0), ('NaN')) t(v)") == [
+        ("NaN", "NaN")
+    ]
 
 
 def test_round_trunc_and_casts(conn: psycopg.Connection) -> None:

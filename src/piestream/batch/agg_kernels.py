@@ -331,9 +331,64 @@ def _variance(inp: AggInput, out: DataType, sample: bool, root: bool) -> pa.Arra
         return _masked(res, too_few, out.arrow)
     if out.kind is not TypeKind.NUMERIC:
         raise FeatureNotSupported(f"variance returning {out}")
-    if nm.is_numeric_type(out.arrow):  # issue 14's layout: not moved yet, refused rather than wrong
-        raise FeatureNotSupported("variance and stddev over NUMERIC on the per-value-scale layout")
+    if nm.is_numeric_type(out.arrow):
+        return _scaled_variance(inp, sample, root, too_few)
     return _exact_variance(inp, sample, root, too_few)
+
+
+def _scaled_variance(inp: AggInput, sample: bool, root: bool, too_few: np.ndarray) -> pa.Array:
+    """numeric.c's numeric_stddev_internal on issue 14's layout: the exact numerator
+    N * sum(x*x) - sum(x)**2 (0 when it is not positive), divided by N * (N - 1) (or N * N) with
+    select_div_scale, the square root rounded half away from zero to the same scale; NaN when a
+    group holds NaN or an infinity. The sums are exact Python Decimals (per row: numpy has no
+    decimal type, and N * sum(x*x) can exceed the 128 bits of a column), the rest one step per
+    group, as `_exact_variance` does."""
+    v = inp.values[0]
+    xs = nm.from_arrow(v) if nm.is_numeric_array(v) else [decimal.Decimal(int(i)) for i in v.to_pylist()]
+    ctx = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP)
+    nums: list[decimal.Decimal | None] = []
+    dens: list[decimal.Decimal | None] = []
+    special = np.zeros(inp.groups, np.bool_)
+    sx = [decimal.Decimal(0)] * inp.groups
+    sxx = [decimal.Decimal(0)] * inp.groups
+    for g, x in zip(inp.g.tolist(), xs, strict=True):  # per row: exact Decimal sums
+        assert x is not None
+        if not x.is_finite():
+            special[g] = True
+            continue
+        sx[g] = ctx.add(sx[g], x)
+        sxx[g] = ctx.add(sxx[g], ctx.multiply(x, x))
+    for g, n in enumerate(inp.counts.tolist()):  # per group
+        if too_few[g] or special[g]:
+            nums.append(None)
+            dens.append(None)
+            continue
+        num = ctx.subtract(ctx.multiply(decimal.Decimal(n), sxx[g]), ctx.multiply(sx[g], sx[g]))
+        nums.append(num if num > 0 else decimal.Decimal(0))
+        dens.append(decimal.Decimal(n * (n - 1 if sample else n)))
+    out: list[decimal.Decimal | None] = []
+    for g, (top, den) in enumerate(zip(nums, dens, strict=True)):  # per group
+        if special[g] and not too_few[g]:
+            out.append(nm.NAN)
+        elif top is None or den is None:
+            out.append(None)
+        elif not top:
+            out.append(decimal.Decimal(0))  # numeric.c: make_result(&const_zero)
+        else:
+            quantum = decimal.Decimal(1).scaleb(-_div_scale(top, den))
+            q = ctx.divide(top, den).quantize(quantum, context=ctx)
+            out.append(nm.check(ctx.sqrt(q).quantize(quantum, context=ctx) if root else q))
+    return nm.to_arrow(out)
+
+
+def _div_scale(num: decimal.Decimal, den: decimal.Decimal) -> int:
+    """numeric.c's select_div_scale of two finite nonzero values (numerators here can exceed
+    the 38 digits a column holds, so this is the scalar form of `numeric_scaled`'s)."""
+    w1, d1 = numeric_scaled.weight_digits(num)
+    w2, d2 = numeric_scaled.weight_digits(den)
+    qweight = w1 - w2 - (1 if d1 <= d2 else 0)
+    rscale = numeric_scaled.MIN_SIG_DIGITS - qweight * 4
+    return min(max(rscale, numeric_scaled.dscale(num), numeric_scaled.dscale(den), 0), 1000)
 
 
 def _exact_values(arr: pa.Array, t: DataType) -> tuple[np.ndarray, int]:
