@@ -411,6 +411,9 @@ def _sum_avg(
             except (OverflowError, pa.ArrowInvalid) as err:
                 raise NumericOutOfRange(f"{out.kind.value} out of range") from err
         return _decimals(sums, none, out)
+    if nm.is_numeric_type(out.arrow):  # avg of integers on issue 14's layout: select_div_scale
+        avg = numeric_scaled.divide_by_counts(_decimals(sums, none, out), np.maximum(counts, 1))
+        return nm.on_storage(pc.if_else, pa.array(none), pa.nulls(len(avg), avg.type), avg)
     # avg: exact sum / count rounded half away from zero to NUMERIC_SCALE digits (as GROUP BY's avg)
     dec_sums = _decimals(sums, none, out).cast(pa.decimal256(40, NUMERIC_SCALE))
     q = pc.divide(dec_sums, pa.array(np.maximum(counts, 1)).cast(pa.decimal256(20, 0)))
@@ -493,6 +496,8 @@ def _decimals(sums: np.ndarray, none: np.ndarray, out: DataType) -> pa.Array:
         None if nn else x if isinstance(x, decimal.Decimal) else decimal.Decimal(int(x))
         for x, nn in zip(sums.tolist(), none.tolist(), strict=True)
     ]
+    if nm.is_numeric_type(out.arrow):  # integer sums on issue 14's layout: scale 0
+        return nm.to_arrow([None if v is None else nm.check(v) for v in vals])
     try:
         return pa.array(vals, _DEC).cast(out.arrow)
     except (pa.ArrowInvalid, decimal.InvalidOperation) as err:
