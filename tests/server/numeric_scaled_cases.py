@@ -198,3 +198,31 @@ def test_values_keep_their_scale_across_a_restart(tmp_path: Path) -> None:
             settle(c, "SELECT * FROM rm ORDER BY k", [(1, "1.50", "1.50"), (2, "Infinity", "Infinity")])
     finally:
         srv.stop()
+
+
+def test_streaming_joins_distinct_and_top_n_treat_scales_as_one_value(conn: psycopg.Connection) -> None:
+    rows(conn, "CREATE TABLE ja (k numeric, v int)")
+    rows(conn, "CREATE TABLE jb (k numeric, w int)")
+    rows(conn, "INSERT INTO ja VALUES (1.5, 1), (2, 2), ('NaN', 3)")
+    rows(conn, "INSERT INTO jb VALUES (1.50, 10), (2.000, 20), ('NaN', 30), (3, 40)")
+    rows(
+        conn,
+        "CREATE MATERIALIZED VIEW jj AS SELECT ja.k AS ak, jb.k AS bk, v, w FROM ja JOIN jb ON ja.k = jb.k",
+    )
+    rows(conn, "CREATE MATERIALIZED VIEW jd AS SELECT DISTINCT k FROM jb")
+    rows(conn, "CREATE MATERIALIZED VIEW jt AS SELECT k, w FROM jb ORDER BY k DESC LIMIT 2")
+    settle(
+        conn,
+        "SELECT * FROM jj ORDER BY v",
+        [("1.5", "1.50", 1, 10), ("2", "2.000", 2, 20), ("NaN", "NaN", 3, 30)],
+    )
+    settle(conn, "SELECT * FROM jt ORDER BY w", [("NaN", 30), ("3", 40)])  # NaN is the largest
+    rows(conn, "INSERT INTO jb VALUES (1.5000, 11)")
+    rows(conn, "DELETE FROM jb WHERE k = 'NaN'")
+    settle(
+        conn,
+        "SELECT * FROM jj ORDER BY v, w",
+        [("1.5", "1.50", 1, 10), ("1.5", "1.5000", 1, 11), ("2", "2.000", 2, 20)],
+    )
+    settle(conn, "SELECT * FROM jd ORDER BY k", [("1.50",), ("2.000",), ("3",)])  # the first one seen
+    settle(conn, "SELECT * FROM jt ORDER BY w", [("2.000", 20), ("3", 40)])
