@@ -77,6 +77,14 @@ def _small_values(x: Num) -> np.ndarray | None:
     return v
 
 
+def _uniform_scale(x: Num) -> int | None:
+    """The one display scale every value of `x` has (no specials), else None."""
+    if not len(x):
+        return None
+    lo, hi = int(x.scale.min()), int(x.scale.max())
+    return lo if lo == hi and lo >= 0 else None
+
+
 def _signs(x: Num) -> np.ndarray:
     """-1 / 0 / 1 of finite values, ±1 of infinities, 0 for NaN."""
     s = np.sign(x.hi) + ((x.hi == 0) & (x.lo != 0))
@@ -130,6 +138,18 @@ def _add_int64(a: Num, b: Num, s: np.ndarray, *, subtract: bool) -> np.ndarray |
         return None
     if subtract:
         vb = -vb
+    sa, sb = _uniform_scale(a), _uniform_scale(b)
+    if sa is not None and sb is not None:  # one scale per operand (most columns): scalar factors
+        ta, tb = max(sa, sb) - sa, max(sa, sb) - sb
+        if not ta and not tb:
+            return va + vb
+        if max(ta, tb) > 18:
+            return None
+        ma = int(np.abs(va).max()) if len(va) else 0
+        mb = int(np.abs(vb).max()) if len(vb) else 0
+        if ma * 10**ta + mb * 10**tb >= 4 * 10**18:
+            return None
+        return va * np.int64(10**ta) + vb * np.int64(10**tb)
     ka = np.clip(s - a.scale, 0, None)
     kb = np.clip(s - b.scale, 0, None)
     if not ka.any() and not kb.any():
