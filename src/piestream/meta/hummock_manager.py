@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from piestream.meta.store import MetaStore
 from piestream.storage.hummock.compaction import (
+    CompactionCancelled,
     CompactionConfig,
     CompactTask,
     pick_compaction,
@@ -280,13 +281,18 @@ class HummockManager:
             )
             return True
 
-    def compact_once(self) -> bool:
-        """Pick, run and report one task in this thread (True if a task was committed)."""
+    def compact_once(self, should_stop: Callable[[], bool] | None = None) -> bool:
+        """Pick, run and report one task in this thread (True if a task was committed).
+
+        A task cancelled through `should_stop` is reported as failed and False returned."""
         task = self.get_compact_task()
         if task is None:
             return False
         try:
-            outputs = run_compaction(self.sstables, task)
+            outputs = run_compaction(self.sstables, task, should_stop)
+        except CompactionCancelled:
+            self.report_compact_task(task, None)
+            return False
         except Exception:
             self.report_compact_task(task, None)
             raise
@@ -352,7 +358,9 @@ class CompactorThread:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                worked = self.manager.compact_once()
+                worked = self.manager.compact_once(self._stop.is_set)
+                if self._stop.is_set():
+                    break
                 self.manager.vacuum()
             except Exception as e:  # keep compacting: a failed task is reported and retried later
                 log.exception("compaction failed")
@@ -362,6 +370,9 @@ class CompactorThread:
                 self._stop.wait(self.interval)
 
     def stop(self) -> None:
+        """Stop and wait: a running task is cancelled at its next output SST, so the wait is short
+        and the meta store it reports to is still open (closing it under a running task logged
+        "compaction failed ... Cannot operate on a closed database")."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(timeout=30)
+            self._thread.join()

@@ -574,6 +574,26 @@ def test_failed_task_is_released_and_unknown_reports_are_refused(db: Db) -> None
     db.check()
 
 
+def test_cancelled_task_reports_nothing_and_a_later_task_completes(db: Db) -> None:
+    """A shutdown cancels a running task at its next input batch: the version is unchanged, the
+    task is released, and its partial outputs are garbage that full GC may delete."""
+    rng = random.Random(9)
+    for _ in range(4):
+        db.commit(random_writes(rng, 80))
+    before = db.mgr.version
+    asked: list[int] = []
+
+    def stop_on_second_ask() -> bool:
+        asked.append(1)
+        return len(asked) >= 2
+
+    assert db.mgr.compact_once(stop_on_second_ask) is False
+    assert len(asked) >= 2, "the task asked again after its first input batch"
+    assert db.mgr.version == before
+    assert db.mgr.compact_once() is True
+    db.check()
+
+
 # --- background compactor --------------------------------------------------------------------------
 
 

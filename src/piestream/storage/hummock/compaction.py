@@ -13,7 +13,7 @@ watermarks go always.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -324,13 +324,25 @@ def compaction_input(store: SstableStore, task: CompactTask) -> MergeIterator:
     return MergeIterator(inputs)
 
 
-def run_compaction(store: SstableStore, task: CompactTask) -> list[SstableInfo]:
-    """Execute a task: merge, filter by retention, write output SSTs of about the target size."""
+class CompactionCancelled(Exception):
+    """The compactor was asked to stop (shutdown) before the task finished; nothing was reported,
+    and the SSTs it already uploaded are referenced by no version (full GC removes them)."""
+
+
+def run_compaction(
+    store: SstableStore, task: CompactTask, should_stop: Callable[[], bool] | None = None
+) -> list[SstableInfo]:
+    """Execute a task: merge, filter by retention, write output SSTs of about the target size.
+
+    `should_stop` is asked before each output SST is built, so a shutdown waits for at most one
+    SST's build instead of the whole task (raises `CompactionCancelled`)."""
     retention = _Retention(task)
     out: list[SstableInfo] = []
     pending: list[KvBatch] = []
     pending_bytes = 0
     for batch in _retained(compaction_input(store, task), retention):
+        if should_stop is not None and should_stop():
+            raise CompactionCancelled(f"compaction task {task.task_id} cancelled")
         pending.append(batch)
         pending_bytes += batch.nbytes()
         if pending_bytes >= 2 * task.target_file_size:
