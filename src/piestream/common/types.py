@@ -8,7 +8,6 @@ PostgreSQL OID is what pgwire reports for a result column.
 from __future__ import annotations
 
 import enum
-import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,14 +21,11 @@ from piestream.common.errors import FeatureNotSupported, InvalidInput
 NUMERIC_PRECISION = 38
 NUMERIC_SCALE = 10
 
-#: Issue 14's migration scaffold (notes/issue-14-numeric-switch.md), to be removed by the switch:
-#: "decimal" (the default and the only supported layout) keeps NUMERIC columns decimal128(38, 10);
-#: "scaled" gives them the per-value-scale extension type (`piestream.common.numeric`) so that
-#: tests can run under it while consumers are moved one by one. Development only: a data
-#: directory written under one layout is not meant to be opened under the other.
-NUMERIC_LAYOUT = os.environ.get("PIESTREAM_NUMERIC_LAYOUT", "decimal")
-if NUMERIC_LAYOUT not in ("decimal", "scaled"):
-    raise ValueError(f"PIESTREAM_NUMERIC_LAYOUT must be 'decimal' or 'scaled', not {NUMERIC_LAYOUT!r}")
+#: NUMERIC columns use the per-value-scale layout (issue 14): the Arrow extension type
+#: `piestream.numeric` of `piestream.common.numeric` (unscaled decimal128(38, 0) + a scale per
+#: value, NaN / +-Infinity as reserved scales). The decimal128(38, NUMERIC_SCALE) branches that
+#: remain read data written before the switch (RELATION_FORMAT 3, PLAN_FORMAT 2).
+NUMERIC_LAYOUT = "scaled"
 
 
 class TypeKind(enum.Enum):

@@ -622,3 +622,61 @@ def estimate_ln_dweight(d: Decimal) -> int:
 def round_to(d: Decimal, rscale: int) -> Decimal:
     rscale = min(max(rscale, 0), 1000)
     return d.quantize(Decimal(1).scaleb(-rscale), rounding=pydec.ROUND_HALF_UP, context=_CTX)
+
+
+# -- numeric.c's result scales of the transcendental functions --------------------------------------
+#: numeric.c's NUMERIC_MIN_SIG_DIGITS: the least significant digits such a result keeps.
+MIN_SIG_DIGITS = 16
+
+
+def _finished(d: Decimal, rscale: int, *inputs: Decimal) -> Decimal:
+    """`d` rounded to numeric.c's `rscale`, at least each input's display scale, at most the
+    layout's 28 fraction digits (README: differences from PostgreSQL)."""
+    if not d.is_finite():
+        return d
+    rscale = max([rscale, 0, *(dscale(x) for x in inputs)])
+    return round_to(d, min(rscale, nm.NUMERIC_MAX_SCALE))
+
+
+def pg_sqrt(x: Decimal) -> Decimal:
+    """numeric_sqrt: sweight = (weight + 1) * DEC_DIGITS / 2 - 1, rscale = 16 - sweight."""
+    if not x.is_finite():
+        return x
+    w = weight_digits(x)[0] if x else 0
+    return _finished(x.sqrt(), MIN_SIG_DIGITS - ((w + 1) * 4 // 2 - 1), x)
+
+
+def pg_exp(x: Decimal) -> Decimal:
+    """numeric_exp: rscale = 16 - the result's approximate decimal weight."""
+    if not x.is_finite():
+        return x if x.is_nan() or x > 0 else Decimal(0)
+    val = max(min(float(x) * 0.434294481903252, 2000.0), -2000.0)
+    return _finished(x.exp(), MIN_SIG_DIGITS - int(val), x)
+
+
+def pg_ln(x: Decimal) -> Decimal:
+    """numeric_ln: rscale = 16 - estimate_ln_dweight."""
+    if not x.is_finite():
+        return x
+    return _finished(x.ln(), MIN_SIG_DIGITS - estimate_ln_dweight(x), x)
+
+
+def pg_log(base: Decimal, x: Decimal) -> Decimal:
+    """log_var: rscale = 16 - (ln dweight of x - ln dweight of base)."""
+    if not (x.is_finite() and base.is_finite()):
+        return x if x.is_nan() or base.is_finite() else Decimal("NaN")
+    w = estimate_ln_dweight(x) - estimate_ln_dweight(base)
+    return _finished(x.ln() / base.ln(), MIN_SIG_DIGITS - w, base, x)
+
+
+def pg_power(x: Decimal, y: Decimal) -> Decimal:
+    """power_var / power_var_int: rscale = 16 - the result's approximate decimal weight, at least
+    the inputs' display scales. Finite inputs only (the caller handles NaN / Infinity)."""
+    if x == 0:
+        return _finished(Decimal(0) if y > 0 else Decimal(1), MIN_SIG_DIGITS, x, y)
+    if y == y.to_integral_value() and abs(y) <= 10_000:
+        r = x ** int(y)
+    else:
+        r = x**y
+    weight = float(y) * math.log10(abs(float(x))) if float(x) not in (0.0, float("inf")) else float(r.adjusted())
+    return _finished(r, MIN_SIG_DIGITS - int(weight), x, y)
