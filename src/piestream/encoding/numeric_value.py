@@ -109,6 +109,8 @@ def key_bytes(col: pa.Array) -> list[bytes | None]:
     is the key of 1.5. Per distinct value in Python (base-100 digits need big integers), as the
     decimal128 path of `piestream.encoding.memcmp_vec` does."""
     num = na.unpack(col)
+    if ((num.scale > NUMERIC_MAX_SCALE) & num.vmask()).any():  # a struct built around the builders
+        raise NumericOutOfRange("value overflows numeric format")
     neg, mh, ml = na.magnitude(num.hi, num.lo)
     fixed = {NAN_SCALE: bytes([NAN]), POS_INF_SCALE: bytes([POS_INF]), NEG_INF_SCALE: bytes([NEG_INF])}
     cache: dict[tuple[int, int], bytes] = {}
