@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from exec_harness import Harness, pretty_records, records
-from pg_numeric import pg_int_avg
 
+from pg_numeric import pg_int_avg
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.errors import NumericOutOfRange, StateConsistencyError, UndefinedFunction
 from piestream.common.order import ASC, DESC
