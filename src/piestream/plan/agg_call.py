@@ -121,6 +121,9 @@ class AggCall:
     filter: Expr | None = None
     order_by: tuple[tuple[int, OrderType], ...] = ()
     delimiter: str | None = None
+    #: planned before per-value-scale NUMERIC (plan format <= 2): the old NUMERIC state and
+    #: rounding (`piestream.plan.numeric_rules`)
+    decimal_rules: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", AggKind(self.kind))

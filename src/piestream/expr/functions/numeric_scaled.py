@@ -248,6 +248,12 @@ def divide(x: pa.Array, y: pa.Array) -> pa.Array:
     return _divide(a, b, select_div_scale(a, b), _valid(a, b))
 
 
+def divide_at(x: pa.Array, y: pa.Array, rscale: int) -> pa.Array:
+    """x / y rounded once (half away from zero) at the fixed scale `rscale`."""
+    a, b = na.unpack(x), na.unpack(y)
+    return _divide(a, b, np.full(len(a), rscale, np.int64), _valid(a, b))
+
+
 def divide_by_counts(total: pa.Array, counts: np.ndarray) -> pa.Array:
     """avg: sum / count with the count as a NUMERIC of scale 0 (counts > 0 where used)."""
     a = na.unpack(total)
@@ -678,5 +684,6 @@ def pg_power(x: Decimal, y: Decimal) -> Decimal:
         r = x ** int(y)
     else:
         r = x**y
-    weight = float(y) * math.log10(abs(float(x))) if float(x) not in (0.0, float("inf")) else float(r.adjusted())
+    fx = abs(float(x))  # x is finite and nonzero here; its float may still under/overflow
+    weight = float(y) * math.log10(fx) if 0.0 < fx < math.inf else float(r.adjusted())
     return _finished(r, MIN_SIG_DIGITS - int(weight), x, y)

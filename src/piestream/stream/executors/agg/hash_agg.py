@@ -23,10 +23,11 @@ from piestream.common.chunk import DataChunk, StreamChunk, filter_mask
 from piestream.common.errors import StateConsistencyError
 from piestream.common.order import ASC
 from piestream.common.scalar import to_arrow
-from piestream.common.types import DataType
+from piestream.common.types import DataType, TypeKind
 from piestream.encoding import memcomparable
 from piestream.encoding.ragged import Ragged
 from piestream.expr.expr import Expr
+from piestream.expr.functions.numeric_rules import decimal_rules
 from piestream.plan.hash_agg import HashAggNode
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.executors.agg.arrays import add_bigint, change_rows, np_int, rows_differ, take_merged
@@ -64,8 +65,10 @@ class HashAggExecutor(Executor):
         value_names = {c.name for c in tables.value.columns}
         for i, (call, mat) in enumerate(zip(node.calls, tables.materialized, strict=True)):
             st = make_call_state(call, input_types, mat)
+            if isinstance(st, NumericSumState) and call.decimal_rules:  # planned before issue 14
+                st = LegacyNumericSumState(call, input_types[call.args[0]])
             if isinstance(st, NumericSumState) and f"_{call.kind}_{i}_scale0" not in value_names:
-                st = LegacyNumericSumState(call, input_types[call.args[0]])  # a view made before issue 14
+                raise StateConsistencyError(f"the state table of {call.kind} #{i} has no per-scale counts")
             if mat is not None:
                 st.table = self.table(mat.table)
             self.calls.append(st)
@@ -175,6 +178,8 @@ class HashAggExecutor(Executor):
             new_states += state
             old_out.append(st.output(old_state))
             new_out.append(st.output(state))
+            if st.call.decimal_rules and st.call.return_type.kind is TypeKind.NUMERIC:  # plan format <= 2
+                old_out[-1], new_out[-1] = decimal_rules(old_out[-1]), decimal_rules(new_out[-1])
             at += k
         new_states = [s.cast(t.arrow) for s, t in zip(new_states, self.value_types[g:], strict=True)]
         self._write_states(found, alive, prev, [*groups_cols, *new_states])
