@@ -26,6 +26,7 @@ from piestream.meta.store import MetaStore
 from piestream.plan.serde import PLAN_FORMAT
 from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
+from piestream.stream.executors.agg.states import LEGACY_SPECIAL
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "datadir_v0"
 
@@ -135,3 +136,28 @@ def test_a_catalog_of_a_newer_format_is_refused_clearly(old_dir: Path) -> None:
         CatalogFormatError, match="has format 2; this piestream reads catalog formats up to 1"
     ):
         Database(old_dir, config=_config())
+
+
+def test_a_nan_reaching_an_old_views_numeric_sum_is_null_and_an_error_record(old_dir: Path) -> None:
+    """mv_join's sum(amount) keeps the state layout it was created with, which has no NaN: a NaN
+    amount counts as NULL there and is recorded in rw_streaming_errors (the epoch commits), while
+    a view created after the upgrade sums it as PostgreSQL does."""
+    db = Database(old_dir, config=_config())
+    try:
+        s = db.session()
+        assert s.execute_one("SELECT c, total FROM mv_join WHERE k = 2").rows == [(1, Decimal(4))]
+        s.execute("INSERT INTO events VALUES (2, 'NaN', TIMESTAMP '2024-01-02 00:00:00', ARRAY['q']); FLUSH;")
+        db.barriers.flush()
+        assert s.execute_one("SELECT c, total FROM mv_join WHERE k = 2").rows == [(2, Decimal(4))]
+        errors = s.execute_one(
+            "SELECT sqlstate, error_message, error_count FROM rw_catalog.rw_streaming_errors "
+            "WHERE job_name = 'mv_join'"
+        ).rows
+        assert errors == [("22003", LEGACY_SPECIAL, 1)]
+        s.execute(
+            "CREATE MATERIALIZED VIEW mv_new AS SELECT t.k, sum(e.amount) AS total "
+            "FROM t JOIN events e ON t.k = e.id GROUP BY t.k"
+        )
+        assert s.execute_one("SELECT total::text FROM mv_new WHERE k = 2").rows == [("NaN",)]
+    finally:
+        db.close()

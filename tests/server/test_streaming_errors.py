@@ -272,3 +272,34 @@ def test_a_data_error_in_a_set_returning_function_argument_is_null_for_its_row(t
         ).rows
         assert executors == [("ProjectSet",)]
         assert rows[0][6].startswith("(1, 0")  # the bad input row
+
+
+def test_numeric_nan_and_infinity_reaching_a_parquet_sink_are_null_and_an_error_record(
+    tmp_path: Path,
+) -> None:
+    """A Parquet sink writes NUMERIC as a fixed-scale decimal, which has no NaN or Infinity: such
+    a value is written as NULL and counted in rw_streaming_errors; the epoch commits and the
+    finite rows arrive exactly."""
+    from decimal import Decimal
+
+    from piestream.connectors.sinks import read_sink
+
+    out = tmp_path / "out"
+    with piestream.connect(tmp_path / "db", runner="local", barrier_interval=0.05) as conn:
+        conn.sql("CREATE TABLE nums (k INT, n NUMERIC)")
+        conn.sql(
+            f"CREATE SINK ns FROM nums WITH (connector = 'parquet', path = '{out}', type = 'append-only', "
+            "force_append_only = 'true')"
+        )
+        conn.sql("INSERT INTO nums VALUES (1, 1.50), (2, 'NaN'), (3, '-Infinity'), (4, NULL)")
+        conn.sql("FLUSH")
+        rows = _errors(conn, "ns")
+        message = "cannot write NaN or Infinity to a decimal column: written as NULL"
+        assert rows == [("ns", "sink", "expression", "22003", message, 2, rows[0][6])]
+        assert rows[0][6] in ("(2, NaN)", "(3, -Infinity)")  # one sample row
+        assert conn.sql("SELECT n::text FROM nums WHERE k IN (2, 3) ORDER BY k").rows == [
+            ("NaN",),
+            ("-Infinity",),
+        ]
+    written = sorted((r["k"], r["n"]) for r in read_sink(str(out)).to_pylist())
+    assert written == [(1, Decimal("1.5")), (2, None), (3, None), (4, None)]

@@ -36,10 +36,9 @@ from typing import Any
 import pyarrow as pa
 
 from piestream.common.errors import InvalidInput, NumericOutOfRange
-from piestream.common.types import NUMERIC_PRECISION
+from piestream.common.types import NUMERIC_MAX_SCALE, NUMERIC_PRECISION
 
-#: The largest display scale: the value encoding's (rust_decimal keeps 28 fraction digits).
-NUMERIC_MAX_SCALE = 28
+__all__ = ["NUMERIC_MAX_SCALE"]  # re-exported: the kernels take it from here
 #: The storage of one NUMERIC value in Arrow: its unscaled integer and its display scale.
 NUMERIC_STORAGE = pa.struct(
     [pa.field("unscaled", pa.decimal128(NUMERIC_PRECISION, 0)), pa.field("scale", pa.int8())]

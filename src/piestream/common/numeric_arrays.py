@@ -594,6 +594,17 @@ EXPORT_SCALE = 10
 EXPORT_DECIMAL = pa.decimal128(NUMERIC_PRECISION, EXPORT_SCALE)
 
 
+def specials_to_null(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """`arr` with NaN / +-Infinity made NULL, and the rows that were (for a streaming writer of
+    fixed-scale decimals: NULL plus an error record, never a failed epoch)."""
+    num = unpack(arr)
+    rows = np.flatnonzero(num.special & num.vmask())
+    if not len(rows):
+        return pack(num), rows
+    keep = num.vmask() & ~num.special
+    return pack(Num(num.hi, num.lo, np.where(keep, num.scale, 0), keep)), rows
+
+
 def to_export_decimal(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     """A NUMERIC column as `EXPORT_DECIMAL`: rounded half away from zero to 10 fraction digits
     (the column type the reader sees). NaN and ±Infinity have no decimal form: 22003, never a

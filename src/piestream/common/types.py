@@ -16,10 +16,16 @@ import pyarrow as pa
 
 from piestream.common.errors import FeatureNotSupported, InvalidInput
 
-#: NUMERIC is held in Arrow as a 128-bit decimal with this fixed scale. Values are kept normalized
-#: (no trailing zeros) when shown; at most 28 significant digits fit the value encoding (reference §2.1).
+#: NUMERIC's digits: 38 significant digits in Arrow (decimal128(38, 0) unscaled values), at most 28
+#: significant digits in the value encoding (96-bit mantissas, reference §2.1).
 NUMERIC_PRECISION = 38
+#: The fixed scale of the decimal128(38, 10) layout before per-value scales (issue 14): what data
+#: and plans written before it hold, and the scale of NUMERIC columns exported to Parquet / Delta
+#: / Iceberg / Spark.
 NUMERIC_SCALE = 10
+#: The largest display scale of a per-value-scale NUMERIC: the value encoding's (rust_decimal
+#: keeps 28 fraction digits).
+NUMERIC_MAX_SCALE = 28
 
 #: NUMERIC columns use the per-value-scale layout (issue 14): the Arrow extension type
 #: `piestream.numeric` of `piestream.common.numeric` (unscaled decimal128(38, 0) + a scale per
@@ -276,9 +282,9 @@ _SCALAR_ARROW: dict[TypeKind, pa.DataType] = {
 
 
 def numeric_of(precision: int, scale: int = 0) -> DataType:
-    """NUMERIC(precision, scale). PostgreSQL's bounds are 22023; a scale beyond the fraction
-    digits piestream keeps (NUMERIC_SCALE), or outside 0..precision (PostgreSQL 15 allows
-    both), is 0A000: its values could not be kept as PostgreSQL keeps them."""
+    """NUMERIC(precision, scale). PostgreSQL's bounds are 22023; a scale beyond the 28 fraction
+    digits piestream keeps, or outside 0..precision (PostgreSQL 15 allows both), is 0A000: its
+    values could not be kept as PostgreSQL keeps them."""
     if not 1 <= precision <= 1000:
         raise InvalidInput(f"NUMERIC precision {precision} must be between 1 and 1000", sqlstate="22023")
     if not -1000 <= scale <= 1000:
@@ -287,9 +293,10 @@ def numeric_of(precision: int, scale: int = 0) -> DataType:
         raise FeatureNotSupported(
             f"NUMERIC scale {scale} outside 0..{precision} (the precision) is not supported"
         )
-    if scale > NUMERIC_SCALE:
+    if scale > NUMERIC_MAX_SCALE:
         raise FeatureNotSupported(
-            f"NUMERIC scale {scale} is not supported: piestream keeps {NUMERIC_SCALE} fraction digits"
+            f"NUMERIC scale {scale} is not supported: piestream keeps at most {NUMERIC_MAX_SCALE} "
+            "fraction digits"
         )
     return DataType(TypeKind.NUMERIC, typmod=(precision, scale))
 

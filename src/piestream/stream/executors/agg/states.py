@@ -69,6 +69,8 @@ if TYPE_CHECKING:
     from piestream.plan.hash_agg import MaterializedInputTable
 
 Columns = Sequence[pa.Array | None]  # input columns by index; None where a path does not need them
+#: a NaN / +-Infinity reaching the sum of a view created before per-value scales
+LEGACY_SPECIAL = "a view created before NUMERIC NaN / Infinity existed cannot sum them: counted as NULL"
 
 
 @dataclass(frozen=True)
@@ -331,19 +333,29 @@ class LegacyNumericSumState(SumState):
     """sum / avg of NUMERIC in a materialized view created before per-value scales (its state
     table has no per-scale counts): the old semantics on the new layout, so its state keeps
     reading and writing the same bytes. Values are summed at 10 fraction digits (rounded half
-    away from zero, as they were stored) and results shown without trailing zeros; NaN and
-    ±Infinity, which such a view could never see, are refused with 22003. Recreating the view
-    gives PostgreSQL's scales."""
+    away from zero, as they were stored) and results shown without trailing zeros. NaN and
+    +-Infinity, which such a state cannot hold, count as NULL and are handed to `on_special`
+    (the executor records them as errors: streaming never wedges); without it they are 22003.
+    Recreating the view gives PostgreSQL's scales and specials."""
 
     def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
         super().__init__(call, arg_type)
         self.n_states = 2 if self.with_count else 1
+        self.on_special: Callable[[np.ndarray, Columns], None] | None = None
 
     def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
         x = cols[self.arg]
         assert x is not None
+        finite, rows = na.specials_to_null(x)
+        hit = rows[mask[rows]]
+        if len(hit):
+            if self.on_special is None:
+                raise NumericOutOfRange(LEGACY_SPECIAL)
+            self.on_special(hit, cols)
+            mask = mask.copy()
+            mask[hit] = False  # counted as NULL: neither summed nor counted
         fixed = list(cols)
-        fixed[self.arg] = na.to_export_decimal(x)
+        fixed[self.arg] = na.to_export_decimal(finite)
         return super().deltas(signs, mask, fixed)
 
     def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
