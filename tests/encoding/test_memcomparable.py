@@ -93,11 +93,11 @@ EDGE_DECIMALS = [
 
 @st.composite
 def numerics(draw: st.DrawFn) -> Decimal:
-    """Finite NUMERIC values inside the domain (<= 38 digits, <= 28 fraction digits), with
+    """Finite NUMERIC values inside the domain (|unscaled| < 2**96, <= 28 fraction digits), with
     trailing zeros (display scales) of their own."""
-    digits = draw(st.integers(1, 38))
+    digits = draw(st.integers(1, 28))
     mantissa = draw(st.integers(-(10**digits) + 1, 10**digits - 1))
-    exp = draw(st.integers(max(-28, -digits - 10), 38 - digits))
+    exp = draw(st.integers(max(-28, -digits - 10), 28 - digits))
     return Decimal(mantissa).scaleb(exp)
 
 
@@ -436,7 +436,8 @@ def test_composite_bytes() -> None:
         (1e39, REAL, NumericOutOfRange, "real"),
         (10**400, DOUBLE, NumericOutOfRange, "double"),
         (Decimal(10**38 + 1), NUMERIC, NumericOutOfRange, "numeric"),
-        (Decimal("1E+38"), NUMERIC, NumericOutOfRange, "numeric"),  # beyond 38 digits
+        (Decimal("1E+38"), NUMERIC, NumericOutOfRange, "numeric"),  # beyond 2**96
+        (Decimal(2**96), NUMERIC, NumericOutOfRange, "numeric"),
         (Decimal("1E+60"), NUMERIC, NumericOutOfRange, "numeric"),
         ("12x", NUMERIC, InvalidInput, "numeric"),
         (Decimal("1E-29"), NUMERIC, NumericOutOfRange, "numeric"),  # beyond 28 fraction digits

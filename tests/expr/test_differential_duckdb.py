@@ -310,8 +310,8 @@ def _num_col(values: list[Decimal | None]) -> Table:
 
 def _oracle(op: str, a: Decimal, b: Decimal) -> Decimal | None:
     """PostgreSQL's result with its display scale (Python's decimal keeps +, -, *, % scales as
-    numeric.c does; division is select_div_scale's), or None where piestream's NUMERIC (38
-    digits, 28 after the point: README) must refuse it with 22003."""
+    numeric.c does; division is select_div_scale's), or None where piestream's NUMERIC (a 96-bit
+    unscaled value, 28 digits after the point: README) must refuse it with 22003."""
     with localcontext(Context(prec=100)):
         if op == "/":
             v = pg_div(a, b)
@@ -319,7 +319,7 @@ def _oracle(op: str, a: Decimal, b: Decimal) -> Decimal | None:
             v = {"+": a + b, "-": a - b, "*": a * b, "%": a % b}[op]
     exp = v.as_tuple().exponent
     assert isinstance(exp, int)
-    return v if len(v.as_tuple().digits) + max(exp, 0) <= 38 and -exp <= 28 else None
+    return v if abs(v.scaleb(max(-exp, 0))) < 2**96 and -exp <= 28 else None
 
 
 def _with_scales(values: Sequence[object]) -> list[object]:

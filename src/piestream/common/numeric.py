@@ -48,7 +48,11 @@ NUMERIC_STORAGE = pa.struct(
 NAN_SCALE = -1
 POS_INF_SCALE = -2
 NEG_INF_SCALE = -3
-LIMIT = 10**NUMERIC_PRECISION  # |unscaled| stays below this
+LIMIT = 10**NUMERIC_PRECISION  # |unscaled| of intermediate results stays below this
+#: |unscaled| of every NUMERIC value stays below this: what the value encoding (rust_decimal's
+#: 96-bit mantissa) stores, so a value an expression accepts can always be written to a table or
+#: a view (a larger one would fail the epoch instead of being one row's error).
+STORABLE = 2**96
 
 NAN = Decimal("NaN")
 POS_INF = Decimal("Infinity")
@@ -67,7 +71,7 @@ def overflow() -> NumericOutOfRange:
 
 def parts_of(d: Decimal) -> tuple[int, int]:
     """(unscaled, scale) of a Decimal, the scale being its display scale (0 for an exponent
-    above 0: 1E+3 is 1000); specials give (0, reserved scale). 22003 beyond 38 digits."""
+    above 0: 1E+3 is 1000); specials give (0, reserved scale). 22003 beyond `STORABLE`."""
     if not d.is_finite():
         if d.is_nan():
             return 0, NAN_SCALE
@@ -78,7 +82,7 @@ def parts_of(d: Decimal) -> tuple[int, int]:
     if scale > NUMERIC_MAX_SCALE or len(digits) + max(exp, 0) > NUMERIC_PRECISION + 1:
         raise overflow()
     unscaled = int("".join(map(str, digits))) * 10 ** max(exp, 0)
-    if unscaled >= LIMIT:
+    if unscaled >= STORABLE:
         raise overflow()
     return (-unscaled if sign else unscaled), scale
 
@@ -241,7 +245,7 @@ def parse(text: str) -> Decimal:
         raise overflow()
     shift = scale - len(frac) + exp  # digits * 10**shift is the unscaled value (shift >= 0)
     unscaled = int(digits or "0") * 10**shift
-    if unscaled >= LIMIT:
+    if unscaled >= STORABLE:
         raise overflow()
     return value_of(-unscaled if sign == "-" else unscaled, scale)
 

@@ -502,9 +502,10 @@ def order_key(num: Num) -> np.ndarray:
 
 
 def within_limit(h: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """Signed values whose magnitude is below 10**38."""
-    _, mh, ml = magnitude(h, lo)
-    return below_limit(mh, ml)
+    """Signed values whose magnitude is below `numeric.STORABLE` (2**96): the NUMERIC values
+    (intermediate results may reach 10**38, `below_limit`)."""
+    _, mh, _ = magnitude(h, lo)
+    return mh < np.uint64(1 << 32)
 
 
 __all__ = [

@@ -58,8 +58,9 @@ def _valid(*nums: Num) -> np.ndarray | None:
 def _finish(
     hi: np.ndarray, lo: np.ndarray, scale: np.ndarray, valid: np.ndarray | None, *, int64: bool = False
 ) -> pa.Array:
-    """Pack results, 22003 where a finite one needs more than 38 digits or fraction digits
-    (`int64`: every result came from int64 arithmetic, so it is below 10**38)."""
+    """Pack results, 22003 where a finite one is beyond NUMERIC (|unscaled| >= 2**96, what the
+    value encoding stores, or more than 28 fraction digits; `int64`: every result came from int64
+    arithmetic, so it is within)."""
     v = full_valid(valid, len(scale))
     big = np.zeros(len(scale), np.bool_) if int64 else ~na.within_limit(hi, lo)
     bad = v & (scale >= 0) & (big | (scale > NUMERIC_MAX_SCALE))
@@ -521,7 +522,7 @@ def from_float(x: pa.Array, digits: int) -> pa.Array:
     sc = np.where(np.isnan(f), NAN, np.where(f == np.inf, PINF, np.where(f == -np.inf, NINF, num.scale)))
     hi = np.where(finite, num.hi, 0)
     lo = np.where(finite, num.lo, np.uint64(0))
-    return na.pack(Num(hi, lo, sc, valid))
+    return _finish(hi, lo, sc, valid)
 
 
 def to_text(x: pa.Array) -> pa.Array:
