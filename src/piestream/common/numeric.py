@@ -3,9 +3,10 @@
 A value is ``unscaled * 10**-scale``: ``1.50`` is (150, 2) and prints with two fraction digits,
 ``1.5`` is (15, 1); they are equal values. The Python datum is a `decimal.Decimal` whose exponent
 is minus the scale (``Decimal('1.50')``), or ``Decimal('NaN')``, ``Decimal('Infinity')``,
-``Decimal('-Infinity')``. At most 38 digits (|unscaled| < 10**38) and a scale of at most 28,
-what the stored value encoding (rust_decimal) holds; PostgreSQL keeps far more, and anything
-beyond is 22003, never silently rounded.
+``Decimal('-Infinity')``. |unscaled| < 2**96 (`STORABLE`) and a scale of at most 28, what the
+stored value encoding (rust_decimal) holds, so every value an expression accepts can be written
+to a table or a view; PostgreSQL keeps far more, and anything beyond is 22003, never silently
+rounded. Intermediate results inside the kernels may reach 10**38 (`LIMIT`).
 
 In Arrow a column is the extension type `NUMERIC_VALUE_ARROW` (`NumericType`, registered as
 ``piestream.numeric``) over the storage `NUMERIC_STORAGE`: the unscaled integer as a
@@ -19,9 +20,14 @@ some of them would run and order or group (unscaled, scale) pairs, which is not 
 (1.50 is (150, 2)). `take`, `filter`, concatenation and IPC keep working, and `to_pylist` gives
 Decimals with their display scale (`NumericArray`), also inside lists and structs.
 
-This is the layout issue 14 moves NUMERIC columns to (they are decimal128(38, 10) until every
-consumer is migrated at once: /work/coord/notes/issue-14-s22.md has the list); the kernels over
-it (`piestream.expr.functions.numeric_scaled`) are tested on their own until then.
+NUMERIC columns have this layout (issue 14). Where the scale must not matter it does not:
+memcomparable keys (`piestream.encoding.numeric_value.key_bytes`) are those of the normalized
+value (1.5 and 1.50 share a key, NaN sorts last; a key decodes to the normalized value, so a
+key-only column loses the scale), vnode hashing normalizes first, batch grouping / joins / DISTINCT
+compare by key. Value payloads keep the scale. Data and plans written before the layout (catalog
+RELATION_FORMAT 3, PLAN_FORMAT 2) hold values normalized at 10 fraction digits: they read as they
+are, and views planned then keep their NUMERIC rules (`piestream.plan.numeric_rules`). Outside
+decimals (Parquet, Delta, Iceberg, Spark) are decimal128(38, 10) (`numeric_arrays.EXPORT_DECIMAL`).
 """
 
 from __future__ import annotations

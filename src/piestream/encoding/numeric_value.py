@@ -3,16 +3,13 @@ in the durable encodings, a whole column at a time.
 
 - **Value payloads** keep each value's display scale: ``1.50`` is written as mantissa 150, scale 2
   (the 16-byte rust_decimal layout of `piestream.encoding.value_datum`, specials in byte 0). That
-  is the one change to the stored format: today's writer strips trailing zeros and today's reader
-  refuses them as corrupt, so data written this way needs a format version an older piestream
-  checks (the plan: /work/coord/notes/issue-14-s22.md). Every payload today's writer produces
-  decodes here to the same value (its scale being the normalized one).
+  is the one change to the stored format: the writer before per-value scales stripped trailing
+  zeros and its reader refuses them as corrupt, so relations holding such values are of
+  RELATION_FORMAT 4, which an older piestream refuses by number. Every payload the older writer
+  produced decodes here to the same value (its scale being the normalized one).
 - **Key bytes** are exactly today's memcomparable bytes (`piestream.encoding.memcmp_decimal`):
   equal values share a key whatever their scales (1.5 and 1.50), -Infinity < finite < Infinity
   < NaN. Keys do not change.
-
-Not yet called by the row encoders: NUMERIC columns are decimal128(38, 10) until issue 14's
-migration moves every consumer at once.
 """
 
 from __future__ import annotations

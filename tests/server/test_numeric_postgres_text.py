@@ -2,9 +2,6 @@
 psycopg receives (numeric loaded as the raw text the server sent), the binary form, batch
 queries and materialized views (incremental sum / avg / min / max retracting values of different
 scales, MV on MV, a restart).
-
-Runs only under PIESTREAM_NUMERIC_LAYOUT=scaled, the migration scaffold (common/types.py), from
-`test_numeric_scaled_layout.py` in a subprocess; its name keeps the default collection away.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ import pytest
 from pgwire_helpers import start_server
 from psycopg.adapt import Loader
 
-from piestream.common.types import NUMERIC_LAYOUT
 from piestream.server.pgwire import PgServer
 
 
@@ -33,7 +29,6 @@ class RawText(Loader):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    assert NUMERIC_LAYOUT == "scaled", "run with PIESTREAM_NUMERIC_LAYOUT=scaled"
     srv = start_server(tmp_path_factory.mktemp("pgwire"))
     yield srv
     srv.stop()
