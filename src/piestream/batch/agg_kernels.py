@@ -21,7 +21,7 @@ from piestream.common import numeric as nm
 from piestream.common import numeric_arrays as na
 from piestream.common.errors import DatetimeOutOfRange, FeatureNotSupported, NumericOutOfRange
 from piestream.common.order import ASC, DESC
-from piestream.common.types import NUMERIC_LAYOUT, NUMERIC_SCALE, DataType, TypeKind
+from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind
 from piestream.expr.functions import numeric_agg, numeric_scaled
 from piestream.expr.functions.datetime_arith import interval_scale
 
@@ -35,7 +35,6 @@ _ARROW_MINMAX = frozenset(
         TypeKind.INT,
         TypeKind.BIGINT,
         TypeKind.SERIAL,
-        TypeKind.NUMERIC,
         TypeKind.VARCHAR,
         TypeKind.BYTEA,
         TypeKind.DATE,
@@ -44,8 +43,6 @@ _ARROW_MINMAX = frozenset(
         TypeKind.TIMESTAMPTZ,
     }
 )
-if NUMERIC_LAYOUT == "scaled":  # per-value scales (issue 14): min/max by value, see _extreme
-    _ARROW_MINMAX = _ARROW_MINMAX - {TypeKind.NUMERIC}
 _MDN = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanos", "<i8")])
 
 

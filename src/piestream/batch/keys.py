@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.common.order import ASC, OrderType
-from piestream.common.types import NUMERIC_LAYOUT, DataType, TypeKind
+from piestream.common.types import DataType, TypeKind
 from piestream.encoding.memcomparable import encode_columns_arrow
 
 #: Types whose Arrow equality (and hashing) is SQL equality: they group and join as they are.
@@ -29,7 +29,6 @@ _EXACT_EQ = frozenset(
         TypeKind.INT,
         TypeKind.BIGINT,
         TypeKind.SERIAL,
-        TypeKind.NUMERIC,  # a fixed scale: one representation per value
         TypeKind.VARCHAR,
         TypeKind.BYTEA,
         TypeKind.DATE,
@@ -38,8 +37,6 @@ _EXACT_EQ = frozenset(
         TypeKind.TIMESTAMPTZ,
     }
 )
-if NUMERIC_LAYOUT == "scaled":  # per-value scales (issue 14): 1.5 = 1.50 only by their keys
-    _EXACT_EQ = _EXACT_EQ - {TypeKind.NUMERIC}
 
 
 def as_array(col: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -5,7 +5,7 @@ Python form of a value (a "datum"; ``None`` is NULL):
 =============  ======================================================
 BOOLEAN        bool
 SMALLINT..     int (SMALLINT, INT, BIGINT, SERIAL)
-NUMERIC        decimal.Decimal (at most NUMERIC_SCALE fraction digits)
+NUMERIC        decimal.Decimal (its display scale; NaN, +-Infinity)
 REAL, DOUBLE   float
 VARCHAR        str
 BYTEA          bytes
@@ -32,7 +32,7 @@ import pyarrow as pa
 from piestream.common import numeric as nm
 from piestream.common.errors import InvalidInput, NumericOutOfRange
 from piestream.common.interval import Interval
-from piestream.common.types import NUMERIC_LAYOUT, NUMERIC_SCALE, DataType, TypeKind
+from piestream.common.types import DataType, TypeKind
 
 Datum = Any
 Row = tuple[Datum, ...]
@@ -44,11 +44,6 @@ _INT_RANGES = {
     TypeKind.SERIAL: (-(2**63), 2**63 - 1),
 }
 
-#: NUMERIC values keep at most 28 significant digits (the value encoding's 96-bit mantissa).
-NUMERIC_MAX_DIGITS = 28
-_NUMERIC_QUANTUM = decimal.Decimal(1).scaleb(-NUMERIC_SCALE)
-_DEC_CTX = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_UP)
-
 
 def check_int(value: int, t: DataType) -> int:
     """`value` if it fits the integer type `t`, else 22003 out of range."""
@@ -59,25 +54,10 @@ def check_int(value: int, t: DataType) -> int:
 
 
 def normalize_numeric(value: decimal.Decimal | int | float | str) -> decimal.Decimal:
-    """Round to NUMERIC_SCALE fraction digits (half away from zero, like PostgreSQL) and check range.
-    Under the per-value-scale layout: the value with its own display scale, NaN / ±Infinity kept."""
+    """The value as a NUMERIC datum: its own display scale, NaN / +-Infinity kept; 22003 beyond
+    what a NUMERIC holds (`piestream.common.numeric`)."""
     d = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
-    if NUMERIC_LAYOUT == "scaled":
-        return nm.check(d)
-    if not d.is_finite():
-        raise InvalidInput(f"NUMERIC value {d} is not supported (only finite numerics are stored)")
-    try:
-        q = d.quantize(_NUMERIC_QUANTUM, context=_DEC_CTX)
-    except decimal.InvalidOperation:  # more digits than the context holds
-        raise NumericOutOfRange("numeric field overflow") from None
-    digits = q.normalize(_DEC_CTX)
-    # at most NUMERIC_MAX_DIGITS significant digits, all of them below 10^NUMERIC_MAX_DIGITS
-    # (1e30 has one significant digit but no room in the stored decimal's integer part)
-    if digits != 0 and (
-        len(digits.as_tuple().digits) > NUMERIC_MAX_DIGITS or digits.adjusted() >= NUMERIC_MAX_DIGITS
-    ):
-        raise NumericOutOfRange("numeric field overflow")
-    return q
+    return nm.check(d)
 
 
 def _convert_datum(v: Datum, t: DataType) -> Datum:
@@ -137,7 +117,7 @@ def to_arrow(values: Iterable[Datum], t: DataType) -> pa.Array:
     try:
         if t.kind is not TypeKind.VARCHAR:  # validate each datum; DML inserts are not a hot path
             vals = [_convert_datum(v, t) for v in vals]
-        if NUMERIC_LAYOUT == "scaled" and _has_numeric(t):
+        if _has_numeric(t):
             return _build(vals, t)
         return pa.array(vals, type=t.arrow)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as e:

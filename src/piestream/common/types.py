@@ -27,12 +27,6 @@ NUMERIC_SCALE = 10
 #: keeps 28 fraction digits).
 NUMERIC_MAX_SCALE = 28
 
-#: NUMERIC columns use the per-value-scale layout (issue 14): the Arrow extension type
-#: `piestream.numeric` of `piestream.common.numeric` (unscaled decimal128(38, 0) + a scale per
-#: value, NaN / +-Infinity as reserved scales). The decimal128(38, NUMERIC_SCALE) branches that
-#: remain read data written before the switch (RELATION_FORMAT 3, PLAN_FORMAT 2).
-NUMERIC_LAYOUT = "scaled"
-
 
 class TypeKind(enum.Enum):
     """The kinds of SQL types piestream knows."""
@@ -347,7 +341,7 @@ def _to_arrow(t: DataType) -> pa.DataType:
     if t.kind is TypeKind.LIST:
         assert t.elem is not None
         return pa.list_(t.elem.arrow)
-    if t.kind is TypeKind.NUMERIC and NUMERIC_LAYOUT == "scaled":
+    if t.kind is TypeKind.NUMERIC:
         from piestream.common.numeric import NUMERIC_VALUE_ARROW  # a cycle: numeric imports this module
 
         return NUMERIC_VALUE_ARROW

@@ -20,7 +20,7 @@ from piestream.common import numeric as nm
 from piestream.common import numeric_arrays as na
 from piestream.common.row_id import vnode_of_row_ids
 from piestream.common.scalar import Datum
-from piestream.common.types import NUMERIC_LAYOUT, DataType, TypeKind
+from piestream.common.types import DataType, TypeKind
 from piestream.common.vnode import SINGLETON_VNODE
 from piestream.encoding import value
 from piestream.encoding.hashing import xxh64_ragged
@@ -74,7 +74,7 @@ def _canonical_numeric(col: pa.Array) -> pa.Array:
 
 
 def _canonical_numeric_datum(d: Datum) -> Datum:
-    if NUMERIC_LAYOUT != "scaled" or not isinstance(d, Decimal) or not d.is_finite():
+    if not isinstance(d, Decimal) or not d.is_finite():
         return d
     return nm.value_of(*_normal_parts(d))
 

@@ -30,8 +30,8 @@ from piestream.common.interval import (
 )
 from piestream.common.numeric import NUMERIC_MAX_SCALE
 from piestream.common.order import ASC, OrderType
-from piestream.common.scalar import NUMERIC_MAX_DIGITS, Datum, Row, check_int, normalize_numeric
-from piestream.common.types import NUMERIC_LAYOUT, NUMERIC_PRECISION, NUMERIC_SCALE, DataType, TypeKind
+from piestream.common.scalar import Datum, Row, check_int, normalize_numeric
+from piestream.common.types import NUMERIC_PRECISION, DataType, TypeKind
 from piestream.encoding.memcmp_decimal import decode_decimal, encode_decimal
 
 # ---------------------------------------------------------------------------------------------
@@ -163,11 +163,11 @@ def _enc_double(v: Datum, t: DataType) -> bytes:
     return _U64.pack(float_key_bits(bits, 64))
 
 
-#: NUMERIC values are below 10^NUMERIC_INT_DIGITS in magnitude (Arrow decimal128(38, 10); the
-#: per-value-scale layout of issue 14 holds 38 digits and up to NUMERIC_MAX_SCALE after the point).
-NUMERIC_INT_DIGITS = NUMERIC_PRECISION if NUMERIC_LAYOUT == "scaled" else NUMERIC_PRECISION - NUMERIC_SCALE
-_KEY_SCALE = NUMERIC_MAX_SCALE if NUMERIC_LAYOUT == "scaled" else NUMERIC_SCALE
-_KEY_DIGITS = NUMERIC_PRECISION if NUMERIC_LAYOUT == "scaled" else NUMERIC_MAX_DIGITS
+#: NUMERIC values are below 10^NUMERIC_INT_DIGITS in magnitude, with up to NUMERIC_MAX_SCALE digits
+#: after the point (keys decode what the value domain, `piestream.common.numeric`, may hold).
+NUMERIC_INT_DIGITS = NUMERIC_PRECISION
+_KEY_SCALE = NUMERIC_MAX_SCALE
+_KEY_DIGITS = NUMERIC_PRECISION
 
 
 def _enc_numeric(v: Datum, t: DataType) -> bytes:

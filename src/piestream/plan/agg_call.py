@@ -22,7 +22,6 @@ from piestream.common.types import (
     DOUBLE,
     INTERVAL,
     NUMERIC,
-    NUMERIC_LAYOUT,
     REAL,
     DataType,
     TypeKind,
@@ -210,7 +209,7 @@ def agg_state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[st
         assert arg_type is not None
         cols = [("_sum", sum_state_type(kind, arg_type, call.return_type))]
         cols += [("_count", BIGINT)] if kind is not AggKind.SUM0 else []
-        if arg_type.kind is TypeKind.NUMERIC and NUMERIC_LAYOUT == "scaled":
+        if arg_type.kind is TypeKind.NUMERIC:
             # issue 14's per-value scales: how many values of each display scale (the sum's scale
             # is the largest present, also after retractions) and of NaN, +Infinity, -Infinity
             cols += [(f"_scale{s}", BIGINT) for s in range(NUMERIC_SCALES)]

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import math
 from decimal import Decimal
 from typing import Any
 
@@ -23,10 +22,10 @@ import pyarrow.compute as pc
 
 from piestream.common import numeric as nm
 from piestream.common import numeric_arrays
-from piestream.common.errors import DatatypeMismatch, FeatureNotSupported, InvalidInput, NumericOutOfRange
+from piestream.common.errors import DatatypeMismatch, InvalidInput, NumericOutOfRange
 from piestream.common.scalar import normalize_numeric
 from piestream.common.text import format_datum, parse_datum
-from piestream.common.types import NUMERIC, NUMERIC_LAYOUT, DataType, TypeKind
+from piestream.common.types import NUMERIC, DataType, TypeKind
 from piestream.expr.coercion import normalize, type_name
 from piestream.expr.expr import FuncCall
 from piestream.expr.functions import decimal as dec
@@ -118,9 +117,7 @@ def _numeric_cast(x: pa.Array, sk: TypeKind, dk: TypeKind) -> pa.Array:
         return _float_to_int(x, dk)
     if sk in _FLOATS and dk is TypeKind.NUMERIC:
         digits = 15 if sk is TypeKind.DOUBLE else 6
-        if NUMERIC_LAYOUT == "scaled":
-            return numeric_scaled.from_float(x, digits)
-        return per_row(lambda f: _float_to_numeric(f, digits), [x], NUMERIC)
+        return numeric_scaled.from_float(x, digits)
     if sk is TypeKind.REAL and dk is TypeKind.DOUBLE:
         return x.cast(pa.float64())
     return _to_real(x)
@@ -151,12 +148,6 @@ def _float_to_int(x: pa.Array, dk: TypeKind) -> pa.Array:
         raise _out_of_range(dk)
     t = DataType(dk).arrow
     return from_numpy(np.where(v, r, 0).astype(t.to_pandas_dtype()), valid, t)
-
-
-def _float_to_numeric(f: float, digits: int) -> Decimal:
-    if not math.isfinite(f):
-        raise FeatureNotSupported(f"cannot convert {format_datum(f, DataType(TypeKind.DOUBLE))} to numeric")
-    return dec.checked_numeric(Decimal(f"{f:.{digits}g}"))
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -197,40 +188,8 @@ def to_text(x: pa.Array, t: DataType) -> pa.Array:
 
 
 def _numeric_text(x: pa.Array, t: DataType = NUMERIC) -> pa.Array:
-    """Plain notation without trailing fraction zeros (a numeric(p, s) value shows s fraction
-    digits, as `format_datum`): vectorized for values whose unscaled integer fits int64, per row
-    (format_datum) for the others."""
-    if NUMERIC_LAYOUT == "scaled":
-        return _scaled_numeric_text(x, t)
-    hi, lo = dec.to_i128(x)
-    fits = dec.fits_i64(hi, lo)
-    v = np.where(fits, lo.view(np.int64), 0)
-    mag = np.abs(v)
-    whole, frac = np.divmod(mag, np.int64(10**10))
-    sign = pc.if_else(pa.array(v < 0), "-", "")
-    frac_text = pc.utf8_lpad(pa.array(frac).cast(pa.string()), width=10, padding="0")
-    text = pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), ".", frac_text, "")
-    out = _strip_fraction(text)
-    if t.display_scale is not None:  # s digits where the value has no more than that
-        s = t.display_scale
-        head = pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), "")
-        fixed = (
-            pc.binary_join_element_wise(head, ".", pc.utf8_slice_codeunits(frac_text, 0, s), "")
-            if s
-            else head
-        )
-        out = pc.if_else(pa.array(frac % np.int64(10 ** (10 - s)) == 0), fixed, out)
-    valid = full_valid(and_valid(x), len(x))
-    if not fits.all():
-        from piestream.common.scalar import from_arrow
-        from piestream.expr.functions.vec import scatter
-
-        big = np.flatnonzero(~fits & valid)
-        vals = from_arrow(x.take(pa.array(big)), NUMERIC)
-        keep = np.flatnonzero(fits)
-        big_text = pa.array([format_datum(d, t) for d in vals], pa.string())
-        out = scatter(len(x), [(keep, out.take(pa.array(keep))), (big, big_text)], pa.string())
-    return out if valid.all() else pc.if_else(pa.array(valid), out, pa.nulls(len(x), pa.string()))
+    """numeric_out of a column (each value's display scale; a type's pads)."""
+    return _scaled_numeric_text(x, t)
 
 
 def _scaled_numeric_text(x: pa.Array, t: DataType) -> pa.Array:

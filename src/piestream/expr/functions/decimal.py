@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from piestream.common import numeric as nm
 from piestream.common.errors import DivisionByZero, NumericOutOfRange
 from piestream.common.numeric_arrays import add_small, divmod_small, mul_limbs, mul_small, trim
-from piestream.common.types import NUMERIC, NUMERIC_LAYOUT, NUMERIC_PRECISION, NUMERIC_SCALE
+from piestream.common.types import NUMERIC, NUMERIC_PRECISION, NUMERIC_SCALE
 from piestream.expr.functions import numeric_scaled as ns
 from piestream.expr.functions.vec import and_valid, full_valid, per_row, view
 
@@ -447,7 +447,7 @@ def _or_scaled(new: Callable[..., Any], *, produces: bool = False) -> Callable[[
     def deco(old: _F) -> _F:
         @functools.wraps(old)
         def run(*args: Any, **kwargs: Any) -> Any:
-            if (produces and NUMERIC_LAYOUT == "scaled") or _scaled_columns(args):
+            if produces or _scaled_columns(args):
                 return new(*args, **kwargs)
             return old(*args, **kwargs)
 

@@ -29,7 +29,6 @@ from piestream.common.types import (
     INTERVAL,
     JSONB,
     NUMERIC,
-    NUMERIC_LAYOUT,
     REAL,
     SMALLINT,
     TIME,
@@ -146,16 +145,11 @@ def _usecs(delta: dt.timedelta) -> int:
 
 
 def _enc_numeric(v: Decimal, scale: int = 0) -> bytes:
-    """A stored NUMERIC in binary: shown normalized (as in text format) with at least `scale`
-    fraction digits, a numeric(p, s)'s. Under issue 14's per-value-scale layout the value's own
-    scale (at least `scale`), and NaN / ±Infinity."""
-    if NUMERIC_LAYOUT == "scaled":
-        if v.is_finite() and -int(v.as_tuple().exponent) < scale:
-            v = v.quantize(Decimal(1).scaleb(-scale), context=_WIRE_DECIMAL)
-        return numeric_send_value(v)
-    sign, digits, exp = v.normalize().as_tuple()
-    assert isinstance(exp, int)
-    return numeric_send(sign, digits, exp, max(0, -exp, scale))
+    """A stored NUMERIC in binary: the value's own display scale, at least `scale` (a numeric(p,
+    s)'s: pads a value stored before per-value scales), and NaN / +-Infinity."""
+    if v.is_finite() and -int(v.as_tuple().exponent) < scale:
+        v = v.quantize(Decimal(1).scaleb(-scale), context=_WIRE_DECIMAL)
+    return numeric_send_value(v)
 
 
 def numeric_send(sign: int, digits: tuple[int, ...], exp: int, dscale: int) -> bytes:
@@ -199,12 +193,7 @@ def numeric_send_value(v: Decimal) -> bytes:
 
 
 def _dec_numeric(raw: bytes) -> Decimal:
-    if NUMERIC_LAYOUT == "scaled":  # issue 14: the specials are values, the scale is kept
-        return numeric_recv(raw)
-    if len(raw) >= 8 and struct.unpack("!H", raw[4:6])[0] in _NUMERIC_SPECIALS:
-        # as the text input refuses them (common/text.py)
-        name = _NUMERIC_SPECIALS[struct.unpack("!H", raw[4:6])[0]]
-        raise InvalidInput(f"NUMERIC value {name} is not supported (only finite numerics are stored)")
+    """A NUMERIC parameter: its display scale kept, NaN / +-Infinity are values."""
     return numeric_recv(raw)
 
 
