@@ -527,6 +527,12 @@ def main() -> None:
         v = hum.mgr.version
         shape = {f"L{lv.level_idx}": len(lv.ssts) for lv in v.levels if lv.ssts}
         print(f"after compaction: {tasks} tasks, L0 sub-levels={len(v.l0)}, SSTs per level={shape}")
+        metas = [hum.ss.meta(s) for s in v.all_ssts()]
+        print(
+            f"SSTs with one key width / one value width (format 4: point lookups place entries by "
+            f"arithmetic): {sum(m.key_width > 0 for m in metas)} / {sum(m.value_width > 0 for m in metas)} "
+            f"of {len(metas)}"
+        )
 
         read_phase(rep, "after compaction", hum, rocks, data, args.gets, rng)
 

@@ -1,9 +1,9 @@
-"""NUMERIC kernels on today's layout next to the per-value-scale layout issue 14 moves to.
+"""NUMERIC kernels on the old layout next to the per-value-scale layout issue 14 moved to.
 
-Today a NUMERIC column is Arrow decimal128(38, 10) (`piestream.expr.functions.decimal`); the new
-layout is struct<unscaled decimal128(38, 0), scale int8> (`piestream.common.numeric`, kernels in
-`piestream.expr.functions.numeric_scaled`, encodings in `piestream.encoding.numeric_value`). This
-prices the migration before it happens: the same operations over the same `--rows` values (prices
+Before the switch a NUMERIC column was Arrow decimal128(38, 10) (`piestream.expr.functions.decimal`
+keeps those kernels); the live layout is struct<unscaled decimal128(38, 0), scale int8>
+(`piestream.common.numeric`, kernels in `piestream.expr.functions.numeric_scaled`, encodings in
+`piestream.encoding.numeric_value`). The same operations over the same `--rows` values (prices
 of 2 fraction digits, 0.01 .. 99999.99, and small integer quantities), best of 3, wall and CPU
 seconds of this process. DuckDB's DECIMAL(18,2) runs the arithmetic as the anchor.
 
@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from piestream.common import numeric_arrays as na
 from piestream.common.text import format_datum
 from piestream.common.types import NUMERIC
-from piestream.encoding import memcmp_vec, value_encode
+from piestream.encoding import value_encode
 from piestream.encoding.numeric_value import key_bytes, value_payloads
 from piestream.expr.functions import decimal as live
 from piestream.expr.functions import numeric_scaled as new
@@ -48,18 +48,18 @@ def main() -> None:
     cents = rng.integers(1, 10_000_000, n)
     qty = rng.integers(1, 100, n)
 
-    def live_col(unscaled: np.ndarray, scale: int) -> pa.Array:
-        return live.from_scaled(unscaled, scale, None)
+    def live_col(unscaled: np.ndarray, scale: int) -> pa.Array:  # decimal128(38, 10), the old layout
+        return na.to_export_decimal(new.from_scaled(unscaled, scale, None))
 
     def new_col(unscaled: np.ndarray, scale: int) -> pa.Array:
         return new.from_scaled(unscaled, scale, None)
 
-    lp, lq = live_col(cents, 2), live.from_integer(qty, None)
+    lp, lq = live_col(cents, 2), live_col(qty, 0)
     np_, nq = new_col(cents, 2), new.from_integer(qty, None)
     lk, nk = live_col(np.full(n, 908), 3), new_col(np.full(n, 908), 3)
-    l7, n7 = live.from_integer(np.full(n, 7), None), new.from_integer(np.full(n, 7), None)
+    l7, n7 = live_col(np.full(n, 7), 0), new.from_integer(np.full(n, 7), None)
     lt, nt = live_col(np.full(n, 1005), 1), new_col(np.full(n, 1005), 1)
-    cases: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
+    cases: list[tuple[str, Callable[[], object] | None, Callable[[], object]]] = [
         ("price * 0.908", lambda: live.multiply(lp, lk), lambda: new.multiply(np_, nk)),
         ("price + qty", lambda: live.add(lp, lq), lambda: new.add(np_, nq)),
         ("price / 7", lambda: live.divide(lp, l7), lambda: new.divide(np_, n7)),
@@ -70,7 +70,7 @@ def main() -> None:
             lambda: value_encode._numeric_payloads(lp, None),
             lambda: value_payloads(np_),
         ),
-        ("key bytes", lambda: memcmp_vec._numeric_piece(lp, None, 0), lambda: key_bytes(np_)),
+        ("key bytes", None, lambda: key_bytes(np_)),  # the decimal128 key path went with the switch
         ("to text", lambda: [format_datum(v, NUMERIC) for v in lp.to_pylist()], lambda: new.to_text(np_)),
     ]
     print(f"NUMERIC layouts, {n:,} rows, best of 3 (wall / CPU seconds of this process)")
@@ -96,8 +96,11 @@ def main() -> None:
     except ImportError:
         con, duck = None, {}
     for name, old_fn, new_fn in cases:
-        ow, oc = best(old_fn)
         nw, ncpu = best(new_fn)
+        if old_fn is None:
+            print(f"{name:<18} {'n/a':>22} {nw:>9.3f} / {ncpu:>7.3f} s {'':>9}")
+            continue
+        ow, oc = best(old_fn)
         d = ""
         if con is not None and name in duck:
             query = duck[name]

@@ -18,8 +18,10 @@ import numpy as np
 import pyarrow as pa
 
 from piestream.batch import BatchContext
+from piestream.common import numeric as nm
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.epoch import EpochPair
+from piestream.common.numeric import is_numeric_array
 from piestream.common.scalar import Row, columns_to_rows
 from piestream.common.types import DataType
 from piestream.meta.hummock_manager import HummockManager
@@ -120,10 +122,25 @@ class Duck:
 
         self.con = duckdb.connect()
         for name, t in tables.items():
-            self.con.register(name, t)
+            self.con.register(name, duck_table(t))
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.con.execute(sql).fetchall()]
+
+
+def duck_table(t: pa.Table) -> pa.Table:
+    """`t` with each NUMERIC column as DuckDB's DECIMAL(38, s), s = the largest display scale in
+    it (exact: DuckDB has one scale per column, piestream one per value; comparisons are by value)."""
+    cols = []
+    for c in t.columns:
+        if not is_numeric_array(c):
+            cols.append(c)
+            continue
+        values = nm.from_arrow(c)
+        assert all(v is None or v.is_finite() for v in values), "DuckDB's DECIMAL has no NaN / Infinity"
+        scale = max((-v.as_tuple().exponent for v in values if v is not None), default=0)  # type: ignore[operator]
+        cols.append(pa.array(values, pa.decimal128(38, max(scale, 0))))
+    return pa.table(cols, names=t.column_names)
 
 
 def duck(sql: str, **tables: pa.Table) -> list[tuple[Any, ...]]:

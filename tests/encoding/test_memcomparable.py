@@ -10,7 +10,7 @@ import json
 import math
 import struct
 from collections.abc import Callable, Sequence
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from piestream.common.errors import DataCorruption, InvalidInput, NumericOutOfRange
 from piestream.common.interval import I32_MAX, I32_MIN, I64_MAX, I64_MIN, Interval
+from piestream.common.numeric import wrap
 from piestream.common.order import ASC, ASC_NULLS_FIRST, DESC, DESC_NULLS_LAST, OrderType
 from piestream.common.scalar import from_arrow, normalize_numeric, to_arrow
 from piestream.common.types import (
@@ -92,10 +93,11 @@ EDGE_DECIMALS = [
 
 @st.composite
 def numerics(draw: st.DrawFn) -> Decimal:
-    """Finite NUMERIC values inside the stored domain (<= 28 digits, <= 10 fraction digits)."""
+    """Finite NUMERIC values inside the domain (|unscaled| < 2**96, <= 28 fraction digits), with
+    trailing zeros (display scales) of their own."""
     digits = draw(st.integers(1, 28))
     mantissa = draw(st.integers(-(10**digits) + 1, 10**digits - 1))
-    exp = draw(st.integers(-10, 28 - digits))
+    exp = draw(st.integers(max(-28, -digits - 10), 28 - digits))
     return Decimal(mantissa).scaleb(exp)
 
 
@@ -237,8 +239,13 @@ def expected(v: Any, t: DataType) -> Any:
         return struct.unpack("<f", struct.pack("<f", v))[0] + 0.0  # float32; -0.0 + 0.0 == +0.0
     if k is TypeKind.DOUBLE:
         return v + 0.0
-    if k is TypeKind.NUMERIC:
-        return normalize_numeric(v)
+    if k is TypeKind.NUMERIC:  # keys hold the value, not its display scale: 1.50 decodes as 1.5
+        n = normalize_numeric(v).normalize(Context(prec=60))
+        return (
+            n.quantize(Decimal(1), context=Context(prec=60))
+            if n.is_finite() and n.as_tuple().exponent > 0
+            else n
+        )
     if k is TypeKind.TIMESTAMPTZ:
         return v.astimezone(dt.UTC)
     if k is TypeKind.STRUCT:
@@ -275,7 +282,9 @@ def same(got: Any, want: Any, t: DataType) -> bool:
         return len(got) == len(want) and all(same(g, w, elem) for g, w in zip(got, want, strict=True))
     if k is TypeKind.TIMESTAMPTZ:
         return got == want and got.utcoffset() == dt.timedelta(0)
-    if k is TypeKind.NUMERIC:  # in normalize_numeric's form (scale NUMERIC_SCALE)
+    if k is TypeKind.NUMERIC:  # NaN = NaN; the normalized form (no trailing zeros)
+        if want.is_nan():
+            return got.is_nan()
         return got == want and got.as_tuple().exponent == want.as_tuple().exponent
     return type(got) is type(want) and got == want
 
@@ -330,10 +339,12 @@ def test_decimal_scale_does_not_change_key_and_specials_decode() -> None:
     assert nan.is_nan() and pos == 2
     assert decode_datum(b"\x00\x23", 0, NUMERIC) == (Decimal("Infinity"), 2)
     assert decode_datum(b"\xff\xf8", 0, NUMERIC, DESC) == (Decimal("-Infinity"), 2)
-    with pytest.raises(InvalidInput):
-        encode_datum(Decimal("NaN"), NUMERIC)  # stored NUMERIC values are finite
-    # rounded to NUMERIC_SCALE digits like normalize_numeric
-    assert encode_datum(Decimal("0.00000000005"), NUMERIC) == encode_datum(Decimal("1E-10"), NUMERIC)
+    assert encode_datum(Decimal("NaN"), NUMERIC) == b"\x00\x24"  # NaN is a value, sorted last
+    assert decode_datum(encode_datum(Decimal("1.50"), NUMERIC), 0, NUMERIC)[0].as_tuple().exponent == -1
+    # each value keeps its digits: no rounding to a fixed scale; 28 fraction digits at most
+    assert encode_datum(Decimal("0.00000000005"), NUMERIC) != encode_datum(Decimal("1E-10"), NUMERIC)
+    with pytest.raises(NumericOutOfRange):
+        encode_datum(Decimal("1E-29"), NUMERIC)
 
 
 @pytest.mark.parametrize(
@@ -424,11 +435,12 @@ def test_composite_bytes() -> None:
         (1, BOOLEAN, InvalidInput, "boolean"),
         (1e39, REAL, NumericOutOfRange, "real"),
         (10**400, DOUBLE, NumericOutOfRange, "double"),
-        (Decimal(10**30 + 1), NUMERIC, NumericOutOfRange, "numeric"),
-        (Decimal("1E+28"), NUMERIC, NumericOutOfRange, "numeric"),  # beyond decimal128(38, 10)
+        (Decimal(10**38 + 1), NUMERIC, NumericOutOfRange, "numeric"),
+        (Decimal("1E+38"), NUMERIC, NumericOutOfRange, "numeric"),  # beyond 2**96
+        (Decimal(2**96), NUMERIC, NumericOutOfRange, "numeric"),
         (Decimal("1E+60"), NUMERIC, NumericOutOfRange, "numeric"),
         ("12x", NUMERIC, InvalidInput, "numeric"),
-        (Decimal("NaN"), NUMERIC, InvalidInput, "NUMERIC"),
+        (Decimal("1E-29"), NUMERIC, NumericOutOfRange, "numeric"),  # beyond 28 fraction digits
         ((1, 2), INTERVAL, InvalidInput, "interval"),
         ([1], SMALL_STRUCT, InvalidInput, "struct"),
         ([2**40], list_of(INT), NumericOutOfRange, "integer"),
@@ -445,9 +457,13 @@ def test_vectorized_validates_ranges() -> None:
         encode_columns([pa.array(["x"])], [INT], [ASC])
     with pytest.raises(NumericOutOfRange):
         encode_columns([pa.array([2**40])], [INT], [ASC])  # cast int64 -> int32 overflows
-    with pytest.raises(NumericOutOfRange):
-        big = Decimal("1234567890123456789.0123456789")  # 29 digits: fits Arrow, not NUMERIC
-        encode_columns([pa.array([big], pa.decimal128(38, 10))], [NUMERIC], [ASC])
+    with pytest.raises(NumericOutOfRange):  # scale 29: fits the Arrow struct, not NUMERIC
+        storage = pa.StructArray.from_arrays(
+            [pa.array([1], pa.decimal128(38, 0)), pa.array([29], pa.int8())], names=["unscaled", "scale"]
+        )
+        encode_columns([wrap(storage)], [NUMERIC], [ASC])
+    with pytest.raises(InvalidInput):  # a column of another layout is refused, not misread
+        encode_columns([pa.array([Decimal("1.5")], pa.decimal128(38, 10))], [NUMERIC], [ASC])
     with pytest.raises(InvalidInput):
         encode_columns([pa.array([1]), pa.array([1, 2])], [INT, INT], [ASC, ASC])
 
@@ -679,7 +695,7 @@ BAD_KEYS: list[tuple[DataType, OrderType, bytes]] = [
     (NUMERIC, ASC, b"\x00\x18\x03"),  # no terminator
     (NUMERIC, ASC, b"\x00\x22\x05\x02"),  # big-exponent form with a small exponent
     (NUMERIC, ASC, b"\x00\x16\xf0\x02"),  # 1E-30: more than NUMERIC_SCALE fraction digits
-    (NUMERIC, ASC, b"\x00\x22\x0f\x02"),  # 1E+28: more integer digits than NUMERIC holds
+    (NUMERIC, ASC, b"\x00\x22\x14\x02"),  # 1E+38: more digits than NUMERIC holds
     (NUMERIC, ASC, b"\x00\x22\x1a\x02"),  # 1E+50
     (TIME, ASC, b"\x00" + (86_400).to_bytes(4, "big") + bytes(4)),
     (TIME, ASC, b"\x00" + bytes(4) + (1).to_bytes(4, "big")),  # nanos not whole micros
@@ -700,9 +716,9 @@ def test_corrupt_keys_raise(t: DataType, order: OrderType, key: bytes) -> None:
         decode_keys(Ragged.from_list([key]), [t], [order])
 
 
-def test_non_finite_numeric_cannot_enter_an_arrow_column() -> None:
-    with pytest.raises(DataCorruption):
-        decode_keys(Ragged.from_list([b"\x00\x24"]), [NUMERIC], [ASC])
+def test_numeric_specials_decode_into_an_arrow_column() -> None:
+    cols, _ = decode_keys(Ragged.from_list([b"\x00\x24", b"\x00\x23", b"\x00\x07"]), [NUMERIC], [ASC])
+    assert [str(d) for d in from_arrow(cols[0], NUMERIC)] == ["NaN", "Infinity", "-Infinity"]
 
 
 def check_garbage(buf: bytes, t: DataType, order: OrderType) -> None:

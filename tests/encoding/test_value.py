@@ -67,14 +67,14 @@ BYTE_VECTORS: list[tuple[DataType, Datum, str]] = [
     (T.DOUBLE, math.nan, "01 000000000000f87f"),
     # NUMERIC: flags u32 (scale in bits 16..23, sign bit 31), then lo, mid, hi of the mantissa
     (T.NUMERIC, Decimal("1.5"), "01 00000100 0f000000 00000000 00000000"),
-    (T.NUMERIC, Decimal("1.50"), "01 00000100 0f000000 00000000 00000000"),
+    (T.NUMERIC, Decimal("1.50"), "01 00000200 96000000 00000000 00000000"),  # the display scale is kept
     (T.NUMERIC, Decimal("-1.5"), "01 00000180 0f000000 00000000 00000000"),
     (T.NUMERIC, Decimal("100"), "01 00000000 64000000 00000000 00000000"),
     (T.NUMERIC, Decimal("1E+2"), "01 00000000 64000000 00000000 00000000"),
     (T.NUMERIC, 7, "01 00000000 07000000 00000000 00000000"),
     (T.NUMERIC, Decimal("0.0000000001"), "01 00000a00 01000000 00000000 00000000"),
     (T.NUMERIC, Decimal("0"), "01 00000000 00000000 00000000 00000000"),
-    (T.NUMERIC, Decimal("-0.00"), "01 00000000 00000000 00000000 00000000"),
+    (T.NUMERIC, Decimal("-0.00"), "01 00000200 00000000 00000000 00000000"),  # zero has no sign
     (T.NUMERIC, Decimal(2**96 - 1), "01 00000000 ffffffff ffffffff ffffffff"),
     (T.NUMERIC, Decimal(2**64), "01 00000000 00000000 00000000 01000000"),
     (T.NUMERIC, Decimal("1E-28"), "01 00001c00 01000000 00000000 00000000"),
@@ -481,14 +481,17 @@ def test_children_under_null_parents_are_not_encoded() -> None:
     assert encode_columns([lists.slice(1)], [INT_LIST]).to_list() == [b"\x00"]
 
 
-def test_vectorized_numeric_decode_rounds_to_the_column_scale() -> None:
-    vals = ["0.12345678905", "-0.12345678905", "0.123456789049", "1E-28"]
+def test_vectorized_numeric_decode_keeps_each_values_scale() -> None:
+    """Each value comes back exactly as written, display scale and specials included (no rounding
+    to a column scale); a scale beyond the layout's 28 is corruption."""
+    vals = ["0.12345678905", "-0.12345678905", "0.123456789049", "1E-28", "1.50", "0.00", "NaN", "-Infinity"]
     enc = pa.array([encode_datum(Decimal(v), T.NUMERIC) for v in vals], pa.binary())
     (col,) = decode_values(enc, [T.NUMERIC])
-    assert col.to_pylist() == [Decimal(x) for x in ["0.1234567891", "-0.1234567891", "0.1234567890", "0"]]
-    for bad in ("01 01" + "00" * 15, "01 00000000 00000010 6102253e 5ece4f20"):  # NaN; 1e28
-        with pytest.raises(DataCorruption):
-            decode_values(pa.array([h(bad)]), [T.NUMERIC])
+    assert [str(d) for d in col.to_pylist()] == [str(Decimal(v)) for v in vals]
+    (big,) = decode_values(pa.array([h("01 00000000 00000010 6102253e 5ece4f20")]), [T.NUMERIC])
+    assert big.to_pylist() == [Decimal("1E+28")]  # 29 digits: within the 38 of the layout
+    with pytest.raises(DataCorruption):
+        decode_values(pa.array([h("01 00001d00 01000000 00000000 00000000")]), [T.NUMERIC])  # scale 29
 
 
 def test_vectorized_decode_beyond_python_datetimes() -> None:
@@ -569,7 +572,6 @@ def test_trailing_bytes_are_detected() -> None:
         (T.NUMERIC, "01 00001d00 01000000 00000000 00000000"),  # scale 29
         (T.NUMERIC, "01 00000140 01000000 00000000 00000000"),  # reserved flag bits
         (T.NUMERIC, "01 01000000 01000000 00000000 00000000"),  # low flag bits
-        (T.NUMERIC, "01 00000200 96000000 00000000 00000000"),  # 1.50: not normalized
         (T.NUMERIC, "01 00000080 00000000 00000000 00000000"),  # negative zero
         (T.NUMERIC, "01 04" + "00" * 15),  # unknown special
         (T.NUMERIC, "01 01" + "00" * 14 + "01"),  # NaN with a payload

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from decimal import Decimal
 
 import pytest
@@ -52,10 +53,15 @@ def cast_col(values: list, src: DataType, dst: DataType) -> list:
         ([0.5, 1.5, 2.5, -2.5, 2.6], DOUBLE, INT, [0, 2, 2, -2, 3]),  # rint: half to even
         ([2.5], REAL, SMALLINT, [2]),
         (
-            [0.1, 1e-11, 123456.78901234567, 1e20],
+            [
+                0.1,
+                1e-11,
+                123456.78901234567,
+                1e20,
+            ],  # float8_numeric: 15 significant digits, no rounding to a scale
             DOUBLE,
             NUMERIC,
-            [Decimal("0.1"), Decimal(0), Decimal("123456.789012346"), Decimal("1E+20")],
+            [Decimal("0.1"), Decimal("0.00000000001"), Decimal("123456.789012346"), Decimal("1E+20")],
         ),
         ([0.1], REAL, NUMERIC, [Decimal("0.1")]),
         (
@@ -87,15 +93,20 @@ def test_numeric_casts(values: list, src: DataType, dst: DataType, expected: lis
         ([float("inf")], DOUBLE, BIGINT, "bigint out of range"),
         ([9.3e18], DOUBLE, BIGINT, "bigint out of range"),
         ([1e39], DOUBLE, REAL, "overflow"),
-        ([1e30], DOUBLE, NUMERIC, "numeric field overflow"),
+        ([1e29], DOUBLE, NUMERIC, "value overflows numeric format"),  # beyond 2**96 (README)
+        ([1e-30], DOUBLE, NUMERIC, "value overflows numeric format"),  # 28 fraction digits (README)
     ],
 )
 def test_numeric_cast_errors(values: list, src: DataType, dst: DataType, message: str) -> None:
     fails("22003", cast_col, values, src, dst, match=message)
 
 
-def test_nan_to_numeric_is_not_supported() -> None:
-    fails("0A000", cast_col, [float("nan")], DOUBLE, NUMERIC)
+def test_float_specials_become_numeric_specials() -> None:
+    """PostgreSQL: 'NaN'::float8::numeric is NaN, and the infinities map to NUMERIC's."""
+    got = cast_col([float("nan"), float("inf"), float("-inf"), None], DOUBLE, NUMERIC)
+    assert [None if v is None else str(v) for v in got] == ["NaN", "Infinity", "-Infinity", None]
+    back = cast_col([Decimal("NaN"), Decimal("Infinity"), Decimal("-Infinity")], NUMERIC, DOUBLE)
+    assert math.isnan(back[0]) and back[1:] == [math.inf, -math.inf]
 
 
 @pytest.mark.parametrize(
@@ -112,7 +123,7 @@ def test_nan_to_numeric_is_not_supported() -> None:
                 Decimal("123456789012345678901.5"),
             ],
             NUMERIC,
-            ["1.5", "-0.5", "0", "100", "123456789012345678901.5"],
+            ["1.50", "-0.5", "0", "100", "123456789012345678901.5"],  # the value's display scale
         ),
         (
             [1.0, 0.1, 1e15, 1e-5, 123456789012345.6, -0.0, float("nan"), float("inf"), 2.5e-4, 1e100],

@@ -96,7 +96,7 @@ def test_common_type_keeps_a_scale_only_when_all_inputs_have_it() -> None:
         (Decimal("-0"), with_dscale(NUMERIC, 1), "0.0"),
         (Decimal("3"), with_dscale(NUMERIC, 0), "3"),
         (Decimal("1.2345"), with_dscale(NUMERIC, 2), "1.2345"),  # digits are never hidden
-        (Decimal("1761.520"), NUMERIC, "1761.52"),  # no display scale: no trailing zeros
+        (Decimal("1761.520"), NUMERIC, "1761.520"),  # no type scale: the value's own
     ],
 )
 def test_text_output(value: Decimal, t: DataType, text: str) -> None:

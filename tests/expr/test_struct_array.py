@@ -86,7 +86,7 @@ def test_array_to_string() -> None:
     lists = Col([[1, None, 3], [], None], LI)
     assert run("array_to_string", lists, ",") == ["1,3", "", None]
     assert run("array_to_string", lists, ",", "*") == ["1,*,3", "", None]
-    assert one("array_to_string", arr(Decimal("1.50"), Decimal(2)), "|") == "1.5|2"
+    assert one("array_to_string", arr(Decimal("1.50"), Decimal(2)), "|") == "1.50|2"  # PostgreSQL's text
 
 
 def test_array_comparison_and_errors() -> None:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from piestream.common.chunk import DataChunk
 from piestream.common.interval import Interval
+from piestream.common.scalar import to_arrow
 from piestream.common.types import (
     BIGINT,
     BOOLEAN,
@@ -35,12 +37,14 @@ from piestream.common.types import (
 )
 from piestream.connectors.nexmark.queries import QUERIES
 from piestream.connectors.nexmark.tables_sql import nexmark_ddl
-from piestream.expr.expr import FuncCall, Literal
+from piestream.expr.expr import FuncCall, InputRef, Literal
 from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import RelationKind
 from piestream.frontend.parser import ast, parse_one
 from piestream.frontend.planner import Ids, PlannedJob, plan_materialized_view
+from piestream.plan.agg_call import AggCall
 from piestream.plan.node import NODE_KINDS
+from piestream.plan.numeric_rules import keep_decimal_rules
 from piestream.plan.serde import (
     PLAN_FORMAT,
     PlanFormatError,
@@ -209,12 +213,27 @@ def test_python_udf_calls_travel_as_source_text() -> None:
 
 
 def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
+    """Format 2 only added `type_text`'s display scales, which format-1 types never have; format
+    3 per-value-scale NUMERIC, so an older plan is read under the old NUMERIC rules (every
+    aggregate call marked, NUMERIC calls wrapped: plan/numeric_rules.py) and written back so."""
     golden = json.loads(GOLDEN.read_text())
     kinds: set[str] = set()
+    marked = 0
     for doc in golden.values():
         frags = decode_fragments(json.dumps(doc))
-        # format 2 only added `type_text`'s display scales, which format-1 types never have
-        assert json.loads(encode_fragments(frags)) == doc | {"format": PLAN_FORMAT}
+        plain = [from_json(f) for f in doc["fragments"]]
+        written = json.loads(encode_fragments(frags))
+        assert written == {
+            "format": PLAN_FORMAT,
+            "fragments": [to_json(f) for f in keep_decimal_rules(plain)],
+        }
+        assert decode_fragments(json.dumps(written)) == frags  # format 3 keeps the rules as they are
+        assert keep_decimal_rules(frags) == frags  # idempotent
+        calls = [
+            c for f in frags for n in f.root.walk() for c in getattr(n, "calls", ()) if isinstance(c, AggCall)
+        ]
+        assert all(c.decimal_rules for c in calls)
+        marked += len(calls)
         kinds |= {n.kind for f in frags for n in f.root.walk()}
     v3 = json.loads(GOLDEN_V3.read_text())
     assert v3["format"] == 3
@@ -223,7 +242,27 @@ def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
     kinds |= {n.kind for f in frags for n in f.root.walk()}
     aggs = [n for f in frags for n in f.root.walk() if n.kind == "HashAgg"]
     assert aggs and all(a.watermark is not None for a in aggs)
-    assert kinds == set(NODE_KINDS)  # a new node kind needs a stored example here
+    assert marked and kinds == set(NODE_KINDS)  # a new node kind needs a stored example here
+
+
+def test_numeric_calls_of_an_old_plan_keep_the_old_rules() -> None:
+    """n / 3 and n * 0.5 of a format-2 plan compute at 10 fraction digits without trailing zeros
+    (as its view's stored rows were), other calls over them are unchanged."""
+    n = InputRef(0, NUMERIC)
+    div = FuncCall("divide", (n, Literal(Decimal(3), NUMERIC)), NUMERIC)
+    mul = FuncCall("multiply", (n, Literal(Decimal("0.5"), NUMERIC)), NUMERIC)
+    cmp = FuncCall("greater_than", (div, mul), BOOLEAN)
+    old = keep_decimal_rules(cmp)
+    assert old.name == "greater_than"
+    assert [a.name for a in old.args] == ["divide_decimal_rules", "numeric_decimal_rules"]
+    chunk = DataChunk([to_arrow([Decimal("2.5"), Decimal("1.00")], NUMERIC)])
+    assert [str(v) for v in old.args[0].eval(chunk).to_pylist()] == ["0.8333333333", "0.3333333333"]
+    assert [str(v) for v in old.args[1].eval(chunk).to_pylist()] == ["1.25", "0.5"]
+    assert [str(v) for v in div.eval(chunk).to_pylist()] == [
+        "0.83333333333333333333",
+        "0.33333333333333333333",
+    ]
+    assert [str(v) for v in mul.eval(chunk).to_pylist()] == ["1.25", "0.500"]
 
 
 def test_format_3_watermark_golden_is_what_the_planner_writes(nexmark_db: Database) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from pathlib import Path
 from types import ModuleType
 
@@ -25,6 +26,7 @@ from piestream.meta.store import MetaStore
 from piestream.plan.serde import PLAN_FORMAT
 from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
+from piestream.stream.executors.agg.states import LEGACY_SPECIAL
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "datadir_v0"
 
@@ -45,8 +47,21 @@ def _config() -> DatabaseConfig:
     return DatabaseConfig(runner="local", barrier_interval=3600, background_compaction=False)
 
 
+def _decimal_rules(v: object) -> object:
+    """A NUMERIC as a view planned before per-value scales computes it: 10 fraction digits
+    (half away from zero), no trailing zeros (README, "Upgrading")."""
+    if not isinstance(v, Decimal) or not v.is_finite():
+        return v
+    with localcontext(prec=60):
+        n = v.quantize(Decimal("1e-10"), ROUND_HALF_UP).normalize()
+        return n.quantize(Decimal(1)) if n.as_tuple().exponent > 0 else n  # type: ignore[operator]
+
+
 def _every_mv_equals_its_query(db: Database, s: Session) -> None:
-    """Every MV not over a source (a source cannot be queried) equals its query, in batch."""
+    """Every MV not over a source (a source cannot be queried) equals its query, in batch. Each
+    view of the fixture was planned before per-value-scale NUMERIC and keeps the old NUMERIC
+    rules (plan/numeric_rules.py), while a batch query follows PostgreSQL's: the two agree once
+    the query's NUMERICs are taken at the old rules."""
     snapshot = db.catalog.snapshot()
     sources = {r.id for r in snapshot.relations() if r.kind is RelationKind.SOURCE}
     for rel in snapshot.relations():
@@ -54,7 +69,8 @@ def _every_mv_equals_its_query(db: Database, s: Session) -> None:
             continue
         stmt = parse_one(rel.definition)
         assert isinstance(stmt, ast.CreateMaterializedView)
-        want = sorted(map(repr, s.execute_one(stmt.sql_text).rows))
+        old_rules = [tuple(map(_decimal_rules, r)) for r in s.execute_one(stmt.sql_text).rows]
+        want = sorted(map(repr, old_rules))
         got = sorted(map(repr, s.execute_one(f"SELECT * FROM {rel.name}").rows))
         assert got == want, rel.name
 
@@ -93,6 +109,11 @@ def test_a_format_0_data_directory_is_upgraded_and_keeps_running(old_dir: Path) 
         assert after["gent_by_r"] == expected["gent_by_r"]
         assert after["mv_join"][-1] == ["6", "f", "1", "7.25", "n"]
         assert after["top2"] == [["6", "9.5"], ["4", "5.5"]]
+        # proj's `n / 3` keeps the rule its view was planned with for new rows too (10 digits,
+        # as its old rows), while the same expression in a query follows PostgreSQL's
+        assert [r[4] for r in after["proj"] if r[0] == "6"] == ["0.8333333333"]
+        assert s.execute_one("SELECT n / 3 FROM t WHERE k = 6").rows == [(Decimal("0.83333333333333333333"),)]
+        assert str(s.execute_one("SELECT n / 3 FROM t WHERE k = 6").rows[0][0]) == "0.83333333333333333333"
         assert ["9"] in after["dedup"]
         _every_mv_equals_its_query(db, s)
     finally:
@@ -115,3 +136,28 @@ def test_a_catalog_of_a_newer_format_is_refused_clearly(old_dir: Path) -> None:
         CatalogFormatError, match="has format 2; this piestream reads catalog formats up to 1"
     ):
         Database(old_dir, config=_config())
+
+
+def test_a_nan_reaching_an_old_views_numeric_sum_is_null_and_an_error_record(old_dir: Path) -> None:
+    """mv_join's sum(amount) keeps the state layout it was created with, which has no NaN: a NaN
+    amount counts as NULL there and is recorded in rw_streaming_errors (the epoch commits), while
+    a view created after the upgrade sums it as PostgreSQL does."""
+    db = Database(old_dir, config=_config())
+    try:
+        s = db.session()
+        assert s.execute_one("SELECT c, total FROM mv_join WHERE k = 2").rows == [(1, Decimal(4))]
+        s.execute("INSERT INTO events VALUES (2, 'NaN', TIMESTAMP '2024-01-02 00:00:00', ARRAY['q']); FLUSH;")
+        db.barriers.flush()
+        assert s.execute_one("SELECT c, total FROM mv_join WHERE k = 2").rows == [(2, Decimal(4))]
+        errors = s.execute_one(
+            "SELECT sqlstate, error_message, error_count FROM rw_catalog.rw_streaming_errors "
+            "WHERE job_name = 'mv_join'"
+        ).rows
+        assert errors == [("22003", LEGACY_SPECIAL, 1)]
+        s.execute(
+            "CREATE MATERIALIZED VIEW mv_new AS SELECT t.k, sum(e.amount) AS total "
+            "FROM t JOIN events e ON t.k = e.id GROUP BY t.k"
+        )
+        assert s.execute_one("SELECT total::text FROM mv_new WHERE k = 2").rows == [("NaN",)]
+    finally:
+        db.close()

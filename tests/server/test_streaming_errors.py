@@ -272,3 +272,61 @@ def test_a_data_error_in_a_set_returning_function_argument_is_null_for_its_row(t
         ).rows
         assert executors == [("ProjectSet",)]
         assert rows[0][6].startswith("(1, 0")  # the bad input row
+
+
+def test_numeric_nan_and_infinity_reaching_a_parquet_sink_are_null_and_an_error_record(
+    tmp_path: Path,
+) -> None:
+    """A Parquet sink writes NUMERIC as a fixed-scale decimal, which has no NaN or Infinity: such
+    a value is written as NULL and counted in rw_streaming_errors; the epoch commits and the
+    finite rows arrive exactly."""
+    from decimal import Decimal
+
+    from piestream.connectors.sinks import read_sink
+
+    out = tmp_path / "out"
+    with piestream.connect(tmp_path / "db", runner="local", barrier_interval=0.05) as conn:
+        conn.sql("CREATE TABLE nums (k INT, n NUMERIC)")
+        conn.sql(
+            f"CREATE SINK ns FROM nums WITH (connector = 'parquet', path = '{out}', type = 'append-only', "
+            "force_append_only = 'true')"
+        )
+        conn.sql("INSERT INTO nums VALUES (1, 1.50), (2, 'NaN'), (3, '-Infinity'), (4, NULL)")
+        conn.sql("FLUSH")
+        rows = _errors(conn, "ns")
+        message = "cannot write NaN or Infinity to a decimal column: written as NULL"
+        assert rows == [("ns", "sink", "expression", "22003", message, 2, rows[0][6])]
+        assert rows[0][6] in ("(2, NaN)", "(3, -Infinity)")  # one sample row
+        assert conn.sql("SELECT n::text FROM nums WHERE k IN (2, 3) ORDER BY k").rows == [
+            ("NaN",),
+            ("-Infinity",),
+        ]
+    written = sorted((r["k"], r["n"]) for r in read_sink(str(out)).to_pylist())
+    assert written == [(1, Decimal("1.5")), (2, None), (3, None), (4, None)]
+
+
+def test_a_numeric_result_beyond_what_can_be_stored_is_null_and_an_error_record(tmp_path: Path) -> None:
+    """x * x of a stored 1e15 is 1e30, more than a stored NUMERIC holds (a 96-bit mantissa): the
+    expression is 22003 for that row (NULL in the view, an error record), never an epoch that
+    fails on writing it; the insert into the table commits."""
+    from decimal import Decimal
+
+    with piestream.connect(tmp_path, runner="local", barrier_interval=0.05) as conn:
+        conn.sql("CREATE TABLE big (k INT, x NUMERIC)")
+        conn.sql("CREATE MATERIALIZED VIEW sq AS SELECT k, x * x AS y FROM big")
+        conn.sql("INSERT INTO big VALUES (1, 1e15), (2, 3.0)")
+        conn.sql("FLUSH")
+        assert conn.sql("SELECT k, y FROM sq ORDER BY k").rows == [(1, None), (2, Decimal("9.00"))]
+        assert conn.sql("SELECT count(*) FROM big").rows == [(2,)]
+        rows = _errors(conn, "sq")
+        assert rows == [
+            (
+                "sq",
+                "materialized view",
+                "expression",
+                "22003",
+                "value overflows numeric format",
+                1,
+                rows[0][6],
+            )
+        ]

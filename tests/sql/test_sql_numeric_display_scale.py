@@ -88,16 +88,17 @@ def test_display_scales_survive_a_restart(reopen: Callable[[], AbstractContextMa
         assert [t.pg_typmod for _, t in res.columns] == [-1, -1, -1]  # PostgreSQL's typmod -1
 
 
-def test_values_whose_scale_differs_per_row_show_no_trailing_zeros(s: Session) -> None:
-    """Where PostgreSQL's scale depends on each value, piestream has none to show (listed in the
-    README's differences): a plain numeric column, division and avg print without trailing zeros."""
+def test_values_whose_scale_differs_per_row_keep_their_own_scale(s: Session) -> None:
+    """Where PostgreSQL's scale depends on each value, so does piestream's (per-value-scale
+    NUMERIC): a plain numeric column keeps what was written, a product the sum of its operands'
+    scales, division and avg numeric.c's select_div_scale."""
     s.execute("CREATE TABLE t (x numeric)")
     s.execute("INSERT INTO t VALUES (1.50), (2)")
-    assert sorted(texts(s, "SELECT x, x * 0.908 FROM t")) == [("1.5", "1.362"), ("2", "1.816")]
-    assert texts(s, "SELECT 2703 / 7.0, avg(x) FROM t") == [("386.1428571429", "1.75")]
+    assert sorted(texts(s, "SELECT x, x * 0.908 FROM t")) == [("1.50", "1.36200"), ("2", "1.816")]
+    assert texts(s, "SELECT 2703 / 7.0, avg(x) FROM t") == [("386.1428571428571429", "1.7500000000000000")]
     assert texts(s, "SELECT CASE WHEN x > 1.6 THEN x * 1.0 ELSE 0.50 END FROM t ORDER BY x") == [
-        ("0.5",),
-        ("2",),
+        ("0.50",),
+        ("2.0",),
     ]
 
 

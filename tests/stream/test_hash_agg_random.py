@@ -11,12 +11,13 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Callable, Sequence
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from exec_harness import Harness
 
+from pg_numeric import pg_int_avg
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.order import ASC, DESC
 from piestream.common.scalar import Row
@@ -38,7 +39,7 @@ S_NOT_A = FuncCall("not_equal", (InputRef(S, VARCHAR), Literal("a", VARCHAR)), B
 
 
 def _avg(values: list[int]) -> Decimal:
-    return (Decimal(sum(values)) / Decimal(len(values))).quantize(Decimal("1e-10"), ROUND_HALF_UP)
+    return pg_int_avg(sum(values), len(values))
 
 
 def _desc_nulls_first(row: Row) -> tuple[int, int, int]:

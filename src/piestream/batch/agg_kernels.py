@@ -17,9 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.batch.keys import sort_key
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
 from piestream.common.errors import DatetimeOutOfRange, FeatureNotSupported, NumericOutOfRange
 from piestream.common.order import ASC, DESC
 from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind
+from piestream.expr.functions import numeric_agg, numeric_scaled
 from piestream.expr.functions.datetime_arith import interval_scale
 
 _DEC = pa.decimal128(38, NUMERIC_SCALE)
@@ -32,7 +35,6 @@ _ARROW_MINMAX = frozenset(
         TypeKind.INT,
         TypeKind.BIGINT,
         TypeKind.SERIAL,
-        TypeKind.NUMERIC,
         TypeKind.VARCHAR,
         TypeKind.BYTEA,
         TypeKind.DATE,
@@ -42,6 +44,15 @@ _ARROW_MINMAX = frozenset(
     }
 )
 _MDN = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanos", "<i8")])
+
+
+def _scaled_sum_state(inp: AggInput) -> numeric_agg.SumState:
+    """The per-group sums of a per-value-scale NUMERIC argument (issue 14's layout)."""
+    state = numeric_agg.SumState.empty(inp.groups)
+    state.apply(inp.values[0], inp.g)
+    return state
+
+
 _USECS_PER_DAY = 86_400_000_000
 
 
@@ -102,7 +113,7 @@ def numpy_values(arr: pa.Array, dtype: np.dtype | type) -> np.ndarray:
 
 
 def _masked(values: np.ndarray, null: np.ndarray, t: pa.DataType) -> pa.Array:
-    return pa.array(values, mask=null).cast(t) if len(values) else pa.array([], t)
+    return pa.array(values, mask=null).cast(t) if len(values) else pa.nulls(0, t)
 
 
 def compute(kind: str, inp: AggInput, out: DataType) -> pa.Array:
@@ -155,6 +166,8 @@ def _sum(inp: AggInput, out: DataType) -> pa.Array:
     if out.kind in _FLOATS or t.kind in _FLOATS:
         v = numpy_values(inp.values[0].cast(pa.float64()), np.float64)
         return _masked(inp.reduce(np.add, v), inp.empty, out.arrow)
+    if t.kind is TypeKind.NUMERIC and nm.is_numeric_array(inp.values[0]):
+        return _scaled_sum_state(inp).sums()
     if t.kind is TypeKind.NUMERIC:
         return inp.arrow_agg("sum")
     sums = _int_sums(inp)
@@ -163,6 +176,8 @@ def _sum(inp: AggInput, out: DataType) -> pa.Array:
             return sums.cast(out.arrow)
         except (pa.ArrowInvalid, OverflowError) as e:
             raise NumericOutOfRange(f"{out.kind.value} out of range") from e
+    if nm.is_numeric_type(out.arrow):
+        return na.from_decimal(sums)
     return sums.cast(_DEC)
 
 
@@ -175,6 +190,10 @@ def _avg(inp: AggInput, out: DataType) -> pa.Array:
         sums = inp.reduce(np.add, v)
         with np.errstate(invalid="ignore", divide="ignore"):
             return _masked(sums / np.maximum(inp.counts, 1), inp.empty, out.arrow)
+    if t.kind is TypeKind.NUMERIC and nm.is_numeric_array(inp.values[0]):
+        return _scaled_sum_state(inp).avgs()  # select_div_scale, as PostgreSQL
+    if nm.is_numeric_type(out.arrow):  # avg of integers: their exact sum / count, select_div_scale
+        return numeric_scaled.divide_by_counts(na.from_decimal(_int_sums(inp)), inp.counts)
     # exact: sum / count in decimal256, rounded half away from zero to NUMERIC_SCALE digits
     if t.kind is TypeKind.NUMERIC:
         sums = inp.arrow_agg("sum").cast(pa.decimal256(40, NUMERIC_SCALE))
@@ -243,6 +262,9 @@ def _extreme(inp: AggInput, out: DataType, largest: bool) -> pa.Array:
         return _masked(res, inp.empty, out.arrow)
     if t.kind in _ARROW_MINMAX:
         return inp.arrow_agg("max" if largest else "min")
+    if nm.is_numeric_array(v):  # the chosen value keeps its display scale: max(1.5, 2.50) = 2.50
+        rows = numeric_agg.extreme_rows(v, inp.g, inp.groups, largest=largest)
+        return v.take(pa.array(rows, pa.int64(), mask=rows < 0))
     # any other type: the first row of each group in memcomparable order
     if not len(v):
         return pa.nulls(inp.groups, out.arrow)
@@ -306,7 +328,64 @@ def _variance(inp: AggInput, out: DataType, sample: bool, root: bool) -> pa.Arra
         return _masked(res, too_few, out.arrow)
     if out.kind is not TypeKind.NUMERIC:
         raise FeatureNotSupported(f"variance returning {out}")
+    if nm.is_numeric_type(out.arrow):
+        return _scaled_variance(inp, sample, root, too_few)
     return _exact_variance(inp, sample, root, too_few)
+
+
+def _scaled_variance(inp: AggInput, sample: bool, root: bool, too_few: np.ndarray) -> pa.Array:
+    """numeric.c's numeric_stddev_internal on issue 14's layout: the exact numerator
+    N * sum(x*x) - sum(x)**2 (0 when it is not positive), divided by N * (N - 1) (or N * N) with
+    select_div_scale, the square root rounded half away from zero to the same scale; NaN when a
+    group holds NaN or an infinity. The sums are exact Python Decimals (per row: numpy has no
+    decimal type, and N * sum(x*x) can exceed the 128 bits of a column), the rest one step per
+    group, as `_exact_variance` does."""
+    v = inp.values[0]
+    xs = nm.from_arrow(v) if nm.is_numeric_array(v) else [decimal.Decimal(int(i)) for i in v.to_pylist()]
+    ctx = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP)
+    nums: list[decimal.Decimal | None] = []
+    dens: list[decimal.Decimal | None] = []
+    special = np.zeros(inp.groups, np.bool_)
+    sx = [decimal.Decimal(0)] * inp.groups
+    sxx = [decimal.Decimal(0)] * inp.groups
+    for g, x in zip(inp.g.tolist(), xs, strict=True):  # per row: exact Decimal sums
+        assert x is not None
+        if not x.is_finite():
+            special[g] = True
+            continue
+        sx[g] = ctx.add(sx[g], x)
+        sxx[g] = ctx.add(sxx[g], ctx.multiply(x, x))
+    for g, n in enumerate(inp.counts.tolist()):  # per group
+        if too_few[g] or special[g]:
+            nums.append(None)
+            dens.append(None)
+            continue
+        num = ctx.subtract(ctx.multiply(decimal.Decimal(n), sxx[g]), ctx.multiply(sx[g], sx[g]))
+        nums.append(num if num > 0 else decimal.Decimal(0))
+        dens.append(decimal.Decimal(n * (n - 1 if sample else n)))
+    out: list[decimal.Decimal | None] = []
+    for g, (top, den) in enumerate(zip(nums, dens, strict=True)):  # per group
+        if special[g] and not too_few[g]:
+            out.append(nm.NAN)
+        elif top is None or den is None:
+            out.append(None)
+        elif not top:
+            out.append(decimal.Decimal(0))  # numeric.c: make_result(&const_zero)
+        else:
+            quantum = decimal.Decimal(1).scaleb(-_div_scale(top, den))
+            q = ctx.divide(top, den).quantize(quantum, context=ctx)
+            out.append(nm.check(ctx.sqrt(q).quantize(quantum, context=ctx) if root else q))
+    return nm.to_arrow(out)
+
+
+def _div_scale(num: decimal.Decimal, den: decimal.Decimal) -> int:
+    """numeric.c's select_div_scale of two finite nonzero values (numerators here can exceed
+    the 38 digits a column holds, so this is the scalar form of `numeric_scaled`'s)."""
+    w1, d1 = numeric_scaled.weight_digits(num)
+    w2, d2 = numeric_scaled.weight_digits(den)
+    qweight = w1 - w2 - (1 if d1 <= d2 else 0)
+    rscale = numeric_scaled.MIN_SIG_DIGITS - qweight * 4
+    return min(max(rscale, numeric_scaled.dscale(num), numeric_scaled.dscale(den), 0), 1000)
 
 
 def _exact_values(arr: pa.Array, t: DataType) -> tuple[np.ndarray, int]:

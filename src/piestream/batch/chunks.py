@@ -18,7 +18,7 @@ from piestream.expr.expr import Expr
 
 
 def empty_chunk(types: Sequence[DataType]) -> DataChunk:
-    return DataChunk([pa.array([], t.arrow) for t in types], length=0)
+    return DataChunk([pa.nulls(0, t.arrow) for t in types], length=0)
 
 
 def concat_chunks(chunks: Iterable[DataChunk], types: Sequence[DataType]) -> DataChunk:

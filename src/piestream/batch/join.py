@@ -24,6 +24,7 @@ from piestream.common.chunk import DataChunk
 from piestream.common.errors import InternalError
 from piestream.common.types import BIGINT, DOUBLE, NUMERIC, DataType, TypeKind
 from piestream.expr.expr import Expr
+from piestream.expr.functions.cast import cast_array
 
 #: Candidate pairs gathered at once (bounds the memory of a many-to-many or cross join).
 PAIR_BLOCK = 1 << 20
@@ -154,5 +155,7 @@ def _unify(lc: pa.Array, lt: DataType, rc: pa.Array, rt: DataType) -> tuple[pa.A
             t = NUMERIC
         else:
             t = BIGINT
+        if TypeKind.NUMERIC in kinds:  # the engine's casts build every NUMERIC layout
+            return cast_array(lc, lt, t), cast_array(rc, rt, t), t
         return lc.cast(t.arrow), rc.cast(t.arrow), t
     raise InternalError(f"join keys of types {lt} and {rt} are not comparable")

@@ -29,7 +29,6 @@ _EXACT_EQ = frozenset(
         TypeKind.INT,
         TypeKind.BIGINT,
         TypeKind.SERIAL,
-        TypeKind.NUMERIC,  # a fixed scale: one representation per value
         TypeKind.VARCHAR,
         TypeKind.BYTEA,
         TypeKind.DATE,

@@ -71,7 +71,7 @@ def pk_keys(desc: TableDesc, pk_columns: Sequence[pa.Array]) -> pa.Array:
 
 
 def _empty_columns(desc: TableDesc) -> list[pa.Array]:
-    return [pa.array([], c.data_type.arrow) for c in desc.columns]
+    return [pa.nulls(0, c.data_type.arrow) for c in desc.columns]
 
 
 def _first_per_key(keys: pa.Array, last: bool) -> np.ndarray | None:

@@ -3,35 +3,50 @@
 A value is ``unscaled * 10**-scale``: ``1.50`` is (150, 2) and prints with two fraction digits,
 ``1.5`` is (15, 1); they are equal values. The Python datum is a `decimal.Decimal` whose exponent
 is minus the scale (``Decimal('1.50')``), or ``Decimal('NaN')``, ``Decimal('Infinity')``,
-``Decimal('-Infinity')``. At most 38 digits (|unscaled| < 10**38) and a scale of at most 28,
-what the stored value encoding (rust_decimal) holds; PostgreSQL keeps far more, and anything
-beyond is 22003, never silently rounded.
+``Decimal('-Infinity')``. |unscaled| < 2**96 (`STORABLE`) and a scale of at most 28, what the
+stored value encoding (rust_decimal) holds, so every value an expression accepts can be written
+to a table or a view; PostgreSQL keeps far more, and anything beyond is 22003, never silently
+rounded. Intermediate results inside the kernels may reach 10**38 (`LIMIT`).
 
-In Arrow (`NUMERIC_VALUE_ARROW`) the unscaled integer is a decimal128(38, 0) and the scale an
-int8; the specials use the reserved scales below with unscaled 0. `piestream.common.numeric_arrays`
-works on whole columns of this layout.
+In Arrow a column is the extension type `NUMERIC_VALUE_ARROW` (`NumericType`, registered as
+``piestream.numeric``) over the storage `NUMERIC_STORAGE`: the unscaled integer as a
+decimal128(38, 0) and the scale as an int8; the specials use the reserved scales below with
+unscaled 0. `piestream.common.numeric_arrays` works on whole columns of this layout.
 
-This is the layout issue 14 moves NUMERIC columns to (they are decimal128(38, 10) until every
-consumer is migrated at once: /work/coord/notes/issue-14-s22.md has the list); the kernels over
-it (`piestream.expr.functions.numeric_scaled`) are tested on their own until then.
+Why an extension type and not the bare struct: a consumer that does not know the layout must fail
+loudly, never be silently wrong. Arrow's compute kernels (compare, sort, hash group-by and join
+keys, unique, is_in, min_max, casts, if_else) refuse an extension type, whereas over a bare struct
+some of them would run and order or group (unscaled, scale) pairs, which is not numeric order
+(1.50 is (150, 2)). `take`, `filter`, concatenation and IPC keep working, and `to_pylist` gives
+Decimals with their display scale (`NumericArray`), also inside lists and structs.
+
+NUMERIC columns have this layout (issue 14). Where the scale must not matter it does not:
+memcomparable keys (`piestream.encoding.numeric_value.key_bytes`) are those of the normalized
+value (1.5 and 1.50 share a key, NaN sorts last; a key decodes to the normalized value, so a
+key-only column loses the scale), vnode hashing normalizes first, batch grouping / joins / DISTINCT
+compare by key. Value payloads keep the scale. Data and plans written before the layout (catalog
+RELATION_FORMAT 3, PLAN_FORMAT 2) hold values normalized at 10 fraction digits: they read as they
+are, and views planned then keep their NUMERIC rules (`piestream.plan.numeric_rules`). Outside
+decimals (Parquet, Delta, Iceberg, Spark) are decimal128(38, 10) (`numeric_arrays.EXPORT_DECIMAL`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 
 from piestream.common.errors import InvalidInput, NumericOutOfRange
-from piestream.common.types import NUMERIC_PRECISION
+from piestream.common.types import NUMERIC_MAX_SCALE, NUMERIC_PRECISION
 
-#: The largest display scale: the value encoding's (rust_decimal keeps 28 fraction digits).
-NUMERIC_MAX_SCALE = 28
-#: One NUMERIC value in Arrow: its unscaled integer and its display scale.
-NUMERIC_VALUE_ARROW = pa.struct(
+__all__ = ["NUMERIC_MAX_SCALE"]  # re-exported: the kernels take it from here
+#: The storage of one NUMERIC value in Arrow: its unscaled integer and its display scale.
+NUMERIC_STORAGE = pa.struct(
     [pa.field("unscaled", pa.decimal128(NUMERIC_PRECISION, 0)), pa.field("scale", pa.int8())]
 )
 
@@ -39,7 +54,11 @@ NUMERIC_VALUE_ARROW = pa.struct(
 NAN_SCALE = -1
 POS_INF_SCALE = -2
 NEG_INF_SCALE = -3
-LIMIT = 10**NUMERIC_PRECISION  # |unscaled| stays below this
+LIMIT = 10**NUMERIC_PRECISION  # |unscaled| of intermediate results stays below this
+#: |unscaled| of every NUMERIC value stays below this: what the value encoding (rust_decimal's
+#: 96-bit mantissa) stores, so a value an expression accepts can always be written to a table or
+#: a view (a larger one would fail the epoch instead of being one row's error).
+STORABLE = 2**96
 
 NAN = Decimal("NaN")
 POS_INF = Decimal("Infinity")
@@ -58,7 +77,7 @@ def overflow() -> NumericOutOfRange:
 
 def parts_of(d: Decimal) -> tuple[int, int]:
     """(unscaled, scale) of a Decimal, the scale being its display scale (0 for an exponent
-    above 0: 1E+3 is 1000); specials give (0, reserved scale). 22003 beyond 38 digits."""
+    above 0: 1E+3 is 1000); specials give (0, reserved scale). 22003 beyond `STORABLE`."""
     if not d.is_finite():
         if d.is_nan():
             return 0, NAN_SCALE
@@ -69,7 +88,7 @@ def parts_of(d: Decimal) -> tuple[int, int]:
     if scale > NUMERIC_MAX_SCALE or len(digits) + max(exp, 0) > NUMERIC_PRECISION + 1:
         raise overflow()
     unscaled = int("".join(map(str, digits))) * 10 ** max(exp, 0)
-    if unscaled >= LIMIT:
+    if unscaled >= STORABLE:
         raise overflow()
     return (-unscaled if sign else unscaled), scale
 
@@ -107,20 +126,101 @@ def to_arrow(values: Iterable[Decimal | int | None]) -> pa.Array:
         nulls.append(False)
     unscaled = pa.array([Decimal(u) for u in us], pa.decimal128(NUMERIC_PRECISION, 0))
     mask = pa.array(nulls, pa.bool_()) if any(nulls) else None
-    return pa.StructArray.from_arrays(
-        [unscaled, pa.array(ss, pa.int8())], fields=list(NUMERIC_VALUE_ARROW), mask=mask
-    )
+    scales = pa.array(ss, pa.int8())
+    return wrap(pa.StructArray.from_arrays([unscaled, scales], fields=list(NUMERIC_STORAGE), mask=mask))
 
 
-def from_arrow(arr: pa.Array) -> list[Decimal | None]:
-    """The Python values of a NUMERIC Arrow column."""
-    if len(arr) == 0:
+def from_arrow(arr: pa.Array | pa.ChunkedArray) -> list[Decimal | None]:
+    """The Python values of a NUMERIC Arrow column (the extension array or its storage)."""
+    st = storage_of(arr)
+    if len(st) == 0:
         return []
-    unscaled, scale = arr.flatten()
+    unscaled, scale = st.flatten()
     out: list[Decimal | None] = []
-    for valid, u, s in zip(arr.is_valid().to_pylist(), unscaled.to_pylist(), scale.to_pylist(), strict=True):
+    for valid, u, s in zip(st.is_valid().to_pylist(), unscaled.to_pylist(), scale.to_pylist(), strict=True):
         out.append(value_of(int(u), int(s)) if valid else None)  # per value: the Python boundary
     return out
+
+
+# -- the Arrow extension type ----------------------------------------------------------------------
+
+
+class NumericScalar(pa.ExtensionScalar):
+    """One NUMERIC value: `as_py` is its Decimal with the display scale."""
+
+    def as_py(self, **_: object) -> Decimal | None:
+        v = self.value
+        if v is None or not v.is_valid:
+            return None
+        return value_of(int(v["unscaled"].as_py()), int(v["scale"].as_py()))
+
+
+class NumericArray(pa.ExtensionArray):
+    """A NUMERIC column: `to_pylist` gives Decimals with their display scale."""
+
+    def to_pylist(self, **_: object) -> list[Decimal | None]:
+        return from_arrow(self)
+
+
+class NumericType(pa.ExtensionType):
+    """PostgreSQL's NUMERIC with a display scale per value (storage: `NUMERIC_STORAGE`)."""
+
+    def __init__(self) -> None:
+        super().__init__(NUMERIC_STORAGE, "piestream.numeric")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> NumericType:
+        if storage_type != NUMERIC_STORAGE:
+            raise TypeError(f"piestream.numeric over {storage_type}, expected {NUMERIC_STORAGE}")
+        return NumericType()
+
+    def __arrow_ext_scalar_class__(self) -> type:
+        return NumericScalar
+
+    def __arrow_ext_class__(self) -> type:
+        return NumericArray
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        return NumericType, ()
+
+
+#: A NUMERIC column's Arrow type.
+NUMERIC_VALUE_ARROW = NumericType()
+
+# once per process: IPC readers (exchanges, Spark workers) then rebuild the extension type; a
+# module reload finds it registered already
+with contextlib.suppress(pa.ArrowKeyError):
+    pa.register_extension_type(NUMERIC_VALUE_ARROW)
+
+
+def is_numeric_array(arr: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether `arr` is a NUMERIC column of this layout (the extension type)."""
+    return isinstance(arr.type, NumericType)
+
+
+def is_numeric_type(t: pa.DataType) -> bool:
+    """Whether `t` is this layout's Arrow type."""
+    return isinstance(t, NumericType)
+
+
+def wrap(storage: pa.Array) -> pa.Array:
+    """The NUMERIC column over a `NUMERIC_STORAGE` struct array."""
+    return pa.ExtensionArray.from_storage(NUMERIC_VALUE_ARROW, storage)
+
+
+def storage_of(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The `NUMERIC_STORAGE` struct array of a NUMERIC column (chunks combined); a bare struct of
+    that type is taken as it is. Anything else is a programming error, raised loudly."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if isinstance(arr.type, NumericType):
+        return arr.storage
+    if arr.type == NUMERIC_STORAGE:
+        return arr
+    raise TypeError(f"not a NUMERIC column of the per-value-scale layout: {arr.type}")
 
 
 # -- text ------------------------------------------------------------------------------------------
@@ -151,7 +251,7 @@ def parse(text: str) -> Decimal:
         raise overflow()
     shift = scale - len(frac) + exp  # digits * 10**shift is the unscaled value (shift >= 0)
     unscaled = int(digits or "0") * 10**shift
-    if unscaled >= LIMIT:
+    if unscaled >= STORABLE:
         raise overflow()
     return value_of(-unscaled if sign == "-" else unscaled, scale)
 
@@ -196,3 +296,26 @@ def typmod_overflow(precision: int, scale: int) -> NumericOutOfRange:
 
 
 _WIDE = decimal.Context(prec=200, Emax=10**6, Emin=-(10**6))
+
+
+def on_storage(kernel: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """An Arrow selection kernel (`if_else`, `coalesce`, `case_when`, ...) over arguments that may
+    be NUMERIC columns or scalars: it runs on their storage, which selection cannot get wrong
+    (whole values move together), and a result of the storage type is a NUMERIC column again.
+    Arguments of other types pass through, so callers use it for every type."""
+    wrapped = False
+
+    def bare(a: Any) -> Any:
+        nonlocal wrapped
+        if isinstance(a, pa.ChunkedArray | pa.Array) and isinstance(a.type, NumericType):
+            wrapped = True
+            return storage_of(a)
+        if isinstance(a, pa.Scalar) and isinstance(a.type, NumericType):
+            wrapped = True
+            return a.value if a.is_valid else pa.scalar(None, NUMERIC_STORAGE)
+        return a
+
+    out = kernel(*[bare(a) for a in args], **kwargs)
+    if wrapped and isinstance(out, pa.Array) and out.type == NUMERIC_STORAGE:
+        return wrap(out)
+    return out

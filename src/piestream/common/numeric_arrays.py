@@ -21,7 +21,17 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from piestream.common.numeric import LIMIT, NAN_SCALE, NEG_INF_SCALE, NUMERIC_VALUE_ARROW, POS_INF_SCALE
+from piestream.common.errors import NumericOutOfRange
+from piestream.common.numeric import (
+    LIMIT,
+    NAN_SCALE,
+    NEG_INF_SCALE,
+    NUMERIC_STORAGE,
+    POS_INF_SCALE,
+    overflow,
+    storage_of,
+    wrap,
+)
 from piestream.common.types import NUMERIC_PRECISION
 
 DEC = np.dtype([("lo", "<u8"), ("hi", "<i8")])
@@ -58,8 +68,7 @@ class Num:
 
 def unpack(arr: pa.Array | pa.ChunkedArray) -> Num:
     """The parts of a NUMERIC Arrow column (zeros under NULLs)."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = storage_of(arr)
     n = len(arr)
     if n == 0:
         z = np.zeros(0, np.int64)
@@ -103,9 +112,9 @@ def pack(num: Num) -> pa.Array:
         rec["hi"][~valid] = 0
         mask = pa.array(~valid)
     scale = np.where(num.vmask(), num.scale, 0).astype(np.int8)
-    unscaled = pa.Array.from_buffers(NUMERIC_VALUE_ARROW[0].type, n, [None, pa.py_buffer(rec)])
+    unscaled = pa.Array.from_buffers(NUMERIC_STORAGE[0].type, n, [None, pa.py_buffer(rec)])
     scales = pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(scale)])
-    return pa.StructArray.from_arrays([unscaled, scales], fields=list(NUMERIC_VALUE_ARROW), mask=mask)
+    return wrap(pa.StructArray.from_arrays([unscaled, scales], fields=list(NUMERIC_STORAGE), mask=mask))
 
 
 def from_int64(v: np.ndarray, scale: np.ndarray | int, valid: np.ndarray | None) -> Num:
@@ -493,9 +502,10 @@ def order_key(num: Num) -> np.ndarray:
 
 
 def within_limit(h: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """Signed values whose magnitude is below 10**38."""
-    _, mh, ml = magnitude(h, lo)
-    return below_limit(mh, ml)
+    """Signed values whose magnitude is below `numeric.STORABLE` (2**96): the NUMERIC values
+    (intermediate results may reach 10**38, `below_limit`)."""
+    _, mh, _ = magnitude(h, lo)
+    return mh < np.uint64(1 << 32)
 
 
 __all__ = [
@@ -511,3 +521,107 @@ __all__ = [
     "rescale",
     "unpack",
 ]
+
+
+def from_decimal(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A NUMERIC column of this layout from an Arrow decimal128(p, s) column (integer sums,
+    Spark's and Parquet's decimals): each value keeps the column's scale s (0..38)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not pa.types.is_decimal128(arr.type) or not 0 <= arr.type.scale <= NUMERIC_PRECISION:
+        raise TypeError(f"not a decimal128 column with a scale in 0..38: {arr.type}")
+    raw = _view(arr, DEC)
+    valid = (
+        None if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), np.bool_)
+    )
+    return pack(Num(raw["hi"].copy(), raw["lo"].copy(), np.full(len(arr), arr.type.scale, np.int64), valid))
+
+
+def to_decimal(arr: pa.Array | pa.ChunkedArray, t: pa.DataType) -> pa.Array:
+    """The finite values of a NUMERIC column as an Arrow decimal column of type `t` (a scale at
+    least every value's, e.g. decimal256(75, 28) for exact sums in Arrow); NULL and the special
+    values read as 0. One Arrow cast per distinct display scale (at most 29), never per row."""
+    num = unpack(arr)
+    n = len(num)
+    fin = ~num.special & num.vmask()
+    pieces: list[pa.Array] = []
+    positions: list[np.ndarray] = []
+    for s in np.unique(num.scale[fin]).tolist():
+        rows = np.flatnonzero(fin & (num.scale == s))
+        rec = np.empty(len(rows), DEC)
+        rec["lo"], rec["hi"] = num.lo[rows], num.hi[rows]
+        part = pa.Array.from_buffers(
+            pa.decimal128(NUMERIC_PRECISION, s), len(rows), [None, pa.py_buffer(rec)]
+        )
+        pieces.append(part.cast(t))
+        positions.append(rows)
+    rest = np.flatnonzero(~fin)
+    if len(rest):
+        pieces.append(pa.array(np.zeros(len(rest), np.int64)).cast(t))
+        positions.append(rest)
+    if not pieces:
+        return pa.nulls(0, t)
+    order = np.empty(n, np.int64)
+    order[np.concatenate(positions)] = np.arange(n)
+    return pa.concat_arrays(pieces).take(pa.array(order))
+
+
+def from_wide_decimal(arr: pa.Array, scale: np.ndarray, valid: np.ndarray | None) -> pa.Array:
+    """A NUMERIC column from an Arrow decimal column whose values have at most `scale[i]` fraction
+    digits (exact sums of values of those scales): each row rescaled to its `scale` (an Arrow
+    cast that refuses to lose digits), 22003 when a value needs more than 38 digits. One cast
+    per distinct scale."""
+    n = len(arr)
+    hi = np.zeros(n, np.int64)
+    lo = np.zeros(n, np.uint64)
+    live = np.ones(n, np.bool_) if valid is None else valid
+    for s in np.unique(scale[live]).tolist():
+        rows = np.flatnonzero(live & (scale == s))
+        part = arr.take(pa.array(rows, pa.int64())).fill_null(0)
+        try:
+            narrow = part.cast(pa.decimal256(76, s)).cast(pa.decimal128(NUMERIC_PRECISION, s))
+        except pa.ArrowInvalid as e:
+            if "data loss" in str(e):
+                raise AssertionError(f"a sum has more than {s} fraction digits: {e}") from e
+            raise overflow() from e
+        raw = _view(narrow, DEC)
+        hi[rows], lo[rows] = raw["hi"], raw["lo"]
+    return pack(Num(hi, lo, np.where(live, scale, 0).astype(np.int64), valid))
+
+
+#: The decimal type NUMERIC columns are written as outside piestream (Parquet, Delta, Iceberg,
+#: Spark): what decimal128(38, 10) columns always were, so existing targets keep their schema.
+EXPORT_SCALE = 10
+EXPORT_DECIMAL = pa.decimal128(NUMERIC_PRECISION, EXPORT_SCALE)
+
+
+def specials_to_null(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """`arr` with NaN / +-Infinity made NULL, and the rows that were (for a streaming writer of
+    fixed-scale decimals: NULL plus an error record, never a failed epoch)."""
+    num = unpack(arr)
+    rows = np.flatnonzero(num.special & num.vmask())
+    if not len(rows):
+        return pack(num), rows
+    keep = num.vmask() & ~num.special
+    return pack(Num(num.hi, num.lo, np.where(keep, num.scale, 0), keep)), rows
+
+
+def to_export_decimal(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A NUMERIC column as `EXPORT_DECIMAL`: rounded half away from zero to 10 fraction digits
+    (the column type the reader sees). NaN and ±Infinity have no decimal form: 22003, never a
+    silent NULL or 0."""
+    num = unpack(arr)
+    live = num.vmask()
+    if (num.special & live).any():
+        raise NumericOutOfRange(
+            "cannot write NaN or Infinity to a decimal column",
+            detail="Parquet, Delta, Iceberg and Spark decimals hold finite values only.",
+        )
+    out, bad = rescale(num, np.full(len(num), EXPORT_SCALE, np.int64), "round")
+    if (bad & live).any():
+        raise overflow()
+    rec = np.empty(len(num), DEC)
+    rec["lo"] = np.where(live, out.lo, np.uint64(0))
+    rec["hi"] = np.where(live, out.hi, 0)
+    validity = None if num.valid is None else pa.py_buffer(np.packbits(num.valid, bitorder="little"))
+    return pa.Array.from_buffers(EXPORT_DECIMAL, len(num), [validity, pa.py_buffer(rec)])

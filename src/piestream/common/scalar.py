@@ -5,7 +5,7 @@ Python form of a value (a "datum"; ``None`` is NULL):
 =============  ======================================================
 BOOLEAN        bool
 SMALLINT..     int (SMALLINT, INT, BIGINT, SERIAL)
-NUMERIC        decimal.Decimal (at most NUMERIC_SCALE fraction digits)
+NUMERIC        decimal.Decimal (its display scale; NaN, +-Infinity)
 REAL, DOUBLE   float
 VARCHAR        str
 BYTEA          bytes
@@ -29,9 +29,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from piestream.common import numeric as nm
 from piestream.common.errors import InvalidInput, NumericOutOfRange
 from piestream.common.interval import Interval
-from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind
+from piestream.common.types import DataType, TypeKind
 
 Datum = Any
 Row = tuple[Datum, ...]
@@ -43,11 +44,6 @@ _INT_RANGES = {
     TypeKind.SERIAL: (-(2**63), 2**63 - 1),
 }
 
-#: NUMERIC values keep at most 28 significant digits (the value encoding's 96-bit mantissa).
-NUMERIC_MAX_DIGITS = 28
-_NUMERIC_QUANTUM = decimal.Decimal(1).scaleb(-NUMERIC_SCALE)
-_DEC_CTX = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_UP)
-
 
 def check_int(value: int, t: DataType) -> int:
     """`value` if it fits the integer type `t`, else 22003 out of range."""
@@ -58,22 +54,10 @@ def check_int(value: int, t: DataType) -> int:
 
 
 def normalize_numeric(value: decimal.Decimal | int | float | str) -> decimal.Decimal:
-    """Round to NUMERIC_SCALE fraction digits (half away from zero, like PostgreSQL) and check range."""
+    """The value as a NUMERIC datum: its own display scale, NaN / +-Infinity kept; 22003 beyond
+    what a NUMERIC holds (`piestream.common.numeric`)."""
     d = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
-    if not d.is_finite():
-        raise InvalidInput(f"NUMERIC value {d} is not supported (only finite numerics are stored)")
-    try:
-        q = d.quantize(_NUMERIC_QUANTUM, context=_DEC_CTX)
-    except decimal.InvalidOperation:  # more digits than the context holds
-        raise NumericOutOfRange("numeric field overflow") from None
-    digits = q.normalize(_DEC_CTX)
-    # at most NUMERIC_MAX_DIGITS significant digits, all of them below 10^NUMERIC_MAX_DIGITS
-    # (1e30 has one significant digit but no room in the stored decimal's integer part)
-    if digits != 0 and (
-        len(digits.as_tuple().digits) > NUMERIC_MAX_DIGITS or digits.adjusted() >= NUMERIC_MAX_DIGITS
-    ):
-        raise NumericOutOfRange("numeric field overflow")
-    return q
+    return nm.check(d)
 
 
 def _convert_datum(v: Datum, t: DataType) -> Datum:
@@ -133,9 +117,43 @@ def to_arrow(values: Iterable[Datum], t: DataType) -> pa.Array:
     try:
         if t.kind is not TypeKind.VARCHAR:  # validate each datum; DML inserts are not a hot path
             vals = [_convert_datum(v, t) for v in vals]
+        if _has_numeric(t):
+            return _build(vals, t)
         return pa.array(vals, type=t.arrow)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as e:
         raise InvalidInput(f"invalid input for type {t}: {e}") from e
+
+
+def _has_numeric(t: DataType) -> bool:
+    if t.kind is TypeKind.NUMERIC:
+        return True
+    if t.kind is TypeKind.LIST:
+        assert t.elem is not None
+        return _has_numeric(t.elem)
+    return any(_has_numeric(f.data_type) for f in t.fields)
+
+
+def _build(vals: list[Datum], t: DataType) -> pa.Array:
+    """`pa.array(vals, t.arrow)` for types holding NUMERIC's extension type, which pyarrow cannot
+    build from Python values: NUMERIC via `numeric.to_arrow`, lists and structs from their
+    children (converted datums in, per datum: the Python boundary)."""
+    if t.kind is TypeKind.NUMERIC:
+        return nm.to_arrow(vals)
+    mask = pa.array([v is None for v in vals], pa.bool_()) if None in vals else None
+    if t.kind is TypeKind.LIST:
+        assert t.elem is not None
+        offsets = [0]
+        flat: list[Datum] = []
+        for v in vals:
+            flat.extend(v or ())
+            offsets.append(len(flat))
+        return pa.ListArray.from_arrays(
+            pa.array(offsets, pa.int32()), _build(flat, t.elem), type=t.arrow, mask=mask
+        )
+    if t.kind is TypeKind.STRUCT:
+        children = [_build([None if v is None else v[f.name] for v in vals], f.data_type) for f in t.fields]
+        return pa.StructArray.from_arrays(children, fields=list(t.arrow), mask=mask)
+    return pa.array(vals, type=t.arrow)
 
 
 def from_arrow(arr: pa.Array | pa.ChunkedArray, t: DataType) -> list[Datum]:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from piestream.common import numeric as nm
 from piestream.common.composite_text import format_list, format_struct, parse_list, parse_struct
 from piestream.common.datetime_text import (
     format_date,
@@ -41,7 +42,7 @@ from piestream.common.datetime_text import (
 )
 from piestream.common.errors import InvalidInput, NumericOutOfRange
 from piestream.common.interval_text import format_interval, parse_interval
-from piestream.common.scalar import NUMERIC_MAX_DIGITS, Datum, normalize_numeric
+from piestream.common.scalar import Datum
 from piestream.common.text_syntax import INVALID_PARAMETER, PG_NAME, UNTRANSLATABLE, WS
 from piestream.common.types import DataType, TypeKind
 
@@ -78,18 +79,10 @@ def _format_numeric(v: Any, t: DataType | None = None) -> str:
     many, as PostgreSQL's display scale does (zeros are only added: a value with more digits
     than its type's scale keeps them)."""
     d = v if isinstance(v, Decimal) else Decimal(v if isinstance(v, int) else repr(float(v)))
-    if d.is_nan():
-        return "NaN"
-    if d.is_infinite():
-        return "-Infinity" if d < 0 else "Infinity"
-    if t is not None and t.display_scale is not None:
-        q = d.quantize(Decimal(1).scaleb(-t.display_scale), context=_NUMERIC_CONTEXT)
-        if q == d:
-            return format(q if q else q.copy_abs(), "f")  # no negative zero
-    if d == 0:
-        return "0"
-    text = format(d, "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    shown = t.display_scale if t is not None else None  # each value has its scale; a type's pads it
+    if shown is not None and d.is_finite() and -int(d.as_tuple().exponent) < shown:
+        d = d.quantize(Decimal(1).scaleb(-shown), context=_NUMERIC_CONTEXT)
+    return nm.format_numeric(d)
 
 
 _NUMERIC_CONTEXT = decimal.Context(prec=80)
@@ -201,7 +194,6 @@ def _parse_int(s: str, t: DataType) -> int:
 
 
 _DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?")
-_SPECIAL_NUMBER_RE = re.compile(r"[+-]?(?:inf|infinity)|nan", re.IGNORECASE)
 _SPECIAL_FLOAT_RE = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)  # strtod takes "-nan"
 #: numeric_in rejects exponents beyond this (NUMERIC_MAX_PRECISION).
 _MAX_EXPONENT = 1000
@@ -217,15 +209,8 @@ def _parse_decimal_text(text: str, original: str) -> Decimal:
 
 
 def _parse_numeric(s: str, t: DataType) -> Decimal:
-    """numeric_in syntax, then rounded to the stored scale and range-checked by normalize_numeric."""
-    text = s.strip(WS)
-    if _SPECIAL_NUMBER_RE.fullmatch(text):
-        # normalize_numeric explains that only finite NUMERICs can be stored.
-        return normalize_numeric(Decimal(text.lower().replace("infinity", "inf")))
-    d = _parse_decimal_text(text, s)
-    if d != 0 and d.adjusted() >= NUMERIC_MAX_DIGITS:  # before quantize, which would overflow
-        raise NumericOutOfRange("numeric field overflow")
-    return normalize_numeric(d)
+    """PostgreSQL's numeric_in: display scale and NaN / +-Infinity kept."""
+    return nm.parse(s)
 
 
 def _parse_float(s: str, t: DataType) -> float:

@@ -16,10 +16,16 @@ import pyarrow as pa
 
 from piestream.common.errors import FeatureNotSupported, InvalidInput
 
-#: NUMERIC is held in Arrow as a 128-bit decimal with this fixed scale. Values are kept normalized
-#: (no trailing zeros) when shown; at most 28 significant digits fit the value encoding (reference §2.1).
+#: NUMERIC's digits: 38 significant digits in Arrow (decimal128(38, 0) unscaled values), at most 28
+#: significant digits in the value encoding (96-bit mantissas, reference §2.1).
 NUMERIC_PRECISION = 38
+#: The fixed scale of the decimal128(38, 10) layout before per-value scales (issue 14): what data
+#: and plans written before it hold, and the scale of NUMERIC columns exported to Parquet / Delta
+#: / Iceberg / Spark.
 NUMERIC_SCALE = 10
+#: The largest display scale of a per-value-scale NUMERIC: the value encoding's (rust_decimal
+#: keeps 28 fraction digits).
+NUMERIC_MAX_SCALE = 28
 
 
 class TypeKind(enum.Enum):
@@ -270,9 +276,9 @@ _SCALAR_ARROW: dict[TypeKind, pa.DataType] = {
 
 
 def numeric_of(precision: int, scale: int = 0) -> DataType:
-    """NUMERIC(precision, scale). PostgreSQL's bounds are 22023; a scale beyond the fraction
-    digits piestream keeps (NUMERIC_SCALE), or outside 0..precision (PostgreSQL 15 allows
-    both), is 0A000: its values could not be kept as PostgreSQL keeps them."""
+    """NUMERIC(precision, scale). PostgreSQL's bounds are 22023; a scale beyond the 28 fraction
+    digits piestream keeps, or outside 0..precision (PostgreSQL 15 allows both), is 0A000: its
+    values could not be kept as PostgreSQL keeps them."""
     if not 1 <= precision <= 1000:
         raise InvalidInput(f"NUMERIC precision {precision} must be between 1 and 1000", sqlstate="22023")
     if not -1000 <= scale <= 1000:
@@ -281,9 +287,10 @@ def numeric_of(precision: int, scale: int = 0) -> DataType:
         raise FeatureNotSupported(
             f"NUMERIC scale {scale} outside 0..{precision} (the precision) is not supported"
         )
-    if scale > NUMERIC_SCALE:
+    if scale > NUMERIC_MAX_SCALE:
         raise FeatureNotSupported(
-            f"NUMERIC scale {scale} is not supported: piestream keeps {NUMERIC_SCALE} fraction digits"
+            f"NUMERIC scale {scale} is not supported: piestream keeps at most {NUMERIC_MAX_SCALE} "
+            "fraction digits"
         )
     return DataType(TypeKind.NUMERIC, typmod=(precision, scale))
 
@@ -334,6 +341,10 @@ def _to_arrow(t: DataType) -> pa.DataType:
     if t.kind is TypeKind.LIST:
         assert t.elem is not None
         return pa.list_(t.elem.arrow)
+    if t.kind is TypeKind.NUMERIC:
+        from piestream.common.numeric import NUMERIC_VALUE_ARROW  # a cycle: numeric imports this module
+
+        return NUMERIC_VALUE_ARROW
     return _SCALAR_ARROW[t.kind]
 
 
@@ -495,6 +506,8 @@ class _TypeParser:
 
 def from_arrow(t: pa.DataType) -> DataType:
     """The SQL type whose Arrow layout is `t` (VARCHAR for strings; JSONB needs field metadata)."""
+    if isinstance(t, pa.ExtensionType) and t.extension_name == "piestream.numeric":
+        return NUMERIC
     if pa.types.is_struct(t):
         return struct_of(*[(t.field(i).name, from_arrow(t.field(i).type)) for i in range(t.num_fields)])
     if pa.types.is_list(t) or pa.types.is_large_list(t):
@@ -515,3 +528,8 @@ def from_arrow(t: pa.DataType) -> DataType:
         if at == t and kind not in (TypeKind.SERIAL, TypeKind.JSONB):
             return DataType(kind)
     raise InvalidInput(f"Arrow type {t} has no SQL equivalent")
+
+
+# The NUMERIC extension type is registered in every process that knows the SQL types, so an Arrow
+# IPC reader (an exchange, a Spark worker) rebuilds it instead of handing back its bare storage.
+from piestream.common import numeric as _numeric  # noqa: E402, F401 (numeric imports this module)

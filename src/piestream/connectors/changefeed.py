@@ -167,7 +167,7 @@ def read_changes(
     schema = change_schema(upstream)
     names = [n for n, _ in schema]
     if not chunks:
-        empty = [pa.array([], t.arrow) for _, t in schema]
+        empty = [pa.nulls(0, t.arrow) for _, t in schema]
         end = Position.after_epoch(upto) if after.epoch <= upto else after
         return Changes(pa.Table.from_arrays(empty, names=names), max(end, after))
     data = DataChunk.concat(chunks).compact()

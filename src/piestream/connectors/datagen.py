@@ -21,6 +21,7 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 
+from piestream.common import numeric as nm
 from piestream.common.epoch import EpochPair
 from piestream.common.interval import Interval
 from piestream.common.text import parse_datum
@@ -88,6 +89,8 @@ class FieldGen:
 
 
 def _num_array(vals: np.ndarray, t: DataType) -> pa.Array:
+    if t.kind is TypeKind.NUMERIC and nm.is_numeric_type(t.arrow):  # per-value scales (issue 14)
+        return nm.to_arrow([nm.check(Decimal(repr(float(v)))) for v in vals])
     if t.kind is TypeKind.NUMERIC:
         return pa.array([Decimal(repr(float(v))) for v in vals], t.arrow)
     return pa.array(vals).cast(t.arrow)

@@ -32,6 +32,8 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.types import INTERVAL, TIME, VARCHAR, DataType, TypeKind
 from piestream.connectors.options import InvalidOption
@@ -67,6 +69,8 @@ def lake_type(t: DataType, connector: str) -> pa.DataType:
     """The Arrow type a column of SQL type `t` is written as."""
     if t.kind is TypeKind.INTERVAL or (connector == "delta" and t.kind is TypeKind.TIME):
         return pa.string()
+    if nm.is_numeric_type(t.arrow):  # per-value scales (issue 14): a fixed-scale decimal outside
+        return na.EXPORT_DECIMAL
     return t.arrow
 
 
@@ -87,6 +91,8 @@ def to_lake(table: pa.Table, connector: str) -> pa.Table:
         if kind is not None:
             text = cast_array(table.column(i).combine_chunks(), kind, VARCHAR)
             table = table.set_column(i, f.name, text)
+        elif nm.is_numeric_type(f.type):
+            table = table.set_column(i, f.name, na.to_export_decimal(table.column(i)))
     return table
 
 

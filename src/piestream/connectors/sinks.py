@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.types import INTERVAL, VARCHAR
 from piestream.connectors.lakehouse import LAKE_CONNECTORS, validate_lake_options
@@ -62,11 +64,14 @@ class ParquetSinkWriter:
 
 
 def _parquet_compatible(table: pa.Table) -> pa.Table:
-    """Parquet has no month-day-nano interval: INTERVAL columns are written as PostgreSQL text."""
+    """Parquet has no month-day-nano interval: INTERVAL columns are written as PostgreSQL text;
+    NUMERIC columns of per-value scales as a fixed-scale decimal (`numeric_arrays.EXPORT_DECIMAL`)."""
     for i, f in enumerate(table.schema):
         if pa.types.is_interval(f.type):
             text = cast_array(table.column(i).combine_chunks(), INTERVAL, VARCHAR)
             table = table.set_column(i, f.name, text)
+        elif nm.is_numeric_type(f.type):
+            table = table.set_column(i, f.name, na.to_export_decimal(table.column(i)))
     return table
 
 

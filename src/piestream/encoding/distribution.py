@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
 import xxhash
 
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
 from piestream.common.row_id import vnode_of_row_ids
 from piestream.common.scalar import Datum
 from piestream.common.types import DataType, TypeKind
@@ -33,7 +36,7 @@ def compute_vnodes(columns: Sequence[pa.Array], types: Sequence[DataType], vnode
             raise ValueError("a generated row id is never NULL")
         return vnode_of_row_ids(ids.to_numpy(), vnode_count)
     encoded = value.encode_columns(
-        [_canonical_float(c, t) for c, t in zip(columns, types, strict=True)], list(types)
+        [_canonical_numeric(_canonical_float(c, t)) for c, t in zip(columns, types, strict=True)], list(types)
     )
     return (xxh64_ragged(encoded) % np.uint64(vnode_count)).astype(np.int64)
 
@@ -42,7 +45,9 @@ def compute_vnode(datums: Sequence[Datum], types: Sequence[DataType], vnode_coun
     """The vnode of one row's distribution-key datums (same result as `compute_vnodes`)."""
     if len(datums) == 1 and types[0].kind is TypeKind.SERIAL:
         return int(vnode_of_row_ids(np.array([datums[0]], np.int64), vnode_count)[0])
-    canon = [_canonical_float_datum(d, t) for d, t in zip(datums, types, strict=True)]
+    canon = [
+        _canonical_numeric_datum(_canonical_float_datum(d, t)) for d, t in zip(datums, types, strict=True)
+    ]
     return xxhash.xxh64_intdigest(value.encode_row(canon, list(types))) % vnode_count
 
 
@@ -59,6 +64,28 @@ def _canonical_float(col: pa.Array, t: DataType) -> pa.Array:
     return pa.array(v, mask=col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None).cast(
         t.arrow
     )
+
+
+def _canonical_numeric(col: pa.Array) -> pa.Array:
+    """1.50 -> 1.5: NUMERIC keys that compare equal must hash equal, whatever their display
+    scales (the per-value-scale layout of issue 14; the normalized form's bytes are the bytes
+    decimal128 columns always had, so vnodes do not move)."""
+    return na.pack(na.normalize(na.unpack(col))) if nm.is_numeric_array(col) else col
+
+
+def _canonical_numeric_datum(d: Datum) -> Datum:
+    if not isinstance(d, Decimal) or not d.is_finite():
+        return d
+    return nm.value_of(*_normal_parts(d))
+
+
+def _normal_parts(d: Decimal) -> tuple[int, int]:
+    """(unscaled, scale) of `d` without trailing fraction zeros."""
+    unscaled, scale = nm.parts_of(d)
+    while scale > 0 and unscaled % 10 == 0:
+        unscaled //= 10
+        scale -= 1
+    return (0, 0) if unscaled == 0 else (unscaled, scale)
 
 
 def _canonical_float_datum(d: Datum, t: DataType) -> Datum:

@@ -28,9 +28,10 @@ from piestream.common.interval import (
     USECS_PER_DAY,
     Interval,
 )
+from piestream.common.numeric import NUMERIC_MAX_SCALE
 from piestream.common.order import ASC, OrderType
-from piestream.common.scalar import NUMERIC_MAX_DIGITS, Datum, Row, check_int, normalize_numeric
-from piestream.common.types import NUMERIC_PRECISION, NUMERIC_SCALE, DataType, TypeKind
+from piestream.common.scalar import Datum, Row, check_int, normalize_numeric
+from piestream.common.types import NUMERIC_PRECISION, DataType, TypeKind
 from piestream.encoding.memcmp_decimal import decode_decimal, encode_decimal
 
 # ---------------------------------------------------------------------------------------------
@@ -162,8 +163,11 @@ def _enc_double(v: Datum, t: DataType) -> bytes:
     return _U64.pack(float_key_bits(bits, 64))
 
 
-#: NUMERIC values are below 10^NUMERIC_INT_DIGITS in magnitude (Arrow decimal128(38, 10)).
-NUMERIC_INT_DIGITS = NUMERIC_PRECISION - NUMERIC_SCALE
+#: NUMERIC values are below 10^NUMERIC_INT_DIGITS in magnitude, with up to NUMERIC_MAX_SCALE digits
+#: after the point (keys decode what the value domain, `piestream.common.numeric`, may hold).
+NUMERIC_INT_DIGITS = NUMERIC_PRECISION
+_KEY_SCALE = NUMERIC_MAX_SCALE
+_KEY_DIGITS = NUMERIC_PRECISION
 
 
 def _enc_numeric(v: Datum, t: DataType) -> bytes:
@@ -385,7 +389,7 @@ def check_numeric_domain(d: Decimal) -> Decimal:
     _, digits, exp = d.as_tuple()
     assert isinstance(exp, int)
     if not d.is_zero() and (
-        exp < -NUMERIC_SCALE or len(digits) > NUMERIC_MAX_DIGITS or d.adjusted() >= NUMERIC_INT_DIGITS
+        exp < -_KEY_SCALE or len(digits) > _KEY_DIGITS or d.adjusted() >= NUMERIC_INT_DIGITS
     ):
         raise DataCorruption("numeric key outside the NUMERIC domain")
     return normalize_numeric(d)

@@ -21,10 +21,10 @@ import pyarrow as pa
 
 from piestream.common.errors import DatetimeOutOfRange, InvalidInput, NumericOutOfRange
 from piestream.common.interval import USECS_PER_DAY
+from piestream.common.numeric import is_numeric_array
 from piestream.common.order import OrderType
-from piestream.common.scalar import NUMERIC_MAX_DIGITS
-from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind
-from piestream.encoding.memcmp_decimal import encode_decimal_parts
+from piestream.common.types import DataType, TypeKind
+from piestream.encoding import numeric_value
 from piestream.encoding.memcmp_scalar import (
     CANONICAL_NAN_F32,
     CANONICAL_NAN_F64,
@@ -353,24 +353,13 @@ def _fixed_words(arr: pa.Array, t: DataType, rows: np.ndarray | None) -> list[tu
 
 
 def _numeric_piece(arr: pa.Array, rows: np.ndarray | None, x: int) -> _Piece:
-    # A per-row Python loop: the base-100 digits of a 128-bit decimal need big-integer arithmetic.
-    if len(arr) == 0 or (rows is not None and len(rows) == 0):
-        return _Bytes(Ragged(np.zeros(1, np.int64), np.zeros(0, np.uint8)))
-    raw = np.frombuffer(arr.buffers()[1], "<u8", count=2 * (arr.offset + len(arr)))[2 * arr.offset :]
-    pairs = _select(raw.reshape(-1, 2), rows)
-    cache: dict[int, bytes] = {}
-    out: list[bytes] = []
-    for lo, hi in zip(pairs[:, 0].tolist(), pairs[:, 1].tolist(), strict=True):
-        unscaled = (hi << 64 | lo) - ((hi >> 63) << 128)
-        enc = cache.get(unscaled)
-        if enc is None:
-            digits = str(abs(unscaled))
-            if len(digits.strip("0")) > NUMERIC_MAX_DIGITS:
-                raise NumericOutOfRange("numeric field overflow")
-            enc = cache[unscaled] = encode_decimal_parts(unscaled < 0, digits, -NUMERIC_SCALE)
-        out.append(enc)
-    r = Ragged.from_list(out)
-    return _Bytes(r.invert() if x else r)
+    """Per distinct value in Python (`numeric_value.key_bytes`): 1.50 has the key of 1.5."""
+    if is_numeric_array(arr):
+        sel = arr if rows is None else arr.take(pa.array(rows, pa.int64()))
+        keys = [b"\x15" if k is None else k for k in numeric_value.key_bytes(sel)]  # NULL slots: 0
+        r = Ragged.from_list(keys)
+        return _Bytes(r.invert() if x else r)
+    raise InvalidInput(f"cannot encode a {arr.type} column as numeric")
 
 
 def _list_piece(arr: pa.Array, t: DataType, rows: np.ndarray | None, x: int) -> _Piece:

@@ -9,15 +9,16 @@ anything an encoder could not have produced raises DataCorruption.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
 
+from piestream.common import numeric as nm
 from piestream.common.errors import DataCorruption, InvalidInput
 from piestream.common.interval import USECS_PER_DAY
 from piestream.common.order import OrderType
-from piestream.common.scalar import NUMERIC_MAX_DIGITS
-from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind
+from piestream.common.types import DataType, TypeKind
 from piestream.encoding.memcmp_decimal import decode_decimal
 from piestream.encoding.memcmp_scalar import (
     CANONICAL_NAN_F32,
@@ -29,6 +30,7 @@ from piestream.encoding.memcmp_scalar import (
     UNIX_EPOCH_DAYS_FROM_CE,
     USECS_PER_MONTH,
     USECS_PER_SEC,
+    check_numeric_domain,
     datum_tags,
     flip_mask,
     interval_from_total,
@@ -229,22 +231,12 @@ def _decode_numeric(
 ) -> tuple[pa.Array, np.ndarray]:
     # A per-row Python loop: base-100 digits to a 128-bit unscaled integer needs big ints.
     buf = memoryview(data.data)
-    out = bytearray(16 * len(cur))
+    values: list[Decimal | None] = []  # the key's normalized value (keys ignore display scales)
     after = cur.copy()
     for i, (p, e) in enumerate(zip(cur.tolist(), end.tolist(), strict=True)):
         d, after[i] = decode_decimal(buf, p, x, e)
-        if not d.is_finite():
-            raise DataCorruption("non-finite numeric key in a NUMERIC column")
-        sign, digits, exp = d.as_tuple()
-        assert isinstance(exp, int)
-        if not d.is_zero() and (exp < -NUMERIC_SCALE or len(digits) > NUMERIC_MAX_DIGITS):
-            raise DataCorruption("numeric key outside the NUMERIC domain")
-        unscaled = int("".join(map(str, digits))) * 10 ** (exp + NUMERIC_SCALE) if not d.is_zero() else 0
-        if unscaled >= 10**38:
-            raise DataCorruption("numeric key outside the NUMERIC domain")
-        out[16 * i : 16 * i + 16] = (-unscaled if sign else unscaled).to_bytes(16, "little", signed=True)
-    arr = pa.Array.from_buffers(pa.decimal128(38, NUMERIC_SCALE), len(cur), [None, pa.py_buffer(bytes(out))])
-    return arr, after
+        values.append(check_numeric_domain(d) if d.is_finite() else d)
+    return nm.to_arrow(values), after
 
 
 def _decode_list(
@@ -277,7 +269,7 @@ def _decode_list(
         perm[dest] = np.arange(len(dest))
         values = pa.concat_arrays(chunks).take(pa.array(perm))
     else:
-        values = pa.array([], type=t.elem.arrow)
+        values = pa.nulls(0, t.elem.arrow)
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=t.arrow), after
 
 

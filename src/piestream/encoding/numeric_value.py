@@ -3,16 +3,13 @@ in the durable encodings, a whole column at a time.
 
 - **Value payloads** keep each value's display scale: ``1.50`` is written as mantissa 150, scale 2
   (the 16-byte rust_decimal layout of `piestream.encoding.value_datum`, specials in byte 0). That
-  is the one change to the stored format: today's writer strips trailing zeros and today's reader
-  refuses them as corrupt, so data written this way needs a format version an older piestream
-  checks (the plan: /work/coord/notes/issue-14-s22.md). Every payload today's writer produces
-  decodes here to the same value (its scale being the normalized one).
+  is the one change to the stored format: the writer before per-value scales stripped trailing
+  zeros and its reader refuses them as corrupt, so relations holding such values are of
+  RELATION_FORMAT 4, which an older piestream refuses by number. Every payload the older writer
+  produced decodes here to the same value (its scale being the normalized one).
 - **Key bytes** are exactly today's memcomparable bytes (`piestream.encoding.memcmp_decimal`):
   equal values share a key whatever their scales (1.5 and 1.50), -Infinity < finite < Infinity
   < NaN. Keys do not change.
-
-Not yet called by the row encoders: NUMERIC columns are decimal128(38, 10) until issue 14's
-migration moves every consumer at once.
 """
 
 from __future__ import annotations
@@ -90,11 +87,27 @@ def from_value_payloads(payloads: np.ndarray, valid: np.ndarray | None) -> pa.Ar
     return na.pack(na.Num(hi_word, lo_word, sc, None if valid is None else live))
 
 
+def at_least_scale(col: pa.Array, scale: int) -> pa.Array:
+    """`col` with every finite value shown with at least `scale` fraction digits (zeros added,
+    exact): a numeric(p, s) column's values as PostgreSQL stores them, also those written
+    normalized (without trailing zeros) by piestream before per-value scales."""
+    num = na.unpack(col)
+    short = ~num.special & (num.scale < scale)
+    if not short.any():
+        return col
+    out, bad = na.rescale(num, np.where(short, scale, num.scale))
+    if (bad & num.vmask()).any():
+        raise NumericOutOfRange("numeric field overflow")
+    return na.pack(out)
+
+
 def key_bytes(col: pa.Array) -> list[bytes | None]:
     """Today's memcomparable (ascending) key bytes of each value, None for NULL: the key of 1.50
     is the key of 1.5. Per distinct value in Python (base-100 digits need big integers), as the
     decimal128 path of `piestream.encoding.memcmp_vec` does."""
     num = na.unpack(col)
+    if ((num.scale > NUMERIC_MAX_SCALE) & num.vmask()).any():  # a struct built around the builders
+        raise NumericOutOfRange("value overflows numeric format")
     neg, mh, ml = na.magnitude(num.hi, num.lo)
     fixed = {NAN_SCALE: bytes([NAN]), POS_INF_SCALE: bytes([POS_INF]), NEG_INF_SCALE: bytes([NEG_INF])}
     cache: dict[tuple[int, int], bytes] = {}

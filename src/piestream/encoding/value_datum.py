@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from piestream.common import numeric as nm
 from piestream.common.errors import DataCorruption, InvalidInput, NumericOutOfRange
 from piestream.common.interval import Interval
 from piestream.common.scalar import Datum, Row
@@ -237,28 +238,17 @@ def pack_unscaled(unscaled: int, scale: int) -> bytes:
 
 
 def numeric_payload(v: decimal.Decimal | int) -> bytes:
-    """The 16-byte payload of a NUMERIC value (normalized: trailing zeros stripped)."""
+    """The 16-byte payload of a NUMERIC value (its display scale kept)."""
     if isinstance(v, int):
         return pack_unscaled(v, 0)
     if not v.is_finite():
         if v.is_nan():
             return bytes([NUMERIC_NAN]) + bytes(15)
         return bytes([NUMERIC_NEG_INF if v.is_signed() else NUMERIC_POS_INF]) + bytes(15)
-    sign, digits, exp = v.as_tuple()
-    assert isinstance(exp, int)
-    if not any(digits):
-        return _NUMERIC_ZERO
-    n = len(digits)
-    while n > 1 and exp < 0 and digits[n - 1] == 0:
-        n -= 1
-        exp += 1
-    # 2**96 has 29 digits: refuse huge digit strings before building the integer.
-    if n + max(exp, 0) > 30:
-        raise NumericOutOfRange(f"numeric out of range: {v} does not fit a 96-bit mantissa")
-    mantissa = int("".join(map(str, digits[:n])))
-    if exp > 0:
-        mantissa *= 10**exp
-    return pack_numeric(bool(sign), mantissa, max(-exp, 0))
+    unscaled, scale = nm.parts_of(v)  # the display scale is stored (as numeric_value writes it)
+    if unscaled == 0:
+        return _NUMERIC.pack(scale << 16, 0, 0, 0)
+    return pack_numeric(unscaled < 0, abs(unscaled), scale)
 
 
 def _enc_numeric(v: Datum, t: DataType) -> bytes:
@@ -455,10 +445,8 @@ def unpack_numeric(buf: bytes | memoryview, pos: int) -> tuple[bool, int, int] |
     mantissa = lo | (mid << 32) | (hi << 64)
     if scale > NUMERIC_MAX_SCALE:
         raise DataCorruption(f"invalid numeric payload: scale {scale} exceeds {NUMERIC_MAX_SCALE}")
-    if mantissa == 0 and (scale or negative):
-        raise DataCorruption("invalid numeric payload: non-canonical zero")
-    if scale and mantissa % 10 == 0:
-        raise DataCorruption("invalid numeric payload: trailing zeros (not normalized)")
+    if mantissa == 0 and negative:  # values keep their display scale (0.00 too), zero no sign
+        raise DataCorruption("invalid numeric payload: negative zero")
     return negative, mantissa, scale
 
 

@@ -19,7 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from piestream.common.errors import DataCorruption
+from piestream.common.numeric import is_numeric_type
 from piestream.common.types import NUMERIC_PRECISION, NUMERIC_SCALE, DataType, TypeKind
+from piestream.encoding import numeric_value
 from piestream.encoding.ragged import Ragged
 from piestream.encoding.value_datum import (
     CE_DAYS_AT_UNIX_EPOCH,
@@ -141,7 +143,7 @@ def _decode_column(data: np.ndarray, pos: np.ndarray, end: np.ndarray, t: DataTy
     """The datums of type `t` at every cursor; advances `pos` past them."""
     n = len(pos)
     if n == 0:
-        return pa.array([], type=t.arrow)
+        return pa.nulls(0, t.arrow)
     _need(pos, end, 1, t)
     tags = data[pos]
     _fail_if(tags > 1, f"invalid null tag in a {t} datum")
@@ -262,6 +264,13 @@ def _numeric(data: np.ndarray, pos: np.ndarray, end: np.ndarray, t: DataType) ->
     10 fraction digits with big-integer arithmetic (rounding half away from zero, like
     `normalize_numeric`, when a stored value has more fraction digits than the column keeps)."""
     _need(pos, end, 16, t)
+    if is_numeric_type(t.arrow):  # per-value scale (issue 14): kept as stored
+        payloads = _read(data, pos, "V16").view(np.uint8).reshape(-1, 16)
+        pos += 16
+        col = numeric_value.from_value_payloads(payloads, None)
+        if t.typmod is not None:  # numeric(p, s) written before display scales were kept: pad to s
+            col = numeric_value.at_least_scale(col, t.typmod[1])
+        return col
     raw = _read(data, pos, "V16").tobytes()
     pos += 16
     k = len(raw) // 16

@@ -21,7 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.common.errors import DatetimeOutOfRange, InvalidInput, NumericOutOfRange
+from piestream.common.numeric import is_numeric_array
 from piestream.common.types import DataType, TypeKind
+from piestream.encoding import numeric_value
 from piestream.encoding.ragged import Ragged
 from piestream.encoding.value_datum import (
     CE_DAYS_AT_UNIX_EPOCH,
@@ -210,7 +212,7 @@ def _coerce(col: pa.Array | pa.ChunkedArray, t: DataType) -> pa.Array:
         return col
     if kind is TypeKind.BYTEA and (pa.types.is_binary(at) or pa.types.is_large_binary(at)):
         return col
-    if kind is TypeKind.NUMERIC and pa.types.is_decimal128(at):
+    if kind is TypeKind.NUMERIC and (pa.types.is_decimal128(at) or is_numeric_array(col)):
         return col
     if at == t.arrow:
         return col
@@ -312,6 +314,8 @@ def _append_column(b: _RowBuilder, col: pa.Array, t: DataType, parent: np.ndarra
         mdn = _values(col, _MONTH_DAY_NANO).copy()
         mdn["nanos"] //= NANOS_PER_USEC  # floor, like scalar.from_arrow
         b.fixed(mdn, 16, present)
+    elif kind is TypeKind.NUMERIC and is_numeric_array(col):  # per-value scale (issue 14)
+        b.fixed(numeric_value.value_payloads(col), 16, present)
     elif kind is TypeKind.NUMERIC:
         b.fixed(_numeric_payloads(col, present), 16, present)
     elif kind in (TypeKind.VARCHAR, TypeKind.BYTEA, TypeKind.JSONB):

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from piestream.common.chunk import DataChunk
 from piestream.common.errors import FeatureNotSupported, InternalError, InvalidInput, PiestreamError
-from piestream.common.scalar import from_arrow
+from piestream.common.scalar import from_arrow, to_arrow
 from piestream.common.types import (
     BIGINT,
     INT,
@@ -237,7 +237,7 @@ def _numeric_series(
             v += step
             c += 1
         counts[i] = c
-    return pa.array(values, t.arrow), counts
+    return to_arrow(values, t), counts
 
 
 def _calendar_series(
@@ -269,7 +269,7 @@ def _calendar_series(
         check_us(cur, alive)
         alive &= within(cur)
     if not values:
-        return pa.array([], t.arrow), np.zeros(len(valid), np.int64)
+        return pa.nulls(0, t.arrow), np.zeros(len(valid), np.int64)
     row = np.concatenate(rows)
     order = np.argsort(row, kind="stable")
     out = np.concatenate(values)[order]

@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from piestream.common import numeric as nm
 from piestream.common.chunk import DataChunk
 from piestream.common.errors import ExternalRoutineException, PiestreamError
 from piestream.common.scalar import from_arrow, to_arrow
@@ -145,7 +146,7 @@ class PythonUdfCall(Expr):
             any_null = arrays[0].is_null()
             for a in arrays[1:]:
                 any_null = pc.or_(any_null, a.is_null())
-            out = pc.if_else(any_null, pa.scalar(None, out.type), out)
+            out = nm.on_storage(pc.if_else, any_null, pa.scalar(None, out.type), out)
         return out
 
     def __str__(self) -> str:

@@ -32,12 +32,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
 from piestream.common.chunk import DataChunk
 from piestream.common.errors import FeatureNotSupported, NumericOutOfRange
 from piestream.common.order import ASC, DESC, OrderType
 from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind
 from piestream.encoding.memcomparable import encode_columns_arrow
 from piestream.expr.expr import Expr
+from piestream.expr.functions import numeric_scaled
 
 UNBOUNDED_PRECEDING = "unbounded preceding"
 PRECEDING = "preceding"
@@ -224,7 +227,7 @@ def _evaluate(call: WindowFunctionCall, rows: SortedRows, t: np.ndarray) -> pa.A
         values = _take(col[call.args[0]], np.where(inside, src, -1), out)
         if len(call.args) > 1:  # the default where the offset row does not exist
             default = _take(col[call.args[1]], t, out)
-            values = pc.if_else(pa.array(inside), values, default)
+            values = nm.on_storage(pc.if_else, pa.array(inside), values, default)
         return values
     start, end = frame_bounds(call.frame or WHOLE_PARTITION, rows, t)
     empty = start > end
@@ -379,6 +382,8 @@ def _sum_avg(
         sums = _window_sum(v, s, e1)
         res = sums if k == "sum" else sums / np.maximum(counts, 1)
         return pa.array(res, mask=none).cast(out.arrow)
+    if t.kind is TypeKind.NUMERIC and nm.is_numeric_array(values):
+        return _scaled_sum_avg(k, values, valid, s, e1, counts, none)
     if t.kind is TypeKind.NUMERIC:
         v = np.array(
             [
@@ -406,6 +411,9 @@ def _sum_avg(
             except (OverflowError, pa.ArrowInvalid) as err:
                 raise NumericOutOfRange(f"{out.kind.value} out of range") from err
         return _decimals(sums, none, out)
+    if nm.is_numeric_type(out.arrow):  # avg of integers on issue 14's layout: select_div_scale
+        avg = numeric_scaled.divide_by_counts(_decimals(sums, none, out), np.maximum(counts, 1))
+        return nm.on_storage(pc.if_else, pa.array(none), pa.nulls(len(avg), avg.type), avg)
     # avg: exact sum / count rounded half away from zero to NUMERIC_SCALE digits (as GROUP BY's avg)
     dec_sums = _decimals(sums, none, out).cast(pa.decimal256(40, NUMERIC_SCALE))
     q = pc.divide(dec_sums, pa.array(np.maximum(counts, 1)).cast(pa.decimal256(20, 0)))
@@ -416,12 +424,80 @@ def _sum_avg(
         raise NumericOutOfRange("numeric field overflow") from err
 
 
+def _range_max(x: np.ndarray, s: np.ndarray, e1: np.ndarray) -> np.ndarray:
+    """max(x[s:e1]) per frame (-1 for an empty one) with a sparse table: log2(n) numpy passes."""
+    n = len(x)
+    levels = [x]
+    while (1 << len(levels)) <= n:
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.maximum(prev[:-half], prev[half:]))
+    length = np.maximum(e1 - s, 1)
+    j = np.floor(np.log2(length)).astype(np.int64)
+    out = np.full(len(s), -1, np.int64)
+    for lv in np.unique(j[e1 > s]).tolist():
+        rows = np.flatnonzero((j == lv) & (e1 > s))
+        table = levels[lv]
+        out[rows] = np.maximum(table[s[rows]], table[e1[rows] - (1 << lv)])
+    return out
+
+
+def _scaled_sum_avg(
+    k: str,
+    values: pa.Array,
+    valid: np.ndarray,
+    s: np.ndarray,
+    e1: np.ndarray,
+    counts: np.ndarray,
+    none: np.ndarray,
+) -> pa.Array:
+    """sum / avg over frames of per-value-scale NUMERIC (issue 14): the sum has the largest scale
+    among the frame's values (not the prefix sums' scale), NaN / ±Infinity as numeric.c, avg
+    with select_div_scale."""
+    num = na.unpack(values)
+    fin = valid & ~num.special
+    scales = np.where(fin, num.scale, -1)
+    top = _range_max(scales, s, e1)
+
+    def frame_counts(mask: np.ndarray) -> np.ndarray:
+        prefix = np.zeros(len(mask) + 1, np.int64)
+        np.cumsum(mask, out=prefix[1:])
+        return prefix[e1] - prefix[s]
+
+    nan = frame_counts(valid & (num.scale == nm.NAN_SCALE))
+    pinf = frame_counts(valid & (num.scale == nm.POS_INF_SCALE))
+    ninf = frame_counts(valid & (num.scale == nm.NEG_INF_SCALE))
+    v = np.array(
+        [x if ok else decimal.Decimal(0) for x, ok in zip(values.to_pylist(), fin.tolist(), strict=True)],
+        dtype=object,
+    )  # per row: Decimal objects (exact sums; no numpy decimal dtype)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 120
+        sums = _window_sum(v, s, e1)
+        out: list[decimal.Decimal | None] = []
+        for i, d in enumerate(sums.tolist()):  # per frame: its Decimal sum at the frame's scale
+            if none[i]:
+                out.append(None)
+            elif nan[i] or (pinf[i] and ninf[i]):
+                out.append(nm.NAN)
+            elif pinf[i] or ninf[i]:
+                out.append(nm.POS_INF if pinf[i] else nm.NEG_INF)
+            else:
+                out.append(nm.check(d.quantize(decimal.Decimal(1).scaleb(-max(int(top[i]), 0)))))
+    total = nm.to_arrow(out)
+    if k == "sum":
+        return total
+    avg = numeric_scaled.divide_by_counts(total, np.maximum(counts, 1))
+    return nm.on_storage(pc.if_else, pa.array(none), pa.nulls(len(avg), avg.type), avg)
+
+
 def _decimals(sums: np.ndarray, none: np.ndarray, out: DataType) -> pa.Array:
     """Sums as NUMERIC (per row: Python Decimals, the exact domain of the sums)."""
     vals = [
         None if nn else x if isinstance(x, decimal.Decimal) else decimal.Decimal(int(x))
         for x, nn in zip(sums.tolist(), none.tolist(), strict=True)
     ]
+    if nm.is_numeric_type(out.arrow):  # integer sums on issue 14's layout: scale 0
+        return nm.to_arrow([None if v is None else nm.check(v) for v in vals])
     try:
         return pa.array(vals, _DEC).cast(out.arrow)
     except (pa.ArrowInvalid, decimal.InvalidOperation) as err:

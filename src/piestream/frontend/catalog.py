@@ -111,8 +111,12 @@ class SubscriptionInfo:
 #: untyped ``extra`` dict and is still read; format 2 added subscriptions (a format-1 reader would
 #: not know them, so it refuses the directory instead of dropping them); format 3 may spell a
 #: column type ``numeric dscale N`` (`type_text`: a plain NUMERIC's display scale), which a
-#: format-2 reader could not parse (so it refuses the entry by its format instead); format 4 may
-#: hold a source's or table's watermark (a format-3 reader would drop it silently, so it refuses).
+#: format-2 reader could not parse (so it refuses the entry by its format instead); format 4
+#: relations hold per-value-scale NUMERIC (issue 14): values with trailing zeros, NaN and
+#: +-Infinity, which a format-3 reader would take for corruption (so it refuses them by number),
+#: and a source's or table's watermark (which a format-3 reader would drop silently).
+#: A format-3 relation's values were stored normalized at 10 fraction digits: they read as they
+#: are, a numeric(p, s) column's padded to s on read.
 RELATION_FORMAT = 4
 
 

@@ -38,6 +38,7 @@ from piestream.frontend.source_spec import definition_source_spec
 from piestream.meta.store import MetaStore
 from piestream.plan.fragment import Fragment
 from piestream.plan.legacy import FORMAT0_MAGIC, convert_fragments
+from piestream.plan.numeric_rules import keep_decimal_rules
 from piestream.plan.serde import decode_fragments, encode_fragments
 from piestream.plan.source import SourceSpec
 
@@ -163,6 +164,7 @@ class CatalogStore:
             if data[:1] != FORMAT0_MAGIC:
                 continue  # already a plan document
             frags = convert_fragments(data, self._format0_source_spec, self._format0_sink_options)
+            frags = keep_decimal_rules(frags)  # planned with decimal128 NUMERIC: keeps its rules
             self.meta.put(_NS_JOB, key, encode_fragments(frags))
         for rel in self._relations.values():
             self.meta.put(_NS_REL, rel.name, json.dumps(rel.to_json()))

@@ -120,6 +120,9 @@ class AggCall:
     filter: Expr | None = None
     order_by: tuple[tuple[int, OrderType], ...] = ()
     delimiter: str | None = None
+    #: planned before per-value-scale NUMERIC (plan format <= 2): the old NUMERIC state and
+    #: rounding (`piestream.plan.numeric_rules`)
+    decimal_rules: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", AggKind(self.kind))
@@ -179,6 +182,10 @@ class AggCall:
         return s
 
 
+#: Display scales 0..28 of the per-value-scale NUMERIC layout (`piestream.common.numeric`).
+NUMERIC_SCALES = 29
+
+
 def sum_state_type(kind: AggKind, arg: DataType, ret: DataType) -> DataType:
     """sum/sum0 keep their result type (REAL accumulates in DOUBLE); avg keeps BIGINT for small
     integers and NUMERIC for bigint / numeric; INTERVAL sums stay INTERVAL."""
@@ -201,7 +208,13 @@ def agg_state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[st
     if kind in (AggKind.SUM, AggKind.SUM0, AggKind.AVG):
         assert arg_type is not None
         cols = [("_sum", sum_state_type(kind, arg_type, call.return_type))]
-        return cols + ([("_count", BIGINT)] if kind is not AggKind.SUM0 else [])
+        cols += [("_count", BIGINT)] if kind is not AggKind.SUM0 else []
+        if arg_type.kind is TypeKind.NUMERIC:
+            # issue 14's per-value scales: how many values of each display scale (the sum's scale
+            # is the largest present, also after retractions) and of NaN, +Infinity, -Infinity
+            cols += [(f"_scale{s}", BIGINT) for s in range(NUMERIC_SCALES)]
+            cols += [("_nan", BIGINT), ("_pinf", BIGINT), ("_ninf", BIGINT)]
+        return cols
     if kind in (AggKind.BOOL_AND, AggKind.BOOL_OR):
         return [("_true", BIGINT), ("_false", BIGINT)]
     return [("", call.return_type)]  # the (last) output: rebuilds U- / Delete after a restart

@@ -42,6 +42,7 @@ from piestream.plan.hash_agg import AggTables, DistinctTable, MaterializedInputT
 from piestream.plan.hash_join import JoinType
 from piestream.plan.materialize import ConflictBehavior
 from piestream.plan.node import NODE_KINDS
+from piestream.plan.numeric_rules import keep_decimal_rules
 from piestream.plan.source import SourceLimits, SourceSpec
 from piestream.plan.watermark import ColumnWatermark, WatermarkSource, WatermarkStep
 from piestream.storage.table.desc import TableDesc
@@ -51,8 +52,14 @@ from piestream.storage.table.desc import TableDesc
 #: Format 2: SQL types are `type_text` (a plain NUMERIC may carry ``dscale N``); format 1 is read
 #: (its types have no display scale) and a format-1 reader refuses format 2 by its number.
 #: Format 3: watermarks (the WatermarkFilter node, `ColumnWatermark` fields on HashAgg and
-#: HashJoin); formats 1 and 2 are read (their nodes carry no watermark: the fields' defaults).
+#: HashJoin; older documents carry none: the fields' defaults), and NUMERIC with per-value scales
+#: (issue 14): sum / avg state tables hold per-scale counts, results follow PostgreSQL's scales.
+#: A plan of format <= 2 is loaded under the old NUMERIC rules
+#: (`piestream.plan.numeric_rules.keep_decimal_rules`), so its view stays consistent with the rows
+#: it already holds; AggCall's `decimal_rules` carries that into format 3 documents.
 PLAN_FORMAT = 3
+#: the last format planned with decimal128(38, 10) NUMERIC
+LAST_DECIMAL_NUMERIC_FORMAT = 2
 
 #: Metadata key of a dataclass field added in a later format: left out of the document while it
 #: holds its default, so plans that do not use it encode exactly as the earlier format did.
@@ -105,6 +112,8 @@ def _registry() -> dict[str, type]:
 # every node kind has registered by now: importing this module imported the `piestream.plan` package
 _BY_NAME = _registry()
 _NAME_OF = {cls: name for name, cls in _BY_NAME.items()}
+#: every dataclass a plan is made of (what `piestream.plan.numeric_rules` walks)
+PLAN_CLASSES = frozenset(_BY_NAME.values())
 _ENUM_NAME_OF = {cls: name for name, cls in ENUMS.items()}
 
 
@@ -217,7 +226,10 @@ def encode_fragments(fragments: list[Fragment]) -> str:
 
 def decode_fragments(text: str | bytes) -> list[Fragment]:
     doc = _document(text)
-    return [from_json(f) for f in doc["fragments"]]
+    frags = [from_json(f) for f in doc["fragments"]]
+    if doc["format"] <= LAST_DECIMAL_NUMERIC_FORMAT:
+        frags = keep_decimal_rules(frags)
+    return frags
 
 
 def encode_fragment(fragment: Fragment) -> bytes:
@@ -226,7 +238,10 @@ def encode_fragment(fragment: Fragment) -> bytes:
 
 
 def decode_fragment(data: bytes) -> Fragment:
-    f = from_json(_document(data)["fragment"])
+    doc = _document(data)
+    f = from_json(doc["fragment"])
+    if doc["format"] <= LAST_DECIMAL_NUMERIC_FORMAT:
+        f = keep_decimal_rules(f)
     assert isinstance(f, Fragment)
     return f
 

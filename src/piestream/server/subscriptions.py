@@ -134,7 +134,7 @@ def snapshot_changes(storage: Any, epoch: int, upstream: Relation) -> pa.Table:
     schema = change_schema(upstream)
     n = sum(c.capacity for c in chunks)
     cols = [
-        pa.concat_arrays([c.columns[i] for c in chunks]) if chunks else pa.array([], t.arrow)
+        pa.concat_arrays([c.columns[i] for c in chunks]) if chunks else pa.nulls(0, t.arrow)
         for i, (_, t) in enumerate(schema[: len(visible)])
     ]
     cols += [pa.array(np.full(n, "insert", object), pa.string()), pa.array(np.full(n, epoch, np.int64))]

@@ -707,7 +707,7 @@ def test_unknown_format_version_is_refused_clearly() -> None:
     bad = bytearray(data)
     struct.pack_into("<I", bad, len(bad) - 8, 9)  # footer: ... version u32 | magic u32
     obj.put(info.path, bytes(bad))
-    with pytest.raises(SstFormatError, match=r"version 9, but this piestream reads only versions 1, 2, 3"):
+    with pytest.raises(SstFormatError, match=r"version 9, but this piestream reads only versions 1, 2, 3, 4"):
         SstableStore(obj).meta(info)
 
 
@@ -764,7 +764,7 @@ def _as_version_2(built: BuiltSstable) -> BuiltSstable:
 @pytest.mark.parametrize("kind", ["memory", "local"])
 @pytest.mark.parametrize("compression", [COMPRESSION_NONE, COMPRESSION_LZ4])
 def test_version_2_ssts_still_read(compression: int, kind: str, tmp_path: Path) -> None:
-    """An SST written by format version 2 reads as its version 3 twin does (scans and batched
+    """An SST written by format version 2 reads as its current twin does (scans and batched
     gets, mapped or not), and its xxh64 block checksums still catch a flipped byte."""
     obj = _corruption_store(kind, tmp_path)
     pairs = make_pairs(300, versions=3, value_len=(0, 40))
@@ -784,3 +784,132 @@ def test_version_2_ssts_still_read(compression: int, kind: str, tmp_path: Path) 
     _overwrite(obj, old.path, bytes(bad))
     with pytest.raises(DataCorruption, match="block 2"):
         _read_all(obj, old)
+
+
+def _with_meta(built: BuiltSstable, meta: SstableMeta, version: int) -> BuiltSstable:
+    """`built` with its meta replaced (re-encoded, checksummed, footer of `version`); blocks and
+    search words stay as they are."""
+    enc = meta.encode()
+    end = built.meta_offset
+    footer = struct.pack("<QIQII", end, len(enc), xxhash.xxh64_intdigest(enc), version, MAGIC)
+    return BuiltSstable(built.data[:end] + enc + footer, meta, end)
+
+
+def _meta_copy(m: SstableMeta, **changes: int) -> SstableMeta:
+    fields = dict(
+        offsets=m.offsets,
+        lengths=m.lengths,
+        usizes=m.usizes,
+        key_counts=m.key_counts,
+        first_keys=m.first_key_ragged,
+        smallest_key=m.smallest_key,
+        largest_key=m.largest_key,
+        key_count=m.key_count,
+        min_epoch=m.min_epoch,
+        max_epoch=m.max_epoch,
+        table_ids=m.table_ids,
+        unfiltered_table_ids=m.unfiltered_table_ids,
+        bloom=m.bloom,
+        version=m.version,
+        words_offset=m.words_offset,
+        words_checksum=m.words_checksum,
+        key_width=m.key_width,
+        value_width=m.value_width,
+    )
+    return SstableMeta(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+def test_key_and_value_widths_are_recorded() -> None:
+    """Version 4 metas carry the one key length and the one value length of an SST (0 where
+    lengths differ), and they survive the meta's encoding."""
+    fixed = make_pairs(200, versions=3, value_len=(8, 8), tombstone_rate=0.0)
+    built = build_sstable(batch_of(fixed), block_size=512)
+    assert (built.meta.key_width, built.meta.value_width) == (len(fixed[0][0]), 9)  # tag + 8 bytes
+    obj = new_store()
+    info = SstableStore(obj).upload(built)
+    m = SstableStore(obj).meta(info)
+    assert (m.version, m.key_width, m.value_width) == (4, len(fixed[0][0]), 9)
+    mixed = make_pairs(200, versions=3, value_len=(8, 8), tombstone_rate=0.2)  # tombstones: 1 byte
+    built = build_sstable(batch_of(mixed), block_size=512)
+    assert (built.meta.key_width, built.meta.value_width) == (len(mixed[0][0]), 0)
+    ragged = [(full_key(user_key(1, 0, b"k" * (i % 5 + 1)), epoch(1)), put_value(b"v")) for i in range(5)]
+    built = build_sstable(batch_of(sorted(ragged)), block_size=512)
+    assert (built.meta.key_width, built.meta.value_width) == (0, 2)
+
+
+@pytest.mark.parametrize("kind", ["memory", "local"])
+def test_fixed_width_sst_batched_gets_match_the_model(kind: str, tmp_path: Path) -> None:
+    """Batched gets through an SST with fixed-width keys and values (entries placed by the widths,
+    not the offset columns) return every key's newest version, cold and warm, like a scan."""
+    obj = _corruption_store(kind, tmp_path)
+    pairs = make_pairs(1500, versions=4, value_len=(12, 12), tombstone_rate=0.0)
+    built = build_sstable(batch_of(pairs), block_size=1024)
+    assert built.meta.key_width and built.meta.value_width
+    info = SstableStore(obj).upload(built)
+    newest: dict[bytes, bytes] = {}
+    for k, v in pairs:  # sorted: a key's newest version first
+        newest.setdefault(k[:-8], v[1:])
+    ukeys = [*newest, user_key(1, 0, b"absent!!"), user_key(1, 3, b"\xff" * 8)]
+    random.Random(3).shuffle(ukeys)
+    version = HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(60))
+    hs = HummockStorage(SstableStore(obj), version)
+    want = [newest.get(k) for k in ukeys]
+    assert hs.multi_get(ukeys) == want  # cold
+    assert hs.multi_get(ukeys) == want  # warm: every block loaded
+    assert [hs.get(k) for k in ukeys[:50]] == want[:50]
+    assert _read_all(obj, info) == pairs
+
+
+@pytest.mark.parametrize("kind", ["memory", "local"])
+def test_widths_that_do_not_fit_the_blocks_are_corruption(kind: str, tmp_path: Path) -> None:
+    """A meta whose key width disagrees with its blocks' key bytes is refused when a block loads,
+    not used to place entries."""
+    obj = _corruption_store(kind, tmp_path)
+    pairs = make_pairs(300, versions=2, value_len=(6, 6), tombstone_rate=0.0)
+    built = build_sstable(batch_of(pairs), block_size=512)
+    bad = _with_meta(built, _meta_copy(built.meta, key_width=built.meta.key_width + 1), 4)
+    info = SstableStore(obj).upload(bad)
+    with pytest.raises(DataCorruption, match="inconsistent"):
+        _multi_get_all(obj, info, [k[:-8] for k, _ in pairs[::7]])
+
+
+@pytest.mark.parametrize("kind", ["memory", "local"])
+def test_version_3_ssts_still_read(kind: str, tmp_path: Path) -> None:
+    """An SST written by format version 3 (search words, no widths) reads as its version 4 twin
+    does: batched gets place entries by the offset columns."""
+    obj = _corruption_store(kind, tmp_path)
+    pairs = make_pairs(400, versions=3, value_len=(5, 5), tombstone_rate=0.0)
+    built = build_sstable(batch_of(pairs), block_size=512)
+    new = SstableStore(obj).upload(built)
+    old = SstableStore(obj).upload(_with_meta(built, _meta_copy(built.meta, version=3), 3))
+    m = SstableStore(obj).meta(old)
+    assert (m.version, m.key_width, m.value_width) == (3, 0, 0)
+    assert _read_all(obj, old) == _read_all(obj, new) == pairs
+    ukeys = [*sorted({k[:-8] for k, _ in pairs}), user_key(1, 0, b"absent")]
+    got = _multi_get_all(obj, old, ukeys)
+    assert got == _multi_get_all(obj, new, ukeys)
+    assert any(v is not None for v in got) and got[-1] is None
+
+
+def test_batched_get_fills_the_few_blocks_a_mapped_sst_misses(tmp_path: Path) -> None:
+    """A mapped SST warmed block by block (single-key gets) with a few blocks never read gets
+    them verified by the next batched get, so it and later batches take the warm search; one
+    with most blocks missing keeps loading on demand."""
+    obj = LocalObjectStore(tmp_path / "objects")
+    pairs = make_pairs(1500, versions=2, value_len=(10, 10), tombstone_rate=0.0)
+    built = build_sstable(batch_of(pairs), block_size=512)
+    nb = len(built.meta)
+    assert nb >= 16
+    info = SstableStore(obj).upload(built)
+    version = HummockVersion(id=1, l0=(Level(0, (info,), 1),), max_committed_epoch=epoch(60))
+    ukeys = sorted({k[:-8] for k, _ in pairs})
+    newest = {k[:-8]: v[1:] for k, v in reversed(pairs)}  # reversed: the newest version wins
+    # the keys asked lie in the first blocks; the block left out is the last
+    for warm, filled in ((np.arange(nb - 1), True), (np.arange(1), False)):
+        ss = SstableStore(obj)
+        ss.load_blocks(info, warm)  # what single-key gets leave behind
+        d = ss.block_cache.peek(info.object_id)
+        assert d is not None and d.load_on_demand and not d.all_loaded
+        got = HummockStorage(ss, version).multi_get(ukeys[:40])
+        assert got == [newest[k] for k in ukeys[:40]]
+        assert d.all_loaded is filled

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
 from piestream.common.errors import InvalidInput, PiestreamError
 from piestream.common.types import NUMERIC_SCALE, DataType, TypeKind, from_arrow
 
@@ -98,6 +100,8 @@ def to_spark_arrow(arr: pa.Array, t: DataType, target: pa.DataType) -> pa.Array:
         ]
         mask = arr.is_null() if arr.null_count else None
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    elif nm.is_numeric_array(arr):  # per-value scales (issue 14): Spark's fixed-scale decimal
+        arr = na.to_export_decimal(arr)
     return arr if arr.type == target else arr.cast(target)
 
 

@@ -21,6 +21,7 @@ from piestream.expr.coercion import normalize
 from piestream.expr.expr import FuncCall
 from piestream.expr.functions import datetime_arith
 from piestream.expr.functions import decimal as dec
+from piestream.expr.functions import numeric_scaled as ns
 from piestream.expr.functions.registry import register
 from piestream.expr.functions.vec import and_valid, from_numpy, full_valid, view
 
@@ -181,12 +182,19 @@ def _power(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
 
 
 def _numeric_power(x: _pydecimal.Decimal, y: _pydecimal.Decimal) -> _pydecimal.Decimal:
+    if x.is_nan() or y.is_nan():  # PostgreSQL: NaN ^ 0 = 1 ^ NaN = 1, else NaN
+        return _pydecimal.Decimal(1) if (y == 0 or x == 1) else _pydecimal.Decimal("NaN")
+    if not (x.is_finite() and y.is_finite()):
+        if y == 0 or x == 1:
+            return _pydecimal.Decimal(1)
+        try:
+            return x**y
+        except _pydecimal.InvalidOperation:  # -Infinity ^ non-integer: PostgreSQL's +-Infinity / 0
+            return _pydecimal.Decimal("Infinity") if y > 0 else _pydecimal.Decimal(0)
     if x == 0 and y < 0:
         raise InvalidInput("zero raised to a negative power is undefined", sqlstate=_POWER_ERROR)
     if x < 0 and y != y.to_integral_value():
         raise InvalidInput(
             "a negative number raised to a non-integer power yields a complex result", sqlstate=_POWER_ERROR
         )
-    if y == y.to_integral_value() and abs(y) <= 10_000:
-        return x ** int(y)
-    return x**y
+    return ns.pg_power(x, y)

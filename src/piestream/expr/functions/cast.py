@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import math
 from decimal import Decimal
 from typing import Any
 
@@ -21,13 +20,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from piestream.common.errors import DatatypeMismatch, FeatureNotSupported, InvalidInput, NumericOutOfRange
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays
+from piestream.common.errors import DatatypeMismatch, InvalidInput, NumericOutOfRange
 from piestream.common.scalar import normalize_numeric
 from piestream.common.text import format_datum, parse_datum
 from piestream.common.types import NUMERIC, DataType, TypeKind
 from piestream.expr.coercion import normalize, type_name
 from piestream.expr.expr import FuncCall
 from piestream.expr.functions import decimal as dec
+from piestream.expr.functions import numeric_scaled
 from piestream.expr.functions.registry import register
 from piestream.expr.functions.vec import (
     USECS_PER_DAY,
@@ -61,6 +63,8 @@ def cast_array(x: pa.Array, src: DataType, dst: DataType) -> pa.Array:
     if dst.typmod is not None:  # NUMERIC(p, s): convert, then round and check the digits
         return dec.apply_typmod(cast_array(x, src, NUMERIC), *dst.typmod)
     s, d = normalize(src), normalize(dst)
+    if d.kind is TypeKind.NUMERIC and pa.types.is_decimal128(x.type) and nm.is_numeric_type(d.arrow):
+        x = numeric_arrays.from_decimal(x)  # an outside decimal (Spark, Parquet): its column's scale
     if s == d and not d.has_typmod:
         return x if x.type == dst.arrow else x.cast(dst.arrow)
     sk, dk = s.kind, d.kind
@@ -113,7 +117,7 @@ def _numeric_cast(x: pa.Array, sk: TypeKind, dk: TypeKind) -> pa.Array:
         return _float_to_int(x, dk)
     if sk in _FLOATS and dk is TypeKind.NUMERIC:
         digits = 15 if sk is TypeKind.DOUBLE else 6
-        return per_row(lambda f: _float_to_numeric(f, digits), [x], NUMERIC)
+        return numeric_scaled.from_float(x, digits)
     if sk is TypeKind.REAL and dk is TypeKind.DOUBLE:
         return x.cast(pa.float64())
     return _to_real(x)
@@ -144,12 +148,6 @@ def _float_to_int(x: pa.Array, dk: TypeKind) -> pa.Array:
         raise _out_of_range(dk)
     t = DataType(dk).arrow
     return from_numpy(np.where(v, r, 0).astype(t.to_pandas_dtype()), valid, t)
-
-
-def _float_to_numeric(f: float, digits: int) -> Decimal:
-    if not math.isfinite(f):
-        raise FeatureNotSupported(f"cannot convert {format_datum(f, DataType(TypeKind.DOUBLE))} to numeric")
-    return dec.checked_numeric(Decimal(f"{f:.{digits}g}"))
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -190,38 +188,18 @@ def to_text(x: pa.Array, t: DataType) -> pa.Array:
 
 
 def _numeric_text(x: pa.Array, t: DataType = NUMERIC) -> pa.Array:
-    """Plain notation without trailing fraction zeros (a numeric(p, s) value shows s fraction
-    digits, as `format_datum`): vectorized for values whose unscaled integer fits int64, per row
-    (format_datum) for the others."""
-    hi, lo = dec.to_i128(x)
-    fits = dec.fits_i64(hi, lo)
-    v = np.where(fits, lo.view(np.int64), 0)
-    mag = np.abs(v)
-    whole, frac = np.divmod(mag, np.int64(10**10))
-    sign = pc.if_else(pa.array(v < 0), "-", "")
-    frac_text = pc.utf8_lpad(pa.array(frac).cast(pa.string()), width=10, padding="0")
-    text = pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), ".", frac_text, "")
-    out = _strip_fraction(text)
-    if t.display_scale is not None:  # s digits where the value has no more than that
-        s = t.display_scale
-        head = pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), "")
-        fixed = (
-            pc.binary_join_element_wise(head, ".", pc.utf8_slice_codeunits(frac_text, 0, s), "")
-            if s
-            else head
-        )
-        out = pc.if_else(pa.array(frac % np.int64(10 ** (10 - s)) == 0), fixed, out)
-    valid = full_valid(and_valid(x), len(x))
-    if not fits.all():
-        from piestream.common.scalar import from_arrow
-        from piestream.expr.functions.vec import scatter
+    """numeric_out of a column (each value's display scale; a type's pads)."""
+    return _scaled_numeric_text(x, t)
 
-        big = np.flatnonzero(~fits & valid)
-        vals = from_arrow(x.take(pa.array(big)), NUMERIC)
-        keep = np.flatnonzero(fits)
-        big_text = pa.array([format_datum(d, t) for d in vals], pa.string())
-        out = scatter(len(x), [(keep, out.take(pa.array(keep))), (big, big_text)], pa.string())
-    return out if valid.all() else pc.if_else(pa.array(valid), out, pa.nulls(len(x), pa.string()))
+
+def _scaled_numeric_text(x: pa.Array, t: DataType) -> pa.Array:
+    """numeric_out under the per-value-scale layout; a type's display scale (numeric(p, s), or
+    one PostgreSQL's rules fix) pads values with fewer digits (exact: zeros are only added)."""
+    if t.display_scale is not None:
+        num = numeric_arrays.unpack(x)
+        pad = np.where(num.special, num.scale, np.maximum(num.scale, t.display_scale))
+        x = numeric_scaled.rescale_to(x, pad, "round")
+    return numeric_scaled.to_text(x)
 
 
 def _float_text(x: pa.Array, t: DataType) -> pa.Array:

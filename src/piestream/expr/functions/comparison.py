@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
 from piestream.common.scalar import from_arrow
 from piestream.common.types import DataType, TypeKind
 from piestream.expr.coercion import normalize
@@ -63,7 +66,67 @@ def compare(op: str, t: DataType, x: pa.Array, y: pa.Array) -> pa.Array:
         return _interval_compare(op, x, y)
     elif kind in (TypeKind.LIST, TypeKind.STRUCT):
         return _composite_compare(op, t, x, y)
+    elif kind is TypeKind.NUMERIC and nm.is_numeric_array(x):
+        return numeric_compare(op, x, y)
     return pc.call_function(_ARROW[op], [x, y])
+
+
+def numeric_compare(op: str, x: pa.Array, y: pa.Array | Decimal) -> pa.Array:
+    """`op` over NUMERIC values of the per-value-scale layout (1.5 = 1.50, NaN = NaN and above
+    every number); `y` may be one value, unpacked once and broadcast."""
+    a = na.unpack(x)
+    if isinstance(y, Decimal):
+        fast = _compare_with_constant(a, y)
+        if fast is not None:
+            return from_numpy(_from_lt_eq(op, fast < 0, fast == 0, fast > 0), a.valid, pa.bool_())
+        one = na.unpack(nm.to_arrow([y]))
+        n = len(a)
+        b = na.Num(
+            np.broadcast_to(one.hi, n), np.broadcast_to(one.lo, n), np.broadcast_to(one.scale, n), None
+        )
+        valid = a.valid
+    else:
+        b = na.unpack(y)
+        valid = and_valid(x, y)
+    c = na.compare(a, b)
+    return from_numpy(_from_lt_eq(op, c < 0, c == 0, c > 0), valid, pa.bool_())
+
+
+def _compare_with_constant(a: na.Num, y: Decimal) -> np.ndarray | None:
+    """-1 / 0 / 1 of every value against one finite constant, in int64 per distinct scale of the
+    column (one or a few): the constant is aligned to the column's scale instead of the column
+    to the constant's. None when a value does not fit 63 bits (the general path then)."""
+    if not y.is_finite() or not na.fits_int64(a.hi, a.lo).all():
+        return None
+    u, t = nm.parts_of(nm.check(y))
+    out = np.zeros(len(a), np.int8)
+    special = a.special
+    any_special = bool(special.any())
+    if any_special:
+        cls = na.value_class(a.scale)
+        out[special] = np.where(cls[special] > 1, 1, -1)  # +Infinity and NaN above, -Infinity below
+    x_all = a.lo.view(np.int64)
+    finite_scales = a.scale[~special] if any_special else a.scale
+    present: list[int] = np.flatnonzero(np.bincount(finite_scales, minlength=1)).tolist()
+    for s in present if len(finite_scales) else []:
+        whole = len(present) == 1 and not any_special
+        rows = slice(None) if whole else np.flatnonzero(~special & (a.scale == s))
+        x = x_all[rows]
+        if t <= s:  # the constant at the column's scale, exact
+            c = u * 10 ** (s - t)
+            if abs(c) >= 2**63:
+                out[rows] = -1 if c > 0 else 1
+                continue
+            out[rows] = (x > c).astype(np.int8) - (x < c).astype(np.int8)
+        else:  # x vs u / 10**k: floor division decides, equality only when it divides exactly
+            q, r = divmod(u, 10 ** (t - s))
+            if abs(q) >= 2**62:
+                out[rows] = -1 if q > 0 else 1
+                continue
+            gt = x > q
+            lt = (x < q) | ((x == q) & (r != 0))
+            out[rows] = gt.astype(np.int8) - lt.astype(np.int8)
+    return out
 
 
 def _has_nan(a: pa.Array) -> bool:
@@ -115,7 +178,7 @@ def sort_key(v: Any, t: DataType) -> Any:
         return (0, tuple(sort_key(e, elem) for e in v))
     if k is TypeKind.STRUCT:
         return (0, tuple(sort_key(v.get(f.name), f.data_type) for f in t.fields))
-    if isinstance(v, float) and math.isnan(v):
+    if (isinstance(v, float) and math.isnan(v)) or (isinstance(v, Decimal) and v.is_nan()):
         return (0, 1)
     if k is TypeKind.INTERVAL:
         return (0, 0, v.total_usecs)
@@ -166,6 +229,13 @@ def _register_comparison(op: str) -> None:
     def impl(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
         t = call.args[0].return_type
         rhs = call.args[1]
+        if (
+            isinstance(rhs, Literal)
+            and isinstance(rhs.value, Decimal)
+            and normalize(t).kind is TypeKind.NUMERIC
+            and nm.is_numeric_array(a[0])
+        ):
+            return numeric_compare(op, a[0], rhs.value)
         if isinstance(rhs, Literal) and normalize(t).kind in _SCALAR_OK and rhs.value is not None:
             # compare against a scalar: the literal is never copied into an n-row array
             return pc.call_function(_ARROW[op], [a[0], pa.scalar(rhs.value, t.arrow)])
@@ -211,7 +281,11 @@ def _in(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
     t = call.args[0].return_type
     x = a[0]
     consts = call.args[1:]
-    if normalize(t).kind in _HASHABLE and all(isinstance(c, Literal) for c in consts):
+    if (
+        normalize(t).kind in _HASHABLE
+        and not nm.is_numeric_array(x)
+        and all(isinstance(c, Literal) for c in consts)
+    ):
         lits = [c.value for c in consts if isinstance(c, Literal)]
         non_null = [v for v in lits if v is not None]
         if non_null and None not in lits:

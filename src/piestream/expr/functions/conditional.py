@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
 from piestream.common.chunk import DataChunk
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.expr.functions.comparison import compare
@@ -73,7 +74,8 @@ def _case(call: FuncCall, chunk: DataChunk) -> pa.Array:
     if all(cannot_fail(a) for a in args):  # no error to hide: one vectorized case_when
         conds = [a.eval(chunk) for a in args[:-1:2]]
         values = [a.eval(chunk) for a in (*args[1:-1:2], args[-1])]
-        return pc.case_when(pc.make_struct(*conds, field_names=[str(i) for i in range(len(conds))]), *values)
+        conds_struct = pc.make_struct(*conds, field_names=[str(i) for i in range(len(conds))])
+        return nm.on_storage(pc.case_when, conds_struct, *values)
     remaining = np.arange(n)
     parts: list[tuple[np.ndarray, pa.Array]] = []
     for i in range(0, len(args) - 1, 2):
@@ -93,7 +95,7 @@ def _case(call: FuncCall, chunk: DataChunk) -> pa.Array:
 def _coalesce(call: FuncCall, chunk: DataChunk) -> pa.Array:
     """The first non-NULL argument; later arguments run only on rows still NULL."""
     if all(cannot_fail(a) for a in call.args):
-        return pc.coalesce(*[a.eval(chunk) for a in call.args])
+        return nm.on_storage(pc.coalesce, *[a.eval(chunk) for a in call.args])
     n = chunk.capacity
     rows = np.arange(n)
     parts: list[tuple[np.ndarray, pa.Array]] = []
@@ -112,7 +114,7 @@ def _coalesce(call: FuncCall, chunk: DataChunk) -> pa.Array:
 def _nullif(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
     """args = [value, value = other]: NULL where the equality holds, else the value."""
     value, equal = a
-    return pc.if_else(pc.fill_null(equal, False), pa.nulls(n, value.type), value)
+    return nm.on_storage(pc.if_else, pc.fill_null(equal, False), pa.nulls(n, value.type), value)
 
 
 def _extreme(call: FuncCall, a: list[pa.Array], op: str) -> pa.Array:
@@ -124,7 +126,7 @@ def _extreme(call: FuncCall, a: list[pa.Array], op: str) -> pa.Array:
         take = better | (
             out.is_null().to_numpy(zero_copy_only=False) & x.is_valid().to_numpy(zero_copy_only=False)
         )
-        out = pc.if_else(pa.array(take), x, out)
+        out = nm.on_storage(pc.if_else, pa.array(take), x, out)
     return out
 
 

@@ -13,16 +13,22 @@ decimal256 kernels or to Python's `decimal` per row (said where it happens).
 from __future__ import annotations
 
 import decimal
+import functools
 from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
 from piestream.common.errors import DivisionByZero, NumericOutOfRange
 from piestream.common.numeric_arrays import add_small, divmod_small, mul_limbs, mul_small, trim
 from piestream.common.types import NUMERIC, NUMERIC_PRECISION, NUMERIC_SCALE
+from piestream.expr.functions import numeric_scaled as ns
 from piestream.expr.functions.vec import and_valid, full_valid, per_row, view
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 NUM_ARROW = pa.decimal128(38, NUMERIC_SCALE)
 _M32 = np.uint64(0xFFFFFFFF)
@@ -426,3 +432,42 @@ def per_row_decimal(fn: Callable[..., decimal.Decimal], arrays: Sequence[pa.Arra
             raise NumericOutOfRange(_OVERFLOW) from None
 
     return per_row(run, arrays, NUMERIC)
+
+
+# -- issue 14's migration scaffold: a column of the per-value-scale layout goes to numeric_scaled's
+# kernel of the same name (PostgreSQL's scales, NaN / ±Infinity), and under that layout the
+# producers of new columns too. Goes away with the switch.
+
+
+def _scaled_columns(args: tuple[object, ...]) -> bool:
+    return any(isinstance(a, pa.Array | pa.ChunkedArray) and nm.is_numeric_array(a) for a in args)
+
+
+def _or_scaled(new: Callable[..., Any], *, produces: bool = False) -> Callable[[_F], _F]:
+    def deco(old: _F) -> _F:
+        @functools.wraps(old)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if produces or _scaled_columns(args):
+                return new(*args, **kwargs)
+            return old(*args, **kwargs)
+
+        return cast(_F, run)
+
+    return deco
+
+
+add = _or_scaled(ns.add)(add)
+subtract = _or_scaled(ns.subtract)(subtract)
+multiply = _or_scaled(ns.multiply)(multiply)
+divide = _or_scaled(ns.divide)(divide)
+modulus = _or_scaled(ns.modulus)(modulus)
+negate = _or_scaled(ns.negate)(negate)
+absolute = _or_scaled(ns.absolute)(absolute)
+apply_typmod = _or_scaled(ns.apply_typmod)(apply_typmod)
+to_integer = _or_scaled(ns.to_integer)(to_integer)
+to_float = _or_scaled(ns.to_float)(to_float)
+rescale = _or_scaled(ns.rescale_to)(rescale)
+from_integer = _or_scaled(ns.from_integer, produces=True)(from_integer)
+from_scaled = _or_scaled(ns.from_scaled, produces=True)(from_scaled)
+per_row_decimal = _or_scaled(ns.per_row, produces=True)(per_row_decimal)
+checked_numeric = _or_scaled(nm.check, produces=True)(checked_numeric)

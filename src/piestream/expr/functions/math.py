@@ -15,6 +15,7 @@ from piestream.common.errors import InvalidInput, NumericOutOfRange
 from piestream.common.types import TypeKind
 from piestream.expr.expr import FuncCall
 from piestream.expr.functions import decimal as dec
+from piestream.expr.functions import numeric_scaled as ns
 from piestream.expr.functions.registry import register
 from piestream.expr.functions.vec import NOT_CONSTANT, and_valid, constant_arg, from_numpy, full_valid, view
 
@@ -108,6 +109,8 @@ def _log_domain(x: np.ndarray) -> list[tuple[np.ndarray, str, str]]:
 
 def _numeric_log(fn: Callable[[pydec.Decimal], pydec.Decimal]) -> Callable[[pydec.Decimal], pydec.Decimal]:
     def run(x: pydec.Decimal) -> pydec.Decimal:
+        if x.is_nan():
+            return x
         if x == 0:
             raise InvalidInput("cannot take logarithm of zero", sqlstate=_LOG_ERROR)
         if x < 0:
@@ -118,9 +121,11 @@ def _numeric_log(fn: Callable[[pydec.Decimal], pydec.Decimal]) -> Callable[[pyde
 
 
 def _numeric_sqrt(x: pydec.Decimal) -> pydec.Decimal:
+    if x.is_nan():
+        return x
     if x < 0:
         raise InvalidInput("cannot take square root of a negative number", sqlstate=_POWER_ERROR)
-    return x.sqrt()
+    return ns.pg_sqrt(x)
 
 
 def _sqrt_domain(x: np.ndarray) -> list[tuple[np.ndarray, str, str]]:
@@ -130,9 +135,9 @@ def _sqrt_domain(x: np.ndarray) -> list[tuple[np.ndarray, str, str]]:
 
 _checked_float("sqrt", np.sqrt, _sqrt_domain, _numeric_sqrt)
 _checked_float("cbrt", np.cbrt)
-_checked_float("exp", np.exp, None, lambda x: x.exp())
-_checked_float("ln", np.log, _log_domain, _numeric_log(lambda x: x.ln()))
-_checked_float("log10", np.log10, _log_domain, _numeric_log(lambda x: x.log10()))
+_checked_float("exp", np.exp, None, ns.pg_exp)
+_checked_float("ln", np.log, _log_domain, _numeric_log(ns.pg_ln))
+_checked_float("log10", np.log10, _log_domain, _numeric_log(lambda x: ns.pg_log(pydec.Decimal(10), x)))
 for _name, _fn in {
     "sin": np.sin,
     "cos": np.cos,

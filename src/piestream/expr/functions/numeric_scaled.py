@@ -58,8 +58,9 @@ def _valid(*nums: Num) -> np.ndarray | None:
 def _finish(
     hi: np.ndarray, lo: np.ndarray, scale: np.ndarray, valid: np.ndarray | None, *, int64: bool = False
 ) -> pa.Array:
-    """Pack results, 22003 where a finite one needs more than 38 digits or fraction digits
-    (`int64`: every result came from int64 arithmetic, so it is below 10**38)."""
+    """Pack results, 22003 where a finite one is beyond NUMERIC (|unscaled| >= 2**96, what the
+    value encoding stores, or more than 28 fraction digits; `int64`: every result came from int64
+    arithmetic, so it is within)."""
     v = full_valid(valid, len(scale))
     big = np.zeros(len(scale), np.bool_) if int64 else ~na.within_limit(hi, lo)
     bad = v & (scale >= 0) & (big | (scale > NUMERIC_MAX_SCALE))
@@ -75,6 +76,14 @@ def _small_values(x: Num) -> np.ndarray | None:
     if not (x.hi == (v >> 63)).all() or not ((v < _I62) & (v > -_I62)).all():
         return None
     return v
+
+
+def _uniform_scale(x: Num) -> int | None:
+    """The one display scale every value of `x` has (no specials), else None."""
+    if not len(x):
+        return None
+    lo, hi = int(x.scale.min()), int(x.scale.max())
+    return lo if lo == hi and lo >= 0 else None
 
 
 def _signs(x: Num) -> np.ndarray:
@@ -130,6 +139,18 @@ def _add_int64(a: Num, b: Num, s: np.ndarray, *, subtract: bool) -> np.ndarray |
         return None
     if subtract:
         vb = -vb
+    sa, sb = _uniform_scale(a), _uniform_scale(b)
+    if sa is not None and sb is not None:  # one scale per operand (most columns): scalar factors
+        ta, tb = max(sa, sb) - sa, max(sa, sb) - sb
+        if not ta and not tb:
+            return va + vb
+        if max(ta, tb) > 18:
+            return None
+        ma = int(np.abs(va).max()) if len(va) else 0
+        mb = int(np.abs(vb).max()) if len(vb) else 0
+        if ma * 10**ta + mb * 10**tb >= 4 * 10**18:
+            return None
+        return va * np.int64(10**ta) + vb * np.int64(10**tb)
     ka = np.clip(s - a.scale, 0, None)
     kb = np.clip(s - b.scale, 0, None)
     if not ka.any() and not kb.any():
@@ -226,6 +247,12 @@ def select_div_scale(a: Num, b: Num) -> np.ndarray:
 def divide(x: pa.Array, y: pa.Array) -> pa.Array:
     a, b = na.unpack(x), na.unpack(y)
     return _divide(a, b, select_div_scale(a, b), _valid(a, b))
+
+
+def divide_at(x: pa.Array, y: pa.Array, rscale: int) -> pa.Array:
+    """x / y rounded once (half away from zero) at the fixed scale `rscale`."""
+    a, b = na.unpack(x), na.unpack(y)
+    return _divide(a, b, np.full(len(a), rscale, np.int64), _valid(a, b))
 
 
 def divide_by_counts(total: pa.Array, counts: np.ndarray) -> pa.Array:
@@ -495,7 +522,7 @@ def from_float(x: pa.Array, digits: int) -> pa.Array:
     sc = np.where(np.isnan(f), NAN, np.where(f == np.inf, PINF, np.where(f == -np.inf, NINF, num.scale)))
     hi = np.where(finite, num.hi, 0)
     lo = np.where(finite, num.lo, np.uint64(0))
-    return na.pack(Num(hi, lo, sc, valid))
+    return _finish(hi, lo, sc, valid)
 
 
 def to_text(x: pa.Array) -> pa.Array:
@@ -565,7 +592,7 @@ def per_row(fn: Callable[..., Decimal], arrays: Sequence[pa.Array]) -> pa.Array:
 
 
 def _is_numeric(a: pa.Array) -> bool:
-    return bool(a.type == nm.NUMERIC_VALUE_ARROW)
+    return nm.is_numeric_array(a)
 
 
 def weight_digits(d: Decimal) -> tuple[int, int]:
@@ -602,3 +629,62 @@ def estimate_ln_dweight(d: Decimal) -> int:
 def round_to(d: Decimal, rscale: int) -> Decimal:
     rscale = min(max(rscale, 0), 1000)
     return d.quantize(Decimal(1).scaleb(-rscale), rounding=pydec.ROUND_HALF_UP, context=_CTX)
+
+
+# -- numeric.c's result scales of the transcendental functions --------------------------------------
+#: numeric.c's NUMERIC_MIN_SIG_DIGITS: the least significant digits such a result keeps.
+MIN_SIG_DIGITS = 16
+
+
+def _finished(d: Decimal, rscale: int, *inputs: Decimal) -> Decimal:
+    """`d` rounded to numeric.c's `rscale`, at least each input's display scale, at most the
+    layout's 28 fraction digits (README: differences from PostgreSQL)."""
+    if not d.is_finite():
+        return d
+    rscale = max([rscale, 0, *(dscale(x) for x in inputs)])
+    return round_to(d, min(rscale, nm.NUMERIC_MAX_SCALE))
+
+
+def pg_sqrt(x: Decimal) -> Decimal:
+    """numeric_sqrt: sweight = (weight + 1) * DEC_DIGITS / 2 - 1, rscale = 16 - sweight."""
+    if not x.is_finite():
+        return x
+    w = weight_digits(x)[0] if x else 0
+    return _finished(x.sqrt(), MIN_SIG_DIGITS - ((w + 1) * 4 // 2 - 1), x)
+
+
+def pg_exp(x: Decimal) -> Decimal:
+    """numeric_exp: rscale = 16 - the result's approximate decimal weight."""
+    if not x.is_finite():
+        return x if x.is_nan() or x > 0 else Decimal(0)
+    val = max(min(float(x) * 0.434294481903252, 2000.0), -2000.0)
+    return _finished(x.exp(), MIN_SIG_DIGITS - int(val), x)
+
+
+def pg_ln(x: Decimal) -> Decimal:
+    """numeric_ln: rscale = 16 - estimate_ln_dweight."""
+    if not x.is_finite():
+        return x
+    return _finished(x.ln(), MIN_SIG_DIGITS - estimate_ln_dweight(x), x)
+
+
+def pg_log(base: Decimal, x: Decimal) -> Decimal:
+    """log_var: rscale = 16 - (ln dweight of x - ln dweight of base)."""
+    if not (x.is_finite() and base.is_finite()):
+        return x if x.is_nan() or base.is_finite() else Decimal("NaN")
+    w = estimate_ln_dweight(x) - estimate_ln_dweight(base)
+    return _finished(x.ln() / base.ln(), MIN_SIG_DIGITS - w, base, x)
+
+
+def pg_power(x: Decimal, y: Decimal) -> Decimal:
+    """power_var / power_var_int: rscale = 16 - the result's approximate decimal weight, at least
+    the inputs' display scales. Finite inputs only (the caller handles NaN / Infinity)."""
+    if x == 0:
+        return _finished(Decimal(0) if y > 0 else Decimal(1), MIN_SIG_DIGITS, x, y)
+    if y == y.to_integral_value() and abs(y) <= 10_000:
+        r = x ** int(y)
+    else:
+        r = x**y
+    fx = abs(float(x))  # x is finite and nonzero here; its float may still under/overflow
+    weight = float(y) * math.log10(fx) if 0.0 < fx < math.inf else float(r.adjusted())
+    return _finished(r, MIN_SIG_DIGITS - int(weight), x, y)

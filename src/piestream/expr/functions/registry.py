@@ -169,6 +169,7 @@ def _load() -> None:
             datetime,
             logic,
             math,
+            numeric_rules,
             regexp,
             string,
             struct_array,

@@ -57,7 +57,7 @@ def _array(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
     t = call.return_type.arrow
     if k == 0:
         return pa.ListArray.from_arrays(
-            pa.array(np.zeros(n + 1, np.int32)), pa.array([], t.value_type), type=t
+            pa.array(np.zeros(n + 1, np.int32)), pa.nulls(0, t.value_type), type=t
         )
     flat = pa.concat_arrays([x.cast(t.value_type) for x in a])
     order = (np.arange(n)[:, None] + np.arange(k)[None, :] * n).reshape(-1)

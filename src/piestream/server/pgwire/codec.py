@@ -145,11 +145,11 @@ def _usecs(delta: dt.timedelta) -> int:
 
 
 def _enc_numeric(v: Decimal, scale: int = 0) -> bytes:
-    """A stored NUMERIC in binary: shown normalized (as in text format) with at least `scale`
-    fraction digits, a numeric(p, s)'s."""
-    sign, digits, exp = v.normalize().as_tuple()
-    assert isinstance(exp, int)
-    return numeric_send(sign, digits, exp, max(0, -exp, scale))
+    """A stored NUMERIC in binary: the value's own display scale, at least `scale` (a numeric(p,
+    s)'s: pads a value stored before per-value scales), and NaN / +-Infinity."""
+    if v.is_finite() and -int(v.as_tuple().exponent) < scale:
+        v = v.quantize(Decimal(1).scaleb(-scale), context=_WIRE_DECIMAL)
+    return numeric_send_value(v)
 
 
 def numeric_send(sign: int, digits: tuple[int, ...], exp: int, dscale: int) -> bytes:
@@ -193,10 +193,7 @@ def numeric_send_value(v: Decimal) -> bytes:
 
 
 def _dec_numeric(raw: bytes) -> Decimal:
-    if len(raw) >= 8 and struct.unpack("!H", raw[4:6])[0] in _NUMERIC_SPECIALS:
-        # as the text input refuses them (common/text.py)
-        name = _NUMERIC_SPECIALS[struct.unpack("!H", raw[4:6])[0]]
-        raise InvalidInput(f"NUMERIC value {name} is not supported (only finite numerics are stored)")
+    """A NUMERIC parameter: its display scale kept, NaN / +-Infinity are values."""
     return numeric_recv(raw)
 
 

@@ -25,14 +25,15 @@ block's first-key word, which keeps `w1` sorted, so a search clipped to a loaded
 bytes after the prefix: a range search (`range_search`) settles the entries tied on `w1` (keys of
 one vnode whose first word is the vnode and the high bytes of a number) with plain word compares.
 
-Version 3 SSTs carry the search words (`sstable` module docstring): they are read and verified
+Version 3 and later SSTs carry the search words (`sstable` module docstring): they are read and verified
 whole on first use instead of computed per loaded block, and loading a block does no per-entry
 work. An SST of a store that maps objects (`ObjectStore.map`: the local-directory store) is not
 copied at all: the mapping is the buffer, a block's slot is its place in the object, loading a
 block is checking its checksum where the OS page cache holds it, and a batched search of a
 version 3 SST runs over its words first, loading only the blocks of the entries it then reads
 (`load_on_demand`): a cold batch of random keys verifies the blocks it touches, once, at memory
-speed.
+speed. Version 4 SSTs also give the width of every key and value when all have one: then
+`key_pos` and `value_pos` are arithmetic on the block's base, with no offset column read.
 
 Scans and the single-key `get` see a block as a `Block`: Arrow arrays over the buffer.
 """
@@ -262,6 +263,9 @@ class DecodedSstable:
         b = self.block_of(e) if blk is None else blk
         if self.load_on_demand and not self.all_loaded:
             self._load_entries(b)
+        kw = self.meta.key_width
+        if kw:  # every key has this length (version 4): no offset column to read
+            return self.kbase[b] + kw * (e - self.ebase[b]), np.full(len(e), kw, np.int64)
         pair = self._u8[self.kobase[b] + 4 * (e - self.ebase[b])]
         s = (pair & np.uint64(0xFFFFFFFF)).astype(np.int64)
         return self.kbase[b] + s, (pair >> np.uint64(32)).astype(np.int64) - s
@@ -272,6 +276,9 @@ class DecodedSstable:
         b = self.block_of(e) if blk is None else blk
         if self.load_on_demand and not self.all_loaded:
             self._load_entries(b)
+        vw = self.meta.value_width
+        if vw:  # every value has this length (version 4)
+            return self.vbase[b] + vw * (e - self.ebase[b]), np.full(len(e), vw, np.int64)
         pair = self._u8[self.vobase[b] + 4 * (e - self.ebase[b])]
         s = (pair & np.uint64(0xFFFFFFFF)).astype(np.int64)
         return self.vbase[b] + s, (pair >> np.uint64(32)).astype(np.int64) - s
@@ -422,6 +429,12 @@ class DecodedSstable:
         vo_end = u4[self.vobase[blocks] + 4 * n].astype(np.int64)
         bad = (u4[p] != n) | (u4[self.kobase[blocks]] != 0) | (u4[self.vobase[blocks]] != 0)
         bad |= head + ko_end + vo_end != usize
+        # version 4 widths: lookups place entries by them (`key_pos`), so the block's key and value
+        # bytes must be exactly count x width (its offset columns are what scans read)
+        if meta.key_width:
+            bad |= ko_end != n * meta.key_width
+        if meta.value_width:
+            bad |= vo_end != n * meta.value_width
         if bad.any():
             b = int(blocks[np.argmax(bad)])
             if u4[int(self.pbase[b])] != meta.key_counts[b]:

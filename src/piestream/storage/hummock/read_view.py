@@ -42,8 +42,9 @@ from piestream.storage.hummock.version import HummockVersion, Level, SstableInfo
 #: routing to blocks) ...
 FILL_KEYS_PER_BLOCK = 2
 #: ... or when at most 1/FILL_MISSING_FRACTION of its blocks are missing (a cache warmed by
-#: single-key gets leaves a few holes in every SST; filling them costs a few small reads). The
-#: decoded SST's buffer spans every block already, so this adds no memory, only cache charge.
+#: single-key gets leaves a few holes in every SST; filling them costs a few small reads, or for
+#: a mapped SST a few checksums). The decoded SST's buffer spans every block already, so this
+#: adds no memory, only cache charge.
 FILL_MISSING_FRACTION = 8
 
 
@@ -310,7 +311,13 @@ class ReadView:
         in_prefix = s.in_prefix(meta)  # the queries lie in the SST's user-key range
         if d is None or not d.all_loaded:
             d = d if d is not None else store.decoded(s.info)
-            if d.load_on_demand:
+            nb = len(meta)
+            if d.load_on_demand and (nb - int(np.count_nonzero(d.loaded))) * FILL_MISSING_FRACTION <= nb:
+                # a mapped SST with a few holes left (a cache warmed by single-key gets): verify
+                # the rest now, so this and later batches take the warm search (sampled, and
+                # with no per-entry check of what is loaded)
+                d = store.load_blocks(s.info, np.flatnonzero(~d.loaded))
+            if d.load_on_demand and not d.all_loaded:
                 # a mapped SST with its search words: search it whole; the blocks of the entries
                 # the search reads are verified as it reads them (nothing is copied)
                 before = d.n_loaded

@@ -256,6 +256,8 @@ def find(
         one = np.flatnonzero(fast & tie0 & (lo >= cl) & (lo < ch))
     else:
         one = np.flatnonzero(fast & tie0)
+    if len(one) == m:  # every target settled by its lone tie (the usual warm batch)
+        return _newest_visible(run, lo, q, j, cp + 8), lo
     if len(one):
         qi = inside[one]
         c = lo[one]
@@ -332,17 +334,26 @@ def _newest_visible(run: SearchableRun, e: np.ndarray, q: Queries, j: np.ndarray
     equal) in a version no newer than the read epoch (inverted-epoch suffix >= the target's)."""
     ks, kl = run.key_pos(e)
     qs, ql = q.start[j], q.length[j]
+    same_len = kl == ql
+    if same_len.all():  # the usual case (a fixed-width SST and targets of its width): no gathers
+        return _visible_same_len(run, ks, q, qs, ql, skip)
     out = np.zeros(len(e), np.bool_)
-    k = np.flatnonzero(kl == ql)
+    k = np.flatnonzero(same_len)
     if len(k):
-        ks, qs = ks[k], qs[k]
-        ul = ql[k] - EPOCH_LEN
-        sk = np.minimum(skip, ul)
-        rest = ul - sk
-        if int(rest.max()) <= 8:  # the user keys' unknown bytes fit one word: one compare
-            same = words(run.kdata, ks + sk, rest) == words(q.data, qs + sk, rest)
-        else:
-            same = compare(run.kdata, ks, ul, q.data, qs, ul, sk) == 0
-        eight = np.full(len(k), EPOCH_LEN, np.int64)
-        out[k] = same & (words(run.kdata, ks + ul, eight) >= words(q.data, qs + ul, eight))
+        out[k] = _visible_same_len(run, ks[k], q, qs[k], ql[k], skip)
     return out
+
+
+def _visible_same_len(
+    run: SearchableRun, ks: np.ndarray, q: Queries, qs: np.ndarray, ql: np.ndarray, skip: int
+) -> np.ndarray:
+    """`_newest_visible` of entry keys at `ks` as long as their targets (`qs`, `ql`)."""
+    ul = ql - EPOCH_LEN
+    sk = np.minimum(skip, ul)
+    rest = ul - sk
+    if int(rest.max()) <= 8:  # the user keys' unknown bytes fit one word: one compare
+        same = words(run.kdata, ks + sk, rest) == words(q.data, qs + sk, rest)
+    else:
+        same = compare(run.kdata, ks, ul, q.data, qs, ul, sk) == 0
+    eight = np.full(len(ks), EPOCH_LEN, np.int64)
+    return same & (words(run.kdata, ks + ul, eight) >= words(q.data, qs + ul, eight))

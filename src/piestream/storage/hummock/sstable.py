@@ -1,4 +1,4 @@
-"""The SST object format, version 3 (seed 001 "Storage Format"; reference §5.1 for the ideas).
+"""The SST object format, version 4 (seed 001 "Storage Format"; reference §5.1 for the ideas).
 
 One object per SST::
 
@@ -23,13 +23,20 @@ aligned; the meta records its offset and its xxh3_64 checksum. A reader loads it
 and verifies it whole (16 bytes per entry), so a cold batched read of a mapped SST searches all
 of it at once and then verifies only the blocks holding candidates.
 
+Version 4 adds the SST's key width and value width to the meta: the one length every key (every
+value) of the SST has, or 0 if lengths differ. Tables with fixed-width rows (integer keys and
+columns) get both; a point lookup then finds an entry's key and value by arithmetic from its
+block's base instead of reading the offset columns: two cache misses fewer per key on a warm
+SST. Loading a block checks that its key and value bytes add up to the widths.
+
 The meta is columnar too: block offsets, lengths, uncompressed sizes and key counts as arrays,
 the block index as the array of block first keys (offsets + bytes), then smallest and largest key,
 key count, epoch range, table ids and the Bloom filter. The footer locates and checksums the meta
 and carries the format version. Version 2 SSTs (block checksums xxh64, no search words: readers
 compute them per loaded block) and version 1 SSTs (row-record block index, checksum over body +
 compression byte, entry-size "uncompressed" sizes) are still read, so older data directories keep
-working; new SSTs are written as version 3 and compaction rewrites old ones. Any other version is
+working, and so are version 3 SSTs (no widths: lookups read the offset columns); new SSTs are
+written as version 4 and compaction rewrites old ones. Any other version is
 refused with `SstFormatError` (README "Upgrading"). Every read verifies checksums, so corrupt
 bytes raise `DataCorruption` naming the object and block instead of being returned as data.
 """
@@ -56,8 +63,8 @@ from piestream.storage.hummock.kv_batch import KvBatch
 from piestream.storage.hummock.run_search import common_prefix
 
 MAGIC = 0x5049_4553  # "PIES"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 DEFAULT_BLOCK_SIZE = 64 * 1024
 #: The block size for point-lookup tables (`StorageOptions.table_block_sizes`): RocksDB's default.
 #: A random key then reads ~4 KiB instead of ~64 KiB from a cold SST.
@@ -257,8 +264,13 @@ class SstableMeta:
         version: int = FORMAT_VERSION,
         words_offset: int = 0,
         words_checksum: int = 0,
+        key_width: int = 0,
+        value_width: int = 0,
     ) -> None:
         self.version = version
+        #: version 4: the length of every key / every value of the SST, 0 where lengths differ
+        self.key_width = key_width
+        self.value_width = value_width
         #: version 3: where the search words start in the object, and their xxh3_64
         self.words_offset = words_offset
         self.words_checksum = words_checksum
@@ -413,6 +425,8 @@ class SstableMeta:
         ]
         if self.version >= 3:
             parts.append(struct.pack("<QQ", self.words_offset, self.words_checksum))
+        if self.version >= 4:
+            parts.append(struct.pack("<II", self.key_width, self.value_width))
         return b"".join(parts)
 
     @classmethod
@@ -472,7 +486,7 @@ class SstableMeta:
 
 def _read_tail(r: _Reader, size: int, version: int) -> dict[str, Any]:
     """The meta fields after the block index (the same in versions 1 and 2; version 3 adds the
-    search words' offset and checksum)."""
+    search words' offset and checksum, version 4 the key and value widths)."""
     smallest, largest = r.lp(), r.lp()
     key_count, min_epoch, max_epoch = r.unpack("<QQQ")
     table_ids = [r.u32() for _ in range(r.u32())]
@@ -484,6 +498,8 @@ def _read_tail(r: _Reader, size: int, version: int) -> dict[str, Any]:
         if offset % 8:
             raise DataCorruption("search words are not 8-byte aligned")
         words = {"words_offset": offset, "words_checksum": checksum}
+    if version >= 4:
+        words["key_width"], words["value_width"] = r.unpack("<II")
     if r.pos != size:
         raise DataCorruption("trailing bytes")
     return {

@@ -103,6 +103,8 @@ def build_sstable(
         table_ids=tids,
         unfiltered_table_ids=sorted(unfiltered),
         bloom=BloomFilter.build(per_entry[batch.filter_lens > 0], bits_per_key),
+        key_width=common_width(koffs),
+        value_width=common_width(voffs),
     )
     blocks_end = int(lens.sum())
     pad = -blocks_end % 8
@@ -115,6 +117,15 @@ def build_sstable(
     end = meta.words_offset + len(words)
     data = b"".join([*parts, b"\x00" * pad, words, meta_bytes, encode_footer(end, meta_bytes)])
     return BuiltSstable(data, meta, end)
+
+
+def common_width(offsets: np.ndarray) -> int:
+    """The length every string of a ragged column has (its offsets), or 0 if lengths differ
+    (the meta's key and value widths)."""
+    lens = np.diff(offsets)
+    if not len(lens) or not (lens == lens[0]).all() or not 0 < int(lens[0]) < 2**32:
+        return 0
+    return int(lens[0])
 
 
 def search_words(keys: Ragged, cp: int) -> memoryview:

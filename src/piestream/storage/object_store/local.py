@@ -10,11 +10,13 @@ and `sweep_temp_files` removes the ones a killed writer left behind.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import mmap
 import os
 import stat
 import time
 import uuid
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +24,29 @@ from piestream.common.errors import ObjectNotFound, StorageError
 from piestream.storage.object_store.base import ObjectMeta, ObjectStore, check_path, check_range
 
 TEMP_PREFIX = ".piestream-tmp."
+
+# Python 3.11's `mmap.mmap` keeps a dup of the file descriptor for the map's whole life (3.13's
+# `trackfd=False` drops it). One descriptor per mapped SST exhausted select()'s 1024 limit in
+# py4j's callback server (a Spark foreachBatch then hung) and would run a long-lived server out
+# of descriptors, so maps are made with libc's mmap directly: no descriptor outlives `map`.
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, *[ctypes.c_int] * 3, ctypes.c_long]
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _map_private(fd: int, size: int) -> memoryview:
+    """`size` bytes of `fd` mapped copy-on-write (what `mmap.ACCESS_COPY` gives), unmapped when
+    the last view of the returned memoryview (numpy arrays, Arrow buffers) is gone."""
+    addr = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE, fd, 0)
+    if addr is None or addr == _MAP_FAILED:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    pages = (ctypes.c_ubyte * size).from_address(addr)
+    weakref.finalize(pages, _libc.munmap, addr, size)
+    return memoryview(pages).cast("B")
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -138,10 +163,10 @@ class LocalObjectStore(ObjectStore):
             os.close(fd)
 
     def map(self, path: str) -> memoryview | None:
-        """The file mapped copy-on-write (`mmap.ACCESS_COPY`); None for an empty file, which
-        cannot be mapped. Puts replace a file (a new inode) and never truncate it in place, so a
-        mapping never loses pages under a reader (no SIGBUS); a deleted file stays mapped until
-        the last view of it is dropped."""
+        """The file mapped copy-on-write; None for an empty file, which cannot be mapped. Puts
+        replace a file (a new inode) and never truncate it in place, so a mapping never loses
+        pages under a reader (no SIGBUS); a deleted file stays mapped until the last view of it
+        is dropped. The map holds no file descriptor (`_map_private`)."""
         try:
             fd = os.open(self._file(path), os.O_RDONLY)
         except OSError as e:
@@ -150,7 +175,7 @@ class LocalObjectStore(ObjectStore):
             size = os.fstat(fd).st_size
             if size == 0:
                 return None
-            return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_COPY))
+            return _map_private(fd, size)
         except OSError as e:
             raise self._error("map", path, e) from e
         finally:

@@ -101,7 +101,7 @@ class _Parts:
     def take(self, idx: np.ndarray) -> list[pa.Array]:
         """The rows at global positions `idx`, in that order."""
         if not len(idx) or not self.parts:
-            return [pa.array([], t) for t in self.types]
+            return [pa.nulls(0, t) for t in self.types]
         if len(self.parts) == 1:
             t = pa.array(idx, pa.int64())
             return [c.take(t) for c in self.parts[0]]
@@ -199,7 +199,7 @@ class KeyedRows:
     def _take_rows(self, starts: np.ndarray, counts: np.ndarray) -> list[pa.Array]:
         total = int(counts.sum())
         if not total:
-            return [pa.array([], t) for t in self.types]
+            return [pa.nulls(0, t) for t in self.types]
         idx = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
         return self._rows.take(idx)
 

@@ -28,15 +28,20 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from piestream.common.chunk import Op, StreamChunk
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
+from piestream.common.chunk import DataChunk, Op, StreamChunk
+from piestream.common.errors import NumericOutOfRange
 from piestream.common.order import ASC
 from piestream.encoding import memcomparable
 from piestream.plan.sink import SinkNode
 from piestream.stream.connector import SinkWriter
+from piestream.stream.errors import EXPRESSION, sample_row
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
 
 OP_COLUMN = "_op"
+_SPECIAL_TO_DECIMAL = "cannot write NaN or Infinity to a decimal column: written as NULL"
 _OP_NAMES = {
     Op.INSERT: "insert",
     Op.DELETE: "delete",
@@ -61,6 +66,8 @@ class SinkExecutor(Executor):
 
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         table = self._epoch_output()
+        if table is not None and table.num_rows and self.node.connector != "blackhole":
+            table = self._decimal_ready(table)
         if table is not None and table.num_rows:
             epoch = barrier.epoch.prev  # the epoch whose data this is
             token = self.writer.stage(epoch, self.ctx.actor_index, table)
@@ -74,6 +81,30 @@ class SinkExecutor(Executor):
         self.chunks = []
         self.commit_state(barrier)
         return []
+
+    def _decimal_ready(self, table: pa.Table) -> pa.Table:
+        """NaN / +-Infinity have no form in the fixed-scale decimals of Parquet, Delta and Iceberg:
+        such a value is written as NULL and recorded as an error (rw_streaming_errors), so the
+        sink never wedges; strict mode fails the epoch instead."""
+        for i, f in enumerate(table.schema):
+            if not nm.is_numeric_type(f.type):
+                continue
+            col, rows = na.specials_to_null(table.column(i))
+            if not len(rows):
+                continue
+            if self.ctx.config.strict_mode:
+                raise NumericOutOfRange(_SPECIAL_TO_DECIMAL)
+            data = DataChunk([c.combine_chunks() for c in table.columns])
+            self.ctx.errors.add(
+                EXPRESSION,
+                f"Sink {self.node.sink_name}",
+                "22003",
+                _SPECIAL_TO_DECIMAL,
+                len(rows),
+                sample_row(data, int(rows[0])),
+            )
+            table = table.set_column(i, f, col)
+        return table
 
     def _epoch_output(self) -> pa.Table | None:
         if not self.chunks:

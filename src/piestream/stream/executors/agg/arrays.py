@@ -9,11 +9,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
 from piestream.common.chunk import Op
 from piestream.common.errors import NumericOutOfRange
 from piestream.common.order import ASC
 from piestream.common.types import BIGINT, NUMERIC_SCALE, DataType
 from piestream.encoding import memcomparable
+from piestream.encoding.ragged import Ragged
+from piestream.expr.functions import numeric_scaled
 
 NUMERIC_ARROW = pa.decimal128(38, NUMERIC_SCALE)
 #: Wide enough to add two NUMERIC states without Arrow's precision-overflow error.
@@ -127,7 +131,7 @@ def null_where(a: pa.Array, mask: np.ndarray) -> pa.Array:
     """`a` with NULL where `mask` is true."""
     if not mask.any():
         return a
-    return pc.if_else(pa.array(mask), pa.nulls(len(a), a.type), a)
+    return nm.on_storage(pc.if_else, pa.array(mask), pa.nulls(len(a), a.type), a)
 
 
 def same_values(a: pa.Array, b: pa.Array) -> np.ndarray:
@@ -140,6 +144,10 @@ def same_values(a: pa.Array, b: pa.Array) -> np.ndarray:
         pairs = zip(a.to_pylist(), b.to_pylist(), strict=True)
         return np.fromiter((x == y for x, y in pairs), np.bool_, len(a))
     both_null = np_bool(pc.and_(a.is_null(), b.is_null()))
+    if nm.is_numeric_array(a):  # the same value and display scale: 1.5 -> 1.50 is a change to emit
+        x, y = na.unpack(a), na.unpack(b.cast(a.type))
+        same = (x.hi == y.hi) & (x.lo == y.lo) & (x.scale == y.scale) & x.vmask() & y.vmask()
+        return same | both_null
     eq = np_bool(pc.equal(a, b))
     if pa.types.is_floating(t):
         eq |= np_bool(pc.is_nan(a)) & np_bool(pc.is_nan(b))
@@ -150,6 +158,11 @@ def encode_key(a: pa.Array, t: DataType) -> pa.Array:
     """Memcomparable bytes of `a` (NULL stays NULL): their byte order is SQL's order of `t`, so
     min/max of any type (NaN largest, intervals by length, ...) are Arrow min/max over binary."""
     enc = memcomparable.encode_columns_arrow([a], [t], [ASC])
+    if nm.is_numeric_array(a):  # the display scale rides after the key (equal values: any scale wins)
+        scale = np.maximum(na.unpack(a).scale, 0).astype(np.uint8)
+        offsets = pa.py_buffer(np.arange(len(scale) + 1, dtype=np.int32))
+        suffix = pa.Array.from_buffers(pa.binary(), len(scale), [None, offsets, pa.py_buffer(scale)])
+        enc = pc.binary_join_element_wise(enc, suffix, b"")
     return null_where(enc, ~np_bool(a.is_valid()))
 
 
@@ -158,6 +171,13 @@ _NULL_KEY = memcomparable.encode_datum(None, BIGINT, ASC)  # the NULL tag alone,
 
 def decode_key(a: pa.Array, t: DataType) -> pa.Array:
     """Inverse of `encode_key`."""
+    if nm.is_numeric_type(t.arrow):  # strip and apply the display scale `encode_key` appended
+        filled = pc.fill_null(a, pa.scalar(_NULL_KEY + b"\x00", pa.binary()))
+        raw = Ragged.from_arrow(filled)
+        scale = raw.data[raw.offsets[1:] - 1].astype(np.int64)
+        keys = pc.binary_slice(filled, 0, -1)
+        cols, _ = memcomparable.decode_keys(keys, [t], [ASC])
+        return numeric_scaled.rescale_to(cols[0], scale, "round")
     filled = pc.fill_null(a, pa.scalar(_NULL_KEY, pa.binary()))
     cols, _ = memcomparable.decode_keys(filled, [t], [ASC])
     return cols[0].cast(t.arrow)

@@ -16,27 +16,34 @@ executors from storage every epoch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import DataChunk, StreamChunk, filter_mask
-from piestream.common.errors import StateConsistencyError
+from piestream.common.errors import NumericOutOfRange, StateConsistencyError
 from piestream.common.order import ASC
 from piestream.common.scalar import to_arrow
-from piestream.common.types import DataType
+from piestream.common.types import DataType, TypeKind
 from piestream.encoding import memcomparable
 from piestream.encoding.ragged import Ragged
 from piestream.expr.expr import Expr
+from piestream.expr.functions.numeric_rules import decimal_rules
 from piestream.plan.hash_agg import HashAggNode
+from piestream.stream.errors import EXPRESSION, sample_row
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.executors.agg.arrays import add_bigint, change_rows, np_int, rows_differ, take_merged
 from piestream.stream.executors.agg.dirty import DirtyGroups, Groups
 from piestream.stream.executors.agg.distinct import DistinctDedup
 from piestream.stream.executors.agg.states import (
+    LEGACY_SPECIAL,
     CallState,
     DeltaSpec,
     GroupBatch,
+    LegacyNumericSumState,
     MaterializedState,
+    NumericSumState,
     make_call_state,
 )
 from piestream.stream.message import Barrier
@@ -60,8 +67,14 @@ class HashAggExecutor(Executor):
         self.value_table = self.table(tables.value)
         self.value_types: list[DataType] = tables.value.types
         self.calls: list[CallState] = []
-        for call, mat in zip(node.calls, tables.materialized, strict=True):
+        value_names = {c.name for c in tables.value.columns}
+        for i, (call, mat) in enumerate(zip(node.calls, tables.materialized, strict=True)):
             st = make_call_state(call, input_types, mat)
+            if isinstance(st, NumericSumState) and call.decimal_rules:  # planned before issue 14
+                st = LegacyNumericSumState(call, input_types[call.args[0]])
+                st.on_special = self._legacy_special
+            if isinstance(st, NumericSumState) and f"_{call.kind}_{i}_scale0" not in value_names:
+                raise StateConsistencyError(f"the state table of {call.kind} #{i} has no per-scale counts")
             if mat is not None:
                 st.table = self.table(mat.table)
             self.calls.append(st)
@@ -192,10 +205,21 @@ class HashAggExecutor(Executor):
             new_states += state
             old_out.append(st.output(old_state))
             new_out.append(st.output(state))
+            if st.call.decimal_rules and st.call.return_type.kind is TypeKind.NUMERIC:  # plan format <= 2
+                old_out[-1], new_out[-1] = decimal_rules(old_out[-1]), decimal_rules(new_out[-1])
             at += k
         new_states = [s.cast(t.arrow) for s, t in zip(new_states, self.value_types[g:], strict=True)]
         self._write_states(found, alive, prev, [*groups_cols, *new_states])
         return self._emit(found, alive, groups_cols, old_out, new_out)
+
+    def _legacy_special(self, rows: np.ndarray, cols: Sequence[pa.Array | None]) -> None:
+        """NaN / +-Infinity reached a legacy NUMERIC sum: NULL for it, an error record (strict
+        mode: the epoch fails)."""
+        if self.ctx.config.strict_mode:
+            raise NumericOutOfRange(LEGACY_SPECIAL)
+        present = [c for c in cols if c is not None]
+        sample = sample_row(DataChunk(present), int(rows[0])) if present else ""
+        self.ctx.errors.add(EXPRESSION, "HashAgg", "22003", LEGACY_SPECIAL, len(rows), sample)
 
     def _previous(self, groups: Groups | None) -> tuple[np.ndarray, list[pa.Array]]:
         """(found, the stored intermediate rows as columns, NULL where not found)."""

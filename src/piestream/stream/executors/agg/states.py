@@ -30,13 +30,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
+from piestream.common import numeric_arrays as na
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.errors import NumericOutOfRange, StateConsistencyError
 from piestream.common.scalar import Row, columns_to_rows
 from piestream.common.types import DataType, TypeKind
+from piestream.expr.functions import numeric_scaled
 from piestream.expr.functions.datetime_arith import interval_scale
 from piestream.expr.functions.vec import interval_parts, make_intervals
-from piestream.plan.agg_call import EXTREME, AggCall, AggKind, agg_state_columns, sum_state_type
+from piestream.plan.agg_call import (
+    EXTREME,
+    NUMERIC_SCALES,
+    AggCall,
+    AggKind,
+    agg_state_columns,
+    sum_state_type,
+)
 from piestream.storage.table.state_table import StateTable
 from piestream.stream.executors.agg.arrays import (
     NUMERIC_ARROW,
@@ -59,6 +69,8 @@ if TYPE_CHECKING:
     from piestream.plan.hash_agg import MaterializedInputTable
 
 Columns = Sequence[pa.Array | None]  # input columns by index; None where a path does not need them
+#: a NaN / +-Infinity reaching the sum of a view created before per-value scales
+LEGACY_SPECIAL = "a view created before NUMERIC NaN / Infinity existed cannot sum them: counted as NULL"
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,10 @@ class DeltaSpec:
 _COUNT = DeltaSpec(pa.int64(), "sum")
 _INT64_MIN = np.iinfo(np.int64).min
 _BIGINT_ACC = pa.decimal128(38, 0)
+#: Summed deltas of per-value-scale NUMERIC values: every value of the layout (38 digits, up to
+#: 28 after the point) at scale 28, with room for 10**9 of them (Arrow's sum widens to 76 digits).
+_NUMERIC_DELTA = pa.decimal256(75, 28)
+_SPECIAL_SCALES = (nm.NAN_SCALE, nm.POS_INF_SCALE, nm.NEG_INF_SCALE)
 
 #: Up to this many groups needing a new extreme read one row each (a limit-1 scan, cheaper than
 #: the group's whole input); more read all their groups with one scan.
@@ -152,6 +168,8 @@ class SumState(CallState):
     def __new__(cls, call: AggCall, arg_type: DataType | None) -> SumState:
         if cls is SumState and arg_type is not None and arg_type.kind is TypeKind.INTERVAL:
             return super().__new__(IntervalSumState)
+        if cls is SumState and arg_type is not None and nm.is_numeric_type(arg_type.arrow):
+            return super().__new__(NumericSumState)
         return super().__new__(cls)
 
     def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
@@ -198,6 +216,14 @@ class SumState(CallState):
                 except pa.ArrowInvalid as e:
                     raise NumericOutOfRange("bigint out of range") from e
             total = add_bigint(old, d)
+        elif k is TypeKind.NUMERIC and self.acc == _BIGINT_ACC and nm.is_numeric_type(self.sum_type.arrow):
+            # sums of BIGINTs on issue 14's layout: exact integers of scale 0
+            wide = pa.decimal256(40, 0)
+            total = pc.add(na.to_decimal(old, wide), pc.fill_null(d, 0).cast(wide))
+            try:
+                total = na.from_decimal(total.cast(_BIGINT_ACC))
+            except pa.ArrowInvalid as e:
+                raise NumericOutOfRange("numeric field overflow") from e
         elif k is TypeKind.NUMERIC:
             total = add_numeric(old, d)
         else:
@@ -214,10 +240,146 @@ class SumState(CallState):
         if self.call.kind is AggKind.AVG:
             if self.sum_type.kind is TypeKind.DOUBLE:
                 avg = pa.array(np_float(total) / np.where(empty, 1, count))
+            elif nm.is_numeric_type(ret):  # issue 14's layout: select_div_scale
+                if not nm.is_numeric_array(total):  # a BIGINT sum of small integers
+                    total = na.from_decimal(pc.fill_null(total, 0).cast(_BIGINT_ACC))
+                avg = numeric_scaled.divide_by_counts(total, np.where(empty, 1, count))
             else:
                 avg = divide_numeric(total, count)
             return null_where(avg.cast(ret), empty)
         return null_where(total.cast(ret), empty)
+
+
+class NumericSumState(SumState):
+    """sum / avg of NUMERIC with per-value display scales (issue 14): PostgreSQL's sum has the
+    largest scale among the group's values, so the state counts the values of each scale 0..28
+    (after a retraction the largest scale still present is known without a rescan) and of NaN,
+    +Infinity and -Infinity (numeric.c's NumericAggState). Deltas are exact decimal256 sums at
+    scale 28 (any value of the layout fits), reduced by Arrow like the other sums; the stored
+    sum is exact at the group's current largest scale."""
+
+    def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
+        CallState.__init__(self, call, arg_type)
+        assert arg_type is not None
+        self.sum_type = sum_state_type(call.kind, arg_type, call.return_type)
+        self.with_count = call.kind is not AggKind.SUM0
+        counts = (_COUNT,) * (NUMERIC_SCALES + 3)  # per display scale, then NaN, +Inf, -Inf
+        head = (
+            (DeltaSpec(_NUMERIC_DELTA, "sum"), _COUNT)
+            if self.with_count
+            else (DeltaSpec(_NUMERIC_DELTA, "sum"),)
+        )
+        self.specs = (*head, *counts)
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        x = cols[self.arg]
+        assert x is not None
+        num = na.unpack(x)
+        w = signs * mask
+        wide = na.to_decimal(x, _NUMERIC_DELTA)  # NULL and the specials are 0 here
+        total = nm.on_storage(pc.if_else, pa.array(w < 0), pc.negate(wide), wide)
+        total = pc.if_else(pa.array(w == 0), pa.array(np.zeros(len(w), np.int64)).cast(_NUMERIC_DELTA), total)
+        fin = ~num.special
+        per_scale = [pa.array(np.where(fin & (num.scale == s), w, 0)) for s in range(NUMERIC_SCALES)]
+        specials = [pa.array(np.where(num.scale == sc, w, 0)) for sc in _SPECIAL_SCALES]
+        head = [total, pa.array(w)] if self.with_count else [total]
+        return [*head, *per_scale, *specials]
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        h = 2 if self.with_count else 1
+        counts = [add_bigint(p, d) for p, d in zip(prev[h:], deltas[h:], strict=True)]
+        scale_counts = np.stack([np_int(c) for c in counts[:NUMERIC_SCALES]], axis=1)
+        if (scale_counts < 0).any() or any((np_int(c) < 0).any() for c in counts[NUMERIC_SCALES:]):
+            raise StateConsistencyError("a NUMERIC sum retracted a value it does not hold")
+        present = scale_counts > 0
+        top = np.where(
+            present.any(axis=1), NUMERIC_SCALES - 1 - np.argmax(present[:, ::-1], axis=1), 0
+        ).astype(np.int64)
+        old = na.to_decimal(prev[0], _NUMERIC_DELTA)
+        total = pc.add(old, pc.fill_null(deltas[0], 0).cast(_NUMERIC_DELTA))
+        new_sum = na.from_wide_decimal(total, top, None)
+        head = [new_sum, add_bigint(prev[1], deltas[1])] if self.with_count else [new_sum]
+        return [*head, *counts]
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        h = 2 if self.with_count else 1
+        nan, pinf, ninf = (np_int(c) for c in state[h + NUMERIC_SCALES :])
+        num = na.unpack(state[0])
+        both = (pinf > 0) & (ninf > 0)
+        special = np.where(
+            (nan > 0) | both,
+            nm.NAN_SCALE,
+            np.where(pinf > 0, nm.POS_INF_SCALE, np.where(ninf > 0, nm.NEG_INF_SCALE, 0)),
+        )
+        is_special = special < 0
+        total = na.pack(
+            na.Num(
+                np.where(is_special, 0, num.hi),
+                np.where(is_special, np.uint64(0), num.lo),
+                np.where(is_special, special, num.scale),
+                None,
+            )
+        )
+        if not self.with_count:
+            return total
+        count = np_int(state[1])
+        empty = count <= 0
+        if self.call.kind is AggKind.AVG:
+            total = numeric_scaled.divide_by_counts(total, np.where(empty, 1, count))
+        return null_where(total, empty)
+
+
+class LegacyNumericSumState(SumState):
+    """sum / avg of NUMERIC in a materialized view created before per-value scales (its state
+    table has no per-scale counts): the old semantics on the new layout, so its state keeps
+    reading and writing the same bytes. Values are summed at 10 fraction digits (rounded half
+    away from zero, as they were stored) and results shown without trailing zeros. NaN and
+    +-Infinity, which such a state cannot hold, count as NULL and are handed to `on_special`
+    (the executor records them as errors: streaming never wedges); without it they are 22003.
+    Recreating the view gives PostgreSQL's scales and specials."""
+
+    def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
+        super().__init__(call, arg_type)
+        self.n_states = 2 if self.with_count else 1
+        self.on_special: Callable[[np.ndarray, Columns], None] | None = None
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        x = cols[self.arg]
+        assert x is not None
+        finite, rows = na.specials_to_null(x)
+        hit = rows[mask[rows]]
+        if len(hit):
+            if self.on_special is None:
+                raise NumericOutOfRange(LEGACY_SPECIAL)
+            self.on_special(hit, cols)
+            mask = mask.copy()
+            mask[hit] = False  # counted as NULL: neither summed nor counted
+        fixed = list(cols)
+        fixed[self.arg] = na.to_export_decimal(finite)
+        return super().deltas(signs, mask, fixed)
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        old = [_as_decimal(prev[0]), *prev[1:]]
+        new = super().combine(old, deltas, groups)
+        return [_normalized(new[0]), *new[1:]]
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        if self.call.kind is not AggKind.AVG:
+            return super().output(state)
+        count = np_int(state[1])
+        empty = count <= 0
+        avg = divide_numeric(_as_decimal(state[0]), count)
+        return null_where(_normalized(avg), empty)
+
+
+def _as_decimal(col: pa.Array) -> pa.Array:
+    """A legacy sum state as decimal128(38, 10), from either layout (new groups start empty)."""
+    return na.to_export_decimal(col) if nm.is_numeric_array(col) else col
+
+
+def _normalized(dec: pa.Array) -> pa.Array:
+    """A decimal128(38, 10) column on the per-value-scale layout, without trailing zeros."""
+    return na.pack(na.normalize(na.unpack(na.from_decimal(dec))))
 
 
 class IntervalSumState(SumState):
