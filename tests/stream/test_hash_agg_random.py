@@ -27,6 +27,7 @@ from piestream.expr.expr import FuncCall, InputRef, Literal
 from piestream.plan.agg_call import AggCall
 from piestream.plan.hash_agg import HashAggNode, hash_agg_node
 from piestream.plan.node import ExchangeNode
+from piestream.storage.table.state_table import StateTable
 from piestream.stream.executor import StreamingConfig
 
 # k (group), v (value), s (string), b (bool), id (stream key)
@@ -272,3 +273,26 @@ def test_warm_group_cache_changes_nothing(budget: int) -> None:
             assert hits > misses, (hits, misses)
         else:
             assert runs[-1].cache.registry.evictions > 0
+
+
+def test_complete_group_cache_reads_no_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group cache that has seen its table since it was empty holds every group: its misses are
+    new groups, answered without reading the value table, with exactly the output of reading it."""
+    value_table = _node([K]).state_tables.value.table_id
+    reads: list[int] = []
+    get_rows = StateTable.get_rows
+
+    def counted(self: StateTable, *args: Any, **kwargs: Any) -> Any:
+        reads.append(self.desc.table_id)
+        return get_rows(self, *args, **kwargs)
+
+    monkeypatch.setattr(StateTable, "get_rows", counted)
+    config = StreamingConfig(check_consistency=True, sanity_check_storage=True, cache_budget_bytes=1 << 30)
+    cold = run(510, [K], epochs=12)
+    assert value_table in reads, "a cold run reads every dirty group from storage"
+    reads.clear()
+    warm = run(510, [K], epochs=12, harness=lambda n: Harness(n, warm_cache=True, config=config))
+    assert warm == cold
+    assert value_table not in reads
+    caches = list(runs[-1].cache.keyed_rows())
+    assert caches and all(c.complete for c in caches)

@@ -227,3 +227,25 @@ def test_parts_read_by_row_number_without_concatenating() -> None:
         assert got[0].to_pylist() == [flat[i] for i in idx]
         assert got[1].to_pylist() == [f"s{flat[i]}" for i in idx]
     assert len(parts) == len(flat)
+
+
+def test_completeness_is_lost_by_eviction_and_undecided_after_clearing() -> None:
+    """A complete cache (every key of its table) stays complete through puts and removals; an
+    eviction drops keys the table still holds, so it never is again; a cleared one is undecided."""
+    now = [1]
+    cache = KeyedRows([pa.int64()], lambda: now[0])
+    assert cache.complete is None
+    cache.complete = True
+    keys = Ragged.from_list([b"%03d" % i for i in range(100)])
+    cache.put(keys, [pa.array(np.arange(100), pa.int64())])
+    cache.remove(keys.take(np.arange(10)))
+    cache.remove_below(b"020")
+    assert cache.complete is True and len(cache) == 80
+    cache.evict_before(0)  # nothing older than tick 0: nothing dropped
+    assert cache.complete is True
+    now[0] = 5
+    cache.get(keys.take(np.arange(50, 100)))  # touched later than the others
+    cache.evict_before(5)
+    assert cache.complete is False and len(cache) == 50
+    cache.clear()
+    assert cache.complete is None

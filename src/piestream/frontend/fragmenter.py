@@ -33,6 +33,7 @@ class _Draft:
     entry: str = "none"  # how rows enter: "single", "hash", "upstream", "source", "none"
     upstream_parallelism: int = 0
     outputs: list[tuple[int, ExchangeMarker]] = field(default_factory=list)  # (downstream id, marker)
+    relay_to: int | None = None  # a relay: placed like, and no-shuffle into, this fragment
 
 
 def fragment_job(
@@ -45,13 +46,40 @@ def fragment_job(
 ) -> FragmentedJob:
     drafts: dict[int, _Draft] = {}
     upstream_edges: list[tuple[int, int]] = []  # (existing upstream fragment, new fragment)
+    # the fragment cut below each exchange's input, by the input's identity: a shared subtree
+    # (`frontend.share`) under several exchanges becomes one fragment with an output to each
+    below_of: dict[int, _Draft] = {}
+
+    def _below(marker: ExchangeMarker, draft: _Draft) -> int:
+        """The fragment the rows under `marker` come from, into `draft`."""
+        child = below_of.get(id(marker.input))
+        if child is None:
+            child = _Draft(next_fragment_id())
+            drafts[child.fragment_id] = child
+            below_of[id(marker.input)] = child
+            child.root = build(marker.input, child)
+        same = [m for down, m in child.outputs if down == draft.fragment_id]
+        if not same:
+            child.outputs.append((draft.fragment_id, marker))
+            return child.fragment_id
+        if same[0].dist == marker.dist:
+            return child.fragment_id  # the port already delivers these rows, so placed
+        # the draft reads this fragment again, placed differently: its input port is named by the
+        # sending fragment, so the rows come through a pass-through fragment of their own
+        relay = _Draft(next_fragment_id(), relay_to=draft.fragment_id)
+        drafts[relay.fragment_id] = relay
+        relay.root = ExchangeNode(
+            schema=marker.schema,
+            stream_key=marker.stream_key,
+            append_only=marker.append_only,
+            upstream_fragment_id=child.fragment_id,
+        )
+        child.outputs.append((relay.fragment_id, marker))  # placed as `marker` says, actor i
+        return relay.fragment_id  # ... forwarding to the draft's actor i (edge added below)
 
     def build(node: StreamNode, draft: _Draft) -> StreamNode:
         if isinstance(node, ExchangeMarker):
-            child = _Draft(next_fragment_id())
-            drafts[child.fragment_id] = child
-            child.root = build(node.input, child)
-            child.outputs.append((draft.fragment_id, node))
+            upstream_id = _below(node, draft)
             if node.dist.kind == "single":
                 draft.entry = "single"
             elif node.dist.kind == "broadcast":
@@ -62,7 +90,7 @@ def fragment_job(
                 schema=node.schema,
                 stream_key=node.stream_key,
                 append_only=node.append_only,
-                upstream_fragment_id=child.fragment_id,
+                upstream_fragment_id=upstream_id,
             )
         if isinstance(node, ExchangeNode):
             # the change stream of a table/MV maintained by another job: no-shuffle from its fragment
@@ -94,9 +122,14 @@ def fragment_job(
         return parallelism
 
     pars = {fid: par(d) for fid, d in drafts.items()}
+    for d in drafts.values():
+        if d.relay_to is not None:
+            pars[d.fragment_id] = pars[d.relay_to]
     frags = []
     for fid, d in drafts.items():
         edges = []
+        if d.relay_to is not None:
+            edges.append(DispatchEdge(d.relay_to, DispatchKind.NO_SHUFFLE, pars[d.relay_to]))
         for down, marker in d.outputs:
             if marker.dist.kind == "broadcast" and pars[down] > 1:
                 edges.append(DispatchEdge(down, DispatchKind.BROADCAST, pars[down]))

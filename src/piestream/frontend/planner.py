@@ -100,7 +100,7 @@ def plan_materialized_view(
 ) -> PlannedJob:
     plan = optimize(bound.plan, streaming=True)
     planner = StreamPlanner(ids.next_table_id)
-    piece = planner.plan(plan)
+    piece = planner.plan_job(plan)
     sk = list(piece.stream_key)
     if distributed_by:  # an index: distributed by its leading columns, keyed by them first
         sk = list(dict.fromkeys([*distributed_by, *sk]))
@@ -183,7 +183,7 @@ def plan_sink(
     meet in one actor (what an upsert or changelog sink needs to keep them in order)."""
     plan = optimize(bound.plan, streaming=True)
     planner = StreamPlanner(ids.next_table_id)
-    piece = planner.plan(plan)
+    piece = planner.plan_job(plan)
     width = len(bound.names)
     names = _unique_names(
         [*bound.names, *[f"_{f.name}".replace("__", "_") for f in piece.schema.fields[width:]]]

@@ -124,6 +124,8 @@ class PlannerBase:
 
     def __init__(self, next_table_id: Callable[[], int]) -> None:
         self.next_table_id = next_table_id
+        #: ids of stream nodes that more than one consumer reads (`frontend.share`)
+        self.shared: set[int] = set()
 
     def require(self, piece: Piece, dist: Dist) -> Piece:
         if piece.dist.satisfies(dist):
@@ -133,10 +135,41 @@ class PlannerBase:
     def shuffle(self, piece: Piece, dist: Dist) -> Piece:
         """An exchange to `dist` even where the piece already satisfies it."""
         n = piece.node
+        below = self._exchange_below_projects(n, dist)
+        if below is not None:
+            return Piece(below, dist, piece.width, piece.non_null, piece.watermarks)
         marker = ExchangeMarker(
             schema=n.schema, stream_key=n.stream_key, append_only=n.append_only, input=n, dist=dist
         )
         return Piece(marker, dist, piece.width, piece.non_null, piece.watermarks)
+
+    def _exchange_below_projects(self, node: StreamNode, dist: Dist) -> StreamNode | None:
+        """Over a shared node reached through column-picking projections, the exchange goes
+        right above the shared node (projections rebuilt over it), so that every consumer reads
+        it through an exchange of its own and the fragmenter cuts there; None otherwise."""
+        if not self.shared:
+            return None
+        chain: list[ProjectNode] = []
+        keys = dist.keys
+        cur = node
+        while id(cur) not in self.shared:
+            if not isinstance(cur, ProjectNode) or not all(isinstance(e, InputRef) for e in cur.exprs):
+                return None
+            keys = tuple(cur.exprs[k].index for k in keys)  # type: ignore[attr-defined]
+            chain.append(cur)
+            cur = cur.input
+        if not chain:
+            return None  # the shared node itself: the plain exchange is right above it
+        out: StreamNode = ExchangeMarker(
+            schema=cur.schema,
+            stream_key=cur.stream_key,
+            append_only=cur.append_only,
+            input=cur,
+            dist=Dist(dist.kind, keys),
+        )
+        for p in reversed(chain):
+            out = replace(p, input=out)
+        return out
 
     def project(
         self,

@@ -12,6 +12,8 @@ ones, and nodes that append columns (windows, joins) are followed by a reorderin
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, INT, SERIAL, Field
@@ -34,6 +36,7 @@ from piestream.frontend.logical import (
     Union,
     Values,
 )
+from piestream.frontend.share import consumers_exchange, repeated_aggs, same_plan
 from piestream.frontend.source_spec import source_spec
 from piestream.frontend.stream_join import plan_join
 from piestream.frontend.stream_piece import (
@@ -75,12 +78,38 @@ from piestream.stream.connector import plan_source_node
 class StreamPlanner(PlannerBase):
     """Plans one streaming job's logical plan into a tree of stream nodes."""
 
+    def __init__(self, next_table_id: Callable[[], int]) -> None:
+        super().__init__(next_table_id)
+        self._repeated: list[PlanNode] = []  # logical subtrees to plan once (`frontend.share`)
+        self._planned: list[tuple[PlanNode, Piece]] = []
+
     # -- planning -------------------------------------------------------------------------------
+    def plan_job(self, root: PlanNode) -> Piece:
+        """A whole job's plan, each repeated aggregation planned once and shared; if some reader
+        of a shared subtree would read it without an exchange, the job is planned again without
+        sharing (every reader its own copy, as written)."""
+        self._repeated = repeated_aggs(root)
+        piece = self.plan(root)
+        if not self._repeated or consumers_exchange(piece.node, self.shared):
+            return piece
+        self._repeated, self._planned = [], []
+        self.shared = set()
+        return self.plan(root)
+
     def plan(self, node: PlanNode) -> Piece:
+        rep = next((r for r in self._repeated if same_plan(r, node)), None)
+        if rep is not None:
+            done = next((p for r, p in self._planned if r is rep), None)
+            if done is not None:
+                return done
         method = getattr(self, f"_plan_{type(node).__name__.lower()}", None)
         if method is None:
             raise FeatureNotSupported(f"{type(node).__name__} is not supported in materialized views")
-        return method(node)
+        piece: Piece = method(node)
+        if rep is not None:
+            self._planned.append((rep, piece))
+            self.shared.add(id(piece.node))
+        return piece
 
     def _plan_scan(self, node: Scan) -> Piece:
         rel: Relation = node.relation

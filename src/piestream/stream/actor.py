@@ -67,6 +67,11 @@ class Actor:
     def _push(self, slot: int, chunks: Sequence[StreamChunk], out: list[StreamChunk]) -> None:
         """Deliver chunks emitted by `slot` to its parent (or to the actor's output)."""
         s = self._slots[slot]
+        if len(chunks) > 1 and s.parent >= 0:
+            # one call of the parent per up to 64K rows, not per piece: a source emits 1024-row
+            # chunks and a HopWindow a chunk per window, and every executor call (an expression
+            # evaluation, a HopWindow, a Project) costs a fixed overhead whatever the chunk's size
+            chunks = list(coalesced(chunks))
         for c in chunks:
             if not c.cardinality:
                 continue

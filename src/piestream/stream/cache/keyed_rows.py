@@ -147,6 +147,10 @@ class KeyedRows:
         self._live_rows = 0
         self.hits = 0
         self.misses = 0
+        #: whether the cache holds every key of the state table it fronts (in the actor's
+        #: vnodes), so a miss means "not stored": None until its owner decides (a new cache over an
+        #: empty table is complete); an eviction makes it False for good
+        self.complete: bool | None = None
 
     # -- size -------------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -367,6 +371,7 @@ class KeyedRows:
             old = np.concatenate([old, at])
         if not len(old):
             return
+        self.complete = False
         slots = self.index.find(self._hash.a[old])
         mine = slots >= 0
         mine[mine] = self.index.entries(slots[mine]) == old[mine]

@@ -244,6 +244,12 @@ class HashAggExecutor(Executor):
         hit, rows = cache.get(self._keys, hashes=self._hashes)
         if hit.all():
             return hit, rows
+        if cache.complete is None:
+            # a new cache: complete if the table holds nothing yet (a new job, or every group
+            # gone), and then kept complete by writing through; one short read, once per cache
+            cache.complete = not any(c.cardinality for c in self.value_table.iter_chunks_with_prefix(limit=1))
+        if cache.complete:
+            return hit, rows  # the groups it does not hold are new: no state read
         miss = np.flatnonzero(~hit)
         mask = pa.array(~hit)
         found_m, chunk_m = self.value_table.get_rows([k.filter(mask) for k in key_cols])
