@@ -739,22 +739,7 @@ def _as_version_2(built: BuiltSstable) -> BuiltSstable:
         raw = built.data[b.offset : b.offset + b.length]
         body, comp = raw[:-9], raw[-9]
         parts.append(body + struct.pack("<BQ", comp, xxhash.xxh64_intdigest(body, comp)))
-    old = SstableMeta(
-        offsets=m.offsets,
-        lengths=m.lengths,
-        usizes=m.usizes,
-        key_counts=m.key_counts,
-        first_keys=m.first_key_ragged,
-        smallest_key=m.smallest_key,
-        largest_key=m.largest_key,
-        key_count=m.key_count,
-        min_epoch=m.min_epoch,
-        max_epoch=m.max_epoch,
-        table_ids=m.table_ids,
-        unfiltered_table_ids=m.unfiltered_table_ids,
-        bloom=m.bloom,
-        version=2,
-    )
+    old = _meta_copy(m, version=2, words_offset=0, words_checksum=0, key_width=0, value_width=0)
     meta = old.encode()
     end = sum(map(len, parts))
     footer = struct.pack("<QIQII", end, len(meta), xxhash.xxh64_intdigest(meta), 2, MAGIC)

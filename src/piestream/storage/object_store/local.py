@@ -142,10 +142,7 @@ class LocalObjectStore(ObjectStore):
     def read_ranges_into(self, path: str, offsets: Sequence[int], outs: Sequence[memoryview]) -> None:
         """Several ranges of one file: one open, then one `preadv` per range (the kernel copies
         each range straight into its buffer)."""
-        try:
-            fd = os.open(self._file(path), os.O_RDONLY)
-        except OSError as e:
-            raise self._error("read", path, e) from e
+        fd = self._open(path, "read")
         try:
             size = os.fstat(fd).st_size
             for offset, out in zip(offsets, outs, strict=True):  # one system call per range
@@ -167,10 +164,7 @@ class LocalObjectStore(ObjectStore):
         replace a file (a new inode) and never truncate it in place, so a mapping never loses
         pages under a reader (no SIGBUS); a deleted file stays mapped until the last view of it
         is dropped. The map holds no file descriptor (`_map_private`)."""
-        try:
-            fd = os.open(self._file(path), os.O_RDONLY)
-        except OSError as e:
-            raise self._error("map", path, e) from e
+        fd = self._open(path, "map")
         try:
             size = os.fstat(fd).st_size
             if size == 0:
@@ -237,6 +231,13 @@ class LocalObjectStore(ObjectStore):
                         os.unlink(full)
                         removed += 1
         return removed
+
+    def _open(self, path: str, op: str) -> int:
+        """A read-only descriptor of object `path`; a missing object is `ObjectNotFound`."""
+        try:
+            return os.open(self._file(path), os.O_RDONLY)
+        except OSError as e:
+            raise self._error(op, path, e) from e
 
     def _error(self, op: str, path: str, e: OSError) -> StorageError:
         if isinstance(e, FileNotFoundError | IsADirectoryError | NotADirectoryError):
