@@ -55,6 +55,11 @@ def spark_session(
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
         .config("spark.sql.execution.arrow.pyspark.validateSchema.enabled", "true")
         .config("spark.python.worker.reuse", "true")
+        # the JVM talks to its Python workers over Unix domain sockets (Spark >= 4.1) instead of
+        # loopback TCP: each Python stage of an epoch's job costs ~35 ms less (an empty 4-stage
+        # epoch 0.27 s -> 0.17-0.20 s)
+        .config("spark.python.unix.domain.socket.enabled", "true")
+        .config("spark.python.daemon.module", "piestream.runtime.spark_daemon")
         .config("spark.driver.extraJavaOptions", java_opts)
         .config("spark.executor.extraJavaOptions", java_opts)
     )
