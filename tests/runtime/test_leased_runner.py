@@ -244,3 +244,24 @@ def test_killed_task_worker_costs_a_retry_not_a_row(spark: Any, tmp_path: Path) 
         epoch(300)
     finally:
         db.close()
+
+
+def test_epochs_run_as_plain_spark_jobs_when_the_lease_cannot_start(spark: Any, tmp_path: Path) -> None:
+    """Tasks that do not connect in time (here: no time at all) leave the epoch to SparkRunner's
+    job, which the abandoned lease job does not block; a later lease starts normally."""
+    runner = LeasedSparkRunner(spark, connect_timeout=0.0)
+    db = _db(spark, tmp_path / "db", runner=runner)
+    try:
+        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+        db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
+        db.execute("INSERT INTO t SELECT g, g % 5 FROM generate_series(1, 100) AS g; FLUSH")
+        assert runner.plain_epochs > 0 and runner.leased_epochs == 0
+        runner.connect_timeout = 10.0
+        db.execute("INSERT INTO t SELECT g, g % 3 FROM generate_series(101, 200) AS g; FLUSH")
+        assert runner.leased_epochs > 0
+        got = sorted(tuple(r) for r in db.session().execute_one("SELECT v, n FROM m").rows)
+        assert got == sorted(
+            Counter([g % 5 for g in range(1, 101)] + [g % 3 for g in range(101, 201)]).items()
+        )
+    finally:
+        db.close()

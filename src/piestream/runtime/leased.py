@@ -98,7 +98,7 @@ def _send(sock: socket.socket, *parts: bytes) -> None:
     sock.sendall(_LEN.pack(size) + b"".join(parts))
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
@@ -107,10 +107,10 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
         if k == 0:
             raise EOFError("connection closed")
         got += k
-    return bytes(buf)
+    return buf
 
 
-def _recv(sock: socket.socket) -> bytes:
+def _recv(sock: socket.socket) -> bytearray:
     (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
     return _recv_exact(sock, n)
 
@@ -125,7 +125,7 @@ def encode_elements(elements: Sequence[Element]) -> bytes:
     return b"".join(out)
 
 
-def decode_elements(data: bytes | memoryview, offset: int = 0) -> list[Element]:
+def decode_elements(data: bytes | bytearray | memoryview, offset: int = 0) -> list[Element]:
     view = memoryview(data)
     (n,) = _COUNT.unpack_from(view, offset)
     pos = offset + _COUNT.size
@@ -371,7 +371,7 @@ class LeasedSparkRunner(SparkRunner):
                     continue
                 outs.append([])
                 if failure is None:
-                    failed = decode_failure(reply[1:]) if kind == _FAILED else None
+                    failed = decode_failure(bytes(reply[1:])) if kind == _FAILED else None
                     if failed is not None:
                         failure = failed
                     else:
@@ -390,7 +390,7 @@ class LeasedSparkRunner(SparkRunner):
         except OSError as e:
             raise LeaseLost(f"the leased Spark job lost a task: {e}") from e
 
-    def _recv(self, lease: _Lease, sock: socket.socket) -> bytes:
+    def _recv(self, lease: _Lease, sock: socket.socket) -> bytearray:
         """A task's next frame; waits as long as the task works, but not past its job's end."""
         while True:
             try:
