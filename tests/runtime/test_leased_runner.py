@@ -104,34 +104,43 @@ def _views(db: Database) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def _apply(db: Database, statements: list[str]) -> None:
+    """The statements as one transaction: one epoch."""
     s = db.session()
+    s.execute("BEGIN")
     for q in statements:
         s.execute(q)
+    s.execute("COMMIT")
     s.execute("FLUSH")
 
 
-def test_leased_mvs_equal_the_default_runner_and_the_oracle(spark: Any, tmp_path: Path) -> None:
-    epochs = _epochs(random.Random(7), 4)
-    leased, plain = _db(spark, tmp_path / "leased"), _db(spark, tmp_path / "plain", "spark")
+def _run_workload(
+    db: Database, epochs: list[tuple[list[str], Any]]
+) -> list[dict[str, list[tuple[Any, ...]]]]:
+    """The MVs after each epoch of `epochs`; closes `db`."""
     try:
-        assert isinstance(leased.barriers.runner, LeasedSparkRunner)
-        for db in (leased, plain):
-            for q in SCHEMA:
-                db.execute(q)
-        for statements, expected in epochs:
-            _apply(leased, statements)
-            _apply(plain, statements)
-            got = _views(leased)
-            assert got == _views(plain)
-            assert got == expected
-        assert got["m_join"] and got["m_mv"]
-        runner = leased.barriers.runner
-        assert runner.leased_epochs >= 4, (runner.leased_epochs, runner.plain_epochs)
+        for q in SCHEMA:
+            db.execute(q)
+        out = []
+        for statements, _ in epochs:
+            _apply(db, statements)
+            out.append(_views(db))
+        return out
     finally:
-        leased.close()
-        plain.close()
-    assert runner.lease_pids == {}
+        db.close()
+
+
+def test_leased_mvs_equal_the_default_runner_and_the_oracle(spark: Any, tmp_path: Path) -> None:
+    epochs = _epochs(random.Random(7), 6)
+    leased = _db(spark, tmp_path / "leased")
+    runner = leased.barriers.runner
+    assert isinstance(runner, LeasedSparkRunner)
+    got = _run_workload(leased, epochs)
+    assert runner.leased_epochs >= 4, (runner.leased_epochs, runner.plain_epochs)
+    assert runner.lease_pids == {}  # closed with the database
     assert not [t for t in threading.enumerate() if t.name.startswith("piestream-lease")]
+    assert got == [expected for _, expected in epochs]
+    assert got[-1]["m_join"] and got[-1]["m_mv"]
+    assert got == _run_workload(_db(spark, tmp_path / "plain", "spark"), epochs)
 
 
 def _count_in_thread(spark: Any) -> tuple[threading.Thread, list[float]]:

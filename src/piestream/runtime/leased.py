@@ -553,22 +553,22 @@ class LeasedSparkRunner(SparkRunner):
         """Ends an idle lease, an expired one, and one another Spark job waits for, between
         epochs (the epoch lock is only tried: a running epoch ends its lease itself)."""
         while not self._closed.wait(_POLL):
-            lease = self._lease
-            if lease is None:
+            if self._lease is None or not self._lock.acquire(blocking=False):
                 continue
-            now = time.monotonic()
-            due = (
-                now - self._last_epoch >= self.idle_seconds
-                or now - lease.started >= self.lease_seconds
-                or lease.job_done.is_set()
-                or self._others_waiting(lease)
-            )
-            if due and self._lock.acquire(blocking=False):
-                try:
-                    if self._lease is lease:
-                        self._end_lease(lease, stop=True)
-                finally:
-                    self._lock.release()
+            try:
+                lease = self._lease
+                if lease is None:
+                    continue
+                now = time.monotonic()
+                if (
+                    now - self._last_epoch >= self.idle_seconds
+                    or now - lease.started >= self.lease_seconds
+                    or not lease.healthy()  # a task died: its slot's peers end at once
+                    or self._others_waiting(lease)
+                ):
+                    self._end_lease(lease, stop=True)
+            finally:
+                self._lock.release()
 
 
 def _driver_host(sc: Any) -> str:
