@@ -450,7 +450,14 @@ class LeasedSparkRunner(SparkRunner):
         lease.thread = threading.Thread(target=run_job, name="piestream-lease-job", daemon=True)
         lease.thread.start()
         if not lease.wait_ready(self.connect_timeout):
+            # the epoch runs as a plain job, but not beside this job's tasks: a slot's task
+            # running twice at once would give the slot a second Python worker (and its actors
+            # a worker without their caches). Tasks that connected end when told; pending
+            # ones are cancelled before they start.
             self._end_lease(lease, stop=True)
+            if not lease.job_done.wait(_POLL) and self.sc._jsc is not None:
+                self.sc.cancelJobGroup(lease.group)
+                lease.job_done.wait(RETIRE_GRACE)
             return None
         self._last_epoch = time.monotonic()
         self._start_reaper()
