@@ -47,6 +47,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.chunk import StreamChunk
@@ -347,8 +348,6 @@ class LeasedSparkRunner(SparkRunner):
     def _run_leased(
         self, lease: _Lease, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]
     ) -> list[ActorReport]:
-        from dataclasses import replace
-
         plan = replace(plan, task_slots=self.task_slots)
         conns = dict(lease.conns)
         blob = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
