@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from piestream.common.errors import DivisionByZero
 from piestream.runtime.epoch_plan import EpochPlan
 from piestream.runtime.leased import LeasedSparkRunner
 from piestream.server.database import Database, DatabaseConfig
@@ -258,19 +259,46 @@ def test_killed_task_worker_costs_a_retry_not_a_row(spark: Any, tmp_path: Path) 
 def test_epochs_run_as_plain_spark_jobs_when_the_lease_cannot_start(spark: Any, tmp_path: Path) -> None:
     """Tasks that do not connect in time (here: no time at all) leave the epoch to SparkRunner's
     job, which the abandoned lease job does not block; a later lease starts normally."""
-    runner = LeasedSparkRunner(spark, connect_timeout=0.0)
+    runner = LeasedSparkRunner(spark, connect_timeout=0.0, retry_seconds=3600.0)
     db = _db(spark, tmp_path / "db", runner=runner)
     try:
         db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
         db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
         db.execute("INSERT INTO t SELECT g, g % 5 FROM generate_series(1, 100) AS g; FLUSH")
-        assert runner.plain_epochs > 0 and runner.leased_epochs == 0
-        runner.connect_timeout = 10.0
+        assert runner.plain_epochs > 1 and runner.leased_epochs == 0  # one try, then plain epochs
+        runner.connect_timeout, runner.retry_seconds, runner._no_lease_until = 10.0, 30.0, 0.0
         db.execute("INSERT INTO t SELECT g, g % 3 FROM generate_series(101, 200) AS g; FLUSH")
         assert runner.leased_epochs > 0
         got = sorted(tuple(r) for r in db.session().execute_one("SELECT v, n FROM m").rows)
         assert got == sorted(
             Counter([g % 5 for g in range(1, 101)] + [g % 3 for g in range(101, 201)]).items()
         )
+    finally:
+        db.close()
+
+
+def test_data_errors_flow_as_with_spark_and_keep_the_lease(spark: Any, tmp_path: Path) -> None:
+    """A data error gives NULL and an error record (its report crosses the lease); in strict mode
+    it fails the statement with PostgreSQL's error, and the lease's tasks stay."""
+    runner = LeasedSparkRunner(spark, lease_seconds=60.0, idle_seconds=30.0)
+    db = _db(spark, tmp_path / "db", runner=runner)
+    try:
+        db.execute("CREATE TABLE dz (k INT, x INT)")
+        db.execute("CREATE MATERIALIZED VIEW dzm AS SELECT k, 10 / x AS r FROM dz")
+        db.execute("INSERT INTO dz VALUES (1, 0), (2, 5); FLUSH")
+        s = db.session()
+        assert sorted(s.execute_one("SELECT k, r FROM dzm").rows) == [(1, None), (2, 2)]
+        errors = s.execute_one(
+            "SELECT sqlstate, error_count FROM rw_catalog.rw_streaming_errors WHERE job_name = 'dzm'"
+        ).rows
+        assert [tuple(r) for r in errors] == [("22012", 1)]
+        pids = runner.lease_pids
+        db.execute("ALTER SYSTEM SET streaming_strict_mode = true")
+        with pytest.raises(DivisionByZero):
+            db.execute("INSERT INTO dz VALUES (3, 0)")
+        assert runner.lease_pids == pids  # a data error is the epoch's, not the lease's
+        db.execute("INSERT INTO dz VALUES (4, 2); FLUSH")
+        assert sorted(s.execute_one("SELECT k, r FROM dzm").rows) == [(1, None), (2, 2), (4, 5)]
+        assert runner.leased_epochs > 0 and runner.plain_epochs == 0
     finally:
         db.close()

@@ -13,11 +13,13 @@ round trip costs well under a millisecond.
 **The lease.** While the job runs its tasks hold every task slot, so any other Spark job (a
 batch query, the Spark data source, a benchmark's recompute) waits for it. So the job is a
 lease: it ends at the first epoch boundary `lease_seconds` after it started, after
-`idle_seconds` without an epoch, and at the next epoch boundary as soon as another Spark job is
-active; the next epoch starts a new job. Another Spark job therefore waits at most about one
-epoch (one lease if the check cannot see it). A new lease is only started when no other Spark job
-is active, and if its tasks do not all connect within `connect_timeout` (slots busy), the epoch
-runs as a plain `SparkRunner` job instead: nothing waits on a lease that cannot start.
+`idle_seconds` without an epoch, and as soon as another active Spark job is seen (checked between
+epochs every 0.2 s, and at an epoch's end); the next epoch starts a new job. Another Spark job
+therefore waits about until the running epoch ends, and at most about one lease plus one epoch
+(`lease_seconds`, 5 s by default). A new lease is only started when no other Spark job is
+active, and if its tasks do not all connect within `connect_timeout` (slots busy, or fewer free
+cores than slots), the epoch runs as a plain `SparkRunner` job instead, as do the epochs of the
+next `retry_seconds`: nothing waits on a lease that cannot start.
 
 **Failures.** A task that dies, or a socket that fails mid-epoch, ends the lease (its job is
 cancelled if it does not end by itself) and fails the epoch with an `InternalError`, which the
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
 LEASE_SECONDS = 5.0  # a lease ends at the first epoch boundary this long after its job started
 IDLE_SECONDS = 1.0  # ... or after this long without an epoch
 CONNECT_TIMEOUT = 10.0  # every slot's task must say hello within this, or the epoch runs plain
+RETRY_SECONDS = 30.0  # after a lease could not start, epochs run plainly this long before the next try
 RETIRE_GRACE = 3.0  # an ended lease's job gets this long to finish by itself before it is cancelled
 _POLL = 0.2  # how often a waiting driver looks at its job, and the reaper at its lease
 
@@ -281,11 +284,14 @@ class LeasedSparkRunner(SparkRunner):
         lease_seconds: float = LEASE_SECONDS,
         idle_seconds: float = IDLE_SECONDS,
         connect_timeout: float = CONNECT_TIMEOUT,
+        retry_seconds: float = RETRY_SECONDS,
     ) -> None:
         super().__init__(spark, hook, task_slots, keep_alive_seconds)
         self.lease_seconds = lease_seconds
         self.idle_seconds = idle_seconds
         self.connect_timeout = connect_timeout
+        self.retry_seconds = retry_seconds
+        self._no_lease_until = 0.0  # a lease that could not start is not tried again until then
         self._lease: _Lease | None = None
         self._listener: socket.socket | None = None
         self._acceptor: threading.Thread | None = None
@@ -415,7 +421,7 @@ class LeasedSparkRunner(SparkRunner):
             self._end_lease(lease, stop=False)
         for old in self._retiring:  # an ended job still holding slots would only slow the start
             old.job_done.wait(RETIRE_GRACE)
-        if self._others_waiting(None):
+        if time.monotonic() < self._no_lease_until or self._others_waiting(None):
             return None
         return self._start_lease()
 
@@ -457,6 +463,9 @@ class LeasedSparkRunner(SparkRunner):
             if not lease.job_done.wait(_POLL) and self.sc._jsc is not None:
                 self.sc.cancelJobGroup(lease.group)
                 lease.job_done.wait(RETIRE_GRACE)
+            # fewer free task slots than slots (a busy or small cluster): not every epoch should
+            # wait `connect_timeout` for that
+            self._no_lease_until = time.monotonic() + self.retry_seconds
             return None
         self._last_epoch = time.monotonic()
         self._start_reaper()
