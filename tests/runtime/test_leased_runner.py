@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -299,6 +301,19 @@ def test_data_errors_flow_as_with_spark_and_keep_the_lease(spark: Any, tmp_path:
         assert runner.lease_pids == pids  # a data error is the epoch's, not the lease's
         db.execute("INSERT INTO dz VALUES (4, 2); FLUSH")
         assert sorted(s.execute_one("SELECT k, r FROM dzm").rows) == [(1, None), (2, 2), (4, 5)]
-        assert runner.leased_epochs > 0 and runner.plain_epochs == 0
+        # strangers on the listener (a huge length prefix, a wrong token) are turned away ...
+        assert runner._listener is not None
+        address = runner._listener.getsockname()[:2]
+        for junk in (struct.pack("<Q", 1 << 62), struct.pack("<Q16sqq", 32, b"x" * 16, 0, 1)):
+            with socket.create_connection(address, timeout=10) as bad:
+                bad.sendall(junk)
+                assert bad.recv(1) == b""  # closed by the driver
+        # ... and the next lease still starts: this epoch ends the lease, the next starts one
+        runner.lease_seconds = 0.0
+        leases = runner._leases
+        db.execute("INSERT INTO dz VALUES (5, 1); FLUSH")
+        assert runner._leases > leases and runner.plain_epochs == 0
+        assert sorted(s.execute_one("SELECT k, r FROM dzm").rows) == [(1, None), (2, 2), (4, 5), (5, 10)]
+        assert runner.leased_epochs > 0
     finally:
         db.close()

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 LEASE_SECONDS = 5.0  # a lease ends at the first epoch boundary this long after its job started
 IDLE_SECONDS = 1.0  # ... or after this long without an epoch
 CONNECT_TIMEOUT = 10.0  # every slot's task must say hello within this, or the epoch runs plain
+HELLO_TIMEOUT = 2.0  # a connection's hello must arrive this fast (a task sends it at once)
 RETRY_SECONDS = 30.0  # after a lease could not start, epochs run plainly this long before the next try
 RETIRE_GRACE = 3.0  # an ended lease's job gets this long to finish by itself before it is cancelled
 _POLL = 0.2  # how often a waiting driver looks at its job, and the reaper at its lease
@@ -540,9 +541,13 @@ class LeasedSparkRunner(SparkRunner):
                 except OSError:
                     return
                 try:
-                    sock.settimeout(CONNECT_TIMEOUT)
+                    sock.settimeout(HELLO_TIMEOUT)
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    token, slot, pid = _HELLO.unpack(_recv(sock))
+                    # read as a fixed-size record: a stranger's length prefix allocates nothing
+                    (size,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
+                    if size != _HELLO.size:
+                        raise EOFError("not a hello")
+                    token, slot, pid = _HELLO.unpack(_recv_exact(sock, _HELLO.size))
                     sock.settimeout(None)
                 except (EOFError, OSError, struct.error):
                     sock.close()
