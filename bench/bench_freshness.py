@@ -9,7 +9,7 @@ batch plan of `spark_baseline`, noop sink), `--recomputes` times; the median is 
 of a materialized view costs at that size. The ratio is recompute / incremental epoch p50.
 
     .venv/bin/python bench/bench_freshness.py [--queries q4,q5,...] [--events 1000000]
-        [--epoch-events 100000] [--last 5] [--recomputes 3]
+        [--epoch-events 100000] [--last 5] [--recomputes 3] [--runner spark|spark-leased]
 
 Figures are wall-clock on whatever else the machine runs: the load average is printed.
 """
@@ -65,6 +65,12 @@ def main() -> None:
     ap.add_argument("--last", type=int, default=5, help="epochs at the end the latency is taken over")
     ap.add_argument("--recomputes", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per query")
+    ap.add_argument(
+        "--runner",
+        choices=["spark", "spark-leased"],
+        default="spark",
+        help="piestream's runner (spark-leased: epochs on leased long-lived Spark jobs)",
+    )
     args = ap.parse_args()
     names = [q.strip() for q in args.queries.split(",") if q.strip()]
     from piestream.runtime.spark import spark_session
@@ -73,7 +79,7 @@ def main() -> None:
     cfg = BenchConfig(
         queries=names,
         events=args.events,
-        runner="spark",
+        runner=args.runner,
         sink="mv",
         epoch_events=args.epoch_events,
         spark_baseline=False,
@@ -90,7 +96,7 @@ def main() -> None:
         progress = Progress(sys.stderr)
         run_piestream(
             "q0",
-            BenchConfig(["q0"], 20_000, epoch_events=10_000, spark_baseline=False),
+            BenchConfig(["q0"], 20_000, runner=args.runner, epoch_events=10_000, spark_baseline=False),
             work / "warmup",
             spark,
             Progress(io.StringIO()),
@@ -119,9 +125,10 @@ def main() -> None:
             progress.done(
                 f"{name}: {run.events:,} events, epoch p50 {p50:.2f} s p99 {p99:.2f} s, recompute {rc:.2f} s"
             )
+    runner = "Spark" if args.runner == "spark" else args.runner
     print(
         f"\nfreshness: Nexmark, {args.events:,} events per query in epochs of <= {args.epoch_events:,} "
-        f"events per source, piestream (Spark runner, parallelism 2, MV) epoch latency over the last "
+        f"events per source, piestream ({runner} runner, parallelism 2, MV) epoch latency over the last "
         f"{args.last} epochs vs Spark batch recompute over all events (median of {args.recomputes}); "
         f"load avg {_load_avg()}"
     )

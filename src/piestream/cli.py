@@ -64,7 +64,7 @@ def _open_database(args: argparse.Namespace) -> Any:
     if getattr(args, "backfill_rows_per_epoch", None):
         config.streaming = StreamingConfig(backfill_rows_per_epoch=max(1, args.backfill_rows_per_epoch))
     spark = None
-    if args.runner == "spark" and getattr(args, "master", None):
+    if args.runner != "local" and getattr(args, "master", None):
         from piestream.runtime.spark import spark_session
 
         spark = spark_session(args.master)
@@ -318,7 +318,10 @@ def bench_nexmark_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", default="q0,q1,q2", help="comma-separated (q0,q5), ranges (q0-q9) or 'all'")
     p.add_argument("--events", type=int, default=1_000_000, help="events per query (default 1,000,000)")
     p.add_argument(
-        "--runner", choices=["spark", "local"], default="spark", help="piestream's runner (default spark)"
+        "--runner",
+        choices=["spark", "spark-leased", "local"],
+        default="spark",
+        help="piestream's runner (default spark)",
     )
     p.add_argument("--parallelism", type=int, default=2, help="actors per fragment and source splits")
     p.add_argument(
@@ -352,9 +355,11 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--runner",
-        choices=["spark", "local"],
+        choices=["spark", "spark-leased", "local"],
         default="spark",
-        help="run streaming epochs on Spark (default) or in-process (local: quick start, no Java needed)",
+        help="run streaming epochs on Spark (default), on leased long-lived Spark jobs (spark-leased: "
+        "lower epoch latency; other Spark jobs wait up to a lease, 5 s) or in-process (local: quick "
+        "start, no Java needed)",
     )
     p.add_argument(
         "--master", default=None, help="Spark master (default local[2] or $PIESTREAM_SPARK_MASTER)"

@@ -52,7 +52,7 @@ class BenchConfig:
 
     queries: list[str]
     events: int = 1_000_000
-    runner: str = "spark"  # "spark" | "local"
+    runner: str = "spark"  # "spark" | "spark-leased" | "local"
     parallelism: int = 2
     sink: str = "blackhole"  # "blackhole" | "mv"
     epoch_events: int = 100_000  # events each source reads per epoch at most
@@ -151,7 +151,7 @@ def open_database(path: Path, cfg: BenchConfig, spark: SparkSession | None) -> D
     config = DatabaseConfig(
         runner=cfg.runner, barrier_interval=3600.0, parallelism=cfg.parallelism, background_compaction=True
     )
-    db = Database(path, spark=spark if cfg.runner == "spark" else None, config=config)
+    db = Database(path, spark=spark if cfg.runner != "local" else None, config=config)
     db.barriers.stop()
     return db
 
@@ -373,7 +373,7 @@ def format_report(runs: Sequence[QueryRun], cfg: BenchConfig, header: str = "") 
 
 def _spark_session(cfg: BenchConfig, progress: Progress) -> SparkSession | None:
     """The shared SparkSession if the run needs one; None (baseline off) if Spark cannot start."""
-    if cfg.runner != "spark" and not cfg.spark_baseline:
+    if cfg.runner == "local" and not cfg.spark_baseline:
         return None
     from piestream.runtime.spark import spark_session
 
@@ -381,7 +381,7 @@ def _spark_session(cfg: BenchConfig, progress: Progress) -> SparkSession | None:
     try:
         return spark_session(cfg.master, app_name="piestream-bench-nexmark")
     except Exception as e:
-        if cfg.runner == "spark":
+        if cfg.runner != "local":
             raise
         progress.done(f"Spark unavailable ({error_text(e)}): no Spark baseline")
         cfg.spark_baseline = False
@@ -424,7 +424,7 @@ def run_bench(
             t = time.perf_counter()
             dirs = write_events(workdir / "events", cfg.events, cfg.epoch_events, tables)
             progress.done(f"wrote {cfg.events:,} events as Parquet in {time.perf_counter() - t:.1f} s")
-        if cfg.runner == "spark":
+        if cfg.runner != "local":
             _warm_up(cfg, workdir, spark, progress)
         bar = ProgressBar(len(cfg.queries), "queries", stream=progress.out, enabled=progress.tty)
         progress.bar = bar

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -73,6 +73,28 @@ def epoch_error(e: BaseException) -> tuple[PiestreamError, int | None]:
     return client_error(e, "streaming epoch failed"), None
 
 
+#: Runs one stage: (stage, input elements per partition) -> output elements per partition.
+StageFn = Callable[[int, list[list[Element]]], list[list[Element]]]
+
+
+def run_stages(
+    plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]], stage: StageFn
+) -> list[ActorReport]:
+    """An epoch driven from this process: every stage's partitions by `stage`, in stage order,
+    each stage's output routed to the next stage's partitions (`StagePartitioner`)."""
+    parts = dml_elements(plan, dml)
+    outs: list[list[Element]] = []
+    for k in range(len(plan.stages)):
+        if k > 0:
+            part_of = StagePartitioner(plan, k)
+            parts = [[] for _ in range(plan.num_partitions(k))]
+            for out in outs:
+                for e in out:
+                    parts[part_of(e[0])].append(e)
+        outs = stage(k, parts)
+    return collect_reports(plan, [e for out in outs for e in out])
+
+
 class LocalRunner:
     """Runs every actor in this process, stage by stage."""
 
@@ -84,16 +106,11 @@ class LocalRunner:
         if not plan.stages:
             return []
         plan = replace(plan, task_slots=self.task_slots)
-        parts = dml_elements(plan, dml)
-        elements: list[Element] = []
-        for k in range(len(plan.stages)):
-            if k > 0:
-                part_of = StagePartitioner(plan, k)
-                parts = [[] for _ in range(plan.num_partitions(k))]
-                for e in elements:
-                    parts[part_of(e[0])].append(e)
-            elements = [e for i, part in enumerate(parts) for e in run_partition(plan, k, i, part, self.hook)]
-        return collect_reports(plan, elements)
+
+        def stage(k: int, parts: list[list[Element]]) -> list[list[Element]]:
+            return [list(run_partition(plan, k, i, part, self.hook)) for i, part in enumerate(parts)]
+
+        return run_stages(plan, dml, stage)
 
 
 #: Seconds without a job after which the runner touches every slot's worker: well inside Spark's

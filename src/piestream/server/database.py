@@ -50,7 +50,12 @@ class DatabaseConfig:
     barrier_interval: float = 1.0
     parallelism: int = 2
     object_store_url: str | None = None  # default: <data dir>/objects
-    runner: str = "spark"  # "spark" or "local" (in-process, for tests and debugging)
+    #: "spark", "spark-leased" (epochs on leased long-lived Spark jobs, `runtime.leased`) or
+    #: "local" (in-process, for tests and debugging)
+    runner: str = "spark"
+    #: with runner "spark-leased": seconds a lease holds Spark's task slots at most (other Spark
+    #: jobs wait about this long at most; the lease also ends when another job is seen waiting)
+    lease_seconds: float = 5.0
     streaming: StreamingConfig = field(default_factory=StreamingConfig)
     storage: StorageOptions = field(default_factory=StorageOptions)
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
@@ -147,7 +152,12 @@ class Database:
                     from piestream.runtime.spark import spark_session
 
                     self.spark = spark_session()
-                runner = SparkRunner(self.spark)
+                if self.config.runner == "spark-leased":
+                    from piestream.runtime.leased import LeasedSparkRunner
+
+                    runner = LeasedSparkRunner(self.spark, lease_seconds=self.config.lease_seconds)
+                else:
+                    runner = SparkRunner(self.spark)
         self.barriers = BarrierManager(
             self.hummock,
             runner,
@@ -240,7 +250,7 @@ class Database:
         self.barriers.stop()
         close_runner = getattr(self.barriers.runner, "close", None)
         if close_runner is not None:
-            close_runner()  # the SparkRunner's keep-alive thread
+            close_runner()  # the SparkRunner's keep-alive thread, a leased runner's job and listener
         from piestream.stream.cache.registry import WORKER_CACHES
 
         WORKER_CACHES.drop_scope(self.barriers.store_url)  # this process's caches of the jobs

@@ -1,0 +1,600 @@
+"""Epochs on a leased, long-lived Spark job: Spark's per-stage cost paid once per lease.
+
+`SparkRunner` runs every epoch as one Spark job, and each stage of it costs ~55-60 ms whatever
+its tasks do: an empty epoch of a 2-exchange query takes ~0.15-0.3 s of which the actors' own work
+is a few ms. `LeasedSparkRunner` instead starts ONE Spark job whose tasks (one per slot, in the
+slot's own Python worker pool exactly like SparkRunner's, so an actor's operator caches are where
+it runs) connect back to a TCP listener of the driver and then loop on commands: "here is the
+epoch's plan", "run partition `slot` of stage k over these elements", "stop". The driver runs the
+stages like `LocalRunner` (`run_stages`), each partition remotely in its slot's task, the
+partitions of a stage at the same time, and routes their output to the next stage itself. A
+round trip costs well under a millisecond.
+
+**The lease.** While the job runs its tasks hold every task slot, so any other Spark job (a
+batch query, the Spark data source, a benchmark's recompute) waits for it. So the job is a
+lease: it ends at the first epoch boundary `lease_seconds` after it started, after
+`idle_seconds` without an epoch, and as soon as another active Spark job is seen (checked between
+epochs every 0.2 s, and at an epoch's end); the next epoch starts a new job. Another Spark job
+therefore waits about until the running epoch ends, and at most about one lease plus one epoch
+(`lease_seconds`, 5 s by default). A new lease is only started when no other Spark job is
+active, and if its tasks do not all connect within `connect_timeout` (slots busy, or fewer free
+cores than slots), the epoch runs as a plain `SparkRunner` job instead, as do the epochs of the
+next `retry_seconds`: nothing waits on a lease that cannot start.
+
+**Failures.** A task that dies, or a socket that fails mid-epoch, ends the lease (its job is
+cancelled if it does not end by itself) and fails the epoch with an `InternalError`, which the
+barrier manager retries like any failed Spark job; the next epoch starts a fresh lease. An
+actor's failure comes back as the `ActorFailed` (data errors as its report, as with Spark) and
+leaves the lease running. Operator caches follow `actor_task`'s rule unchanged: an actor's cache
+is used only when it reflects the epoch the plan says is committed.
+
+**The wire.** Length-prefixed frames. The plan is pickled once per epoch (what SparkRunner
+pickles into its task closures); elements are the exchange's own bytes (Arrow IPC chunks,
+reports) with their destination. A task's hello carries a random per-lease token that only the
+task closures know: other local processes cannot pose as a task (the driver unpickles reports).
+The listener binds to the driver's host (127.0.0.1 in local mode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import pickle
+import secrets
+import select
+import socket
+import struct
+import threading
+import time
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from piestream.common.chunk import StreamChunk
+from piestream.common.errors import InternalError
+from piestream.runtime.actor_task import TaskHook, run_partition
+from piestream.runtime.epoch_plan import EpochPlan
+from piestream.runtime.exchange import ActorFailed, ActorReport, Element, decode_failure, encode_failure
+from piestream.runtime.runners import KEEP_ALIVE_SECONDS, SparkRunner, run_stages, worker_gc_checkpoint
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LEASE_SECONDS = 5.0  # a lease ends at the first epoch boundary this long after its job started
+IDLE_SECONDS = 1.0  # ... or after this long without an epoch
+CONNECT_TIMEOUT = 10.0  # every slot's task must say hello within this, or the epoch runs plain
+HELLO_TIMEOUT = 2.0  # a connection's hello must arrive this fast (a task sends it at once)
+RETRY_SECONDS = 30.0  # after a lease could not start, epochs run plainly this long before the next try
+RETIRE_GRACE = 3.0  # an ended lease's job gets this long to finish by itself before it is cancelled
+_POLL = 0.2  # how often a waiting driver looks at its job, and the reaper at its lease
+
+_LEN = struct.Struct("<Q")
+_HELLO = struct.Struct("<16sqq")  # token, slot, pid
+_STAGE = struct.Struct("<I")
+_COUNT = struct.Struct("<I")
+
+# frames: driver -> task
+_PLAN = b"P"  # + pickled EpochPlan
+_RUN = b"R"  # + stage + elements: run this slot's partition of the stage over them
+_STOP = b"S"
+# task -> driver
+_OUT = b"O"  # + elements: the partition's output
+_FAILED = b"F"  # + encode_failure bytes: an actor failed (not a data error)
+_CRASHED = b"X"  # + traceback text: anything else went wrong in the task
+
+
+class LeaseLost(InternalError):
+    """The leased job's task of a slot died or stopped answering mid-epoch: the epoch failed as a
+    Spark job whose task died would (retried by the barrier manager)."""
+
+
+class LeasedTaskError(Exception):
+    """A task's non-actor failure; its text is the worker's traceback (markers and all), as Spark
+    would hand it to the driver."""
+
+
+# -- framing ------------------------------------------------------------------------------------
+
+
+def _send(sock: socket.socket, *parts: bytes) -> None:
+    size = sum(len(p) for p in parts)
+    sock.sendall(_LEN.pack(size) + b"".join(parts))
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise EOFError("connection closed")
+        got += k
+    return buf
+
+
+def _recv(sock: socket.socket) -> bytearray:
+    (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
+    return _recv_exact(sock, n)
+
+
+def encode_elements(elements: Sequence[Element]) -> bytes:
+    """Elements as (destination length, destination, payload length, payload) records. A loop
+    per element: an element is a whole chunk or report, never a row."""
+    out = [_COUNT.pack(len(elements))]
+    for dest, payload in elements:
+        out.append(struct.pack(f"<B{len(dest)}qQ", len(dest), *dest, len(payload)))
+        out.append(payload)
+    return b"".join(out)
+
+
+def decode_elements(data: bytes | bytearray | memoryview, offset: int = 0) -> list[Element]:
+    view = memoryview(data)
+    (n,) = _COUNT.unpack_from(view, offset)
+    pos = offset + _COUNT.size
+    out: list[Element] = []
+    for _ in range(n):  # per element (a chunk or a report), see encode_elements
+        k = view[pos]
+        dest = struct.unpack_from(f"<{k}q", view, pos + 1)
+        pos += 1 + 8 * k
+        (size,) = _LEN.unpack_from(view, pos)
+        pos += _LEN.size
+        out.append((tuple(dest), bytes(view[pos : pos + size])))
+        pos += size
+    return out
+
+
+# -- the task -----------------------------------------------------------------------------------
+
+
+def _lease_task(host: str, port: int, token: bytes, slot: int, hook: TaskHook | None) -> Any:
+    """The long-lived task of `slot` (a module function with bound arguments: Spark pickles it
+    by reference, not the module's globals by value)."""
+    return functools.partial(_lease_loop, host, port, token, slot, hook)
+
+
+def _lease_loop(
+    host: str, port: int, token: bytes, slot: int, hook: TaskHook | None, it: Iterable[Any]
+) -> list[tuple[int, int, int]]:
+    """Connect, say hello, run commands until told to stop or the driver goes away (either way
+    the task ends normally, so Spark keeps its Python worker)."""
+    for _ in it:  # exhaust the input: the worker stays reusable
+        pass
+    worker_gc_checkpoint()
+    sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.settimeout(None)
+    plan: EpochPlan | None = None
+    runs = 0
+    try:
+        _send(sock, _HELLO.pack(token, slot, os.getpid()))
+        while True:
+            try:
+                frame = _recv(sock)
+            except (EOFError, OSError):
+                break  # the lease ended (or the driver went away)
+            kind = frame[:1]
+            if kind == _STOP:
+                break
+            if kind == _PLAN:
+                plan = pickle.loads(frame[1:])
+                continue
+            if kind != _RUN or plan is None:
+                break
+            (stage,) = _STAGE.unpack_from(frame, 1)
+            try:
+                elements = decode_elements(frame, 1 + _STAGE.size)
+                del frame
+                out = list(run_partition(plan, stage, slot, elements, hook))
+                reply = [_OUT, encode_elements(out)]
+            except Exception as e:
+                if isinstance(e, ActorFailed):
+                    reply = [_FAILED, encode_failure(e)]
+                else:
+                    reply = [_CRASHED, traceback.format_exc().encode()]
+            runs += 1
+            _send(sock, *reply)
+    finally:
+        sock.close()
+    return [(slot, os.getpid(), runs)]
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+
+class _Lease:
+    """One long-lived Spark job and its tasks' connections, by slot."""
+
+    def __init__(self, token: bytes, slots: int, group: str) -> None:
+        self.token = token
+        self.slots = slots
+        self.group = group
+        self.started = time.monotonic()
+        self.cv = threading.Condition()
+        self.conns: dict[int, socket.socket] = {}
+        self.pids: dict[int, int] = {}
+        self.gathering = True  # hellos accepted until every slot said it, or the lease ends
+        self.ended = False
+        self.busy = False  # commands sent whose answers were not all read yet
+        self.job_done = threading.Event()
+        self.job_error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+        self.reaper: threading.Thread | None = None
+
+    def offer(self, slot: int, pid: int, sock: socket.socket) -> bool:
+        with self.cv:
+            if not self.gathering or self.ended or not 0 <= slot < self.slots or slot in self.conns:
+                return False
+            self.conns[slot] = sock
+            self.pids[slot] = pid
+            if len(self.conns) == self.slots:
+                self.gathering = False
+            self.cv.notify_all()
+            return True
+
+    def wait_ready(self, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        with self.cv:
+            while len(self.conns) < self.slots and not self.job_done.is_set():
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self.cv.wait(min(left, _POLL))
+            ready = len(self.conns) == self.slots and not self.job_done.is_set()
+            self.gathering = False
+            return ready
+
+    def healthy(self) -> bool:
+        """Every task is connected and has sent nothing since its last answer (between epochs a
+        readable socket means it closed)."""
+        if self.ended or self.job_done.is_set():
+            return False
+        socks = list(self.conns.values())
+        try:
+            readable, _, _ = select.select(socks, [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
+    def close_connections(self, stop: bool) -> None:
+        with self.cv:
+            self.ended = True
+            self.gathering = False
+            conns, self.conns = self.conns, {}
+        for sock in conns.values():
+            if stop:
+                with contextlib.suppress(OSError):
+                    _send(sock, _STOP)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+class LeasedSparkRunner(SparkRunner):
+    """Runs epochs in leased long-lived Spark jobs (see the module docstring); an epoch no lease
+    can run runs as SparkRunner's one-job epoch."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        hook: TaskHook | None = None,
+        task_slots: int | None = None,
+        keep_alive_seconds: float | None = KEEP_ALIVE_SECONDS,
+        *,
+        lease_seconds: float = LEASE_SECONDS,
+        idle_seconds: float = IDLE_SECONDS,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
+        super().__init__(spark, hook, task_slots, keep_alive_seconds)
+        self.lease_seconds = lease_seconds
+        self.idle_seconds = idle_seconds
+        self.connect_timeout = connect_timeout
+        self.retry_seconds = retry_seconds
+        self._no_lease_until = 0.0  # a lease that could not start is not tried again until then
+        self._lease: _Lease | None = None
+        self._listener: socket.socket | None = None
+        self._acceptor: threading.Thread | None = None
+        self._host = "127.0.0.1"
+        self._closed = threading.Event()
+        self._reaper: threading.Thread | None = None
+        self._retiring: list[_Lease] = []
+        self._leases = 0
+        self._last_epoch = time.monotonic()
+        self._last_check = 0.0
+        #: epochs run on a lease and as plain Spark jobs (tests and benchmarks look)
+        self.leased_epochs = 0
+        self.plain_epochs = 0
+
+    # -- EpochRunner ----------------------------------------------------------------------------
+    def _run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
+        """One epoch, under the runner's lock (`SparkRunner.run`)."""
+        lease = self._usable_lease()
+        if lease is None:
+            self.plain_epochs += 1
+            return super()._run(plan, dml)
+        try:
+            reports = self._run_leased(lease, plan, dml)
+        except BaseException:
+            if lease.busy:  # answers are still due: the lease is out of step, end it
+                self._end_lease(lease, stop=False)
+            raise
+        finally:
+            self._last_epoch = time.monotonic()
+        self.leased_epochs += 1
+        if self._last_epoch - lease.started >= self.lease_seconds or self._others_waiting_now(lease):
+            self._end_lease(lease, stop=True)
+        return reports
+
+    def close(self) -> None:
+        """End the lease, the listener and the helper threads (a later `run` starts again)."""
+        self._closed.set()
+        with self._lock:
+            lease, self._lease = self._lease, None
+            if lease is not None:
+                self._end_lease(lease, stop=True)
+        for t in (self._reaper, self._acceptor):
+            if t is not None and t is not threading.current_thread():
+                t.join(timeout=10)
+        self._reaper = self._acceptor = None
+        for old in self._retiring:
+            if old.reaper is not None:
+                old.reaper.join(timeout=RETIRE_GRACE + 10)
+        self._retiring = []
+        super().close()
+        self._closed = threading.Event()
+
+    @property
+    def lease_pids(self) -> dict[int, int]:
+        """The current lease's task processes, by slot (empty without a lease)."""
+        lease = self._lease
+        return dict(lease.pids) if lease is not None and not lease.ended else {}
+
+    # -- running an epoch on the lease ----------------------------------------------------------
+    def _run_leased(
+        self, lease: _Lease, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]
+    ) -> list[ActorReport]:
+        plan = replace(plan, task_slots=self.task_slots)
+        conns = dict(lease.conns)
+        blob = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+        lease.busy = True
+        for slot in sorted(conns):
+            self._send(lease, conns[slot], _PLAN, blob)
+        lease.busy = False
+
+        def stage(k: int, parts: list[list[Element]]) -> list[list[Element]]:
+            lease.busy = True
+            for i, part in enumerate(parts):
+                self._send(lease, conns[i], _RUN, _STAGE.pack(k), encode_elements(part))
+            outs: list[list[Element]] = []
+            failure: BaseException | None = None
+            for i in range(len(parts)):  # every answer is read, so the lease stays in step
+                reply = self._recv(lease, conns[i])
+                kind = reply[:1]
+                if kind == _OUT:
+                    outs.append(decode_elements(reply, 1))
+                    continue
+                outs.append([])
+                if failure is None:
+                    failed = decode_failure(bytes(reply[1:])) if kind == _FAILED else None
+                    if failed is not None:
+                        failure = failed
+                    else:
+                        text = reply[1:].decode(errors="replace")
+                        failure = LeasedTaskError(f"slot {i} failed in stage {k}: {text}")
+            lease.busy = False
+            if failure is not None:
+                raise failure
+            return outs
+
+        return run_stages(plan, dml, stage)
+
+    def _send(self, lease: _Lease, sock: socket.socket, *parts: bytes) -> None:
+        try:
+            _send(sock, *parts)
+        except OSError as e:
+            raise LeaseLost(f"the leased Spark job lost a task: {e}") from e
+
+    def _recv(self, lease: _Lease, sock: socket.socket) -> bytearray:
+        """A task's next frame; waits as long as the task works, but not past its job's end."""
+        while True:
+            try:
+                ready, _, _ = select.select([sock], [], [], _POLL)
+            except (OSError, ValueError) as e:
+                raise LeaseLost(f"the leased Spark job lost a task: {e}") from e
+            if ready:
+                try:
+                    return _recv(sock)
+                except (EOFError, OSError) as e:
+                    raise LeaseLost(f"the leased Spark job lost a task: {e}") from e
+            if lease.job_done.is_set() or self._closed.is_set():
+                why = lease.job_error or "it ended"
+                raise LeaseLost(f"the leased Spark job ended mid-epoch: {why}")
+
+    # -- lease lifecycle --------------------------------------------------------------------------
+    def _usable_lease(self) -> _Lease | None:
+        """The running lease, or a new one if none runs, or None (run the epoch plainly)."""
+        lease = self._lease
+        if lease is not None and lease.healthy():
+            return lease
+        if lease is not None:
+            self._end_lease(lease, stop=False)
+        for old in self._retiring:  # an ended job still holding slots would only slow the start
+            old.job_done.wait(RETIRE_GRACE)
+        if time.monotonic() < self._no_lease_until or self._others_waiting(None):
+            return None
+        return self._start_lease()
+
+    def _start_lease(self) -> _Lease | None:
+        self._ensure_listener()
+        self._leases += 1
+        n = self.task_slots
+        lease = _Lease(secrets.token_bytes(16), n, f"piestream-lease-{id(self)}-{self._leases}")
+        self._lease = lease
+        src = self.sc.parallelize(range(n), n)
+        assert self._listener is not None
+        port = self._listener.getsockname()[1]
+        outs = [
+            self._in_slot(src, p, _lease_task(self._host, port, lease.token, p, self.hook), False)
+            for p in range(n)
+        ]
+        job = self.sc.union(outs)
+
+        def run_job() -> None:
+            try:
+                self.sc.setJobGroup(lease.group, "piestream leased epochs", interruptOnCancel=False)
+                job.collect()
+            except BaseException as e:  # cancelled, or a task died: the lease sees it as ended
+                lease.job_error = e
+            finally:
+                lease.job_done.set()
+                with lease.cv:
+                    lease.cv.notify_all()
+                self._last_job = time.monotonic()  # the slots' workers were busy until now
+
+        lease.thread = threading.Thread(target=run_job, name="piestream-lease-job", daemon=True)
+        lease.thread.start()
+        if not lease.wait_ready(self.connect_timeout):
+            # the epoch runs as a plain job, but not beside this job's tasks: a slot's task
+            # running twice at once would give the slot a second Python worker (and its actors
+            # a worker without their caches). Tasks that connected end when told; pending
+            # ones are cancelled before they start.
+            self._end_lease(lease, stop=True)
+            if not lease.job_done.wait(_POLL) and self.sc._jsc is not None:
+                self.sc.cancelJobGroup(lease.group)
+                lease.job_done.wait(RETIRE_GRACE)
+            # fewer free task slots than slots (a busy or small cluster): not every epoch should
+            # wait `connect_timeout` for that
+            self._no_lease_until = time.monotonic() + self.retry_seconds
+            return None
+        self._last_epoch = time.monotonic()
+        self._start_reaper()
+        return lease
+
+    def _end_lease(self, lease: _Lease, stop: bool) -> None:
+        """Close the lease's connections (its tasks then end by themselves and Spark keeps their
+        workers); a job that does not end within RETIRE_GRACE is cancelled."""
+        if self._lease is lease:
+            self._lease = None
+        lease.close_connections(stop)
+        if lease.reaper is not None:
+            return
+
+        def retire() -> None:
+            if not lease.job_done.wait(RETIRE_GRACE) and self.sc._jsc is not None:
+                with contextlib.suppress(Exception):
+                    self.sc.cancelJobGroup(lease.group)
+                lease.job_done.wait(RETIRE_GRACE)
+
+        lease.reaper = threading.Thread(target=retire, name="piestream-lease-retire", daemon=True)
+        lease.reaper.start()
+        self._retiring = [x for x in self._retiring if not x.job_done.is_set()] + [lease]
+
+    def _others_waiting_now(self, lease: _Lease) -> bool:
+        """`_others_waiting`, asked at most every `_POLL` seconds (two JVM calls per epoch
+        would be a noticeable part of a leased epoch's cost)."""
+        now = time.monotonic()
+        if now - self._last_check < _POLL:
+            return False
+        self._last_check = now
+        return self._others_waiting(lease)
+
+    def _others_waiting(self, lease: _Lease | None) -> bool:
+        """Whether a Spark job other than `lease`'s (and other than retiring leases') is active."""
+        try:
+            tracker = self.sc.statusTracker()
+            active = set(tracker.getActiveJobsIds())
+            if not active:
+                return False
+            for mine in [lease, *self._retiring]:
+                if mine is not None:
+                    active -= set(tracker.getJobIdsForGroup(mine.group))
+            return bool(active)
+        except Exception:  # the context is going down: the epoch reports it
+            return False
+
+    # -- the listener and the reaper -------------------------------------------------------------
+    def _ensure_listener(self) -> None:
+        if self._listener is not None:
+            return
+        self._host = _driver_host(self.sc)
+        srv = socket.socket(socket.AF_INET6 if ":" in self._host else socket.AF_INET)
+        srv.bind((self._host, 0))
+        srv.listen(64)
+        srv.settimeout(_POLL)
+        self._listener = srv
+        self._acceptor = threading.Thread(
+            target=self._accept_loop, name="piestream-lease-listener", daemon=True
+        )
+        self._acceptor.start()
+
+    def _accept_loop(self) -> None:
+        srv = self._listener
+        assert srv is not None
+        try:
+            while not self._closed.is_set():
+                try:
+                    sock, _ = srv.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                try:
+                    sock.settimeout(HELLO_TIMEOUT)
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    # read as a fixed-size record: a stranger's length prefix allocates nothing
+                    (size,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
+                    if size != _HELLO.size:
+                        raise EOFError("not a hello")
+                    token, slot, pid = _HELLO.unpack(_recv_exact(sock, _HELLO.size))
+                    sock.settimeout(None)
+                except (EOFError, OSError, struct.error):
+                    sock.close()
+                    continue
+                lease = self._lease
+                if (
+                    lease is None
+                    or not secrets.compare_digest(token, lease.token)
+                    or not lease.offer(slot, pid, sock)
+                ):
+                    sock.close()  # a stranger, or a task of an ended lease: it ends at once
+        finally:
+            srv.close()
+            self._listener = None
+
+    def _start_reaper(self) -> None:
+        if self._reaper is not None and self._reaper.is_alive():
+            return
+        self._reaper = threading.Thread(target=self._reap_loop, name="piestream-lease-reaper", daemon=True)
+        self._reaper.start()
+
+    def _reap_loop(self) -> None:
+        """Ends an idle lease, an expired one, and one another Spark job waits for, between
+        epochs (the epoch lock is only tried: a running epoch ends its lease itself)."""
+        while not self._closed.wait(_POLL):
+            if self._lease is None or not self._lock.acquire(blocking=False):
+                continue
+            try:
+                lease = self._lease
+                if lease is None:
+                    continue
+                now = time.monotonic()
+                if (
+                    now - self._last_epoch >= self.idle_seconds
+                    or now - lease.started >= self.lease_seconds
+                    or not lease.healthy()  # a task died: its slot's peers end at once
+                    or self._others_waiting(lease)
+                ):
+                    self._end_lease(lease, stop=True)
+            finally:
+                self._lock.release()
+
+
+def _driver_host(sc: Any) -> str:
+    """Where the tasks reach the driver: 127.0.0.1 in local mode, else `spark.driver.host`."""
+    master = str(sc.master or "")
+    if master.startswith("local"):
+        return "127.0.0.1"
+    host = sc.getConf().get("spark.driver.host")
+    return str(host) if host else socket.gethostname()

@@ -1,0 +1,319 @@
+"""The leased runner (`runtime.leased`): epochs on a long-lived Spark job give the same MVs as the
+default runner and a plain-Python oracle, other Spark jobs get the slots once the lease ends, and a
+task worker killed between or during epochs costs a retry, never a row."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import struct
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from piestream.common.errors import DivisionByZero
+from piestream.runtime.epoch_plan import EpochPlan
+from piestream.runtime.leased import LeasedSparkRunner
+from piestream.server.database import Database, DatabaseConfig
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = [
+    "CREATE TABLE a (k BIGINT PRIMARY KEY, g BIGINT, v BIGINT)",
+    "CREATE TABLE b (k BIGINT PRIMARY KEY, name VARCHAR)",
+    # an aggregation over an exchange (grouped by a non-key column)
+    "CREATE MATERIALIZED VIEW m_agg AS SELECT g, count(*) AS n, sum(v) AS s FROM a GROUP BY g",
+    "CREATE MATERIALIZED VIEW m_join AS SELECT a.k, a.v, b.name FROM a JOIN b ON a.g = b.k",
+    "CREATE MATERIALIZED VIEW m_mv AS SELECT n, count(*) AS groups FROM m_agg GROUP BY n",  # MV on MV
+]
+
+
+def _db(
+    spark: Any, path: Path, kind: str = "spark-leased", runner: LeasedSparkRunner | None = None
+) -> Database:
+    config = DatabaseConfig(runner=kind, barrier_interval=3600, parallelism=2, background_compaction=False)
+    return Database(path, spark=spark, config=config, runner=runner)
+
+
+class _Oracle:
+    """The tables in Python, and what each MV must hold."""
+
+    def __init__(self) -> None:
+        self.a: dict[int, tuple[int, int]] = {}
+        self.b: dict[int, str] = {}
+
+    def views(self) -> dict[str, list[tuple[Any, ...]]]:
+        agg: dict[int, list[int]] = {}
+        for g, v in self.a.values():
+            x = agg.setdefault(g, [0, 0])
+            x[0] += 1
+            x[1] += v
+        n_groups = Counter(n for n, _ in agg.values())
+        return {
+            "m_agg": sorted((g, n, s) for g, (n, s) in agg.items()),
+            "m_join": sorted((k, v, self.b[g]) for k, (g, v) in self.a.items() if g in self.b),
+            "m_mv": sorted(n_groups.items()),
+        }
+
+
+def _epochs(rng: random.Random, rounds: int) -> list[tuple[list[str], dict[str, list[tuple[Any, ...]]]]]:
+    """`rounds` epochs of inserts, updates and deletes, each with what the MVs hold after it."""
+    oracle = _Oracle()
+    out = []
+    next_k = 0
+    for r in range(rounds):
+        sql = []
+        rows = []
+        for _ in range(60):
+            k, g, v = next_k, rng.randrange(8), rng.randrange(100)
+            next_k += 1
+            oracle.a[k] = (g, v)
+            rows.append(f"({k}, {g}, {v})")
+        sql.append("INSERT INTO a VALUES " + ", ".join(rows))
+        names = [(g, f"n{g}_{r}") for g in range(r, 8, 2)]
+        for g, name in names:
+            if g in oracle.b:
+                sql.append(f"UPDATE b SET name = '{name}' WHERE k = {g}")
+            else:
+                sql.append(f"INSERT INTO b VALUES ({g}, '{name}')")
+            oracle.b[g] = name
+        for k in rng.sample(sorted(oracle.a), 15):
+            g, v = oracle.a[k]
+            oracle.a[k] = ((g + 1) % 8, v + 1)
+            sql.append(f"UPDATE a SET g = {(g + 1) % 8}, v = {v + 1} WHERE k = {k}")
+        gone = rng.sample(sorted(oracle.a), 10)
+        for k in gone:
+            del oracle.a[k]
+        sql.append(f"DELETE FROM a WHERE k IN ({', '.join(map(str, gone))})")
+        if r == 2:
+            del oracle.b[1]
+            sql.append("DELETE FROM b WHERE k = 1")
+        out.append((sql, oracle.views()))
+    return out
+
+
+def _views(db: Database) -> dict[str, list[tuple[Any, ...]]]:
+    s = db.session()
+    return {
+        m: sorted(tuple(r) for r in s.execute_one(f"SELECT * FROM {m}").rows)
+        for m in ("m_agg", "m_join", "m_mv")
+    }
+
+
+def _apply(db: Database, statements: list[str]) -> None:
+    """The statements as one transaction: one epoch."""
+    s = db.session()
+    s.execute("BEGIN")
+    for q in statements:
+        s.execute(q)
+    s.execute("COMMIT")
+    s.execute("FLUSH")
+
+
+def _run_workload(
+    db: Database, epochs: list[tuple[list[str], Any]]
+) -> list[dict[str, list[tuple[Any, ...]]]]:
+    """The MVs after each epoch of `epochs`; closes `db`."""
+    try:
+        for q in SCHEMA:
+            db.execute(q)
+        out = []
+        for statements, _ in epochs:
+            _apply(db, statements)
+            out.append(_views(db))
+        return out
+    finally:
+        db.close()
+
+
+def test_leased_mvs_equal_the_default_runner_and_the_oracle(spark: Any, tmp_path: Path) -> None:
+    epochs = _epochs(random.Random(7), 6)
+    leased = _db(spark, tmp_path / "leased")
+    runner = leased.barriers.runner
+    assert isinstance(runner, LeasedSparkRunner)
+    got = _run_workload(leased, epochs)
+    assert runner.leased_epochs >= 4, (runner.leased_epochs, runner.plain_epochs)
+    assert runner.lease_pids == {}  # closed with the database
+    assert not [t for t in threading.enumerate() if t.name.startswith("piestream-lease")]
+    assert got == [expected for _, expected in epochs]
+    assert got[-1]["m_join"] and got[-1]["m_mv"]
+    assert got == _run_workload(_db(spark, tmp_path / "plain", "spark"), epochs)
+
+
+def _count_in_thread(spark: Any) -> tuple[threading.Thread, list[float]]:
+    done: list[float] = []
+
+    def count() -> None:
+        t = time.monotonic()
+        assert spark.range(10).count() == 10
+        done.append(time.monotonic() - t)
+
+    th = threading.Thread(target=count, daemon=True)
+    th.start()
+    return th, done
+
+
+def test_other_spark_jobs_run_when_the_lease_ends(spark: Any, tmp_path: Path) -> None:
+    runner = LeasedSparkRunner(spark, lease_seconds=60.0, idle_seconds=1.0)
+    db = _db(spark, tmp_path / "db", runner=runner)
+    try:
+        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+        db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
+        db.execute("INSERT INTO t SELECT g, g % 5 FROM generate_series(1, 100) AS g; FLUSH")
+        assert len(runner.lease_pids) == 2, (runner.leased_epochs, runner.plain_epochs, db.barriers.failures)
+        # a job submitted while the lease runs: it waits for the lease's idle end (1 s)
+        th, done = _count_in_thread(spark)
+        th.join(timeout=15)
+        assert done and done[0] < 8, done
+        # a job submitted while epochs keep coming: the lease ends at the next epoch boundary
+        db.execute("INSERT INTO t VALUES (1000, 1); FLUSH")
+        assert runner.lease_pids
+        th, done = _count_in_thread(spark)
+        inserted = 101
+        for i in range(30):
+            if done:
+                break
+            db.execute(f"INSERT INTO t VALUES ({2000 + i}, 2); FLUSH")
+            inserted += 1
+            time.sleep(0.05)
+        th.join(timeout=15)
+        assert done and done[0] < 8, done
+        # epochs keep working, on a lease again
+        before = runner.leased_epochs
+        db.execute("INSERT INTO t VALUES (5000, 3); FLUSH")
+        assert runner.leased_epochs > before
+        rows = db.session().execute_one("SELECT v, n FROM m ORDER BY v").rows
+        assert sum(r[1] for r in rows) == inserted + 1
+        assert sorted(tuple(r) for r in rows) == sorted(
+            tuple(r) for r in db.session().execute_one("SELECT v, count(*) FROM t GROUP BY v").rows
+        )
+    finally:
+        db.close()
+
+
+class KillOnce:
+    """A `TaskHook` that kills its own Python worker once, at `point` of actor `actor` (a marker
+    file remembers it happened, across processes)."""
+
+    def __init__(self, marker: str, point: str) -> None:
+        self.marker = marker
+        self.point = point
+
+    def __call__(self, point: str, plan: EpochPlan, actor_id: int) -> None:
+        if point != self.point or not os.path.exists(self.marker + ".armed"):
+            return
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(fd, f"{plan.data_epoch} {actor_id}\n".encode())
+        os.close(fd)
+        os._exit(1)
+
+
+def test_killed_task_worker_costs_a_retry_not_a_row(spark: Any, tmp_path: Path) -> None:
+    marker = str(tmp_path / "killed")
+    runner = LeasedSparkRunner(spark, hook=KillOnce(marker, "synced"), lease_seconds=60.0, idle_seconds=30.0)
+    db = _db(spark, tmp_path / "db", runner=runner)
+    expected: dict[int, int] = {}
+
+    def epoch(first: int) -> None:
+        db.execute(f"INSERT INTO t SELECT g, g % 7 FROM generate_series({first}, {first + 99}) AS g")
+        db.execute(f"UPDATE t SET v = v + 1 WHERE k % 3 = 0 AND k < {first}; FLUSH")
+        for k in range(first, first + 100):
+            expected[k] = k % 7
+        for k in expected:
+            if k % 3 == 0 and k < first:
+                expected[k] += 1
+        got = sorted(tuple(r) for r in db.session().execute_one("SELECT v, n FROM m").rows)
+        assert got == sorted(Counter(expected.values()).items())
+        assert db.session().execute_one("SELECT count(*) FROM t").rows[0][0] == len(expected)
+
+    try:
+        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+        db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
+        epoch(0)
+        # between epochs: a slot's worker dies; the next epoch notices and starts a new lease
+        pids = runner.lease_pids
+        assert len(pids) == 2
+        os.kill(pids[1], signal.SIGKILL)
+        failures = len(db.barriers.failures)
+        epoch(100)
+        assert runner.lease_pids and runner.lease_pids[1] != pids[1]
+        # during an epoch: a worker dies after uploading its SSTs, before reporting
+        Path(marker + ".armed").touch()
+        pids = runner.lease_pids
+        epoch(200)
+        assert Path(marker).exists()  # the fault happened
+        assert len(db.barriers.failures) > failures  # ... and cost the epoch a retry
+        assert set(runner.lease_pids.values()) != set(pids.values())
+        epoch(300)
+    finally:
+        db.close()
+
+
+def test_epochs_run_as_plain_spark_jobs_when_the_lease_cannot_start(spark: Any, tmp_path: Path) -> None:
+    """Tasks that do not connect in time (here: no time at all) leave the epoch to SparkRunner's
+    job, which the abandoned lease job does not block; a later lease starts normally."""
+    runner = LeasedSparkRunner(spark, connect_timeout=0.0, retry_seconds=3600.0)
+    db = _db(spark, tmp_path / "db", runner=runner)
+    try:
+        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+        db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
+        db.execute("INSERT INTO t SELECT g, g % 5 FROM generate_series(1, 100) AS g; FLUSH")
+        assert runner.plain_epochs > 1 and runner.leased_epochs == 0  # one try, then plain epochs
+        runner.connect_timeout, runner.retry_seconds, runner._no_lease_until = 10.0, 30.0, 0.0
+        db.execute("INSERT INTO t SELECT g, g % 3 FROM generate_series(101, 200) AS g; FLUSH")
+        assert runner.leased_epochs > 0
+        got = sorted(tuple(r) for r in db.session().execute_one("SELECT v, n FROM m").rows)
+        assert got == sorted(
+            Counter([g % 5 for g in range(1, 101)] + [g % 3 for g in range(101, 201)]).items()
+        )
+    finally:
+        db.close()
+
+
+def test_data_errors_flow_as_with_spark_and_keep_the_lease(spark: Any, tmp_path: Path) -> None:
+    """A data error gives NULL and an error record (its report crosses the lease); in strict mode
+    it fails the statement with PostgreSQL's error, and the lease's tasks stay."""
+    runner = LeasedSparkRunner(spark, lease_seconds=60.0, idle_seconds=30.0)
+    db = _db(spark, tmp_path / "db", runner=runner)
+    try:
+        db.execute("CREATE TABLE dz (k INT, x INT)")
+        db.execute("CREATE MATERIALIZED VIEW dzm AS SELECT k, 10 / x AS r FROM dz")
+        db.execute("INSERT INTO dz VALUES (1, 0), (2, 5); FLUSH")
+        s = db.session()
+        assert sorted(s.execute_one("SELECT k, r FROM dzm").rows) == [(1, None), (2, 2)]
+        errors = s.execute_one(
+            "SELECT sqlstate, error_count FROM rw_catalog.rw_streaming_errors WHERE job_name = 'dzm'"
+        ).rows
+        assert [tuple(r) for r in errors] == [("22012", 1)]
+        pids = runner.lease_pids
+        db.execute("ALTER SYSTEM SET streaming_strict_mode = true")
+        with pytest.raises(DivisionByZero):
+            db.execute("INSERT INTO dz VALUES (3, 0)")
+        assert runner.lease_pids == pids  # a data error is the epoch's, not the lease's
+        db.execute("INSERT INTO dz VALUES (4, 2); FLUSH")
+        assert sorted(s.execute_one("SELECT k, r FROM dzm").rows) == [(1, None), (2, 2), (4, 5)]
+        # strangers on the listener (a huge length prefix, a wrong token) are turned away ...
+        assert runner._listener is not None
+        address = runner._listener.getsockname()[:2]
+        for junk in (struct.pack("<Q", 1 << 62), struct.pack("<Q16sqq", 32, b"x" * 16, 0, 1)):
+            with socket.create_connection(address, timeout=10) as bad:
+                bad.sendall(junk)
+                assert bad.recv(1) == b""  # closed by the driver
+        # ... and the next lease still starts: this epoch ends the lease, the next starts one
+        runner.lease_seconds = 0.0
+        leases = runner._leases
+        db.execute("INSERT INTO dz VALUES (5, 1); FLUSH")
+        assert runner._leases > leases and runner.plain_epochs == 0
+        assert sorted(s.execute_one("SELECT k, r FROM dzm").rows) == [(1, None), (2, 2), (4, 5), (5, 10)]
+        assert runner.leased_epochs > 0
+    finally:
+        db.close()
