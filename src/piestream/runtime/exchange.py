@@ -10,6 +10,8 @@ the receiving actor can order its input deterministically however the shuffle in
 from __future__ import annotations
 
 import pickle
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -110,3 +112,34 @@ def decode_failure(payload: bytes) -> ActorFailed | None:
     failed = pickle.loads(payload[1:])
     assert isinstance(failed, ActorFailed)
     return failed
+
+
+# -- elements framed as bytes (the leased runner's socket exchange) -------------------------------
+_ELEMENT_COUNT = struct.Struct("<I")
+_PAYLOAD_LEN = struct.Struct("<Q")
+
+
+def encode_elements(elements: Sequence[Element]) -> bytes:
+    """Elements as (destination length, destination, payload length, payload) records. A loop
+    per element: an element is a whole chunk or report, never a row."""
+    out = [_ELEMENT_COUNT.pack(len(elements))]
+    for dest, payload in elements:
+        out.append(struct.pack(f"<B{len(dest)}qQ", len(dest), *dest, len(payload)))
+        out.append(payload)
+    return b"".join(out)
+
+
+def decode_elements(data: bytes | bytearray | memoryview, offset: int = 0) -> list[Element]:
+    view = memoryview(data)
+    (n,) = _ELEMENT_COUNT.unpack_from(view, offset)
+    pos = offset + _ELEMENT_COUNT.size
+    out: list[Element] = []
+    for _ in range(n):  # per element (a chunk or a report), see encode_elements
+        k = view[pos]
+        dest = struct.unpack_from(f"<{k}q", view, pos + 1)
+        pos += 1 + 8 * k
+        (size,) = _PAYLOAD_LEN.unpack_from(view, pos)
+        pos += _PAYLOAD_LEN.size
+        out.append((tuple(dest), bytes(view[pos : pos + size])))
+        pos += size
+    return out

@@ -56,7 +56,15 @@ from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
 from piestream.runtime.actor_task import TaskHook, run_partition
 from piestream.runtime.epoch_plan import EpochPlan
-from piestream.runtime.exchange import ActorFailed, ActorReport, Element, decode_failure, encode_failure
+from piestream.runtime.exchange import (
+    ActorFailed,
+    ActorReport,
+    Element,
+    decode_elements,
+    decode_failure,
+    encode_elements,
+    encode_failure,
+)
 from piestream.runtime.runners import KEEP_ALIVE_SECONDS, SparkRunner, run_stages, worker_gc_checkpoint
 
 if TYPE_CHECKING:
@@ -73,7 +81,6 @@ _POLL = 0.2  # how often a waiting driver looks at its job, and the reaper at it
 _LEN = struct.Struct("<Q")
 _HELLO = struct.Struct("<16sqq")  # token, slot, pid
 _STAGE = struct.Struct("<I")
-_COUNT = struct.Struct("<I")
 
 # frames: driver -> task
 _PLAN = b"P"  # + pickled EpochPlan
@@ -118,32 +125,6 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
 def _recv(sock: socket.socket) -> bytearray:
     (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
     return _recv_exact(sock, n)
-
-
-def encode_elements(elements: Sequence[Element]) -> bytes:
-    """Elements as (destination length, destination, payload length, payload) records. A loop
-    per element: an element is a whole chunk or report, never a row."""
-    out = [_COUNT.pack(len(elements))]
-    for dest, payload in elements:
-        out.append(struct.pack(f"<B{len(dest)}qQ", len(dest), *dest, len(payload)))
-        out.append(payload)
-    return b"".join(out)
-
-
-def decode_elements(data: bytes | bytearray | memoryview, offset: int = 0) -> list[Element]:
-    view = memoryview(data)
-    (n,) = _COUNT.unpack_from(view, offset)
-    pos = offset + _COUNT.size
-    out: list[Element] = []
-    for _ in range(n):  # per element (a chunk or a report), see encode_elements
-        k = view[pos]
-        dest = struct.unpack_from(f"<{k}q", view, pos + 1)
-        pos += 1 + 8 * k
-        (size,) = _LEN.unpack_from(view, pos)
-        pos += _LEN.size
-        out.append((tuple(dest), bytes(view[pos : pos + size])))
-        pos += size
-    return out
 
 
 # -- the task -----------------------------------------------------------------------------------
