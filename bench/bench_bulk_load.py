@@ -38,7 +38,7 @@ def data(rows: int) -> pa.Table:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=4_000_000)
-    ap.add_argument("--runner", default="spark", choices=["spark", "local"])
+    ap.add_argument("--runner", default="spark", choices=["spark", "spark-shuffle", "spark-leased", "local"])
     args = ap.parse_args()
     import piestream
     from piestream.runtime.spark import spark_session

@@ -77,7 +77,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=4_000_000)
     ap.add_argument("--insert-rows", type=int, default=50_000, help="rows loaded by INSERT statements")
-    ap.add_argument("--runner", choices=("local", "spark"), default="local")
+    ap.add_argument("--runner", choices=("local", "spark", "spark-shuffle", "spark-leased"), default="local")
     args = ap.parse_args()
 
     import psycopg

@@ -9,7 +9,7 @@ batch plan of `spark_baseline`, noop sink), `--recomputes` times; the median is 
 of a materialized view costs at that size. The ratio is recompute / incremental epoch p50.
 
     .venv/bin/python bench/bench_freshness.py [--queries q4,q5,...] [--events 1000000]
-        [--epoch-events 100000] [--last 5] [--recomputes 3] [--runner spark|spark-leased]
+        [--epoch-events 100000] [--last 5] [--recomputes 3] [--runner spark|spark-shuffle|spark-leased]
 
 Figures are wall-clock on whatever else the machine runs: the load average is printed.
 """
@@ -67,9 +67,10 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per query")
     ap.add_argument(
         "--runner",
-        choices=["spark", "spark-leased"],
+        choices=["spark", "spark-shuffle", "spark-leased"],
         default="spark",
-        help="piestream's runner (spark-leased: epochs on leased long-lived Spark jobs)",
+        help="piestream's runner (spark: one single-stage Spark job per epoch; spark-shuffle: a Spark "
+        "shuffle per exchange; spark-leased: epochs on leased long-lived Spark jobs)",
     )
     args = ap.parse_args()
     names = [q.strip() for q in args.queries.split(",") if q.strip()]

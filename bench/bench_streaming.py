@@ -48,7 +48,8 @@ from piestream.common.chunk import Op, StreamChunk
 from piestream.plan.serde import encode_fragment
 from piestream.runtime.epoch_plan import plan_epoch
 from piestream.runtime.exchange import ActorReport
-from piestream.runtime.runners import EpochRunner, LocalRunner, SparkRunner
+from piestream.runtime.leased import spark_runner
+from piestream.runtime.runners import EpochRunner, LocalRunner
 from piestream.server.database import Database, DatabaseConfig
 
 TARGET_EMPTY_EPOCH_S = 0.3
@@ -197,7 +198,7 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def open_db(path: Path, runner_kind: str, spark: Any) -> Database:
-    runner: EpochRunner = SparkRunner(spark) if runner_kind == "spark" else LocalRunner()
+    runner: EpochRunner = LocalRunner() if runner_kind == "local" else spark_runner(spark, runner_kind)
     config = DatabaseConfig(barrier_interval=3600.0, parallelism=2, background_compaction=True)
     db = Database(path, spark=spark, config=config, runner=runner)
     return db
@@ -240,7 +241,7 @@ def load_rows(
 
 
 def bench_empty(args: argparse.Namespace, spark: Any, root: Path) -> None:
-    db = open_db(root / "empty", "spark", spark)
+    db = open_db(root / "empty", "spark-shuffle", spark)  # its Spark stages are what (a) breaks down
     try:
         s = db.session()
         s.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
@@ -338,7 +339,7 @@ WIDE_GRAPH = [
 
 def bench_empty_wide(args: argparse.Namespace, spark: Any, root: Path) -> None:
     """Empty epochs of a wider graph (3 tables, 6 MVs), one Spark task per actor vs grouped."""
-    db = open_db(root / "wide", "spark", spark)
+    db = open_db(root / "wide", "spark-shuffle", spark)
     try:
         s = db.session()
         for sql in WIDE_GRAPH:
@@ -634,7 +635,12 @@ def main() -> None:
     ap.add_argument("--changes", type=int, help="changes per epoch")
     ap.add_argument("--epochs", type=int, help="measured epochs for (b), (c)")
     ap.add_argument("--only", default="a,b,c,d", help="which benchmarks: a,b,c,d")
-    ap.add_argument("--runner", default="spark", choices=["spark", "local"], help="runner for (b) and (c)")
+    ap.add_argument(
+        "--runner",
+        default="spark",
+        choices=["spark", "spark-shuffle", "spark-leased", "local"],
+        help="runner for (b) and (c)",
+    )
     ap.add_argument("--profile", action="store_true", help="profile (b) on the in-process runner")
     args = ap.parse_args()
     args.rows = args.rows or (100_000 if args.quick else 1_000_000)

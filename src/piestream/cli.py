@@ -319,9 +319,9 @@ def bench_nexmark_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--events", type=int, default=1_000_000, help="events per query (default 1,000,000)")
     p.add_argument(
         "--runner",
-        choices=["spark", "spark-leased", "local"],
+        choices=["spark", "spark-shuffle", "spark-leased", "local"],
         default="spark",
-        help="piestream's runner (default spark)",
+        help="piestream's runner (default spark: one single-stage Spark job per epoch)",
     )
     p.add_argument("--parallelism", type=int, default=2, help="actors per fragment and source splits")
     p.add_argument(
@@ -355,11 +355,12 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--runner",
-        choices=["spark", "spark-leased", "local"],
+        choices=["spark", "spark-shuffle", "spark-leased", "local"],
         default="spark",
-        help="run streaming epochs on Spark (default), on leased long-lived Spark jobs (spark-leased: "
-        "lower epoch latency; other Spark jobs wait up to a lease, 5 s) or in-process (local: quick "
-        "start, no Java needed)",
+        help="run each streaming epoch as one Spark job of one stage (spark, the default), as one Spark "
+        "job with a Spark shuffle per exchange (spark-shuffle), on leased long-lived Spark jobs "
+        "(spark-leased: epochs of ms; other Spark jobs of the session wait up to the running epoch) "
+        "or in-process (local: quick start, no Java needed)",
     )
     p.add_argument(
         "--master", default=None, help="Spark master (default local[2] or $PIESTREAM_SPARK_MASTER)"

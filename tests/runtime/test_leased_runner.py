@@ -143,7 +143,69 @@ def test_leased_mvs_equal_the_default_runner_and_the_oracle(spark: Any, tmp_path
     assert not [t for t in threading.enumerate() if t.name.startswith("piestream-lease")]
     assert got == [expected for _, expected in epochs]
     assert got[-1]["m_join"] and got[-1]["m_mv"]
-    assert got == _run_workload(_db(spark, tmp_path / "plain", "spark"), epochs)
+    assert got == _run_workload(_db(spark, tmp_path / "shuffle", "spark-shuffle"), epochs)
+
+
+def _epoch_jobs(spark: Any, runner: LeasedSparkRunner) -> dict[int, int]:
+    """The Spark jobs of each of `runner`'s leases so far, by lease number."""
+    tracker = spark.sparkContext.statusTracker()
+    prefix = f"piestream-lease-{id(runner)}-"
+    return {n: len(tracker.getJobIdsForGroup(f"{prefix}{n}")) for n in range(1, runner._leases + 1)}
+
+
+def test_the_default_runner_runs_each_epoch_as_one_spark_job(spark: Any, tmp_path: Path) -> None:
+    """Runner "spark": every epoch is one Spark job of its own (DESIGN: each barrier = one epoch =
+    one Spark job), the next one started before it is needed; the MVs equal the oracle's."""
+    epochs = _epochs(random.Random(11), 5)
+    db = _db(spark, tmp_path / "db", "spark")
+    runner = db.barriers.runner
+    assert isinstance(runner, LeasedSparkRunner) and runner.lease_seconds == 0.0
+    seen: list[int] = []
+    ahead = 0  # epochs whose job was started before the epoch was
+    run_leased, inner_run = runner._run_leased, runner.run
+
+    def spy(lease: Any, plan: EpochPlan, dml: Any) -> Any:
+        nonlocal ahead
+        seen.append(int(lease.group.rsplit("-", 1)[1]))
+        ahead += lease.started < started[-1]
+        return run_leased(lease, plan, dml)
+
+    started: list[float] = []
+
+    def timed(plan: EpochPlan, dml: Any) -> Any:
+        started.append(time.monotonic())
+        return inner_run(plan, dml)
+
+    runner.run = timed  # type: ignore[method-assign]
+
+    runner._run_leased = spy  # type: ignore[method-assign]
+    got = _run_workload(db, epochs)
+    assert got == [expected for _, expected in epochs]
+    assert runner.leased_epochs >= 5 and runner.plain_epochs == 0, (runner.leased_epochs, runner.plain_epochs)
+    assert len(seen) == runner.leased_epochs and len(set(seen)) == len(seen)  # a lease per epoch
+    jobs = _epoch_jobs(spark, runner)
+    assert all(jobs[n] == 1 for n in seen), jobs  # one Spark job each
+    # the next epoch's job starts when an epoch ends (unless another Spark job waits then)
+    assert ahead >= len(seen) // 2, (ahead, len(seen))
+
+
+def test_a_bulk_epoch_runs_as_a_shuffle_job(spark: Any, tmp_path: Path) -> None:
+    """An epoch whose DML exceeds `max_dml_bytes` runs as SparkRunner's shuffle job (its data
+    would otherwise pass through the driver); small epochs keep their one-stage job."""
+    runner = LeasedSparkRunner(spark, lease_seconds=0.0, max_dml_bytes=4096)
+    db = _db(spark, tmp_path / "db", runner=runner)
+    try:
+        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+        db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
+        db.execute("INSERT INTO t SELECT g, g % 7 FROM generate_series(1, 5000) AS g; FLUSH")
+        assert runner.plain_epochs >= 1
+        leased = runner.leased_epochs
+        db.execute("INSERT INTO t VALUES (6000, 1); FLUSH")
+        assert runner.leased_epochs > leased
+        got = sorted(tuple(r) for r in db.session().execute_one("SELECT v, n FROM m").rows)
+        assert got == sorted(Counter([g % 7 for g in range(1, 5001)] + [1]).items())
+    finally:
+        db.close()
 
 
 def _count_in_thread(spark: Any) -> tuple[threading.Thread, list[float]]:
@@ -261,7 +323,7 @@ def test_killed_task_worker_costs_a_retry_not_a_row(spark: Any, tmp_path: Path) 
 def test_epochs_run_as_plain_spark_jobs_when_the_lease_cannot_start(spark: Any, tmp_path: Path) -> None:
     """Tasks that do not connect in time (here: no time at all) leave the epoch to SparkRunner's
     job, which the abandoned lease job does not block; a later lease starts normally."""
-    runner = LeasedSparkRunner(spark, connect_timeout=0.0, retry_seconds=3600.0)
+    runner = LeasedSparkRunner(spark, connect_timeout=0.0, startup_timeout=0.0, retry_seconds=3600.0)
     db = _db(spark, tmp_path / "db", runner=runner)
     try:
         db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")

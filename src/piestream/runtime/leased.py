@@ -1,25 +1,36 @@
-"""Epochs on a leased, long-lived Spark job: Spark's per-stage cost paid once per lease.
+"""Epochs on Spark jobs whose tasks run every stage of the epoch: Spark's per-stage cost paid
+once per job, not once per exchange.
 
-`SparkRunner` runs every epoch as one Spark job, and each stage of it costs ~55-60 ms whatever
-its tasks do: an empty epoch of a 2-exchange query takes ~0.15-0.3 s of which the actors' own work
-is a few ms. `LeasedSparkRunner` instead starts ONE Spark job whose tasks (one per slot, in the
-slot's own Python worker pool exactly like SparkRunner's, so an actor's operator caches are where
-it runs) connect back to a TCP listener of the driver and then loop on commands: "here is the
-epoch's plan", "run partition `slot` of stage k over these elements", "stop". The driver runs the
-stages like `LocalRunner` (`run_stages`), each partition remotely in its slot's task, the
-partitions of a stage at the same time, and routes their output to the next stage itself. A
-round trip costs well under a millisecond.
+`SparkRunner` runs every epoch as one Spark job with one shuffle stage per exchange, and each
+Python stage costs ~35-60 ms whatever its tasks do: an empty epoch of a 3-stage query takes
+~0.1-0.14 s of which the actors' own work is a few ms. `LeasedSparkRunner` instead starts a
+Spark job of ONE stage whose tasks (one per slot, in the slot's own Python worker pool exactly
+like SparkRunner's, so an actor's operator caches are where it runs) connect back to a TCP
+listener of the driver and then loop on commands: "here is the epoch's plan", "run partition
+`slot` of stage k over these elements", "stop". The driver runs the stages like `LocalRunner`
+(`run_stages`), each partition remotely in its slot's task, the partitions of a stage at the
+same time, and routes their output (Arrow IPC chunks) to the next stage itself. A round trip
+costs well under a millisecond.
 
-**The lease.** While the job runs its tasks hold every task slot, so any other Spark job (a
-batch query, the Spark data source, a benchmark's recompute) waits for it. So the job is a
-lease: it ends at the first epoch boundary `lease_seconds` after it started, after
-`idle_seconds` without an epoch, and as soon as another active Spark job is seen (checked between
-epochs every 0.2 s, and at an epoch's end); the next epoch starts a new job. Another Spark job
-therefore waits about until the running epoch ends, and at most about one lease plus one epoch
-(`lease_seconds`, 5 s by default). A new lease is only started when no other Spark job is
-active, and if its tasks do not all connect within `connect_timeout` (slots busy, or fewer free
-cores than slots), the epoch runs as a plain `SparkRunner` job instead, as do the epochs of the
-next `retry_seconds`: nothing waits on a lease that cannot start.
+**One job per epoch, or a lease.** With `lease_seconds=0` (the database's default runner,
+"spark") every epoch is exactly one such Spark job: an empty epoch costs one stage, ~40-65 ms
+instead of ~100-140 ms. The job of the next epoch is started as soon as an epoch's job is done
+(while the driver commits the epoch and waits for the next barrier), so its start is mostly off
+the epoch's path; it gives the slots back after `idle_seconds` without an epoch, or when
+another Spark job waits. An epoch whose DML input exceeds `max_dml_bytes` (a bulk load) runs as
+SparkRunner's shuffle job instead, whose shuffle spills to disk where the driver-routed exchange
+holds a stage's elements in the driver's memory. With `lease_seconds > 0` (runner
+"spark-leased") the job serves the epochs that start within `lease_seconds` of it: an epoch
+then costs the actors' work plus ~1 ms. While such a job runs its tasks hold every task slot,
+so any other Spark job (a batch query, the Spark data source, a benchmark's recompute) waits
+for it. So the job is a lease: it ends at the first epoch boundary `lease_seconds` after it
+started, after `idle_seconds` without an epoch, and as soon as another active Spark job is seen
+(checked between epochs every 0.2 s, and at an epoch's end); the next epoch starts a new job.
+Another Spark job therefore waits about until the running epoch ends, and at most about one
+lease plus one epoch. A new job is only started when no other Spark job is active, and if its
+tasks do not all connect within `connect_timeout` (slots busy, or fewer free cores than slots),
+the epoch runs as a plain `SparkRunner` job instead, as do the epochs of the next
+`retry_seconds`: nothing waits on a job that cannot start.
 
 **Failures.** A task that dies, or a socket that fails mid-epoch, ends the lease (its job is
 cancelled if it does not end by itself) and fails the epoch with an `InternalError`, which the
@@ -70,9 +81,13 @@ from piestream.runtime.runners import KEEP_ALIVE_SECONDS, SparkRunner, run_stage
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LEASE_SECONDS = 5.0  # a lease ends at the first epoch boundary this long after its job started
+LEASE_SECONDS = 30.0  # a lease ends at the first epoch boundary this long after its job started
 IDLE_SECONDS = 1.0  # ... or after this long without an epoch
+MAX_IDLE_SECONDS = 10.0  # the most `spark_runner` lets a job wait for the next epoch
+#: an epoch with more DML input than this runs as a shuffle job (its data would pass the driver)
+MAX_DML_BYTES = 64 << 20
 CONNECT_TIMEOUT = 10.0  # every slot's task must say hello within this, or the epoch runs plain
+STARTUP_TIMEOUT = 60.0  # ... unless they all run (starting Python workers): then within this
 HELLO_TIMEOUT = 2.0  # a connection's hello must arrive this fast (a task sends it at once)
 RETRY_SECONDS = 30.0  # after a lease could not start, epochs run plainly this long before the next try
 RETIRE_GRACE = 3.0  # an ended lease's job gets this long to finish by itself before it is cancelled
@@ -144,7 +159,10 @@ def _lease_loop(
     for _ in it:  # exhaust the input: the worker stays reusable
         pass
     worker_gc_checkpoint()
-    sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
+    try:
+        sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
+    except OSError:  # the driver closed its listener (runner closed) before this task started
+        return [(slot, os.getpid(), 0)]
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.settimeout(None)
     plan: EpochPlan | None = None
@@ -215,7 +233,9 @@ class _Lease:
             self.cv.notify_all()
             return True
 
-    def wait_ready(self, timeout: float) -> bool:
+    def wait_ready(self, timeout: float, final: bool = True) -> bool:
+        """Whether every slot's task connected within `timeout`; hellos are refused afterwards
+        if `final`."""
         end = time.monotonic() + timeout
         with self.cv:
             while len(self.conns) < self.slots and not self.job_done.is_set():
@@ -224,7 +244,8 @@ class _Lease:
                     break
                 self.cv.wait(min(left, _POLL))
             ready = len(self.conns) == self.slots and not self.job_done.is_set()
-            self.gathering = False
+            if ready or final:
+                self.gathering = False
             return ready
 
     def healthy(self) -> bool:
@@ -266,12 +287,16 @@ class LeasedSparkRunner(SparkRunner):
         lease_seconds: float = LEASE_SECONDS,
         idle_seconds: float = IDLE_SECONDS,
         connect_timeout: float = CONNECT_TIMEOUT,
+        startup_timeout: float = STARTUP_TIMEOUT,
         retry_seconds: float = RETRY_SECONDS,
+        max_dml_bytes: int = MAX_DML_BYTES,
     ) -> None:
         super().__init__(spark, hook, task_slots, keep_alive_seconds)
         self.lease_seconds = lease_seconds
+        self.max_dml_bytes = max_dml_bytes
         self.idle_seconds = idle_seconds
         self.connect_timeout = connect_timeout
+        self.startup_timeout = startup_timeout
         self.retry_seconds = retry_seconds
         self._no_lease_until = 0.0  # a lease that could not start is not tried again until then
         self._lease: _Lease | None = None
@@ -291,9 +316,10 @@ class LeasedSparkRunner(SparkRunner):
     # -- EpochRunner ----------------------------------------------------------------------------
     def _run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         """One epoch, under the runner's lock (`SparkRunner.run`)."""
-        lease = self._usable_lease()
+        lease = None if _dml_bytes(dml) > self.max_dml_bytes else self._usable_lease()
         if lease is None:
             self.plain_epochs += 1
+            self._drop_lease()  # a job of ours holding the slots would keep the plain job waiting
             return super()._run(plan, dml)
         try:
             reports = self._run_leased(lease, plan, dml)
@@ -304,9 +330,37 @@ class LeasedSparkRunner(SparkRunner):
         finally:
             self._last_epoch = time.monotonic()
         self.leased_epochs += 1
-        if self._last_epoch - lease.started >= self.lease_seconds or self._others_waiting_now(lease):
+        expired = self._last_epoch - lease.started >= self.lease_seconds
+        if expired or self._others_waiting_now(lease):
             self._end_lease(lease, stop=True)
+            if expired and not self._others_waiting(None):
+                # the next epoch's job starts now, while the driver commits this one and waits
+                # for the next barrier: its start is off the epoch's path
+                self._submit_lease()
         return reports
+
+    def keep_alive(self) -> list[int]:
+        """SparkRunner's keep-alive job, unless a lease's tasks keep the slots' workers busy
+        anyway (its job would wait for the lease, which the reaper cannot end meanwhile: it
+        needs the lock this holds)."""
+        with self._lock:
+            lease = self._lease
+            if lease is not None and not lease.ended and not lease.job_done.is_set():
+                return [pid for _, pid in sorted(lease.pids.items())]
+            self._drop_lease()
+            return self._keep_alive_job()
+
+    def _drop_lease(self) -> None:
+        """End the lease (a pre-started one too) and wait for every job of ours to end, so a
+        plain job gets the slots: tasks end when their connection closes; one that has not
+        started yet is cancelled."""
+        if self._lease is not None:
+            self._end_lease(self._lease, stop=True)
+        for old in self._retiring:
+            if not old.job_done.wait(_POLL) and self.sc._jsc is not None:
+                with contextlib.suppress(Exception):
+                    self.sc.cancelJobGroup(old.group)
+                old.job_done.wait(RETIRE_GRACE)
 
     def close(self) -> None:
         """End the lease, the listener and the helper threads (a later `run` starts again)."""
@@ -395,8 +449,11 @@ class LeasedSparkRunner(SparkRunner):
 
     # -- lease lifecycle --------------------------------------------------------------------------
     def _usable_lease(self) -> _Lease | None:
-        """The running lease, or a new one if none runs, or None (run the epoch plainly)."""
+        """The running lease (waiting for a pre-started one's tasks), or a new one if none runs,
+        or None (run the epoch plainly)."""
         lease = self._lease
+        if lease is not None and lease.gathering:  # started after the last epoch
+            return self._await_lease(lease)
         if lease is not None and lease.healthy():
             return lease
         if lease is not None:
@@ -405,9 +462,10 @@ class LeasedSparkRunner(SparkRunner):
             old.job_done.wait(RETIRE_GRACE)
         if time.monotonic() < self._no_lease_until or self._others_waiting(None):
             return None
-        return self._start_lease()
+        return self._await_lease(self._submit_lease())
 
-    def _start_lease(self) -> _Lease | None:
+    def _submit_lease(self) -> _Lease:
+        """Start a lease's job (its tasks connect while the driver goes on)."""
         self._ensure_listener()
         self._leases += 1
         n = self.task_slots
@@ -436,7 +494,17 @@ class LeasedSparkRunner(SparkRunner):
 
         lease.thread = threading.Thread(target=run_job, name="piestream-lease-job", daemon=True)
         lease.thread.start()
-        if not lease.wait_ready(self.connect_timeout):
+        self._start_reaper()  # ends it if no epoch comes, or another Spark job waits
+        return lease
+
+    def _await_lease(self, lease: _Lease) -> _Lease | None:
+        """`lease` once every slot's task has connected, or None (run the epoch plainly). Tasks
+        that all run are only starting their Python workers (seconds on a loaded machine, the
+        first time): they get up to `startup_timeout`."""
+        ready = lease.wait_ready(self.connect_timeout, final=False)
+        if not ready and self._all_tasks_running(lease):
+            ready = lease.wait_ready(max(0.0, self.startup_timeout - self.connect_timeout))
+        if not ready:
             # the epoch runs as a plain job, but not beside this job's tasks: a slot's task
             # running twice at once would give the slot a second Python worker (and its actors
             # a worker without their caches). Tasks that connected end when told; pending
@@ -450,7 +518,6 @@ class LeasedSparkRunner(SparkRunner):
             self._no_lease_until = time.monotonic() + self.retry_seconds
             return None
         self._last_epoch = time.monotonic()
-        self._start_reaper()
         return lease
 
     def _end_lease(self, lease: _Lease, stop: bool) -> None:
@@ -471,6 +538,20 @@ class LeasedSparkRunner(SparkRunner):
         lease.reaper = threading.Thread(target=retire, name="piestream-lease-retire", daemon=True)
         lease.reaper.start()
         self._retiring = [x for x in self._retiring if not x.job_done.is_set()] + [lease]
+
+    def _all_tasks_running(self, lease: _Lease) -> bool:
+        """Whether every task of `lease`'s job has a slot (so none waits for one)."""
+        try:
+            tracker = self.sc.statusTracker()
+            for jid in tracker.getJobIdsForGroup(lease.group):
+                job = tracker.getJobInfo(jid)
+                for sid in job.stageIds if job is not None else []:
+                    stage = tracker.getStageInfo(sid)
+                    if stage is not None and stage.numActiveTasks >= lease.slots:
+                        return True
+        except Exception:  # the context is going down
+            return False
+        return False
 
     def _others_waiting_now(self, lease: _Lease) -> bool:
         """`_others_waiting`, asked at most every `_POLL` seconds (two JVM calls per epoch
@@ -572,6 +653,11 @@ class LeasedSparkRunner(SparkRunner):
                 self._lock.release()
 
 
+def _dml_bytes(dml: Mapping[int, Sequence[StreamChunk]]) -> int:
+    """The size of an epoch's DML input (Arrow buffers)."""
+    return sum(col.nbytes for chunks in dml.values() for c in chunks for col in c.columns)
+
+
 def _driver_host(sc: Any) -> str:
     """Where the tasks reach the driver: 127.0.0.1 in local mode, else `spark.driver.host`."""
     master = str(sc.master or "")
@@ -579,3 +665,29 @@ def _driver_host(sc: Any) -> str:
         return "127.0.0.1"
     host = sc.getConf().get("spark.driver.host")
     return str(host) if host else socket.gethostname()
+
+
+#: the Spark runner kinds a database can run its epochs on (`DatabaseConfig.runner`)
+SPARK_RUNNERS = ("spark", "spark-shuffle", "spark-leased")
+
+
+def spark_runner(
+    spark: SparkSession, kind: str, lease_seconds: float = LEASE_SECONDS, barrier_interval: float = 1.0
+) -> SparkRunner:
+    """The runner of `kind`: "spark" (one single-stage job per epoch), "spark-shuffle" (one job
+    per epoch, a Spark shuffle per exchange) or "spark-leased" (a job serves the epochs of
+    `lease_seconds`). The job started for the next epoch waits for it a few barrier intervals
+    (at most MAX_IDLE_SECONDS) before it gives the slots back."""
+    if kind == "spark-shuffle":
+        return SparkRunner(spark)
+    if kind not in SPARK_RUNNERS:
+        raise ValueError(f"not a Spark runner: {kind!r} (one of {', '.join(SPARK_RUNNERS)})")
+    idle = min(MAX_IDLE_SECONDS, max(IDLE_SECONDS, 2.5 * barrier_interval))
+    lease = 0.0 if kind == "spark" else lease_seconds
+    return LeasedSparkRunner(spark, lease_seconds=lease, idle_seconds=idle)
+
+
+def check_runner_kind(kind: str) -> None:
+    """Refuse a runner kind no runner has (before a database opens anything)."""
+    if kind != "local" and kind not in SPARK_RUNNERS:
+        raise ValueError(f"unknown runner {kind!r}: one of local, {', '.join(SPARK_RUNNERS)}")

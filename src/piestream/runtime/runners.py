@@ -191,13 +191,17 @@ class SparkRunner:
         minute (`PythonWorkerFactory.IDLE_WORKER_TIMEOUT_NS`, hard-coded: no configuration
         changes it, spark-notes §4), and with them the operator caches of the actors of that
         slot. A task handed to the slot's worker and back counts as activity."""
-        n = self.task_slots
         with self._lock:
-            src = self.sc.parallelize(range(n), n)
-            outs = [self._in_slot(src, p, _worker_pid, False) for p in range(n)]
-            self.sc.setJobDescription("piestream keep-alive")
-            pids = self.sc.union(outs).collect()
-            self._last_job = time.monotonic()
+            return self._keep_alive_job()
+
+    def _keep_alive_job(self) -> list[int]:
+        """`keep_alive`'s job, under the epoch lock."""
+        n = self.task_slots
+        src = self.sc.parallelize(range(n), n)
+        outs = [self._in_slot(src, p, _worker_pid, False) for p in range(n)]
+        self.sc.setJobDescription("piestream keep-alive")
+        pids = self.sc.union(outs).collect()
+        self._last_job = time.monotonic()
         return [pid for _, pid in sorted(pids)]
 
     def _run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:

@@ -25,7 +25,8 @@ from piestream.meta.ddl_progress import DdlProgressTracker
 from piestream.meta.hummock_manager import CompactorThread, HummockManager
 from piestream.meta.inbox import Inbox
 from piestream.meta.store import MetaStore
-from piestream.runtime.runners import EpochRunner, LocalRunner, SparkRunner
+from piestream.runtime.leased import check_runner_kind, spark_runner
+from piestream.runtime.runners import EpochRunner, LocalRunner
 from piestream.server.sink_publisher import attach as attach_sink_publisher
 from piestream.server.system_tables import RwCatalog
 from piestream.storage.hummock.compaction import CompactionConfig
@@ -50,12 +51,15 @@ class DatabaseConfig:
     barrier_interval: float = 1.0
     parallelism: int = 2
     object_store_url: str | None = None  # default: <data dir>/objects
-    #: "spark", "spark-leased" (epochs on leased long-lived Spark jobs, `runtime.leased`) or
-    #: "local" (in-process, for tests and debugging)
+    #: "spark" (one Spark job of one stage per epoch, its tasks run every stage and exchange
+    #: through the driver: `runtime.leased` with leases of one epoch), "spark-shuffle" (one Spark
+    #: job per epoch with a Spark shuffle per exchange: `runtime.runners.SparkRunner`),
+    #: "spark-leased" (one Spark job serves the epochs of `lease_seconds`) or "local"
+    #: (in-process, for tests and debugging)
     runner: str = "spark"
-    #: with runner "spark-leased": seconds a lease holds Spark's task slots at most (other Spark
-    #: jobs wait about this long at most; the lease also ends when another job is seen waiting)
-    lease_seconds: float = 5.0
+    #: with runner "spark-leased": seconds a lease holds Spark's task slots at most (the lease
+    #: also ends when another Spark job is seen waiting, or after a second without an epoch)
+    lease_seconds: float = 30.0
     streaming: StreamingConfig = field(default_factory=StreamingConfig)
     storage: StorageOptions = field(default_factory=StorageOptions)
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
@@ -123,6 +127,8 @@ class Database:
         runner: EpochRunner | None = None,
     ) -> None:
         self.config = config or DatabaseConfig()
+        if runner is None:
+            check_runner_kind(self.config.runner)
         ensure_registered()  # the built-in connectors, which plans name and actors build
         self.data_dir = Path(data_dir or DEFAULT_DATA_DIR).resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -152,12 +158,8 @@ class Database:
                     from piestream.runtime.spark import spark_session
 
                     self.spark = spark_session()
-                if self.config.runner == "spark-leased":
-                    from piestream.runtime.leased import LeasedSparkRunner
-
-                    runner = LeasedSparkRunner(self.spark, lease_seconds=self.config.lease_seconds)
-                else:
-                    runner = SparkRunner(self.spark)
+                cfg = self.config
+                runner = spark_runner(self.spark, cfg.runner, cfg.lease_seconds, cfg.barrier_interval)
         self.barriers = BarrierManager(
             self.hummock,
             runner,
