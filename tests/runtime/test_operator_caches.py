@@ -1,5 +1,5 @@
-"""Operator caches (HashAgg groups, Materialize's conflict check, HashJoin sides) never change a
-result: with a
+"""Operator caches (HashAgg groups, Materialize's conflict check, HashJoin sides, AppendOnlyDedup
+keys) never change a result: with a
 tiny memory budget that evicts in the middle of every epoch, with the default one, and with
 failed epoch attempts in between (a failed attempt's caches are never used again), every MV equals
 its query after every epoch."""
@@ -25,6 +25,7 @@ MVS = {
     "j_inner": "SELECT t.k, u.k AS uk, t.v, u.w FROM t JOIN u ON t.g = u.g",
     "j_residual": "SELECT t.k, u.k AS uk FROM t JOIN u ON t.g = u.g AND t.v < u.w",
     "j_padded": "SELECT t.k, u.k AS uk, u.w FROM t LEFT JOIN u ON t.g = u.g",
+    "dedup": "SELECT DISTINCT g, v FROM ev",
 }
 
 
@@ -44,6 +45,7 @@ def test_mvs_equal_their_queries_with_any_cache_budget_and_failures(tmp_path: Pa
         s = db.session()
         s.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, g BIGINT, v BIGINT)")
         s.execute("CREATE TABLE u (k BIGINT PRIMARY KEY, g BIGINT, w BIGINT)")
+        s.execute("CREATE TABLE ev (g BIGINT, v BIGINT) APPEND ONLY")
         for name, q in MVS.items():
             s.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
         for _ in range(14):
@@ -54,6 +56,7 @@ def test_mvs_equal_their_queries_with_any_cache_budget_and_failures(tmp_path: Pa
             more = [(rng.randint(0, 80), rng.randint(0, 15), rng.randint(-50, 50)) for _ in range(20)]
             s.execute("INSERT INTO u VALUES " + ", ".join(f"({k}, {g}, {w})" for k, g, w in more))
             s.execute(f"DELETE FROM u WHERE k % 11 = {rng.randint(0, 10)}")
+            s.execute("INSERT INTO ev VALUES " + ", ".join(f"({g % 9}, {v % 7})" for _, g, v in rows))
             s.execute("FLUSH")
             for name, q in MVS.items():
                 got = sorted(s.execute_one(f"SELECT * FROM {name}").rows)
