@@ -1,4 +1,5 @@
-"""Operator caches (HashAgg groups, Materialize's conflict check) never change a result: with a
+"""Operator caches (HashAgg groups, Materialize's conflict check, HashJoin sides, AppendOnlyDedup
+keys) never change a result: with a
 tiny memory budget that evicts in the middle of every epoch, with the default one, and with
 failed epoch attempts in between (a failed attempt's caches are never used again), every MV equals
 its query after every epoch."""
@@ -19,6 +20,12 @@ from piestream.stream.executor import StreamingConfig
 MVS = {
     "agg": "SELECT g, count(*) AS n, sum(v) AS s, max(v) AS hi FROM t GROUP BY g",
     "copy": "SELECT k, g, v FROM t",
+    # joins: both sides cached (inner), a residual condition, and a left join (the right side
+    # has no degree table, so it is cached; the left one keeps degrees in state)
+    "j_inner": "SELECT t.k, u.k AS uk, t.v, u.w FROM t JOIN u ON t.g = u.g",
+    "j_residual": "SELECT t.k, u.k AS uk FROM t JOIN u ON t.g = u.g AND t.v < u.w",
+    "j_padded": "SELECT t.k, u.k AS uk, u.w FROM t LEFT JOIN u ON t.g = u.g",
+    "dedup": "SELECT DISTINCT g, v FROM ev",
 }
 
 
@@ -37,12 +44,19 @@ def test_mvs_equal_their_queries_with_any_cache_budget_and_failures(tmp_path: Pa
     try:
         s = db.session()
         s.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, g BIGINT, v BIGINT)")
+        s.execute("CREATE TABLE u (k BIGINT PRIMARY KEY, g BIGINT, w BIGINT)")
+        s.execute("CREATE TABLE ev (g BIGINT, v BIGINT) APPEND ONLY")
         for name, q in MVS.items():
             s.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
         for _ in range(14):
             rows = [(rng.randint(0, 120), rng.randint(0, 15), rng.randint(-50, 50)) for _ in range(60)]
             s.execute("INSERT INTO t VALUES " + ", ".join(f"({k}, {g}, {v})" for k, g, v in rows))
             s.execute(f"DELETE FROM t WHERE k % 17 = {rng.randint(0, 16)}")
+            s.execute(f"UPDATE t SET v = v + 1, g = g + 1 WHERE k % 13 = {rng.randint(0, 12)}")
+            more = [(rng.randint(0, 80), rng.randint(0, 15), rng.randint(-50, 50)) for _ in range(20)]
+            s.execute("INSERT INTO u VALUES " + ", ".join(f"({k}, {g}, {w})" for k, g, w in more))
+            s.execute(f"DELETE FROM u WHERE k % 11 = {rng.randint(0, 10)}")
+            s.execute("INSERT INTO ev VALUES " + ", ".join(f"({g % 9}, {v % 7})" for _, g, v in rows))
             s.execute("FLUSH")
             for name, q in MVS.items():
                 got = sorted(s.execute_one(f"SELECT * FROM {name}").rows)

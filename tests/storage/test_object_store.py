@@ -276,7 +276,47 @@ def test_open_object_store_urls(tmp_path: Path, s3_endpoint: str) -> None:
             open_object_store(bad)
 
 
+def test_deferred_put_is_readable_at_once_and_made_durable_later(store: ObjectStore) -> None:
+    paths = [f"hummock/sst/{i:016x}.sst" for i in range(3)]
+    for i, p in enumerate(paths):
+        store.put_deferred(p, bytes([i]) * (1000 + i))
+        assert store.get(p) == bytes([i]) * (1000 + i)
+    store.make_durable([*paths, paths[0]])  # repeats are fine
+    store.make_durable([])
+    assert [m.path for m in store.list("hummock/")] == paths
+
+
 # --- local: atomic publish --------------------------------------------------------------------
+
+
+def test_local_make_durable_fsyncs_every_file_and_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deferred put does no fsync; `make_durable` fsyncs each object and each directory holding
+    one (its new entry), and refuses a missing object."""
+    store = LocalObjectStore(tmp_path)
+    store.put("a/seed", b"creates the directories durably")  # (a new directory's entry is
+    store.put("b/seed", b"")  # fsynced when it is made, deferred put or not)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    store.put_deferred("a/x.sst", b"x" * 100)
+    store.put_deferred("a/y.sst", b"y" * 100)
+    store.put_deferred("b/z.sst", b"z" * 100)
+    assert synced == []
+    store.make_durable(["a/x.sst", "a/y.sst", "b/z.sst"])
+    root = str(tmp_path.resolve())
+    assert sorted(synced) == sorted(
+        [f"{root}/a/x.sst", f"{root}/a/y.sst", f"{root}/b/z.sst", f"{root}/a", f"{root}/b"]
+    )
+    assert _temp_files(tmp_path) == []
+    with pytest.raises(ObjectNotFound, match=r"a/gone\.sst"):
+        store.make_durable(["a/x.sst", "a/gone.sst"])
 
 
 def _temp_files(root: Path) -> list[Path]:

@@ -163,8 +163,12 @@ class HummockManager:
         extra: Callable[[object], None] | None = None,
     ) -> HummockVersion:
         """Make `epoch` committed: its SSTs become the newest L0 sub-level, the committed epoch of
-        every table in `table_ids` (and of the tables the SSTs touch) becomes `epoch`."""
+        every table in `table_ids` (and of the tables the SSTs touch) becomes `epoch`.
+
+        The SSTs are made durable first: actors upload them without fsyncs (`put_deferred`) and
+        this is the one place they are synced, all at once, before any version refers to them."""
         ssts = tuple(ssts)
+        self.sstables.store.make_durable([s.path for s in ssts])
         with self._lock:
             cur = self._version
             if epoch <= cur.max_committed_epoch:

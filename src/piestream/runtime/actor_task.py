@@ -3,10 +3,10 @@
 The task reads its whole input (exhausting the iterator keeps the Python worker reusable),
 runs its actors in the plan's order (an actor fused into its upstream's task over a no-shuffle
 edge gets that actor's output here, not through a shuffle), orders the chunks per port by
-(source actor, sequence), builds the actor's executors over a
-HummockStorage at the epoch's pinned version, runs the epoch, syncs the SSTs it wrote (fresh
-object names every attempt), and emits: its output chunks dispatched to downstream actors, its
-report for the driver, and every element it only forwards to a deeper stage.
+(source actor, sequence), builds the actor's executors over a HummockStorage at the epoch's
+pinned version, runs the epoch, uploads the SSTs it wrote (fresh object names every attempt;
+meta makes them durable when it commits the epoch), and emits: its output chunks dispatched to
+downstream actors, its report for the driver, and every element it only forwards to a deeper stage.
 
 An actor that fails with a data error (SQLSTATE class 22 or 23: the same input fails every
 attempt) reports the failure instead of failing the task, so Spark neither retries it nor loses
@@ -152,7 +152,9 @@ def _run_actor(
     if hook is not None:
         hook("executed", plan, aid)
     t3 = time.perf_counter()
-    ssts = storage.sync(plan.data_epoch)
+    # not fsynced here: meta makes every reported SST durable at once before it commits the
+    # epoch (`HummockManager.commit_epoch`), one group of fsyncs per epoch, not two per actor
+    ssts = storage.sync(plan.data_epoch, durable=False)
     t4 = time.perf_counter()
     if hook is not None:
         hook("synced", plan, aid)

@@ -8,6 +8,8 @@ its own writes), so filtering and state clean-up agree across actors and attempt
 
 from __future__ import annotations
 
+import threading
+
 from piestream.common.scalar import Datum
 from piestream.plan.watermark import ColumnWatermark
 from piestream.storage.table.desc import TableDesc
@@ -22,12 +24,37 @@ def global_watermark(table: StateTable) -> Datum:
     return max(values) if values else None
 
 
+#: Global watermarks by (data directory, filter table, committed epoch), shared by the actors of
+#: this process: the value is a function of the committed state alone, so every actor of an epoch
+#: that needs it (the filters, and each join, dedup or agg cleaning state) reads storage once per
+#: process instead of once each. A handful of entries; the oldest go first.
+_PROCESS_MEMO: dict[tuple[str, int, int], Datum] = {}
+_PROCESS_MEMO_MAX = 256
+_memo_lock = threading.Lock()
+
+
 def committed_watermarks(ctx: ActorContext, tables: list[TableDesc]) -> dict[int, Datum]:
-    """Each filter table's global watermark, read once per actor and epoch."""
+    """Each filter table's global watermark, read once per actor and epoch (and once per process
+    and committed epoch: `_PROCESS_MEMO`). Every read happens before the epoch's own write of the
+    table (a filter raises its row at the barrier, after reading), so it sees committed state."""
     memo = ctx.watermarks
+    committed = ctx.storage.version.max_committed_epoch
+    scope = ctx.storage.sstables.store.url
     for desc in tables:
-        if desc.table_id not in memo:
-            memo[desc.table_id] = global_watermark(ctx.state_table(desc))
+        if desc.table_id in memo:
+            continue
+        key = (scope, desc.table_id, committed)
+        with _memo_lock:
+            known = key in _PROCESS_MEMO
+            value = _PROCESS_MEMO.get(key)
+        if not known:
+            value = global_watermark(ctx.state_table(desc))
+            if committed > 0:
+                with _memo_lock:
+                    _PROCESS_MEMO[key] = value
+                    while len(_PROCESS_MEMO) > _PROCESS_MEMO_MAX:
+                        del _PROCESS_MEMO[next(iter(_PROCESS_MEMO))]
+        memo[desc.table_id] = value
     return {d.table_id: memo[d.table_id] for d in tables}
 
 

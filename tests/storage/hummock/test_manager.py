@@ -6,15 +6,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from piestream.common.epoch import MAX_EPOCH
+from piestream.common.errors import ObjectNotFound
 from piestream.encoding.keys import full_key, user_key
 from piestream.meta.hummock_manager import CHECKPOINT_EVERY_DELTAS, CompactorThread, HummockManager
 from piestream.meta.store import MetaStore
@@ -193,6 +196,53 @@ def test_commit_epoch_must_advance(db: Db) -> None:
     before = db.mgr.version
     with pytest.raises(ValueError):
         db.mgr.commit_epoch(e - (1 << 16), [])
+    assert db.mgr.version == before
+    db.restart()
+    assert db.mgr.version == before
+
+
+class DurabilityLog(LocalObjectStore):
+    """A local store that records deferred puts and `make_durable` calls, in order."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.log: list[tuple[str, tuple[str, ...]]] = []
+
+    def put_deferred(self, path: str, data: bytes) -> None:
+        self.log.append(("deferred", (path,)))
+        super().put_deferred(path, data)
+
+    def make_durable(self, paths: Sequence[str]) -> None:
+        self.log.append(("durable", tuple(paths)))
+        super().make_durable(paths)
+
+
+def test_commit_makes_deferred_ssts_durable_before_the_version_holds_them(tmp_path: Path) -> None:
+    """Actors upload without fsyncs (`sync(durable=False)`); `commit_epoch` syncs the epoch's SSTs
+    as one batch before the delta is written, and a reported SST that is gone fails the commit
+    with the version unchanged."""
+    store = DurabilityLog(tmp_path / "objects")
+    db = Db(store, tmp_path / "meta.sqlite")
+    e = db.epoch()
+    ssts = []
+    for table in (1, 2):  # two "actors", one SST each
+        hs = HummockStorage(db.sstables, db.mgr.version)
+        hs.write_batch(KvBatch.from_pairs([(full_key(K(1, table), e), put_value(b"v"))], [4]), e)
+        ssts += hs.sync(e, durable=False)
+    paths = tuple(s.path for s in ssts)
+    assert store.log == [("deferred", (paths[0],)), ("deferred", (paths[1],))]
+    db.mgr.commit_epoch(e, ssts)
+    assert store.log[-1] == ("durable", paths)
+    assert [s.object_id for s in db.mgr.version.l0[-1].ssts] == [s.object_id for s in ssts]
+
+    e2 = db.epoch()
+    hs = HummockStorage(db.sstables, db.mgr.version)
+    hs.write_batch(KvBatch.from_pairs([(full_key(K(2), e2), put_value(b"w"))], [4]), e2)
+    lost = hs.sync(e2, durable=False)
+    store.delete(lost[0].path)
+    before = db.mgr.version
+    with pytest.raises(ObjectNotFound, match=re.escape(lost[0].path)):
+        db.mgr.commit_epoch(e2, lost)
     assert db.mgr.version == before
     db.restart()
     assert db.mgr.version == before

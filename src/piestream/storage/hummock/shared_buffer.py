@@ -80,9 +80,11 @@ class SharedBuffer:
         self,
         batch: KvBatch,
         hashes: tuple[np.ndarray, set[int]] | None = None,
+        *,
+        durable: bool = True,
     ) -> list[SstableInfo]:
         """SSTs of a sorted batch, cut at about `sstable_size` between user keys, uploaded.
-        `hashes`: the batch's `entry_filter_hashes`, if known."""
+        `hashes`: the batch's `entry_filter_hashes`, if known; `durable`: see `SstableStore.upload`."""
         o = self.options
         out = []
         lo = 0
@@ -101,10 +103,10 @@ class SharedBuffer:
                 hashes=part_hashes,
                 table_block_sizes=dict(o.table_block_sizes),
             )
-            out.append(self.sstables.upload(built))
+            out.append(self.sstables.upload(built, durable=durable))
         return out
 
-    def sync(self, epoch: int) -> list[SstableInfo]:
+    def sync(self, epoch: int, *, durable: bool = True) -> list[SstableInfo]:
         """Build and upload SSTs from everything buffered at epochs <= `epoch`."""
         todo = [i for i in self.imms if pure_epoch(i.epoch) <= epoch]
         if not todo:
@@ -114,7 +116,7 @@ class SharedBuffer:
         merged, pos = KvBatch.merge_with_positions([i.batch for i in newest_first])
         hashes = np.concatenate([i.hashes for i in newest_first])[pos]
         unfiltered = set().union(*(i.unfiltered for i in todo))
-        infos = self.build_and_upload(merged, (hashes, unfiltered))
+        infos = self.build_and_upload(merged, (hashes, unfiltered), durable=durable)
         done = {id(i) for i in todo}
         self.imms = [i for i in self.imms if id(i) not in done]
         self.epoch_keys = {e: k for e, k in self.epoch_keys.items() if e > epoch}

@@ -45,10 +45,14 @@ class SstableStore:
         self.meta_cache: LruCache[SstableMeta] = LruCache(meta_cache_bytes, lambda m: m.nbytes())
         self.block_cache: LruCache[DecodedSstable] = LruCache(block_cache_bytes, lambda d: d.nbytes())
 
-    def upload(self, built: BuiltSstable) -> SstableInfo:
-        """Publish an SST under a fresh object id and describe it for a version."""
+    def upload(self, built: BuiltSstable, *, durable: bool = True) -> SstableInfo:
+        """Publish an SST under a fresh object id and describe it for a version. `durable=False`:
+        the committer makes it durable (`ObjectStore.make_durable`) before any version holds it."""
         object_id = new_object_id()
-        self.store.put(sst_path(object_id), built.data)
+        if durable:
+            self.store.put(sst_path(object_id), built.data)
+        else:
+            self.store.put_deferred(sst_path(object_id), built.data)
         m = built.meta
         self.meta_cache.put(object_id, m)
         return SstableInfo(

@@ -90,11 +90,13 @@ class HummockStorage:
         with self._lock:
             return self._buffer.buffered_bytes()
 
-    def sync(self, epoch: int) -> list[SstableInfo]:
+    def sync(self, epoch: int, *, durable: bool = True) -> list[SstableInfo]:
         """Build and upload SSTs from everything buffered at epochs <= `epoch` (all versions of
-        every key are kept); return their descriptors for `commit_epoch`."""
+        every key are kept); return their descriptors for `commit_epoch`. `durable=False` leaves
+        the fsyncs to the committer, which makes a whole epoch's SSTs durable at once
+        (`ObjectStore.make_durable`, in `HummockManager.commit_epoch`)."""
         with self._lock:
-            infos = self._buffer.sync(epoch)
+            infos = self._buffer.sync(epoch, durable=durable)
             if infos:
                 self._read_view = None
             return infos

@@ -36,6 +36,22 @@ class ObjectStore(ABC):
     def put(self, path: str, data: bytes) -> None:
         """Publish `data` under `path` atomically: a reader sees the whole object or none of it."""
 
+    def put_deferred(self, path: str, data: bytes) -> None:
+        """`put`, atomic alike, but durable only once `make_durable` has returned for `path`.
+
+        Writers whose objects matter only after a later commit (an epoch's SSTs: meta commits
+        them once every actor has reported) publish with this, and the committer makes the whole
+        batch durable at once: a local directory then syncs many files together instead of
+        waiting for the disk once per object. The default is a plain `put` (a remote store's put
+        is durable when it returns)."""
+        self.put(path, data)
+
+    def make_durable(self, paths: Sequence[str]) -> None:
+        """Make objects published with `put_deferred` (by any process) survive a crash. Nothing to
+        do where every put is durable already; a local directory raises ObjectNotFound for a
+        missing object."""
+        return
+
     @abstractmethod
     def get(self, path: str) -> bytes:
         """The whole object; ObjectNotFound if missing."""

