@@ -9,7 +9,12 @@ batch plan of `spark_baseline`, noop sink), `--recomputes` times; the median is 
 of a materialized view costs at that size. The ratio is recompute / incremental epoch p50.
 
     .venv/bin/python bench/bench_freshness.py [--queries q4,q5,...] [--events 1000000]
-        [--epoch-events 100000] [--last 5] [--recomputes 3] [--runner spark|spark-shuffle|spark-leased]
+        [--epoch-events 100000] [--last 5] [--recomputes 3]
+        [--runner spark|spark-shuffle|spark-leased] [--pace 0.25]
+
+`--pace S` spaces the epochs S seconds apart, as a server's barrier interval does (the default
+is back to back, a throughput run): the default runner then starts each epoch's Spark job in
+the gap before it. The gap is never part of an epoch's latency, nor of the events/s.
 
 Figures are wall-clock on whatever else the machine runs: the load average is printed.
 """
@@ -72,6 +77,13 @@ def main() -> None:
         help="piestream's runner (spark: one single-stage Spark job per epoch; spark-shuffle: a Spark "
         "shuffle per exchange; spark-leased: epochs on leased long-lived Spark jobs)",
     )
+    ap.add_argument(
+        "--pace",
+        type=float,
+        default=0.0,
+        help="seconds between epochs, as a server's barrier interval spaces them (default 0: back "
+        "to back); the epoch latency never includes them",
+    )
     args = ap.parse_args()
     names = [q.strip() for q in args.queries.split(",") if q.strip()]
     from piestream.runtime.spark import spark_session
@@ -86,6 +98,7 @@ def main() -> None:
         spark_baseline=False,
         timeout=args.timeout,
         compact_before_size=False,
+        pace=args.pace,
     )
     rows = []
     cpu: list[tuple[str, float, float]] = []  # (query, CPU s per epoch, wall s per epoch) over the whole run
@@ -129,7 +142,8 @@ def main() -> None:
     runner = "Spark" if args.runner == "spark" else args.runner
     print(
         f"\nfreshness: Nexmark, {args.events:,} events per query in epochs of <= {args.epoch_events:,} "
-        f"events per source, piestream ({runner} runner, parallelism 2, MV) epoch latency over the last "
+        f"events per source, piestream ({runner} runner, parallelism 2, MV"
+        f"{f', epochs {args.pace:g} s apart' if args.pace else ''}) epoch latency over the last "
         f"{args.last} epochs vs Spark batch recompute over all events (median of {args.recomputes}); "
         f"load avg {_load_avg()}"
     )

@@ -364,6 +364,22 @@ def bench_empty_wide(args: argparse.Namespace, spark: Any, root: Path) -> None:
             )
     finally:
         db.close()
+    for kind, label in [("spark", "one-stage job per epoch (default)"), ("spark-leased", "leased job")]:
+        db = open_db(root / f"wide-{kind}", kind, spark)
+        try:
+            for sql in WIDE_GRAPH:
+                db.execute(sql)
+            rec = Recorder(db)
+            for _ in range(3):
+                rec.epoch()
+            recs = [rec.epoch() for _ in range(n)]
+            walls = [r.wall for r in recs]
+            print(
+                f"    {label:<30} {len(recs[-1].reports)} actors, {kind} runner: "
+                f"p50 {statistics.median(walls):.3f} s  min {min(walls):.3f} s  (load avg {load_avg()})"
+            )
+        finally:
+            db.close()
 
 
 # -- (b) HashAgg and (d) recompute ---------------------------------------------------------------

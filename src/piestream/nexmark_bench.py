@@ -52,7 +52,7 @@ class BenchConfig:
 
     queries: list[str]
     events: int = 1_000_000
-    runner: str = "spark"  # "spark" | "spark-leased" | "local"
+    runner: str = "spark"  # "spark" | "spark-shuffle" | "spark-leased" | "local"
     parallelism: int = 2
     sink: str = "blackhole"  # "blackhole" | "mv"
     epoch_events: int = 100_000  # events each source reads per epoch at most
@@ -62,6 +62,9 @@ class BenchConfig:
     profile_top: int = 25
     master: str | None = None
     compact_before_size: bool = True
+    #: seconds between the end of an epoch and the start of the next (0: back to back), as a
+    #: server's barrier interval spaces them; not part of any epoch's time
+    pace: float = 0.0
 
 
 @dataclass
@@ -274,6 +277,9 @@ def run_piestream(
                 f"{name}: {consumed:,}/{cfg.events:,} events ({100 * consumed / cfg.events:.0f}%), "
                 f"epoch {len(run.epochs)}, {rate:,.0f} events/s, last epoch {run.epochs[-1]:.2f} s"
             )
+            if cfg.pace > 0:
+                time.sleep(cfg.pace)
+                started += cfg.pace  # rates count the epochs' time only
             t = time.perf_counter()
             if prof is not None:
                 prof.enable()
