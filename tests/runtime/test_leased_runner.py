@@ -132,6 +132,13 @@ def _run_workload(
         db.close()
 
 
+def _counts_by_v(db: Database, rows: int, mod: int) -> None:
+    """Table t of `rows` rows (v = k % `mod`) and MV m counting them by v, in one epoch."""
+    db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+    db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
+    db.execute(f"INSERT INTO t SELECT g, g % {mod} FROM generate_series(1, {rows}) AS g; FLUSH")
+
+
 def test_leased_mvs_equal_the_default_runner_and_the_oracle(spark: Any, tmp_path: Path) -> None:
     epochs = _epochs(random.Random(7), 6)
     leased = _db(spark, tmp_path / "leased")
@@ -195,9 +202,7 @@ def test_a_bulk_epoch_runs_as_a_shuffle_job(spark: Any, tmp_path: Path) -> None:
     runner = LeasedSparkRunner(spark, lease_seconds=0.0, max_dml_bytes=4096)
     db = _db(spark, tmp_path / "db", runner=runner)
     try:
-        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
-        db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
-        db.execute("INSERT INTO t SELECT g, g % 7 FROM generate_series(1, 5000) AS g; FLUSH")
+        _counts_by_v(db, 5000, 7)
         assert runner.plain_epochs >= 1
         leased = runner.leased_epochs
         db.execute("INSERT INTO t VALUES (6000, 1); FLUSH")
@@ -225,9 +230,7 @@ def test_other_spark_jobs_run_when_the_lease_ends(spark: Any, tmp_path: Path) ->
     runner = LeasedSparkRunner(spark, lease_seconds=60.0, idle_seconds=1.0)
     db = _db(spark, tmp_path / "db", runner=runner)
     try:
-        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
-        db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
-        db.execute("INSERT INTO t SELECT g, g % 5 FROM generate_series(1, 100) AS g; FLUSH")
+        _counts_by_v(db, 100, 5)
         assert len(runner.lease_pids) == 2, (runner.leased_epochs, runner.plain_epochs, db.barriers.failures)
         # a job submitted while the lease runs: it waits for the lease's idle end (1 s)
         th, done = _count_in_thread(spark)
@@ -326,9 +329,7 @@ def test_epochs_run_as_plain_spark_jobs_when_the_lease_cannot_start(spark: Any, 
     runner = LeasedSparkRunner(spark, connect_timeout=0.0, startup_timeout=0.0, retry_seconds=3600.0)
     db = _db(spark, tmp_path / "db", runner=runner)
     try:
-        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
-        db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
-        db.execute("INSERT INTO t SELECT g, g % 5 FROM generate_series(1, 100) AS g; FLUSH")
+        _counts_by_v(db, 100, 5)
         assert runner.plain_epochs > 1 and runner.leased_epochs == 0  # one try, then plain epochs
         runner.connect_timeout, runner.retry_seconds, runner._no_lease_until = 10.0, 30.0, 0.0
         db.execute("INSERT INTO t SELECT g, g % 3 FROM generate_series(101, 200) AS g; FLUSH")

@@ -151,6 +151,10 @@ class KeyedRows:
         #: vnodes), so a miss means "not stored": None until its owner decides (a new cache over an
         #: empty table is complete); an eviction makes it False for good
         self.complete: bool | None = None
+        #: rows its owner wrote through (beside `hits` and `misses`: what keeping it costs
+        #: against what it saves), and whether the owner gave up on it (it then holds nothing)
+        self.written = 0
+        self.retired = False
 
     # -- size -------------------------------------------------------------------------------------
     def __len__(self) -> int:

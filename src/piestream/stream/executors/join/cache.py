@@ -15,6 +15,11 @@ rows are one run, in pk order, exactly what the prefix scan returns):
   and a cold actor read the same rows in the same order;
 - keys below a committed watermark are dropped with the rows storage stops returning.
 
+A side written far more than it is read (Nexmark q7's bids, looked up only by each window's
+top price) is not worth keeping: its write-through grows a cache nothing reads. Once its rows
+written exceed WRITE_READ_RATIO times its keys read (plus WRITE_GRACE_ROWS) the cache is
+retired: emptied, and the side reads and writes storage only.
+
 Only sides without a degree table are cached (inner joins, and sides whose degrees are recomputed
 from the other side); the runtime hands the cache over only when it reflects the committed epoch
 and the worker's budget evicts from it (`stream.cache.registry`).
@@ -34,6 +39,11 @@ from piestream.encoding.ragged import Ragged
 from piestream.storage.table.state_table import StateTable
 from piestream.stream.executor import ActorContext
 from piestream.stream.executors.join.kernels import as_type
+
+#: a side's cache is retired once its rows written exceed this many times its keys read ...
+WRITE_READ_RATIO = 4
+#: ... plus this many rows (a new cache's first epochs are all writes)
+WRITE_GRACE_ROWS = 100_000
 
 
 def cacheable(state: StateTable, keys: Sequence[int]) -> bool:
@@ -55,6 +65,11 @@ class JoinSideCache:
         self.key_orders = list(desc.pk_orders[:n_keys])
         self.pk = list(desc.pk)
         self.rows = ctx.cache.keyed(f"hash_join:{desc.table_id}", self.types)
+
+    @property
+    def active(self) -> bool:
+        """Whether reads and writes go through the cache (not retired)."""
+        return not self.rows.retired
 
     def init(self) -> None:
         """Before the epoch's first chunk (state initialised, nothing written yet): a new cache
@@ -97,6 +112,12 @@ class JoinSideCache:
         `keys` holds one row per group) to the cached keys it touches."""
         n_groups = len(keys[0]) if keys else 0
         if not n_groups:
+            return
+        cache = self.rows
+        cache.written += len(signs)
+        if cache.written > WRITE_READ_RATIO * (cache.hits + cache.misses) + WRITE_GRACE_ROWS:
+            cache.clear()
+            cache.complete, cache.retired = False, True
             return
         _, kr = self._keys(keys)
         hits, misses = self.rows.hits, self.rows.misses  # bookkeeping reads, not lookups

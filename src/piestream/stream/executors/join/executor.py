@@ -174,7 +174,7 @@ class HashJoinExecutor(Executor):
         counts = np.zeros(n_groups, np.int64)
         wanted = np.arange(n_groups) if only is None else np.flatnonzero(only)
         cache = self.caches[side.pos]
-        if cache is not None and not with_degrees:
+        if cache is not None and cache.active and not with_degrees:
             take = pa.array(wanted, pa.int64())
             columns, got = cache.read([k.take(take) for k in keys])
             counts[wanted] = got
@@ -309,7 +309,7 @@ class HashJoinExecutor(Executor):
         # rows that can never match are not kept: nothing will ever look them up
         a.state.write_chunk(StreamChunk(c.ops, cols, matchable, n))
         cache = self.caches[a.pos]
-        if cache is not None:
+        if cache is not None and cache.active:
             cache.write(signs, cols, gid, keys)
         if any(self.caches):
             self.ctx.charge_caches()
