@@ -471,19 +471,21 @@ class LeasedSparkRunner(SparkRunner):
         n = self.task_slots
         lease = _Lease(secrets.token_bytes(16), n, f"piestream-lease-{id(self)}-{self._leases}")
         self._lease = lease
-        src = self.sc.parallelize(range(n), n)
         assert self._listener is not None
         port = self._listener.getsockname()[1]
-        outs = [
-            self._in_slot(src, p, _lease_task(self._host, port, lease.token, p, self.hook), False)
-            for p in range(n)
-        ]
-        job = self.sc.union(outs)
 
         def run_job() -> None:
+            # the job is built here too: its py4j calls (~15 ms) stay off the epoch's path
             try:
+                src = self.sc.parallelize(range(n), n)
+                outs = [
+                    self._in_slot(src, p, _lease_task(self._host, port, lease.token, p, self.hook), False)
+                    for p in range(n)
+                ]
+                job = self.sc.union(outs)
                 self.sc.setJobGroup(lease.group, "piestream leased epochs", interruptOnCancel=False)
-                job.collect()
+                if not lease.ended:  # ended while being built: no job at all
+                    job.collect()
             except BaseException as e:  # cancelled, or a task died: the lease sees it as ended
                 lease.job_error = e
             finally:
