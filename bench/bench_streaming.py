@@ -364,7 +364,7 @@ def bench_empty_wide(args: argparse.Namespace, spark: Any, root: Path) -> None:
             )
     finally:
         db.close()
-    for kind, label in [("spark", "one-stage job per epoch (default)"), ("spark-leased", "leased job")]:
+    for kind, label in [("spark", "one job per epoch (default)"), ("spark-leased", "leased job")]:
         db = open_db(root / f"wide-{kind}", kind, spark)
         try:
             for sql in WIDE_GRAPH:
