@@ -60,6 +60,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -219,7 +220,6 @@ class _Lease:
         self.busy = False  # commands sent whose answers were not all read yet
         self.job_done = threading.Event()
         self.job_error: BaseException | None = None
-        self.thread: threading.Thread | None = None
         self.reaper: threading.Thread | None = None
 
     def offer(self, slot: int, pid: int, sock: socket.socket) -> bool:
@@ -306,6 +306,7 @@ class LeasedSparkRunner(SparkRunner):
         self._closed = threading.Event()
         self._reaper: threading.Thread | None = None
         self._retiring: list[_Lease] = []
+        self._job_threads: ThreadPoolExecutor | None = None
         self._leases = 0
         self._last_epoch = time.monotonic()
         self._last_check = 0.0
@@ -377,6 +378,9 @@ class LeasedSparkRunner(SparkRunner):
             if old.reaper is not None:
                 old.reaper.join(timeout=RETIRE_GRACE + 10)
         self._retiring = []
+        if self._job_threads is not None:
+            self._job_threads.shutdown(wait=True)
+            self._job_threads = None
         super().close()
         self._closed = threading.Event()
 
@@ -494,8 +498,11 @@ class LeasedSparkRunner(SparkRunner):
                     lease.cv.notify_all()
                 self._last_job = time.monotonic()  # the slots' workers were busy until now
 
-        lease.thread = threading.Thread(target=run_job, name="piestream-lease-job", daemon=True)
-        lease.thread.start()
+        if self._job_threads is None:
+            # long-lived threads run the jobs (one ending while the next starts, a retiring one
+            # being cancelled): a thread per job would open and close a py4j connection per epoch
+            self._job_threads = ThreadPoolExecutor(4, thread_name_prefix="piestream-lease-job")
+        self._job_threads.submit(run_job)
         self._start_reaper()  # ends it if no epoch comes, or another Spark job waits
         return lease
 
