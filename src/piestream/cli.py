@@ -79,6 +79,8 @@ def _serve(args: argparse.Namespace) -> int:
     from piestream.server.pgwire.auth import read_password_file
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # py4j reports every connection a Python thread opens or closes to the JVM at INFO: noise
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     auth = None
     if args.password_file:
         auth = {"method": args.auth_method, "users": read_password_file(args.password_file)}
