@@ -232,12 +232,14 @@ class SparkRunner:
         if bypass:
             out._bypass_serializer = True  # type: ignore[attr-defined]
         with _ENV_LOCK:  # the Python function takes the context's environment when it is built
+            # swapped, never mutated: another thread (a user's, or a lease's job thread) may be
+            # iterating the context's dict while it builds its own function
             env = self.sc.environment
-            env[SLOT_ENV] = str(slot)
+            self.sc.environment = {**env, SLOT_ENV: str(slot)}
             try:
                 out._jrdd  # noqa: B018 - builds the JVM PythonRDD now, with the slot's environment
             finally:
-                del env[SLOT_ENV]
+                self.sc.environment = env
         return out
 
     def _jvm_classes(self) -> dict[str, Any]:
