@@ -39,18 +39,17 @@ actor's failure comes back as the `ActorFailed` (data errors as its report, as w
 leaves the lease running. Operator caches follow `actor_task`'s rule unchanged: an actor's cache
 is used only when it reflects the epoch the plan says is committed.
 
-**The wire.** Length-prefixed frames. The plan is pickled once per epoch (what SparkRunner
-pickles into its task closures); elements are the exchange's own bytes (Arrow IPC chunks,
-reports) with their destination. A task's hello carries a random per-lease token that only the
-task closures know: other local processes cannot pose as a task (the driver unpickles reports).
+**The wire** (`runtime.lease_task`, with the task's loop). Length-prefixed frames. The plan is
+pickled once per epoch (what SparkRunner pickles into its task closures); elements are the
+exchange's own bytes (Arrow IPC chunks, reports) with their destination. A task's hello carries a
+random per-lease token that only the task closures know: other local processes cannot pose as a
+task (the driver unpickles reports).
 The listener binds to the driver's host (127.0.0.1 in local mode).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
 import pickle
 import secrets
 import select
@@ -58,26 +57,38 @@ import socket
 import struct
 import threading
 import time
-import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
-from piestream.runtime.actor_task import TaskHook, run_partition
+from piestream.runtime.actor_task import TaskHook
 from piestream.runtime.epoch_plan import EpochPlan
 from piestream.runtime.exchange import (
-    ActorFailed,
     ActorReport,
     Element,
     decode_elements,
     decode_failure,
     encode_elements,
-    encode_failure,
 )
-from piestream.runtime.runners import KEEP_ALIVE_SECONDS, SparkRunner, run_stages, worker_gc_checkpoint
+from piestream.runtime.lease_task import (
+    CONNECT_TIMEOUT,
+    FAILED,
+    HELLO,
+    LEN,
+    OUT,
+    PLAN,
+    RUN,
+    STAGE,
+    STOP,
+    lease_task,
+    recv_exact,
+    recv_frame,
+    send_frame,
+)
+from piestream.runtime.runners import KEEP_ALIVE_SECONDS, SparkRunner, run_stages
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -87,25 +98,11 @@ IDLE_SECONDS = 1.0  # ... or after this long without an epoch
 MAX_IDLE_SECONDS = 10.0  # the most `spark_runner` lets a job wait for the next epoch
 #: an epoch with more DML input than this runs as a shuffle job (its data would pass the driver)
 MAX_DML_BYTES = 64 << 20
-CONNECT_TIMEOUT = 10.0  # every slot's task must say hello within this, or the epoch runs plain
 STARTUP_TIMEOUT = 60.0  # ... unless they all run (starting Python workers): then within this
 HELLO_TIMEOUT = 2.0  # a connection's hello must arrive this fast (a task sends it at once)
 RETRY_SECONDS = 30.0  # after a lease could not start, epochs run plainly this long before the next try
 RETIRE_GRACE = 3.0  # an ended lease's job gets this long to finish by itself before it is cancelled
 _POLL = 0.2  # how often a waiting driver looks at its job, and the reaper at its lease
-
-_LEN = struct.Struct("<Q")
-_HELLO = struct.Struct("<16sqq")  # token, slot, pid
-_STAGE = struct.Struct("<I")
-
-# frames: driver -> task
-_PLAN = b"P"  # + pickled EpochPlan
-_RUN = b"R"  # + stage + elements: run this slot's partition of the stage over them
-_STOP = b"S"
-# task -> driver
-_OUT = b"O"  # + elements: the partition's output
-_FAILED = b"F"  # + encode_failure bytes: an actor failed (not a data error)
-_CRASHED = b"X"  # + traceback text: anything else went wrong in the task
 
 
 class LeaseLost(InternalError):
@@ -116,89 +113,6 @@ class LeaseLost(InternalError):
 class LeasedTaskError(Exception):
     """A task's non-actor failure; its text is the worker's traceback (markers and all), as Spark
     would hand it to the driver."""
-
-
-# -- framing ------------------------------------------------------------------------------------
-
-
-def _send(sock: socket.socket, *parts: bytes) -> None:
-    size = sum(len(p) for p in parts)
-    sock.sendall(_LEN.pack(size) + b"".join(parts))
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytearray:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:], n - got)
-        if k == 0:
-            raise EOFError("connection closed")
-        got += k
-    return buf
-
-
-def _recv(sock: socket.socket) -> bytearray:
-    (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
-    return _recv_exact(sock, n)
-
-
-# -- the task -----------------------------------------------------------------------------------
-
-
-def _lease_task(host: str, port: int, token: bytes, slot: int, hook: TaskHook | None) -> Any:
-    """The long-lived task of `slot` (a module function with bound arguments: Spark pickles it
-    by reference, not the module's globals by value)."""
-    return functools.partial(_lease_loop, host, port, token, slot, hook)
-
-
-def _lease_loop(
-    host: str, port: int, token: bytes, slot: int, hook: TaskHook | None, it: Iterable[Any]
-) -> list[tuple[int, int, int]]:
-    """Connect, say hello, run commands until told to stop or the driver goes away (either way
-    the task ends normally, so Spark keeps its Python worker)."""
-    for _ in it:  # exhaust the input: the worker stays reusable
-        pass
-    worker_gc_checkpoint()
-    try:
-        sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
-    except OSError:  # the driver closed its listener (runner closed) before this task started
-        return [(slot, os.getpid(), 0)]
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.settimeout(None)
-    plan: EpochPlan | None = None
-    runs = 0
-    try:
-        _send(sock, _HELLO.pack(token, slot, os.getpid()))
-        while True:
-            try:
-                frame = _recv(sock)
-            except (EOFError, OSError):
-                break  # the lease ended (or the driver went away)
-            kind = frame[:1]
-            if kind == _STOP:
-                break
-            if kind == _PLAN:
-                plan = pickle.loads(frame[1:])
-                continue
-            if kind != _RUN or plan is None:
-                break
-            (stage,) = _STAGE.unpack_from(frame, 1)
-            try:
-                elements = decode_elements(frame, 1 + _STAGE.size)
-                del frame
-                out = list(run_partition(plan, stage, slot, elements, hook))
-                reply = [_OUT, encode_elements(out)]
-            except Exception as e:
-                if isinstance(e, ActorFailed):
-                    reply = [_FAILED, encode_failure(e)]
-                else:
-                    reply = [_CRASHED, traceback.format_exc().encode()]
-            runs += 1
-            _send(sock, *reply)
-    finally:
-        sock.close()
-    return [(slot, os.getpid(), runs)]
 
 
 # -- the driver ---------------------------------------------------------------------------------
@@ -268,7 +182,7 @@ class _Lease:
         for sock in conns.values():
             if stop:
                 with contextlib.suppress(OSError):
-                    _send(sock, _STOP)
+                    send_frame(sock, STOP)
             with contextlib.suppress(OSError):
                 sock.close()
 
@@ -399,24 +313,24 @@ class LeasedSparkRunner(SparkRunner):
         blob = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
         lease.busy = True
         for slot in sorted(conns):
-            self._send(lease, conns[slot], _PLAN, blob)
+            self._send(lease, conns[slot], PLAN, blob)
         lease.busy = False
 
         def stage(k: int, parts: list[list[Element]]) -> list[list[Element]]:
             lease.busy = True
             for i, part in enumerate(parts):
-                self._send(lease, conns[i], _RUN, _STAGE.pack(k), encode_elements(part))
+                self._send(lease, conns[i], RUN, STAGE.pack(k), encode_elements(part))
             outs: list[list[Element]] = []
             failure: BaseException | None = None
             for i in range(len(parts)):  # every answer is read, so the lease stays in step
                 reply = self._recv(lease, conns[i])
                 kind = reply[:1]
-                if kind == _OUT:
+                if kind == OUT:
                     outs.append(decode_elements(reply, 1))
                     continue
                 outs.append([])
                 if failure is None:
-                    failed = decode_failure(bytes(reply[1:])) if kind == _FAILED else None
+                    failed = decode_failure(bytes(reply[1:])) if kind == FAILED else None
                     if failed is not None:
                         failure = failed
                     else:
@@ -431,7 +345,7 @@ class LeasedSparkRunner(SparkRunner):
 
     def _send(self, lease: _Lease, sock: socket.socket, *parts: bytes) -> None:
         try:
-            _send(sock, *parts)
+            send_frame(sock, *parts)
         except OSError as e:
             raise LeaseLost(f"the leased Spark job lost a task: {e}") from e
 
@@ -444,7 +358,7 @@ class LeasedSparkRunner(SparkRunner):
                 raise LeaseLost(f"the leased Spark job lost a task: {e}") from e
             if ready:
                 try:
-                    return _recv(sock)
+                    return recv_frame(sock)
                 except (EOFError, OSError) as e:
                     raise LeaseLost(f"the leased Spark job lost a task: {e}") from e
             if lease.job_done.is_set() or self._closed.is_set():
@@ -483,7 +397,7 @@ class LeasedSparkRunner(SparkRunner):
             try:
                 src = self.sc.parallelize(range(n), n)
                 outs = [
-                    self._in_slot(src, p, _lease_task(self._host, port, lease.token, p, self.hook), False)
+                    self._in_slot(src, p, lease_task(self._host, port, lease.token, p, self.hook), False)
                     for p in range(n)
                 ]
                 job = self.sc.union(outs)
@@ -615,10 +529,10 @@ class LeasedSparkRunner(SparkRunner):
                     sock.settimeout(HELLO_TIMEOUT)
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     # read as a fixed-size record: a stranger's length prefix allocates nothing
-                    (size,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
-                    if size != _HELLO.size:
+                    (size,) = LEN.unpack(recv_exact(sock, LEN.size))
+                    if size != HELLO.size:
                         raise EOFError("not a hello")
-                    token, slot, pid = _HELLO.unpack(_recv_exact(sock, _HELLO.size))
+                    token, slot, pid = HELLO.unpack(recv_exact(sock, HELLO.size))
                     sock.settimeout(None)
                 except (EOFError, OSError, struct.error):
                     sock.close()
