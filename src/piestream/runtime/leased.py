@@ -432,10 +432,7 @@ class LeasedSparkRunner(SparkRunner):
             # running twice at once would give the slot a second Python worker (and its actors
             # a worker without their caches). Tasks that connected end when told; pending
             # ones are cancelled before they start.
-            self._end_lease(lease, stop=True)
-            if not lease.job_done.wait(_POLL) and self.sc._jsc is not None:
-                self.sc.cancelJobGroup(lease.group)
-                lease.job_done.wait(RETIRE_GRACE)
+            self._drop_lease()
             # fewer free task slots than slots (a busy or small cluster): not every epoch should
             # wait `connect_timeout` for that
             self._no_lease_until = time.monotonic() + self.retry_seconds
