@@ -71,6 +71,17 @@ def test_a_generic_function_passes_its_arguments_and_refuses_flags() -> None:
         check_supported(node)
 
 
+def test_a_safe_modulo_is_refused() -> None:
+    """sqlglot 30.31 marks `%` of dialects whose modulo yields NULL on zero as `safe`; PostgreSQL's
+    raises 22012, so such a tree is refused naming the clause, never bound as plain `%`."""
+    check_supported(query("SELECT 7 % 2"))
+    node = query("SELECT 7 % 2")
+    node.find(exp.Mod).set("safe", True)  # type: ignore[union-attr]
+    with pytest.raises(FeatureNotSupported) as info:
+        check_supported(node)
+    assert info.value.sqlstate == "0A000" and "modulo that yields NULL on zero" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("sql", "clause"),
     [

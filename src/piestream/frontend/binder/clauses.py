@@ -198,10 +198,11 @@ RULES: dict[type[exp.Expression], Rule] = {
         opaque=True,
     ),
     # -- operators ---------------------------------------------------------------------------------
-    **{cls: _BINARY_RULE for cls in _BINARY if cls not in (exp.DPipe, exp.Div)},
+    **{cls: _BINARY_RULE for cls in _BINARY if cls not in (exp.DPipe, exp.Div, exp.Mod)},
     exp.DPipe: rule("this expression safe"),  # `safe`: sqlglot's note that PG's || is strict
     # `typed`: int / int is integer division, as PostgreSQL's `/` (and piestream's) is
     exp.Div: rule("this expression typed", safe="division that yields NULL on zero"),
+    exp.Mod: rule("this expression", safe="modulo that yields NULL on zero"),
     exp.And: _BINARY_RULE,
     exp.Or: _BINARY_RULE,
     exp.Not: _ONE_ARG,
