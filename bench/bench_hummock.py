@@ -22,7 +22,7 @@ Measured, before and after a full compaction (`compact_until_idle` / `compact_ra
     .venv/bin/python bench/bench_hummock.py [--keys 1000000] [--batch 100000] [--gets 100000]
         [--block-cache-mb N]   (default: room for the whole data set, at least 256 MiB)
 
-Needs the `bench` extra: ``pip install -e '.[bench]'`` (rocksdict).
+Needs the `bench` extra (rocksdict): ``make bench`` installs it from uv.lock.
 """
 
 from __future__ import annotations
