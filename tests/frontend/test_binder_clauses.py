@@ -90,7 +90,6 @@ def test_a_safe_modulo_is_refused() -> None:
         ("SELECT a FROM t FOR UPDATE", "FOR UPDATE"),
         ("SELECT a FROM t TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
         ("SELECT try_cast(a AS INT) FROM t", "TRY_CAST"),
-        ("SELECT a FROM dev.public.t", "cross-database"),
         ("SELECT rank(a) OVER (ORDER BY a) FROM t", "rank() with arguments"),
         ("SELECT date_trunc('day', ts, 'UTC') FROM t", "time zone"),
         ("SELECT current_timestamp(0)", "CURRENT_TIMESTAMP(precision)"),

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from piestream.common.errors import PiestreamError, UndefinedTable
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field, parse_type, type_text
 from piestream.expr.expr import Expr
+from piestream.frontend.parser.names import fold, quote_ident
 from piestream.plan.materialize import ConflictBehavior
 from piestream.storage.table.desc import TableDesc
 
@@ -116,8 +117,11 @@ class SubscriptionInfo:
 #: +-Infinity, which a format-3 reader would take for corruption (so it refuses them by number),
 #: and a source's or table's watermark (which a format-3 reader would drop silently).
 #: A format-3 relation's values were stored normalized at 10 fraction digits: they read as they
-#: are, a numeric(p, s) column's padded to s on read.
-RELATION_FORMAT = 4
+#: are, a numeric(p, s) column's padded to s on read. Format 5 relations may live in a schema
+#: other than public (CREATE SCHEMA): a format-4 reader would take them for public's, so it
+#: refuses them by number. Entries of format 4 and before are public's, under their stored name
+#: (a name with a dot an older build made of ``public.t`` stays that name: ``"public.t"``).
+RELATION_FORMAT = 5
 
 
 class CatalogFormatError(PiestreamError):
@@ -166,6 +170,16 @@ class Relation:
     @property
     def visible_columns(self) -> list[ColumnCatalog]:
         return [c for c in self.columns if not c.hidden]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(schema, name): what names it uniquely in its database."""
+        return (self.schema_name, self.name)
+
+    @property
+    def qualified_name(self) -> str:
+        """``schema.name`` for a relation outside public, else its name (for messages)."""
+        return self.name if self.schema_name == DEFAULT_SCHEMA else f"{self.schema_name}.{self.name}"
 
     @property
     def schema(self) -> Schema:
@@ -381,6 +395,13 @@ class CatalogReader(Protocol):
 
 #: The schema of piestream's own system relations (RisingWave's): rw_streaming_errors ...
 SYSTEM_SCHEMA = "rw_catalog"
+#: Schemas every database has that hold no user relations (PostgreSQL's, and piestream's own).
+BUILTIN_SCHEMAS = ("pg_catalog", "information_schema", SYSTEM_SCHEMA)
+#: The database a session is in when its client named none (RisingWave's default).
+DEFAULT_DATABASE = "dev"
+#: A view's property holding the search_path it was created with (its query is bound again on
+#: every read, and must find the relations it found then); absent: public.
+VIEW_SEARCH_PATH = "search_path"
 
 
 class SystemTables(Protocol):
@@ -391,17 +412,94 @@ class SystemTables(Protocol):
         ...
 
 
+class InvalidSchemaName(PiestreamError):
+    sqlstate = "3F000"
+
+
+def parse_search_path(value: str, user: str = "") -> tuple[str, ...]:
+    """The schemas a ``search_path`` setting names, in order (``"$user"`` is the session user's
+    schema; PostgreSQL skips entries that name no existing schema when resolving)."""
+    out: list[str] = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part.startswith('"') and part.endswith('"') and len(part) >= 2:
+            name = part[1:-1].replace('""', '"')
+        else:
+            name = fold(part.strip("'"))
+        if name == "$user":
+            if not user:
+                continue
+            name = user
+        out.append(name)
+    return tuple(out)
+
+
+def format_search_path(path: tuple[str, ...]) -> str:
+    """`path` as a search_path setting (`parse_search_path` reads it back)."""
+    return ", ".join(quote_ident(n) for n in path)
+
+
 @dataclass
 class CatalogSnapshot:
-    """An in-memory catalog (tests, and the frontend's view of meta's catalog)."""
+    """An in-memory catalog (tests, and the frontend's view of meta's catalog).
 
-    by_name: dict[str, Relation] = field(default_factory=dict)
+    Relations are keyed by (schema, name), PostgreSQL's namespaces: `get_relation` resolves a
+    qualified name (`ObjectName` with a schema) in that schema and an unqualified one through
+    `search_path` (the first schema that exists and holds the name), as PostgreSQL does.
+    """
+
+    by_name: dict[tuple[str, str], Relation] = field(default_factory=dict)
     last_id: int = 1000  # `next_id` hands out ids after it
     functions: dict[str, list[FunctionCatalog]] = field(default_factory=dict)  # by name
     system_tables: SystemTables | None = None  # the rw_catalog relations (a running database's)
+    schemas: set[str] = field(default_factory=lambda: {DEFAULT_SCHEMA})  # user schemas that exist
+    search_path: tuple[str, ...] = (DEFAULT_SCHEMA,)
+    database: str = DEFAULT_DATABASE  # the session's database: the only one a name may name
+
+    def check_database(self, name: str) -> None:
+        """A three-part name's database must be the current one (PostgreSQL: 0A000)."""
+        db = getattr(name, "database", None)
+        if db is not None and db != self.database:
+            from piestream.common.errors import FeatureNotSupported
+
+            raise FeatureNotSupported(
+                f'cross-database references are not implemented: "{name.qualified}"'  # type: ignore[attr-defined]
+            )
 
     def get_relation(self, name: str) -> Relation | None:
-        return self.by_name.get(name)
+        self.check_database(name)
+        schema = getattr(name, "schema", None)
+        if schema is not None:
+            return self.by_name.get((schema, str(name)))
+        for sch in self.search_path:
+            rel = self.by_name.get((sch, str(name)))
+            if rel is not None:
+                return rel
+        return None
+
+    def creation_schema(self, name: str) -> str:
+        """The schema a CREATE of `name` puts the object in: the one written (which must exist),
+        else the first schema of search_path that exists (PostgreSQL's rule; 3F000 if none)."""
+        self.check_database(name)
+        schema = getattr(name, "schema", None)
+        if schema is not None:
+            if schema not in self.schemas:
+                if schema in BUILTIN_SCHEMAS:
+                    from piestream.common.errors import FeatureNotSupported
+
+                    raise FeatureNotSupported(f'creating objects in schema "{schema}" is not supported')
+                raise InvalidSchemaName(f'schema "{schema}" does not exist')
+            return schema
+        if self.current_schema is None:
+            raise InvalidSchemaName("no schema has been selected to create in")
+        return self.current_schema
+
+    @property
+    def current_schema(self) -> str | None:
+        """PostgreSQL's current_schema(): the first schema of search_path that exists."""
+        return next((sch for sch in self.search_path if sch in self.schemas), None)
 
     def functions_named(self, name: str) -> list[FunctionCatalog]:
         return list(self.functions.get(name, ()))
@@ -409,18 +507,26 @@ class CatalogSnapshot:
     def relations(self) -> Iterable[Relation]:
         return list(self.by_name.values())
 
+    def with_search_path(self, path: tuple[str, ...]) -> CatalogSnapshot:
+        """The same catalog resolving unqualified names through `path` (a view's body)."""
+        return replace(self, search_path=path)
+
+    def relations_in(self, schema: str) -> list[Relation]:
+        return [r for r in self.by_name.values() if r.schema_name == schema]
+
     def next_id(self) -> int:
         self.last_id += 1
         return self.last_id
 
     def add(self, rel: Relation) -> None:
-        self.by_name[rel.name] = rel
+        self.by_name[rel.key] = rel
         self.last_id = max(self.last_id, rel.id)
 
     def require(self, name: str, position: int | None = None) -> Relation:
         rel = self.get_relation(name)
         if rel is None:
-            raise UndefinedTable(f'relation "{name}" does not exist', position=position)
+            shown = getattr(name, "qualified", name)
+            raise UndefinedTable(f'relation "{shown}" does not exist', position=position)
         return rel
 
     def dependents(self, rel_id: int) -> list[Relation]:

@@ -31,6 +31,7 @@ from piestream.connectors.sinks import STAGING, sink_output_path, validate_sink_
 from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind, SinkInfo, SourceInfo
 from piestream.frontend.parser import ast
+from piestream.frontend.parser.names import object_name
 from piestream.frontend.planner import PlannedJob, plan_sink, plan_table, table_conflict
 from piestream.frontend.source_spec import statement_source_spec
 from piestream.frontend.stream_piece import Dist, ExchangeMarker
@@ -38,7 +39,7 @@ from piestream.frontend.watermark_derive import bind_watermark
 from piestream.plan.node import StreamNode
 from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
 from piestream.plan.source import DEAD_LETTER_COLUMNS, dead_letter_table
-from piestream.server.ddl_handlers import check_new_name, check_upstreams_created
+from piestream.server.ddl_handlers import check_new_name, check_upstreams_created, creation_schema, in_schema
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.desc import TableDesc
 from piestream.stream.connector import plan_source_node, source_connector
@@ -51,14 +52,15 @@ log = logging.getLogger(__name__)
 DEAD_LETTER_SUFFIX = "_dead_letter"
 
 
-def _check_free(s: Session, *names: str) -> None:
+def _check_free(s: Session, schema: str, *names: str) -> None:
     for n in names:
-        if s.db.catalog.get(n) is not None:
+        if s.db.catalog.get(n, schema) is not None:
             raise DuplicateObject(f'relation "{n}" already exists')
 
 
-def _dead_letter_relation(desc: TableDesc, owner_id: int) -> Relation:
+def _dead_letter_relation(desc: TableDesc, owner_id: int, schema: str) -> Relation:
     return Relation(
+        schema_name=schema,
         id=desc.table_id,
         name=desc.name,
         kind=RelationKind.TABLE,
@@ -123,12 +125,14 @@ def create_connector_table(s: Session, stmt: ast.CreateTable, params: Sequence[A
         skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
+        schema = creation_schema(s, stmt.name)
         planned, dead = plan_connector_table(s, stmt)
+        planned.relation = in_schema(planned.relation, schema)
         res = command("CREATE_TABLE")
         companions = []
         if dead is not None:
-            _check_free(s, dead.name)
-            companions.append(_dead_letter_relation(dead, planned.relation.id))
+            _check_free(s, schema, dead.name)
+            companions.append(_dead_letter_relation(dead, planned.relation.id, schema))
         s.db.ddl.create_job(planned, backfill=False, companions=companions)
         return res
 
@@ -146,12 +150,14 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
         spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
         _, limits = source_connector(spec.connector)(spec)  # validate the options now
         watermark = bind_watermark(stmt.watermarks, spec.columns, append_only=True, what="source")
+        schema = creation_schema(s, stmt.name)
         source_id = s.db.ddl.next_object_id()
         dead = None
         if limits.error_handling == "dead_letter":
             dead = dead_letter_table(s.db.ddl.next_object_id(), stmt.name + DEAD_LETTER_SUFFIX)
-            _check_free(s, dead.name)
+            _check_free(s, schema, dead.name)
         rel = Relation(
+            schema_name=schema,
             id=source_id,
             name=stmt.name,
             kind=RelationKind.SOURCE,
@@ -167,7 +173,8 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
             ),
             watermark=watermark,
         )
-        s.db.ddl.create_relations(rel, [] if dead is None else [_dead_letter_relation(dead, source_id)])
+        companions = [] if dead is None else [_dead_letter_relation(dead, source_id, schema)]
+        s.db.ddl.create_relations(rel, companions)
         return command("CREATE_SOURCE")
 
 
@@ -238,9 +245,10 @@ def _create_sink(
         definition = stmt.text
     else:
         assert stmt.from_relation is not None  # FROM x = AS SELECT * FROM x
-        query = exp.select("*").from_(exp.to_table(stmt.from_relation))
+        query = exp.select("*").from_(object_name(stmt.from_relation).to_table())
         definition = stmt.text
-    binder = QueryBinder(s.db.catalog.snapshot())
+    schema = creation_schema(s, stmt.name)
+    binder = QueryBinder(s.committed_catalog())
     bound = binder.bind_query(query)
     check_upstreams_created(s, sorted(binder.dependencies))
     ids = s.db.ddl.ids()
@@ -300,6 +308,7 @@ def _create_sink(
             undo.append(drop_table)
     planned.relation = replace(
         planned.relation,
+        schema_name=schema,
         sink=SinkInfo(connector, node.sink_type, sink_output_path(connector, opts), node.state_table),
     )
     s.db.ddl.create_job(planned, backfill=True, notice=s.notice)

@@ -75,9 +75,7 @@ class CopyFormat:
 
 def _target(s: Session, stmt: ast.Copy) -> tuple[Any, list[int]]:
     assert stmt.table is not None
-    rel = s.db.catalog.get(stmt.table)
-    if rel is None:
-        raise PiestreamError(f'relation "{stmt.table}" does not exist', sqlstate="42P01")
+    rel = s.catalog().require(stmt.table)
     if rel.kind is not RelationKind.TABLE or rel.table is None:
         raise PiestreamError(f'cannot copy to "{rel.name}": it is a {rel.kind.value}', sqlstate="42809")
     if rel.properties.get("connector"):

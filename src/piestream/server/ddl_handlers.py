@@ -14,16 +14,29 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from piestream.common.errors import (
+    DependentObjectsStillExist,
     DuplicateObject,
     FeatureNotSupported,
     PiestreamError,
     UndefinedTable,
 )
 from piestream.frontend.binder import QueryBinder
-from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, RelationKind
+from piestream.frontend.catalog import (
+    BUILTIN_SCHEMAS,
+    DEFAULT_SCHEMA,
+    VIEW_SEARCH_PATH,
+    ColumnCatalog,
+    IndexInfo,
+    InvalidSchemaName,
+    Relation,
+    RelationKind,
+    format_search_path,
+)
 from piestream.frontend.parser import ast
+from piestream.frontend.parser.names import ObjectName, schema_of
 from piestream.frontend.planner import PlannedJob, plan_materialized_view, plan_table, table_conflict
 from piestream.frontend.watermark_derive import bind_watermark
+from piestream.meta.catalog_store import SchemaCatalog
 from piestream.server.results import QueryResult, command
 from piestream.server.sink_publisher import discard_staging
 
@@ -45,10 +58,24 @@ class WrongObjectType(PiestreamError):
     sqlstate = "42809"
 
 
-def check_new_name(s: Session, name: str, if_not_exists: bool) -> QueryResult | None:
-    """None if `name` is free (for this session: tables its transaction created count);
-    a notice result for IF NOT EXISTS; else 42P07."""
-    if s.catalog().get_relation(name) is not None:
+def creation_schema(s: Session, name: str) -> str:
+    """The schema a new relation `name` goes to (the one written, else search_path's first)."""
+    return s.catalog().creation_schema(name)
+
+
+def in_schema(rel: Relation, schema: str) -> Relation:
+    """`rel` placed in `schema` (planners build relations by name; the handler knows where)."""
+    return rel if rel.schema_name == schema else replace(rel, schema_name=schema)
+
+
+def check_new_name(
+    s: Session, name: str, if_not_exists: bool, schema: str | None = None
+) -> QueryResult | None:
+    """None if `name` is free in the schema it is created in (for this session: tables its
+    transaction created count); a notice result for IF NOT EXISTS; else 42P07."""
+    cat = s.catalog()
+    schema = schema or cat.creation_schema(name)
+    if (schema, str(name)) in cat.by_name:
         if if_not_exists:
             r = command("CREATE")
             r.notices.append(f'relation "{name}" already exists, skipping')
@@ -91,6 +118,7 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
                 raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
         conflict = table_conflict(stmt)
         watermark = bind_watermark(stmt.watermarks, cols, append_only=stmt.append_only, what="table")
+        schema = creation_schema(s, stmt.name)
         job_id = s.db.ddl.next_job_id()
         planned = plan_table(
             name=stmt.name,
@@ -104,6 +132,7 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
             parallelism=s.parallelism,
             ids=s.db.ddl.ids(),
         )
+        planned.relation = in_schema(planned.relation, schema)
         if s.txn is not None:
             s.txn.create_table(planned)  # created by COMMIT, in the epoch holding its rows
         else:
@@ -121,7 +150,9 @@ def create_materialized_view(
         skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
         if skipped is not None:
             return skipped
+        schema = creation_schema(s, stmt.name)
         planned = _plan_mv(s, stmt, s.parallelism)
+        planned.relation = in_schema(planned.relation, schema)
         check_upstreams_created(s, planned.relation.depends_on)
         s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
         return command("CREATE_MATERIALIZED_VIEW")
@@ -148,7 +179,7 @@ def check_upstreams_created(s: Session, depends_on: Sequence[int]) -> None:
 
 
 def _plan_mv(s: Session, stmt: ast.CreateMaterializedView, parallelism: int) -> PlannedJob:
-    binder = QueryBinder(s.db.catalog.snapshot())
+    binder = QueryBinder(s.committed_catalog())
     bound = binder.bind_query(stmt.query)
     if stmt.columns:
         if len(stmt.columns) > len(bound.names):
@@ -179,7 +210,7 @@ def rebuild(s: Session, stmt: ast.RebuildJob, params: Sequence[Any] = ()) -> Que
 
     db = s.db
     with db.ddl.lock:
-        rel = db.catalog.get(stmt.name)
+        rel = s.committed_catalog().get_relation(stmt.name)
         if rel is None:
             raise UndefinedTable(f'{stmt.kind} "{stmt.name}" does not exist')
         if rel.kind is not RelationKind.MATERIALIZED_VIEW:
@@ -201,23 +232,26 @@ def rebuild(s: Session, stmt: ast.RebuildJob, params: Sequence[Any] = ()) -> Que
 
         visit(rel)
         for r in order:
-            r = db.catalog.get(r.name) or r
+            r = db.catalog.get(r.name, r.schema_name) or r
             definition = parse_one(r.definition)
             assert isinstance(definition, ast.CreateMaterializedView)
             planned = _plan_mv(s, definition, r.parallelism or s.parallelism)
-            planned.relation = replace(planned.relation, id=r.id)  # views and indexes name it by id
+            # views and indexes name it by id; it stays in its schema
+            planned.relation = replace(planned.relation, id=r.id, schema_name=r.schema_name)
             db.ddl.rebuild_job(r, planned)
         return command("ALTER_MATERIALIZED_VIEW")
 
 
 def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        existing = s.db.catalog.get(stmt.name)
+        cat = s.committed_catalog()
+        schema = cat.creation_schema(stmt.name)
+        existing = cat.by_name.get((schema, str(stmt.name)))
         if existing is not None and not (stmt.or_replace and existing.kind is RelationKind.VIEW):
-            skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+            skipped = check_new_name(s, stmt.name, stmt.if_not_exists, schema)
             if skipped is not None:
                 return skipped
-        binder = QueryBinder(s.db.catalog.snapshot())
+        binder = QueryBinder(cat)
         bound = binder.bind_query(stmt.query)
         if len(stmt.columns or []) > len(bound.names):
             raise PiestreamError("CREATE VIEW specifies more column names than columns", sqlstate="42601")
@@ -231,6 +265,11 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
             columns=cols,
             definition=stmt.sql_text,
             depends_on=tuple(sorted(binder.dependencies)),
+            schema_name=schema,
+            # its query is bound again on every read: with the names it was created with
+            properties={}
+            if cat.search_path == (DEFAULT_SCHEMA,)
+            else {VIEW_SEARCH_PATH: format_search_path(cat.search_path)},
         )
         if existing is not None:
             s.db.ddl.replace_view(existing, rel)
@@ -241,12 +280,13 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
 
 def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        cat = s.committed_catalog()
+        table = cat.require(stmt.table)
+        if schema_of(stmt.name) not in (None, table.schema_name):
+            raise PiestreamError("an index is created in the schema of its table", sqlstate="42601")
+        skipped = check_new_name(s, stmt.name, stmt.if_not_exists, table.schema_name)
         if skipped is not None:
             return skipped
-        table = s.db.catalog.get(stmt.table)
-        if table is None:
-            raise UndefinedTable(f'relation "{stmt.table}" does not exist')
         if table.kind not in (RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW):
             raise WrongObjectType(f'"{stmt.table}" is not a table or materialized view')
         key_cols = [c.name for c in stmt.columns]
@@ -256,8 +296,10 @@ def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) 
         include = list(stmt.include) or [c.name for c in table.visible_columns if c.name not in key_cols]
         pk_names = [table.columns[i].name for i in (table.table.pk if table.table else ())]
         select_names = list(dict.fromkeys([*key_cols, *include, *pk_names]))
-        query = exp.select(*[exp.column(n) for n in select_names]).from_(stmt.table)
-        binder = QueryBinder(s.db.catalog.snapshot())
+        query = exp.select(*[exp.column(n) for n in select_names]).from_(
+            ObjectName(table.name, table.schema_name).to_table()
+        )
+        binder = QueryBinder(cat)
         bound = binder.bind_query(query)
         from piestream.common.order import OrderType
 
@@ -275,6 +317,7 @@ def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) 
             distributed_by=dist,
             index=IndexInfo(table.id, tuple(key_cols)),
         )
+        planned.relation = in_schema(planned.relation, table.schema_name)
         check_upstreams_created(s, [table.id])
         s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
         return command("CREATE_INDEX")
@@ -290,13 +333,21 @@ def drop(s: Session, stmt: ast.Drop, params: Sequence[Any] = ()) -> QueryResult:
     with db.ddl.lock:
         targets: list[Relation] = []
         notices = []
+        cat = s.committed_catalog()
         for name in stmt.names:
-            rel = db.catalog.get(name)
-            if rel is None:
+            schema = schema_of(name)
+            if schema is not None and schema not in cat.schemas:
                 if stmt.if_exists:
-                    notices.append(f'{stmt.kind} "{name}" does not exist, skipping')
+                    notices.append(f'schema "{schema}" does not exist, skipping')
                     continue
-                raise UndefinedTable(f'{stmt.kind} "{name}" does not exist')
+                raise InvalidSchemaName(f'schema "{schema}" does not exist')
+            rel = cat.get_relation(name)
+            if rel is None:
+                shown = getattr(name, "qualified", name)
+                if stmt.if_exists:
+                    notices.append(f'{stmt.kind} "{shown}" does not exist, skipping')
+                    continue
+                raise UndefinedTable(f'{stmt.kind} "{shown}" does not exist')
             if rel.kind is not kind:
                 raise WrongObjectType(
                     f'"{name}" is not a {stmt.kind}',
@@ -306,4 +357,72 @@ def drop(s: Session, stmt: ast.Drop, params: Sequence[Any] = ()) -> QueryResult:
         discard_staging(db.data_dir, db.ddl.drop(targets, cascade=stmt.cascade))
         res = command(tag)
         res.notices += notices
+        return res
+
+
+# -- CREATE / DROP SCHEMA -----------------------------------------------------------------------
+
+
+class DuplicateSchema(PiestreamError):
+    sqlstate = "42P06"
+
+
+class ReservedName(PiestreamError):
+    sqlstate = "42939"
+
+
+def create_schema(s: Session, stmt: ast.CreateSchema, params: Sequence[Any] = ()) -> QueryResult:
+    with s.db.ddl.lock:
+        exists = stmt.name in s.committed_catalog().schemas or stmt.name in BUILTIN_SCHEMAS
+        if exists and stmt.if_not_exists:
+            r = command("CREATE SCHEMA")
+            r.notices.append(f'schema "{stmt.name}" already exists, skipping')
+            return r
+        if exists:
+            raise DuplicateSchema(f'schema "{stmt.name}" already exists')
+        if stmt.name.startswith("pg_"):
+            raise ReservedName(
+                f'unacceptable schema name "{stmt.name}"',
+                detail='The prefix "pg_" is reserved for system schemas.',
+            )
+        s.db.catalog.create_schema(SchemaCatalog(s.db.ddl.next_object_id(), stmt.name))
+        return command("CREATE SCHEMA")
+
+
+def drop_schema(s: Session, stmt: ast.DropSchema, params: Sequence[Any] = ()) -> QueryResult:
+    """DROP SCHEMA: an empty schema goes; one holding relations only with CASCADE (which drops
+    them, and what depends on them elsewhere, as DROP ... CASCADE does), else 2BP01."""
+    db = s.db
+    res = command("DROP SCHEMA")
+    with db.ddl.lock:
+        cat = s.committed_catalog()
+        names = []
+        for name in stmt.names:
+            if name in BUILTIN_SCHEMAS:
+                raise DependentObjectsStillExist(
+                    f"cannot drop schema {name} because it is required by the database system"
+                )
+            if name == DEFAULT_SCHEMA:
+                raise FeatureNotSupported(f'dropping schema "{DEFAULT_SCHEMA}" is not supported')
+            if name not in cat.schemas:
+                if stmt.if_exists:
+                    res.notices.append(f'schema "{name}" does not exist, skipping')
+                    continue
+                raise InvalidSchemaName(f'schema "{name}" does not exist')
+            names.append(name)
+        held = [r for n in names for r in cat.relations_in(n) if r.owned_by is None]
+        if held and not stmt.cascade:
+            r = held[0]
+            raise DependentObjectsStillExist(
+                f"cannot drop schema {r.schema_name} because other objects depend on it",
+                detail="\n".join(
+                    f"{o.kind.value} {o.qualified_name} depends on schema {o.schema_name}" for o in held
+                ),
+                hint="Use DROP ... CASCADE to drop the dependent objects too.",
+            )
+        if held:
+            discard_staging(db.data_dir, db.ddl.drop(held, cascade=True))
+            res.notices.append(f"drop cascades to {len(held)} other object{'s' if len(held) > 1 else ''}")
+        for n in names:
+            db.catalog.drop_schema(n)
         return res

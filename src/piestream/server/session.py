@@ -27,7 +27,7 @@ from piestream.common.errors import (
     PiestreamError,
     client_error,
 )
-from piestream.frontend.catalog import CatalogSnapshot
+from piestream.frontend.catalog import DEFAULT_DATABASE, DEFAULT_SCHEMA, CatalogSnapshot, parse_search_path
 from piestream.frontend.parser import ast, parse
 from piestream.server import (
     connector_handlers,
@@ -56,6 +56,8 @@ class Session:
         self.settings["streaming_parallelism"] = str(db.config.parallelism)
         self.txn: Transaction | None = None  # the open transaction block
         self.cursors: dict[str, subscriptions.SubscriptionCursor] = {}
+        self.database = DEFAULT_DATABASE  # the client's (pgwire sets it): three-part names name it
+        self.user = ""  # the session user: search_path's "$user"
         #: sends a NOTICE to the client at once, while a statement still runs (pgwire sets it)
         self.notice: Callable[[str], None] | None = None
 
@@ -94,9 +96,23 @@ class Session:
         if self.txn is not None:
             self.txn.failed = True
 
+    def committed_catalog(self) -> CatalogSnapshot:
+        """The committed catalog, resolving names as this session does (its search_path and
+        database): what a new streaming job binds against."""
+        snap = self.db.catalog.snapshot()
+        snap.database = self.database
+        snap.search_path = parse_search_path(self.setting("search_path"), self.user)
+        return snap
+
+    def schema_oids(self) -> dict[str, int]:
+        """The database's schemas by name, with their pg_namespace oids (public's is 2200)."""
+        from piestream.server.catalog.objects import OID_OFFSET, PUBLIC_NS
+
+        return {DEFAULT_SCHEMA: PUBLIC_NS} | {c.name: c.id + OID_OFFSET for c in self.db.catalog.schemas()}
+
     def catalog(self) -> CatalogSnapshot:
         """The catalog this session sees: the committed one plus the tables its transaction created."""
-        snap = self.db.catalog.snapshot()
+        snap = self.committed_catalog()
         if self.txn is not None:
             for rel in self.txn.created:
                 snap.add(rel)
@@ -284,6 +300,8 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.CloseCursor: subscriptions.close_cursor,
     ast.Copy: copy.copy_statement,
     ast.Drop: ddl_handlers.drop,
+    ast.CreateSchema: ddl_handlers.create_schema,
+    ast.DropSchema: ddl_handlers.drop_schema,
     ast.CreateFunction: function_handlers.create_function,
     ast.DropFunction: function_handlers.drop_function,
     ast.Explain: utility.explain,

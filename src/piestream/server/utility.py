@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedTable
 from piestream.common.types import VARCHAR
 from piestream.frontend.binder import QueryBinder
-from piestream.frontend.catalog import RelationKind
+from piestream.frontend.catalog import BUILTIN_SCHEMAS, InvalidSchemaName, RelationKind
 from piestream.frontend.logical import explain_tree
 from piestream.frontend.optimizer import optimize
 from piestream.frontend.parser import ast
@@ -132,7 +132,11 @@ def show(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryRe
     if isinstance(stmt, ast.ShowObjects):
         if stmt.kind in _SHOW_KINDS:
             kind = _SHOW_KINDS[stmt.kind]
-            names = sorted(r.name for r in cat.relations() if r.kind is kind)
+            # RisingWave's: SHOW TABLES [FROM schema] lists one schema, by default the current one
+            schema = str(stmt.from_) if stmt.from_ else cat.current_schema
+            if schema is None or schema not in cat.schemas:
+                raise InvalidSchemaName(f'schema "{schema}" does not exist')
+            names = sorted(r.name for r in cat.relations_in(schema) if r.kind is kind)
             if stmt.like:
                 import fnmatch
 
@@ -142,9 +146,10 @@ def show(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryRe
         if stmt.kind == "columns":
             return _describe(s, stmt.from_ or "")
         if stmt.kind in ("schemas", "databases"):
-            return QueryResult(
-                "SHOW", [("Name", VARCHAR)], [("public",)] if stmt.kind == "schemas" else [("dev",)]
-            )
+            if stmt.kind == "databases":
+                return QueryResult("SHOW", [("Name", VARCHAR)], [(cat.database,)])
+            shown = sorted({*cat.schemas, *BUILTIN_SCHEMAS})
+            return QueryResult("SHOW", [("Name", VARCHAR)], [(n,) for n in shown])
         raise FeatureNotSupported(f"SHOW {stmt.kind.upper()} is not supported")
     if isinstance(stmt, ast.ShowCreate):
         rel = cat.get_relation(stmt.name)

@@ -124,8 +124,7 @@ RULES: dict[type[exp.Expression], Rule] = {
     # ONLY: piestream has no table inheritance, so ONLY t is t
     # WITH ORDINALITY: read for functions in FROM (`table_functions`), refused after a table
     exp.Table: rule(
-        "this alias db joins only ordinality",
-        catalog="a cross-database reference",
+        "this alias db catalog joins only ordinality",
         laterals="LATERAL VIEW",
         pivots="PIVOT / UNPIVOT",
         hints="table hints",

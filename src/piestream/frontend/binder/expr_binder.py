@@ -24,7 +24,6 @@ from piestream.expr.expr import Expr, InputRef
 from piestream.expr.table_function import TABLE_FUNCTIONS, bind_table_function
 from piestream.frontend.binder.scope import GroupingError, OuterRef, Scope
 from piestream.frontend.binder.user_functions import bind_user_call
-from piestream.frontend.catalog import DEFAULT_SCHEMA
 from piestream.frontend.parser.base import WRITTEN_NAME
 
 AggHook = Callable[[exp.Expression, "ExprBinder"], Expr]
@@ -170,12 +169,11 @@ class ExprBinder:
         parts = [node.text(k) for k in ("catalog", "db", "table") if node.args.get(k) is not None]
         parts.append(node.name)
         pos = position(node)
-        if len(parts) >= 4 and parts[1] == DEFAULT_SCHEMA:
-            raise FeatureNotSupported(
-                f"cross-database references are not implemented: {'.'.join(parts)}", position=pos
-            )
-        if len(parts) >= 3 and parts[0] == DEFAULT_SCHEMA and self._qualifier_known(parts[1]):
-            parts = parts[1:]  # public.t.x
+        # db.s.t.x and s.t.x name t's column x (FROM checked that t is s.t in this database)
+        if len(parts) >= 4 and not self._qualifier_known(parts[0]) and self._qualifier_known(parts[2]):
+            parts = parts[2:]
+        elif len(parts) >= 3 and not self._qualifier_known(parts[0]) and self._qualifier_known(parts[1]):
+            parts = parts[1:]
         if len(parts) == 1:
             depth, idx = self.scope.resolve(None, parts[0], pos)
             return self._ref(depth, idx)

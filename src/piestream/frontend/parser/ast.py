@@ -18,6 +18,7 @@ Conventions:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -288,11 +289,28 @@ class DropFunction(Statement):
 
 
 @dataclass(frozen=True)
+class CreateSchema(Statement):
+    """``CREATE SCHEMA [IF NOT EXISTS] name``."""
+
+    name: str
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropSchema(Statement):
+    """``DROP SCHEMA [IF EXISTS] name, ... [CASCADE | RESTRICT]``."""
+
+    names: Sequence[str]
+    if_exists: bool = False
+    cascade: bool = False
+
+
+@dataclass(frozen=True)
 class Drop(Statement):
     """DROP kind [IF EXISTS] name, ... [CASCADE | RESTRICT]."""
 
     kind: ObjectKind
-    names: list[str]
+    names: Sequence[str]
     if_exists: bool = False
     cascade: bool = False
 

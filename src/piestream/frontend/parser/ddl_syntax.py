@@ -53,7 +53,6 @@ UNSUPPORTED_OBJECTS = frozenset(
         "PUBLICATION",
         "ROLE",
         "RULE",
-        "SCHEMA",
         "SECRET",
         "SEQUENCE",
         "SERVER",
@@ -137,11 +136,23 @@ class DdlParser(FunctionParser):
             return self._parse_create_subscription()
         if self._match_text_seq("INDEX"):
             return self._parse_create_index()
+        if self._match_text_seq("SCHEMA"):
+            return self._parse_create_schema()
         if what == "UNIQUE" and self._next.text.upper() == "INDEX":
             raise self._unsupported("CREATE UNIQUE INDEX", create)
         if what in UNSUPPORTED_OBJECTS:
             raise self._unsupported(f"CREATE {what}", create)
         self._fail("Expecting an object kind")
+
+    def _parse_create_schema(self) -> ast.CreateSchema:
+        """``CREATE SCHEMA [IF NOT EXISTS] name`` (AUTHORIZATION and schema elements: 0A000)."""
+        if_not_exists = self._parse_if_not_exists()
+        if self._match_text_seq("AUTHORIZATION", advance=False):
+            raise self._unsupported("CREATE SCHEMA ... AUTHORIZATION", self._curr)
+        name = self._parse_name_part()
+        if self._curr and self._curr.token_type != TokenType.SEMICOLON:
+            raise self._unsupported(f"CREATE SCHEMA ... {self._curr.text.upper()}", self._curr)
+        return ast.CreateSchema(name, if_not_exists)
 
     def _parse_if_not_exists(self) -> bool:
         return self._match_text_seq("IF", "NOT", "EXISTS")
@@ -416,9 +427,18 @@ class DdlParser(FunctionParser):
         return ast.FormatEncode(fmt, encode, options)
 
     # -- DROP ---------------------------------------------------------------------------------------
-    def _parse_drop_statement(self) -> ast.Drop | ast.DropFunction:
+    def _parse_drop_statement(self) -> ast.Drop | ast.DropFunction | ast.DropSchema:
         if self._match(TokenType.FUNCTION):
             return self._parse_drop_function()
+        if self._match_text_seq("SCHEMA"):
+            if_exists = self._match_text_seq("IF", "EXISTS")
+            schemas = [self._parse_name_part()]
+            while self._match(TokenType.COMMA):
+                schemas.append(self._parse_name_part())
+            cascade = self._match_text_seq("CASCADE")
+            if not cascade:
+                self._match_text_seq("RESTRICT")
+            return ast.DropSchema(schemas, if_exists, cascade)
         kind = self._parse_drop_kind()
         if_exists = self._match_text_seq("IF", "EXISTS")
         names = [self._parse_object_name()]

@@ -13,7 +13,7 @@ from sqlglot.tokens import TokenType
 
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.base import ParserBase
-from piestream.frontend.parser.names import fold
+from piestream.frontend.parser.names import fold, quote_ident
 
 _SHOW_KINDS: tuple[tuple[tuple[str, ...], ast.ShowKind], ...] = (
     (("TABLES",), "tables"),
@@ -80,6 +80,8 @@ class UtilityParser(ParserBase):
         values = [self._parse_set_value()]
         while self._match(TokenType.COMMA):
             values.append(self._parse_set_value())
+        if name == "search_path":  # a list of names: shown (and read back) quoted where needed
+            values = [quote_ident(v) for v in values]
         return ast.SetVariable(name, ", ".join(values), local)
 
     # -- ALTER (only the forms piestream has; the rest is 0A000) ----------------------------------

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from piestream.common.types import DataType, TypeKind
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import DEFAULT_SCHEMA, Relation, RelationKind
 from piestream.server.catalog.objects import (
     BTREE_AM,
     DATABASE_OID,
@@ -27,6 +27,7 @@ from piestream.server.catalog.objects import (
     SUPERUSER_OID,
     has_user_pk,
     pk_names,
+    pkey_indexdef,
     query_part,
     rel_oid,
 )
@@ -43,6 +44,18 @@ class CatalogContext:
     settings: dict[str, str] = field(default_factory=dict)
     pid: int = 0
     activity: list[tuple[Any, ...]] = field(default_factory=list)  # pg_stat_activity rows
+    #: the database's user schemas (name -> pg_namespace oid) and the session's search_path
+    schemas: dict[str, int] = field(default_factory=lambda: {DEFAULT_SCHEMA: PUBLIC_NS})
+    search_path: tuple[str, ...] = (DEFAULT_SCHEMA,)
+
+    def visible(self, rel: Relation, rels: list[Relation]) -> bool:
+        """PostgreSQL's pg_table_is_visible: `rel` is what its unqualified name resolves to."""
+        for sch in self.search_path:
+            if sch == rel.schema_name:
+                return True
+            if any(r.schema_name == sch and r.name == rel.name for r in rels):
+                return False
+        return False
 
 
 class CatalogRows:
@@ -62,6 +75,7 @@ class CatalogRows:
             (PUBLIC_NS, "public", SUPERUSER_OID, None),
             (INFORMATION_SCHEMA_NS, "information_schema", SUPERUSER_OID, None),
             (PG_TOAST_NS, "pg_toast", SUPERUSER_OID, None),
+            *((oid, name, SUPERUSER_OID, None) for name, oid in ctx.schemas.items() if oid != PUBLIC_NS),
         ]
         out["pg_am"] = [(HEAP_AM, "heap", "heap_tableam_handler", "t"), (BTREE_AM, "btree", "bthandler", "i")]
         out["pg_tablespace"] = [
@@ -106,6 +120,7 @@ class CatalogRows:
         info_columns: list[tuple[Any, ...]] = []
         info_views: list[tuple[Any, ...]] = []
         for r in self.rels:
+            ns = ctx.schemas.get(r.schema_name, PUBLIC_NS)
             kind = KIND_CHAR.get(r.kind)
             if kind is None:
                 continue  # sinks store no rows and have no columns to show
@@ -121,7 +136,7 @@ class CatalogRows:
                 (
                     oid,
                     r.name,
-                    PUBLIC_NS,
+                    ns,
                     0,
                     0,
                     SUPERUSER_OID,
@@ -193,7 +208,7 @@ class CatalogRows:
                     info_columns.append(
                         (
                             ctx.database,
-                            "public",
+                            r.schema_name,
                             r.name,
                             c.name,
                             n,
@@ -247,7 +262,7 @@ class CatalogRows:
                             0,
                         )
                     )
-                    out["pg_indexes"].append(("public", base.name, r.name, None, r.definition))
+                    out["pg_indexes"].append((base.schema_name, base.name, r.name, None, r.definition))
             if has_user_pk(r):
                 pk_oid = rel_oid(r) + 1_000_000
                 assert r.table is not None
@@ -256,7 +271,7 @@ class CatalogRows:
                     (
                         pk_oid,
                         f"{r.name}_pkey",
-                        PUBLIC_NS,
+                        ns,
                         0,
                         0,
                         SUPERUSER_OID,
@@ -319,7 +334,7 @@ class CatalogRows:
                     (
                         pk_oid + 1,
                         f"{r.name}_pkey",
-                        PUBLIC_NS,
+                        ns,
                         "p",
                         0,
                         0,
@@ -342,19 +357,19 @@ class CatalogRows:
                 )
                 out["pg_indexes"].append(
                     (
-                        "public",
+                        r.schema_name,
                         r.name,
                         f"{r.name}_pkey",
                         None,
-                        f"CREATE UNIQUE INDEX {r.name}_pkey ON public.{r.name} USING btree ({pk_names(r)})",
+                        pkey_indexdef(r),
                     )
                 )
             if r.kind is RelationKind.TABLE:
-                out["pg_tables"].append(("public", r.name, user, None, int(has_index), 0, 0, 0))
+                out["pg_tables"].append((r.schema_name, r.name, user, None, int(has_index), 0, 0, 0))
                 info_tables.append(
                     (
                         ctx.database,
-                        "public",
+                        r.schema_name,
                         r.name,
                         "BASE TABLE",
                         None,
@@ -372,7 +387,7 @@ class CatalogRows:
                 info_tables.append(
                     (
                         ctx.database,
-                        "public",
+                        r.schema_name,
                         r.name,
                         "FOREIGN",
                         None,
@@ -386,21 +401,36 @@ class CatalogRows:
                     )
                 )
             elif r.kind is RelationKind.VIEW:
-                out["pg_views"].append(("public", r.name, user, query_part(r.definition)))
+                out["pg_views"].append((r.schema_name, r.name, user, query_part(r.definition)))
                 info_tables.append(
-                    (ctx.database, "public", r.name, "VIEW", None, None, None, None, None, "NO", "NO", None)
+                    (
+                        ctx.database,
+                        r.schema_name,
+                        r.name,
+                        "VIEW",
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        "NO",
+                        "NO",
+                        None,
+                    )
                 )
-                info_views.append((ctx.database, "public", r.name, query_part(r.definition)))
+                info_views.append((ctx.database, r.schema_name, r.name, query_part(r.definition)))
             elif r.kind is RelationKind.MATERIALIZED_VIEW:
                 out["pg_matviews"].append(
-                    ("public", r.name, user, None, int(has_index), 1, query_part(r.definition))
+                    (r.schema_name, r.name, user, None, int(has_index), 1, query_part(r.definition))
                 )
         out["pg_foreign_server"] = [(FOREIGN_SERVER_OID, "piestream_connectors")]
         out["pg_type"] = list(self.types.rows)
         out["tables"] = info_tables
         out["columns"] = info_columns
         out["views"] = info_views
-        out["schemata"] = [(ctx.database, s, user) for s in ("pg_catalog", "public", "information_schema")]
+        out["schemata"] = [
+            (ctx.database, s, user) for s in ("pg_catalog", "information_schema", *ctx.schemas)
+        ]
         out["table_constraints"] = []
         out["key_column_usage"] = []
         return out

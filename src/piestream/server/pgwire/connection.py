@@ -185,6 +185,8 @@ class Connection:
             raise PiestreamError("sorry, too many clients already", sqlstate="53300")
         authenticate(ch, self.server.authenticator, self.user)
         self.session = self.server.database.session()
+        self.session.database = self.database or self.user  # PostgreSQL's default: the user's
+        self.session.user = self.user
         self.session.notice = self._progress.put  # from the statement's worker thread
         settings = self.session.settings
         apply_startup_settings(settings, packet)
@@ -360,6 +362,8 @@ class Connection:
             user=self.user,
             database=self.database,
             settings=dict(self.session.settings),
+            schemas=self.session.schema_oids(),
+            search_path=self.session.committed_catalog().search_path,
             pid=self.pid,
             activity=self.server.activity(),
         )
