@@ -18,11 +18,9 @@ from piestream.common.errors import PiestreamError, UndefinedTable
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field, parse_type, type_text
 from piestream.expr.expr import Expr
-from piestream.frontend.parser.names import fold, quote_ident
+from piestream.frontend.parser.names import DEFAULT_SCHEMA, fold, quote_ident
 from piestream.plan.materialize import ConflictBehavior
 from piestream.storage.table.desc import TableDesc
-
-DEFAULT_SCHEMA = "public"
 
 
 class RelationKind(enum.Enum):

@@ -247,7 +247,9 @@ class DdlController:
 
         def visit(r: Relation) -> None:
             for d in self.catalog.dependents(r.id):
-                if not cascade and d.id not in ids and d.owned_by != r.id:
+                # an index goes with its table or MV, as in PostgreSQL (and RisingWave)
+                index_of_r = d.index is not None and d.index.index_of == r.id
+                if not cascade and d.id not in ids and d.owned_by != r.id and not index_of_r:
                     raise DependentObjectsStillExist(
                         f"cannot drop {r.kind.value} {r.name} because other objects depend on it",
                         detail=f"{d.kind.value} {d.name} depends on {r.kind.value} {r.name}",

@@ -7,7 +7,9 @@ reads one committed snapshot. Errors are `PiestreamError`s carrying SQLSTATEs.
 
 Inside a transaction block (`server.transaction`) writes are buffered and COMMIT lands them in one
 epoch; an error puts the block in the failed state (25P02 for every statement but ROLLBACK /
-ROLLBACK TO SAVEPOINT, as in PostgreSQL); DDL other than CREATE TABLE is refused there (25001).
+ROLLBACK TO SAVEPOINT, as in PostgreSQL). CREATE TABLE in a block lands at COMMIT with its rows;
+other DDL cannot be rolled back (it starts or stops streaming jobs), so it first commits the
+block's changes so far, runs on its own, and the block goes on as a new one (`_outside_block`).
 
 Each statement kind has one handler (`HANDLERS`, a table like the parser dialect's), so adding a
 statement is adding a row, not another branch.
@@ -25,6 +27,7 @@ from piestream.common.errors import (
     InFailedSqlTransaction,
     NoActiveSqlTransaction,
     PiestreamError,
+    ReadOnlySqlTransaction,
     client_error,
 )
 from piestream.frontend.catalog import DEFAULT_DATABASE, DEFAULT_SCHEMA, CatalogSnapshot, parse_search_path
@@ -140,12 +143,17 @@ class Session:
 
     def execute_statement(self, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryResult:
         try:
+            committed = None
             if self.txn is not None:
                 _check_in_block(self.txn, stmt)
+                committed = self._outside_block(stmt)
             handler = HANDLERS.get(type(stmt))
             if handler is None:
                 raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
-            return handler(self, stmt, params)
+            result = handler(self, stmt, params)
+            if committed is not None:
+                result.notices.insert(0, committed)
+            return result
         except PiestreamError:
             self.fail_transaction()
             raise
@@ -155,6 +163,27 @@ class Session:
             if err.sqlstate == "XX000":  # not a statement too deep to bind (54001)
                 log.exception("statement failed with an internal error")
             raise err from e
+
+    def _outside_block(self, stmt: ast.Statement) -> str | None:
+        """DDL that cannot be part of a transaction inside a block: COMMIT what the block did so
+        far (one epoch, as COMMIT does: nothing is lost, nothing lands half), then the DDL runs
+        on its own and a new block (same modes) takes the statements after it. PostgreSQL runs
+        DDL in the transaction; drivers (psycopg2, dbt, pandas, SQLAlchemy) open a block before
+        every statement, so refusing it would refuse their DDL. Returns the notice saying that
+        changes were committed (None if the block had none)."""
+        txn = self.txn
+        what = _DDL_COMMITS_BLOCK.get(type(stmt))
+        if what is None and isinstance(stmt, ast.CreateTable) and stmt.with_options.get("connector"):
+            what = "CREATE TABLE with a connector"
+        if txn is None or what is None:
+            return None
+        if txn.read_only:
+            raise ReadOnlySqlTransaction(f"cannot execute {what} in a read-only transaction")
+        pending = txn.has_changes
+        txn.commit()
+        self._end_transaction()
+        self.txn = Transaction(self.db)
+        return f"{what} committed the transaction block's earlier changes first" if pending else None
 
     # -- session-level statements ---------------------------------------------------------------
     def _flush(self, stmt: ast.Statement, params: Sequence[Any]) -> QueryResult:
@@ -222,17 +251,24 @@ Handler = Callable[[Session, Any, Sequence[Any]], QueryResult]
 #: Statements a failed transaction block still takes.
 _END_FAILED = (ast.Commit, ast.Rollback, ast.RollbackToSavepoint)
 
-#: Statements that cannot be part of a transaction: they start or stop streaming jobs (or drop
-#: objects) on their own, so ROLLBACK could not undo them. CREATE TABLE can (it lands at COMMIT).
-_NOT_IN_BLOCK: dict[type[ast.Statement], str] = {
+#: DDL that cannot be part of a transaction: it starts or stops streaming jobs (or drops
+#: objects) on its own, so ROLLBACK could not undo it. Inside a block it commits the block first
+#: (`Session._outside_block`). CREATE TABLE can be part of one (it lands at COMMIT).
+_DDL_COMMITS_BLOCK: dict[type[ast.Statement], str] = {
     ast.CreateMaterializedView: "CREATE MATERIALIZED VIEW",
     ast.CreateView: "CREATE VIEW",
     ast.CreateIndex: "CREATE INDEX",
     ast.CreateSource: "CREATE SOURCE",
     ast.CreateSink: "CREATE SINK",
+    ast.CreateSubscription: "CREATE SUBSCRIPTION",
+    ast.CreateSchema: "CREATE SCHEMA",
+    ast.DropSchema: "DROP SCHEMA",
     ast.Drop: "DROP",
-    ast.Discard: "DISCARD",
+    ast.RebuildJob: "ALTER MATERIALIZED VIEW",
 }
+
+#: Statements refused inside a block, as PostgreSQL refuses them.
+_NOT_IN_BLOCK: dict[type[ast.Statement], str] = {ast.Discard: "DISCARD ALL"}
 
 
 def _check_in_block(txn: Transaction, stmt: ast.Statement) -> None:
@@ -241,14 +277,8 @@ def _check_in_block(txn: Transaction, stmt: ast.Statement) -> None:
             "current transaction is aborted, commands ignored until end of transaction block"
         )
     what = _NOT_IN_BLOCK.get(type(stmt))
-    if what is None and isinstance(stmt, ast.CreateTable) and stmt.with_options.get("connector"):
-        what = "CREATE TABLE with a connector"
     if what is not None:
-        raise ActiveSqlTransaction(
-            f"{what} cannot run inside a transaction block",
-            hint="Run it outside BEGIN ... COMMIT (with autocommit on): piestream cannot roll it "
-            "back. Inside a transaction block, CREATE TABLE and INSERT / UPDATE / DELETE are atomic.",
-        )
+        raise ActiveSqlTransaction(f"{what} cannot run inside a transaction block")
 
 
 def _check_isolation(level: str) -> None:

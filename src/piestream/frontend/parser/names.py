@@ -19,6 +19,9 @@ def fold(name: str) -> str:
     return name.translate(_ASCII_LOWER)
 
 
+#: The schema every database has, where relations go by default (PostgreSQL's).
+DEFAULT_SCHEMA = "public"
+
 _PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_$]*")
 
 

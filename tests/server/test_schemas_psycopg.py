@@ -1,0 +1,145 @@
+"""Schemas and DDL in transaction blocks, as real clients use them: psycopg with autocommit off
+(a block before every statement), pandas `to_sql` through SQLAlchemy, psql's meta-commands."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pandas as pd
+import psycopg
+import pytest
+from sqlalchemy import create_engine
+
+from piestream.server.pgwire import PgServer
+
+
+@pytest.fixture(scope="module")
+def conn(dsn: str) -> Iterator[psycopg.Connection]:
+    c = psycopg.connect(dsn, autocommit=True)
+    yield c
+    c.close()
+
+
+def _state(fn: object, sql: str) -> tuple[str | None, str]:
+    try:
+        fn(sql)  # type: ignore[operator]
+    except psycopg.Error as e:
+        return e.sqlstate, e.diag.message_primary or ""
+    return None, ""
+
+
+def test_qualified_names_resolve_in_their_schema(conn: psycopg.Connection) -> None:
+    conn.execute("CREATE TABLE public.qt (a INT)")
+    conn.execute("INSERT INTO public.qt VALUES (1)")
+    conn.execute('CREATE MATERIALIZED VIEW "public"."qm" AS SELECT a FROM dev.public.qt')
+    conn.execute("CREATE SCHEMA qs")
+    conn.execute("CREATE TABLE qs.qt (b VARCHAR)")
+    conn.execute("INSERT INTO dev.qs.qt VALUES ('x')")
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT * FROM qt").fetchall() == [(1,)]  # search_path: "$user", public
+    assert conn.execute("SELECT * FROM qs.qt").fetchall() == [("x",)]
+    assert conn.execute("SELECT qs.qt.b FROM qs.qt").fetchall() == [("x",)]
+    assert conn.execute('SELECT a FROM "public".qm').fetchall() == [(1,)]
+    names = conn.execute(
+        "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relname IN ('qt', 'qm') ORDER BY 1, 2"
+    ).fetchall()
+    assert names == [("public", "qm"), ("public", "qt"), ("qs", "qt")]  # no table named "public.qt"
+    assert _state(conn.execute, "SELECT * FROM otherdb.public.qt") == (
+        "0A000",
+        'cross-database references are not implemented: "otherdb.public.qt"',
+    )
+    assert _state(conn.execute, "CREATE TABLE nope.t (a INT)") == ("3F000", 'schema "nope" does not exist')
+    assert _state(conn.execute, "SELECT * FROM nope.t") == ("42P01", 'relation "nope.t" does not exist')
+    assert _state(conn.execute, "CREATE SCHEMA qs") == ("42P06", 'schema "qs" already exists')
+
+    conn.execute("SET search_path TO qs, public")
+    assert conn.execute("SHOW search_path").fetchone() == ("qs, public",)
+    assert conn.execute("SELECT current_schema()").fetchone() == ("qs",)
+    assert conn.execute("SELECT * FROM qt").fetchall() == [("x",)]  # qs first now
+    conn.execute("CREATE VIEW qv AS SELECT b FROM qt")  # in qs, over qs.qt
+    conn.execute("SET search_path TO public")
+    assert conn.execute("SELECT * FROM qs.qv").fetchall() == [("x",)]  # still qs.qt's rows
+    assert _state(conn.execute, "SELECT * FROM qv")[0] == "42P01"
+
+    assert _state(conn.execute, "DROP SCHEMA qs") == (
+        "2BP01",
+        "cannot drop schema qs because other objects depend on it",
+    )
+    conn.execute("DROP SCHEMA qs CASCADE")
+    assert _state(conn.execute, "SELECT * FROM qs.qt")[0] == "42P01"
+    assert conn.execute("SELECT * FROM public.qt").fetchall() == [(1,)]
+    conn.execute("DROP MATERIALIZED VIEW public.qm")
+    conn.execute("DROP TABLE public.qt")
+
+
+def test_ddl_inside_blocks_with_autocommit_off(dsn: str, conn: psycopg.Connection) -> None:
+    c = psycopg.connect(dsn)  # autocommit off: psycopg opens a block before the first statement
+    try:
+        c.execute("CREATE TABLE bt (k INT PRIMARY KEY, v INT)")
+        c.execute("INSERT INTO bt VALUES (1, 10)")
+        cur = c.execute("CREATE MATERIALIZED VIEW bm AS SELECT sum(v) AS s FROM bt")  # commits first
+        assert cur.statusmessage == "CREATE_MATERIALIZED_VIEW"
+        c.execute("INSERT INTO bt VALUES (2, 20)")
+        c.execute("CREATE INDEX bi ON bt (v)")
+        c.execute("CREATE VIEW bv AS SELECT k FROM bt")
+        c.execute("INSERT INTO bt VALUES (3, 30)")
+        c.rollback()  # only the insert after the last DDL goes
+        c.execute("INSERT INTO bt VALUES (4, 40)")
+        c.execute("DROP VIEW bv")
+        c.execute("INSERT INTO bt VALUES (5, 50)")
+        c.commit()
+    finally:
+        c.close()
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT k FROM bt ORDER BY k").fetchall() == [(1,), (2,), (4,), (5,)]
+    assert conn.execute("SELECT s FROM bm").fetchone() == (120,)
+    assert _state(conn.execute, "SELECT * FROM bv")[0] == "42P01"
+    conn.execute("DROP TABLE bt CASCADE")
+
+
+def test_pandas_to_sql_replace_in_schema_public(server: PgServer) -> None:
+    eng = create_engine(f"postgresql+psycopg://root@127.0.0.1:{server.port}/dev")
+    try:
+        df = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]})
+        df.to_sql("pd_s", eng, schema="public", index=False)
+        df.head(2).to_sql("pd_s", eng, schema="public", if_exists="replace", index=False)
+        df.tail(1).to_sql("pd_s", eng, schema="public", if_exists="append", index=False)
+        with eng.connect() as c:
+            back = pd.read_sql("SELECT a, b FROM public.pd_s ORDER BY a", c)
+        assert back.to_dict("list") == {"a": [1, 2, 3], "b": ["x", "y", "z"]}
+        with eng.connect() as c:
+            names = pd.read_sql("SELECT relname FROM pg_class WHERE relname LIKE 'p%%s'", c)
+        assert names["relname"].tolist() == ["pd_s"]  # not "public.pd_s"
+        # index=True: CREATE TABLE, then CREATE INDEX on it, then the rows, in one block
+        df.to_sql("pd_i", eng, schema="public", if_exists="replace")
+        df.to_sql("pd_i", eng, schema="public", if_exists="replace")
+        with eng.connect() as c:
+            back = pd.read_sql('SELECT "index", a FROM public.pd_i ORDER BY a', c)
+            indexes = pd.read_sql("SELECT indexname FROM pg_indexes WHERE tablename = 'pd_i'", c)
+        assert back.to_dict("list") == {"index": [0, 1, 2], "a": [1, 2, 3]}
+        assert indexes["indexname"].tolist() == ["ix_public_pd_i_index"]
+    finally:
+        eng.dispose()
+
+
+def test_psql_shows_schemas(server: PgServer, conn: psycopg.Connection) -> None:
+    conn.execute("CREATE SCHEMA ps")
+    conn.execute("CREATE TABLE ps.pt (id INT PRIMARY KEY, name VARCHAR)")
+    env = {**os.environ, "PGHOST": "127.0.0.1", "PGPORT": str(server.port), "PGUSER": "root"}
+
+    def psql(cmd: str) -> str:
+        out = subprocess.run(
+            ["psql", "-X", "-d", "dev", "-At", "-c", cmd], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    assert "ps|root" in psql("\\dn").splitlines()
+    assert psql("\\dt ps.*").splitlines() == ["ps|pt|table|root"]
+    assert "ps|pt|table|root" not in psql("\\dt")  # ps is not on search_path
+    described = psql("\\d ps.pt")
+    assert "id|integer" in described and "name|character varying" in described
+    conn.execute("DROP SCHEMA ps CASCADE")
