@@ -53,7 +53,7 @@ def test_sql_against_a_running_server(
     script.write_text("SELECT k, v FROM cli;\nSELECT count(*) AS n FROM cli;\n")
     assert main(["sql", "--port", port, "--server-only", "-f", str(script)]) == 0
     out = capsys.readouterr().out
-    assert "CREATE_TABLE" in out and "INSERT 0 1" in out
+    assert "CREATE TABLE" in out and "INSERT 0 1" in out
     assert " k | v\n---+---\n 1 | x\n(1 row)" in out and "(1 row)" in out
     assert main(["sql", "--port", port, "SELECT * FROM nope"]) == 1
     assert 'ERROR:  relation "nope" does not exist' in capsys.readouterr().err

@@ -81,7 +81,7 @@ def test_ddl_inside_blocks_with_autocommit_off(dsn: str, conn: psycopg.Connectio
         c.execute("CREATE TABLE bt (k INT PRIMARY KEY, v INT)")
         c.execute("INSERT INTO bt VALUES (1, 10)")
         cur = c.execute("CREATE MATERIALIZED VIEW bm AS SELECT sum(v) AS s FROM bt")  # commits first
-        assert cur.statusmessage == "CREATE_MATERIALIZED_VIEW"
+        assert cur.statusmessage == "CREATE MATERIALIZED VIEW"
         c.execute("INSERT INTO bt VALUES (2, 20)")
         c.execute("CREATE INDEX bi ON bt (v)")
         c.execute("CREATE VIEW bv AS SELECT k FROM bt")
@@ -143,3 +143,69 @@ def test_psql_shows_schemas(server: PgServer, conn: psycopg.Connection) -> None:
     described = psql("\\d ps.pt")
     assert "id|integer" in described and "name|character varying" in described
     conn.execute("DROP SCHEMA ps CASCADE")
+
+
+def test_command_tags_are_postgresql_s(conn: psycopg.Connection) -> None:
+    tags = []
+    for sql in [
+        "CREATE SCHEMA tg",
+        "CREATE TABLE tg.t (a INT)",
+        "INSERT INTO tg.t VALUES (1), (2)",
+        "CREATE TABLE tg.c AS SELECT a, a + 1 AS b FROM tg.t",
+        "CREATE MATERIALIZED VIEW tg.m AS SELECT count(*) AS n FROM tg.t",
+        "CREATE VIEW tg.v AS SELECT a FROM tg.t",
+        "CREATE INDEX ti ON tg.t (a)",
+        "CREATE TABLE IF NOT EXISTS tg.t (a INT)",
+        "DROP INDEX tg.ti",
+        "DROP VIEW tg.v",
+        "DROP MATERIALIZED VIEW tg.m",
+        "DROP TABLE tg.c",
+        "DROP SCHEMA tg CASCADE",
+    ]:
+        tags.append(conn.execute(sql).statusmessage)
+    assert tags == [
+        "CREATE SCHEMA",
+        "CREATE TABLE",
+        "INSERT 0 2",
+        "SELECT 2",
+        "CREATE MATERIALIZED VIEW",
+        "CREATE VIEW",
+        "CREATE INDEX",
+        "CREATE TABLE",
+        "DROP INDEX",
+        "DROP VIEW",
+        "DROP MATERIALIZED VIEW",
+        "DROP TABLE",
+        "DROP SCHEMA",
+    ]
+
+
+def test_create_table_as_is_filled_once(dsn: str, conn: psycopg.Connection) -> None:
+    conn.execute("CREATE TABLE cs (k INT PRIMARY KEY, v VARCHAR)")
+    conn.execute("INSERT INTO cs VALUES (1, 'a'), (2, 'b')")
+    cur = conn.execute("CREATE TABLE ct AS SELECT k, upper(v) AS u FROM cs WHERE k > 0")
+    assert cur.statusmessage == "SELECT 2"
+    conn.execute("INSERT INTO cs VALUES (3, 'c')")  # not an MV: ct keeps what it was filled with
+    conn.execute("INSERT INTO ct VALUES (7, 'Z')")  # and it is a table: it takes writes
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT k, u FROM ct ORDER BY k").fetchall() == [(1, "A"), (2, "B"), (7, "Z")]
+    cols = conn.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'ct' ORDER BY 1"
+    ).fetchall()
+    assert cols == [("k", "integer"), ("u", "character varying")]
+    # in a block (dbt's table materialization): the table and its rows land at COMMIT, or never
+    c = psycopg.connect(dsn)
+    try:
+        c.execute("CREATE TABLE cb AS SELECT k FROM cs")
+        assert c.execute("SELECT count(*) FROM cb").fetchone() == (3,)
+        c.rollback()
+        assert _state(c.execute, "SELECT * FROM cb")[0] == "42P01"
+        c.rollback()
+        c.execute("CREATE TABLE cb AS SELECT k FROM cs")
+        c.commit()
+    finally:
+        c.close()
+    assert conn.execute("SELECT count(*) FROM cb").fetchone() == (3,)
+    conn.execute("DROP TABLE cb")
+    conn.execute("DROP TABLE ct")
+    conn.execute("DROP TABLE cs")

@@ -122,13 +122,13 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
 
 def create_connector_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt)
         if skipped is not None:
             return skipped
         schema = creation_schema(s, stmt.name)
         planned, dead = plan_connector_table(s, stmt)
         planned.relation = in_schema(planned.relation, schema)
-        res = command("CREATE_TABLE")
+        res = command("CREATE TABLE")
         companions = []
         if dead is not None:
             _check_free(s, schema, dead.name)
@@ -142,7 +142,7 @@ def create_connector_table(s: Session, stmt: ast.CreateTable, params: Sequence[A
 
 def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt)
         if skipped is not None:
             return skipped
         if stmt.primary_key:
@@ -175,7 +175,7 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
         )
         companions = [] if dead is None else [_dead_letter_relation(dead, source_id, schema)]
         s.db.ddl.create_relations(rel, companions)
-        return command("CREATE_SOURCE")
+        return command("CREATE SOURCE")
 
 
 # -- CREATE SINK ---------------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def create_sink(s: Session, stmt: ast.CreateSink, params: Sequence[Any] = ()) ->
     the lake table) is removed again if the statement fails, also when its first epoch (the
     backfill) fails: a failed CREATE SINK leaves nothing behind."""
     with s.db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt)
         if skipped is not None:
             return skipped
         if stmt.into_table is not None:
@@ -312,4 +312,4 @@ def _create_sink(
         sink=SinkInfo(connector, node.sink_type, sink_output_path(connector, opts), node.state_table),
     )
     s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
-    return command("CREATE_SINK")
+    return command("CREATE SINK")

@@ -20,6 +20,7 @@ from piestream.common.errors import (
     PiestreamError,
     UndefinedTable,
 )
+from piestream.common.types import VARCHAR
 from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import (
     BUILTIN_SCHEMAS,
@@ -68,16 +69,27 @@ def in_schema(rel: Relation, schema: str) -> Relation:
     return rel if rel.schema_name == schema else replace(rel, schema_name=schema)
 
 
-def check_new_name(
-    s: Session, name: str, if_not_exists: bool, schema: str | None = None
-) -> QueryResult | None:
-    """None if `name` is free in the schema it is created in (for this session: tables its
-    transaction created count); a notice result for IF NOT EXISTS; else 42P07."""
+#: The command tag of each CREATE statement (PostgreSQL's spelling; RisingWave's for its own).
+CREATE_TAGS: dict[type[ast.Statement], str] = {
+    ast.CreateTable: "CREATE TABLE",
+    ast.CreateMaterializedView: "CREATE MATERIALIZED VIEW",
+    ast.CreateView: "CREATE VIEW",
+    ast.CreateIndex: "CREATE INDEX",
+    ast.CreateSource: "CREATE SOURCE",
+    ast.CreateSink: "CREATE SINK",
+    ast.CreateSubscription: "CREATE SUBSCRIPTION",
+}
+
+
+def check_new_name(s: Session, stmt: Any, schema: str | None = None) -> QueryResult | None:
+    """None if the name `stmt` creates is free in the schema it goes to (for this session:
+    tables its transaction created count); a notice result for IF NOT EXISTS; else 42P07."""
+    name = stmt.name
     cat = s.catalog()
     schema = schema or cat.creation_schema(name)
     if (schema, str(name)) in cat.by_name:
-        if if_not_exists:
-            r = command("CREATE")
+        if stmt.if_not_exists:
+            r = command(CREATE_TAGS[type(stmt)])
             r.notices.append(f'relation "{name}" already exists, skipping')
             return r
         raise DuplicateObject(f'relation "{name}" already exists')
@@ -99,11 +111,11 @@ def check_unique_columns(names: Sequence[str]) -> None:
 
 def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt)
         if skipped is not None:
             return skipped
         if stmt.as_query is not None:
-            raise FeatureNotSupported("CREATE TABLE AS is not supported; use CREATE MATERIALIZED VIEW")
+            return _create_table_as(s, stmt, params)
         cols = []
         for c in stmt.columns:
             if c.type is None or c.generated is not None:
@@ -137,7 +149,40 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
             s.txn.create_table(planned)  # created by COMMIT, in the epoch holding its rows
         else:
             s.db.ddl.create_job(planned, backfill=False)
-        return command("CREATE_TABLE")
+        return command("CREATE TABLE")
+
+
+def _create_table_as(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -> QueryResult:
+    """CREATE TABLE ... AS query: a table (not a materialized view: later changes upstream do not
+    reach it) filled once with the query's rows at one snapshot, as PostgreSQL does (dbt's table
+    materialization). The table and its rows commit in one epoch: inside a block with it, else
+    in a block of its own, so a failure or crash leaves neither."""
+    from piestream.server import dml
+    from piestream.server.transaction import Transaction
+
+    assert stmt.as_query is not None
+    if stmt.columns or stmt.primary_key or stmt.with_options or stmt.append_only or stmt.watermarks:
+        raise FeatureNotSupported("column definitions, keys or options in CREATE TABLE ... AS")
+    bound = QueryBinder(s.catalog(), params).bind_query(stmt.as_query)
+    check_unique_columns(bound.names)
+    columns = [
+        ast.ColumnDef(n, t if t is not None else VARCHAR)
+        for n, t in zip(bound.names, bound.plan.types, strict=True)
+    ]
+    table = replace(stmt, columns=columns, as_query=None, as_query_text=None)
+    own = s.txn is None
+    txn = s.txn if s.txn is not None else Transaction(s.db)
+    s.txn = txn
+    try:
+        create_table(s, table, params)
+        inserted = dml.insert(s, ast.Insert(table=stmt.name, columns=None, source=stmt.as_query), params)
+        if own:
+            txn.commit()
+    finally:
+        if own:
+            s.txn = None
+            txn.close()
+    return command("SELECT " + inserted.tag.rsplit(" ", 1)[-1])
 
 
 # -- CREATE MATERIALIZED VIEW / VIEW / INDEX -----------------------------------------------------
@@ -147,7 +192,7 @@ def create_materialized_view(
     s: Session, stmt: ast.CreateMaterializedView, params: Sequence[Any] = ()
 ) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt)
         if skipped is not None:
             return skipped
         schema = creation_schema(s, stmt.name)
@@ -155,7 +200,7 @@ def create_materialized_view(
         planned.relation = in_schema(planned.relation, schema)
         check_upstreams_created(s, planned.relation.depends_on)
         s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
-        return command("CREATE_MATERIALIZED_VIEW")
+        return command("CREATE MATERIALIZED VIEW")
 
 
 def check_upstreams_created(s: Session, depends_on: Sequence[int]) -> None:
@@ -239,7 +284,7 @@ def rebuild(s: Session, stmt: ast.RebuildJob, params: Sequence[Any] = ()) -> Que
             # views and indexes name it by id; it stays in its schema
             planned.relation = replace(planned.relation, id=r.id, schema_name=r.schema_name)
             db.ddl.rebuild_job(r, planned)
-        return command("ALTER_MATERIALIZED_VIEW")
+        return command("ALTER MATERIALIZED VIEW")
 
 
 def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) -> QueryResult:
@@ -248,7 +293,7 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
         schema = cat.creation_schema(stmt.name)
         existing = cat.by_name.get((schema, str(stmt.name)))
         if existing is not None and not (stmt.or_replace and existing.kind is RelationKind.VIEW):
-            skipped = check_new_name(s, stmt.name, stmt.if_not_exists, schema)
+            skipped = check_new_name(s, stmt, schema)
             if skipped is not None:
                 return skipped
         binder = QueryBinder(cat)
@@ -275,7 +320,7 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
             s.db.ddl.replace_view(existing, rel)
         else:
             s.db.ddl.create_relations(rel)
-        return command("CREATE_VIEW")
+        return command("CREATE VIEW")
 
 
 def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) -> QueryResult:
@@ -284,7 +329,7 @@ def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) 
         table = cat.require(stmt.table)
         if schema_of(stmt.name) not in (None, table.schema_name):
             raise PiestreamError("an index is created in the schema of its table", sqlstate="42601")
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists, table.schema_name)
+        skipped = check_new_name(s, stmt, table.schema_name)
         if skipped is not None:
             return skipped
         if table.kind not in (RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW):
@@ -320,7 +365,7 @@ def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) 
         planned.relation = in_schema(planned.relation, table.schema_name)
         check_upstreams_created(s, [table.id])
         s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
-        return command("CREATE_INDEX")
+        return command("CREATE INDEX")
 
 
 # -- DROP ---------------------------------------------------------------------------------------
@@ -329,7 +374,7 @@ def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) 
 def drop(s: Session, stmt: ast.Drop, params: Sequence[Any] = ()) -> QueryResult:
     db = s.db
     kind = _KIND[stmt.kind]
-    tag = "DROP_" + stmt.kind.upper().replace(" ", "_")
+    tag = "DROP " + stmt.kind.upper()
     with db.ddl.lock:
         targets: list[Relation] = []
         notices = []

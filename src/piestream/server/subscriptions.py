@@ -73,7 +73,7 @@ def parse_duration_ms(name: str, text: str) -> int:
 def create_subscription(s: Session, stmt: ast.CreateSubscription, params: Sequence[Any] = ()) -> QueryResult:
     db = s.db
     with db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt)
         if skipped is not None:
             return skipped
         opts = lower_keys(stmt.with_options)
@@ -99,7 +99,7 @@ def create_subscription(s: Session, stmt: ast.CreateSubscription, params: Sequen
             )
             planned.relation = in_schema(planned.relation, schema)
             db.ddl.create_job(planned, backfill=True)
-    return command("CREATE_SUBSCRIPTION")
+    return command("CREATE SUBSCRIPTION")
 
 
 # -- cursors --------------------------------------------------------------------------------------

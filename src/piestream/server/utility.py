@@ -113,7 +113,7 @@ def alter_system(s: Session, stmt: ast.AlterSystem, params: Sequence[Any] = ()) 
     if value not in _TRUE + _FALSE:
         raise PiestreamError(f'parameter "{name}" requires a Boolean value', sqlstate="22023")
     s.db.set_strict_mode(value in _TRUE)
-    return command("ALTER_SYSTEM" if isinstance(stmt, ast.AlterSystem) else "SET")
+    return command("ALTER SYSTEM" if isinstance(stmt, ast.AlterSystem) else "SET")
 
 
 _SHOW_KINDS = {
