@@ -212,3 +212,47 @@ def test_create_table_as_is_filled_once(dsn: str, conn: psycopg.Connection) -> N
     conn.execute("DROP TABLE cb")
     conn.execute("DROP TABLE ct")
     conn.execute("DROP TABLE cs")
+
+
+def test_temporary_tables_and_views_belong_to_their_session(dsn: str, conn: psycopg.Connection) -> None:
+    conn.execute("CREATE TABLE tt (a INT)")  # a permanent table of the same name
+    conn.execute("INSERT INTO tt VALUES (0)")
+    c = psycopg.connect(dsn, autocommit=True)
+    try:
+        assert c.execute("CREATE TEMP TABLE tt (a INT)").statusmessage == "CREATE TABLE"
+        c.execute("INSERT INTO tt VALUES (1)")  # the temporary one: pg_temp is searched first
+        c.execute("CREATE TEMPORARY VIEW tv AS SELECT a + 1 AS b FROM tt")
+        c.execute("CREATE VIEW tv2 AS SELECT a FROM tt")  # over a temporary table: temporary
+        c.execute("FLUSH")
+        assert c.execute("SELECT * FROM tt").fetchall() == [(1,)]
+        assert c.execute("SELECT * FROM pg_temp.tt").fetchall() == [(1,)]
+        assert c.execute("SELECT * FROM public.tt").fetchall() == [(0,)]
+        assert c.execute("SELECT * FROM tv").fetchall() == [(2,)]
+        assert c.execute("SELECT * FROM tv2").fetchall() == [(1,)]
+        schema = c.execute(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relname = 'tv2'"
+        ).fetchone()
+        assert schema is not None and schema[0].startswith("pg_temp_")
+        assert _state(c.execute, "CREATE MATERIALIZED VIEW tm AS SELECT * FROM tt") == (
+            "0A000",
+            "materialized views must not use temporary tables or views",
+        )
+        assert _state(c.execute, "CREATE TEMP TABLE public.bad (a INT)") == (
+            "42P16",
+            "cannot create temporary relation in non-temporary schema",
+        )
+        # other sessions do not see them
+        assert conn.execute("SELECT * FROM tt").fetchall() == [(0,)]
+        assert _state(conn.execute, "SELECT * FROM tv")[0] == "42P01"
+    finally:
+        c.close()
+    # gone at disconnect (the server drops them when the connection ends)
+    for _ in range(100):
+        left = conn.execute("SELECT count(*) FROM pg_class WHERE relname IN ('tt', 'tv', 'tv2')").fetchone()
+        if left == (1,):
+            break
+        conn.execute("FLUSH")
+    assert left == (1,)
+    assert conn.execute("SELECT * FROM tt").fetchall() == [(0,)]
+    conn.execute("DROP TABLE tt")

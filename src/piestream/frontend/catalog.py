@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from piestream.common.errors import PiestreamError, UndefinedTable
+from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedTable
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field, parse_type, type_text
 from piestream.expr.expr import Expr
-from piestream.frontend.parser.names import DEFAULT_SCHEMA, fold, quote_ident
+from piestream.frontend.parser.names import DEFAULT_SCHEMA, fold, object_name, quote_ident
 from piestream.plan.materialize import ConflictBehavior
 from piestream.storage.table.desc import TableDesc
 
@@ -395,6 +395,8 @@ class CatalogReader(Protocol):
 SYSTEM_SCHEMA = "rw_catalog"
 #: Schemas every database has that hold no user relations (PostgreSQL's, and piestream's own).
 BUILTIN_SCHEMAS = ("pg_catalog", "information_schema", SYSTEM_SCHEMA)
+#: What names a session's temporary schema (``pg_temp_<session>``, PostgreSQL's spelling).
+TEMP_SCHEMA = "pg_temp"
 #: The database a session is in when its client named none (RisingWave's default).
 DEFAULT_DATABASE = "dev"
 #: A view's property holding the search_path it was created with (its query is bound again on
@@ -455,23 +457,25 @@ class CatalogSnapshot:
     schemas: set[str] = field(default_factory=lambda: {DEFAULT_SCHEMA})  # user schemas that exist
     search_path: tuple[str, ...] = (DEFAULT_SCHEMA,)
     database: str = DEFAULT_DATABASE  # the session's database: the only one a name may name
+    #: the session's schema of temporary relations (``pg_temp`` names it; searched first)
+    temp_schema: str | None = None
+
+    def _schema(self, written: str) -> str:
+        """A schema as written: ``pg_temp`` is the session's temporary schema."""
+        return self.temp_schema if written == TEMP_SCHEMA and self.temp_schema is not None else written
 
     def check_database(self, name: str) -> None:
         """A three-part name's database must be the current one (PostgreSQL: 0A000)."""
-        db = getattr(name, "database", None)
-        if db is not None and db != self.database:
-            from piestream.common.errors import FeatureNotSupported
-
-            raise FeatureNotSupported(
-                f'cross-database references are not implemented: "{name.qualified}"'  # type: ignore[attr-defined]
-            )
+        written = object_name(name)
+        if written.database is not None and written.database != self.database:
+            raise FeatureNotSupported(f'cross-database references are not implemented: "{written.qualified}"')
 
     def get_relation(self, name: str) -> Relation | None:
         self.check_database(name)
-        schema = getattr(name, "schema", None)
+        schema = object_name(name).schema
         if schema is not None:
-            return self.by_name.get((schema, str(name)))
-        for sch in self.search_path:
+            return self.by_name.get((self._schema(schema), str(name)))
+        for sch in self.effective_path:
             rel = self.by_name.get((sch, str(name)))
             if rel is not None:
                 return rel
@@ -481,18 +485,26 @@ class CatalogSnapshot:
         """The schema a CREATE of `name` puts the object in: the one written (which must exist),
         else the first schema of search_path that exists (PostgreSQL's rule; 3F000 if none)."""
         self.check_database(name)
-        schema = getattr(name, "schema", None)
+        schema = object_name(name).schema
         if schema is not None:
+            schema = self._schema(schema)
             if schema not in self.schemas:
                 if schema in BUILTIN_SCHEMAS:
-                    from piestream.common.errors import FeatureNotSupported
-
                     raise FeatureNotSupported(f'creating objects in schema "{schema}" is not supported')
                 raise InvalidSchemaName(f'schema "{schema}" does not exist')
             return schema
         if self.current_schema is None:
             raise InvalidSchemaName("no schema has been selected to create in")
         return self.current_schema
+
+    @property
+    def effective_path(self) -> tuple[str, ...]:
+        """search_path as unqualified relation names are looked up: the session's temporary
+        schema first unless the path places ``pg_temp`` itself (PostgreSQL's rule)."""
+        path = tuple(self._schema(p) for p in self.search_path)
+        if self.temp_schema is None or self.temp_schema in path:
+            return path
+        return (self.temp_schema, *path)
 
     @property
     def current_schema(self) -> str | None:
@@ -505,9 +517,11 @@ class CatalogSnapshot:
     def relations(self) -> Iterable[Relation]:
         return list(self.by_name.values())
 
-    def with_search_path(self, path: tuple[str, ...]) -> CatalogSnapshot:
-        """The same catalog resolving unqualified names through `path` (a view's body)."""
-        return replace(self, search_path=path)
+    def for_view(self, view: Relation, path: tuple[str, ...]) -> CatalogSnapshot:
+        """The catalog `view`'s query is bound in: unqualified names through `path` (the
+        search_path it was created with); temporary relations only for a temporary view."""
+        temp = self.temp_schema if view.schema_name == self.temp_schema else None
+        return replace(self, search_path=path, temp_schema=temp)
 
     def relations_in(self, schema: str) -> list[Relation]:
         return [r for r in self.by_name.values() if r.schema_name == schema]
@@ -523,7 +537,7 @@ class CatalogSnapshot:
     def require(self, name: str, position: int | None = None) -> Relation:
         rel = self.get_relation(name)
         if rel is None:
-            shown = getattr(name, "qualified", name)
+            shown = object_name(name).qualified
             raise UndefinedTable(f'relation "{shown}" does not exist', position=position)
         return rel
 

@@ -39,7 +39,13 @@ from piestream.frontend.watermark_derive import bind_watermark
 from piestream.plan.node import StreamNode
 from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
 from piestream.plan.source import DEAD_LETTER_COLUMNS, dead_letter_table
-from piestream.server.ddl_handlers import check_new_name, check_upstreams_created, creation_schema, in_schema
+from piestream.server.ddl_handlers import (
+    check_new_name,
+    check_not_temporary,
+    check_upstreams_created,
+    creation_schema,
+    in_schema,
+)
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.desc import TableDesc
 from piestream.stream.connector import plan_source_node, source_connector
@@ -251,6 +257,7 @@ def _create_sink(
     binder = QueryBinder(s.committed_catalog())
     bound = binder.bind_query(query)
     check_upstreams_created(s, sorted(binder.dependencies))
+    check_not_temporary(s, sorted(binder.dependencies), "sinks")
     ids = s.db.ddl.ids()
     made: list[SinkNode] = []
     width = len(bound.names)

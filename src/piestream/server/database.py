@@ -191,6 +191,9 @@ class Database:
             self.compactor.start()
         attach_sink_publisher(self)  # sink output of committed epochs gets published
         self.barriers.start()
+        from piestream.server.ddl_handlers import drop_temporary
+
+        drop_temporary(self)  # temporary relations of sessions before a crash: gone with them
         self._closed = False
 
     # -- streaming errors and system settings ---------------------------------------------------

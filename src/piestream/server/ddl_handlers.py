@@ -25,6 +25,7 @@ from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import (
     BUILTIN_SCHEMAS,
     DEFAULT_SCHEMA,
+    TEMP_SCHEMA,
     VIEW_SEARCH_PATH,
     ColumnCatalog,
     IndexInfo,
@@ -34,7 +35,7 @@ from piestream.frontend.catalog import (
     format_search_path,
 )
 from piestream.frontend.parser import ast
-from piestream.frontend.parser.names import ObjectName, schema_of
+from piestream.frontend.parser.names import ObjectName, object_name, schema_of
 from piestream.frontend.planner import PlannedJob, plan_materialized_view, plan_table, table_conflict
 from piestream.frontend.watermark_derive import bind_watermark
 from piestream.meta.catalog_store import SchemaCatalog
@@ -42,6 +43,7 @@ from piestream.server.results import QueryResult, command
 from piestream.server.sink_publisher import discard_staging
 
 if TYPE_CHECKING:
+    from piestream.server.database import Database
     from piestream.server.session import Session
 
 _KIND = {
@@ -62,6 +64,21 @@ class WrongObjectType(PiestreamError):
 def creation_schema(s: Session, name: str) -> str:
     """The schema a new relation `name` goes to (the one written, else search_path's first)."""
     return s.catalog().creation_schema(name)
+
+
+class InvalidTableDefinition(PiestreamError):
+    sqlstate = "42P16"
+
+
+def new_schema(s: Session, stmt: Any) -> str:
+    """The schema the relation `stmt` creates goes to: the session's temporary one for CREATE
+    TEMP TABLE / VIEW (or a name qualified by pg_temp), else `creation_schema`."""
+    schema = creation_schema(s, stmt.name)
+    if getattr(stmt, "temporary", False) and schema != s.temp_schema:
+        if schema_of(stmt.name) is not None:
+            raise InvalidTableDefinition("cannot create temporary relation in non-temporary schema")
+        return s.temp_schema
+    return schema
 
 
 def in_schema(rel: Relation, schema: str) -> Relation:
@@ -86,7 +103,7 @@ def check_new_name(s: Session, stmt: Any, schema: str | None = None) -> QueryRes
     tables its transaction created count); a notice result for IF NOT EXISTS; else 42P07."""
     name = stmt.name
     cat = s.catalog()
-    schema = schema or cat.creation_schema(name)
+    schema = schema or new_schema(s, stmt)
     if (schema, str(name)) in cat.by_name:
         if stmt.if_not_exists:
             r = command(CREATE_TAGS[type(stmt)])
@@ -130,7 +147,7 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
                 raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
         conflict = table_conflict(stmt)
         watermark = bind_watermark(stmt.watermarks, cols, append_only=stmt.append_only, what="table")
-        schema = creation_schema(s, stmt.name)
+        schema = new_schema(s, stmt)
         job_id = s.db.ddl.next_job_id()
         planned = plan_table(
             name=stmt.name,
@@ -197,6 +214,7 @@ def create_materialized_view(
             return skipped
         schema = creation_schema(s, stmt.name)
         planned = _plan_mv(s, stmt, s.parallelism)
+        check_not_temporary(s, planned.relation.depends_on, "materialized views")
         planned.relation = in_schema(planned.relation, schema)
         check_upstreams_created(s, planned.relation.depends_on)
         s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
@@ -290,7 +308,7 @@ def rebuild(s: Session, stmt: ast.RebuildJob, params: Sequence[Any] = ()) -> Que
 def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
         cat = s.committed_catalog()
-        schema = cat.creation_schema(stmt.name)
+        schema = new_schema(s, stmt)
         existing = cat.by_name.get((schema, str(stmt.name)))
         if existing is not None and not (stmt.or_replace and existing.kind is RelationKind.VIEW):
             skipped = check_new_name(s, stmt, schema)
@@ -302,6 +320,16 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
             raise PiestreamError("CREATE VIEW specifies more column names than columns", sqlstate="42601")
         names = list(stmt.columns or []) + bound.names[len(stmt.columns or []) :]
         check_unique_columns(names)
+        notices = []
+        temp = {r.id for r in cat.relations_in(s.temp_schema)}
+        if schema != s.temp_schema and temp & binder.dependencies and schema_of(stmt.name) is None:
+            schema = s.temp_schema  # PostgreSQL: a view over a temporary relation is temporary
+            notices.append(f'view "{stmt.name}" will be a temporary view')
+            existing = cat.by_name.get((schema, str(stmt.name)))
+            if existing is not None and not (stmt.or_replace and existing.kind is RelationKind.VIEW):
+                raise DuplicateObject(f'relation "{stmt.name}" already exists')
+        elif schema != s.temp_schema and temp & binder.dependencies:
+            raise FeatureNotSupported("a view in a permanent schema must not use temporary tables or views")
         cols = tuple(ColumnCatalog(n, t) for n, t in zip(names, bound.plan.types, strict=True))
         rel = Relation(
             id=s.db.ddl.next_object_id(),
@@ -320,7 +348,9 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
             s.db.ddl.replace_view(existing, rel)
         else:
             s.db.ddl.create_relations(rel)
-        return command("CREATE VIEW")
+        res = command("CREATE VIEW")
+        res.notices += notices
+        return res
 
 
 def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) -> QueryResult:
@@ -388,7 +418,7 @@ def drop(s: Session, stmt: ast.Drop, params: Sequence[Any] = ()) -> QueryResult:
                 raise InvalidSchemaName(f'schema "{schema}" does not exist')
             rel = cat.get_relation(name)
             if rel is None:
-                shown = getattr(name, "qualified", name)
+                shown = object_name(name).qualified
                 if stmt.if_exists:
                     notices.append(f'{stmt.kind} "{shown}" does not exist, skipping')
                     continue
@@ -447,8 +477,8 @@ def drop_schema(s: Session, stmt: ast.DropSchema, params: Sequence[Any] = ()) ->
                 raise DependentObjectsStillExist(
                     f"cannot drop schema {name} because it is required by the database system"
                 )
-            if name == DEFAULT_SCHEMA:
-                raise FeatureNotSupported(f'dropping schema "{DEFAULT_SCHEMA}" is not supported')
+            if name == DEFAULT_SCHEMA or name.startswith(TEMP_SCHEMA):
+                raise FeatureNotSupported(f'dropping schema "{name}" is not supported')
             if name not in cat.schemas:
                 if stmt.if_exists:
                     res.notices.append(f'schema "{name}" does not exist, skipping')
@@ -471,3 +501,28 @@ def drop_schema(s: Session, stmt: ast.DropSchema, params: Sequence[Any] = ()) ->
         for n in names:
             db.catalog.drop_schema(n)
         return res
+
+
+# -- temporary relations ------------------------------------------------------------------------
+
+
+def drop_temporary(db: Database, temp_schema: str | None = None) -> None:
+    """Drop the relations of a session's temporary schema (its end), or with None every
+    session's (a restart: sessions of the last run are gone)."""
+    with db.ddl.lock:
+        rels = db.catalog.snapshot().relations()
+        gone = [
+            r
+            for r in rels
+            if r.owned_by is None
+            and (r.schema_name == temp_schema if temp_schema else r.schema_name.startswith(TEMP_SCHEMA + "_"))
+        ]
+        if gone:
+            discard_staging(db.data_dir, db.ddl.drop(gone, cascade=True))
+
+
+def check_not_temporary(s: Session, depends_on: Sequence[int], what: str) -> None:
+    """A persistent object cannot read a temporary relation (it would outlive it)."""
+    by_id = {r.id: r for r in s.catalog().relations()}
+    if any(by_id[i].schema_name == s.temp_schema for i in depends_on if i in by_id):
+        raise FeatureNotSupported(f"{what} must not use temporary tables or views")

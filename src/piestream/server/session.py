@@ -18,6 +18,7 @@ statement is adding a row, not another branch.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,13 @@ from piestream.common.errors import (
     ReadOnlySqlTransaction,
     client_error,
 )
-from piestream.frontend.catalog import DEFAULT_DATABASE, DEFAULT_SCHEMA, CatalogSnapshot, parse_search_path
+from piestream.frontend.catalog import (
+    DEFAULT_DATABASE,
+    DEFAULT_SCHEMA,
+    TEMP_SCHEMA,
+    CatalogSnapshot,
+    parse_search_path,
+)
 from piestream.frontend.parser import ast, parse
 from piestream.server import (
     connector_handlers,
@@ -42,6 +49,7 @@ from piestream.server import (
     subscriptions,
     utility,
 )
+from piestream.server.ddl_handlers import drop_temporary
 from piestream.server.results import QueryResult, command
 from piestream.server.settings import DEFAULT_SETTINGS
 from piestream.server.transaction import Transaction, parse_bytes
@@ -61,6 +69,8 @@ class Session:
         self.cursors: dict[str, subscriptions.SubscriptionCursor] = {}
         self.database = DEFAULT_DATABASE  # the client's (pgwire sets it): three-part names name it
         self.user = ""  # the session user: search_path's "$user"
+        #: where CREATE TEMP TABLE / VIEW put relations; they are dropped when the session ends
+        self.temp_schema = f"{TEMP_SCHEMA}_{uuid.uuid4().hex[:12]}"
         #: sends a NOTICE to the client at once, while a statement still runs (pgwire sets it)
         self.notice: Callable[[str], None] | None = None
 
@@ -105,13 +115,17 @@ class Session:
         snap = self.db.catalog.snapshot()
         snap.database = self.database
         snap.search_path = parse_search_path(self.setting("search_path"), self.user)
+        snap.temp_schema = self.temp_schema
+        snap.schemas.add(self.temp_schema)
         return snap
 
     def schema_oids(self) -> dict[str, int]:
         """The database's schemas by name, with their pg_namespace oids (public's is 2200)."""
-        from piestream.server.catalog.objects import OID_OFFSET, PUBLIC_NS
+        from piestream.server.catalog.objects import OID_OFFSET, PUBLIC_NS, TEMP_NAMESPACE_OIDS
 
-        return {DEFAULT_SCHEMA: PUBLIC_NS} | {c.name: c.id + OID_OFFSET for c in self.db.catalog.schemas()}
+        oids = {DEFAULT_SCHEMA: PUBLIC_NS} | {c.name: c.id + OID_OFFSET for c in self.db.catalog.schemas()}
+        temp = sorted({r.schema_name for r in self.db.catalog.snapshot().relations()} - set(oids))
+        return oids | {name: TEMP_NAMESPACE_OIDS + i for i, name in enumerate(temp)}  # sessions
 
     def catalog(self) -> CatalogSnapshot:
         """The catalog this session sees: the committed one plus the tables its transaction created."""
@@ -122,8 +136,9 @@ class Session:
         return snap
 
     def close(self) -> None:
-        """The client left: an open transaction is rolled back."""
+        """The client left: an open transaction is rolled back, its temporary relations go."""
         self._end_transaction()
+        drop_temporary(self.db, self.temp_schema)
 
     def _end_transaction(self) -> None:
         txn, self.txn = self.txn, None

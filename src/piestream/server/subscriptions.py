@@ -39,7 +39,7 @@ from piestream.frontend.catalog import DEFAULT_SCHEMA, Relation
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.names import schema_of
 from piestream.frontend.planner import plan_subscription
-from piestream.server.ddl_handlers import check_new_name, creation_schema, in_schema
+from piestream.server.ddl_handlers import check_new_name, check_not_temporary, creation_schema, in_schema
 from piestream.server.query import check_created
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.storage_table import StorageTable
@@ -83,6 +83,7 @@ def create_subscription(s: Session, stmt: ast.CreateSubscription, params: Sequen
         retention_ms = parse_duration_ms("retention", opts.get("retention", DEFAULT_RETENTION))
         schema = creation_schema(s, stmt.name)
         upstream = s.committed_catalog().require(stmt.from_relation)
+        check_not_temporary(s, [upstream.id], "subscriptions")
         check_created(db, upstream)  # its log would start with a partial MV
         with db.barriers.paused():  # no epoch between reading the start and the job's first one
             start = db.hummock.max_committed_epoch

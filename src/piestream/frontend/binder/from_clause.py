@@ -33,7 +33,7 @@ from piestream.frontend.catalog import (
     parse_search_path,
 )
 from piestream.frontend.logical import Filter, HopWindow, Join, JoinKind, PlanNode, Project, Scan, Values
-from piestream.frontend.parser.names import ObjectName, schema_of, table_name
+from piestream.frontend.parser.names import ObjectName, object_name, schema_of, table_name
 
 if TYPE_CHECKING:
     from piestream.frontend.binder.query import QueryBinder
@@ -268,7 +268,7 @@ def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tup
         return sub.plan, scope
     rel = qb.catalog.get_relation(name)
     if rel is None:
-        shown = getattr(name, "qualified", name)
+        shown = object_name(name).qualified
         raise UndefinedTable(f'relation "{shown}" does not exist', position=position(node))
     qb.dependencies.add(rel.id)
     if rel.kind is RelationKind.VIEW:
@@ -280,8 +280,8 @@ def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tup
         body = qb.root_child()
         if isinstance(body.catalog, CatalogSnapshot):  # bound with the names it was created with
             path = rel.properties.get(VIEW_SEARCH_PATH)
-            body.catalog = body.catalog.with_search_path(
-                parse_search_path(path) if path is not None else (DEFAULT_SCHEMA,)
+            body.catalog = body.catalog.for_view(
+                rel, parse_search_path(path) if path is not None else (DEFAULT_SCHEMA,)
             )
         sub = body.bind_query(query)
         names = [c.name for c in rel.columns]

@@ -180,6 +180,7 @@ class CreateTable(Statement):
     watermarks: list[Watermark] = field(default_factory=list)
     format_encode: FormatEncode | None = None
     row_format: str | None = None
+    temporary: bool = False  # CREATE TEMP TABLE: in the session's pg_temp schema, gone with it
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,7 @@ class CreateView(Statement):
     sql_text: str
     or_replace: bool = False
     if_not_exists: bool = False
+    temporary: bool = False  # CREATE TEMP VIEW: in the session's pg_temp schema
 
 
 @dataclass(frozen=True)

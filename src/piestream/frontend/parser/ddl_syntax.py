@@ -21,7 +21,7 @@ Grammar accepted (clauses after the column list in any order, each at most once)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
@@ -113,7 +113,16 @@ class DdlParser(FunctionParser):
     def _parse_create_statement(self) -> ast.Statement:
         create = self._prev
         or_replace = self._match_text_seq("OR", "REPLACE")
-        if self._match_texts(("TEMP", "TEMPORARY", "UNLOGGED")):
+        if self._match_texts(("TEMP", "TEMPORARY")):
+            temp = self._prev
+            if self._match_text_seq("TABLE"):
+                if or_replace:
+                    raise self._unsupported("CREATE OR REPLACE TABLE", create)
+                return replace(self._parse_create_table(), temporary=True)
+            if self._match_text_seq("VIEW"):
+                return replace(self._parse_create_view(or_replace), temporary=True)
+            raise self._unsupported(f"CREATE {temp.text.upper()} {self._curr.text.upper()}".strip(), create)
+        if self._match_texts(("UNLOGGED",)):
             raise self._unsupported(f"CREATE {self._prev.text.upper()}", create)
         if self._match_text_seq("MATERIALIZED", "VIEW"):
             if or_replace:

@@ -92,7 +92,7 @@ def object_name(name: str) -> ObjectName:
 
 def schema_of(name: str) -> str | None:
     """The schema written with `name` (None for a plain string or an unqualified name)."""
-    return getattr(name, "schema", None)
+    return object_name(name).schema
 
 
 def table_name(node: exp.Table) -> ObjectName:
