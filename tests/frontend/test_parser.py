@@ -381,7 +381,8 @@ _ERRORS_BY_SQLSTATE: dict[str, type[PiestreamError]] = {
         ("CREATE TABLE t (a int, CHECK (a > 0))", "0A000", "CHECK constraint is not supported", 24),
         ("CREATE TABLE t (a int UNIQUE)", "0A000", "UNIQUE column constraint is not supported", 23),
         ("CREATE TABLE t (a int REFERENCES u)", "0A000", "REFERENCES column constraint is not supported", 23),
-        ("CREATE TEMP TABLE t (a int)", "0A000", "CREATE TEMP is not supported", 1),
+        ("CREATE TEMP SOURCE s (a int)", "0A000", "CREATE TEMP SOURCE is not supported", 1),
+        ("CREATE UNLOGGED TABLE t (a int)", "0A000", "CREATE UNLOGGED is not supported", 1),
         ("CREATE TABLE t (a int) INCLUDE key AS k", "0A000", "INCLUDE clause is not supported", 24),
     ],
 )
@@ -535,6 +536,8 @@ def test_unsupported_objects() -> None:
     err = fails("CREATE SCHEMA s AUTHORIZATION u", FeatureNotSupported)
     assert (err.message, err.position) == ("CREATE SCHEMA ... AUTHORIZATION is not supported", 17)
     assert one("CREATE SCHEMA IF NOT EXISTS S", CreateSchema) == CreateSchema("s", True)
+    assert one("CREATE TEMP TABLE t (a int)", CreateTable).temporary
+    assert one("CREATE OR REPLACE TEMPORARY VIEW v AS SELECT 1", CreateView).temporary
     assert one('DROP SCHEMA IF EXISTS a, "B" CASCADE', DropSchema) == DropSchema(["a", "B"], True, True)
     assert fails("DROP WIDGET w").position == 6
 

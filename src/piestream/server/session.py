@@ -270,12 +270,7 @@ _END_FAILED = (ast.Commit, ast.Rollback, ast.RollbackToSavepoint)
 #: objects) on its own, so ROLLBACK could not undo it. Inside a block it commits the block first
 #: (`Session._outside_block`). CREATE TABLE can be part of one (it lands at COMMIT).
 _DDL_COMMITS_BLOCK: dict[type[ast.Statement], str] = {
-    ast.CreateMaterializedView: "CREATE MATERIALIZED VIEW",
-    ast.CreateView: "CREATE VIEW",
-    ast.CreateIndex: "CREATE INDEX",
-    ast.CreateSource: "CREATE SOURCE",
-    ast.CreateSink: "CREATE SINK",
-    ast.CreateSubscription: "CREATE SUBSCRIPTION",
+    **{k: tag for k, tag in ddl_handlers.CREATE_TAGS.items() if k is not ast.CreateTable},
     ast.CreateSchema: "CREATE SCHEMA",
     ast.DropSchema: "DROP SCHEMA",
     ast.Drop: "DROP",

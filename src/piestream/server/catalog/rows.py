@@ -58,6 +58,11 @@ class CatalogContext:
         return False
 
 
+def _info_table(database: str, r: Relation, table_type: str, insertable: str) -> tuple[Any, ...]:
+    """A row of information_schema.tables."""
+    return (database, r.schema_name, r.name, table_type, None, None, None, None, None, insertable, "NO", None)
+
+
 class CatalogRows:
     """Every catalog table's rows for one set of relations."""
 
@@ -366,58 +371,13 @@ class CatalogRows:
                 )
             if r.kind is RelationKind.TABLE:
                 out["pg_tables"].append((r.schema_name, r.name, user, None, int(has_index), 0, 0, 0))
-                info_tables.append(
-                    (
-                        ctx.database,
-                        r.schema_name,
-                        r.name,
-                        "BASE TABLE",
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        "YES",
-                        "NO",
-                        None,
-                    )
-                )
+                info_tables.append(_info_table(ctx.database, r, "BASE TABLE", "YES"))
             elif r.kind is RelationKind.SOURCE:
                 out["pg_foreign_table"].append((oid, FOREIGN_SERVER_OID, None))
-                info_tables.append(
-                    (
-                        ctx.database,
-                        r.schema_name,
-                        r.name,
-                        "FOREIGN",
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        "NO",
-                        "NO",
-                        None,
-                    )
-                )
+                info_tables.append(_info_table(ctx.database, r, "FOREIGN", "NO"))
             elif r.kind is RelationKind.VIEW:
                 out["pg_views"].append((r.schema_name, r.name, user, query_part(r.definition)))
-                info_tables.append(
-                    (
-                        ctx.database,
-                        r.schema_name,
-                        r.name,
-                        "VIEW",
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        "NO",
-                        "NO",
-                        None,
-                    )
-                )
+                info_tables.append(_info_table(ctx.database, r, "VIEW", "NO"))
                 info_views.append((ctx.database, r.schema_name, r.name, query_part(r.definition)))
             elif r.kind is RelationKind.MATERIALIZED_VIEW:
                 out["pg_matviews"].append(
