@@ -54,6 +54,9 @@ def test_qualified_names_resolve_in_their_schema(conn: psycopg.Connection) -> No
     assert _state(conn.execute, "CREATE TABLE nope.t (a INT)") == ("3F000", 'schema "nope" does not exist')
     assert _state(conn.execute, "SELECT * FROM nope.t") == ("42P01", 'relation "nope.t" does not exist')
     assert _state(conn.execute, "CREATE SCHEMA qs") == ("42P06", 'schema "qs" already exists')
+    shown = [r[0] for r in conn.execute("SHOW SCHEMAS").fetchall()]
+    assert shown == ["information_schema", "pg_catalog", "public", "qs", "rw_catalog"]
+    assert conn.execute("SHOW TABLES FROM qs").fetchall() == [("qt",)]
 
     conn.execute("SET search_path TO qs, public")
     assert conn.execute("SHOW search_path").fetchone() == ("qs, public",)

@@ -148,7 +148,7 @@ def show(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryRe
         if stmt.kind in ("schemas", "databases"):
             if stmt.kind == "databases":
                 return QueryResult("SHOW", [("Name", VARCHAR)], [(cat.database,)])
-            shown = sorted({*cat.schemas, *BUILTIN_SCHEMAS})
+            shown = sorted(n for n in {*cat.schemas, *BUILTIN_SCHEMAS} if n != cat.temp_schema)
             return QueryResult("SHOW", [("Name", VARCHAR)], [(n,) for n in shown])
         raise FeatureNotSupported(f"SHOW {stmt.kind.upper()} is not supported")
     if isinstance(stmt, ast.ShowCreate):
