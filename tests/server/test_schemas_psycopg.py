@@ -191,6 +191,7 @@ def test_create_table_as_is_filled_once(dsn: str, conn: psycopg.Connection) -> N
     conn.execute("INSERT INTO cs VALUES (1, 'a'), (2, 'b')")
     cur = conn.execute("CREATE TABLE ct AS SELECT k, upper(v) AS u FROM cs WHERE k > 0")
     assert cur.statusmessage == "SELECT 2"
+    assert conn.execute("CREATE TABLE IF NOT EXISTS ct AS SELECT 1 AS k").statusmessage == "CREATE TABLE AS"
     conn.execute("INSERT INTO cs VALUES (3, 'c')")  # not an MV: ct keeps what it was filled with
     conn.execute("INSERT INTO ct VALUES (7, 'Z')")  # and it is a table: it takes writes
     conn.execute("FLUSH")

@@ -106,7 +106,8 @@ def check_new_name(s: Session, stmt: Any, schema: str | None = None) -> QueryRes
     schema = schema or new_schema(s, stmt)
     if (schema, str(name)) in cat.by_name:
         if stmt.if_not_exists:
-            r = command(CREATE_TAGS[type(stmt)])
+            ctas = isinstance(stmt, ast.CreateTable) and stmt.as_query is not None
+            r = command("CREATE TABLE AS" if ctas else CREATE_TAGS[type(stmt)])  # PostgreSQL's
             r.notices.append(f'relation "{name}" already exists, skipping')
             return r
         raise DuplicateObject(f'relation "{name}" already exists')
