@@ -696,8 +696,8 @@ def test_transaction_statements() -> None:
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("GRANT SELECT ON t TO u", "GRANT"),
-        ("REVOKE SELECT ON t FROM u", "REVOKE"),
+        ("GRANT r TO u", "GRANT / REVOKE of role membership"),
+        ("REVOKE GRANT OPTION FOR SELECT ON t FROM u", "REVOKE GRANT OPTION FOR"),
         ("ALTER TABLE t ADD COLUMN c INT", "ALTER TABLE"),
         ("ALTER SYSTEM RESET x", "ALTER SYSTEM RESET"),
         ("ALTER MATERIALIZED VIEW m RENAME TO n", "this form of ALTER MATERIALIZED VIEW"),

@@ -76,3 +76,17 @@ def test_sql_embedded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert " k\n---\n 7\n(1 row)" in out and " dev\n" in out
     assert main([*args, "SELEC"]) == 1
     assert "syntax error" in capsys.readouterr().err
+
+
+def test_serve_refuses_bad_tls_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = ["--data-dir", str(tmp_path / "d"), "--runner", "local", "--port", "0"]
+    assert main(["serve", *d, "--ssl-cert", str(tmp_path / "c.pem")]) == 2
+    assert "--ssl-cert and --ssl-key go together" in capsys.readouterr().err
+    assert main(["serve", *d, "--require-ssl-remote"]) == 2
+    assert "--require-ssl-remote needs --ssl-cert" in capsys.readouterr().err
+    (tmp_path / "c.pem").write_text("not a certificate")
+    assert (
+        main(["serve", *d, "--ssl-cert", str(tmp_path / "c.pem"), "--ssl-key", str(tmp_path / "c.pem")]) == 2
+    )
+    assert "cannot load the TLS certificate" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()  # refused before the data directory was opened

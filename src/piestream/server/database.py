@@ -24,6 +24,7 @@ from piestream.meta.ddl_controller import DdlController
 from piestream.meta.ddl_progress import DdlProgressTracker
 from piestream.meta.hummock_manager import CompactorThread, HummockManager
 from piestream.meta.inbox import Inbox
+from piestream.meta.roles import RoleCatalog
 from piestream.meta.store import MetaStore
 from piestream.runtime.leased import check_runner_kind, spark_runner
 from piestream.runtime.runners import EpochRunner, LocalRunner
@@ -149,6 +150,7 @@ class Database:
             vacuum_retention_sec=self.config.vacuum_retention_sec,
         )
         self.catalog = CatalogStore(self.meta)
+        self.roles = RoleCatalog(self.meta)  # users, relation owners, grants
         self.spark = spark
         if runner is None:
             if self.config.runner == "local":

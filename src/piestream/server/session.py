@@ -45,6 +45,7 @@ from piestream.server import (
     ddl_handlers,
     dml,
     function_handlers,
+    privileges,
     query,
     subscriptions,
     utility,
@@ -66,9 +67,12 @@ class Session:
         self.settings = dict(DEFAULT_SETTINGS)
         self.settings["streaming_parallelism"] = str(db.config.parallelism)
         self.txn: Transaction | None = None  # the open transaction block
+        #: the role the session runs as (pgwire sets it at login); None: the embedded owner of the
+        #: data directory (Python API), who may do everything
+        self.user: str | None = None
+        self.pending_owned: list[str] = []  # relations created in the open block (owned at COMMIT)
         self.cursors: dict[str, subscriptions.SubscriptionCursor] = {}
         self.database = DEFAULT_DATABASE  # the client's (pgwire sets it): three-part names name it
-        self.user = ""  # the session user: search_path's "$user"
         #: where CREATE TEMP TABLE / VIEW put relations; they are dropped when the session ends
         self.temp_schema = f"{TEMP_SCHEMA}_{uuid.uuid4().hex[:12]}"
         #: sends a NOTICE to the client at once, while a statement still runs (pgwire sets it)
@@ -114,7 +118,7 @@ class Session:
         database): what a new streaming job binds against."""
         snap = self.db.catalog.snapshot()
         snap.database = self.database
-        snap.search_path = parse_search_path(self.setting("search_path"), self.user)
+        snap.search_path = parse_search_path(self.setting("search_path"), self.user or "")
         snap.temp_schema = self.temp_schema
         snap.schemas.add(self.temp_schema)
         return snap
@@ -165,7 +169,9 @@ class Session:
             handler = HANDLERS.get(type(stmt))
             if handler is None:
                 raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
+            privileges.check_statement(self, stmt)
             result = handler(self, stmt, params)
+            privileges.after_statement(self, stmt)
             if committed is not None:
                 result.notices.insert(0, committed)
             return result
@@ -275,6 +281,10 @@ _DDL_COMMITS_BLOCK: dict[type[ast.Statement], str] = {
     ast.DropSchema: "DROP SCHEMA",
     ast.Drop: "DROP",
     ast.RebuildJob: "ALTER MATERIALIZED VIEW",
+    ast.CreateRole: "CREATE ROLE",
+    ast.AlterRole: "ALTER ROLE",
+    ast.DropRole: "DROP ROLE",
+    ast.Grant: "GRANT / REVOKE",
 }
 
 #: Statements refused inside a block, as PostgreSQL refuses them.
@@ -362,4 +372,8 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.ReleaseSavepoint: Session._release,
     ast.RollbackToSavepoint: Session._rollback_to,
     ast.Discard: Session._discard,
+    ast.CreateRole: privileges.create_role,
+    ast.AlterRole: privileges.alter_role,
+    ast.DropRole: privileges.drop_role,
+    ast.Grant: privileges.grant,
 }

@@ -518,3 +518,61 @@ class Discard(Statement):
 
 #: Statements EXPLAIN accepts.
 EXPLAINABLE = (Query, Insert, Update, Delete, CreateTable, CreateMaterializedView, CreateIndex, CreateSink)
+
+
+# ---------------------------------------------------------------------------------------------
+# Roles and privileges
+# ---------------------------------------------------------------------------------------------
+
+#: Privileges GRANT / REVOKE take on a relation, in PostgreSQL's ACL order.
+RELATION_PRIVILEGES = ("INSERT", "SELECT", "UPDATE", "DELETE")
+
+
+@dataclass(frozen=True)
+class RoleOptions:
+    """The options of CREATE / ALTER USER | ROLE; None = not given. `password` "" = PASSWORD NULL."""
+
+    superuser: bool | None = None
+    login: bool | None = None
+    createdb: bool | None = None
+    createrole: bool | None = None
+    password: str | None = None
+
+
+@dataclass(frozen=True)
+class CreateRole(Statement):
+    """CREATE USER | ROLE name [[WITH] option ...] (USER implies LOGIN, ROLE NOLOGIN)."""
+
+    name: str
+    options: RoleOptions
+    is_user: bool = True
+
+
+@dataclass(frozen=True)
+class AlterRole(Statement):
+    """ALTER USER | ROLE name [[WITH] option ...] | ALTER USER | ROLE name RENAME TO new."""
+
+    name: str
+    options: RoleOptions
+    rename_to: str | None = None
+
+
+@dataclass(frozen=True)
+class DropRole(Statement):
+    """DROP USER | ROLE [IF EXISTS] name, ..."""
+
+    names: list[str]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class Grant(Statement):
+    """GRANT privileges ON [TABLE | ...] rel, ... TO role, ... (`revoke`: REVOKE ... FROM ...).
+
+    `privileges` are upper-case names from RELATION_PRIVILEGES (ALL expands to all of them)."""
+
+    privileges: tuple[str, ...]
+    relations: Sequence[str]  # `ObjectName`s, maybe schema-qualified
+    grantees: list[str]
+    revoke: bool = False
+    kind: str | None = None  # the object kind written (TABLE, MATERIALIZED VIEW, ...), if any

@@ -30,6 +30,7 @@ from piestream.common.errors import PiestreamError
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.function_syntax import FunctionParser
 from piestream.frontend.parser.names import identifier_name
+from piestream.frontend.parser.role_syntax import RoleParser
 from piestream.frontend.parser.type_names import convert_type
 
 #: Objects PostgreSQL / RisingWave can CREATE or DROP that piestream does not have.
@@ -106,7 +107,7 @@ class _Clauses:
     row_format: str | None = None
 
 
-class DdlParser(FunctionParser):
+class DdlParser(FunctionParser, RoleParser):
     """CREATE ... / DROP ... statements (the CREATE or DROP keyword already consumed)."""
 
     # -- CREATE -------------------------------------------------------------------------------------
@@ -135,6 +136,10 @@ class DdlParser(FunctionParser):
         what = self._curr.text.upper() if self._curr else ""
         if or_replace and what:
             raise self._unsupported(f"CREATE OR REPLACE {what}", create)
+        if self._match_text_seq("USER"):
+            return self._parse_create_role(is_user=True)
+        if self._match_text_seq("ROLE"):
+            return self._parse_create_role(is_user=False)
         if self._match_text_seq("TABLE"):
             return self._parse_create_table()
         if self._match_text_seq("SOURCE"):
@@ -436,9 +441,11 @@ class DdlParser(FunctionParser):
         return ast.FormatEncode(fmt, encode, options)
 
     # -- DROP ---------------------------------------------------------------------------------------
-    def _parse_drop_statement(self) -> ast.Drop | ast.DropFunction | ast.DropSchema:
+    def _parse_drop_statement(self) -> ast.Drop | ast.DropFunction | ast.DropSchema | ast.DropRole:
         if self._match(TokenType.FUNCTION):
             return self._parse_drop_function()
+        if self._match_texts(("USER", "ROLE")):
+            return self._parse_drop_role()
         if self._match_text_seq("SCHEMA"):
             if_exists = self._match_text_seq("IF", "EXISTS")
             schemas = [self._parse_name_part()]

@@ -48,7 +48,6 @@ UNSUPPORTED_STATEMENTS = frozenset(
         "DEALLOCATE",
         "DO",
         "EXECUTE",
-        "GRANT",
         "IMPORT",
         "KILL",
         "LISTEN",
@@ -62,7 +61,6 @@ UNSUPPORTED_STATEMENTS = frozenset(
         "RECOVER",
         "REFRESH",
         "REINDEX",
-        "REVOKE",
         "SECURITY",
         "TRUNCATE",
         "UNLISTEN",
@@ -118,6 +116,8 @@ _STATEMENTS: dict[str, _StatementParser] = {
     "ABORT": lambda p: p._parse_rollback_statement(),
     "SAVEPOINT": lambda p: p._parse_savepoint_statement(),
     "RELEASE": lambda p: p._parse_release_statement(),
+    "GRANT": lambda p: p._parse_grant_statement(revoke=False),
+    "REVOKE": lambda p: p._parse_grant_statement(revoke=True),
 }
 
 

@@ -12,8 +12,8 @@ from dataclasses import replace
 from sqlglot.tokens import TokenType
 
 from piestream.frontend.parser import ast
-from piestream.frontend.parser.base import ParserBase
 from piestream.frontend.parser.names import fold, quote_ident
+from piestream.frontend.parser.role_syntax import RoleParser
 
 _SHOW_KINDS: tuple[tuple[tuple[str, ...], ast.ShowKind], ...] = (
     (("TABLES",), "tables"),
@@ -53,7 +53,7 @@ _ISOLATION_LEVELS = (
 )
 
 
-class UtilityParser(ParserBase):
+class UtilityParser(RoleParser):
     """Session and introspection statements (the leading keyword already consumed)."""
 
     # -- SET / RESET --------------------------------------------------------------------------------
@@ -96,6 +96,8 @@ class UtilityParser(ParserBase):
                 self._fail("Expecting TO or =")
             value = None if self._match(TokenType.DEFAULT) else self._parse_set_value()
             return ast.AlterSystem(name, value)
+        if self._match_texts(("USER", "ROLE")):
+            return self._parse_alter_role()
         if self._match_text_seq("MATERIALIZED", "VIEW"):
             name = self._parse_object_name()
             if self._match_text_seq("REBUILD"):

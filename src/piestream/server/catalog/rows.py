@@ -14,6 +14,8 @@ from typing import Any
 
 from piestream.common.types import DataType, TypeKind
 from piestream.frontend.catalog import DEFAULT_SCHEMA, Relation, RelationKind
+from piestream.frontend.parser.ast import RELATION_PRIVILEGES
+from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
     BTREE_AM,
     DATABASE_OID,
@@ -47,6 +49,16 @@ class CatalogContext:
     #: the database's user schemas (name -> pg_namespace oid) and the session's search_path
     schemas: dict[str, int] = field(default_factory=lambda: {DEFAULT_SCHEMA: PUBLIC_NS})
     search_path: tuple[str, ...] = (DEFAULT_SCHEMA,)
+    roles: list[Role] = field(default_factory=list)  # pg_roles / pg_user (empty: just `user`)
+    owners: dict[int, int] = field(default_factory=dict)  # relation id -> owner's role oid
+    acls: dict[int, dict[int, frozenset[str]]] = field(default_factory=dict)  # rel -> grantee -> privs
+
+    def user_name(self, oid: int) -> str:
+        """pg_get_userbyid: a role's name (PostgreSQL shows 'unknown (OID=n)' for none)."""
+        for r in self.roles:
+            if r.oid == oid:
+                return r.name
+        return self.user if not self.roles else f"unknown (OID={oid})"
 
     def visible(self, rel: Relation, rels: list[Relation]) -> bool:
         """PostgreSQL's pg_table_is_visible: `rel` is what its unqualified name resolves to."""
@@ -96,8 +108,17 @@ class CatalogRows:
             (DATABASE_OID - i, name, SUPERUSER_OID, 6, "c", 0, 1, -1, "C", "C", None, None, 1663)
             for i, name in enumerate(databases)
         ]
-        out["pg_roles"] = [(SUPERUSER_OID, user, 1, 1, 1, 1, 1, 1, -1, "********", None, 1, None)]
-        out["pg_user"] = [(user, SUPERUSER_OID, 1, 1, 1, 1, "********", None, None)]
+        roles = ctx.roles or [Role(SUPERUSER_OID, user, superuser=True, createdb=True, createrole=True)]
+        out["pg_roles"] = [
+            (r.oid, r.name, int(r.superuser), 1, int(r.createrole), int(r.createdb), int(r.login), 0, -1,
+             "********", None, int(r.superuser), None)
+            for r in roles
+        ]  # fmt: skip
+        out["pg_user"] = [
+            (r.name, r.oid, int(r.createdb), int(r.superuser), 0, int(r.superuser), "********", None, None)
+            for r in roles
+            if r.login
+        ]
         out["pg_settings"] = [
             (
                 k,
@@ -144,7 +165,7 @@ class CatalogRows:
                     ns,
                     0,
                     0,
-                    SUPERUSER_OID,
+                    ctx.owners.get(r.id, SUPERUSER_OID),
                     BTREE_AM if kind == "i" else (HEAP_AM if kind in "rm" else 0),
                     oid,
                     0,
@@ -393,8 +414,57 @@ class CatalogRows:
         ]
         out["table_constraints"] = []
         out["key_column_usage"] = []
+        out["table_privileges"] = self._table_privileges()
+        self._relacl(out["pg_class"])
         return out
 
+    def _granted(self, r: Relation) -> list[tuple[str, str, str]]:
+        """(grantor, grantee, privilege) of a relation: its owner's own, then the grants."""
+        ctx = self.ctx
+        owner = ctx.user_name(ctx.owners.get(r.id, SUPERUSER_OID))
+        out = [(owner, owner, p) for p in RELATION_PRIVILEGES]
+        for oid, privs in sorted(ctx.acls.get(r.id, {}).items()):
+            who = "PUBLIC" if oid == 0 else ctx.user_name(oid)
+            out += [(owner, who, p) for p in RELATION_PRIVILEGES if p in privs]
+        return out
+
+    def _table_privileges(self) -> list[tuple[Any, ...]]:
+        """information_schema.table_privileges: what the current user was granted or granted
+        (everything for a superuser), as PostgreSQL shows it."""
+        ctx = self.ctx
+        me = next((r for r in ctx.roles if r.name == ctx.user), None)
+        see_all = me is None or me.superuser
+        rows = []
+        for r in self.rels:
+            if r.kind not in _PRIVILEGED_KINDS:
+                continue
+            for grantor, grantee, p in self._granted(r):
+                if see_all or ctx.user in (grantor, grantee) or grantee == "PUBLIC":
+                    grantable = "YES" if grantee == grantor else "NO"
+                    rows.append((grantor, grantee, ctx.database, r.schema_name, r.name, p, grantable, "YES"))
+        return rows
+
+    def _relacl(self, pg_class: list[tuple[Any, ...]]) -> None:
+        """pg_class.relacl (psql's \\dp): PostgreSQL's aclitem text for relations with grants."""
+        at = [c for c, _ in TABLES["pg_class"]].index("relacl")
+        by_oid = {rel_oid(r): r for r in self.rels if r.id in self.ctx.acls}
+        for i, row in enumerate(pg_class):
+            r = by_oid.get(row[0])
+            if r is None:
+                continue
+            items: dict[tuple[str, str], str] = {}
+            for grantor, grantee, p in self._granted(r):
+                key = ("" if grantee == "PUBLIC" else grantee, grantor)
+                items[key] = items.get(key, "") + _ACL_LETTERS[p]
+            acl = "{" + ",".join(f"{g}={letters}/{by}" for (g, by), letters in items.items()) + "}"
+            pg_class[i] = (*row[:at], acl, *row[at + 1 :])
+
+
+#: relations GRANT applies to, and PostgreSQL's ACL letters
+_PRIVILEGED_KINDS = frozenset(
+    {RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW, RelationKind.VIEW, RelationKind.SOURCE}
+)
+_ACL_LETTERS = {"INSERT": "a", "SELECT": "r", "UPDATE": "w", "DELETE": "d"}
 
 _PG_LEN_KINDS = frozenset(k for k in TypeKind if k not in (TypeKind.LIST, TypeKind.STRUCT))
 

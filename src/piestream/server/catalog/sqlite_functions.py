@@ -150,7 +150,7 @@ class SystemFunctions:
             "pg_has_role": const(1),
             "pg_encoding_to_char": lambda n: "UTF8" if n == 6 else "SQL_ASCII",
             "pg_char_to_encoding": lambda s: 6,
-            "pg_get_userbyid": lambda oid: ctx.user,
+            "pg_get_userbyid": lambda oid: ctx.user_name(int(oid)) if oid is not None else None,
             "pg_get_viewdef": self._viewdef,
             "pg_get_indexdef": self._indexdef,
             "pg_get_constraintdef": self._constraintdef,

@@ -91,7 +91,8 @@ class Channel:
     """A client socket: blocking reads of whole messages, buffered writes flushed on demand."""
 
     def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
+        self.sock = sock  # an ssl.SSLSocket once the client asked for TLS
+        self.encrypted = False
         self._out = bytearray()
 
     # -- reading --------------------------------------------------------------------------------

@@ -131,6 +131,7 @@ class SourceExecutor(Executor):
             self.state.write_chunk(StreamChunk.from_rows(changes, self.state.desc.types))
         self.commit_state(barrier)
         self.ctx.cache["source_state"] = (barrier.epoch.curr, committed)
+        self.ctx.count("rows.source", sum(c.cardinality for c in out))  # for /metrics, per epoch
         return out
 
     def _handle_bad_records(self, bad: list[BadRecord]) -> None:
