@@ -5,7 +5,13 @@ startup modes, poison messages, group commits after the epoch."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -230,3 +236,57 @@ def test_kafka_json_is_not_a_dict_per_row() -> None:
     finally:
         decode.decode_rows = orig  # type: ignore[assignment]
     assert d.table.num_rows == 1000 and not calls
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from piestream.server.database import Database, DatabaseConfig
+    db = Database(sys.argv[1], config=DatabaseConfig(runner="local", barrier_interval=0.05,
+                                                     background_compaction=False))
+    for stmt in sys.argv[2:]:
+        db.execute(stmt)
+    while True:
+        print(db.execute("SELECT count(*) FROM k")[0].rows[0][0], flush=True)
+        time.sleep(0.02)
+    """
+)
+
+
+def test_sigkill_during_ingest_keeps_each_offset_once(kafka: Broker, tmp_path: Path) -> None:
+    n = 6000
+    kafka.create_topic("crash", 2)
+    kafka.produce("crash", [{"id": i} for i in range(n)], partition=[i % 2 for i in range(n)])
+    stmts = [
+        "CREATE TABLE k (id BIGINT) INCLUDE partition AS p INCLUDE offset AS o "
+        f"{_with(kafka, 'crash', ', max.rows.per.epoch = 250')} FORMAT PLAIN ENCODE JSON",
+        "CREATE MATERIALIZED VIEW kc AS SELECT p, count(*) AS c, sum(id) AS s FROM k GROUP BY p",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path / "db"), *stmts],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if int(line) > 1000:
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    db = _db(tmp_path / "db")
+    try:
+        assert _count(db, "k") < n  # killed mid-way
+        wait_until(lambda: _count(db, "k") >= n, what="all messages")
+        db.execute("FLUSH")
+        rows = db.execute("SELECT id, p, o FROM k")[0].rows
+        assert Counter((p, o) for _, p, o in rows).most_common(1)[0][1] == 1  # each offset once
+        assert sorted(i for i, _, _ in rows) == list(range(n))
+        assert sorted((p, int(o)) for i, p, o in rows) == sorted((str(i % 2), i // 2) for i in range(n))
+        want = sorted((str(p), n // 2, sum(range(p, n, 2))) for p in range(2))
+        assert sorted(db.execute("SELECT p, c, s FROM kc")[0].rows) == want
+    finally:
+        db.close()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import threading
 import time
 from collections import deque
@@ -53,6 +54,9 @@ MAX_FEEDS = 4
 IDLE_CLOSE_S = 300.0
 #: how long the partition list is reused before asking the broker again (new partitions)
 METADATA_TTL_S = 10.0
+
+
+_RDKAFKA_LOG = logging.getLogger("piestream.kafka.rdkafka")
 
 
 class KafkaError(PiestreamError):
@@ -217,6 +221,7 @@ class KafkaReader:
         )
         c.setdefault("isolation.level", "read_committed")
         c.update(extra)
+        c["logger"] = _RDKAFKA_LOG  # librdkafka's lines go to piestream's log, not stderr
         return c
 
     def _admin_consumer(self) -> Any:
