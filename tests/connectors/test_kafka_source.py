@@ -4,6 +4,8 @@ startup modes, poison messages, group commits after the epoch."""
 
 from __future__ import annotations
 
+import http.server
+import io
 import json
 import os
 import random
@@ -11,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -290,3 +293,78 @@ def test_sigkill_during_ingest_keeps_each_offset_once(kafka: Broker, tmp_path: P
         assert sorted(db.execute("SELECT p, c, s FROM kc")[0].rows) == want
     finally:
         db.close()
+
+
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "bid",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "name", "type": ["null", "string"]},
+        {"name": "price", "type": "double"},
+    ],
+}
+
+
+def _avro(rec: dict, schema_id: int | None = None) -> bytes:
+    import fastavro
+
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(AVRO_SCHEMA), rec)
+    body = buf.getvalue()
+    return body if schema_id is None else b"\x00" + schema_id.to_bytes(4, "big") + body
+
+
+class _Registry(http.server.BaseHTTPRequestHandler):
+    """The schema registry's GET /schemas/ids/{id}, the one call the decoder makes (Karapace,
+    the Python registry on PyPI, needs a Kafka cluster it cannot get from Tansu)."""
+
+    def do_GET(self) -> None:
+        if self.path == "/schemas/ids/42":
+            body = json.dumps({"schema": json.dumps(AVRO_SCHEMA)}).encode()
+            self.send_response(200)
+        else:
+            body = b'{"error_code": 40403, "message": "Schema not found"}'
+            self.send_response(404)
+        self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_avro_schema_file_and_registry(kafka: Broker, tmp_path: Path) -> None:
+    recs = [{"id": i, "name": None if i % 3 == 0 else f"n{i}", "price": i / 4} for i in range(50)]
+    kafka.create_topic("avro_file", 1)
+    kafka.create_topic("avro_reg", 1)
+    kafka.produce("avro_file", [_avro(r) for r in recs])
+    kafka.produce("avro_reg", [*(_avro(r, 42) for r in recs), b"\x00\x00\x00\x00\x07junk"])
+    schema = tmp_path / "bid.avsc"
+    schema.write_text(json.dumps(AVRO_SCHEMA))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Registry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    db = _db(tmp_path / "db")
+    try:
+        db.execute(
+            f"CREATE TABLE af (id BIGINT, name VARCHAR, price DOUBLE) {_with(kafka, 'avro_file')} "
+            f"FORMAT PLAIN ENCODE AVRO (schema.location = 'file://{schema}')"
+        )
+        db.execute(
+            f"CREATE TABLE ar (id BIGINT, name VARCHAR, price DOUBLE) {_with(kafka, 'avro_reg')} "
+            f"FORMAT PLAIN ENCODE AVRO (schema.registry = 'http://127.0.0.1:{server.server_port}')"
+        )
+        want = sorted((r["id"], r["name"], r["price"]) for r in recs)
+        wait_until(lambda: _count(db, "af") == 50 and _count(db, "ar") == 50, what="avro rows")
+        assert sorted(db.execute("SELECT id, name, price FROM af")[0].rows) == want
+        assert sorted(db.execute("SELECT id, name, price FROM ar")[0].rows) == want
+        db.execute("FLUSH")
+        errs = " ".join(
+            str(r[0]) for r in db.execute("SELECT error_message FROM rw_catalog.rw_streaming_errors")[0].rows
+        )
+        assert "schema id 7 not found" in errs and "offset 50" in errs  # the unknown schema id is skipped
+        with pytest.raises(PiestreamError, match="ENCODE AVRO needs one of"):
+            db.execute(f"CREATE TABLE ax (id BIGINT) {_with(kafka, 'avro_file')} FORMAT PLAIN ENCODE AVRO")
+    finally:
+        db.close()
+        server.shutdown()
