@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from piestream.common.errors import DuplicateObject, FeatureNotSupported, PiestreamError
+from piestream.connectors.kafka.sink import SINK_FORMATS, validate_kafka_sink_options
 from piestream.connectors.lakehouse import LAKE_CONNECTORS, create_lake_table, lake_schema, new_staging_path
 from piestream.connectors.options import InvalidOption, lower_keys, parse_bool
 from piestream.connectors.sinks import STAGING, sink_output_path, validate_sink_options
@@ -244,6 +245,16 @@ def _remove_new_dirs(path: str, made_already: bool = False) -> Callable[[], None
 def _create_sink(
     s: Session, stmt: ast.CreateSink, opts: dict[str, str], connector: str, undo: list[Callable[[], None]]
 ) -> QueryResult:
+    if connector == "kafka":
+        fe = stmt.format_encode
+        opts.setdefault("format", "plain" if fe is None else fe.format.lower())
+        opts.setdefault("encode", "json" if fe is None else fe.encode.lower())
+        opts = validate_kafka_sink_options(opts, stmt.name)
+        opts.setdefault("type", SINK_FORMATS[opts["format"]])
+        if opts["format"] == "upsert" and not opts.get("primary_key"):
+            raise InvalidOption("a kafka sink of FORMAT UPSERT needs a primary_key = '...' option")
+    elif stmt.format_encode is not None:
+        raise FeatureNotSupported(f'FORMAT ... ENCODE is not supported by the "{connector}" sink')
     if connector in LAKE_CONNECTORS and "staging.path" not in opts:
         staging_root = str(s.db.data_dir / "sink_staging")
         opts["staging.path"] = new_staging_path(staging_root, stmt.name)
