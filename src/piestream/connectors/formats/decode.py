@@ -190,9 +190,11 @@ def read_json_blob(
     """pyarrow's JSON reader over the newline-joined payloads with an explicit schema (fields it
     does not name are kept as inferred, for case-insensitive matching); None when the batch is
     not one JSON object per payload of those types (the caller takes the row path)."""
-    if not payloads or any(b"\n" in p or not p.strip() for p in payloads):
+    if not payloads:
         return None
     blob = b"\n".join(payloads) + b"\n"
+    if blob.count(b"\n") != len(payloads):
+        return None  # a payload spanning lines (blank payloads show as a short table below)
     try:
         t = pjson.read_json(
             io.BytesIO(blob),
@@ -235,7 +237,7 @@ class JsonDecoder:
 
     def decode(self, payloads: Sequence[bytes | None]) -> Decoded:
         n = len(payloads)
-        if n and all(p is not None for p in payloads):
+        if n and None not in payloads:
             fast = self._fast(payloads)  # type: ignore[arg-type]
             if fast is not None:
                 return Decoded(fast, np.arange(n, dtype=np.int64))
@@ -285,7 +287,7 @@ class CsvDecoder:
 
     def decode(self, payloads: Sequence[bytes | None]) -> Decoded:
         n = len(payloads)
-        if n and all(p is not None for p in payloads):
+        if n and None not in payloads:
             fast = self._fast(payloads)  # type: ignore[arg-type]
             if fast is not None:
                 return Decoded(fast, np.arange(n, dtype=np.int64))

@@ -59,6 +59,8 @@ def _subset(decoder: Decoder, payloads: Sequence[bytes | None], idx: np.ndarray)
 
 
 def _present(values: Sequence[bytes | None]) -> np.ndarray:
+    if None not in values:  # the usual case, at C speed
+        return np.ones(len(values), np.bool_)
     return np.fromiter((v is not None for v in values), np.bool_, len(values))
 
 

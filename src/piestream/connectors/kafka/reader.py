@@ -94,7 +94,8 @@ class _Feed:
         self.partition = partition
         self.consumer = Consumer(config)
         self.lock = threading.Lock()
-        self.buffer: deque[Any] = deque()
+        self.buffer: deque[list[Any]] = deque()  # fetched batches of messages, in offset order
+        self.buffered = 0  # messages in `buffer`
         self.at: int | None = None  # the offset the buffer (then the consumer) continues at
         self.used = time.monotonic()
 
@@ -104,12 +105,12 @@ class _Feed:
 
         if self.at == offset:
             return
-        if self.buffer and self.at is not None and self.at < offset <= self.buffer[-1].offset():
-            while self.buffer[0].offset() < offset:
-                self.buffer.popleft()
+        if self.buffer and self.at is not None and self.at < offset <= self.buffer[-1][-1].offset():
+            self._pop_below(offset, self.buffered)
             self.at = offset
             return
         self.buffer.clear()
+        self.buffered = 0
         self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
         self.at = offset
 
@@ -120,8 +121,38 @@ class _Feed:
             err = m.error()
             if err is not None:
                 raise KafkaError(f'topic "{self.topic}" partition {self.partition}: {err.str()}')
-        self.buffer.extend(msgs)
+        if msgs:
+            self.buffer.append(msgs)
+            self.buffered += len(msgs)
         return len(msgs)
+
+    def _pop_below(self, end: int, limit: int) -> list[Any]:
+        """Remove and return up to `limit` buffered messages with offsets below `end`, whole
+        batches sliced (a binary search by offset in the batch that `end` cuts)."""
+        out: list[Any] = []
+        while self.buffer and len(out) < limit:
+            batch = self.buffer[0]
+            if batch[0].offset() >= end:
+                break
+            if batch[-1].offset() < end:
+                cut = len(batch)
+            else:
+                lo, hi = 0, len(batch) - 1  # the first message at or past `end`
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if batch[mid].offset() < end:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                cut = lo
+            cut = min(cut, limit - len(out))
+            out += batch[:cut]
+            if cut == len(batch):
+                self.buffer.popleft()
+            else:
+                self.buffer[0] = batch[cut:]
+            self.buffered -= cut
+        return out
 
     def take(self, end: int, budget: int) -> list[Any]:
         """The first `budget` messages at or after the current offset and below `end` (all of
@@ -129,9 +160,8 @@ class _Feed:
         out: list[Any] = []
         deadline = time.monotonic() + FETCH_TIMEOUT_S
         while len(out) < budget:
-            while self.buffer and len(out) < budget and self.buffer[0].offset() < end:
-                out.append(self.buffer.popleft())
-            if len(out) >= budget or (self.buffer and self.buffer[0].offset() >= end):
+            out += self._pop_below(end, budget - len(out))
+            if len(out) >= budget or (self.buffer and self.buffer[0][0].offset() >= end):
                 break
             if out and out[-1].offset() >= end - 1:
                 break
@@ -145,9 +175,9 @@ class _Feed:
 
     def seen_end(self) -> int | None:
         """One past the highest offset fetched so far (after taking what is queued locally)."""
-        while len(self.buffer) < MAX_BUFFERED and self._fetch(0) > 0:
+        while self.buffered < MAX_BUFFERED and self._fetch(0) > 0:
             pass
-        return self.buffer[-1].offset() + 1 if self.buffer else None
+        return self.buffer[-1][-1].offset() + 1 if self.buffer else None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing an idle consumer must not fail a read
@@ -312,7 +342,11 @@ class KafkaReader:
         """The messages' payloads and metadata. Per message: confluent-kafka hands Message
         objects, each field behind a method call; only the fields the spec uses are read."""
         values = [m.value() for m in msgs]
-        offsets = [m.offset() for m in msgs]
+        first, last = msgs[0].offset(), msgs[-1].offset()
+        if last - first == len(msgs) - 1:  # no gaps (the usual case): the offsets are a range
+            offsets = list(range(first, last + 1))
+        else:
+            offsets = [m.offset() for m in msgs]
         keys = [m.key() for m in msgs] if self.need_keys else [None] * len(msgs)
         meta: dict[str, pa.Array] = {}
         headers: dict[str, pa.Array] = {}
