@@ -206,6 +206,11 @@ def test_csv_bytes_and_group_commits_after_the_epoch(kafka: Broker, tmp_path: Pa
             [(1, "a"), (2, "b"), (None, "c")], key=repr
         )
         assert sorted(db.execute("SELECT b FROM r")[0].rows) == [(b"\x00\x01",), (b"\xff",)]
+        splits = db.execute(
+            "SELECT source_name, split_id, committed_offset, end_offset, lag "
+            "FROM rw_catalog.rw_source_splits WHERE connector = 'kafka' ORDER BY source_name"
+        )[0].rows
+        assert splits == [("c", "0", 3, 3, 0), ("r", "0", 2, 2, 0)]
         from confluent_kafka import Consumer, TopicPartition
 
         c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "mon"})

@@ -24,6 +24,29 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def source_nodes(db: Database) -> list[tuple[int, SourceNode]]:
+    """(job id, node) of every source node of the running jobs."""
+    out = []
+    for f in db.catalog.all_fragments():
+        out += [(f.job_id, n) for n in f.root.walk() if isinstance(n, SourceNode)]
+    return out
+
+
+def committed_offsets(db: Database, nodes: list[SourceNode]) -> list[list[tuple[str, str | None]]]:
+    """Per node, (split, reader offset) of its committed state, from one storage snapshot."""
+    storage, committed, vpin, spin = db.snapshot_storage()
+    try:
+        return [
+            [
+                (s, json.loads(v).get("o"))
+                for s, v in StorageTable(n.state_table, storage, committed).iter_rows()
+            ]
+            for n in nodes
+        ]
+    finally:
+        db.release_snapshot(vpin, spin)
+
+
 class SourceAcker:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -33,24 +56,19 @@ class SourceAcker:
 
     def _sources(self) -> list[tuple[tuple[int, int], SourceNode, Any]]:
         out = []
-        jobs = sorted({r.job_id for r in self.db.catalog.snapshot().relations() if r.job_id is not None})
         live = set()
-        for job in jobs:
-            for f in self.db.catalog.job_fragments(job):
-                for n in f.root.walk():
-                    if not isinstance(n, SourceNode):
-                        continue
-                    key = (job, n.state_table.table_id)
-                    live.add(key)
-                    if key not in self._acks:
-                        try:
-                            reader, _ = source_connector(n.spec.connector)(n.spec)
-                        except Exception:  # the job itself reports a source it cannot build
-                            log.debug("no reader for the acks of %s", n.source_name, exc_info=True)
-                            reader = None
-                        self._acks[key] = getattr(reader, ACK, None)
-                    if self._acks[key] is not None:
-                        out.append((key, n, self._acks[key]))
+        for job, n in source_nodes(self.db):
+            key = (job, n.state_table.table_id)
+            live.add(key)
+            if key not in self._acks:
+                try:
+                    reader, _ = source_connector(n.spec.connector)(n.spec)
+                except Exception:  # the job itself reports a source it cannot build
+                    log.debug("no reader for the acks of %s", n.source_name, exc_info=True)
+                    reader = None
+                self._acks[key] = getattr(reader, ACK, None)
+            if self._acks[key] is not None:
+                out.append((key, n, self._acks[key]))
         for gone in set(self._acks) - live:  # dropped jobs
             self._acks.pop(gone, None)
             self._acked.pop(gone, None)

@@ -377,15 +377,18 @@ class KafkaReader:
             offsets=[TopicPartition(self.topic, int(split), nxt)], asynchronous=True
         )
 
-    def end_offsets(self) -> dict[int, int]:
-        """Per partition the broker's high watermark (for lag; one test broker reports it low)."""
+    def split_position(self, split: str, offset: str, remote: bool = True) -> tuple[int, int]:
+        """(next offset, end offset) of a committed offset, for rw_source_splits: the end is the
+        broker's high watermark or the end piestream saw, whichever is higher (one test broker
+        reports the watermark low); `remote` = False: without asking the broker."""
         from confluent_kafka import TopicPartition
 
-        c = self._admin_consumer()
-        return {
-            p: int(c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)[1])
-            for p in self.partitions()
-        }
+        pos = KafkaOffset.from_json(offset)
+        high = 0
+        if remote:
+            tp = TopicPartition(self.topic, int(split))
+            high = int(self._admin_consumer().get_watermark_offsets(tp, timeout=5, cached=False)[1])
+        return pos.next, max(high, pos.end)
 
 
 def _header(headers: list[tuple[str, bytes]] | None, name: str) -> bytes | None:
