@@ -373,3 +373,33 @@ def test_avro_schema_file_and_registry(kafka: Broker, tmp_path: Path) -> None:
     finally:
         db.close()
         server.shutdown()
+
+
+def test_alter_source_rate_limit_pauses_and_resumes(kafka: Broker, tmp_path: Path) -> None:
+    kafka.create_topic("rate", 1)
+    kafka.produce("rate", [{"v": i} for i in range(10)])
+    db = _db(tmp_path / "db")
+    try:
+        db.execute(f"CREATE TABLE rt (v INT) {_with(kafka, 'rate')} FORMAT PLAIN ENCODE JSON")
+        wait_until(lambda: _count(db, "rt") == 10, what="10 rows")
+        db.execute("ALTER TABLE rt SET source_rate_limit = 0")  # paused
+        kafka.produce("rate", [{"v": i} for i in range(10, 20)])
+        for _ in range(20):  # epochs go by: a paused source reads nothing
+            db.execute("FLUSH")
+        assert _count(db, "rt") == 10
+        db.close()
+        db = _db(tmp_path / "db")  # the setting survives a restart
+        for _ in range(10):
+            db.execute("FLUSH")
+        assert _count(db, "rt") == 10
+        db.execute("ALTER TABLE rt SET source_rate_limit = 1000")
+        wait_until(lambda: _count(db, "rt") == 20, what="resumed")
+        db.execute("ALTER TABLE rt SET source_rate_limit = DEFAULT")
+        with pytest.raises(PiestreamError, match='source "rt" does not exist'):
+            db.execute("ALTER SOURCE rt SET source_rate_limit = 5")
+        with pytest.raises(PiestreamError, match=">= 0"):
+            db.execute("ALTER TABLE rt SET source_rate_limit = -1")
+        with pytest.raises(PiestreamError, match="is not supported"):
+            db.execute("ALTER TABLE rt SET parallelism = 2")
+    finally:
+        db.close()

@@ -680,7 +680,8 @@ def test_transaction_statements() -> None:
     [
         ("GRANT SELECT ON t TO u", "GRANT"),
         ("REVOKE SELECT ON t FROM u", "REVOKE"),
-        ("ALTER TABLE t ADD COLUMN c INT", "ALTER TABLE"),
+        ("ALTER TABLE t ADD COLUMN c INT", "this form of ALTER TABLE"),
+        ("ALTER SOURCE s SET parallelism = 2", "ALTER SOURCE ... SET parallelism"),
         ("ALTER SYSTEM RESET x", "ALTER SYSTEM RESET"),
         ("ALTER MATERIALIZED VIEW m RENAME TO n", "this form of ALTER MATERIALIZED VIEW"),
         ("TRUNCATE t", "TRUNCATE"),

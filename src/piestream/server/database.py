@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import fcntl
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,6 +209,27 @@ class Database:
         if raw is not None:
             on = (raw.decode() if isinstance(raw, bytes) else str(raw)) == "true"
             self.barriers.config = dataclasses.replace(self.barriers.config, strict_mode=on)
+        raw = self.meta.get(_NS_SYSTEM, "source_rate_limits")
+        if raw is not None:
+            limits = json.loads(raw.decode() if isinstance(raw, bytes) else str(raw))
+            self.barriers.config = dataclasses.replace(
+                self.barriers.config,
+                source_rate_limits=tuple(sorted((str(k), float(v)) for k, v in limits.items())),
+            )
+
+    def set_source_rate_limit(self, name: str, rate: float | None) -> None:
+        """``ALTER SOURCE name SET source_rate_limit``: rows per second (0 pauses; None: as
+        created), from the next epoch on, and after restarts."""
+        with self.barriers.paused():
+            limits = dict(self.barriers.config.source_rate_limits)
+            if rate is None:
+                limits.pop(name, None)
+            else:
+                limits[name] = rate
+            self.meta.put(_NS_SYSTEM, "source_rate_limits", json.dumps(limits, sort_keys=True))
+            self.barriers.config = dataclasses.replace(
+                self.barriers.config, source_rate_limits=tuple(sorted(limits.items()))
+            )
 
     def set_strict_mode(self, on: bool) -> None:
         """``ALTER SYSTEM SET streaming_strict_mode``: from the next epoch on, and after restarts."""

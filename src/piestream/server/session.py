@@ -297,6 +297,7 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.Describe: utility.show,
     ast.Flush: Session._flush,
     ast.AlterSystem: utility.alter_system,
+    ast.AlterSourceRateLimit: utility.alter_source_rate_limit,
     ast.RebuildJob: ddl_handlers.rebuild,
     ast.Begin: Session._begin,
     ast.SetTransaction: Session._set_transaction,

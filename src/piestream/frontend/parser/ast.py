@@ -385,6 +385,15 @@ class SetVariable(Statement):
 
 
 @dataclass(frozen=True)
+class AlterSourceRateLimit(Statement):
+    """ALTER SOURCE | TABLE name SET source_rate_limit {TO | =} n | DEFAULT (RisingWave's)."""
+
+    kind: str  # "source" | "table"
+    name: str
+    value: str | None  # None = DEFAULT
+
+
+@dataclass(frozen=True)
 class AlterSystem(Statement):
     """ALTER SYSTEM SET name {TO | =} value: a database-wide setting, kept across restarts;
     `value` None means DEFAULT."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -75,6 +76,8 @@ def split_budget(limits: SourceLimits, n_splits: int, epoch: EpochPair, credit: 
     cap = max(1, math.ceil(limits.max_rows_per_epoch / max(n_splits, 1)))
     if limits.rate_limit is None:
         return cap, 0.0
+    if limits.rate_limit <= 0:  # paused (ALTER SOURCE ... SET source_rate_limit = 0)
+        return 0, 0.0
     span_ms = max(0, physical_ms(epoch.curr) - physical_ms(epoch.prev)) if epoch.prev else 0
     allowance = credit + limits.rate_limit / max(n_splits, 1) * span_ms / 1000.0
     return min(cap, int(allowance)), allowance
@@ -123,13 +126,14 @@ class SourceExecutor(Executor):
         self._discover_splits()
         committed = self._committed(barrier.epoch)
         n_splits = len(self.all_splits)
+        limits = self._limits()
         changes: list[tuple[Op, Row]] = []
         for s in self.splits:
             raw = committed[s]
             d = json.loads(raw) if raw is not None else {}
             offset: str | None = d.get("o")
             credit = float(d.get("c", 0.0))
-            budget, allowance = split_budget(self.node.limits, n_splits, barrier.epoch, credit)
+            budget, allowance = split_budget(limits, n_splits, barrier.epoch, credit)
             consumed = 0
             new_offset = offset
             if budget > 0:
@@ -140,7 +144,7 @@ class SourceExecutor(Executor):
                 out += self._chunks(result.batches, result.ops)
                 consumed = result.consumed
                 new_offset = result.offset
-            new_credit = min(allowance - consumed, 1.0) if self.node.limits.rate_limit else 0.0
+            new_credit = min(allowance - consumed, 1.0) if limits.rate_limit else 0.0
             value = json.dumps({"o": new_offset, "c": round(new_credit, 9)})
             if value != raw:
                 if raw is None:
@@ -153,6 +157,15 @@ class SourceExecutor(Executor):
         self.commit_state(barrier)
         self.ctx.cache["source_state"] = (barrier.epoch.curr, committed)
         return out
+
+    def _limits(self) -> SourceLimits:
+        """The node's limits, with the rate ALTER SOURCE set (0: paused: nothing read)."""
+        for name, rate in self.ctx.config.source_rate_limits:
+            if name == self.node.source_name:
+                if rate <= 0:
+                    return replace(self.node.limits, rate_limit=0.0)
+                return replace(self.node.limits, rate_limit=rate)
+        return self.node.limits
 
     def _handle_bad_records(self, bad: list[BadRecord]) -> None:
         if not bad:
