@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,6 +84,13 @@ class Broker:
                 p.flush()
         assert p.flush(30) == 0
 
+    def with_clause(self, topic: str, extra: str = "") -> str:
+        """A source's or sink's WITH (...) for `topic` on this broker, plus `extra` options."""
+        return (
+            f"WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = "
+            f"'{self.bootstrap}'{extra})"
+        )
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -95,6 +103,15 @@ def _bytes(v: bytes | str | dict | None) -> bytes | None:
     if isinstance(v, dict):
         return json.dumps(v).encode()
     return v.encode()
+
+
+def local_db(path: Path) -> Any:
+    """A database on the local runner with short barriers, as the Kafka tests use."""
+    from piestream.server.database import Database, DatabaseConfig
+
+    return Database(
+        path, config=DatabaseConfig(runner="local", barrier_interval=0.05, background_compaction=False)
+    )
 
 
 @pytest.fixture(scope="module")

@@ -19,25 +19,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from kafka_broker import Broker, kafka
+from kafka_broker import Broker, kafka, local_db
 from nexmark_sql import wait_until
 
 from piestream.common.errors import PiestreamError
-from piestream.server.database import Database, DatabaseConfig
+from piestream.server.database import Database
 
 __all__ = ["kafka"]
-
-
-def _db(path: Path) -> Database:
-    return Database(
-        path, config=DatabaseConfig(runner="local", barrier_interval=0.05, background_compaction=False)
-    )
-
-
-def _with(b: Broker, topic: str, extra: str = "") -> str:
-    return (
-        f"WITH (connector = 'kafka', topic = '{topic}', properties.bootstrap.server = '{b.bootstrap}'{extra})"
-    )
 
 
 def _count(db: Database, rel: str) -> int:
@@ -71,11 +59,11 @@ def test_table_and_mv_equal_duckdb_over_the_messages(kafka: Broker, tmp_path: Pa
     kafka.create_topic("bids", 3)
     bids = _bids(3000)
     kafka.produce("bids", bids[:2000], partition=[i % 3 for i in range(2000)])
-    db = _db(tmp_path / "db")
+    db = local_db(tmp_path / "db")
     try:
         db.execute(
             "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, "
-            f"date_time TIMESTAMP) {_with(kafka, 'bids')} FORMAT PLAIN ENCODE JSON"
+            f"date_time TIMESTAMP) {kafka.with_clause('bids')} FORMAT PLAIN ENCODE JSON"
         )
         db.execute(f"CREATE MATERIALIZED VIEW agg AS {AGG.format(rel='bid')}")
         wait_until(lambda: _count(db, "bid") == 2000, what="2000 rows")
@@ -97,7 +85,7 @@ def test_table_and_mv_equal_duckdb_over_the_messages(kafka: Broker, tmp_path: Pa
         assert sorted(rows, key=repr) == sorted(duck.execute("SELECT * FROM bid").fetchall(), key=repr)
         # a SOURCE read by an MV gets its own offsets: it reads the topic from the start too
         db.execute(
-            f"CREATE SOURCE bsrc (auction BIGINT, price BIGINT) {_with(kafka, 'bids')} "
+            f"CREATE SOURCE bsrc (auction BIGINT, price BIGINT) {kafka.with_clause('bids')} "
             "FORMAT PLAIN ENCODE JSON"
         )
         db.execute("CREATE MATERIALIZED VIEW total AS SELECT count(*) AS c, sum(price) AS s FROM bsrc")
@@ -116,14 +104,14 @@ def test_include_columns_startup_modes_and_poison_messages(kafka: Broker, tmp_pa
         headers=[[("h", b"x1")], None],
         one_per_batch=True,
     )
-    db = _db(tmp_path / "db")
+    db = local_db(tmp_path / "db")
     try:
         db.execute(
             "CREATE TABLE t (v INT) INCLUDE key AS k INCLUDE partition AS p INCLUDE offset AS o "
             "INCLUDE timestamp AS ts INCLUDE header 'h' AS h "
-            f"{_with(kafka, 'inc')} FORMAT PLAIN ENCODE JSON"
+            f"{kafka.with_clause('inc')} FORMAT PLAIN ENCODE JSON"
         )
-        db.execute(f"CREATE TABLE late (v INT) {_with(kafka, 'inc', LATEST)} FORMAT PLAIN ENCODE JSON")
+        db.execute(f"CREATE TABLE late (v INT) {kafka.with_clause('inc', LATEST)} FORMAT PLAIN ENCODE JSON")
         wait_until(lambda: _count(db, "t") == 2, what="2 rows")
         rows = db.execute("SELECT v, k, p, o, h, ts IS NOT NULL FROM t ORDER BY v")[0].rows
         assert rows == [(1, b"k1", "0", "0", b"x1", True), (2, b"k2", "0", "1", None, True)]
@@ -141,13 +129,17 @@ def test_include_columns_startup_modes_and_poison_messages(kafka: Broker, tmp_pa
         text = " ".join(str(r[0]) for r in errs)
         assert 'partition "0", offset 2' in text and 'partition "0", offset 3' in text
         with pytest.raises(PiestreamError, match="FORMAT UPSERT needs a primary key"):
-            db.execute(f"CREATE TABLE u (v INT) {_with(kafka, 'inc')} FORMAT UPSERT ENCODE JSON")
+            db.execute(f"CREATE TABLE u (v INT) {kafka.with_clause('inc')} FORMAT UPSERT ENCODE JSON")
         with pytest.raises(PiestreamError, match="is not supported on a SOURCE"):
-            db.execute(f"CREATE SOURCE u (v INT) {_with(kafka, 'inc')} FORMAT DEBEZIUM ENCODE JSON")
+            db.execute(f"CREATE SOURCE u (v INT) {kafka.with_clause('inc')} FORMAT DEBEZIUM ENCODE JSON")
         with pytest.raises(PiestreamError, match="FORMAT DEBEZIUM ENCODE CSV is not supported"):
-            db.execute(f"CREATE TABLE u (v INT PRIMARY KEY) {_with(kafka, 'inc')} FORMAT DEBEZIUM ENCODE CSV")
+            db.execute(
+                f"CREATE TABLE u (v INT PRIMARY KEY) {kafka.with_clause('inc')} FORMAT DEBEZIUM ENCODE CSV"
+            )
         with pytest.raises(PiestreamError, match=r"scan\.startup\.mode"):
-            db.execute(f"CREATE TABLE u (v INT) {_with(kafka, 'inc', BAD_MODE)} FORMAT PLAIN ENCODE JSON")
+            db.execute(
+                f"CREATE TABLE u (v INT) {kafka.with_clause('inc', BAD_MODE)} FORMAT PLAIN ENCODE JSON"
+            )
     finally:
         db.close()
 
@@ -155,14 +147,14 @@ def test_include_columns_startup_modes_and_poison_messages(kafka: Broker, tmp_pa
 def test_upsert_and_debezium_tables(kafka: Broker, tmp_path: Path) -> None:
     kafka.create_topic("ups", 2)
     kafka.create_topic("dbz", 1)
-    db = _db(tmp_path / "db")
+    db = local_db(tmp_path / "db")
     try:
         db.execute(
-            f"CREATE TABLE u (id INT PRIMARY KEY, name VARCHAR) {_with(kafka, 'ups')} "
+            f"CREATE TABLE u (id INT PRIMARY KEY, name VARCHAR) {kafka.with_clause('ups')} "
             "FORMAT UPSERT ENCODE JSON"
         )
         db.execute(
-            f"CREATE TABLE d (id INT PRIMARY KEY, name VARCHAR) {_with(kafka, 'dbz')} "
+            f"CREATE TABLE d (id INT PRIMARY KEY, name VARCHAR) {kafka.with_clause('dbz')} "
             "FORMAT DEBEZIUM ENCODE JSON"
         )
         db.execute("CREATE MATERIALIZED VIEW un AS SELECT count(*) AS c FROM u")
@@ -197,10 +189,12 @@ def test_csv_bytes_and_group_commits_after_the_epoch(kafka: Broker, tmp_path: Pa
     kafka.create_topic("raw", 1)
     kafka.produce("csv", ["1,a", "2,b", "x,c"])
     kafka.produce("raw", [b"\x00\x01", b"\xff"])
-    db = _db(tmp_path / "db")
+    db = local_db(tmp_path / "db")
     try:
-        db.execute(f"CREATE TABLE c (id INT, name VARCHAR) {_with(kafka, 'csv')} FORMAT PLAIN ENCODE CSV")
-        db.execute(f"CREATE TABLE r (b BYTEA) {_with(kafka, 'raw', GROUP)} FORMAT PLAIN ENCODE BYTES")
+        db.execute(
+            f"CREATE TABLE c (id INT, name VARCHAR) {kafka.with_clause('csv')} FORMAT PLAIN ENCODE CSV"
+        )
+        db.execute(f"CREATE TABLE r (b BYTEA) {kafka.with_clause('raw', GROUP)} FORMAT PLAIN ENCODE BYTES")
         wait_until(lambda: _count(db, "c") == 3 and _count(db, "r") == 2, what="csv and bytes rows")
         assert sorted(db.execute("SELECT id, name FROM c")[0].rows, key=repr) == sorted(
             [(1, "a"), (2, "b"), (None, "c")], key=repr
@@ -267,7 +261,7 @@ def test_sigkill_during_ingest_keeps_each_offset_once(kafka: Broker, tmp_path: P
     kafka.produce("crash", [{"id": i} for i in range(n)], partition=[i % 2 for i in range(n)])
     stmts = [
         "CREATE TABLE k (id BIGINT) INCLUDE partition AS p INCLUDE offset AS o "
-        f"{_with(kafka, 'crash', ', max.rows.per.epoch = 250')} FORMAT PLAIN ENCODE JSON",
+        f"{kafka.with_clause('crash', ', max.rows.per.epoch = 250')} FORMAT PLAIN ENCODE JSON",
         "CREATE MATERIALIZED VIEW kc AS SELECT p, count(*) AS c, sum(id) AS s FROM k GROUP BY p",
     ]
     proc = subprocess.Popen(
@@ -285,7 +279,7 @@ def test_sigkill_during_ingest_keeps_each_offset_once(kafka: Broker, tmp_path: P
     finally:
         proc.kill()
         proc.wait()
-    db = _db(tmp_path / "db")
+    db = local_db(tmp_path / "db")
     try:
         assert _count(db, "k") < n  # killed mid-way
         wait_until(lambda: _count(db, "k") >= n, what="all messages")
@@ -349,14 +343,14 @@ def test_avro_schema_file_and_registry(kafka: Broker, tmp_path: Path) -> None:
     schema.write_text(json.dumps(AVRO_SCHEMA))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Registry)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    db = _db(tmp_path / "db")
+    db = local_db(tmp_path / "db")
     try:
         db.execute(
-            f"CREATE TABLE af (id BIGINT, name VARCHAR, price DOUBLE) {_with(kafka, 'avro_file')} "
+            f"CREATE TABLE af (id BIGINT, name VARCHAR, price DOUBLE) {kafka.with_clause('avro_file')} "
             f"FORMAT PLAIN ENCODE AVRO (schema.location = 'file://{schema}')"
         )
         db.execute(
-            f"CREATE TABLE ar (id BIGINT, name VARCHAR, price DOUBLE) {_with(kafka, 'avro_reg')} "
+            f"CREATE TABLE ar (id BIGINT, name VARCHAR, price DOUBLE) {kafka.with_clause('avro_reg')} "
             f"FORMAT PLAIN ENCODE AVRO (schema.registry = 'http://127.0.0.1:{server.server_port}')"
         )
         want = sorted((r["id"], r["name"], r["price"]) for r in recs)
@@ -369,7 +363,9 @@ def test_avro_schema_file_and_registry(kafka: Broker, tmp_path: Path) -> None:
         )
         assert "schema id 7 not found" in errs and "offset 50" in errs  # the unknown schema id is skipped
         with pytest.raises(PiestreamError, match="ENCODE AVRO needs one of"):
-            db.execute(f"CREATE TABLE ax (id BIGINT) {_with(kafka, 'avro_file')} FORMAT PLAIN ENCODE AVRO")
+            db.execute(
+                f"CREATE TABLE ax (id BIGINT) {kafka.with_clause('avro_file')} FORMAT PLAIN ENCODE AVRO"
+            )
     finally:
         db.close()
         server.shutdown()
@@ -378,9 +374,9 @@ def test_avro_schema_file_and_registry(kafka: Broker, tmp_path: Path) -> None:
 def test_alter_source_rate_limit_pauses_and_resumes(kafka: Broker, tmp_path: Path) -> None:
     kafka.create_topic("rate", 1)
     kafka.produce("rate", [{"v": i} for i in range(10)])
-    db = _db(tmp_path / "db")
+    db = local_db(tmp_path / "db")
     try:
-        db.execute(f"CREATE TABLE rt (v INT) {_with(kafka, 'rate')} FORMAT PLAIN ENCODE JSON")
+        db.execute(f"CREATE TABLE rt (v INT) {kafka.with_clause('rate')} FORMAT PLAIN ENCODE JSON")
         wait_until(lambda: _count(db, "rt") == 10, what="10 rows")
         db.execute("ALTER TABLE rt SET source_rate_limit = 0")  # paused
         kafka.produce("rate", [{"v": i} for i in range(10, 20)])
@@ -388,7 +384,7 @@ def test_alter_source_rate_limit_pauses_and_resumes(kafka: Broker, tmp_path: Pat
             db.execute("FLUSH")
         assert _count(db, "rt") == 10
         db.close()
-        db = _db(tmp_path / "db")  # the setting survives a restart
+        db = local_db(tmp_path / "db")  # the setting survives a restart
         for _ in range(10):
             db.execute("FLUSH")
         assert _count(db, "rt") == 10
