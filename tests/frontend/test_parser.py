@@ -383,7 +383,7 @@ _ERRORS_BY_SQLSTATE: dict[str, type[PiestreamError]] = {
         ("CREATE TABLE t (a int REFERENCES u)", "0A000", "REFERENCES column constraint is not supported", 23),
         ("CREATE TEMP SOURCE s (a int)", "0A000", "CREATE TEMP SOURCE is not supported", 1),
         ("CREATE UNLOGGED TABLE t (a int)", "0A000", "CREATE UNLOGGED is not supported", 1),
-        ("CREATE TABLE t (a int) INCLUDE key AS k", "0A000", "INCLUDE clause is not supported", 24),
+        ("CREATE TABLE t (a int) INCLUDE foo AS k", "0A000", "INCLUDE FOO is not supported", 24),
     ],
 )
 def test_create_table_errors(sql: str, sqlstate: str, message: str, position: int) -> None:
@@ -698,7 +698,8 @@ def test_transaction_statements() -> None:
     [
         ("GRANT r TO u", "GRANT / REVOKE of role membership"),
         ("REVOKE GRANT OPTION FOR SELECT ON t FROM u", "REVOKE GRANT OPTION FOR"),
-        ("ALTER TABLE t ADD COLUMN c INT", "ALTER TABLE"),
+        ("ALTER TABLE t ADD COLUMN c INT", "this form of ALTER TABLE"),
+        ("ALTER SOURCE s SET parallelism = 2", "ALTER SOURCE ... SET parallelism"),
         ("ALTER SYSTEM RESET x", "ALTER SYSTEM RESET"),
         ("ALTER MATERIALIZED VIEW m RENAME TO n", "this form of ALTER MATERIALIZED VIEW"),
         ("TRUNCATE t", "TRUNCATE"),

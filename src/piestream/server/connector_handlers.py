@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from piestream.common.errors import DuplicateObject, FeatureNotSupported, PiestreamError
+from piestream.connectors.kafka.sink import SINK_FORMATS, validate_kafka_sink_options
 from piestream.connectors.lakehouse import LAKE_CONNECTORS, create_lake_table, lake_schema, new_staging_path
 from piestream.connectors.options import InvalidOption, lower_keys, parse_bool
 from piestream.connectors.sinks import STAGING, sink_output_path, validate_sink_options
@@ -85,10 +86,22 @@ def _dead_letter_relation(desc: TableDesc, owner_id: int, schema: str) -> Relati
 def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob, TableDesc | None]:
     """A table fed by a connector: Source -> [RowIdGen] -> Materialize (an exchange by the pk
     first if the table has one). Returns the plan and the dead-letter table to create, if any."""
-    spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
+    spec = statement_source_spec(
+        stmt.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes
+    )
     for k in stmt.primary_key:
         if k not in [c for c, _ in spec.columns]:
             raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
+    if not spec.append_only and not stmt.primary_key:
+        raise PiestreamError(
+            f"FORMAT {(spec.format or '').upper()} needs a primary key: declare PRIMARY KEY (...)",
+            sqlstate="42P16",
+        )
+    if not spec.append_only and stmt.append_only:
+        raise PiestreamError(
+            f"an APPEND ONLY table cannot take FORMAT {(spec.format or '').upper()} (it has deletes)",
+            sqlstate="42P16",
+        )
     _, limits = source_connector(spec.connector)(spec)  # validate the options now
     ids = s.db.ddl.ids()
     dead = None
@@ -103,7 +116,11 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
         )
         if stmt.primary_key and parallelism > 1:  # the table is stored by its pk
             node = ExchangeMarker(
-                schema=schema, stream_key=pk, append_only=True, input=node, dist=Dist("hash", tuple(pk))
+                schema=schema,
+                stream_key=pk,
+                append_only=node.append_only,
+                input=node,
+                dist=Dist("hash", tuple(pk)),
             )
         return node
 
@@ -153,7 +170,14 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
             return skipped
         if stmt.primary_key:
             raise FeatureNotSupported("PRIMARY KEY on a source is not supported (a source is append-only)")
-        spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
+        spec = statement_source_spec(
+            stmt.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes
+        )
+        if not spec.append_only:
+            raise FeatureNotSupported(
+                f"FORMAT {(spec.format or '').upper()} is not supported on a SOURCE (its messages are "
+                "changes): use CREATE TABLE ... (..., PRIMARY KEY (...)) FORMAT ..."
+            )
         _, limits = source_connector(spec.connector)(spec)  # validate the options now
         watermark = bind_watermark(stmt.watermarks, spec.columns, append_only=True, what="source")
         schema = creation_schema(s, stmt.name)
@@ -176,6 +200,8 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
                 encode_options=dict(spec.encode_options),
                 generated=tuple(sorted(spec.generated)),
                 dead_letter=dead,
+                format=spec.format,
+                include=spec.include,
             ),
             watermark=watermark,
         )
@@ -232,6 +258,16 @@ def _remove_new_dirs(path: str, made_already: bool = False) -> Callable[[], None
 def _create_sink(
     s: Session, stmt: ast.CreateSink, opts: dict[str, str], connector: str, undo: list[Callable[[], None]]
 ) -> QueryResult:
+    if connector == "kafka":
+        fe = stmt.format_encode
+        opts.setdefault("format", "plain" if fe is None else fe.format.lower())
+        opts.setdefault("encode", "json" if fe is None else fe.encode.lower())
+        opts = validate_kafka_sink_options(opts, stmt.name)
+        opts.setdefault("type", SINK_FORMATS[opts["format"]])
+        if opts["format"] == "upsert" and not opts.get("primary_key"):
+            raise InvalidOption("a kafka sink of FORMAT UPSERT needs a primary_key = '...' option")
+    elif stmt.format_encode is not None:
+        raise FeatureNotSupported(f'FORMAT ... ENCODE is not supported by the "{connector}" sink')
     if connector in LAKE_CONNECTORS and "staging.path" not in opts:
         staging_root = str(s.db.data_dir / "sink_staging")
         opts["staging.path"] = new_staging_path(staging_root, stmt.name)

@@ -329,6 +329,8 @@ def _notice(result: QueryResult, message: str) -> QueryResult:
 def _create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -> QueryResult:
     if stmt.with_options.get("connector"):
         return connector_handlers.create_connector_table(s, stmt, params)
+    if stmt.includes:
+        raise FeatureNotSupported("INCLUDE is not supported on a table without a connector")
     return ddl_handlers.create_table(s, stmt, params)
 
 
@@ -363,6 +365,7 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.Describe: utility.show,
     ast.Flush: Session._flush,
     ast.AlterSystem: utility.alter_system,
+    ast.AlterSourceRateLimit: utility.alter_source_rate_limit,
     ast.RebuildJob: ddl_handlers.rebuild,
     ast.Begin: Session._begin,
     ast.SetTransaction: Session._set_transaction,

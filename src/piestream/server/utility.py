@@ -116,6 +116,34 @@ def alter_system(s: Session, stmt: ast.AlterSystem, params: Sequence[Any] = ()) 
     return command("ALTER SYSTEM" if isinstance(stmt, ast.AlterSystem) else "SET")
 
 
+def alter_source_rate_limit(
+    s: Session, stmt: ast.AlterSourceRateLimit, params: Sequence[Any] = ()
+) -> QueryResult:
+    """ALTER SOURCE | TABLE name SET source_rate_limit = n | DEFAULT (RisingWave's): rows per
+    second for the whole source, 0 pauses it, DEFAULT goes back to its WITH options. Applies
+    from the next epoch to every job reading it, and after restarts."""
+    rel = s.db.catalog.get(stmt.name)
+    is_source = rel is not None and (
+        rel.kind is RelationKind.SOURCE
+        or (rel.kind is RelationKind.TABLE and rel.properties.get("connector"))
+    )
+    if rel is None or not is_source or (stmt.kind == "source") != (rel.kind is RelationKind.SOURCE):
+        what = "source" if stmt.kind == "source" else "table with a connector"
+        raise UndefinedTable(f'{what} "{stmt.name}" does not exist')
+    rate = None
+    if stmt.value is not None:
+        try:
+            rate = float(stmt.value)
+        except ValueError:
+            rate = -1.0
+        if rate < 0:
+            raise PiestreamError(
+                f'source_rate_limit must be a number >= 0, got "{stmt.value}"', sqlstate="22023"
+            )
+    s.db.set_source_rate_limit(rel.name, rate)
+    return command("ALTER_SOURCE" if stmt.kind == "source" else "ALTER_TABLE")
+
+
 _SHOW_KINDS = {
     "tables": RelationKind.TABLE,
     "materialized views": RelationKind.MATERIALIZED_VIEW,

@@ -95,6 +95,16 @@ class Assignment(NamedTuple):
 
 
 @dataclass(frozen=True)
+class Include:
+    """``INCLUDE key | partition | offset | timestamp | header 'name' [AS column]`` of a message
+    source (RisingWave's): a column filled from each message's metadata."""
+
+    kind: str  # key | partition | offset | timestamp | header
+    column: str | None = None  # AS column; None = the connector's default name
+    header: str | None = None  # the header's name (kind header)
+
+
+@dataclass(frozen=True)
 class FormatEncode:
     """``FORMAT PLAIN ENCODE JSON (options)`` of sources, tables with connectors and sinks."""
 
@@ -181,6 +191,7 @@ class CreateTable(Statement):
     format_encode: FormatEncode | None = None
     row_format: str | None = None
     temporary: bool = False  # CREATE TEMP TABLE: in the session's pg_temp schema, gone with it
+    includes: list[Include] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -195,6 +206,7 @@ class CreateSource(Statement):
     primary_key: list[str] = field(default_factory=list)
     format_encode: FormatEncode | None = None
     row_format: str | None = None
+    includes: list[Include] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -390,6 +402,15 @@ class SetVariable(Statement):
     name: str
     value: str | None
     local: bool = False
+
+
+@dataclass(frozen=True)
+class AlterSourceRateLimit(Statement):
+    """ALTER SOURCE | TABLE name SET source_rate_limit {TO | =} n | DEFAULT (RisingWave's)."""
+
+    kind: str  # "source" | "table"
+    name: str
+    value: str | None  # None = DEFAULT
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,20 @@ class UtilityParser(RoleParser):
             if self._match_text_seq("REBUILD"):
                 return ast.RebuildJob("materialized view", name)
             raise self._unsupported("this form of ALTER MATERIALIZED VIEW", alter)
+        for words, kind in ((("SOURCE",), "source"), ((TokenType.TABLE,), "table")):
+            matched = self._match_text_seq(*words) if kind == "source" else self._match(TokenType.TABLE)
+            if not matched:
+                continue
+            name = self._parse_object_name()
+            if not self._match(TokenType.SET):
+                raise self._unsupported(f"this form of ALTER {kind.upper()}", alter)
+            setting = self._parse_variable_name()
+            if setting.lower() != "source_rate_limit":
+                raise self._unsupported(f"ALTER {kind.upper()} ... SET {setting}", alter)
+            if not (self._match(TokenType.EQ) or self._match_text_seq("TO")):
+                self._fail("Expecting TO or =")
+            value = None if self._match(TokenType.DEFAULT) else self._parse_set_value()
+            return ast.AlterSourceRateLimit(kind, name, value)
         word = self._curr.text.upper() if self._curr else ""
         raise self._unsupported(f"ALTER {word}".strip(), alter)
 
