@@ -7,8 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from piestream.common.errors import DatatypeMismatch, PiestreamError, UndefinedColumn, UndefinedFunction
-from piestream.common.types import BOOLEAN, INT, VARCHAR, DataType, TypeKind, list_of, struct_of
+from piestream.common.errors import (
+    DatatypeMismatch,
+    FeatureNotSupported,
+    PiestreamError,
+    UndefinedColumn,
+    UndefinedFunction,
+)
+from piestream.common.types import BOOLEAN, INT, JSONB, VARCHAR, DataType, TypeKind, list_of, struct_of
 from piestream.expr.bind import (
     arg_type,
     bind_generic,
@@ -223,6 +229,8 @@ def _concat_op(name: str, args: list[Expr]) -> Expr:
     ta, tb = arg_type(a), arg_type(b)
     if (ta is not None and ta.kind is TypeKind.LIST) or (tb is not None and tb.kind is TypeKind.LIST):
         return _array_concat(a, b)
+    if JSONB in (ta, tb) and (ta in (JSONB, None)) and (tb in (JSONB, None)):
+        return _call("jsonb_concat", [coerce_to(a, JSONB), coerce_to(b, JSONB)], JSONB)
     text_like = (ta is None or ta == VARCHAR, tb is None or tb == VARCHAR)
     if not any(text_like):
         raise no_such(name, args)
@@ -391,3 +399,25 @@ def _array_to_string(name: str, args: list[Expr]) -> Expr:
     _arity(name, args, 2, 3)
     _list_type(args[0], name)
     return _call(name, [args[0], *[coerce_to(a, VARCHAR) for a in args[1:]]], VARCHAR)
+
+
+# -- jsonb ----------------------------------------------------------------------------------------
+
+
+@binder("jsonb_extract_path", "jsonb_extract_path_text")
+def _jsonb_extract_path(name: str, args: list[Expr]) -> Expr:
+    """jsonb_extract_path(j, VARIADIC text[]): `#>` / `#>>` with the path as an array."""
+    _arity(name, args, 1)
+    j = coerce_to(args[0], JSONB) if is_unknown(args[0]) else args[0]
+    if j.return_type != JSONB:
+        raise no_such(name, args)
+    path = _call("array", [coerce_to(a, VARCHAR) for a in args[1:]], list_of(VARCHAR))
+    return _call(name, [j, path], JSONB if name == "jsonb_extract_path" else VARCHAR)
+
+
+@binder("@>", "<@")
+def _containment(name: str, args: list[Expr]) -> Expr:
+    """jsonb containment; the array operators of the same spelling are not implemented."""
+    if any((t := arg_type(a)) is not None and t.kind is TypeKind.LIST for a in args):
+        raise FeatureNotSupported(f"array containment ({name}) is not supported")
+    return bind_generic(name, args)

@@ -1,0 +1,362 @@
+"""jsonb operators and functions, with PostgreSQL's semantics (jsonfuncs.c, jsonb_op.c).
+
+`->`, `->>`, `#>` and `#>>` with a constant key, index or path are the hot ones (a column of
+events read field by field): they run as numpy passes over the column's normalized text
+(`jsonb_scan`). The others, and those with a key that varies per row, decode each value with
+`jsonb_value` and work on Python values: containment, concatenation and deletion rebuild or walk
+whole documents, which no Arrow kernel expresses; `unique_apply` decodes each distinct value once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from piestream.common.errors import InvalidInput, PiestreamError
+from piestream.common.text import jsonb_text, jsonb_value
+from piestream.common.types import BOOLEAN, INT, JSONB, VARCHAR, DataType
+from piestream.expr.expr import FuncCall
+from piestream.expr.functions.jsonb_scan import Layout, Slices, union
+from piestream.expr.functions.registry import register
+from piestream.expr.functions.vec import NOT_CONSTANT, constant_arg, per_row
+
+INVALID_PARAMETER = "22023"
+NULL_NOT_ALLOWED = "22004"
+_MISSING = object()
+_INT_TEXT = re.compile(r"\s*[+-]?\d+\Z")
+
+
+def invalid(message: str, **kw: Any) -> PiestreamError:
+    return InvalidInput(message, sqlstate=INVALID_PARAMETER, **kw)
+
+
+# -- Python semantics (per value) ----------------------------------------------------------------
+
+
+def get_key(v: Any, key: str) -> Any:
+    return v.get(key, _MISSING) if isinstance(v, dict) else _MISSING
+
+
+def get_index(v: Any, i: int) -> Any:
+    if not isinstance(v, list):
+        return _MISSING
+    if i < 0:
+        i += len(v)
+    return v[i] if 0 <= i < len(v) else _MISSING
+
+
+def element(v: Any, i: int) -> Any:
+    """`-> integer`: PostgreSQL reads a scalar as the one-element array its jsonb stores."""
+    if not _container(v):
+        return v if i in (0, -1) else _MISSING
+    return get_index(v, i)
+
+
+def path_index(step: str) -> int | None:
+    """A path element used on an array: an integer as strtol reads it, else None."""
+    return int(step) if _INT_TEXT.match(step) else None
+
+
+def get_path(v: Any, path: Sequence[str | None]) -> Any:
+    for step in path:
+        if step is None:
+            return _MISSING
+        if isinstance(v, dict):
+            v = v.get(step, _MISSING)
+        elif isinstance(v, list):
+            i = path_index(step)
+            v = _MISSING if i is None else get_index(v, i)
+        else:
+            return _MISSING
+        if v is _MISSING:
+            return v
+    return v
+
+
+def as_text(v: Any) -> str | None:
+    """`->>`: a string's text, SQL NULL for JSON null, the jsonb text of anything else."""
+    if v is None or v is _MISSING:
+        return None
+    return v if isinstance(v, str) else jsonb_text(v)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _container(v: Any) -> bool:
+    return isinstance(v, dict | list)
+
+
+def _matches(x: Any, b: Any) -> bool:
+    """An element (or field value) `x` of the left side matches `b` of the right one."""
+    if not _container(b):
+        return not _container(x) and _same(x, b)
+    return _container(x) and isinstance(x, dict) == isinstance(b, dict) and contains(x, b, top=False)
+
+
+def contains(a: Any, b: Any, top: bool = True) -> bool:
+    """`a @> b`: JsonbDeepContains, a top-level scalar on the right standing for a one-element array."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and all(k in a and _matches(a[k], bv) for k, bv in b.items())
+    if isinstance(a, list):
+        if isinstance(b, dict) or (not top and not isinstance(b, list)):
+            return False
+        items = b if isinstance(b, list) else [b]
+        return all(any(_matches(x, bv) for x in a) for bv in items)
+    return not _container(b) and _same(a, b)
+
+
+def exists(v: Any, key: str) -> bool:
+    """`?`: a top-level key, or a string element of a top-level array (or the scalar string)."""
+    if isinstance(v, dict):
+        return key in v
+    if isinstance(v, list):
+        return any(isinstance(x, str) and x == key for x in v)
+    return isinstance(v, str) and v == key
+
+
+def concat(a: Any, b: Any) -> Any:
+    """`||`: objects merge (right wins); anything else concatenates as arrays."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {**a, **b}
+    return (a if isinstance(a, list) else [a]) + (b if isinstance(b, list) else [b])
+
+
+def delete_key(v: Any, key: str) -> Any:
+    if isinstance(v, dict):
+        return {k: x for k, x in v.items() if k != key}
+    if isinstance(v, list):
+        return [x for x in v if not (isinstance(x, str) and x == key)]
+    raise invalid("cannot delete from scalar")
+
+
+def delete_keys(v: Any, keys: Sequence[str | None]) -> Any:
+    if not _container(v):
+        raise invalid("cannot delete from scalar")
+    for k in keys:
+        if k is not None:
+            v = delete_key(v, k)
+    return v
+
+
+def delete_index(v: Any, i: int) -> Any:
+    if isinstance(v, dict):
+        raise invalid("cannot delete from object using integer index")
+    if not isinstance(v, list):
+        raise invalid("cannot delete from scalar")
+    j = i + len(v) if i < 0 else i
+    return v if not 0 <= j < len(v) else v[:j] + v[j + 1 :]
+
+
+def _step_index(step: str, pos: int) -> int:
+    i = path_index(step)
+    if i is None:
+        raise InvalidInput(f'path element at position {pos} is not an integer: "{step}"')
+    return i
+
+
+def _no_null_steps(path: Sequence[str | None]) -> None:
+    for pos, step in enumerate(path, 1):
+        if step is None:
+            raise InvalidInput(f"path element at position {pos} is null", sqlstate=NULL_NOT_ALLOWED)
+
+
+def delete_path(v: Any, path: Sequence[str | None]) -> Any:
+    """`#-`: the value without the element at `path` (unchanged when there is none)."""
+    if not _container(v):
+        raise invalid("cannot delete path in scalar")
+    _no_null_steps(path)
+    if not path:
+        return v
+
+    def go(x: Any, level: int) -> Any:
+        step = path[level]
+        assert step is not None
+        last = level == len(path) - 1
+        if isinstance(x, dict):
+            if step not in x:
+                return x
+            if last:
+                return {k: y for k, y in x.items() if k != step}
+            return {k: (go(y, level + 1) if k == step else y) for k, y in x.items()}
+        if isinstance(x, list):
+            i = _step_index(step, level + 1)
+            j = i + len(x) if i < 0 else i
+            if not 0 <= j < len(x):
+                return x
+            if last:
+                return x[:j] + x[j + 1 :]
+            return [*x[:j], go(x[j], level + 1), *x[j + 1 :]]
+        return x
+
+    return go(v, 0)
+
+
+def set_path(v: Any, path: Sequence[str | None], new: Any, create: bool) -> Any:
+    """jsonb_set: replace (or, with `create`, add) the element at `path`."""
+    if not _container(v):
+        raise invalid("cannot set path in scalar")
+    _no_null_steps(path)
+    if not path:
+        return v
+
+    def go(x: Any, level: int) -> Any:
+        step = path[level]
+        assert step is not None
+        last = level == len(path) - 1
+        if isinstance(x, dict):
+            if step in x:
+                return {k: ((new if last else go(y, level + 1)) if k == step else y) for k, y in x.items()}
+            return {**x, step: new} if last and create else x
+        if isinstance(x, list):
+            i = _step_index(step, level + 1)
+            j = i + len(x) if i < 0 else i
+            if 0 <= j < len(x):
+                return [*x[:j], new if last else go(x[j], level + 1), *x[j + 1 :]]
+            if last and create:
+                return [new, *x] if j < 0 else [*x, new]
+            return x
+        return x
+
+    return go(v, 0)
+
+
+def strip_nulls(v: Any) -> Any:
+    """jsonb_strip_nulls: object fields whose value is null go, at every depth (array nulls stay)."""
+    if isinstance(v, dict):
+        return {k: strip_nulls(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [strip_nulls(x) for x in v]
+    return v
+
+
+def typeof(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, Decimal):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def array_length(v: Any) -> int:
+    if isinstance(v, list):
+        return len(v)
+    if isinstance(v, dict):
+        raise invalid("cannot get array length of a non-array")
+    raise invalid("cannot get array length of a scalar")
+
+
+# -- kernels --------------------------------------------------------------------------------------
+
+
+def _jsonb_out(v: Any) -> str | None:
+    return None if v is _MISSING else jsonb_text(v)
+
+
+def _map_values(
+    call: FuncCall, a: list[pa.Array], fn: Callable[..., Any], out: Callable[[Any], Any], t: DataType
+) -> pa.Array:
+    """Row by row over decoded jsonb arguments (positions whose SQL type is jsonb are decoded)."""
+    decode = [arg.return_type == JSONB for arg in call.args]
+
+    def row(*vals: Any) -> Any:
+        return out(fn(*(jsonb_value(v) if d else v for v, d in zip(vals, decode, strict=True))))
+
+    return per_row(row, a, t)
+
+
+def _path_step(lay: Layout, step: str) -> Slices:
+    """A `#>` path element: a key of an object, or an index (if it reads as one) of an array."""
+    i = path_index(step)
+    return union([lay.key(step)] if i is None else [lay.key(step), lay.index(i)])
+
+
+def _extract(arr: pa.Array, path: Sequence[str | int], text: bool, *, operator: bool = False) -> pa.Array:
+    """`#>` / `#>>` with a constant path, one scan per step; with `operator`, `->` / `->>`'s one
+    step (a text key reads objects only, an integer arrays only)."""
+    for level, step in enumerate(path):
+        lay = Layout(arr)
+        if isinstance(step, int):
+            s = lay.index(step, scalars=True)
+        else:
+            s = lay.key(step) if operator else _path_step(lay, step)
+        if level == len(path) - 1:
+            return lay.as_text(s) if text else lay.gather(s)
+        arr = lay.gather(s)
+    if not text:
+        return arr
+    lay = Layout(arr)
+    return lay.as_text(Slices(np.flatnonzero(lay.valid), lay.starts[lay.valid], lay.ends[lay.valid]))
+
+
+def _access(call: FuncCall, a: list[pa.Array], text: bool) -> pa.Array:
+    key = constant_arg(call, 1)
+    if key is None:
+        return pa.nulls(len(a[0]), pa.string())
+    if key is not NOT_CONSTANT:
+        return _extract(a[0], [key], text, operator=True)
+    getter = element if call.args[1].return_type == INT else get_key
+    out = as_text if text else _jsonb_out
+    return per_row(lambda j, k: out(getter(jsonb_value(j), k)), [a[0], a[1]], VARCHAR if text else JSONB)
+
+
+@register("jsonb_access")
+def _jsonb_access(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    return _access(call, a, text=False)
+
+
+@register("jsonb_access_text")
+def _jsonb_access_text(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    return _access(call, a, text=True)
+
+
+def _path(call: FuncCall, a: list[pa.Array], text: bool) -> pa.Array:
+    path = constant_arg(call, 1)
+    if path is None:
+        return pa.nulls(len(a[0]), pa.string())
+    if path is not NOT_CONSTANT and None not in path:
+        return _extract(a[0], list(path), text)
+    out = as_text if text else _jsonb_out
+    return per_row(lambda j, p: out(get_path(jsonb_value(j), p)), [a[0], a[1]], VARCHAR if text else JSONB)
+
+
+@register("jsonb_extract_path")
+def _jsonb_extract_path(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    return _path(call, a, text=False)
+
+
+@register("jsonb_extract_path_text")
+def _jsonb_extract_path_text(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    return _path(call, a, text=True)
+
+
+def _value_kernel(name: str, fn: Callable[..., Any], t: DataType) -> None:
+    out: Callable[[Any], Any] = jsonb_text if t == JSONB else (lambda v: v)
+    register(name)(lambda call, a, n: _map_values(call, a, fn, out, t))
+
+
+_value_kernel("jsonb_contains", contains, BOOLEAN)
+_value_kernel("jsonb_contained", lambda a, b: contains(b, a), BOOLEAN)
+_value_kernel("jsonb_exists", exists, BOOLEAN)
+_value_kernel("jsonb_exists_any", lambda v, ks: any(exists(v, k) for k in ks if k is not None), BOOLEAN)
+_value_kernel("jsonb_exists_all", lambda v, ks: all(exists(v, k) for k in ks if k is not None), BOOLEAN)
+_value_kernel("jsonb_concat", concat, JSONB)
+_value_kernel("jsonb_delete", delete_key, JSONB)
+_value_kernel("jsonb_delete_index", delete_index, JSONB)
+_value_kernel("jsonb_delete_keys", delete_keys, JSONB)
+_value_kernel("jsonb_delete_path", delete_path, JSONB)
+_value_kernel("jsonb_strip_nulls", strip_nulls, JSONB)
+_value_kernel("jsonb_typeof", typeof, VARCHAR)
+_value_kernel("jsonb_array_length", array_length, INT)
+_value_kernel("jsonb_set", lambda v, p, new: set_path(v, p, new, True), JSONB)
+_value_kernel("jsonb_set_create", set_path, JSONB)
