@@ -281,9 +281,19 @@ def _path_step(lay: Layout, step: str) -> Slices:
     return union([lay.key(step)] if i is None else [lay.key(step), lay.index(i)])
 
 
+#: rows scanned at a time: the scan's temporaries stay a few MB however long the column is
+SCAN_ROWS = 65536
+
+
 def _extract(arr: pa.Array, path: Sequence[str | int], text: bool, *, operator: bool = False) -> pa.Array:
     """`#>` / `#>>` with a constant path, one scan per step; with `operator`, `->` / `->>`'s one
     step (a text key reads objects only, an integer arrays only)."""
+    if len(arr) > SCAN_ROWS:
+        parts = [
+            _extract(arr.slice(i, SCAN_ROWS), path, text, operator=operator)
+            for i in range(0, len(arr), SCAN_ROWS)
+        ]
+        return pa.concat_arrays(parts)
     for level, step in enumerate(path):
         lay = Layout(arr)
         if isinstance(step, int):

@@ -3,9 +3,9 @@
 A jsonb value is stored as its normalized text (common/text.py: `jsonb_text`): keys of an object
 in jsonb order, separators exactly ``", "`` and ``": "``, strings escaped as JSON with non-ASCII
 kept. That form lets the whole column be read structurally at once instead of a `json.loads`
-per row: one pass over the column's UTF-8 bytes finds the real quotes (not preceded by an odd
-run of backslashes), which bytes are outside strings, and the nesting depth (a cumulative sum of
-brackets outside strings). The members of each row's top-level container are then the bytes at
+per row: a few vectorized passes over the column's UTF-8 bytes find the real quotes (not preceded
+by an odd run of backslashes), the structural bytes outside strings, and their nesting depth (a
+cumulative sum over those bytes). The members of each row's top-level container are then the bytes at
 depth 1: its commas separate the members, its colons end the keys. Looking a key up is a
 comparison of the key bytes before each top-level colon with the escaped key; an array element
 is a position between top-level commas. The answer of every row is a byte range, gathered into a
@@ -19,6 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from piestream.expr.functions.vec import scatter
 
 _QUOTE, _BACKSLASH, _COMMA, _COLON = 34, 92, 44, 58
 _LBRACE, _RBRACE, _LBRACKET, _RBRACKET = 123, 125, 91, 93
@@ -53,25 +56,25 @@ class Layout:
         self.valid = valid
         d = self.data
         quote = d == _QUOTE
-        backslash = d == _BACKSLASH
-        self.has_backslash = bool(backslash.any())
+        quotes = np.flatnonzero(quote)
+        self.backslashes = np.flatnonzero(d == _BACKSLASH)
+        self.has_backslash = len(self.backslashes) > 0
         if self.has_backslash:
-            idx = np.arange(len(d))
-            last_other = np.maximum.accumulate(np.where(backslash, -1, idx))
-            run = idx - last_other  # backslashes ending at each byte
-            qpos = np.flatnonzero(quote)
-            prev = np.maximum(qpos - 1, 0)
-            escaped = (qpos > 0) & (run[prev] % 2 == 1)
-            quote[qpos[escaped]] = False
-            self.backslash_cum = np.concatenate([[0], np.cumsum(backslash, dtype=np.int64)])
-        outside = (np.cumsum(quote, dtype=np.int64) & 1) == 0
-        opens = ((d == _LBRACE) | (d == _LBRACKET)) & outside
-        closes = ((d == _RBRACE) | (d == _RBRACKET)) & outside
-        depth = np.cumsum(opens.astype(np.int32) - closes.astype(np.int32))
-        top = outside & (depth == 1)
-        self.commas = np.flatnonzero(top & (d == _COMMA))
-        self.colons = np.flatnonzero(top & (d == _COLON))
-        self.quotes = np.flatnonzero(quote)
+            escaped = _escaped_quotes(d, quote, self.backslashes)
+            quotes = np.delete(quotes, np.searchsorted(quotes, escaped))
+        # the structural bytes outside strings (an even number of real quotes before them);
+        # (d & 0xD9) == 0x59 is {}[] and bytes that occur only inside strings (Y _ y DEL)
+        pos = np.flatnonzero((d == _COMMA) | (d == _COLON) | ((d & 0xD9) == 0x59))
+        pos = pos[(np.searchsorted(quotes, pos) & 1) == 0]
+        sym = d[pos]
+        depth = np.cumsum(_STEP[sym], dtype=np.int32)  # depth after each structural byte
+        top = depth == 1
+        self.commas = pos[top & (sym == _COMMA)]
+        colon_at = np.flatnonzero(top & (sym == _COLON))
+        self.colons = pos[colon_at]
+        # a key's opening quote follows the `{` or `, ` before it: nothing between is structural
+        before = np.maximum(colon_at - 1, 0)
+        self.key_starts = pos[before] + np.where(sym[before] == _LBRACE, 2, 3)
         nonempty = self.ends > self.starts
         first = np.zeros(n, np.uint8)
         first[nonempty] = d[self.starts[nonempty]]
@@ -87,8 +90,7 @@ class Layout:
         if len(colons) == 0:
             return _empty()
         close = colons - 1  # the key's closing quote
-        open_ = self.quotes[np.searchsorted(self.quotes, close) - 1]
-        kstart = open_ + 1
+        kstart = self.key_starts
         hit = (close - kstart) == len(needle)
         colons, kstart = colons[hit], kstart[hit]
         if len(needle) and len(colons):
@@ -146,16 +148,64 @@ class Layout:
         out = Slices(s.rows[keep], start[keep], end[keep])
         escaped = np.zeros(len(out.rows), np.bool_)
         if self.has_backslash and len(out.rows):
-            escaped = (self.backslash_cum[out.end] - self.backslash_cum[out.start] > 0) & is_str[keep]
+            bs = self.backslashes
+            escaped = (np.searchsorted(bs, out.end) > np.searchsorted(bs, out.start)) & is_str[keep]
         if not escaped.any():
             return gather(self.data, self.n, out)
-        # strings holding escapes are decoded by json, row by row: they are the rare rows
-        # (the normalized text escapes only quotes, backslashes and control characters)
-        plain = Slices(out.rows[~escaped], out.start[~escaped], out.end[~escaped])
-        result = gather(self.data, self.n, plain).to_pylist()
-        for r, a, b in zip(out.rows[escaped], out.start[escaped], out.end[escaped], strict=True):
-            result[r] = json.loads(self.data[a - 1 : b + 1].tobytes().decode("utf-8"))
-        return pa.array(result, pa.string())
+        m = len(out.rows)
+        vals = gather(self.data, m, Slices(np.arange(m), out.start, out.end))
+        hard, easy = np.flatnonzero(escaped), np.flatnonzero(~escaped)
+        parts = [(easy, vals.take(easy)), (hard, _unescape(vals.take(hard)))]
+        return scatter(self.n, [(out.rows, scatter(m, parts, pa.string()))], pa.string())
+
+
+#: JSON's two-character escapes; the normalized text writes other characters below U+0020 as \uXXXX
+_ESCAPES = [
+    ('\\"', '"'),
+    ("\\n", "\n"),
+    ("\\t", "\t"),
+    ("\\r", "\r"),
+    ("\\b", "\b"),
+    ("\\f", "\f"),
+    ("\\/", "/"),
+]
+
+
+def _unescape(arr: pa.Array) -> pa.Array:
+    """JSON string bodies with their escapes decoded: without an escaped backslash or a \\u
+    escape each escape is a substring replacement over the column; the rest is decoded by json,
+    row by row (control characters and backslashes in strings are rare)."""
+    hard = pc.or_(pc.match_substring(arr, "\\\\"), pc.match_substring(arr, "\\u")).to_numpy(
+        zero_copy_only=False
+    )
+    easy = np.flatnonzero(~hard)
+    out = arr.take(pa.array(easy, pa.int64()))
+    for old, new in _ESCAPES:
+        out = pc.replace_substring(out, old, new)
+    hard_rows = np.flatnonzero(hard)
+    decoded = pa.array(
+        [json.loads('"' + v + '"') for v in arr.take(pa.array(hard_rows, pa.int64())).to_pylist()],
+        pa.string(),
+    )
+    return scatter(len(arr), [(easy, out), (hard_rows, decoded)], pa.string())
+
+
+_STEP = np.zeros(256, np.int8)
+_STEP[[_LBRACE, _LBRACKET]] = 1
+_STEP[[_RBRACE, _RBRACKET]] = -1
+
+
+def _escaped_quotes(d: np.ndarray, quote: np.ndarray, bs: np.ndarray) -> np.ndarray:
+    """Positions of the quotes inside strings: those after an odd run of the backslashes at `bs`
+    (worked out on the sparse backslash positions)."""
+    cand = bs[1 + bs < len(d)]
+    cand = cand[quote[cand + 1]]  # a backslash right before a quote ends a run
+    # runs of consecutive backslashes: for each backslash, the index where its run began
+    run_start = np.flatnonzero(np.diff(bs, prepend=-2) != 1)
+    run_of = np.repeat(run_start, np.diff(np.append(run_start, len(bs))))
+    i = np.searchsorted(bs, cand)
+    odd = (i - run_of[i] + 1) % 2 == 1
+    return cand[odd] + 1
 
 
 def gather(data: np.ndarray, n: int, s: Slices) -> pa.Array:
