@@ -421,3 +421,56 @@ def _containment(name: str, args: list[Expr]) -> Expr:
     if any((t := arg_type(a)) is not None and t.kind is TypeKind.LIST for a in args):
         raise FeatureNotSupported(f"array containment ({name}) is not supported")
     return bind_generic(name, args)
+
+
+def _jsonb_arg(name: str, e: Expr) -> Expr:
+    """An argument of to_jsonb / jsonb_build_*: unknown literals are text, jsonb passes as is."""
+    from piestream.expr.functions.jsonb import TO_JSONB_KINDS
+
+    if is_unknown(e):
+        return coerce_to(e, VARCHAR)
+    t = e.return_type
+    inner = t
+    while inner.kind is TypeKind.LIST and inner.elem is not None:
+        inner = inner.elem
+    if inner.kind not in TO_JSONB_KINDS:
+        raise FeatureNotSupported(f"{name} of type {type_name(t)} is not supported")
+    return e
+
+
+@binder("to_jsonb")
+def _to_jsonb(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 1, 1)
+    if is_unknown(args[0]):
+        raise UndefinedFunction(
+            "could not determine polymorphic type because input has type unknown", sqlstate="42804"
+        )
+    arg = _jsonb_arg(name, args[0])
+    return arg if arg.return_type == JSONB else _call(name, [arg], JSONB)
+
+
+@binder("jsonb_build_array")
+def _jsonb_build_array(name: str, args: list[Expr]) -> Expr:
+    return _call(name, [_jsonb_arg(name, a) for a in args], JSONB)
+
+
+@binder("jsonb_build_object")
+def _jsonb_build_object(name: str, args: list[Expr]) -> Expr:
+    if len(args) % 2:
+        raise PiestreamError(
+            "argument list must have even number of elements",
+            sqlstate="22023",
+            hint="The arguments of jsonb_build_object() must consist of alternating keys and values.",
+        )
+    bound: list[Expr] = []
+    for i, a in enumerate(args):
+        if i % 2 == 0:
+            key = _jsonb_arg(name, a)
+            if key.return_type.kind in (TypeKind.LIST, TypeKind.JSONB):
+                raise PiestreamError(
+                    "key value must be scalar, not array, composite, or json", sqlstate="22023"
+                )
+            bound.append(_text(key))
+        else:
+            bound.append(_jsonb_arg(name, a))
+    return _call(name, bound, JSONB)

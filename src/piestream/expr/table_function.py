@@ -33,6 +33,7 @@ from piestream.common.types import (
     BIGINT,
     INT,
     INTERVAL,
+    JSONB,
     NUMERIC,
     TIMESTAMP,
     TIMESTAMPTZ,
@@ -50,7 +51,24 @@ from piestream.expr.functions.vec import USECS_PER_DAY, interval_parts
 Evaluate = Callable[[Expr, DataChunk], pa.Array | pa.ChunkedArray]
 
 #: The set-returning functions, by name.
-TABLE_FUNCTIONS = frozenset({"unnest", "generate_series", "range", "regexp_matches"})
+TABLE_FUNCTIONS = frozenset(
+    {
+        "unnest",
+        "generate_series",
+        "range",
+        "regexp_matches",
+        "jsonb_array_elements",
+        "jsonb_array_elements_text",
+        "jsonb_object_keys",
+    }
+)
+
+#: jsonb's set-returning functions: their result type
+_JSONB_SRFS = {
+    "jsonb_array_elements": JSONB,
+    "jsonb_array_elements_text": VARCHAR,
+    "jsonb_object_keys": VARCHAR,
+}
 
 #: Most values one series expansion may produce (1 GiB of BIGINTs): past it the statement fails
 #: with 54000 instead of exhausting memory (PostgreSQL would try, and run out or run for hours).
@@ -112,6 +130,10 @@ def bind_table_function(name: str, args: Sequence[Expr]) -> TableFunction:
         if len(args) not in (2, 3) or any(t not in (None, VARCHAR) for t in types):
             raise _no_such(name, args)
         return TableFunction(name, tuple(coerce_to(a, VARCHAR) for a in args), list_of(VARCHAR))
+    if name in _JSONB_SRFS:
+        if len(args) != 1 or types[0] not in (None, JSONB):
+            raise _no_such(name, args)
+        return TableFunction(name, (coerce_to(args[0], JSONB),), _JSONB_SRFS[name])
     raise _no_such(name, args)
 
 
@@ -159,6 +181,10 @@ def expand(tf: TableFunction, chunk: DataChunk, evaluate: Evaluate = _eval) -> t
         return _series(tf, args, n)
     if tf.name == "regexp_matches":
         return _regexp_matches(args, n)
+    if tf.name in _JSONB_SRFS:
+        from piestream.expr.functions.jsonb import expand_jsonb
+
+        return expand_jsonb(tf.name, args[0])
     raise InternalError(f"unknown set-returning function {tf.name}")
 
 

@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from piestream.common.errors import InvalidInput, PiestreamError
-from piestream.common.text import jsonb_text, jsonb_value
-from piestream.common.types import BOOLEAN, INT, JSONB, VARCHAR, DataType
+from piestream.common.text import format_datum, jsonb_text, jsonb_value
+from piestream.common.types import BOOLEAN, INT, JSONB, VARCHAR, DataType, TypeKind
 from piestream.expr.expr import FuncCall
 from piestream.expr.functions.jsonb_scan import Layout, Slices, union
 from piestream.expr.functions.registry import register
@@ -370,3 +370,117 @@ _value_kernel("jsonb_typeof", typeof, VARCHAR)
 _value_kernel("jsonb_array_length", array_length, INT)
 _value_kernel("jsonb_set", lambda v, p, new: set_path(v, p, new, True), JSONB)
 _value_kernel("jsonb_set_create", set_path, JSONB)
+
+
+# -- set-returning functions ----------------------------------------------------------------------
+
+
+def _elements(v: Any) -> list[Any]:
+    if isinstance(v, list):
+        return v
+    raise invalid(f"cannot extract elements from {'an object' if isinstance(v, dict) else 'a scalar'}")
+
+
+def _object_keys(v: Any) -> list[str]:
+    if isinstance(v, dict):
+        return list(v)
+    raise invalid(f"cannot call jsonb_object_keys on {'an array' if isinstance(v, list) else 'a scalar'}")
+
+
+_SRF_OUT: dict[str, tuple[Callable[[Any], list[Any]], Callable[[Any], Any], DataType]] = {
+    "jsonb_array_elements": (_elements, jsonb_text, JSONB),
+    "jsonb_array_elements_text": (_elements, as_text, VARCHAR),
+    "jsonb_object_keys": (_object_keys, lambda k: k, VARCHAR),
+}
+
+
+def expand_jsonb(name: str, docs: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """(values of every row, in row order; the number of values of each row) of a jsonb SRF."""
+    from piestream.common.scalar import to_arrow
+
+    items, out, t = _SRF_OUT[name]
+    values: list[Any] = []
+    counts = np.zeros(len(docs), np.int64)
+    for i, d in enumerate(docs.to_pylist()):  # per row: each document is decoded (a JSON parse)
+        if d is None:
+            continue
+        got = items(jsonb_value(d))
+        values += [out(x) for x in got]
+        counts[i] = len(got)
+    return to_arrow(values, t), counts
+
+
+# -- building jsonb from SQL values ---------------------------------------------------------------
+
+#: kinds `to_jsonb` converts (and lists of them); others are refused while binding
+TO_JSONB_KINDS = frozenset(
+    {
+        TypeKind.BOOLEAN,
+        TypeKind.SMALLINT,
+        TypeKind.INT,
+        TypeKind.BIGINT,
+        TypeKind.NUMERIC,
+        TypeKind.REAL,
+        TypeKind.DOUBLE,
+        TypeKind.VARCHAR,
+        TypeKind.JSONB,
+    }
+)
+
+
+def json_of(v: Any, t: DataType) -> Any:
+    """A SQL datum of type `t` as a jsonb value (PostgreSQL's to_jsonb)."""
+    if v is None:
+        return None
+    k = t.kind
+    if k is TypeKind.JSONB:
+        return jsonb_value(v)
+    if k is TypeKind.LIST:
+        assert t.elem is not None
+        return [json_of(x, t.elem) for x in v]
+    if k is TypeKind.BOOLEAN or k is TypeKind.VARCHAR:
+        return v
+    if k in (TypeKind.REAL, TypeKind.DOUBLE, TypeKind.NUMERIC):
+        text = format_datum(v, t)
+        return Decimal(text) if Decimal(text).is_finite() else text  # NaN / Infinity: strings
+    return Decimal(int(v))
+
+
+def _arg_types(call: FuncCall) -> list[DataType]:
+    return [a.return_type for a in call.args]
+
+
+@register("to_jsonb")
+def _to_jsonb(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    t = call.args[0].return_type
+    return per_row(lambda v: jsonb_text(json_of(v, t)), a, JSONB)
+
+
+@register("jsonb_build_array")
+def _jsonb_build_array(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    types = _arg_types(call)
+    if not a:
+        return pa.array(["[]"] * n, pa.string())
+    return per_row(
+        lambda *vs: jsonb_text([json_of(v, t) for v, t in zip(vs, types, strict=True)]),
+        a,
+        JSONB,
+        strict=False,
+    )
+
+
+def _object(*vs: Any, types: Sequence[DataType]) -> str:
+    out: dict[str, Any] = {}
+    for i in range(0, len(vs), 2):
+        if vs[i] is None:
+            raise invalid(f"argument {i + 1}: key must not be null")
+        out[vs[i]] = json_of(vs[i + 1], types[i + 1])
+    return jsonb_text(out)
+
+
+@register("jsonb_build_object")
+def _jsonb_build_object(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    types = _arg_types(call)
+    if not a:
+        return pa.array(["{}"] * n, pa.string())
+    return per_row(lambda *vs: _object(*vs, types=types), a, JSONB, strict=False)
