@@ -97,6 +97,14 @@ def table_queries() -> list[str]:
     ]:
         queries.append(f"SELECT i, {e} FROM docs WHERE jsonb_typeof(d) IN ({kind}) ORDER BY i")
     queries.append("SELECT i, jsonb_array_length(d) FROM docs WHERE jsonb_typeof(d) = 'array' ORDER BY i")
+    queries += [
+        "SELECT jsonb_typeof(d) AS t, jsonb_agg(d ORDER BY i), "
+        "jsonb_agg(i ORDER BY i) FILTER (WHERE i % 2 = 0), jsonb_object_agg(i, d -> 0 ORDER BY i), "
+        "jsonb_agg(DISTINCT d ->> 'a' ORDER BY d ->> 'a') "
+        "FROM docs GROUP BY jsonb_typeof(d) ORDER BY t",
+        "SELECT jsonb_agg(d) FROM docs WHERE i < 0",
+        "SELECT jsonb_object_agg(d ->> 'a', i ORDER BY i) FROM docs WHERE d ? 'a' AND d ->> 'a' IS NOT NULL",
+    ]
     return queries
 
 
@@ -143,4 +151,5 @@ EXPRESSIONS = [
     "jsonb_array_elements('1')",
     "jsonb_object_keys('1')",
     "jsonb_object_keys('[]')",
+    "jsonb_object_agg(NULL::text, 1)",
 ]

@@ -175,8 +175,9 @@ def _doc(rng: random.Random) -> str | None:
 
 
 def test_mvs_over_a_jsonb_column_equal_their_queries_through_dml(s: Session) -> None:
-    """Projections, a filter and a grouping on jsonb operators, kept up to date through rounds of
-    random INSERT / UPDATE / DELETE: each MV equals its query and the per-value model each round."""
+    """Projections, a filter, a grouping and jsonb_agg / jsonb_object_agg, kept up to date through
+    rounds of random INSERT / UPDATE / DELETE: each MV equals its query each round, and `acc` the
+    per-value model."""
     rng = random.Random(32)
     s.execute("CREATE TABLE t (id int PRIMARY KEY, doc jsonb)")
     mvs = {
@@ -184,6 +185,9 @@ def test_mvs_over_a_jsonb_column_equal_their_queries_through_dml(s: Session) -> 
         """doc @> '{"k": 1}' AS k1 FROM t""",
         "flt": """SELECT id, doc -> 'c' -> -1 AS last FROM t WHERE doc @> '{"k": 2}' OR doc ->> 'a' = 'x'""",
         "grp": "SELECT doc ->> 'k' AS k, count(*) AS n, count(doc -> 'a') AS with_a "
+        "FROM t GROUP BY doc ->> 'k'",
+        "agg": "SELECT doc ->> 'k' AS k, jsonb_agg(doc -> 'a' ORDER BY id) AS a, "
+        "jsonb_object_agg(id, doc -> 'b') AS b, jsonb_agg(id ORDER BY id) FILTER (WHERE doc ? 'c') AS c "
         "FROM t GROUP BY doc ->> 'k'",
     }
     for name, q in mvs.items():

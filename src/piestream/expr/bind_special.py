@@ -474,3 +474,15 @@ def _jsonb_build_object(name: str, args: list[Expr]) -> Expr:
         else:
             bound.append(_jsonb_arg(name, a))
     return _call(name, bound, JSONB)
+
+
+@binder("jsonb_object_of_pairs")
+def _jsonb_object_of_pairs(name: str, args: list[Expr]) -> Expr:
+    """jsonb_object_agg's conversion (frontend/binder/jsonb_aggs.py): a list of (text, value) rows."""
+    _arity(name, args, 1, 1)
+    t = arg_type(args[0])
+    pair = t.elem if t is not None and t.kind is TypeKind.LIST else None
+    if pair is None or pair.kind is not TypeKind.STRUCT or len(pair.fields) != 2:
+        raise no_such(name, args)
+    _jsonb_arg("jsonb_object_agg", Literal(None, pair.fields[1].data_type))
+    return _call(name, args, JSONB)

@@ -484,3 +484,22 @@ def _jsonb_build_object(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
     if not a:
         return pa.array(["{}"] * n, pa.string())
     return per_row(lambda *vs: _object(*vs, types=types), a, JSONB, strict=False)
+
+
+@register("jsonb_object_of_pairs")
+def _jsonb_object_of_pairs(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    """jsonb_object_agg's result from array_agg's (key text, value) pairs: later keys win."""
+    t = call.args[0].return_type
+    assert t.elem is not None
+    vt = t.elem.fields[1].data_type
+
+    def build(pairs: list[dict[str, Any]]) -> str:
+        out: dict[str, Any] = {}
+        for p in pairs:
+            k, v = p.values()
+            if k is None:
+                raise invalid("field name must not be null")
+            out[k] = json_of(v, vt)
+        return jsonb_text(out)
+
+    return per_row(build, a, JSONB)
