@@ -153,3 +153,29 @@ EXPRESSIONS = [
     "jsonb_object_keys('[]')",
     "jsonb_object_agg(NULL::text, 1)",
 ]
+
+#: jsonpath cases: (document, path), each run through jsonb_path_query and jsonb_path_exists
+JSONPATHS = [
+    ('[{"a": 1}, {"a": [2]}, 3, {"b": 4}]', "$.a"),
+    ('{"a": [1, 2, 3]}', "$.a[*]"),
+    ('{"a": [1, 2, 3]}', "$.a[1]"),
+    ('{"a": [1, 2, 3]}', "$.a[7]"),
+    ('{"a": 5}', "$.a[0]"),
+    ('{"a": 5}', "$.a[*]"),
+    ('{"a": {"b": 1, "c": [2]}}', "$.a.*"),
+    ('[{"x": 1}, [{"y": 2}], 3]', "$.*"),
+    ('{"a b": {"c": null}}', '$."a b".c'),
+    ('{"a": [[1, 2], [3]]}', "$.a[*][0]"),
+    ('{"a": [[1, 2], [3]]}', "$.a.b"),
+    ('"s"', "$"),
+    ('{"a": 1}', "lax $.a"),
+    ("[1, [2, [3]]]", "$[*][*]"),
+]
+
+
+def jsonpath_queries() -> list[str]:
+    out = []
+    for doc, path in JSONPATHS:
+        out.append(f"jsonb_path_query({_q(doc)}, {_q(path)})")
+        out.append(f"jsonb_path_exists({_q(doc)}, {_q(path)})")
+    return out

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from jsonb_cases import EXPRESSIONS, TABLE, documents, table_queries
+from jsonb_cases import EXPRESSIONS, TABLE, documents, jsonpath_queries, table_queries
 from psycopg.types.string import TextLoader
 
 
@@ -40,7 +40,7 @@ def main(dsn: str) -> None:
         "server": conn.execute("SHOW server_version").fetchone()[0],  # type: ignore[index]
         "docs": docs,
         "queries": [_run(conn, q) for q in table_queries()],
-        "expressions": [_run(conn, f"SELECT {e}") for e in EXPRESSIONS],
+        "expressions": [_run(conn, f"SELECT {e}") for e in [*EXPRESSIONS, *jsonpath_queries()]],
     }
     conn.execute("DROP TABLE docs")
     path = Path(__file__).parent / "golden" / "jsonb_pg15.json"

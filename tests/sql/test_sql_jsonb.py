@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from jsonb_cases import EXPRESSIONS, TABLE, documents, table_queries
+from jsonb_cases import EXPRESSIONS, TABLE, documents, jsonpath_queries, table_queries
 
 from piestream.common.errors import PiestreamError
 from piestream.common.text import jsonb_text, jsonb_value
@@ -42,7 +42,7 @@ def test_golden_file_matches_the_cases() -> None:
     """The golden file answers exactly today's cases (regenerate it when they change)."""
     assert HEAD["docs"] == documents()
     assert [q["sql"] for q in QUERIES] == table_queries()
-    assert [e["sql"] for e in EXPRS] == [f"SELECT {e}" for e in EXPRESSIONS]
+    assert [e["sql"] for e in EXPRS] == [f"SELECT {e}" for e in [*EXPRESSIONS, *jsonpath_queries()]]
 
 
 def _check(s: Session, case: dict[str, Any]) -> None:
@@ -131,6 +131,26 @@ def test_containment_and_existence_laws() -> None:
         if isinstance(a, dict):
             for k in a:
                 assert J.exists(a, k) and J.contains(a, {k: a[k]})
+
+
+@pytest.mark.parametrize(
+    ("path", "named"),
+    [
+        ("strict $.a", "strict mode"),
+        ("$ ? (@.a > 1)", "filter expressions"),
+        ("$.a[last]", "last"),
+        ("$.a[1 to 2]", "array ranges"),
+        ("$.a[1, 2]", "several subscripts"),
+        ("$.a.size()", "method size()"),
+        ("$.**", ".**"),
+        ("$var", "only paths from $"),
+    ],
+)
+def test_jsonpath_outside_the_subset_is_refused_naming_it(s: Session, path: str, named: str) -> None:
+    for fn in ("jsonb_path_query", "jsonb_path_exists"):
+        with pytest.raises(PiestreamError) as info:
+            s.execute(f"""SELECT {fn}('{{"a": [1]}}', {_lit(path)})""")
+        assert info.value.sqlstate == "0A000" and named in str(info.value), (fn, path, info.value)
 
 
 def test_refused_forms_name_themselves(s: Session) -> None:

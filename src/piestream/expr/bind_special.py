@@ -486,3 +486,10 @@ def _jsonb_object_of_pairs(name: str, args: list[Expr]) -> Expr:
         raise no_such(name, args)
     _jsonb_arg("jsonb_object_agg", Literal(None, pair.fields[1].data_type))
     return _call(name, args, JSONB)
+
+
+@binder("jsonb_path_exists")
+def _jsonb_path_exists(name: str, args: list[Expr]) -> Expr:
+    from piestream.expr.table_function import _jsonpath_args
+
+    return _call(name, list(_jsonpath_args(name, args)), BOOLEAN)

@@ -60,6 +60,7 @@ TABLE_FUNCTIONS = frozenset(
         "jsonb_array_elements",
         "jsonb_array_elements_text",
         "jsonb_object_keys",
+        "jsonb_path_query",
     }
 )
 
@@ -68,6 +69,7 @@ _JSONB_SRFS = {
     "jsonb_array_elements": JSONB,
     "jsonb_array_elements_text": VARCHAR,
     "jsonb_object_keys": VARCHAR,
+    "jsonb_path_query": JSONB,
 }
 
 #: Most values one series expansion may produce (1 GiB of BIGINTs): past it the statement fails
@@ -130,11 +132,28 @@ def bind_table_function(name: str, args: Sequence[Expr]) -> TableFunction:
         if len(args) not in (2, 3) or any(t not in (None, VARCHAR) for t in types):
             raise _no_such(name, args)
         return TableFunction(name, tuple(coerce_to(a, VARCHAR) for a in args), list_of(VARCHAR))
+    if name == "jsonb_path_query":
+        return TableFunction(name, _jsonpath_args(name, args), JSONB)
     if name in _JSONB_SRFS:
         if len(args) != 1 or types[0] not in (None, JSONB):
             raise _no_such(name, args)
         return TableFunction(name, (coerce_to(args[0], JSONB),), _JSONB_SRFS[name])
     raise _no_such(name, args)
+
+
+def _jsonpath_args(name: str, args: Sequence[Expr]) -> tuple[Expr, ...]:
+    """(target jsonb, path text): a constant path is checked while binding (0A000 outside the subset)."""
+    from piestream.expr.expr import Literal
+    from piestream.expr.functions.jsonpath import parse_path
+
+    if len(args) > 2:
+        raise FeatureNotSupported(f"{name} with vars or silent is not supported")
+    if len(args) != 2 or any(arg_type(a) not in (None, JSONB, VARCHAR) for a in args):
+        raise _no_such(name, args)
+    path = coerce_to(args[1], VARCHAR)
+    if isinstance(path, Literal) and path.value is not None:
+        parse_path(str(path.value))
+    return (coerce_to(args[0], JSONB), path)
 
 
 def _bind_series(name: str, args: list[Expr], types: list[DataType | None]) -> TableFunction:
@@ -184,7 +203,7 @@ def expand(tf: TableFunction, chunk: DataChunk, evaluate: Evaluate = _eval) -> t
     if tf.name in _JSONB_SRFS:
         from piestream.expr.functions.jsonb import expand_jsonb
 
-        return expand_jsonb(tf.name, args[0])
+        return expand_jsonb(tf.name, *args)
     raise InternalError(f"unknown set-returning function {tf.name}")
 
 

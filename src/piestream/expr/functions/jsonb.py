@@ -387,24 +387,33 @@ def _object_keys(v: Any) -> list[str]:
     raise invalid(f"cannot call jsonb_object_keys on {'an array' if isinstance(v, list) else 'a scalar'}")
 
 
-_SRF_OUT: dict[str, tuple[Callable[[Any], list[Any]], Callable[[Any], Any], DataType]] = {
+def _path_items(v: Any, path: str) -> list[Any]:
+    from piestream.expr.functions.jsonpath import parse_path, query
+
+    return query(v, parse_path(path))
+
+
+_SRF_OUT: dict[str, tuple[Callable[..., list[Any]], Callable[[Any], Any], DataType]] = {
+    "jsonb_path_query": (_path_items, jsonb_text, JSONB),
     "jsonb_array_elements": (_elements, jsonb_text, JSONB),
     "jsonb_array_elements_text": (_elements, as_text, VARCHAR),
     "jsonb_object_keys": (_object_keys, lambda k: k, VARCHAR),
 }
 
 
-def expand_jsonb(name: str, docs: pa.Array) -> tuple[pa.Array, np.ndarray]:
+def expand_jsonb(name: str, docs: pa.Array, *more: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """(values of every row, in row order; the number of values of each row) of a jsonb SRF."""
     from piestream.common.scalar import to_arrow
 
     items, out, t = _SRF_OUT[name]
     values: list[Any] = []
     counts = np.zeros(len(docs), np.int64)
+    extra = [m.to_pylist() for m in more]
     for i, d in enumerate(docs.to_pylist()):  # per row: each document is decoded (a JSON parse)
-        if d is None:
+        args = [e[i] for e in extra]
+        if d is None or None in args:
             continue
-        got = items(jsonb_value(d))
+        got = items(jsonb_value(d), *args)
         values += [out(x) for x in got]
         counts[i] = len(got)
     return to_arrow(values, t), counts
@@ -503,3 +512,8 @@ def _jsonb_object_of_pairs(call: FuncCall, a: list[pa.Array], n: int) -> pa.Arra
         return jsonb_text(out)
 
     return per_row(build, a, JSONB)
+
+
+@register("jsonb_path_exists")
+def _jsonb_path_exists(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    return _map_values(call, a, lambda v, p: bool(_path_items(v, p)), lambda x: x, BOOLEAN)
