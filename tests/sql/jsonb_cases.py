@@ -152,6 +152,11 @@ EXPRESSIONS = [
     "jsonb_object_keys('1')",
     "jsonb_object_keys('[]')",
     "jsonb_object_agg(NULL::text, 1)",
+    """key, value FROM jsonb_each('{"b": 1, "a": [2], "c": null, "d": "s"}')""",
+    """* FROM jsonb_each_text('{"b": 1, "a": [2], "c": null, "d": "s\\"q"}') AS x (k, v)""",
+    "jsonb_each('[1]')",
+    "* FROM jsonb_each_text('1')",
+    "* FROM jsonb_each('{}') AS x (a, b, c)",
 ]
 
 #: jsonpath cases: (document, path), each run through jsonb_path_query and jsonb_path_exists

@@ -195,7 +195,8 @@ def _doc(rng: random.Random) -> str | None:
 
 
 def test_mvs_over_a_jsonb_column_equal_their_queries_through_dml(s: Session) -> None:
-    """Projections, a filter, a grouping and jsonb_agg / jsonb_object_agg, kept up to date through
+    """Projections, a filter, a grouping, jsonb_agg / jsonb_object_agg and jsonb_each /
+    jsonb_array_elements_text in FROM, kept up to date through
     rounds of random INSERT / UPDATE / DELETE: each MV equals its query each round, and `acc` the
     per-value model."""
     rng = random.Random(32)
@@ -209,6 +210,10 @@ def test_mvs_over_a_jsonb_column_equal_their_queries_through_dml(s: Session) -> 
         "agg": "SELECT doc ->> 'k' AS k, jsonb_agg(doc -> 'a' ORDER BY id) AS a, "
         "jsonb_object_agg(id, doc -> 'b') AS b, jsonb_agg(id ORDER BY id) FILTER (WHERE doc ? 'c') AS c "
         "FROM t GROUP BY doc ->> 'k'",
+        "each": "SELECT id, e.key, e.value, x FROM t CROSS JOIN "
+        "jsonb_each(CASE WHEN jsonb_typeof(doc) = 'object' THEN doc ELSE '{}' END) AS e "
+        "CROSS JOIN jsonb_array_elements_text(CASE WHEN jsonb_typeof(doc -> 'c') = 'array' "
+        "THEN doc -> 'c' ELSE '[]' END) AS x",
     }
     for name, q in mvs.items():
         s.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
@@ -250,3 +255,21 @@ def test_long_columns_are_scanned_in_blocks(monkeypatch: pytest.MonkeyPatch) -> 
     want = [J.as_text(J.get_key(jsonb_value(d), "a")) if d is not None else None for d in docs]
     assert whole[0] == want
     assert whole[0][-4:] == tricky
+
+
+def test_a_bad_document_in_a_streaming_srf_is_an_error_record(s: Session) -> None:
+    """jsonb_each over an array: batch fails with PostgreSQL's 22023; an MV skips the row and
+    records the error (its epoch commits, later rows keep flowing)."""
+    s.execute("CREATE TABLE t (id int PRIMARY KEY, d jsonb)")
+    s.execute(
+        "CREATE MATERIALIZED VIEW m AS SELECT id, k, v FROM t CROSS JOIN jsonb_each_text(t.d) AS x (k, v)"
+    )
+    s.execute("""INSERT INTO t VALUES (1, '{"x": 1, "y": "s"}'), (2, '[1]'), (3, NULL)""")
+    s.execute("""INSERT INTO t VALUES (4, '{"z": null}')""")
+    assert sorted(s.execute("SELECT * FROM m")[-1].rows) == [(1, "x", "1"), (1, "y", "s"), (4, "z", None)]
+    errors = s.execute("SELECT error_message, sample_row FROM rw_catalog.rw_streaming_errors")[-1].rows
+    assert [e[0] for e in errors] == ["cannot call jsonb_each_text on a non-object"]
+    assert "[1]" in str(errors[0][1])
+    with pytest.raises(PiestreamError) as info:
+        s.execute("SELECT * FROM t CROSS JOIN jsonb_each_text(t.d)")
+    assert (info.value.sqlstate, str(info.value)) == ("22023", "cannot call jsonb_each_text on a non-object")

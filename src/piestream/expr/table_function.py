@@ -41,9 +41,10 @@ from piestream.common.types import (
     DataType,
     TypeKind,
     list_of,
+    struct_of,
 )
 from piestream.expr.bind import arg_type, coerce_to
-from piestream.expr.expr import Expr
+from piestream.expr.expr import Expr, FuncCall
 from piestream.expr.functions.datetime_arith import add_interval_us, check_us
 from piestream.expr.functions.vec import USECS_PER_DAY, interval_parts
 
@@ -61,6 +62,8 @@ TABLE_FUNCTIONS = frozenset(
         "jsonb_array_elements_text",
         "jsonb_object_keys",
         "jsonb_path_query",
+        "jsonb_each",
+        "jsonb_each_text",
     }
 )
 
@@ -70,6 +73,9 @@ _JSONB_SRFS = {
     "jsonb_array_elements_text": VARCHAR,
     "jsonb_object_keys": VARCHAR,
     "jsonb_path_query": JSONB,
+    # a record (key, value): in FROM its fields are the columns (binder/table_functions.py)
+    "jsonb_each": struct_of(("key", VARCHAR), ("value", JSONB)),
+    "jsonb_each_text": struct_of(("key", VARCHAR), ("value", VARCHAR)),
 }
 
 #: Most values one series expansion may produce (1 GiB of BIGINTs): past it the statement fails
@@ -137,7 +143,9 @@ def bind_table_function(name: str, args: Sequence[Expr]) -> TableFunction:
     if name in _JSONB_SRFS:
         if len(args) != 1 or types[0] not in (None, JSONB):
             raise _no_such(name, args)
-        return TableFunction(name, (coerce_to(args[0], JSONB),), _JSONB_SRFS[name])
+        # the document's kind is checked by a scalar call (a data error there is NULL in streaming)
+        checked = FuncCall(f"{name}_check", (coerce_to(args[0], JSONB),), JSONB)
+        return TableFunction(name, (checked,), _JSONB_SRFS[name])
     raise _no_such(name, args)
 
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from piestream.common.errors import InvalidInput, PiestreamError
 from piestream.common.text import format_datum, jsonb_text, jsonb_value
-from piestream.common.types import BOOLEAN, INT, JSONB, VARCHAR, DataType, TypeKind
+from piestream.common.types import BOOLEAN, INT, JSONB, VARCHAR, DataType, TypeKind, struct_of
 from piestream.expr.expr import FuncCall
 from piestream.expr.functions.jsonb_scan import Layout, Slices, union
 from piestream.expr.functions.registry import register
@@ -393,7 +393,29 @@ def _path_items(v: Any, path: str) -> list[Any]:
     return query(v, parse_path(path))
 
 
+def _each(v: Any) -> list[tuple[str, Any]]:
+    if isinstance(v, dict):
+        return list(v.items())
+    raise invalid("cannot call jsonb_each on a non-object")
+
+
+def _each_text(v: Any) -> list[tuple[str, Any]]:
+    if isinstance(v, dict):
+        return list(v.items())
+    raise invalid("cannot call jsonb_each_text on a non-object")
+
+
 _SRF_OUT: dict[str, tuple[Callable[..., list[Any]], Callable[[Any], Any], DataType]] = {
+    "jsonb_each": (
+        _each,
+        lambda kv: {"key": kv[0], "value": jsonb_text(kv[1])},
+        struct_of(("key", VARCHAR), ("value", JSONB)),
+    ),
+    "jsonb_each_text": (
+        _each_text,
+        lambda kv: {"key": kv[0], "value": as_text(kv[1])},
+        struct_of(("key", VARCHAR), ("value", VARCHAR)),
+    ),
     "jsonb_path_query": (_path_items, jsonb_text, JSONB),
     "jsonb_array_elements": (_elements, jsonb_text, JSONB),
     "jsonb_array_elements_text": (_elements, as_text, VARCHAR),
@@ -517,3 +539,50 @@ def _jsonb_object_of_pairs(call: FuncCall, a: list[pa.Array], n: int) -> pa.Arra
 @register("jsonb_path_exists")
 def _jsonb_path_exists(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
     return _map_values(call, a, lambda v, p: bool(_path_items(v, p)), lambda x: x, BOOLEAN)
+
+
+# the SRFs' argument checks: a scalar call under the SRF, so that in streaming a bad document is a
+# NULL argument (no rows) with an error record, as any data error, instead of a failed epoch
+_SRF_WANTS: dict[str, tuple[bytes, dict[bytes, str]]] = {
+    "jsonb_each": (
+        b"{",
+        {b"[": "cannot call jsonb_each on a non-object", b"": "cannot call jsonb_each on a non-object"},
+    ),
+    "jsonb_each_text": (
+        b"{",
+        {
+            b"[": "cannot call jsonb_each_text on a non-object",
+            b"": "cannot call jsonb_each_text on a non-object",
+        },
+    ),
+    "jsonb_array_elements": (
+        b"[",
+        {b"{": "cannot extract elements from an object", b"": "cannot extract elements from a scalar"},
+    ),
+    "jsonb_array_elements_text": (
+        b"[",
+        {b"{": "cannot extract elements from an object", b"": "cannot extract elements from a scalar"},
+    ),
+    "jsonb_object_keys": (
+        b"{",
+        {b"[": "cannot call jsonb_object_keys on an array", b"": "cannot call jsonb_object_keys on a scalar"},
+    ),
+}
+
+
+def _srf_check(name: str) -> None:
+    want, messages = _SRF_WANTS[name]
+
+    def check(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+        lay = Layout(a[0])
+        bad = lay.valid & (lay.first != want[0])
+        if bad.any():
+            first = bytes([lay.first[np.flatnonzero(bad)[0]]])
+            raise invalid(messages.get(first, messages[b""]))
+        return a[0]
+
+    register(f"{name}_check")(check)
+
+
+for _name in _SRF_WANTS:
+    _srf_check(_name)
