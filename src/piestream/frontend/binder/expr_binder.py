@@ -92,6 +92,20 @@ _BINARY: dict[type[exp.Expression], str] = {
     exp.NullSafeNEQ: "is_distinct_from",
 }
 
+#: jsonb's operators, as sqlglot's postgres dialect parses them (`#-` and `@?` have their own kinds).
+JSON_BINARY: dict[type[exp.Expression], str] = {
+    exp.JSONExtract: "->",
+    exp.JSONExtractScalar: "->>",
+    exp.JSONBExtract: "#>",
+    exp.JSONBExtractScalar: "#>>",
+    exp.ArrayContainsAll: "@>",
+    exp.ArrayContainedBy: "<@",
+    exp.JSONBContainsTopKey: "?",
+    exp.JSONBContainsAnyTopKeys: "?|",
+    exp.JSONBContainsAllTopKeys: "?&",
+    exp.JSONBDeleteAtPath: "#-",
+}
+
 _INTERVAL_UNITS = {
     "YEAR": Interval(12, 0, 0),
     "MONTH": Interval(1, 0, 0),
@@ -154,6 +168,8 @@ class ExprBinder:
             return method(node)
         if type(node) in _BINARY:
             return self._call(_BINARY[type(node)], [node.this, node.expression], node)
+        if type(node) in JSON_BINARY:
+            return self._call(JSON_BINARY[type(node)], [node.this, node.expression], node)
         if type(node) in AGG_FUNCS:
             return self._agg(node)
         if isinstance(node, exp.Func):
