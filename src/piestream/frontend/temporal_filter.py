@@ -16,6 +16,8 @@ other use of ``now()`` keeps its 0A000 (`optimizer.check_no_volatile`).
 
 from __future__ import annotations
 
+import datetime as dt
+
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.schema import Field, Schema
 from piestream.common.types import TIMESTAMPTZ, TypeKind
@@ -62,7 +64,47 @@ def _is_now_bound(e: Expr) -> bool:
     return False
 
 
+def _disjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, FuncCall) and e.name == "or":
+        return [d for a in e.args for d in _disjuncts(a)]
+    return [e]
+
+
+#: Keys that pass every bound ``now()`` can reach: a row whose other disjunct holds gets one.
+_ALWAYS_ABOVE = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
+_ALWAYS_BELOW = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
+#: The comparisons whose left argument passes by being large.
+_LEFT_LARGE = ("greater_than", "greater_than_or_equal")
+
+
+def _or_to_key(c: Expr) -> Expr:
+    """``p OR row <op> bound`` (one temporal disjunct) as ``CASE WHEN p THEN k ELSE row END <op>
+    bound``, k a key passing every bound: a NULL or false `p` leaves the comparison to decide, as
+    OR does. Any other OR with now() is refused."""
+    parts = _disjuncts(c)
+    temporal = [d for d in parts if has_now(d)]
+    if len(parts) < 2 or len(temporal) != 1:
+        return c
+    t = temporal[0]
+    if not (isinstance(t, FuncCall) and t.name in _COMPARISONS and len(t.args) == 2):
+        raise FeatureNotSupported(_REFUSED)
+    from piestream.expr.bind import bind_call
+
+    row_first = not has_now(t.args[0])
+    row = t.args[0] if row_first else t.args[1]
+    if row.return_type != TIMESTAMPTZ or has_now(row):
+        raise FeatureNotSupported(_REFUSED)
+    above = (t.name in _LEFT_LARGE) == row_first  # the row passes by being large
+    key = Literal(_ALWAYS_ABOVE if above else _ALWAYS_BELOW, TIMESTAMPTZ)
+    rest = [d for d in parts if d is not t]
+    other = rest[0] if len(rest) == 1 else bind_call("or", rest)
+    keyed = bind_call("case", [other, key, row])
+    args = (keyed, t.args[1]) if row_first else (t.args[0], keyed)
+    return FuncCall(t.name, args, t.return_type, t.options)
+
+
 def _temporal_conjunct(input: PlanNode, c: Expr) -> PlanNode:
+    c = _or_to_key(c)
     if not (isinstance(c, FuncCall) and c.name in _COMPARISONS and len(c.args) == 2):
         raise FeatureNotSupported(_REFUSED)
     a, b = c.args
