@@ -25,6 +25,7 @@ from piestream.frontend.logical import (
     Filter,
     Join,
     JoinKind,
+    Now,
     OverWindow,
     PlanNode,
     Project,
@@ -440,6 +441,9 @@ def optimize(plan: PlanNode, *, streaming: bool) -> PlanNode:
     plan = merge_projects(plan)
     plan = fold(plan)
     if streaming:
+        from piestream.frontend.temporal_filter import rewrite_temporal_filters
+
+        plan = rewrite_temporal_filters(plan)
         check_no_volatile(plan)
         check_scalar_subqueries(plan)
     return plan
@@ -464,6 +468,8 @@ def at_most_one_row(n: PlanNode) -> bool:
         return not n.group_key and n.limit is not None and n.limit <= 1
     if isinstance(n, Values):
         return len(n.rows) <= 1
+    if isinstance(n, Now):
+        return True
     if isinstance(n, Project | Filter):
         return at_most_one_row(n.input)
     if isinstance(n, Join) and n.kind in (JoinKind.LEFT_SEMI, JoinKind.LEFT_ANTI):
@@ -473,7 +479,8 @@ def at_most_one_row(n: PlanNode) -> bool:
 
 def check_no_volatile(plan: PlanNode) -> None:
     """now() / current_timestamp would be evaluated once per row as it streams by, so the view
-    would not equal its query a moment later (temporal filters are not implemented): 0A000."""
+    would not equal its query a moment later: 0A000. (A temporal filter's now() is gone by now:
+    `temporal_filter` turned it into a `Now` input.)"""
     from dataclasses import fields, is_dataclass
 
     def exprs_of(v: Any) -> list[Expr]:
