@@ -87,12 +87,22 @@ class EpochStats:
     cache_hits: int = 0  # keys the operator caches answered (HashAgg groups, join keys, pks ...)
     cache_misses: int = 0  # ... and keys they sent to the state store
     cache_bytes: int = 0  # the operator caches' size after the epoch (all workers)
+    #: exchange payload (chunks from one actor to another) that passed through the driver
+    #: process, and all bytes on the driver's wire to its tasks (`EpochRunner.wire_stats`)
+    driver_exchange_bytes: int = 0
+    driver_wire_bytes: int = 0
 
     @property
     def cache_hit_rate(self) -> float:
         """Share of operator-cache lookups answered from the cache (1.0 when none were made)."""
         n = self.cache_hits + self.cache_misses
         return self.cache_hits / n if n else 1.0
+
+
+def _wire_stats(runner: object) -> dict[str, int]:
+    """The runner's driver traffic of the epoch it ran last (none for runners without a wire)."""
+    stats = getattr(runner, "wire_stats", None)
+    return dict(stats()) if callable(stats) else {}
 
 
 class EpochInput(Protocol):
@@ -593,6 +603,7 @@ class BarrierManager:
                 cache_hits=total("cache_hits"),
                 cache_misses=total("cache_misses"),
                 cache_bytes=total("cache_bytes"),
+                **_wire_stats(self.runner),
             )
         )
         del self.stats[:-1000]
