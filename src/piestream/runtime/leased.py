@@ -143,11 +143,11 @@ class _Lease:
         self.job_error: BaseException | None = None
         self.reaper: threading.Thread | None = None
 
-    def offer(self, slot: int, pid: int, sock: Channel) -> bool:
+    def offer(self, slot: int, pid: int, chan: Channel) -> bool:
         with self.cv:
             if not self.gathering or self.ended or not 0 <= slot < self.slots or slot in self.conns:
                 return False
-            self.conns[slot] = sock
+            self.conns[slot] = chan
             self.pids[slot] = pid
             if len(self.conns) == self.slots:
                 self.gathering = False
