@@ -88,6 +88,10 @@ class EpochStats:
     cache_hits: int = 0  # keys the operator caches answered (HashAgg groups, join keys, pks ...)
     cache_misses: int = 0  # ... and keys they sent to the state store
     cache_bytes: int = 0  # the operator caches' size after the epoch (all workers)
+    #: exchange payload (chunks from one actor to another) that passed through the driver
+    #: process, and all bytes on the driver's wire to its tasks (`EpochRunner.wire_stats`)
+    driver_exchange_bytes: int = 0
+    driver_wire_bytes: int = 0
 
     @property
     def cache_hit_rate(self) -> float:
@@ -117,6 +121,12 @@ class BarrierMetrics:
     epochs_committed: int = 0
     epoch_failures: int = 0  # failed attempts (each retried or the job isolated)
     dml_rows: int = 0  # rows of INSERT/UPDATE/DELETE and inbox changes the epochs took in
+
+
+def _wire_stats(runner: object) -> dict[str, int]:
+    """The runner's driver traffic of the epoch it ran last (none for runners without a wire)."""
+    stats = getattr(runner, "wire_stats", None)
+    return dict(stats()) if callable(stats) else {}
 
 
 class EpochInput(Protocol):
@@ -622,6 +632,7 @@ class BarrierManager:
                 cache_hits=total("cache_hits"),
                 cache_misses=total("cache_misses"),
                 cache_bytes=total("cache_bytes"),
+                **_wire_stats(self.runner),
             )
         )
         del self.stats[:-1000]
