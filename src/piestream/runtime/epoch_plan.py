@@ -39,6 +39,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -152,7 +153,7 @@ def decode_plan(data: bytes | bytearray | memoryview, connectors: Connectors) ->
             committed_epoch=int(doc["committed_epoch"]),
             version=HummockVersion.from_json(doc["version"]),
             store_url=str(doc["store_url"]),
-            config=StreamingConfig(**doc["config"]),
+            config=_streaming_config(doc["config"]),
             storage_options=StorageOptions(
                 **{
                     **doc["storage_options"],
@@ -322,3 +323,9 @@ def route_dml(
         else:
             actors = actor_of_vnodes(compute_vnodes(cols, dtypes, frag.vnode_count), p, frag.vnode_count)
     return [(int(a), c.take(np.flatnonzero(actors == a))) for a in np.unique(actors).tolist()]
+
+
+def _streaming_config(doc: dict[str, Any]) -> StreamingConfig:
+    """The config from its JSON fields (JSON has no tuples: the rate limits come back as lists)."""
+    limits = tuple((str(name), float(rate)) for name, rate in doc.get("source_rate_limits", ()))
+    return StreamingConfig(**{**doc, "source_rate_limits": limits})
