@@ -7,7 +7,7 @@ stores and starts the job atomically — and removes it again if its first epoch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -510,14 +510,22 @@ def drop_schema(s: Session, stmt: ast.DropSchema, params: Sequence[Any] = ()) ->
 def drop_temporary(db: Database, temp_schema: str | None = None) -> None:
     """Drop the relations of a session's temporary schema (its end), or with None every
     session's (a restart: sessions of the last run are gone)."""
-    with db.ddl.lock:
-        rels = db.catalog.snapshot().relations()
-        gone = [
+
+    def temporary(rels: Iterable[Relation]) -> list[Relation]:
+        return [
             r
             for r in rels
             if r.owned_by is None
             and (r.schema_name == temp_schema if temp_schema else r.schema_name.startswith(TEMP_SCHEMA + "_"))
         ]
+
+    # only the session itself creates relations in its temporary schema, so when it holds none
+    # there is nothing to wait for: a session's end (each Python API statement's) must not wait
+    # behind a long DDL (a backfilling CREATE or REBUILD holds the DDL lock)
+    if temp_schema is not None and not temporary(db.catalog.snapshot().relations()):
+        return
+    with db.ddl.lock:
+        gone = temporary(db.catalog.snapshot().relations())
         if gone:
             discard_staging(db.data_dir, db.ddl.drop(gone, cascade=True))
 
