@@ -380,7 +380,7 @@ _ERRORS_BY_SQLSTATE: dict[str, type[PiestreamError]] = {
         ("CREATE TABLE t (a int UNIQUE)", "0A000", "UNIQUE column constraint is not supported", 23),
         ("CREATE TABLE t (a int REFERENCES u)", "0A000", "REFERENCES column constraint is not supported", 23),
         ("CREATE TEMP TABLE t (a int)", "0A000", "CREATE TEMP is not supported", 1),
-        ("CREATE TABLE t (a int) INCLUDE key AS k", "0A000", "INCLUDE clause is not supported", 24),
+        ("CREATE TABLE t (a int) INCLUDE foo AS k", "0A000", "INCLUDE FOO is not supported", 24),
     ],
 )
 def test_create_table_errors(sql: str, sqlstate: str, message: str, position: int) -> None:

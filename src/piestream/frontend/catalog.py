@@ -64,6 +64,8 @@ class SourceInfo:
     encode_options: dict[str, str] = field(default_factory=dict)
     generated: tuple[str, ...] = ()  # columns declared ``AS expr`` the connector supplies
     dead_letter: TableDesc | None = None  # the companion table malformed records go to
+    format: str | None = None  # FORMAT <format>, lower-case (None: none given)
+    include: tuple[tuple[str, str, str], ...] = ()  # INCLUDE (kind, column, header name)
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,8 @@ class Relation:
                 "encode_options": src.encode_options,
                 "generated": list(src.generated),
                 "dead_letter": None if src.dead_letter is None else src.dead_letter.to_json(),
+                **({"format": src.format} if src.format is not None else {}),
+                **({"include": [list(i) for i in src.include]} if src.include else {}),
             },
             "sink": None
             if sink is None
@@ -262,6 +266,8 @@ class Relation:
                 encode_options=dict(src["encode_options"]),
                 generated=tuple(src["generated"]),
                 dead_letter=None if src["dead_letter"] is None else TableDesc.from_json(src["dead_letter"]),
+                format=src.get("format"),
+                include=tuple(tuple(i) for i in src.get("include", ())),
             ),
             sink=None
             if sink is None

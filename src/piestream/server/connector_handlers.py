@@ -77,10 +77,22 @@ def _dead_letter_relation(desc: TableDesc, owner_id: int) -> Relation:
 def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob, TableDesc | None]:
     """A table fed by a connector: Source -> [RowIdGen] -> Materialize (an exchange by the pk
     first if the table has one). Returns the plan and the dead-letter table to create, if any."""
-    spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
+    spec = statement_source_spec(
+        stmt.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes
+    )
     for k in stmt.primary_key:
         if k not in [c for c, _ in spec.columns]:
             raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
+    if not spec.append_only and not stmt.primary_key:
+        raise PiestreamError(
+            f"FORMAT {(spec.format or '').upper()} needs a primary key: declare PRIMARY KEY (...)",
+            sqlstate="42P16",
+        )
+    if not spec.append_only and stmt.append_only:
+        raise PiestreamError(
+            f"an APPEND ONLY table cannot take FORMAT {(spec.format or '').upper()} (it has deletes)",
+            sqlstate="42P16",
+        )
     _, limits = source_connector(spec.connector)(spec)  # validate the options now
     ids = s.db.ddl.ids()
     dead = None
@@ -95,7 +107,11 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
         )
         if stmt.primary_key and parallelism > 1:  # the table is stored by its pk
             node = ExchangeMarker(
-                schema=schema, stream_key=pk, append_only=True, input=node, dist=Dist("hash", tuple(pk))
+                schema=schema,
+                stream_key=pk,
+                append_only=node.append_only,
+                input=node,
+                dist=Dist("hash", tuple(pk)),
             )
         return node
 
@@ -143,7 +159,14 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
             return skipped
         if stmt.primary_key:
             raise FeatureNotSupported("PRIMARY KEY on a source is not supported (a source is append-only)")
-        spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
+        spec = statement_source_spec(
+            stmt.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes
+        )
+        if not spec.append_only:
+            raise FeatureNotSupported(
+                f"FORMAT {(spec.format or '').upper()} is not supported on a SOURCE (its messages are "
+                "changes): use CREATE TABLE ... (..., PRIMARY KEY (...)) FORMAT ..."
+            )
         _, limits = source_connector(spec.connector)(spec)  # validate the options now
         watermark = bind_watermark(stmt.watermarks, spec.columns, append_only=True, what="source")
         source_id = s.db.ddl.next_object_id()
@@ -164,6 +187,8 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
                 encode_options=dict(spec.encode_options),
                 generated=tuple(sorted(spec.generated)),
                 dead_letter=dead,
+                format=spec.format,
+                include=spec.include,
             ),
             watermark=watermark,
         )

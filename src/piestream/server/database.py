@@ -28,6 +28,7 @@ from piestream.meta.store import MetaStore
 from piestream.runtime.leased import check_runner_kind, spark_runner
 from piestream.runtime.runners import EpochRunner, LocalRunner
 from piestream.server.sink_publisher import attach as attach_sink_publisher
+from piestream.server.source_acker import attach as attach_source_acker
 from piestream.server.system_tables import RwCatalog
 from piestream.storage.hummock.compaction import CompactionConfig
 from piestream.storage.hummock.sstable_store import process_sstable_store
@@ -190,6 +191,7 @@ class Database:
         if self.compactor is not None:
             self.compactor.start()
         attach_sink_publisher(self)  # sink output of committed epochs gets published
+        attach_source_acker(self)  # readers with ack() hear of their committed offsets
         self.barriers.start()
         self._closed = False
 

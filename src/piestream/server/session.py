@@ -263,6 +263,8 @@ def _notice(result: QueryResult, message: str) -> QueryResult:
 def _create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -> QueryResult:
     if stmt.with_options.get("connector"):
         return connector_handlers.create_connector_table(s, stmt, params)
+    if stmt.includes:
+        raise FeatureNotSupported("INCLUDE is not supported on a table without a connector")
     return ddl_handlers.create_table(s, stmt, params)
 
 

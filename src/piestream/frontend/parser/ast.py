@@ -94,6 +94,16 @@ class Assignment(NamedTuple):
 
 
 @dataclass(frozen=True)
+class Include:
+    """``INCLUDE key | partition | offset | timestamp | header 'name' [AS column]`` of a message
+    source (RisingWave's): a column filled from each message's metadata."""
+
+    kind: str  # key | partition | offset | timestamp | header
+    column: str | None = None  # AS column; None = the connector's default name
+    header: str | None = None  # the header's name (kind header)
+
+
+@dataclass(frozen=True)
 class FormatEncode:
     """``FORMAT PLAIN ENCODE JSON (options)`` of sources, tables with connectors and sinks."""
 
@@ -179,6 +189,7 @@ class CreateTable(Statement):
     watermarks: list[Watermark] = field(default_factory=list)
     format_encode: FormatEncode | None = None
     row_format: str | None = None
+    includes: list[Include] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -193,6 +204,7 @@ class CreateSource(Statement):
     primary_key: list[str] = field(default_factory=list)
     format_encode: FormatEncode | None = None
     row_format: str | None = None
+    includes: list[Include] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,7 @@ class _Clauses:
     with_options: dict[str, str] = field(default_factory=dict)
     format_encode: ast.FormatEncode | None = None
     row_format: str | None = None
+    includes: list[ast.Include] = field(default_factory=list)
 
 
 class DdlParser(FunctionParser):
@@ -171,6 +172,7 @@ class DdlParser(FunctionParser):
             watermarks=elements.watermarks,
             format_encode=clauses.format_encode,
             row_format=clauses.row_format,
+            includes=clauses.includes,
         )
 
     def _parse_create_source(self) -> ast.CreateSource:
@@ -188,6 +190,7 @@ class DdlParser(FunctionParser):
             primary_key=elements.primary_key,
             format_encode=clauses.format_encode,
             row_format=clauses.row_format,
+            includes=clauses.includes,
         )
 
     def _parse_create_mv(self) -> ast.CreateMaterializedView:
@@ -391,13 +394,27 @@ class DdlParser(FunctionParser):
                 clause = "format"
                 clauses.row_format = self._parse_word()
             elif self._match_text_seq("INCLUDE"):
-                raise self._unsupported("INCLUDE clause", token)
+                clauses.includes.append(self._parse_include(token))
+                continue  # INCLUDE may repeat
             else:
                 break
             if clause in seen:
                 self._fail("Duplicate clause", token)
             seen.add(clause)
         return clauses
+
+    def _parse_include(self, token: Token) -> ast.Include:
+        kind = self._parse_word()
+        if kind not in ("key", "partition", "offset", "timestamp", "header"):
+            raise self._unsupported(f"INCLUDE {kind.upper()}", token)
+        header = None
+        if kind == "header":
+            if self._curr is None or self._curr.token_type != TokenType.STRING:
+                raise self._unsupported("INCLUDE HEADER without a header name", token)
+            header = self._curr.text
+            self._advance()
+        column = self._parse_name_part() if self._match(TokenType.ALIAS) else None
+        return ast.Include(kind, column, header)
 
     def _parse_conflict_behavior(self) -> ast.OnConflict:
         if self._match_text_seq("DO", "NOTHING") or self._match_text_seq("IGNORE"):
