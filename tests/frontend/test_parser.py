@@ -1144,3 +1144,13 @@ def test_insert_rows_of_bare_parameters_become_a_grid() -> None:
         assert parse_one(sql) == full[0], sql
         assert getattr(full[0], "param_rows", None) is None, sql
     assert fails("INSERT INTO t VALUES ($1, $2), ($3, $4").sqlstate == "42601"
+
+
+def test_create_table_from_a_cdc_source() -> None:
+    stmt = parse("CREATE TABLE o (id int PRIMARY KEY, v varchar) FROM pg TABLE 'public.orders'")[0]
+    assert isinstance(stmt, ast.CreateTable)
+    assert (stmt.from_source, stmt.from_table, stmt.primary_key) == ("pg", "public.orders", ["id"])
+    with pytest.raises(SyntaxError_, match='at or near "orders"'):
+        parse("CREATE TABLE o (id int PRIMARY KEY) FROM pg TABLE orders")
+    with pytest.raises(SyntaxError_):  # a table from a source takes the source's options
+        parse("CREATE TABLE o (id int PRIMARY KEY) FROM pg TABLE 'o' WITH (connector = 'datagen')")

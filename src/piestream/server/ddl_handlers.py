@@ -24,6 +24,7 @@ from piestream.frontend.catalog import ColumnCatalog, IndexInfo, Relation, Relat
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import PlannedJob, plan_materialized_view, plan_table, table_conflict
 from piestream.frontend.watermark_derive import bind_watermark
+from piestream.server.cdc_handlers import drop_cdc_slots
 from piestream.server.results import QueryResult, command
 from piestream.server.sink_publisher import discard_staging
 
@@ -303,7 +304,9 @@ def drop(s: Session, stmt: ast.Drop, params: Sequence[Any] = ()) -> QueryResult:
                     hint=f"Use DROP {rel.kind.value.upper()} to remove a {rel.kind.value}.",
                 )
             targets.append(rel)
-        discard_staging(db.data_dir, db.ddl.drop(targets, cascade=stmt.cascade))
+        dropped = list(db.ddl.drop(targets, cascade=stmt.cascade))
+        discard_staging(db.data_dir, dropped)
+        drop_cdc_slots(dropped)
         res = command(tag)
         res.notices += notices
         return res

@@ -30,6 +30,7 @@ from piestream.common.errors import (
 from piestream.frontend.catalog import CatalogSnapshot
 from piestream.frontend.parser import ast, parse
 from piestream.server import (
+    cdc_handlers,
     connector_handlers,
     copy,
     ddl_handlers,
@@ -225,7 +226,11 @@ def _check_in_block(txn: Transaction, stmt: ast.Statement) -> None:
             "current transaction is aborted, commands ignored until end of transaction block"
         )
     what = _NOT_IN_BLOCK.get(type(stmt))
-    if what is None and isinstance(stmt, ast.CreateTable) and stmt.with_options.get("connector"):
+    if (
+        what is None
+        and isinstance(stmt, ast.CreateTable)
+        and (stmt.with_options.get("connector") or stmt.from_source)
+    ):
         what = "CREATE TABLE with a connector"
     if what is not None:
         raise ActiveSqlTransaction(
@@ -261,6 +266,8 @@ def _notice(result: QueryResult, message: str) -> QueryResult:
 
 
 def _create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -> QueryResult:
+    if stmt.from_source is not None:
+        stmt = cdc_handlers.table_from_source(s, stmt)
     if stmt.with_options.get("connector"):
         return connector_handlers.create_connector_table(s, stmt, params)
     if stmt.includes:

@@ -304,12 +304,12 @@ class RowBuffer:
         return len(self.columns[0]) if self.columns else 0
 
 
-def to_arrow(texts: list[str | None], t: DataType) -> pa.Array:
+def to_arrow(texts: list[str | None] | pa.Array, t: DataType) -> pa.Array:
     """PostgreSQL text output of one column's values as an Arrow column of type `t` (PostgreSQL's
     input rules: piestream's text cast, column-wise)."""
     from piestream.expr.functions.cast import from_text
 
-    col = pa.array(texts, pa.string())
+    col = texts if isinstance(texts, pa.Array) else pa.array(texts, pa.string())
     if t.kind is TypeKind.VARCHAR:
         return col
     if t.kind is TypeKind.BOOLEAN:  # pgoutput's text form of a bool is t / f

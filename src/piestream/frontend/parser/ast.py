@@ -190,6 +190,8 @@ class CreateTable(Statement):
     format_encode: FormatEncode | None = None
     row_format: str | None = None
     includes: list[Include] = field(default_factory=list)
+    from_source: str | None = None  # CREATE TABLE ... FROM source TABLE 'upstream' (a CDC source)
+    from_table: str | None = None
 
 
 @dataclass(frozen=True)
