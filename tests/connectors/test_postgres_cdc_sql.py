@@ -222,3 +222,67 @@ def test_kill_9_resumes_exactly(pg: PgServer, tmp_path: Path, kill_when: str) ->
         assert sorted(db.execute("SELECT * FROM agg")[0].rows) == sorted(tuple(r) for r in pg.sql(agg))
     finally:
         db.close()
+
+
+def test_upstream_down_is_retried_visibly_and_a_dropped_slot_fails_the_job(
+    pg: PgServer, tmp_path: Path
+) -> None:
+    pg.sql("CREATE TABLE flaky (id int PRIMARY KEY, v int)")
+    pg.sql("INSERT INTO flaky VALUES (1, 1)")
+    db = Database(tmp_path / "db", config=CFG)
+    try:
+        db.execute(
+            f"CREATE TABLE flaky (id int PRIMARY KEY, v int) WITH ({pg.with_options(table_name='flaky')})"
+        )
+        db.execute(
+            "CREATE TABLE ticks (n bigint) WITH (connector = 'datagen', fields.n.kind = 'sequence', "
+            "datagen.rows.per.second = '200')"
+        )
+        wait_until(lambda: db.execute("SELECT count(*) FROM flaky")[0].rows == [(1,)], what="the snapshot")
+        slot = next(iter(_slots(pg) & {"piestream_public_flaky"}))
+        wait_until(lambda: _confirmed(pg, slot) is not None, what="an acknowledged position")
+        pg.stop()
+        try:
+            ticks = db.execute("SELECT count(*) FROM ticks")[0].rows[0][0]
+            wait_until(
+                lambda: db.execute("SELECT count(*) FROM ticks")[0].rows[0][0] > ticks + 50, what="ticks"
+            )
+            errors = db.execute(
+                "SELECT job_name, error_type, sqlstate, error_message FROM rw_catalog.rw_streaming_errors"
+            )[0].rows
+            assert any(
+                r[0] == "flaky"
+                and r[1] == "source"
+                and r[2] == "08001"
+                and "postgres-cdc public.flaky" in r[3]
+                for r in errors
+            ), errors
+        finally:
+            pg.start()
+        pg.sql("INSERT INTO flaky VALUES (2, 2)")
+        wait_until(
+            lambda: _same(db, pg, "SELECT * FROM flaky"), timeout=90, what="caught up after the outage"
+        )
+        before = _confirmed(pg, slot)
+        pg.sql("UPDATE flaky SET v = 3")
+        wait_until(lambda: _same(db, pg, "SELECT * FROM flaky"), what="streaming")
+        wait_until(lambda: (_confirmed(pg, slot) or 0) > (before or 0), what="the ack after the commit")
+        pg.sql("SELECT pg_drop_replication_slot(%s)", (slot,))  # behind piestream's back
+        pg.sql("INSERT INTO flaky VALUES (4, 4)")
+        status = "SELECT status, error_message FROM rw_catalog.rw_streaming_jobs WHERE name = 'flaky'"
+        wait_until(lambda: db.execute(status)[0].rows[0][0] == "failed", what="the job failed")
+        assert "no longer exists upstream" in db.execute(status)[0].rows[0][1]
+        assert db.execute("SELECT count(*) FROM flaky")[0].rows == [(2,)]  # never copied again
+        ticks = db.execute("SELECT count(*) FROM ticks")[0].rows[0][0]
+        wait_until(
+            lambda: db.execute("SELECT count(*) FROM ticks")[0].rows[0][0] > ticks, what="others commit"
+        )
+    finally:
+        db.close()
+
+
+def _confirmed(pg: PgServer, slot: str) -> int | None:
+    rows = pg.sql(
+        "SELECT confirmed_flush_lsn - '0/0'::pg_lsn FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+    )
+    return int(rows[0][0]) if rows and rows[0][0] is not None else None  # type: ignore[arg-type]

@@ -342,19 +342,18 @@ class PgCdcReader:
         health = HEALTH.setdefault(self.cfg.slot, Health())
         if time.monotonic() < health.retry_at:
             return ReadResult([], offset or "", 0)
-        try:
-            result = self._read(offset, budget)
-        except UpstreamUnavailable as e:
-            self._failed(health, e)
-            return ReadResult([], offset or "", 0)
-        except Exception as e:  # a lost connection mid-read is the same fault
-            import psycopg2
+        import psycopg2
 
-            if isinstance(e, psycopg2.OperationalError | psycopg2.InterfaceError):
-                self._failed(health, e)
-                self._drop_snapshot()
-                return ReadResult([], offset or "", 0)
-            raise
+        try:
+            result = self._read(offset or None, budget)
+        except (UpstreamUnavailable, psycopg2.OperationalError, psycopg2.InterfaceError) as e:
+            # a lost connection mid-read is the same fault: nothing read, retried later
+            self._failed(health, e)
+            self._drop_snapshot()
+            _drop_sql_conn(self.cfg)
+            return ReadResult(
+                [], offset or "", 0, errors=[(UpstreamUnavailable.sqlstate, health.last_error or "")]
+            )
         health.failures = 0
         health.rows += result.consumed
         return result
@@ -363,9 +362,10 @@ class PgCdcReader:
         health.failures += 1
         delay = min(self.max_backoff_s, self.backoff_s * 2 ** (health.failures - 1))
         health.retry_at = time.monotonic() + delay
-        health.last_error = str(e).strip().splitlines()[0]
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        health.last_error = f"postgres-cdc {self.cfg.qualified}: {first} (retrying in {delay:.0f}s)"
         health.last_error_at = time.time()
-        log.warning("postgres-cdc %s: %s (retrying in %.1fs)", self.cfg.qualified, health.last_error, delay)
+        log.warning("%s", health.last_error)
 
     def _read(self, offset: str | None, budget: int) -> ReadResult:
         if offset is None:
