@@ -191,3 +191,22 @@ def test_text_values_to_arrow_per_column(pg: PgServer) -> None:
     assert got["j"] == '{"a": [1, 2]}'
     assert got["arr"] == [1, None, 3] and got["tarr"] == ["x y", "z"]
     assert not po.compatible(types["i4"], DataType(TypeKind.BIGINT))  # types must match exactly
+
+
+def test_numeric_column_wise_equals_postgres_input_rules() -> None:
+    """The column-wise NUMERIC path gives exactly what the per-value input function gives (the
+    display scale too), and leaves what it cannot take (NaN, > 28 digits) to it."""
+    from piestream.expr.functions.cast import from_text
+
+    t = DataType(TypeKind.NUMERIC)
+    texts = ["1.50", "-12", "0.001", None, "123456789012345678.000123", "-0.5", "7" * 28, "0"]
+    fast = po._numeric_column(pa.array(texts, pa.string()))
+    assert fast is not None
+    want = nm.from_arrow(from_text(pa.array(texts, pa.string()), t))
+    got = nm.from_arrow(fast)
+    assert got == want and [str(v) for v in got] == [str(v) for v in want]  # scales too
+    assert po._numeric_column(pa.array(["1", "NaN"])) is None
+    assert po._numeric_column(pa.array(["1" * 29])) is None
+    assert nm.from_arrow(po.to_arrow(["NaN", "2.0"], t)) == nm.from_arrow(
+        from_text(pa.array(["NaN", "2.0"]), t)
+    )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from piestream.common import numeric as nm
 from piestream.common.errors import PiestreamError
 from piestream.common.types import DataType, TypeKind
 
@@ -314,6 +315,10 @@ def to_arrow(texts: list[str | None] | pa.Array, t: DataType) -> pa.Array:
         return col
     if t.kind is TypeKind.BOOLEAN:  # pgoutput's text form of a bool is t / f
         return pc.equal(col, "t")
+    if t.kind is TypeKind.NUMERIC:
+        fast = _numeric_column(col)
+        if fast is not None:
+            return fast
     if t.kind in _ARROW_PARSES:
         try:  # PostgreSQL's canonical output of these parses with Arrow's own (vectorized) cast
             return col.cast(t.arrow)
@@ -326,3 +331,31 @@ _ARROW_PARSES = frozenset(
     {TypeKind.SMALLINT, TypeKind.INT, TypeKind.BIGINT, TypeKind.REAL, TypeKind.DOUBLE, TypeKind.DATE,
      TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ}
 )  # fmt: skip
+
+
+_PLAIN_NUMERIC = r"^-?[0-9]+(\.[0-9]+)?$"
+
+
+def _numeric_column(col: pa.Array) -> pa.Array | None:
+    """PostgreSQL's output of plain NUMERIC values ('-12.340') column-wise: the digits without the
+    point as decimal128(38, 0), the fraction digits as the scale. None when a value is not plain
+    (NaN, Infinity) or has more than 28 digits (then PostgreSQL's input rules decide, per value:
+    what piestream cannot store is 22003 there)."""
+    live = col.fill_null("0")
+    if len(col) == 0 or not pc.all(pc.match_substring_regex(live, _PLAIN_NUMERIC)).as_py():
+        return None
+    length = pc.binary_length(live)
+    point = pc.find_substring(live, ".")
+    has_point = pc.greater_equal(point, 0)
+    scale = pc.if_else(has_point, pc.subtract(pc.subtract(length, point), 1), 0)
+    digits = pc.subtract(
+        length, pc.add(pc.cast(has_point, pa.int32()), pc.cast(pc.starts_with(live, "-"), pa.int32()))
+    )
+    if pc.max(digits).as_py() > 28:  # below 2**96 and a scale of at most 28 for sure
+        return None
+    unscaled = pc.replace_substring(live, ".", "").cast(pa.decimal128(38, 0))
+    mask = pc.invert(col.is_valid()) if col.null_count else None
+    storage = pa.StructArray.from_arrays(
+        [unscaled, scale.cast(pa.int8())], fields=list(nm.NUMERIC_STORAGE), mask=mask
+    )
+    return nm.wrap(storage)
