@@ -267,6 +267,15 @@ def test_upstream_down_is_retried_visibly_and_a_dropped_slot_fails_the_job(
         pg.sql("UPDATE flaky SET v = 3")
         wait_until(lambda: _same(db, pg, "SELECT * FROM flaky"), what="streaming")
         wait_until(lambda: (_confirmed(pg, slot) or 0) > (before or 0), what="the ack after the commit")
+        view = db.execute(
+            "SELECT table_name, upstream_table, slot_name, phase, rows_copied, committed_lsn, "
+            "confirmed_lsn, lag_bytes, last_error FROM rw_catalog.rw_cdc_sources"
+        )[0].rows
+        assert len(view) == 1, view
+        name, upstream, vslot, phase, copied, committed, confirmed, lag, last_error = view[0]
+        assert (name, upstream, vslot, phase, copied) == ("flaky", "public.flaky", slot, "stream", 1)
+        assert committed and confirmed and lag is not None and lag >= 0
+        assert last_error and "postgres-cdc public.flaky" in last_error
         pg.sql("SELECT pg_drop_replication_slot(%s)", (slot,))  # behind piestream's back
         pg.sql("INSERT INTO flaky VALUES (4, 4)")
         status = "SELECT status, error_message FROM rw_catalog.rw_streaming_jobs WHERE name = 'flaky'"

@@ -13,19 +13,24 @@ DROP SOURCE drops the slots piestream made.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedTable
 from piestream.connectors.cdc import postgres
+from piestream.connectors.cdc.offset import CdcOffset, lsn_text
 from piestream.connectors.options import lower_keys
 from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.parser import ast
-from piestream.plan.source import SourceSpec
+from piestream.plan.source import SourceNode, SourceSpec
+from piestream.storage.table.storage_table import StorageTable
 
 if TYPE_CHECKING:
+    from piestream.server.database import Database
     from piestream.server.session import Session
 
 log = logging.getLogger(__name__)
@@ -77,3 +82,61 @@ def drop_cdc_slots(dropped: Iterable[Relation]) -> None:
             postgres.drop_slot(cfg)
         except PiestreamError as e:
             log.warning("DROP %s: could not drop its replication slot: %s", rel.name, e.message)
+
+
+def cdc_status_rows(db: Database) -> list[tuple[Any, ...]]:
+    """``rw_catalog.rw_cdc_sources``: per CDC table its upstream, slot, phase and rows copied,
+    the committed position (state) and what the upstream has (confirmed, lag), the last error."""
+    rows = []
+    for rel in sorted(db.catalog.snapshot().relations(), key=lambda r: r.id):
+        if rel.kind is not RelationKind.TABLE or rel.job_id is None or not is_cdc(rel.properties):
+            continue
+        cfg = postgres.pg_config(SourceSpec(rel.name, "postgres-cdc", (), lower_keys(rel.properties)))
+        off = _committed_offset(db, rel.job_id)
+        errors = [e for e in db.barriers.errors.entries() if e.job_id == rel.job_id and e.kind == "source"]
+        last = max(errors, key=lambda e: e.last_seen) if errors else None
+        confirmed = lag = None
+        seconds = None
+        try:
+            st = postgres.slot_status(cfg)
+        except PiestreamError:
+            st = None  # unreachable: the error column says so
+        if st is not None:
+            confirmed = st.confirmed_lsn
+            if off is not None and off.phase == "stream":
+                lag = max(0, st.current_lsn - off.lsn)
+                if lag and off.commit_ts_us is not None:
+                    now_us = dt.datetime.now(dt.UTC).timestamp() * 1e6
+                    seconds = max(0.0, (now_us - off.commit_ts_us) / 1e6)
+                elif not lag:
+                    seconds = 0.0
+        rows.append(
+            (
+                rel.name,
+                cfg.qualified,
+                cfg.slot,
+                off.phase if off is not None else "starting",
+                off.snapshot_rows if off is not None else 0,
+                lsn_text(off.lsn) if off is not None else None,
+                lsn_text(confirmed) if confirmed is not None else None,
+                lag,
+                seconds,
+                last.message if last is not None else None,
+                last.last_seen if last is not None else None,
+            )
+        )
+    return rows
+
+
+def _committed_offset(db: Database, job_id: int) -> CdcOffset | None:
+    storage, committed, vpin, spin = db.snapshot_storage()
+    try:
+        for f in db.catalog.job_fragments(job_id):
+            for n in f.root.walk():
+                if isinstance(n, SourceNode):
+                    for _, info in StorageTable(n.state_table, storage, committed).iter_rows():
+                        o = json.loads(info).get("o")
+                        return CdcOffset.from_json(o) if o else None
+    finally:
+        db.release_snapshot(vpin, spin)
+    return None

@@ -11,6 +11,10 @@ system catalog names), readable with any SELECT (the binder turns their rows int
 * ``rw_catalog.rw_ddl_progress``: the jobs still backfilling (a CREATE MATERIALIZED VIEW /
   INDEX / SINK running, or one resumed after a restart): rows done and total (an estimate from
   storage statistics until done), as a percentage too, vnodes done, and when the statement began.
+* ``rw_catalog.rw_cdc_sources``: per CDC table its upstream table, replication slot, phase
+  (snapshot / stream) and rows copied, the committed and the upstream-confirmed LSN, the lag in
+  bytes of WAL and in seconds (since the last applied upstream commit, while WAL is pending),
+  and the last error its source survived.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, INT, TIMESTAMPTZ, VARCHAR, DataType, Field
+from piestream.common.types import BIGINT, DOUBLE, INT, TIMESTAMPTZ, VARCHAR, DataType, Field
 from piestream.frontend.catalog import Relation, RelationKind
 
 if TYPE_CHECKING:
@@ -64,6 +68,19 @@ DDL_PROGRESS = _schema(
     ("vnodes_total", INT),
     ("initialized_at", TIMESTAMPTZ),
 )
+CDC_SOURCES = _schema(
+    ("table_name", VARCHAR),
+    ("upstream_table", VARCHAR),
+    ("slot_name", VARCHAR),
+    ("phase", VARCHAR),
+    ("rows_copied", BIGINT),
+    ("committed_lsn", VARCHAR),
+    ("confirmed_lsn", VARCHAR),
+    ("lag_bytes", BIGINT),
+    ("lag_seconds", DOUBLE),
+    ("last_error", VARCHAR),
+    ("last_error_at", TIMESTAMPTZ),
+)
 MVS = _schema(
     ("id", INT),
     ("name", VARCHAR),
@@ -85,8 +102,14 @@ class RwCatalog:
             "rw_streaming_jobs": self._jobs,
             "rw_materialized_views": self._mvs,
             "rw_ddl_progress": self._ddl_progress,
+            "rw_cdc_sources": self._cdc_sources,
         }.get(name)
         return None if fn is None else fn()
+
+    def _cdc_sources(self) -> tuple[Schema, list[tuple[Any, ...]]]:
+        from piestream.server.cdc_handlers import cdc_status_rows
+
+        return CDC_SOURCES, cdc_status_rows(self.db)
 
     def _job_relations(self) -> dict[int, Relation]:
         rels = self.db.catalog.snapshot().relations()

@@ -24,6 +24,7 @@ class CdcOffset:
     cursor: tuple[str, ...] | None = None
     applied: int = 0
     snapshot_rows: int = 0  # rows copied so far (progress)
+    commit_ts_us: int | None = None  # upstream commit time of the last transaction applied
 
     def to_json(self) -> str:
         return json.dumps(
@@ -34,6 +35,7 @@ class CdcOffset:
                 "cursor": list(self.cursor) if self.cursor is not None else None,
                 "applied": self.applied,
                 "rows": self.snapshot_rows,
+                "ts": self.commit_ts_us,
             },
             separators=(",", ":"),
         )

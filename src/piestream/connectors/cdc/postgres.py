@@ -562,6 +562,7 @@ class _Changes:
         self.ops: list[int] = []
         self.lsn = off.lsn
         self.applied = off.applied  # changes of the current transaction applied (earlier or now)
+        self.commit_ts = off.commit_ts_us
         self.full = False
         self._oid: int | None = None
         self._map: list[int] = []  # upstream column index per piestream column
@@ -577,7 +578,7 @@ class _Changes:
                 self._seen = 0
             elif isinstance(m, po.Commit):
                 if not self._skip:
-                    self.lsn, self.applied = m.end_lsn, 0
+                    self.lsn, self.applied, self.commit_ts = m.end_lsn, 0, m.commit_ts_us
             elif isinstance(m, po.Relation):  # also in a skipped transaction: sent once per peek
                 if (m.namespace, m.name) == (self.reader.cfg.schema, self.reader.cfg.table):
                     self._relation(m)
@@ -654,7 +655,7 @@ class _Changes:
 
     def result(self) -> ReadResult:
         n = len(self.ops)
-        off = CdcOffset("stream", self.lsn, None, self.applied, self.off.snapshot_rows)
+        off = CdcOffset("stream", self.lsn, None, self.applied, self.off.snapshot_rows, self.commit_ts)
         if not n:
             return ReadResult([], off.to_json(), 0)
         cols = [po.to_arrow(c, t) for c, (_, t) in zip(self.rows.columns, self.reader.columns, strict=True)]
@@ -706,6 +707,33 @@ def postgres_cdc_connector(spec: SourceSpec) -> tuple[SourceReader, SourceLimits
         raise InvalidOption("generated columns are not supported in a postgres-cdc table")
     limits = source_limits(spec)
     return PgCdcReader(cfg, tuple(spec.columns)), limits
+
+
+@dataclass(frozen=True)
+class SlotStatus:
+    """A slot as the upstream sees it (the operations view)."""
+
+    confirmed_lsn: int | None  # what piestream confirmed (advanced after durable epochs)
+    current_lsn: int  # the upstream's WAL insert position
+    active: bool
+
+
+def slot_status(cfg: PgCdcConfig) -> SlotStatus | None:
+    """The slot's upstream position; None when it does not exist."""
+    conn = cfg.connect(timeout=2)
+    try:
+        cur = conn.cursor()
+        cur.execute(
+            "SELECT confirmed_flush_lsn, pg_current_wal_lsn(), active FROM pg_replication_slots "
+            "WHERE slot_name = %s",
+            (cfg.slot,),
+        )
+        row = cur.fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        return None
+    return SlotStatus(parse_lsn(row[0]) if row[0] else None, parse_lsn(row[1]), bool(row[2]))
 
 
 def forget(cfg: PgCdcConfig) -> None:
