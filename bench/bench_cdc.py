@@ -22,8 +22,12 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "connectors"))
 
-from pg_server import start_server
+from pg_server import PgServer, start_server
 
+from piestream.common.epoch import EpochPair
+from piestream.common.types import BIGINT, INT, NUMERIC, TIMESTAMPTZ, VARCHAR
+from piestream.connectors.cdc.postgres import check_upstream, postgres_cdc_connector
+from piestream.plan.source import SourceSpec
 from piestream.server.database import Database, DatabaseConfig
 
 
@@ -31,6 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--changes", type=int, default=20_000)
+    ap.add_argument("--chunk", type=int, default=200_000, help="rows per epoch (max.rows.per.epoch)")
     args = ap.parse_args()
     pg = start_server()
     try:
@@ -39,7 +44,7 @@ def main() -> None:
         )
         t0 = time.perf_counter()
         pg.sql(
-            "INSERT INTO orders SELECT g, g % 1000, (g % 100000) / 100.0, 'note ' || g, "
+            "INSERT INTO orders SELECT g, g % 1000, round((g % 100000) / 100.0, 2), 'note ' || g, "
             f"'2024-01-01'::timestamptz + g * interval '1 second' FROM generate_series(1, {args.rows}) g"
         )
         print(f"upstream load of {args.rows} rows: {time.perf_counter() - t0:.1f}s")
@@ -54,6 +59,7 @@ def main() -> None:
         print(
             f"anchor: PostgreSQL COPY TO STDOUT alone: {args.rows / (time.perf_counter() - t0):,.0f} rows/s"
         )
+        _reader_alone(pg, args.rows, args.chunk)
         with tempfile.TemporaryDirectory(prefix="piestream-cdc-") as tmp:
             cfg = DatabaseConfig(runner="local", barrier_interval=0.5, background_compaction=True)
             with Database(Path(tmp), config=cfg) as db:
@@ -61,7 +67,7 @@ def main() -> None:
                 opts = pg.with_options(table_name="orders")
                 db.execute(
                     "CREATE TABLE orders (id bigint PRIMARY KEY, cust int, amount numeric, note varchar, "
-                    f"ts timestamptz) WITH ({opts}, max.rows.per.epoch = '200000')"
+                    f"ts timestamptz) WITH ({opts}, max.rows.per.epoch = '{args.chunk}')"
                 )
                 db.execute(
                     "CREATE MATERIALIZED VIEW per_cust AS "
@@ -87,6 +93,42 @@ def main() -> None:
                 print(f"stream: {n} updates applied in {dt:.1f}s = {n / dt:,.0f} changes/s (one transaction)")
     finally:
         pg.destroy()
+
+
+def _reader_alone(pg: PgServer, rows: int, chunk: int) -> None:
+    """The connector's snapshot without the rest of piestream: chunks of `chunk` rows, COPY to
+    Arrow columns (what a source executor gets per epoch)."""
+    t = {"bigint": BIGINT, "int": INT, "numeric": NUMERIC, "varchar": VARCHAR, "timestamptz": TIMESTAMPTZ}
+    cols = (
+        ("id", "bigint"),
+        ("cust", "int"),
+        ("amount", "numeric"),
+        ("note", "varchar"),
+        ("ts", "timestamptz"),
+    )
+    spec = SourceSpec(
+        "orders",
+        "postgres-cdc",
+        tuple((n, t[k]) for n, k in cols),
+        {**_options(pg), "table.name": "orders", "slot.name": "bench_reader"},
+    )
+    check_upstream(spec, ["id"])
+    reader, _ = postgres_cdc_connector(spec)
+    offset = None
+    done = 0
+    t0 = time.perf_counter()
+    while done < rows:
+        res = reader.read("orders", offset, chunk, EpochPair(2, 1))
+        offset, done = res.offset, done + res.consumed
+    dt = time.perf_counter() - t0
+    print(f"reader alone: {rows} rows in {dt:.1f}s = {rows / dt:,.0f} rows/s (load {os.getloadavg()[0]:.1f})")
+    pg.sql("SELECT pg_drop_replication_slot('bench_reader')")
+
+
+def _options(pg: PgServer) -> dict[str, str]:
+    return {
+        k.strip(): v.strip().strip("'") for k, v in (kv.split("=", 1) for kv in pg.with_options().split(", "))
+    }
 
 
 if __name__ == "__main__":
