@@ -104,9 +104,16 @@ def test_tables_follow_upstream_and_mvs_equal_postgres(pg: PgServer, tmp_path: P
             )
         with pytest.raises(PiestreamError):
             db.execute("INSERT INTO orders VALUES (1, 1, 1, 'x')")  # fed by its upstream only
+        with pytest.raises(PiestreamError, match="a CDC source feeds tables") as e:
+            db.execute("CREATE MATERIALIZED VIEW direct AS SELECT * FROM pg")
+        assert e.value.sqlstate == "0A000"
         db.execute("DROP MATERIALIZED VIEW joined")
         db.execute("DROP TABLE customers")
         assert "shop_customers_1" not in _slots(pg)  # DROP drops the slot piestream made
+        db.execute("DROP MATERIALIZED VIEW per_cust")
+        db.execute("DROP TABLE orders")
+        db.execute("DROP SOURCE pg")
+        assert not {"shop_orders", "shop_customers_1"} & _slots(pg)
     finally:
         db.close()
 
@@ -295,3 +302,23 @@ def _confirmed(pg: PgServer, slot: str) -> int | None:
         "SELECT confirmed_flush_lsn - '0/0'::pg_lsn FROM pg_replication_slots WHERE slot_name = %s", (slot,)
     )
     return int(rows[0][0]) if rows and rows[0][0] is not None else None  # type: ignore[arg-type]
+
+
+@pytest.mark.spark
+def test_on_spark(pg: PgServer, tmp_path: Path, spark) -> None:  # type: ignore[no-untyped-def]
+    """The reader in Spark's Python workers: snapshot in chunks, then the stream, equal to upstream."""
+    pg.sql("CREATE TABLE sparked (id int PRIMARY KEY, cust int, amount numeric, note text)")
+    pg.sql("INSERT INTO sparked SELECT g, g % 5, g, 'o' || g FROM generate_series(1, 500) g")
+    db = Database(
+        tmp_path / "db", spark=spark, config=DatabaseConfig(barrier_interval=0.2, background_compaction=False)
+    )
+    try:
+        db.execute(
+            "CREATE TABLE sparked (id int PRIMARY KEY, cust int, amount numeric, note varchar) "
+            f"WITH ({pg.with_options(table_name='sparked')}, max.rows.per.epoch = '200')"
+        )
+        wait_until(lambda: _same(db, pg, "SELECT * FROM sparked"), timeout=300, what="the snapshot")
+        _random_dml(pg, random.Random(5), "sparked", 30)
+        wait_until(lambda: _same(db, pg, "SELECT * FROM sparked"), timeout=300, what="the stream")
+    finally:
+        db.close()
