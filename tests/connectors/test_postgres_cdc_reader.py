@@ -5,6 +5,7 @@ larger than a budget span reads, key changes, TOAST, the ack, and the faults."""
 from __future__ import annotations
 
 import itertools
+import time
 
 import pyarrow as pa
 import pytest
@@ -168,6 +169,25 @@ def test_upstream_down_backs_off_and_a_dropped_slot_fails(pg: PgServer) -> None:
     pg.sql("INSERT INTO r4 VALUES (1)")
     f.drain()
     assert f.rows == {1: (1,)} and health.failures == 0
+    # another process holds the slot (a stray walsender): waited for, then a back-off
+    other = reader.cfg.connect(replication=True)
+    other.cursor().start_replication(
+        slot_name=reader.cfg.slot,
+        decode=False,
+        options={"proto_version": "1", "publication_names": reader.cfg.publication},
+    )
+    try:
+        assert f.step() == 0
+        assert health.last_error and "in use by another process" in health.last_error
+    finally:
+        other.close()
+    pg.sql("INSERT INTO r4 VALUES (3)")
+    deadline = time.monotonic() + 30
+    while 3 not in f.rows and time.monotonic() < deadline:  # the walsender ends a moment later
+        health.retry_at = 0
+        f.step()
+        time.sleep(0.1)
+    assert 3 in f.rows
     postgres.drop_slot(reader.cfg)
     pg.sql("INSERT INTO r4 VALUES (2)")
     with pytest.raises(postgres.CdcError, match="no longer exists upstream"):

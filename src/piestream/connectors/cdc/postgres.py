@@ -495,10 +495,21 @@ class PgCdcReader:
             raise
 
     def _stream(self, off: CdcOffset, budget: int) -> ReadResult:
-        import psycopg2
-
         limit = budget + 1000
         while True:
+            rows = self._peek(limit)
+            changes = _Changes(self, off, budget)
+            changes.feed(po.decode(bytes(r[0])) for r in rows)
+            if changes.full or len(rows) < limit:
+                return changes.result()
+            limit *= 4
+
+    def _peek(self, limit: int) -> list[Any]:
+        """The slot's next changes (not consumed). The driver's ack advances the same slot and
+        holds it for a moment: a peek that meets it waits and tries again."""
+        import psycopg2
+
+        for attempt in range(5):
             try:
                 with self._sql() as cur:
                     cur.execute(
@@ -506,20 +517,14 @@ class PgCdcReader:
                         "'proto_version', '1', 'publication_names', %s)",
                         (self.cfg.slot, limit, self.cfg.publication),
                     )
-                    rows = cur.fetchall()
+                    return list(cur.fetchall())
             except psycopg2.errors.UndefinedObject as e:
                 if "replication slot" in str(e):
                     self._slot_lsn(required=True)
                 raise CdcError(f"postgres-cdc {self.cfg.qualified}: {str(e).strip()}") from None
             except psycopg2.errors.ObjectInUse:
-                raise UpstreamUnavailable(
-                    f'replication slot "{self.cfg.slot}" is in use by another process'
-                ) from None
-            changes = _Changes(self, off, budget)
-            changes.feed(po.decode(bytes(r[0])) for r in rows)
-            if changes.full or len(rows) < limit:
-                return changes.result()
-            limit *= 4
+                time.sleep(0.05 * (attempt + 1))
+        raise UpstreamUnavailable(f'replication slot "{self.cfg.slot}" is in use by another process')
 
     # -- ack ------------------------------------------------------------------------------------
 
