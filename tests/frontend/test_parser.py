@@ -1185,3 +1185,13 @@ def test_a_name_of_four_parts_is_a_syntax_error() -> None:
     with pytest.raises(SyntaxError_) as info:
         parse("DROP TABLE a.b.c.d")
     assert info.value.sqlstate == "42601" and "too many dotted names" in str(info.value)
+
+
+def test_create_table_from_a_cdc_source() -> None:
+    stmt = parse("CREATE TABLE o (id int PRIMARY KEY, v varchar) FROM pg TABLE 'public.orders'")[0]
+    assert isinstance(stmt, ast.CreateTable)
+    assert (stmt.from_source, stmt.from_table, stmt.primary_key) == ("pg", "public.orders", ["id"])
+    with pytest.raises(SyntaxError_, match='at or near "orders"'):
+        parse("CREATE TABLE o (id int PRIMARY KEY) FROM pg TABLE orders")
+    with pytest.raises(SyntaxError_):  # a table from a source takes the source's options
+        parse("CREATE TABLE o (id int PRIMARY KEY) FROM pg TABLE 'o' WITH (connector = 'datagen')")

@@ -1,4 +1,4 @@
-"""piestream.connectors: sources (nexmark, datagen, file, kafka) and sinks (parquet, blackhole).
+"""piestream.connectors: sources (nexmark, datagen, file, kafka, postgres-cdc) and sinks (parquet, blackhole).
 
 Connectors register with the stream layer's registry (`piestream.stream.connector`) by name, so
 the frontend can plan a source from a catalog entry, and an actor build its readers and writers,
@@ -7,6 +7,7 @@ without importing this layer.
 
 from __future__ import annotations
 
+from piestream.connectors.cdc.postgres import postgres_cdc_connector
 from piestream.connectors.datagen import datagen_connector
 from piestream.connectors.files import file_connector
 from piestream.connectors.kafka.reader import KAFKA_FORMATS, kafka_connector
@@ -22,6 +23,7 @@ SOURCE_CONNECTORS = {
     "fs": file_connector,
     "posix_fs": file_connector,
     "kafka": kafka_connector,
+    "postgres-cdc": postgres_cdc_connector,
 }
 #: (FORMAT, ENCODE) pairs of the connectors that declare their own (RisingWave's
 #: CONNECTORS_COMPATIBLE_FORMATS); the others take PLAIN / NATIVE / NONE

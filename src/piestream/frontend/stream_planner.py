@@ -153,6 +153,11 @@ class StreamPlanner(PlannerBase):
         """A SOURCE read by a streaming job: a `SourceNode` leaf of its own (own splits and
         offsets), then RowIdGen for the hidden `_row_id` stream key (reference §7)."""
         rel: Relation = node.relation
+        if not rel.columns:  # a shared CDC source: its tables read it, each its own upstream table
+            raise FeatureNotSupported(
+                f'source "{rel.name}" has no columns: a CDC source feeds tables, '
+                f"CREATE TABLE t (...) FROM {rel.name} TABLE 'schema.t'"
+            )
         cols = list(node.column_indices) or [0]  # read one column even for count(*)
         wm = rel.watermark
         if wm is not None:  # late rows are dropped whatever the query reads: read what the filter needs

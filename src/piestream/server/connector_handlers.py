@@ -39,7 +39,8 @@ from piestream.frontend.stream_piece import Dist, ExchangeMarker
 from piestream.frontend.watermark_derive import bind_watermark
 from piestream.plan.node import StreamNode
 from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
-from piestream.plan.source import DEAD_LETTER_COLUMNS, dead_letter_table
+from piestream.plan.source import DEAD_LETTER_COLUMNS, SourceSpec, dead_letter_table
+from piestream.server.cdc_handlers import check_cdc_source, check_cdc_table, is_cdc
 from piestream.server.ddl_handlers import (
     check_new_name,
     check_not_temporary,
@@ -89,6 +90,8 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
     spec = statement_source_spec(
         stmt.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes
     )
+    if is_cdc(spec.options):  # a CDC table's source emits its upstream's changes
+        spec = replace(spec, format="debezium")
     for k in stmt.primary_key:
         if k not in [c for c, _ in spec.columns]:
             raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
@@ -103,6 +106,8 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
             sqlstate="42P16",
         )
     _, limits = source_connector(spec.connector)(spec)  # validate the options now
+    if is_cdc(spec.options):  # the upstream, before anything is made
+        check_cdc_table(spec, stmt.primary_key)
     ids = s.db.ddl.ids()
     dead = None
     if limits.error_handling == "dead_letter":
@@ -170,6 +175,8 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
             return skipped
         if stmt.primary_key:
             raise FeatureNotSupported("PRIMARY KEY on a source is not supported (a source is append-only)")
+        if is_cdc(stmt.with_options):
+            return _create_cdc_source(s, stmt)
         spec = statement_source_spec(
             stmt.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes
         )
@@ -208,6 +215,31 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
         companions = [] if dead is None else [_dead_letter_relation(dead, source_id, schema)]
         s.db.ddl.create_relations(rel, companions)
         return command("CREATE SOURCE")
+
+
+def _create_cdc_source(s: Session, stmt: ast.CreateSource) -> QueryResult:
+    """A shared CDC source: connection options only; its tables come with CREATE TABLE ... FROM."""
+    if stmt.columns or stmt.format_encode is not None or stmt.watermarks:
+        raise FeatureNotSupported(
+            "a CDC source takes no columns, FORMAT or WATERMARK: declare them on "
+            "CREATE TABLE ... FROM <source> TABLE '<schema.table>'"
+        )
+    opts = lower_keys(stmt.with_options)
+    spec = SourceSpec(stmt.name, opts["connector"].strip().lower(), (), opts)
+    check_cdc_source(spec)
+    rel = Relation(
+        schema_name=creation_schema(s, stmt.name),
+        id=s.db.ddl.next_object_id(),
+        name=stmt.name,
+        kind=RelationKind.SOURCE,
+        columns=(),
+        definition=stmt.text,
+        append_only=False,
+        properties=dict(opts),
+        source=SourceInfo(),
+    )
+    s.db.ddl.create_relations(rel, [])
+    return command("CREATE SOURCE")
 
 
 # -- CREATE SINK ---------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from piestream.frontend.parser.names import ObjectName, object_name, schema_of
 from piestream.frontend.planner import PlannedJob, plan_materialized_view, plan_table, table_conflict
 from piestream.frontend.watermark_derive import bind_watermark
 from piestream.meta.catalog_store import SchemaCatalog
+from piestream.server.cdc_handlers import drop_cdc_slots
 from piestream.server.results import QueryResult, command
 from piestream.server.sink_publisher import discard_staging
 
@@ -430,7 +431,9 @@ def drop(s: Session, stmt: ast.Drop, params: Sequence[Any] = ()) -> QueryResult:
                     hint=f"Use DROP {rel.kind.value.upper()} to remove a {rel.kind.value}.",
                 )
             targets.append(rel)
-        discard_staging(db.data_dir, db.ddl.drop(targets, cascade=stmt.cascade))
+        dropped = list(db.ddl.drop(targets, cascade=stmt.cascade))
+        discard_staging(db.data_dir, dropped)
+        drop_cdc_slots(dropped)
         res = command(tag)
         res.notices += notices
         return res

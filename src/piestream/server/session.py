@@ -40,6 +40,7 @@ from piestream.frontend.catalog import (
 )
 from piestream.frontend.parser import ast, parse
 from piestream.server import (
+    cdc_handlers,
     connector_handlers,
     copy,
     ddl_handlers,
@@ -194,7 +195,11 @@ class Session:
         changes were committed (None if the block had none)."""
         txn = self.txn
         what = _DDL_COMMITS_BLOCK.get(type(stmt))
-        if what is None and isinstance(stmt, ast.CreateTable) and stmt.with_options.get("connector"):
+        if (
+            what is None
+            and isinstance(stmt, ast.CreateTable)
+            and (stmt.with_options.get("connector") or stmt.from_source)
+        ):
             what = "CREATE TABLE with a connector"
         if txn is None or what is None:
             return None
@@ -327,6 +332,8 @@ def _notice(result: QueryResult, message: str) -> QueryResult:
 
 
 def _create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -> QueryResult:
+    if stmt.from_source is not None:
+        stmt = cdc_handlers.table_from_source(s, stmt)
     if stmt.with_options.get("connector"):
         return connector_handlers.create_connector_table(s, stmt, params)
     if stmt.includes:

@@ -13,6 +13,10 @@ system catalog names), readable with any SELECT (the binder turns their rows int
   storage statistics until done), as a percentage too, vnodes done, and when the statement began.
 * ``rw_catalog.rw_source_splits``: every split of every running source with its committed
   offset; for Kafka also the next offset to read, the broker's end offset and the lag.
+* ``rw_catalog.rw_cdc_sources``: per CDC table its upstream table, replication slot, phase
+  (snapshot / stream) and rows copied, the committed and the upstream-confirmed LSN, the lag in
+  bytes of WAL and in seconds (since the last applied upstream commit, while WAL is pending),
+  and the last error its source survived.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, INT, TIMESTAMPTZ, VARCHAR, DataType, Field
+from piestream.common.types import BIGINT, DOUBLE, INT, TIMESTAMPTZ, VARCHAR, DataType, Field
 from piestream.frontend.catalog import Relation, RelationKind
 
 if TYPE_CHECKING:
@@ -77,6 +81,19 @@ SOURCE_SPLITS = _schema(
     ("end_offset", BIGINT),  # the broker's end as far as known (message connectors)
     ("lag", BIGINT),
 )
+CDC_SOURCES = _schema(
+    ("table_name", VARCHAR),
+    ("upstream_table", VARCHAR),
+    ("slot_name", VARCHAR),
+    ("phase", VARCHAR),
+    ("rows_copied", BIGINT),
+    ("committed_lsn", VARCHAR),
+    ("confirmed_lsn", VARCHAR),
+    ("lag_bytes", BIGINT),
+    ("lag_seconds", DOUBLE),
+    ("last_error", VARCHAR),
+    ("last_error_at", TIMESTAMPTZ),
+)
 MVS = _schema(
     ("id", INT),
     ("name", VARCHAR),
@@ -99,8 +116,14 @@ class RwCatalog:
             "rw_materialized_views": self._mvs,
             "rw_ddl_progress": self._ddl_progress,
             "rw_source_splits": self._source_splits,
+            "rw_cdc_sources": self._cdc_sources,
         }.get(name)
         return None if fn is None else fn()
+
+    def _cdc_sources(self) -> tuple[Schema, list[tuple[Any, ...]]]:
+        from piestream.server.cdc_handlers import cdc_status_rows
+
+        return CDC_SOURCES, cdc_status_rows(self.db)
 
     def _job_relations(self) -> dict[int, Relation]:
         rels = self.db.catalog.snapshot().relations()

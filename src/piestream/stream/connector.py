@@ -54,6 +54,9 @@ class ReadResult:
     bad_records: list[BadRecord] = field(default_factory=list)
     #: the op of each row, an int8 array per batch (`Op` values); None = every row inserted
     ops: list[np.ndarray] | None = None
+    #: faults the reader survived and retries (an unreachable upstream), as (SQLSTATE, message):
+    #: recorded in rw_streaming_errors; the epoch commits what the read returned
+    errors: list[tuple[str, str]] = field(default_factory=list)
 
 
 @runtime_checkable

@@ -192,6 +192,8 @@ class CreateTable(Statement):
     row_format: str | None = None
     temporary: bool = False  # CREATE TEMP TABLE: in the session's pg_temp schema, gone with it
     includes: list[Include] = field(default_factory=list)
+    from_source: str | None = None  # CREATE TABLE ... FROM source TABLE 'upstream' (a CDC source)
+    from_table: str | None = None
 
 
 @dataclass(frozen=True)

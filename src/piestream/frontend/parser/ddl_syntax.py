@@ -106,6 +106,8 @@ class _Clauses:
     format_encode: ast.FormatEncode | None = None
     row_format: str | None = None
     includes: list[ast.Include] = field(default_factory=list)
+    from_source: str | None = None
+    from_table: str | None = None
 
 
 class DdlParser(FunctionParser, RoleParser):
@@ -183,6 +185,8 @@ class DdlParser(FunctionParser, RoleParser):
             as_query, as_text = self._parse_query_with_text()
         elif elements is None and not clauses.with_options:
             self._fail("Expecting (")
+        if clauses.from_source is not None and clauses.with_options:
+            self._fail("CREATE TABLE ... FROM a source takes its options from the source, not WITH")
         elements = elements or _TableElements()
         return ast.CreateTable(
             name=name,
@@ -198,6 +202,8 @@ class DdlParser(FunctionParser, RoleParser):
             format_encode=clauses.format_encode,
             row_format=clauses.row_format,
             includes=clauses.includes,
+            from_source=clauses.from_source,
+            from_table=clauses.from_table,
         )
 
     def _parse_create_source(self) -> ast.CreateSource:
@@ -409,6 +415,14 @@ class DdlParser(FunctionParser, RoleParser):
             elif table and self._match_text_seq("ON", "CONFLICT"):
                 clause = "conflict"
                 clauses.on_conflict = self._parse_conflict_behavior()
+            elif table and self._match(TokenType.FROM):
+                clause = "from"
+                clauses.from_source = self._parse_object_name()
+                self._expect("TABLE")
+                tok = self._curr
+                if tok is None or tok.token_type not in (TokenType.STRING, TokenType.NATIONAL_STRING):
+                    self._fail("Expecting the upstream table's name as a string")
+                clauses.from_table = self._parse_option_value()
             elif self._match(TokenType.WITH):
                 clause = "with"
                 clauses.with_options = self._parse_options()

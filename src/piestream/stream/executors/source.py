@@ -141,6 +141,10 @@ class SourceExecutor(Executor):
                 if result.consumed > budget:
                     raise SourceError(f"source {self.node.source_name}: reader exceeded its budget")
                 self._handle_bad_records(result.bad_records)
+                for sqlstate, message in result.errors:
+                    self.ctx.errors.add(
+                        SOURCE_ERROR, f"Source {self.node.source_name}", sqlstate, message, 1, ""
+                    )
                 out += self._chunks(result.batches, result.ops)
                 consumed = result.consumed
                 new_offset = result.offset
