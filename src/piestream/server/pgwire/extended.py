@@ -194,6 +194,11 @@ class ExtendedQuery:
         if p.empty:
             self.conn.channel.send(b"I")
             return
+        if isinstance(p.stmt, ast.Copy):  # the COPY sub-protocol, then CommandComplete
+            if portal.result is None:
+                portal.result = self.conn.copy(p.stmt, portal.params)
+            self.conn.complete(portal.result)
+            return
         if portal.result is None:
             portal.result = self.conn.run_statement(p, portal.params)
         result = portal.result
