@@ -24,7 +24,6 @@ from piestream.common.errors import FeatureNotSupported, InvalidInput, Piestream
 from piestream.common.types import DataType, TypeKind
 from piestream.frontend.catalog import RelationKind
 from piestream.frontend.parser import ast
-from piestream.server.pgwire import copy_binary
 from piestream.server.results import QueryResult
 
 if TYPE_CHECKING:
@@ -114,6 +113,10 @@ def copy_statement(s: Session, stmt: ast.Copy, params: Sequence[Any] = ()) -> Qu
 
 def check_copy_from(s: Session, stmt: ast.Copy) -> tuple[int, bool]:
     """Validate before the client sends data: (the number of columns, binary format)."""
+    from piestream.server.pgwire import (
+        copy_binary,
+    )  # pgwire's package imports the session, which imports this
+
     fmt = CopyFormat.of(stmt.options)
     rel, cols = _target(s, stmt)
     if fmt.binary:
@@ -124,6 +127,7 @@ def check_copy_from(s: Session, stmt: ast.Copy) -> tuple[int, bool]:
 def copy_from(s: Session, stmt: ast.Copy, data: bytes) -> QueryResult:
     """Parse the whole input, convert every column, then insert it all (or nothing)."""
     from piestream.server import dml
+    from piestream.server.pgwire import copy_binary
 
     fmt = CopyFormat.of(stmt.options)
     rel, cols = _target(s, stmt)
@@ -278,6 +282,8 @@ class CopyOut:
 
 def run_copy_to(s: Session, stmt: ast.Copy, out: list[CopyOut], params: Sequence[Any] = ()) -> QueryResult:
     """COPY ... TO STDOUT: the data goes to `out`, the result is the command tag."""
+    from piestream.server.pgwire import copy_binary
+
     fmt = CopyFormat.of(stmt.options)
     table, types, names = _copy_source(s, stmt, params)
     if fmt.binary:

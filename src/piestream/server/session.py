@@ -32,6 +32,7 @@ from piestream.frontend.parser import ast, parse
 from piestream.server import (
     connector_handlers,
     copy,
+    cursors,
     ddl_handlers,
     dml,
     function_handlers,
@@ -55,7 +56,7 @@ class Session:
         self.settings = dict(DEFAULT_SETTINGS)
         self.settings["streaming_parallelism"] = str(db.config.parallelism)
         self.txn: Transaction | None = None  # the open transaction block
-        self.cursors: dict[str, subscriptions.SubscriptionCursor] = {}
+        self.cursors: dict[str, cursors.Cursor] = {}
         #: sends a NOTICE to the client at once, while a statement still runs (pgwire sets it)
         self.notice: Callable[[str], None] | None = None
 
@@ -106,10 +107,11 @@ class Session:
         """The client left: an open transaction is rolled back."""
         self._end_transaction()
 
-    def _end_transaction(self) -> None:
+    def _end_transaction(self, *, committed: bool = False) -> None:
         txn, self.txn = self.txn, None
         if txn is not None:
             txn.close()
+            cursors.end_of_block(self.cursors, committed)
 
     # -- execution ------------------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[QueryResult]:
@@ -165,13 +167,15 @@ class Session:
         txn = self.txn
         if txn is None:
             return _notice(command("COMMIT"), "there is no transaction in progress")
+        committed = False
         try:
             if txn.failed:
                 return command("ROLLBACK")  # PostgreSQL: COMMIT of a failed block rolls it back
             txn.commit()
+            committed = True
             return command("COMMIT")
         finally:
-            self._end_transaction()  # committed, refused or failed: the block is over
+            self._end_transaction(committed=committed)  # committed, refused or failed: the block is over
 
     def _rollback(self, stmt: ast.Rollback, params: Sequence[Any]) -> QueryResult:
         if self.txn is None:
@@ -280,7 +284,8 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.CreateSink: connector_handlers.create_sink,
     ast.CreateSubscription: subscriptions.create_subscription,
     ast.DeclareSubscriptionCursor: subscriptions.declare_cursor,
-    ast.Fetch: subscriptions.fetch,
+    ast.DeclareCursor: cursors.declare,
+    ast.Fetch: cursors.fetch,
     ast.CloseCursor: subscriptions.close_cursor,
     ast.Copy: copy.copy_statement,
     ast.Drop: ddl_handlers.drop,

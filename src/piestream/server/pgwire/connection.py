@@ -446,8 +446,8 @@ class Connection:
                     continue
                 result = self.run_statement(p, ())
                 if result.returns_rows or p.returns_rows:
-                    self.channel.send(b"T", describe_columns(result.columns, ()))
-                    send_rows(self.channel, result, ())
+                    self.channel.send(b"T", describe_columns(result.columns, result.formats))
+                    send_rows(self.channel, result, result.formats)
                 self.complete(result)
         except PiestreamError as e:
             if isinstance(e, ProtocolViolation):
