@@ -1,4 +1,4 @@
-"""Quantified comparisons over arrays (``x = ANY (array)``, ``<> ALL``, ``< SOME``) with
+"""gen_random_uuid() and quantified comparisons over arrays (``x = ANY (array)``, ``<> ALL``, ``< SOME``) with
 PostgreSQL's NULL rules, in SELECT and in an MV, and psycopg2's list parameters (sent as
 ARRAY[...]), over pgwire."""
 
@@ -71,3 +71,18 @@ def test_psycopg2_list_parameter(dsn: str, conn: psycopg.Connection) -> None:
         (4,),
         (5,),
     ]
+
+
+def test_gen_random_uuid(conn: psycopg.Connection) -> None:
+    """Version-4 UUIDs (text: piestream has no uuid type), a new one per row; refused in an MV."""
+    import uuid
+
+    rows = conn.execute("SELECT gen_random_uuid(), k FROM generate_series(1, 500) AS k").fetchall()
+    ids = [uuid.UUID(u) for u, _ in rows]
+    assert (
+        len(set(ids)) == 500
+        and {u.version for u in ids} == {4}
+        and {u.variant for u in ids} == {uuid.RFC_4122}
+    )
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match="gen_random_uuid"):
+        conn.execute("CREATE MATERIALIZED VIEW uuid_mv AS SELECT k, gen_random_uuid() AS u FROM arr_t")
