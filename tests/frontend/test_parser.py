@@ -747,9 +747,16 @@ def test_copy_subscription_and_cursor_statements() -> None:
     assert parse_one("FETCH 10 FROM c WITH (timeout = '1s')") == ast.Fetch("c", 10, {"timeout": "1s"})
     assert parse_one("CLOSE ALL") == ast.CloseCursor(None)
     assert parse_one("DROP SUBSCRIPTION IF EXISTS s") == ast.Drop("subscription", ["s"], if_exists=True)
-    assert fails("DECLARE c CURSOR FOR SELECT 1", FeatureNotSupported).message == (
-        "DECLARE of a query cursor is not supported"
+    d = parse_one("DECLARE c BINARY NO SCROLL CURSOR WITH HOLD FOR SELECT 1")
+    assert isinstance(d, ast.DeclareCursor) and (d.name, d.binary, d.hold) == ("c", True, True)
+    assert parse_one('DECLARE "x" CURSOR WITHOUT HOLD FOR SELECT 1').hold is False
+    assert fails("DECLARE c SCROLL CURSOR FOR SELECT 1", FeatureNotSupported).message == (
+        "SCROLL cursors (FETCH BACKWARD) is not supported"
     )
+    assert parse_one("FETCH FORWARD ALL IN c") == ast.Fetch("c", all=True)
+    assert parse_one("FETCH FORWARD 2000 FROM c") == ast.Fetch("c", 2000)
+    assert parse_one("MOVE 5 IN c") == ast.Fetch("c", 5, move=True)
+    assert parse_one("MOVE ALL FROM c") == ast.Fetch("c", all=True, move=True)
     assert fails("FETCH PRIOR FROM c", FeatureNotSupported).message == "FETCH PRIOR is not supported"
 
 

@@ -110,6 +110,9 @@ def test_users_ownership_and_grants(server: PgServer, data_dir: Path) -> None:
                     list(cp)
         alice.execute("CREATE SUBSCRIPTION t_changes FROM t WITH (retention = '1h')")
         assert denied(bob, "DECLARE c SUBSCRIPTION CURSOR FOR t_changes") == "permission denied for table t"
+        assert (
+            denied(bob, "DECLARE q CURSOR WITH HOLD FOR SELECT k FROM t") == "permission denied for table t"
+        )
 
         # grants: each privilege alone
         alice.execute("GRANT SELECT ON t TO bob")

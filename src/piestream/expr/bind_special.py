@@ -366,6 +366,25 @@ def _array_position(name: str, args: list[Expr]) -> Expr:
     return _call(name, [arr, coerce_to(args[1], t), *rest], INT)
 
 
+@binder("op_any", "op_all")
+def _quantified(name: str, args: list[Expr]) -> Expr:
+    """``x op ANY (array)`` / ``x op ALL (array)``; args = [x, array, literal op]. An untyped
+    array literal ('{1,2}') takes x's type, as PostgreSQL resolves it."""
+    _arity(name, args, 3, 3)
+    lhs, arr, op = args
+    if not isinstance(op, Literal) or op.value not in _CMP_IMPL:
+        raise no_such(name, args)
+    if is_unknown(arr):
+        arr = coerce_to(arr, list_of(VARCHAR if is_unknown(lhs) else lhs.return_type))
+    label = "ANY/ALL (array)"
+    elem = _elem_of(arr, label)
+    t = common_type([lhs, elem], label)
+    if t.kind in _COMPOSITE:
+        raise FeatureNotSupported(f"{op.value} {name[3:].upper()} over arrays of {type_name(t)}")
+    impl = Literal(_CMP_IMPL[op.value], VARCHAR)
+    return _call(name, [coerce_to(lhs, t), coerce_to(arr, list_of(t)), impl], BOOLEAN)
+
+
 @binder("array_append")
 def _array_append(name: str, args: list[Expr]) -> Expr:
     _arity(name, args, 2, 2)

@@ -137,7 +137,7 @@ def _wrap_filter(node: PlanNode, preds: list[Expr]) -> PlanNode:
 
 
 def _volatile(e: Expr) -> bool:
-    return any(isinstance(x, FuncCall) and x.name in ("now",) for x in e.walk())
+    return any(isinstance(x, FuncCall) and x.name in ("now", "gen_random_uuid") for x in e.walk())
 
 
 def _push_filter(node: PlanNode, preds: list[Expr], schema: Schema) -> PlanNode:
@@ -478,6 +478,8 @@ def at_most_one_row(n: PlanNode) -> bool:
 
 
 def check_no_volatile(plan: PlanNode) -> None:
+    from piestream.expr.signatures import PER_ROW
+
     """now() / current_timestamp would be evaluated once per row as it streams by, so the view
     would not equal its query a moment later: 0A000. (A temporal filter's now() is gone by now:
     `temporal_filter` turned it into a `Now` input.)"""
@@ -498,6 +500,12 @@ def check_no_volatile(plan: PlanNode) -> None:
                 if any(_volatile_call(x) for x in e.walk()):
                     raise FeatureNotSupported(
                         "now() / current_timestamp is not supported in materialized views"
+                    )
+                if any(isinstance(x, FuncCall) and x.name in PER_ROW for x in e.walk()):
+                    raise FeatureNotSupported(
+                        "gen_random_uuid() is not supported in materialized views: a view must equal "
+                        "its query, and each evaluation gives new values",
+                        hint="Generate the ids when inserting into the table instead.",
                     )
 
 

@@ -220,6 +220,8 @@ def check_statement(s: Session, stmt: ast.Statement) -> None:
             require_owner(s, rel)
     elif isinstance(stmt, ast.AlterSystem):
         raise InsufficientPrivilege("must be superuser to execute ALTER SYSTEM command")
+    elif isinstance(stmt, ast.DeclareCursor):  # its query runs at DECLARE
+        _require_select(s, [stmt.query])
     elif isinstance(stmt, ast.DeclareSubscriptionCursor):
         sub = _lookup(s, stmt.subscription)
         if sub is not None and sub.subscription is not None:

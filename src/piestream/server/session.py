@@ -43,6 +43,7 @@ from piestream.server import (
     cdc_handlers,
     connector_handlers,
     copy,
+    cursors,
     ddl_handlers,
     dml,
     function_handlers,
@@ -72,7 +73,7 @@ class Session:
         #: data directory (Python API), who may do everything
         self.user: str | None = None
         self.pending_owned: list[str] = []  # relations created in the open block (owned at COMMIT)
-        self.cursors: dict[str, subscriptions.SubscriptionCursor] = {}
+        self.cursors: dict[str, cursors.Cursor] = {}
         self.database = DEFAULT_DATABASE  # the client's (pgwire sets it): three-part names name it
         #: where CREATE TEMP TABLE / VIEW put relations; they are dropped when the session ends
         self.temp_schema = f"{TEMP_SCHEMA}_{uuid.uuid4().hex[:12]}"
@@ -145,10 +146,11 @@ class Session:
         self._end_transaction()
         drop_temporary(self.db, self.temp_schema)
 
-    def _end_transaction(self) -> None:
+    def _end_transaction(self, *, committed: bool = False) -> None:
         txn, self.txn = self.txn, None
         if txn is not None:
             txn.close()
+            cursors.end_of_block(self.cursors, committed)
 
     # -- execution ------------------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[QueryResult]:
@@ -236,13 +238,15 @@ class Session:
         txn = self.txn
         if txn is None:
             return _notice(command("COMMIT"), "there is no transaction in progress")
+        committed = False
         try:
             if txn.failed:
                 return command("ROLLBACK")  # PostgreSQL: COMMIT of a failed block rolls it back
             txn.commit()
+            committed = True
             return command("COMMIT")
         finally:
-            self._end_transaction()  # committed, refused or failed: the block is over
+            self._end_transaction(committed=committed)  # committed, refused or failed: the block is over
 
     def _rollback(self, stmt: ast.Rollback, params: Sequence[Any]) -> QueryResult:
         if self.txn is None:
@@ -355,7 +359,8 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.CreateSink: connector_handlers.create_sink,
     ast.CreateSubscription: subscriptions.create_subscription,
     ast.DeclareSubscriptionCursor: subscriptions.declare_cursor,
-    ast.Fetch: subscriptions.fetch,
+    ast.DeclareCursor: cursors.declare,
+    ast.Fetch: cursors.fetch,
     ast.CloseCursor: subscriptions.close_cursor,
     ast.Copy: copy.copy_statement,
     ast.Drop: ddl_handlers.drop,

@@ -185,6 +185,8 @@ def _cursor(s: Session, name: str) -> SubscriptionCursor:
     cursor = s.cursors.get(name)
     if cursor is None:
         raise PiestreamError(f'cursor "{name}" does not exist', sqlstate="34000")
+    if not isinstance(cursor, SubscriptionCursor):
+        raise PiestreamError(f'cursor "{name}" is not a subscription cursor', sqlstate="42809")
     return cursor
 
 

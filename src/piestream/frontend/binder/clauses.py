@@ -235,6 +235,9 @@ RULES: dict[type[exp.Expression], Rule] = {
     exp.Between: rule("this low high symmetric"),
     exp.In: rule("this expressions query", unnest="IN UNNEST", field="IN field", is_global="GLOBAL IN"),
     exp.Exists: rule("this", expression="EXISTS with a lambda"),
+    # x op ANY / SOME / ALL (array): the expression binder binds them with their comparison
+    exp.Any: rule("this"),
+    exp.All: rule("this"),
     exp.Case: rule("this ifs default"),
     exp.If: rule("this true", false="IF(...) with an else branch"),
     exp.Cast: rule(
@@ -319,8 +322,6 @@ KIND_NAMES: dict[type[exp.Expression], str] = {
     exp.WithinGroup: "WITHIN GROUP",
     exp.Escape: "LIKE ... ESCAPE",
     exp.AtTimeZone: "AT TIME ZONE",
-    exp.Any: "ANY / SOME",
-    exp.All: "ALL",
     exp.SimilarTo: "SIMILAR TO",
     exp.IgnoreNulls: "IGNORE NULLS",
     exp.RespectNulls: "RESPECT NULLS",

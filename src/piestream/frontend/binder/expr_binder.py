@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError, SyntaxError_, UndefinedTable
 from piestream.common.interval import Interval
-from piestream.common.types import DataType, TypeKind, parse_type
+from piestream.common.types import VARCHAR, DataType, TypeKind, parse_type
 from piestream.expr.bind import UnknownLiteral, bind_call, cast, literal
 from piestream.expr.expr import Expr, InputRef
 from piestream.expr.table_function import TABLE_FUNCTIONS, bind_table_function
@@ -106,6 +106,28 @@ JSON_BINARY: dict[type[exp.Expression], str] = {
     exp.JSONBDeleteAtPath: "#-",
 }
 
+_QUANTIFIABLE = frozenset((exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE))
+
+
+def _quantifier(node: exp.Expression) -> tuple[str, exp.Expression] | None:
+    """("op_any" | "op_all", the array operand) when `node` is ANY / SOME / ALL (...); sqlglot
+    parses ANY into exp.Any and SOME / ALL (...) into functions of those names."""
+    kind = None
+    if isinstance(node, exp.Any):
+        kind, operand = "op_any", node.this
+    elif isinstance(node, exp.All):
+        kind, operand = "op_all", node.this
+    elif isinstance(node, exp.Anonymous) and len(node.expressions) == 1:
+        name = str(node.this).upper()
+        if name in ("ANY", "SOME", "ALL"):
+            kind, operand = ("op_all" if name == "ALL" else "op_any"), node.expressions[0]
+    if kind is None:
+        return None
+    while isinstance(operand, exp.Paren):
+        operand = operand.this
+    return kind, operand
+
+
 _INTERVAL_UNITS = {
     "YEAR": Interval(12, 0, 0),
     "MONTH": Interval(1, 0, 0),
@@ -166,6 +188,8 @@ class ExprBinder:
         method = getattr(self, f"_bind_{type(node).__name__.lower()}", None)
         if method is not None:
             return method(node)
+        if type(node) in _QUANTIFIABLE and (q := _quantifier(node.expression)) is not None:
+            return self._quantified(node, *q)
         if type(node) in _BINARY:
             return self._call(_BINARY[type(node)], [node.this, node.expression], node)
         if type(node) in JSON_BINARY:
@@ -177,6 +201,19 @@ class ExprBinder:
         raise FeatureNotSupported(
             f"expression {node.sql('postgres')!r} is not supported", position=position(node)
         )
+
+    def _quantified(self, node: exp.Expression, name: str, array: exp.Expression) -> Expr:
+        """``x op ANY / SOME / ALL (array)`` (the subquery forms = ANY / <> ALL were rewritten
+        into IN / NOT IN before binding; the others are refused)."""
+        if isinstance(array, (exp.Subquery, exp.Select, exp.Union)):
+            raise FeatureNotSupported(
+                f"{_BINARY[type(node)]} {name[3:].upper()} (subquery) is not supported "
+                "(= ANY and <> ALL over a subquery are)",
+                position=position(node),
+            )
+        op = literal(_BINARY[type(node)], VARCHAR)
+        bound = [self.bind(node.this), self.bind(array), op]
+        return bind_call(name, bound, position=position(node))
 
     # -- leaves ---------------------------------------------------------------------------------
     def _bind_column(self, node: exp.Column) -> Expr:

@@ -361,12 +361,26 @@ class DeclareSubscriptionCursor(Statement):
 
 
 @dataclass(frozen=True)
+class DeclareCursor(Statement):
+    """DECLARE name [BINARY] [NO SCROLL] CURSOR [WITH HOLD | WITHOUT HOLD] FOR query."""
+
+    name: str
+    query: exp.Expression
+    binary: bool = False
+    hold: bool = False
+
+
+@dataclass(frozen=True)
 class Fetch(Statement):
-    """FETCH [NEXT | count] FROM cursor [WITH (timeout = '...')]."""
+    """FETCH | MOVE [NEXT | [FORWARD] count | [FORWARD] ALL] {FROM | IN} cursor [WITH (timeout = '...')].
+
+    `all` is FETCH ALL (then `count` is unused); `move` is MOVE (the rows are skipped, not sent)."""
 
     cursor: str
     count: int = 1
     with_options: dict[str, str] = field(default_factory=dict)
+    all: bool = False
+    move: bool = False
 
 
 @dataclass(frozen=True)

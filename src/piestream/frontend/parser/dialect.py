@@ -110,6 +110,7 @@ _STATEMENTS: dict[str, _StatementParser] = {
     "FLUSH": lambda p: ast.Flush(),
     "DECLARE": lambda p: p._parse_declare_statement(),
     "FETCH": lambda p: p._parse_fetch_statement(),
+    "MOVE": lambda p: p._parse_move_statement(),
     "COPY": lambda p: p._parse_copy_statement(),
     "CLOSE": lambda p: p._parse_close_statement(),
     "ALTER": lambda p: p._parse_alter_statement(),

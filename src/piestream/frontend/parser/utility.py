@@ -148,11 +148,10 @@ class UtilityParser(RoleParser):
         self._fail("Expecting ALL, PLANS, SEQUENCES or TEMP")
 
     # -- subscription cursors (RisingWave) ----------------------------------------------------------
-    def _parse_declare_statement(self) -> ast.DeclareSubscriptionCursor:
-        declare = self._prev
+    def _parse_declare_statement(self) -> ast.DeclareSubscriptionCursor | ast.DeclareCursor:
         name = self._parse_name_part()
         if not self._match_text_seq("SUBSCRIPTION", "CURSOR"):
-            raise self._unsupported("DECLARE of a query cursor", declare)
+            return self._parse_query_cursor(name)
         self._expect("FOR")
         sub = self._parse_object_name()
         since = "now"
@@ -171,29 +170,53 @@ class UtilityParser(RoleParser):
                 self._fail("Expecting a rw_timestamp, now(), proctime() or begin()")
         return ast.DeclareSubscriptionCursor(name, sub, since)
 
-    def _parse_fetch_statement(self) -> ast.Fetch:
+    def _parse_query_cursor(self, name: str) -> ast.DeclareCursor:
+        """DECLARE name [BINARY] [ASENSITIVE | INSENSITIVE] [NO SCROLL] CURSOR [WITH[OUT] HOLD] FOR query."""
+        binary = False
+        while True:
+            if self._match_texts(("BINARY",)):
+                binary = True
+            elif self._match_texts(("INSENSITIVE", "ASENSITIVE")):
+                pass  # a cursor reads one snapshot: it is insensitive
+            elif self._match_text_seq("NO", "SCROLL"):
+                pass
+            elif self._curr and self._curr.text.upper() == "SCROLL":
+                raise self._unsupported("SCROLL cursors (FETCH BACKWARD)", self._curr)
+            else:
+                break
+        if not self._match_text_seq("CURSOR"):
+            self._fail("Expecting CURSOR")
+        hold = False
+        if self._match_text_seq("WITH", "HOLD"):
+            hold = True
+        else:
+            self._match_text_seq("WITHOUT", "HOLD")
+        self._expect("FOR")
+        query, _ = self._parse_query_with_text()
+        return ast.DeclareCursor(name, query, binary, hold)
+
+    def _parse_move_statement(self) -> ast.Fetch:
+        return self._parse_fetch_statement(move=True)
+
+    def _parse_fetch_statement(self, move: bool = False) -> ast.Fetch:
         count = 1
+        every = False
+        what = "MOVE" if move else "FETCH"
         if not self._match_text_seq("NEXT"):
             self._match_text_seq("FORWARD")
         tok = self._curr
         if tok and tok.token_type == TokenType.NUMBER:
             self._advance()
             count = int(tok.text)
-        elif tok and tok.text.upper() in (
-            "PRIOR",
-            "FIRST",
-            "LAST",
-            "ABSOLUTE",
-            "RELATIVE",
-            "BACKWARD",
-            "ALL",
-        ):
-            raise self._unsupported(f"FETCH {tok.text.upper()}", tok)
+        elif self._match(TokenType.ALL):
+            every = True
+        elif tok and tok.text.upper() in ("PRIOR", "FIRST", "LAST", "ABSOLUTE", "RELATIVE", "BACKWARD"):
+            raise self._unsupported(f"{what} {tok.text.upper()}", tok)
         if not self._match_texts(("FROM", "IN")):
             self._fail("Expecting FROM or IN")
         name = self._parse_name_part()
         options = self._parse_options() if self._match_text_seq("WITH") else {}
-        return ast.Fetch(name, count, options)
+        return ast.Fetch(name, count, options, all=every, move=move)
 
     def _parse_close_statement(self) -> ast.CloseCursor:
         if self._match(TokenType.ALL):

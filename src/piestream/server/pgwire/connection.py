@@ -443,21 +443,26 @@ class Connection:
                 self.channel.send(b"S", parameter_status(wire, value))
 
     # -- COPY -----------------------------------------------------------------------------------
-    def _copy(self, stmt: ast.Copy) -> QueryResult:
-        """The COPY sub-protocol of a simple query: data in (CopyData ... CopyDone) or out."""
+    def copy(self, stmt: ast.Copy, params: Sequence[Any] = ()) -> QueryResult:
+        """The COPY sub-protocol, of a simple query or an Execute: data in (CopyData ... CopyDone)
+        or out (binary COPY: the rows as ready CopyData messages, one buffer)."""
         session = self.session
         assert session is not None
         check_statement(session, stmt)  # not through Session.execute_statement
         if stmt.to_client:
             out: list[copy.CopyOut] = []
-            result = self._wait(lambda: copy.run_copy_to(session, stmt, out))
-            self.channel.send(b"H", _copy_response(out[0].ncols))
-            for line in out[0].lines:  # one CopyData per row, as PostgreSQL sends (clients parse per message)
+            result = self._wait(lambda: copy.run_copy_to(session, stmt, out, params))
+            sent = out[0]
+            self.channel.send(b"H", _copy_response(sent.ncols, binary=sent.binary))
+            if sent.messages is not None:
+                self.channel.flush()
+                self.channel.send_raw(sent.messages)
+            for line in sent.lines:  # one CopyData per row, as PostgreSQL sends (clients parse per message)
                 self.channel.send(b"d", line)
             self.channel.send(b"c")
             return result
-        ncols = copy.check_copy_from(session, stmt)
-        self.channel.send(b"G", _copy_response(ncols))
+        ncols, binary = copy.check_copy_from(session, stmt)
+        self.channel.send(b"G", _copy_response(ncols, binary=binary))
         self.channel.flush()
         parts: list[bytes] = []
         while True:
@@ -488,12 +493,12 @@ class Connection:
                     self.channel.send(b"I")
                     continue
                 if isinstance(p.stmt, ast.Copy):
-                    self.complete(self._copy(p.stmt))
+                    self.complete(self.copy(p.stmt))
                     continue
                 result = self.run_statement(p, ())
                 if result.returns_rows or p.returns_rows:
-                    self.channel.send(b"T", describe_columns(result.columns, ()))
-                    send_rows(self.channel, result, ())
+                    self.channel.send(b"T", describe_columns(result.columns, result.formats))
+                    send_rows(self.channel, result, result.formats)
                 self.complete(result)
         except PiestreamError as e:
             if isinstance(e, ProtocolViolation):
@@ -502,9 +507,10 @@ class Connection:
         self._ready()
 
 
-def _copy_response(ncols: int) -> bytes:
-    """CopyInResponse / CopyOutResponse body: text format for the whole copy and each column."""
-    return b"\x00" + int16(ncols) + int16(0) * ncols
+def _copy_response(ncols: int, *, binary: bool = False) -> bytes:
+    """CopyInResponse / CopyOutResponse body: the format of the whole copy and of each column."""
+    code = 1 if binary else 0
+    return bytes([code]) + int16(ncols) + int16(code) * ncols
 
 
 def _internal_errors(fn: Callable[[], QueryResult]) -> QueryResult:
