@@ -66,7 +66,8 @@ class RoleParser(ParserBase):
                 field = "password"
             elif word in _FLAGS:
                 self._advance()
-                field, flags[field] = _FLAGS[word][0], _FLAGS[word][1]
+                field, flag = _FLAGS[word]
+                flags[field] = flag
             elif word in _UNSUPPORTED_OPTIONS:
                 raise self._unsupported(f"role option {word}", self._curr)
             else:
