@@ -74,6 +74,17 @@ def _open_database(args: argparse.Namespace) -> Any:
 # -- serve --------------------------------------------------------------------------------------
 
 
+def _loopback_host(host: str) -> bool:
+    """Whether a listen address is this host only (a name is resolved; 0.0.0.0 / :: are not)."""
+    from piestream.server.pgwire.tls import is_loopback
+
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return all(is_loopback((info[4][0], 0)) for info in infos)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from piestream.server.pgwire import PgServer
     from piestream.server.pgwire.auth import read_password_file
@@ -122,6 +133,8 @@ def _serve(args: argparse.Namespace) -> int:
                     port=args.dashboard_port,
                     pgwire=server,
                     ssl_context=server.ssl_context,
+                    # beyond this host, with passwords on: a role's name and password
+                    require_login=server.authenticator is not None and not _loopback_host(args.host),
                 ).start()
             except OSError as e:
                 print(f"piestream: no dashboard: cannot listen on port {args.dashboard_port}: {e.strerror}")

@@ -90,3 +90,10 @@ def test_serve_refuses_bad_tls_options(tmp_path: Path, capsys: pytest.CaptureFix
     )
     assert "cannot load the TLS certificate" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()  # refused before the data directory was opened
+
+
+def test_dashboard_login_is_required_beyond_loopback() -> None:
+    from piestream.cli import _loopback_host
+
+    assert _loopback_host("127.0.0.1") and _loopback_host("localhost") and _loopback_host("::1")
+    assert not _loopback_host("0.0.0.0") and not _loopback_host("192.0.2.7")

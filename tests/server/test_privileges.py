@@ -258,3 +258,35 @@ def test_login_throttle_doubles_the_wait_after_the_free_failures() -> None:
     assert waits == [0.0, 0.0, 0.0, 0.25, 0.5, 1.0, 2.0]
     assert t.failed("10.0.0.2", now=6.0) == (1, 0.0)  # per host
     assert t.failed("10.0.0.1", now=200.0) == (1, 0.0)  # the window moved on
+
+
+def test_dashboard_login(server: PgServer) -> None:
+    import base64
+    import urllib.error
+    import urllib.request
+
+    from piestream.server.dashboard import Dashboard
+
+    dash = Dashboard(server.database, port=0, require_login=True).start()
+
+    def get(path: str, user: str | None = None, password: str = "") -> int:
+        req = urllib.request.Request(dash.url + path)
+        if user is not None:
+            req.add_header(
+                "Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            )
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as e:
+            assert e.headers["WWW-Authenticate"].startswith('Basic realm="piestream"')
+            return int(e.code)
+
+    try:
+        assert get("metrics") == 401
+        assert get("metrics", "root", "wrong") == 401
+        assert get("", "nobody", ROOT_PW) == 401
+        assert get("metrics", "root", ROOT_PW) == 200
+        assert get("health") == 200  # for load balancers
+    finally:
+        dash.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import ssl
@@ -12,6 +13,7 @@ from urllib.parse import unquote, urlparse
 
 from piestream.server.dashboard.metrics import CONTENT_TYPE, MetricsEndpoint
 from piestream.server.dashboard.pages import job_page, overview_page
+from piestream.server.pgwire.auth import ScramVerifier
 
 if TYPE_CHECKING:
     from piestream.server.database import Database
@@ -44,7 +46,9 @@ class _HttpServer(ThreadingHTTPServer):
 class Dashboard:
     """Serves the dashboard on (host, port) in a daemon thread; port 0 picks a free one.
     `/metrics` is the Prometheus endpoint (with `pgwire`, the wire protocol's numbers too);
-    with `ssl_context` (the wire protocol's certificate) it serves HTTPS only."""
+    with `ssl_context` (the wire protocol's certificate) it serves HTTPS only; with
+    `require_login` every page but /health asks for a role's name and password (HTTP Basic,
+    checked against the role's SCRAM verifier; Prometheus' `basic_auth` sends it)."""
 
     def __init__(
         self,
@@ -54,8 +58,10 @@ class Dashboard:
         *,
         pgwire: PgServer | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        require_login: bool = False,
     ) -> None:
         self.db = db
+        self.require_login = require_login  # HTTP Basic with a role's password (SCRAM-verified)
         self.metrics = MetricsEndpoint(db, pgwire)
         dashboard = self
 
@@ -91,9 +97,33 @@ class Dashboard:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    def _logged_in(self, req: BaseHTTPRequestHandler) -> bool:
+        header = req.headers.get("Authorization", "")
+        if not header.startswith("Basic "):
+            return False
+        try:
+            user, _, password = base64.b64decode(header[6:], validate=True).decode("utf-8").partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return False
+        role = self.db.roles.get(user)
+        verifier = ScramVerifier.parse(role.password) if role is not None and role.password else None
+        if role is not None and role.login and verifier is not None and verifier.matches(password):
+            return True
+        log.warning('dashboard: login failed for user "%s" from %s', user, req.client_address[0])
+        return False
+
     def _get(self, req: BaseHTTPRequestHandler) -> None:
         path = urlparse(req.path).path
         ctype = "text/html; charset=utf-8"
+        if self.require_login and path != "/health" and not self._logged_in(req):
+            body = b"<h1>login required</h1>"
+            req.send_response(401)
+            req.send_header("WWW-Authenticate", 'Basic realm="piestream", charset="UTF-8"')
+            req.send_header("Content-Type", ctype)
+            req.send_header("Content-Length", str(len(body)))
+            req.end_headers()
+            req.wfile.write(body)
+            return
         try:
             if path == "/":
                 status, body = 200, overview_page(self.db).encode()

@@ -69,6 +69,11 @@ class ScramVerifier:
         client_key = _hmac(salted, b"Client Key")
         return cls(iterations, salt, hashlib.sha256(client_key).digest(), _hmac(salted, b"Server Key"))
 
+    def matches(self, password: str) -> bool:
+        """Whether `password` is the one this verifier was made from (HTTP logins)."""
+        other = ScramVerifier.from_password(password, self.salt, self.iterations)
+        return hmac.compare_digest(other.stored_key, self.stored_key)
+
     def text(self) -> str:
         """PostgreSQL's text form (what pg_authid.rolpassword holds)."""
         b64 = lambda b: base64.b64encode(b).decode("ascii")  # noqa: E731
