@@ -245,3 +245,19 @@ def test_is_loopback() -> None:
     assert is_loopback("/tmp/.s.PGSQL.4566")
     assert not is_loopback(("10.1.2.3", 1)) and not is_loopback(("::ffff:10.1.2.3", 1, 0, 0))
     assert not is_loopback(("fe80::1%eth0", 1, 0, 2)) and not is_loopback(("192.0.2.2", 5))
+
+
+def test_shutdown_tells_a_tls_client_why(certs: dict[str, Path], tmp_path: Path) -> None:
+    config = DatabaseConfig(runner="local", barrier_interval=0.05, parallelism=1)
+    tls = TlsConfig(str(certs["cert"]), str(certs["key"]))
+    srv = PgServer(Database(tmp_path / "d", config=config), port=0, tls=tls, shutdown_timeout=5).start()
+    pg = psycopg.connect(dsn(srv, sslmode="require"), autocommit=True)
+    try:
+        assert pg.execute("SELECT 1").fetchone() == (1,)
+        srv.stop()
+        # the FATAL arrives over the intact TLS session, not as a broken one
+        with pytest.raises(psycopg.errors.AdminShutdown, match="terminating connection due to administrator"):
+            pg.execute("SELECT 1")
+    finally:
+        pg.close()
+        srv.stop()

@@ -114,6 +114,7 @@ class Connection:
         self._cancel = threading.Event()
         self._busy = False
         self.closing = False  # server shutdown asked this connection to end
+        self.channel.stop_reading = lambda: self.closing
         self.started = time.time()
         self.query_started: float | None = None
         self.current_query = ""
@@ -177,7 +178,7 @@ class Connection:
         with self._lock:
             self.closing = True
             idle = not self._busy
-        if idle:
+        if idle and not self.channel.encrypted:  # (over TLS the read polls `closing`)
             self._shutdown(socket.SHUT_RD)  # wakes the blocked read
 
     def force_close(self) -> None:
