@@ -141,6 +141,9 @@ def test_users_ownership_and_grants(server: PgServer, data_dir: Path) -> None:
         assert bob.execute("SELECT n FROM bob_mv").fetchone() == (4,)
         assert denied(alice, "SELECT * FROM bob_mv") == "permission denied for materialized view bob_mv"
 
+        bob.execute("CREATE TABLE IF NOT EXISTS t (k INT)")  # nothing created: t stays alice's
+        assert denied(bob, "DROP TABLE t") == "must be owner of table t"
+
         # PUBLIC
         alice.execute("GRANT SELECT ON MATERIALIZED VIEW mv TO PUBLIC")
         assert bob.execute("SELECT s FROM mv").fetchone() == (100,)

@@ -244,13 +244,24 @@ _CREATES = (
 )
 
 
-def after_statement(s: Session, stmt: ast.Statement) -> None:
+def existing(s: Session, stmt: ast.Statement) -> int | None:
+    """Before a CREATE: the id of a relation of that name already there (CREATE ... IF NOT EXISTS
+    then creates nothing, and nobody's relation changes hands)."""
+    if isinstance(stmt, _CREATES):
+        rel = _lookup(s, stmt.name)
+        return rel.id if rel is not None else None
+    return None
+
+
+def after_statement(s: Session, stmt: ast.Statement, existed: int | None = None) -> None:
     """After a statement succeeded: its creator owns what it created (a CREATE TABLE in a
     transaction block once COMMIT made it), a DROP's relations take their grants along."""
     role = current_role(s)
     if isinstance(stmt, _CREATES):
         name = stmt.name
         rel = _lookup(s, name)
+        if rel is not None and rel.id == existed:
+            return
         if rel is None:
             s.pending_owned.append(name)  # in a transaction block: at COMMIT
         elif role is not None and role.oid >= 0:

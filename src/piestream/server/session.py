@@ -173,8 +173,9 @@ class Session:
             if handler is None:
                 raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
             privileges.check_statement(self, stmt)
+            existed = privileges.existing(self, stmt)
             result = handler(self, stmt, params)
-            privileges.after_statement(self, stmt)
+            privileges.after_statement(self, stmt, existed)
             if committed is not None:
                 result.notices.insert(0, committed)
             return result
