@@ -23,7 +23,7 @@ from piestream.expr.bind import UnknownLiteral, bind_call, cast, literal
 from piestream.expr.expr import Expr, InputRef
 from piestream.expr.table_function import TABLE_FUNCTIONS, bind_table_function
 from piestream.frontend.binder.scope import GroupingError, OuterRef, Scope
-from piestream.frontend.binder.user_functions import bind_user_call
+from piestream.frontend.binder.user_functions import bind_user_call, binding_database
 from piestream.frontend.parser.base import WRITTEN_NAME
 
 AggHook = Callable[[exp.Expression, "ExprBinder"], Expr]
@@ -224,6 +224,10 @@ class ExprBinder:
         pos = position(node)
         # db.s.t.x and s.t.x name t's column x (FROM checked that t is s.t in this database)
         if len(parts) >= 4 and not self._qualifier_known(parts[0]) and self._qualifier_known(parts[2]):
+            if parts[0] != binding_database():  # PostgreSQL's 0A000, never another database's t
+                raise FeatureNotSupported(
+                    f"cross-database references are not implemented: {'.'.join(parts)}", position=pos
+                )
             parts = parts[2:]
         elif len(parts) >= 3 and not self._qualifier_known(parts[0]) and self._qualifier_known(parts[1]):
             parts = parts[1:]
