@@ -74,6 +74,17 @@ def _open_database(args: argparse.Namespace) -> Any:
 # -- serve --------------------------------------------------------------------------------------
 
 
+def _loopback_host(host: str) -> bool:
+    """Whether a listen address is this host only (a name is resolved; 0.0.0.0 / :: are not)."""
+    from piestream.server.pgwire.tls import is_loopback
+
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return all(is_loopback((info[4][0], 0)) for info in infos)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from piestream.server.pgwire import PgServer
     from piestream.server.pgwire.auth import read_password_file
@@ -84,10 +95,27 @@ def _serve(args: argparse.Namespace) -> int:
     auth = None
     if args.password_file:
         auth = {"method": args.auth_method, "users": read_password_file(args.password_file)}
+    tls = None
+    if bool(args.ssl_cert) != bool(args.ssl_key):
+        print("piestream: --ssl-cert and --ssl-key go together", file=sys.stderr)
+        return 2
+    if args.require_ssl_remote and not args.ssl_cert:
+        print("piestream: --require-ssl-remote needs --ssl-cert and --ssl-key", file=sys.stderr)
+        return 2
+    if args.ssl_cert:
+        from piestream.common.errors import PiestreamError
+        from piestream.server.pgwire.tls import TlsConfig
+
+        tls = TlsConfig(args.ssl_cert, args.ssl_key, require_remote=args.require_ssl_remote)
+        try:
+            tls.context()
+        except PiestreamError as e:
+            print(f"piestream: {e.message}", file=sys.stderr)
+            return 2
     with data_dir_lock(args.data_dir):
         print(f"piestream: opening {Path(args.data_dir).resolve()} (runner: {args.runner}) ...", flush=True)
         db = _open_database(args)
-        server = PgServer(db, host=args.host, port=args.port, auth=auth)
+        server = PgServer(db, host=args.host, port=args.port, auth=auth, tls=tls)
         try:
             server.start()
         except OSError as e:
@@ -99,7 +127,15 @@ def _serve(args: argparse.Namespace) -> int:
             from piestream.server.dashboard import Dashboard
 
             try:
-                dashboard = Dashboard(db, host=args.host, port=args.dashboard_port).start()
+                dashboard = Dashboard(
+                    db,
+                    host=args.host,
+                    port=args.dashboard_port,
+                    pgwire=server,
+                    ssl_context=server.ssl_context,
+                    # beyond this host, with passwords on: a role's name and password
+                    require_login=server.authenticator is not None and not _loopback_host(args.host),
+                ).start()
             except OSError as e:
                 print(f"piestream: no dashboard: cannot listen on port {args.dashboard_port}: {e.strerror}")
         feeder = None
@@ -438,6 +474,15 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["scram-sha-256", "md5"],
         default="scram-sha-256",
         help="with --password-file",
+    )
+    s.add_argument(
+        "--ssl-cert", default=None, help="TLS certificate chain (PEM): clients may use sslmode=require"
+    )
+    s.add_argument("--ssl-key", default=None, help="the certificate's private key (PEM)")
+    s.add_argument(
+        "--require-ssl-remote",
+        action="store_true",
+        help="with --ssl-cert: refuse unencrypted connections from other hosts than this one (28000)",
     )
     s.set_defaults(fn=_serve)
 

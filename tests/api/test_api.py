@@ -62,7 +62,7 @@ def test_sql_returns_rows_columns_arrow_and_pandas(conn: piestream.Connection) -
 
 def test_execute_runs_a_script_and_sql_returns_the_last_result(conn: piestream.Connection) -> None:
     results = conn.execute("CREATE TABLE t (a int); INSERT INTO t VALUES (1), (2); SELECT sum(a) FROM t")
-    assert [r.tag for r in results] == ["CREATE_TABLE", "INSERT 0 2", "SELECT 1"]
+    assert [r.tag for r in results] == ["CREATE TABLE", "INSERT 0 2", "SELECT 1"]
     assert conn.sql("INSERT INTO t VALUES (3); SELECT sum(a) AS s FROM t").rows == [(6,)]
     # a command result converts to an empty table
     assert results[0].to_arrow().num_columns == 0
@@ -89,7 +89,7 @@ def test_repr_shows_a_small_table_and_html(conn: piestream.Connection) -> None:
     assert lines[-1] == "(25 rows, showing 20)"
     assert len(lines) == 2 + 20 + 1
     assert repr(conn.sql("SELECT NULL::int AS x")).splitlines()[2].strip() == "NULL"
-    assert repr(conn.sql("CREATE TABLE u (a int)")) == "CREATE_TABLE"
+    assert repr(conn.sql("CREATE TABLE u (a int)")) == "CREATE TABLE"
     page = r._repr_html_()
     assert page.startswith("<table>") and "<th>v</th>" in page and "<td>row 1</td>" in page
 

@@ -176,7 +176,7 @@ def test_ddl_rules(conn: Connection) -> None:
         ("CREATE SUBSCRIPTION bad FROM mv WITH (retention = '1h', foo = 'x')", "22023"),
         ("CREATE SUBSCRIPTION bad FROM nope", "42P01"),
         ("DECLARE c SUBSCRIPTION CURSOR FOR nope", "42704"),
-        ("DECLARE c CURSOR FOR SELECT 1", "0A000"),
+        ("DECLARE c CURSOR FOR SELECT 1", "25P01"),  # a query cursor needs a transaction block
         ("DROP MATERIALIZED VIEW mv", "2BP01"),
         ("DROP SUBSCRIPTION mv", "42809"),
     ]:

@@ -153,7 +153,7 @@ def test_options_are_validated(tmp_path: Path) -> None:
     spec = SourceSpec("s", "file", (("k", INT),), {"path": str(tmp_path)}, None)
     with pytest.raises(InvalidOption, match="ENCODE"):
         file_connector(spec)
-    spec = SourceSpec("s", "file", (("k", INT),), {"path": str(tmp_path), "error.handling": "skip"}, "json")
+    spec = SourceSpec("s", "file", (("k", INT),), {"path": str(tmp_path), "error.handling": "ignore"}, "json")
     with pytest.raises(InvalidOption, match=r"error\.handling"):
         file_connector(spec)
 

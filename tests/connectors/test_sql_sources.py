@@ -40,7 +40,7 @@ def test_datagen_sequence_and_random_fields(tmp_path: Path) -> None:
         assert all(0 <= r[3] < 1 for r in rows) and {r[4] for r in rows} == {True, False}
         with pytest.raises(PiestreamError, match=r"fields\.nope\.kind"):
             db.execute("CREATE TABLE h (a INT) WITH (connector = 'datagen', fields.nope.kind = 'sequence')")
-        with pytest.raises(PiestreamError, match='connector "kafka" is not supported'):
+        with pytest.raises(PiestreamError, match='connector "kafka" needs a FORMAT'):
             db.execute("CREATE SOURCE k (a INT) WITH (connector = 'kafka')")
         with pytest.raises(PiestreamError, match=r"nexmark\.table\.type"):
             db.execute("CREATE SOURCE n (a INT) WITH (connector = 'nexmark', nexmark.table.type = 'Bids')")

@@ -90,7 +90,6 @@ def test_a_safe_modulo_is_refused() -> None:
         ("SELECT a FROM t FOR UPDATE", "FOR UPDATE"),
         ("SELECT a FROM t TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
         ("SELECT try_cast(a AS INT) FROM t", "TRY_CAST"),
-        ("SELECT a FROM dev.public.t", "cross-database"),
         ("SELECT rank(a) OVER (ORDER BY a) FROM t", "rank() with arguments"),
         ("SELECT date_trunc('day', ts, 'UTC') FROM t", "time zone"),
         ("SELECT current_timestamp(0)", "CURRENT_TIMESTAMP(precision)"),
@@ -102,7 +101,6 @@ def test_a_safe_modulo_is_refused() -> None:
         ("SELECT a FROM t GROUP BY ROLLUP (a)", "ROLLUP"),
         ("SELECT a FROM t GROUP BY GROUPING SETS ((a), ())", "GROUPING SETS"),
         ("SELECT s LIKE 'x!%' ESCAPE '!' FROM t", "ESCAPE"),
-        ("SELECT a FROM t WHERE a = ANY(ARRAY[1, 2])", "ANY"),
         ("SELECT ts AT TIME ZONE 'UTC' FROM t", "AT TIME ZONE"),
     ],
 )
@@ -125,6 +123,7 @@ def test_rejected_clauses_are_named(sql: str, clause: str) -> None:
         "(SELECT a FROM t ORDER BY a) LIMIT 1",
         "VALUES (1), (2) ORDER BY 1 DESC OFFSET 1 ROWS FETCH NEXT 1 ROW ONLY",
         "SELECT a FROM t WHERE a NOT BETWEEN SYMMETRIC 3 AND 1 AND s ILIKE 'x%' AND a IN (1, 2)",
+        "SELECT a FROM t WHERE a = ANY(ARRAY[1, 2]) AND a <> ALL(ARRAY[3]) AND a < SOME(ARRAY[4])",
         "SELECT count(*) FILTER (WHERE a > 1), string_agg(DISTINCT s, ',' ORDER BY s), "
         "array_agg(a ORDER BY a) FROM t GROUP BY b HAVING sum(a) > 1",
         "SELECT row_number() OVER (PARTITION BY a ORDER BY b DESC NULLS LAST), "

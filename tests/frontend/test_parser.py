@@ -69,7 +69,9 @@ from piestream.frontend.parser import (
     parse,
     parse_one,
 )
+from piestream.frontend.parser.ast import CreateSchema, DropSchema
 from piestream.frontend.parser.dialect import Piestream
+from piestream.frontend.parser.names import ObjectName, schema_of
 
 
 def one(sql: str, kind: type[Statement]) -> Statement:
@@ -263,7 +265,7 @@ def test_column_constraints() -> None:
         )""",
         CreateTable,
     )
-    assert t.name == "public.t" and t.if_not_exists
+    assert t.name == "t" and schema_of(t.name) == "public" and t.if_not_exists
     assert t.primary_key == ["id"]
     cols = {c.name: c for c in t.columns}
     assert list(cols) == ["id", "Name", "n", "doubled", "untyped", "stored", "p_time", "c"]
@@ -379,8 +381,9 @@ _ERRORS_BY_SQLSTATE: dict[str, type[PiestreamError]] = {
         ("CREATE TABLE t (a int, CHECK (a > 0))", "0A000", "CHECK constraint is not supported", 24),
         ("CREATE TABLE t (a int UNIQUE)", "0A000", "UNIQUE column constraint is not supported", 23),
         ("CREATE TABLE t (a int REFERENCES u)", "0A000", "REFERENCES column constraint is not supported", 23),
-        ("CREATE TEMP TABLE t (a int)", "0A000", "CREATE TEMP is not supported", 1),
-        ("CREATE TABLE t (a int) INCLUDE key AS k", "0A000", "INCLUDE clause is not supported", 24),
+        ("CREATE TEMP SOURCE s (a int)", "0A000", "CREATE TEMP SOURCE is not supported", 1),
+        ("CREATE UNLOGGED TABLE t (a int)", "0A000", "CREATE UNLOGGED is not supported", 1),
+        ("CREATE TABLE t (a int) INCLUDE foo AS k", "0A000", "INCLUDE FOO is not supported", 24),
     ],
 )
 def test_create_table_errors(sql: str, sqlstate: str, message: str, position: int) -> None:
@@ -443,7 +446,7 @@ def test_create_index() -> None:
         "INCLUDE (d, e) DISTRIBUTED BY (a)",
         CreateIndex,
     )
-    assert i.name == "idx" and i.table == "s.t" and i.if_not_exists
+    assert i.name == "idx" and i.table.qualified == "s.t" and i.if_not_exists
     assert i.columns == [IndexColumn("a", True), IndexColumn("B", False), IndexColumn("c")]
     assert i.include == ["d", "e"] and i.distributed_by == ["a"]
     assert (
@@ -475,7 +478,10 @@ def test_create_sink() -> None:
     ("sql", "expected"),
     [
         ("DROP TABLE t", Drop("table", ["t"])),
-        ('DROP TABLE IF EXISTS a, B, public."C" CASCADE', Drop("table", ["a", "b", "public.C"], True, True)),
+        (
+            'DROP TABLE IF EXISTS a, B, public."C" CASCADE',
+            Drop("table", ["a", "b", ObjectName("C", "public")], True, True),
+        ),
         ("DROP MATERIALIZED VIEW mv RESTRICT", Drop("materialized view", ["mv"])),
         ("DROP VIEW v", Drop("view", ["v"])),
         ("DROP INDEX IF EXISTS i", Drop("index", ["i"], if_exists=True)),
@@ -520,15 +526,19 @@ def test_unsupported_objects() -> None:
     for sql, message in [
         ("CREATE TRIGGER trg AFTER INSERT ON t FOR EACH ROW EXECUTE FUNCTION f()", "CREATE TRIGGER"),
         ("CREATE AGGREGATE a (int) (sfunc = f, stype = int)", "CREATE AGGREGATE"),
-        ("CREATE SCHEMA s", "CREATE SCHEMA"),
         ("CREATE OR REPLACE TABLE t (a int)", "CREATE OR REPLACE TABLE"),
         ("CREATE OR REPLACE MATERIALIZED VIEW mv AS SELECT 1", "CREATE OR REPLACE MATERIALIZED VIEW"),
         ("DROP AGGREGATE a", "DROP AGGREGATE"),
-        ("DROP SCHEMA s", "DROP SCHEMA"),
     ]:
         err = fails(sql, FeatureNotSupported)
         assert (err.sqlstate, err.message, err.position) == ("0A000", f"{message} is not supported", 1)
     assert fails("CREATE WIDGET w").message == 'syntax error at or near "WIDGET"'
+    err = fails("CREATE SCHEMA s AUTHORIZATION u", FeatureNotSupported)
+    assert (err.message, err.position) == ("CREATE SCHEMA ... AUTHORIZATION is not supported", 17)
+    assert one("CREATE SCHEMA IF NOT EXISTS S", CreateSchema) == CreateSchema("s", True)
+    assert one("CREATE TEMP TABLE t (a int)", CreateTable).temporary
+    assert one("CREATE OR REPLACE TEMPORARY VIEW v AS SELECT 1", CreateView).temporary
+    assert one('DROP SCHEMA IF EXISTS a, "B" CASCADE', DropSchema) == DropSchema(["a", "B"], True, True)
     assert fails("DROP WIDGET w").position == 6
 
 
@@ -543,7 +553,12 @@ def test_insert() -> None:
     assert isinstance(i.source, exp.Values) and len(i.source.expressions) == 2
     assert [type(e) for e in i.returning] == [exp.Column, exp.Alias]
     i = one("INSERT INTO s.t SELECT * FROM u WHERE x > 1", Insert)
-    assert i.table == "s.t" and i.columns is None and isinstance(i.source, exp.Select) and i.returning == []
+    assert (
+        i.table.qualified == "s.t"
+        and i.columns is None
+        and isinstance(i.source, exp.Select)
+        and i.returning == []
+    )
     i = one("INSERT INTO t (SELECT 1 UNION SELECT 2)", Insert)
     assert i.columns is None and isinstance(i.source, exp.Union)
     assert isinstance(
@@ -593,7 +608,7 @@ def test_delete() -> None:
         ("SET x = on", SetVariable("x", "on")),
         ("SET application_name = 'psql'", SetVariable("application_name", "psql")),
         ("SET DateStyle = ISO, MDY", SetVariable("datestyle", "iso, mdy")),
-        ('SET search_path TO public, "$user"', SetVariable("search_path", "public, $user")),
+        ('SET search_path TO public, "$user"', SetVariable("search_path", 'public, "$user"')),
         ("SET TIME ZONE 'UTC'", SetVariable("timezone", "UTC")),
         ("SET TIME ZONE LOCAL", SetVariable("timezone", None)),
         ("SET streaming.parallelism = 4", SetVariable("streaming.parallelism", "4")),
@@ -619,10 +634,13 @@ def test_delete() -> None:
         ("SHOW DATABASES", ShowObjects("databases")),
         ("SHOW PARAMETERS", ShowObjects("parameters")),
         ("SHOW CREATE TABLE t", ShowCreate("table", "t")),
-        ("SHOW CREATE MATERIALIZED VIEW public.mv", ShowCreate("materialized view", "public.mv")),
+        (
+            "SHOW CREATE MATERIALIZED VIEW public.mv",
+            ShowCreate("materialized view", ObjectName("mv", "public")),
+        ),
         ("SHOW CREATE SINK s", ShowCreate("sink", "s")),
         ("DESCRIBE t", Describe("t")),
-        ("DESC public.T", Describe("public.t")),
+        ("DESC public.T", Describe(ObjectName("t", "public"))),
         ("BEGIN", Begin()),
         ("BEGIN TRANSACTION ISOLATION LEVEL SERIALIZABLE", Begin(["isolation level serializable"])),
         ("BEGIN WORK READ ONLY, NOT DEFERRABLE", Begin(["read only", "not deferrable"])),
@@ -678,9 +696,10 @@ def test_transaction_statements() -> None:
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("GRANT SELECT ON t TO u", "GRANT"),
-        ("REVOKE SELECT ON t FROM u", "REVOKE"),
-        ("ALTER TABLE t ADD COLUMN c INT", "ALTER TABLE"),
+        ("GRANT r TO u", "GRANT / REVOKE of role membership"),
+        ("REVOKE GRANT OPTION FOR SELECT ON t FROM u", "REVOKE GRANT OPTION FOR"),
+        ("ALTER TABLE t ADD COLUMN c INT", "this form of ALTER TABLE"),
+        ("ALTER SOURCE s SET parallelism = 2", "ALTER SOURCE ... SET parallelism"),
         ("ALTER SYSTEM RESET x", "ALTER SYSTEM RESET"),
         ("ALTER MATERIALIZED VIEW m RENAME TO n", "this form of ALTER MATERIALIZED VIEW"),
         ("TRUNCATE t", "TRUNCATE"),
@@ -728,9 +747,16 @@ def test_copy_subscription_and_cursor_statements() -> None:
     assert parse_one("FETCH 10 FROM c WITH (timeout = '1s')") == ast.Fetch("c", 10, {"timeout": "1s"})
     assert parse_one("CLOSE ALL") == ast.CloseCursor(None)
     assert parse_one("DROP SUBSCRIPTION IF EXISTS s") == ast.Drop("subscription", ["s"], if_exists=True)
-    assert fails("DECLARE c CURSOR FOR SELECT 1", FeatureNotSupported).message == (
-        "DECLARE of a query cursor is not supported"
+    d = parse_one("DECLARE c BINARY NO SCROLL CURSOR WITH HOLD FOR SELECT 1")
+    assert isinstance(d, ast.DeclareCursor) and (d.name, d.binary, d.hold) == ("c", True, True)
+    assert parse_one('DECLARE "x" CURSOR WITHOUT HOLD FOR SELECT 1').hold is False
+    assert fails("DECLARE c SCROLL CURSOR FOR SELECT 1", FeatureNotSupported).message == (
+        "SCROLL cursors (FETCH BACKWARD) is not supported"
     )
+    assert parse_one("FETCH FORWARD ALL IN c") == ast.Fetch("c", all=True)
+    assert parse_one("FETCH FORWARD 2000 FROM c") == ast.Fetch("c", 2000)
+    assert parse_one("MOVE 5 IN c") == ast.Fetch("c", 5, move=True)
+    assert parse_one("MOVE ALL FROM c") == ast.Fetch("c", all=True, move=True)
     assert fails("FETCH PRIOR FROM c", FeatureNotSupported).message == "FETCH PRIOR is not supported"
 
 
@@ -1144,3 +1170,35 @@ def test_insert_rows_of_bare_parameters_become_a_grid() -> None:
         assert parse_one(sql) == full[0], sql
         assert getattr(full[0], "param_rows", None) is None, sql
     assert fails("INSERT INTO t VALUES ($1, $2), ($3, $4").sqlstate == "42601"
+
+
+@pytest.mark.parametrize(
+    "sql, name, schema, database",
+    [
+        ("DROP TABLE t", "t", None, None),
+        ("DROP TABLE S.T", "t", "s", None),
+        ('DROP TABLE "public"."M"', "M", "public", None),
+        ('DROP TABLE dev.public."a.b"', "a.b", "public", "dev"),
+    ],
+)
+def test_object_names_keep_their_qualifiers(
+    sql: str, name: str, schema: str | None, database: str | None
+) -> None:
+    (target,) = one(sql, Drop).names
+    assert (str(target), schema_of(target), getattr(target, "database", None)) == (name, schema, database)
+
+
+def test_a_name_of_four_parts_is_a_syntax_error() -> None:
+    with pytest.raises(SyntaxError_) as info:
+        parse("DROP TABLE a.b.c.d")
+    assert info.value.sqlstate == "42601" and "too many dotted names" in str(info.value)
+
+
+def test_create_table_from_a_cdc_source() -> None:
+    stmt = parse("CREATE TABLE o (id int PRIMARY KEY, v varchar) FROM pg TABLE 'public.orders'")[0]
+    assert isinstance(stmt, ast.CreateTable)
+    assert (stmt.from_source, stmt.from_table, stmt.primary_key) == ("pg", "public.orders", ["id"])
+    with pytest.raises(SyntaxError_, match='at or near "orders"'):
+        parse("CREATE TABLE o (id int PRIMARY KEY) FROM pg TABLE orders")
+    with pytest.raises(SyntaxError_):  # a table from a source takes the source's options
+        parse("CREATE TABLE o (id int PRIMARY KEY) FROM pg TABLE 'o' WITH (connector = 'datagen')")

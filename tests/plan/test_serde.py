@@ -131,6 +131,9 @@ LATER_GOLDEN_JOBS = ("srf", "frames")
 GOLDEN_JOBS = tuple(j for j in EXTRA if j not in LATER_GOLDEN_JOBS and j not in ("set_ops", "watermark"))
 #: The stored format-3 document: a job with a WatermarkFilter and a watermark-cleaned HashAgg.
 GOLDEN_V3 = GOLDEN.with_name("plan_format_v3.json")
+#: A format-3 temporal filter (Now feeding a DynamicFilter), the job of `TEMPORAL`.
+GOLDEN_TEMPORAL = GOLDEN.with_name("plan_format_v3_temporal.json")
+TEMPORAL = "SELECT auction, price FROM bid WHERE date_time > now() - INTERVAL '1 hour'"
 GOLDEN_STATEMENTS = (
     "CREATE TABLE nopk (a INT, b VARCHAR)",
     "CREATE TABLE gent (seq BIGINT) WITH (connector = 'datagen', fields.seq.kind = 'sequence')",
@@ -242,6 +245,12 @@ def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
     kinds |= {n.kind for f in frags for n in f.root.walk()}
     aggs = [n for f in frags for n in f.root.walk() if n.kind == "HashAgg"]
     assert aggs and all(a.watermark is not None for a in aggs)
+    temporal = json.loads(GOLDEN_TEMPORAL.read_text())
+    frags = decode_fragments(json.dumps(temporal))
+    assert json.loads(encode_fragments(frags)) == temporal | {"format": PLAN_FORMAT}
+    kinds |= {n.kind for f in frags for n in f.root.walk()}
+    dfs = [n for f in frags for n in f.root.walk() if n.kind == "DynamicFilter"]
+    assert dfs and all(d.rhs_non_decreasing for d in dfs)
     assert marked and kinds == set(NODE_KINDS)  # a new node kind needs a stored example here
 
 

@@ -4,6 +4,8 @@ task worker killed between or during epochs costs a retry, never a row."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import random
 import signal
@@ -19,7 +21,9 @@ import pytest
 
 from piestream.common.errors import DivisionByZero
 from piestream.runtime.epoch_plan import EpochPlan
+from piestream.runtime.lease_task import HELLO, WIRE_VERSION
 from piestream.runtime.leased import LeasedSparkRunner
+from piestream.runtime.wire import FROM_TASK, MAC_BYTES, Channel, new_key
 from piestream.server.database import Database, DatabaseConfig
 
 pytestmark = pytest.mark.spark
@@ -364,13 +368,20 @@ def test_data_errors_flow_as_with_spark_and_keep_the_lease(spark: Any, tmp_path:
         assert runner.lease_pids == pids  # a data error is the epoch's, not the lease's
         db.execute("INSERT INTO dz VALUES (4, 2); FLUSH")
         assert sorted(s.execute_one("SELECT k, r FROM dzm").rows) == [(1, None), (2, 2), (4, 5)]
-        # strangers on the listener (a huge length prefix, a wrong token) are turned away ...
+        # strangers on the listener (a huge length prefix, a hello with no MAC or another job's
+        # key) are turned away ...
         assert runner._listener is not None
         address = runner._listener.getsockname()[:2]
-        for junk in (struct.pack("<Q", 1 << 62), struct.pack("<Q16sqq", 32, b"x" * 16, 0, 1)):
+        hello = HELLO.pack(WIRE_VERSION, 0, 1)
+        forged = struct.pack("<Q", len(hello)) + b"\0" * MAC_BYTES + hello
+        for junk in (struct.pack("<Q", 1 << 62), forged):
             with socket.create_connection(address, timeout=10) as bad:
                 bad.sendall(junk)
                 assert bad.recv(1) == b""  # closed by the driver
+        with socket.create_connection(address, timeout=10) as bad:
+            Channel(bad, new_key(), FROM_TASK).send(hello)
+            assert bad.recv(1) == b""
+        assert runner.lease_pids == pids  # ... without effect on the lease
         # ... and the next lease still starts: this epoch ends the lease, the next starts one
         runner.lease_seconds = 0.0
         leases = runner._leases
@@ -380,3 +391,93 @@ def test_data_errors_flow_as_with_spark_and_keep_the_lease(spark: Any, tmp_path:
         assert runner.leased_epochs > 0
     finally:
         db.close()
+
+
+class _Tamperer:
+    """A TCP proxy between a lease's tasks and the driver that flips the last byte of the next
+    frame it forwards in a direction it is armed for ("task" or "driver" frames): a forgery on
+    the wire."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.armed: set[str] = set()
+        self.tampered: list[str] = []
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.address = self.srv.getsockname()[:2]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                task, _ = self.srv.accept()
+            except OSError:
+                return
+            driver = socket.create_connection(self.target)
+            threading.Thread(target=self._pump, args=(task, driver, "task"), daemon=True).start()
+            threading.Thread(target=self._pump, args=(driver, task, "driver"), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, whose: str) -> None:
+        try:
+            while data := src.recv(1 << 20):
+                # a frame's header is 40 bytes: a larger read ends inside a body
+                if whose in self.armed and len(data) > 40:
+                    self.armed.discard(whose)
+                    self.tampered.append(whose)
+                    data = data[:-1] + bytes([data[-1] ^ 0x01])
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+
+class _TamperedRunner(LeasedSparkRunner):
+    """A leased runner whose tasks reach it through a `_Tamperer`."""
+
+    proxy: _Tamperer | None = None
+
+    def _task_address(self) -> tuple[str, int]:
+        if self.proxy is None:
+            self.proxy = _Tamperer(super()._task_address())
+        return self.proxy.address
+
+
+def test_a_forged_frame_fails_the_epoch_which_is_retried(spark: Any, tmp_path: Path, caplog: Any) -> None:
+    """A frame altered on the wire, either way, does not verify: it is dropped and logged, its
+    connection closed, the epoch fails as a lost task's would and the barrier manager retries
+    it on a new lease; nothing is lost or duplicated."""
+    # tasks get all the time a loaded machine needs to connect: every epoch here runs leased
+    runner = _TamperedRunner(
+        spark, lease_seconds=60.0, idle_seconds=30.0, connect_timeout=60.0, retry_seconds=0.0
+    )
+    db = _db(spark, tmp_path / "db", runner=runner)
+    try:
+        _counts_by_v(db, 100, 5)
+        expected = Counter(g % 5 for g in range(1, 101))
+        assert runner.proxy is not None and runner.leased_epochs > 0
+        # the epoch stats count the driver's traffic: today every exchanged chunk passes it
+        busy = [s for s in db.barriers.stats if s.rows_in > 0]
+        assert busy and all(s.driver_wire_bytes > s.driver_exchange_bytes > 0 for s in busy)
+        first = 101
+        for whose in ("task", "driver"):
+            failures = len(db.barriers.failures)
+            runner.proxy.armed.add(whose)
+            with caplog.at_level(logging.WARNING, logger="piestream.runtime.wire"):
+                db.execute(f"INSERT INTO t SELECT g, g % 5 FROM generate_series({first}, {first + 99}) AS g")
+                db.execute("FLUSH")
+            expected.update(g % 5 for g in range(first, first + 100))
+            first += 100
+            assert runner.proxy.tampered[-1] == whose  # the forgery happened ...
+            assert len(db.barriers.failures) > failures  # ... failed an epoch, which was retried
+            if whose == "task":  # the driver dropped the frame (a task drops it in its worker)
+                assert "HMAC does not verify" in caplog.text
+            got = sorted(tuple(r) for r in db.session().execute_one("SELECT v, n FROM m").rows)
+            assert got == sorted(expected.items())
+            assert db.session().execute_one("SELECT count(*) FROM t").rows[0][0] == first - 1
+    finally:
+        db.close()
+        if runner.proxy is not None:
+            runner.proxy.srv.close()

@@ -167,7 +167,7 @@ def _check_after_kill(data_dir: Path, hist: History, run: ChildRun, new_dml_star
     try:
         s = db.session()
         # the catalog: every table and MV, with its definition
-        names = set(db.catalog.snapshot().by_name)
+        names = {r.name for r in db.catalog.snapshot().relations()}
         expected = {*TABLES, *MVS, *hist.extra_mvs}
         pending_ddl = [m["ddl"] for m in in_flight if "ddl" in m]
         assert expected <= names <= expected | set(pending_ddl), (names, expected)

@@ -75,3 +75,16 @@ def test_catalog_query_that_sqlite_cannot_run_answers_no_rows(conn: psycopg.Conn
         "FROM pg_catalog.pg_statistic_ext WHERE stxrelid = 'nested'::regclass"
     )
     assert cur.fetchall() == [] and [d.name for d in cur.description] == ["stxname", "?column?"]
+
+
+def test_operator_spelled_comparison_with_any(conn: psycopg.Connection) -> None:
+    """pg_dump -t's ``relkind OPERATOR(pg_catalog.=) ANY (array[...])`` matches as ``=`` does
+    (it matched nothing, so pg_dump found no table)."""
+    conn.execute("CREATE MATERIALIZED VIEW nested_mv AS SELECT id FROM nested")
+    sql = (
+        "SELECT c.relname, c.relkind FROM pg_catalog.pg_class c WHERE c.relname LIKE 'nested%%' "
+        "AND c.relkind OPERATOR(pg_catalog.=) ANY (array['r', 'v', 'm']) ORDER BY 1"
+    )
+    assert conn.execute(sql).fetchall() == [("nested", "r"), ("nested_mv", "m")]
+    negated = sql.replace("OPERATOR(pg_catalog.=) ANY", "OPERATOR(pg_catalog.<>) ALL")
+    assert conn.execute(negated).fetchall() == []

@@ -13,7 +13,6 @@ run for the statements (each waits for its own), not in between.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import duckdb
 import psycopg
 import pytest
 from server_proc import ServerProcess, start_server
+from standalone import moto_bucket_url
 
 MASTER = "local-cluster[2,1,1024]"
 TABLES = [
@@ -129,19 +129,8 @@ def test_local_cluster_with_local_data_dir(tmp_path: Path) -> None:
 @pytest.fixture
 def s3_url(tmp_path: Path) -> Iterator[str]:
     """A bucket on a moto S3 server on 127.0.0.1, as an object store URL with its credentials."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield (
-            f"s3://piestream-cluster/db?endpoint=http://{host}:{port}&region=us-east-1"
-            "&access_key=testing&secret_key=testing"
-        )
-    finally:
-        server.stop()
+    with moto_bucket_url("piestream-cluster") as url:
+        yield url
 
 
 def _bucket_objects(url: str) -> list[str]:

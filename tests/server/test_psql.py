@@ -83,7 +83,7 @@ def test_query_error_and_scripts(server: PgServer, tmp_path: Path) -> None:
         "\\d s\n"
     )
     out = psql(server, "-v", "ON_ERROR_STOP=1", "-f", str(script)).stdout
-    assert "CREATE_TABLE" in out and "INSERT 0 2" in out and " two" in out and 'Table "public.s"' in out
+    assert "CREATE TABLE" in out and "INSERT 0 2" in out and " two" in out and 'Table "public.s"' in out
     bad = tmp_path / "bad.sql"
     bad.write_text("SELECT 1;\nSELECT 1/0;\nSELECT 2;\n")
     res = psql(server, "-v", "ON_ERROR_STOP=1", "-f", str(bad), check=False)

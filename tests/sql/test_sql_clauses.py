@@ -70,7 +70,7 @@ def test_schema_other_than_public_is_not_read_as_public(st: Session) -> None:
         ("SELECT a FROM tt TABLESAMPLE SYSTEM (10)", "TABLESAMPLE"),
         ("SELECT a FROM tt UNION BY NAME SELECT a FROM u", "BY NAME"),
         ("SELECT try_cast(s AS int) AS i FROM tt", "TRY_CAST"),
-        ("SELECT a FROM dev.public.tt", "cross-database"),
+        ("SELECT a FROM other.public.tt", "cross-database"),
         ("SELECT a, rank(a) OVER (ORDER BY a) AS r FROM tt", "rank() with arguments"),
         ("SELECT date_trunc('day', ts, 'UTC') AS d FROM tt", "date_trunc with a time zone"),
         ("SELECT count(a, b) AS n FROM tt", "count with several arguments"),

@@ -347,19 +347,36 @@ def _jsonb_text(v: Any) -> str:
     return "{" + ", ".join(members) + "}"
 
 
-def _parse_jsonb(s: str, t: DataType) -> str:
-    """Valid JSON, returned as the normalized text PostgreSQL's jsonb would print."""
+def jsonb_value(s: str) -> Any:
+    """A jsonb text as Python values: dicts (keys in jsonb order), lists, str, Decimal, bool, None."""
     try:
-        value = json.loads(
+        return json.loads(
             s,
             parse_float=_json_number,
             parse_int=_json_number,
             parse_constant=_json_reject_constant,
             object_pairs_hook=_json_object,
         )
-        return _jsonb_text(value)
     except (ValueError, RecursionError) as e:
         raise InvalidInput("invalid input syntax for type json", detail=str(e)) from None
+
+
+def jsonb_text(v: Any) -> str:
+    """The normalized jsonb text of a Python value (dict keys are put in jsonb order)."""
+    return _jsonb_text(_jsonb_ordered(v))
+
+
+def _jsonb_ordered(v: Any) -> Any:
+    if isinstance(v, dict):
+        return _json_object([(k, _jsonb_ordered(x)) for k, x in v.items()])
+    if isinstance(v, list):
+        return [_jsonb_ordered(x) for x in v]
+    return v
+
+
+def _parse_jsonb(s: str, t: DataType) -> str:
+    """Valid JSON, returned as the normalized text PostgreSQL's jsonb would print."""
+    return _jsonb_text(jsonb_value(s))
 
 
 _PARSERS: dict[TypeKind, Callable[[str, DataType], Datum]] = {

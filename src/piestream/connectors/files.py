@@ -30,7 +30,6 @@ import fnmatch
 import json
 import os
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +37,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from piestream.common.epoch import EpochPair
-from piestream.common.scalar import Datum, check_int, normalize_numeric, to_arrow
-from piestream.common.text import parse_datum
-from piestream.common.types import DataType, TypeKind
+from piestream.common.types import DataType
+from piestream.connectors.formats.decode import CsvDecoder, JsonDecoder, message
 from piestream.connectors.options import InvalidOption, parse_bool, parse_int, source_limits
 from piestream.plan.source import SourceLimits, SourceSpec
 from piestream.stream.connector import BadRecord, ReadResult, SourceReader
@@ -49,56 +47,6 @@ ENCODES = ("json", "csv", "parquet")
 READ_BLOCK = 4 << 20  # bytes read from a file at a time
 
 FileState = list[Any]  # [pos, line, size, stable]
-
-
-# -- value conversion --------------------------------------------------------------------------------
-
-
-class _BadValue(Exception):
-    pass
-
-
-def _from_json(v: Any, t: DataType) -> Datum:
-    """A JSON value as a datum of `t` (strings use PostgreSQL's text input for the type)."""
-    if v is None:
-        return None
-    k = t.kind
-    if k is TypeKind.JSONB:
-        return parse_datum(json.dumps(v), t)
-    if k is TypeKind.VARCHAR:
-        if isinstance(v, str):
-            return v
-        return json.dumps(v)
-    if isinstance(v, str):
-        return parse_datum(v, t)
-    if isinstance(v, bool):
-        if k is TypeKind.BOOLEAN:
-            return v
-        raise _BadValue(f"expected {t}, got a boolean")
-    if isinstance(v, int | float):
-        if k in (TypeKind.SMALLINT, TypeKind.INT, TypeKind.BIGINT):
-            if isinstance(v, float) and not v.is_integer():
-                raise _BadValue(f"invalid input syntax for type {t}: {v!r}")
-            return check_int(int(v), t)
-        if k is TypeKind.NUMERIC:
-            return normalize_numeric(v)
-        if k in (TypeKind.REAL, TypeKind.DOUBLE):
-            return float(v)
-        raise _BadValue(f"expected {t}, got a number")
-    if isinstance(v, dict) and k is TypeKind.STRUCT:
-        return {f.name: _from_json(v.get(f.name), f.data_type) for f in t.fields}
-    if isinstance(v, list) and k is TypeKind.LIST:
-        assert t.elem is not None
-        return [_from_json(e, t.elem) for e in v]
-    raise _BadValue(f"expected {t}, got {type(v).__name__}")
-
-
-def _from_text(s: str, t: DataType) -> Datum:
-    if t.kind is TypeKind.VARCHAR:
-        return s
-    if s == "":
-        return None
-    return parse_datum(s, t)
 
 
 # -- the reader ----------------------------------------------------------------------------------------
@@ -228,67 +176,21 @@ class FileReader:
                     break
         st[0], st[1] = pos, line_no
         if lines:
-            parse = self._parse_json if self.encode == "json" else self._csv_parser(header)
-            rows: list[list[Datum]] = []
-            for ln, text in lines:
-                try:
-                    rows.append(parse(text))
-                except Exception as e:  # any conversion problem is this record's, reported
-                    bad.append(BadRecord(name, ln, text, _message(e)))
-            if rows:
-                batches.append(self._batch(rows))
+            decoded = self._decoder(header).decode([text.encode() for _, text in lines])
+            bad += [BadRecord(name, lines[i][0], lines[i][1], m) for i, m in decoded.errors]
+            if decoded.table.num_rows:
+                batches += decoded.table.to_batches()
         return used
+
+    def _decoder(self, header: list[str] | None) -> JsonDecoder | CsvDecoder:
+        if self.encode == "json":
+            return JsonDecoder(self.columns)
+        return CsvDecoder(self.columns, self.csv_delimiter, None if header is None else tuple(header))
 
     def _csv_header(self, full: str) -> list[str]:
         with open(full, "rb") as f:
             first = f.readline().decode("utf-8", errors="replace").rstrip("\r\n")
         return next(csv.reader([first], delimiter=self.csv_delimiter), [])
-
-    def _parse_json(self, text: str) -> list[Datum]:
-        obj = json.loads(text)
-        if not isinstance(obj, dict):
-            raise _BadValue(f"expected a JSON object, got {type(obj).__name__}")
-        lower = None
-        out = []
-        for c, t in self.columns:
-            if c in obj:
-                v = obj[c]
-            else:
-                if lower is None:
-                    lower = {k.lower(): val for k, val in obj.items()}
-                v = lower.get(c.lower())
-            try:
-                out.append(_from_json(v, t))
-            except Exception as e:
-                raise _BadValue(f'column "{c}": {_message(e)}') from None
-        return out
-
-    def _csv_parser(self, header: list[str] | None) -> Callable[[str], list[Datum]]:
-        if header is not None:
-            pos = {h.strip().lower(): i for i, h in enumerate(header)}
-            idx = [pos.get(c.lower()) for c, _ in self.columns]
-            width = len(header)
-        else:
-            idx = list(range(len(self.columns)))
-            width = len(self.columns)
-
-        def parse(text: str) -> list[Datum]:
-            fields = next(csv.reader([text], delimiter=self.csv_delimiter))
-            if len(fields) != width:
-                raise _BadValue(f"expected {width} fields, got {len(fields)}")
-            out = []
-            for (c, t), i in zip(self.columns, idx, strict=True):
-                try:
-                    out.append(None if i is None else _from_text(fields[i], t))
-                except Exception as e:
-                    raise _BadValue(f'column "{c}": {_message(e)}') from None
-            return out
-
-        return parse
-
-    def _batch(self, rows: list[list[Datum]]) -> pa.RecordBatch:
-        cols = [to_arrow([r[i] for r in rows], t) for i, (_, t) in enumerate(self.columns)]
-        return pa.RecordBatch.from_arrays(cols, names=[c for c, _ in self.columns])
 
     def _read_parquet(
         self,
@@ -316,7 +218,7 @@ class FileReader:
                 if start >= want:
                     break
         except Exception as e:
-            bad.append(BadRecord(name, pos + 1, "", f"cannot read Parquet rows: {_message(e)}"))
+            bad.append(BadRecord(name, pos + 1, "", f"cannot read Parquet rows: {message(e)}"))
             st[0] = size
             return max(1, min(budget, size - pos))
         st[0] = want
@@ -333,10 +235,6 @@ class FileReader:
             else:
                 cols.append(t.column(src).cast(dtype.arrow))
         return pa.Table.from_arrays(cols, names=[c for c, _ in self.columns])
-
-
-def _message(e: BaseException) -> str:
-    return getattr(e, "message", None) or str(e) or type(e).__name__
 
 
 def file_connector(spec: SourceSpec) -> tuple[SourceReader, SourceLimits]:

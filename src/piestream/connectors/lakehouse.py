@@ -40,7 +40,8 @@ from piestream.connectors.options import InvalidOption
 from piestream.connectors.staging import clear_pending, delete_staged, named_outputs, save_pending
 from piestream.expr.functions.cast import cast_array
 
-LAKE_CONNECTORS = ("delta", "iceberg")
+#: sinks the driver publishes through a `LakeTable` (kafka: one transaction per epoch)
+LAKE_CONNECTORS = ("delta", "iceberg", "kafka")
 EPOCH_KEY = "piestream.epoch"
 SINK_KEY = "piestream.sink"
 OP_COLUMN = "_op"
@@ -99,6 +100,8 @@ def to_lake(table: pa.Table, connector: str) -> pa.Table:
 def validate_lake_options(connector: str, options: Mapping[str, str]) -> dict[str, str]:
     """Check a lake sink's options (and that its library is installed)."""
     out = dict(options)
+    if connector == "kafka":  # checked when the sink's transactional id was made
+        return out
     if connector == "delta":
         _require("deltalake")
         location = options.get("location") or options.get("path")
@@ -141,6 +144,10 @@ def new_staging_path(root: str, sink_name: str) -> str:
 def open_lake_table(
     connector: str, options: Mapping[str, str], sink_name: str, sink_type: str, key: Sequence[str]
 ) -> LakeTable:
+    if connector == "kafka":
+        from piestream.connectors.kafka.sink import KafkaSinkTable
+
+        return KafkaSinkTable(options, sink_name, sink_type, tuple(key))
     if connector == "delta":
         from piestream.connectors.delta import DeltaSinkTable
 
@@ -156,6 +163,10 @@ def create_lake_table(
     """Create the target table at CREATE SINK (readers see it at once); an existing table must
     have the sink's columns. Returns how to remove the table if this call created it (a CREATE
     SINK that fails afterwards leaves nothing behind), else None."""
+    if connector == "kafka":
+        from piestream.connectors.kafka.sink import create_marker_topic
+
+        return create_marker_topic(options)
     if connector == "delta":
         from piestream.connectors.delta import create_delta_table
 

@@ -56,11 +56,19 @@ MAX_ROWS_OPTIONS = ("max.rows.per.epoch", "source.max.rows.per.epoch")
 ERROR_OPTIONS = ("error.handling", "error_handling")
 
 
+ERROR_HANDLING = ("reject", "dead_letter", "skip")
+
+
 def source_limits(
-    spec: SourceSpec, *, default_rate: float | None = None, chunk_size: int | None = None
+    spec: SourceSpec,
+    *,
+    default_rate: float | None = None,
+    chunk_size: int | None = None,
+    default_handling: str = "reject",
 ) -> SourceLimits:
     """The limits every source accepts: ``source_rate_limit`` (rows or events per second for the
-    whole source; 0 or negative = unlimited), ``max.rows.per.epoch`` and ``error.handling``."""
+    whole source; 0 or negative = unlimited), ``max.rows.per.epoch`` and ``error.handling``
+    (reject | dead_letter | skip; message connectors default to skip, RisingWave's rule)."""
     rate = default_rate
     for name in RATE_OPTIONS:
         if name in spec.options:
@@ -72,9 +80,9 @@ def source_limits(
         if name in spec.options:
             max_rows = parse_int(name, spec.options[name], minimum=1)
             break
-    handling = (spec.option(*ERROR_OPTIONS) or "reject").strip().lower().replace("-", "_")
-    if handling not in ("reject", "dead_letter"):
-        raise InvalidOption(f"error.handling must be 'reject' or 'dead_letter', got '{handling}'")
+    handling = (spec.option(*ERROR_OPTIONS) or default_handling).strip().lower().replace("-", "_")
+    if handling not in ERROR_HANDLING:
+        raise InvalidOption(f"error.handling must be 'reject', 'dead_letter' or 'skip', got '{handling}'")
     return SourceLimits(
         rate_limit=rate, max_rows_per_epoch=max_rows, chunk_size=chunk_size, error_handling=handling
     )

@@ -123,6 +123,7 @@ SINK_CONNECTORS = {
     "blackhole": blackhole_sink,
     "delta": lake_sink,
     "iceberg": lake_sink,
+    "kafka": lake_sink,  # staged like the lake sinks; the driver produces each epoch in a transaction
 }
 
 

@@ -7,8 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from piestream.common.errors import DatatypeMismatch, PiestreamError, UndefinedColumn, UndefinedFunction
-from piestream.common.types import BOOLEAN, INT, VARCHAR, DataType, TypeKind, list_of, struct_of
+from piestream.common.errors import (
+    DatatypeMismatch,
+    FeatureNotSupported,
+    PiestreamError,
+    UndefinedColumn,
+    UndefinedFunction,
+)
+from piestream.common.types import BOOLEAN, INT, JSONB, VARCHAR, DataType, TypeKind, list_of, struct_of
 from piestream.expr.bind import (
     arg_type,
     bind_generic,
@@ -223,6 +229,8 @@ def _concat_op(name: str, args: list[Expr]) -> Expr:
     ta, tb = arg_type(a), arg_type(b)
     if (ta is not None and ta.kind is TypeKind.LIST) or (tb is not None and tb.kind is TypeKind.LIST):
         return _array_concat(a, b)
+    if JSONB in (ta, tb) and (ta in (JSONB, None)) and (tb in (JSONB, None)):
+        return _call("jsonb_concat", [coerce_to(a, JSONB), coerce_to(b, JSONB)], JSONB)
     text_like = (ta is None or ta == VARCHAR, tb is None or tb == VARCHAR)
     if not any(text_like):
         raise no_such(name, args)
@@ -358,6 +366,25 @@ def _array_position(name: str, args: list[Expr]) -> Expr:
     return _call(name, [arr, coerce_to(args[1], t), *rest], INT)
 
 
+@binder("op_any", "op_all")
+def _quantified(name: str, args: list[Expr]) -> Expr:
+    """``x op ANY (array)`` / ``x op ALL (array)``; args = [x, array, literal op]. An untyped
+    array literal ('{1,2}') takes x's type, as PostgreSQL resolves it."""
+    _arity(name, args, 3, 3)
+    lhs, arr, op = args
+    if not isinstance(op, Literal) or op.value not in _CMP_IMPL:
+        raise no_such(name, args)
+    if is_unknown(arr):
+        arr = coerce_to(arr, list_of(VARCHAR if is_unknown(lhs) else lhs.return_type))
+    label = "ANY/ALL (array)"
+    elem = _elem_of(arr, label)
+    t = common_type([lhs, elem], label)
+    if t.kind in _COMPOSITE:
+        raise FeatureNotSupported(f"{op.value} {name[3:].upper()} over arrays of {type_name(t)}")
+    impl = Literal(_CMP_IMPL[op.value], VARCHAR)
+    return _call(name, [coerce_to(lhs, t), coerce_to(arr, list_of(t)), impl], BOOLEAN)
+
+
 @binder("array_append")
 def _array_append(name: str, args: list[Expr]) -> Expr:
     _arity(name, args, 2, 2)
@@ -391,3 +418,97 @@ def _array_to_string(name: str, args: list[Expr]) -> Expr:
     _arity(name, args, 2, 3)
     _list_type(args[0], name)
     return _call(name, [args[0], *[coerce_to(a, VARCHAR) for a in args[1:]]], VARCHAR)
+
+
+# -- jsonb ----------------------------------------------------------------------------------------
+
+
+@binder("jsonb_extract_path", "jsonb_extract_path_text")
+def _jsonb_extract_path(name: str, args: list[Expr]) -> Expr:
+    """jsonb_extract_path(j, VARIADIC text[]): `#>` / `#>>` with the path as an array."""
+    _arity(name, args, 1)
+    j = coerce_to(args[0], JSONB) if is_unknown(args[0]) else args[0]
+    if j.return_type != JSONB:
+        raise no_such(name, args)
+    path = _call("array", [coerce_to(a, VARCHAR) for a in args[1:]], list_of(VARCHAR))
+    return _call(name, [j, path], JSONB if name == "jsonb_extract_path" else VARCHAR)
+
+
+@binder("@>", "<@")
+def _containment(name: str, args: list[Expr]) -> Expr:
+    """jsonb containment; the array operators of the same spelling are not implemented."""
+    if any((t := arg_type(a)) is not None and t.kind is TypeKind.LIST for a in args):
+        raise FeatureNotSupported(f"array containment ({name}) is not supported")
+    return bind_generic(name, args)
+
+
+def _jsonb_arg(name: str, e: Expr) -> Expr:
+    """An argument of to_jsonb / jsonb_build_*: unknown literals are text, jsonb passes as is."""
+    from piestream.expr.functions.jsonb import TO_JSONB_KINDS
+
+    if is_unknown(e):
+        return coerce_to(e, VARCHAR)
+    t = e.return_type
+    inner = t
+    while inner.kind is TypeKind.LIST and inner.elem is not None:
+        inner = inner.elem
+    if inner.kind not in TO_JSONB_KINDS:
+        raise FeatureNotSupported(f"{name} of type {type_name(t)} is not supported")
+    return e
+
+
+@binder("to_jsonb")
+def _to_jsonb(name: str, args: list[Expr]) -> Expr:
+    _arity(name, args, 1, 1)
+    if is_unknown(args[0]):
+        raise UndefinedFunction(
+            "could not determine polymorphic type because input has type unknown", sqlstate="42804"
+        )
+    arg = _jsonb_arg(name, args[0])
+    return arg if arg.return_type == JSONB else _call(name, [arg], JSONB)
+
+
+@binder("jsonb_build_array")
+def _jsonb_build_array(name: str, args: list[Expr]) -> Expr:
+    return _call(name, [_jsonb_arg(name, a) for a in args], JSONB)
+
+
+@binder("jsonb_build_object")
+def _jsonb_build_object(name: str, args: list[Expr]) -> Expr:
+    if len(args) % 2:
+        raise PiestreamError(
+            "argument list must have even number of elements",
+            sqlstate="22023",
+            hint="The arguments of jsonb_build_object() must consist of alternating keys and values.",
+        )
+    bound: list[Expr] = []
+    for i, a in enumerate(args):
+        if i % 2 == 0:
+            key = _jsonb_arg(name, a)
+            if key.return_type.kind in (TypeKind.LIST, TypeKind.JSONB):
+                raise PiestreamError(
+                    "key value must be scalar, not array, composite, or json", sqlstate="22023"
+                )
+            bound.append(_text(key))
+        else:
+            bound.append(_jsonb_arg(name, a))
+    return _call(name, bound, JSONB)
+
+
+@binder("jsonb_object_of_pairs")
+def _jsonb_object_of_pairs(name: str, args: list[Expr]) -> Expr:
+    """jsonb_object_agg's conversion (frontend/binder/jsonb_aggs.py): a list of (text, value) rows."""
+    _arity(name, args, 1, 1)
+    t = arg_type(args[0])
+    pair = t.elem if t is not None and t.kind is TypeKind.LIST else None
+    if pair is None or pair.kind is not TypeKind.STRUCT or len(pair.fields) != 2:
+        raise no_such(name, args)
+    _jsonb_arg("jsonb_object_agg", Literal(None, pair.fields[1].data_type))
+    return _call(name, args, JSONB)
+
+
+@binder("jsonb_path_exists")
+def _jsonb_path_exists(name: str, args: list[Expr]) -> Expr:
+    from piestream.expr.table_function import _jsonpath_args
+
+    return _call(name, list(_jsonpath_args(name, args)), BOOLEAN)

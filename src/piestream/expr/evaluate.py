@@ -12,11 +12,13 @@ from piestream.common.chunk import DataChunk
 from piestream.common.errors import PiestreamError, is_data_error
 from piestream.common.scalar import from_arrow
 from piestream.expr.expr import Expr, FuncCall, Literal
-from piestream.expr.signatures import VOLATILE
+from piestream.expr.signatures import PER_ROW, VOLATILE
 
 
 def _has_volatile(e: Expr) -> bool:
     if isinstance(e, FuncCall) and e.name in VOLATILE and e.option("statement_time") is None:
+        return True
+    if isinstance(e, FuncCall) and e.name in PER_ROW:
         return True
     return any(_has_volatile(c) for c in e.children())
 

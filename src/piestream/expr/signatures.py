@@ -62,6 +62,10 @@ OPERATORS = {
     "!~~*": "not_ilike",
 }
 
+#: jsonb's operators (jsonb_ops), by the kernel each overload names below.
+JSONB_OPERATORS = ("->", "->>", "#>", "#>>", "@>", "<@", "?", "?|", "?&", "#-")
+OPERATORS.update({op: op for op in JSONB_OPERATORS})
+
 #: Names shown as operators in messages ("operator does not exist: integer || integer").
 OPERATOR_SYMBOLS = frozenset({*OPERATORS, "||"})
 
@@ -82,6 +86,7 @@ ALIASES = {
     "unix_to_time": "to_timestamp",
     "array_size": "array_length",
     "array_concat": "array_cat",
+    "uuid": "gen_random_uuid",
     "transaction_timestamp": "now",
     "statement_timestamp": "now",
     "!=": "<>",
@@ -223,6 +228,7 @@ _add("make_date", (INT, INT, INT), DATE)
 _add("make_timestamp", (INT, INT, INT, INT, INT, DOUBLE), TIMESTAMP)
 _add("to_timestamp", (DOUBLE,), TIMESTAMPTZ)
 _add("now", (), TIMESTAMPTZ)
+_add("gen_random_uuid", (), VARCHAR)  # its text form: piestream has no uuid type
 for _name in ("tumble_start", "tumble_end"):
     _add(_name, (DATE, INTERVAL), TIMESTAMP)
     _add(_name, (DATE, INTERVAL, INTERVAL), TIMESTAMP)
@@ -230,5 +236,30 @@ for _name in ("tumble_start", "tumble_end"):
         _add(_name, (_t, INTERVAL), _t)
         _add(_name, (_t, INTERVAL, INTERVAL), _t)
 
+# -- jsonb ----------------------------------------------------------------------------------------
+_TEXTS = list_of(VARCHAR)
+_add("->", (JSONB, VARCHAR), JSONB, "jsonb_access")
+_add("->", (JSONB, INT), JSONB, "jsonb_access")
+_add("->>", (JSONB, VARCHAR), VARCHAR, "jsonb_access_text")
+_add("->>", (JSONB, INT), VARCHAR, "jsonb_access_text")
+_add("#>", (JSONB, _TEXTS), JSONB, "jsonb_extract_path")
+_add("#>>", (JSONB, _TEXTS), VARCHAR, "jsonb_extract_path_text")
+_add("@>", (JSONB, JSONB), BOOLEAN, "jsonb_contains")
+_add("<@", (JSONB, JSONB), BOOLEAN, "jsonb_contained")
+_add("?", (JSONB, VARCHAR), BOOLEAN, "jsonb_exists")
+_add("?|", (JSONB, _TEXTS), BOOLEAN, "jsonb_exists_any")
+_add("?&", (JSONB, _TEXTS), BOOLEAN, "jsonb_exists_all")
+_add("-", (JSONB, VARCHAR), JSONB, "jsonb_delete")
+_add("-", (JSONB, INT), JSONB, "jsonb_delete_index")
+_add("-", (JSONB, _TEXTS), JSONB, "jsonb_delete_keys")
+_add("#-", (JSONB, _TEXTS), JSONB, "jsonb_delete_path")
+_add("jsonb_typeof", (JSONB,), VARCHAR)
+_add("jsonb_array_length", (JSONB,), INT)
+_add("jsonb_strip_nulls", (JSONB,), JSONB)
+_add("jsonb_set", (JSONB, _TEXTS, JSONB), JSONB)
+_add("jsonb_set", (JSONB, _TEXTS, JSONB, BOOLEAN), JSONB, "jsonb_set_create")
+
 #: Functions whose value changes between evaluations: never constant-folded.
 VOLATILE = frozenset({"now"})
+#: Functions with a new value per row (never frozen per statement, never folded).
+PER_ROW = frozenset({"gen_random_uuid"})

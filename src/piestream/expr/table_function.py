@@ -33,6 +33,7 @@ from piestream.common.types import (
     BIGINT,
     INT,
     INTERVAL,
+    JSONB,
     NUMERIC,
     TIMESTAMP,
     TIMESTAMPTZ,
@@ -40,9 +41,10 @@ from piestream.common.types import (
     DataType,
     TypeKind,
     list_of,
+    struct_of,
 )
 from piestream.expr.bind import arg_type, coerce_to
-from piestream.expr.expr import Expr
+from piestream.expr.expr import Expr, FuncCall
 from piestream.expr.functions.datetime_arith import add_interval_us, check_us
 from piestream.expr.functions.vec import USECS_PER_DAY, interval_parts
 
@@ -50,7 +52,31 @@ from piestream.expr.functions.vec import USECS_PER_DAY, interval_parts
 Evaluate = Callable[[Expr, DataChunk], pa.Array | pa.ChunkedArray]
 
 #: The set-returning functions, by name.
-TABLE_FUNCTIONS = frozenset({"unnest", "generate_series", "range", "regexp_matches"})
+TABLE_FUNCTIONS = frozenset(
+    {
+        "unnest",
+        "generate_series",
+        "range",
+        "regexp_matches",
+        "jsonb_array_elements",
+        "jsonb_array_elements_text",
+        "jsonb_object_keys",
+        "jsonb_path_query",
+        "jsonb_each",
+        "jsonb_each_text",
+    }
+)
+
+#: jsonb's set-returning functions: their result type
+_JSONB_SRFS = {
+    "jsonb_array_elements": JSONB,
+    "jsonb_array_elements_text": VARCHAR,
+    "jsonb_object_keys": VARCHAR,
+    "jsonb_path_query": JSONB,
+    # a record (key, value): in FROM its fields are the columns (binder/table_functions.py)
+    "jsonb_each": struct_of(("key", VARCHAR), ("value", JSONB)),
+    "jsonb_each_text": struct_of(("key", VARCHAR), ("value", VARCHAR)),
+}
 
 #: Most values one series expansion may produce (1 GiB of BIGINTs): past it the statement fails
 #: with 54000 instead of exhausting memory (PostgreSQL would try, and run out or run for hours).
@@ -112,7 +138,30 @@ def bind_table_function(name: str, args: Sequence[Expr]) -> TableFunction:
         if len(args) not in (2, 3) or any(t not in (None, VARCHAR) for t in types):
             raise _no_such(name, args)
         return TableFunction(name, tuple(coerce_to(a, VARCHAR) for a in args), list_of(VARCHAR))
+    if name == "jsonb_path_query":
+        return TableFunction(name, _jsonpath_args(name, args), JSONB)
+    if name in _JSONB_SRFS:
+        if len(args) != 1 or types[0] not in (None, JSONB):
+            raise _no_such(name, args)
+        # the document's kind is checked by a scalar call (a data error there is NULL in streaming)
+        checked = FuncCall(f"{name}_check", (coerce_to(args[0], JSONB),), JSONB)
+        return TableFunction(name, (checked,), _JSONB_SRFS[name])
     raise _no_such(name, args)
+
+
+def _jsonpath_args(name: str, args: Sequence[Expr]) -> tuple[Expr, ...]:
+    """(target jsonb, path text): a constant path is checked while binding (0A000 outside the subset)."""
+    from piestream.expr.expr import Literal
+    from piestream.expr.functions.jsonpath import parse_path
+
+    if len(args) > 2:
+        raise FeatureNotSupported(f"{name} with vars or silent is not supported")
+    if len(args) != 2 or any(arg_type(a) not in (None, JSONB, VARCHAR) for a in args):
+        raise _no_such(name, args)
+    path = coerce_to(args[1], VARCHAR)
+    if isinstance(path, Literal) and path.value is not None:
+        parse_path(str(path.value))
+    return (coerce_to(args[0], JSONB), path)
 
 
 def _bind_series(name: str, args: list[Expr], types: list[DataType | None]) -> TableFunction:
@@ -159,6 +208,10 @@ def expand(tf: TableFunction, chunk: DataChunk, evaluate: Evaluate = _eval) -> t
         return _series(tf, args, n)
     if tf.name == "regexp_matches":
         return _regexp_matches(args, n)
+    if tf.name in _JSONB_SRFS:
+        from piestream.expr.functions.jsonb import expand_jsonb
+
+        return expand_jsonb(tf.name, *args)
     raise InternalError(f"unknown set-returning function {tf.name}")
 
 

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from piestream.common.errors import PiestreamError, UndefinedTable
+from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedTable
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field, parse_type, type_text
 from piestream.expr.expr import Expr
+from piestream.frontend.parser.names import DEFAULT_SCHEMA, fold, object_name, quote_ident
 from piestream.plan.materialize import ConflictBehavior
 from piestream.storage.table.desc import TableDesc
-
-DEFAULT_SCHEMA = "public"
 
 
 class RelationKind(enum.Enum):
@@ -64,6 +63,8 @@ class SourceInfo:
     encode_options: dict[str, str] = field(default_factory=dict)
     generated: tuple[str, ...] = ()  # columns declared ``AS expr`` the connector supplies
     dead_letter: TableDesc | None = None  # the companion table malformed records go to
+    format: str | None = None  # FORMAT <format>, lower-case (None: none given)
+    include: tuple[tuple[str, str, str], ...] = ()  # INCLUDE (kind, column, header name)
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,11 @@ class SubscriptionInfo:
 #: +-Infinity, which a format-3 reader would take for corruption (so it refuses them by number),
 #: and a source's or table's watermark (which a format-3 reader would drop silently).
 #: A format-3 relation's values were stored normalized at 10 fraction digits: they read as they
-#: are, a numeric(p, s) column's padded to s on read.
-RELATION_FORMAT = 4
+#: are, a numeric(p, s) column's padded to s on read. Format 5 relations may live in a schema
+#: other than public (CREATE SCHEMA): a format-4 reader would take them for public's, so it
+#: refuses them by number. Entries of format 4 and before are public's, under their stored name
+#: (a name with a dot an older build made of ``public.t`` stays that name: ``"public.t"``).
+RELATION_FORMAT = 5
 
 
 class CatalogFormatError(PiestreamError):
@@ -168,6 +172,16 @@ class Relation:
         return [c for c in self.columns if not c.hidden]
 
     @property
+    def key(self) -> tuple[str, str]:
+        """(schema, name): what names it uniquely in its database."""
+        return (self.schema_name, self.name)
+
+    @property
+    def qualified_name(self) -> str:
+        """``schema.name`` for a relation outside public, else its name (for messages)."""
+        return self.name if self.schema_name == DEFAULT_SCHEMA else f"{self.schema_name}.{self.name}"
+
+    @property
     def schema(self) -> Schema:
         return Schema(tuple(Field(c.name, c.data_type) for c in self.columns))
 
@@ -211,6 +225,8 @@ class Relation:
                 "encode_options": src.encode_options,
                 "generated": list(src.generated),
                 "dead_letter": None if src.dead_letter is None else src.dead_letter.to_json(),
+                **({"format": src.format} if src.format is not None else {}),
+                **({"include": [list(i) for i in src.include]} if src.include else {}),
             },
             "sink": None
             if sink is None
@@ -262,6 +278,8 @@ class Relation:
                 encode_options=dict(src["encode_options"]),
                 generated=tuple(src["generated"]),
                 dead_letter=None if src["dead_letter"] is None else TableDesc.from_json(src["dead_letter"]),
+                format=src.get("format"),
+                include=tuple(tuple(i) for i in src.get("include", ())),
             ),
             sink=None
             if sink is None
@@ -381,6 +399,15 @@ class CatalogReader(Protocol):
 
 #: The schema of piestream's own system relations (RisingWave's): rw_streaming_errors ...
 SYSTEM_SCHEMA = "rw_catalog"
+#: Schemas every database has that hold no user relations (PostgreSQL's, and piestream's own).
+BUILTIN_SCHEMAS = ("pg_catalog", "information_schema", SYSTEM_SCHEMA)
+#: What names a session's temporary schema (``pg_temp_<session>``, PostgreSQL's spelling).
+TEMP_SCHEMA = "pg_temp"
+#: The database a session is in when its client named none (RisingWave's default).
+DEFAULT_DATABASE = "dev"
+#: A view's property holding the search_path it was created with (its query is bound again on
+#: every read, and must find the relations it found then); absent: public.
+VIEW_SEARCH_PATH = "search_path"
 
 
 class SystemTables(Protocol):
@@ -391,17 +418,104 @@ class SystemTables(Protocol):
         ...
 
 
+class InvalidSchemaName(PiestreamError):
+    sqlstate = "3F000"
+
+
+def parse_search_path(value: str, user: str = "") -> tuple[str, ...]:
+    """The schemas a ``search_path`` setting names, in order (``"$user"`` is the session user's
+    schema; PostgreSQL skips entries that name no existing schema when resolving)."""
+    out: list[str] = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part.startswith('"') and part.endswith('"') and len(part) >= 2:
+            name = part[1:-1].replace('""', '"')
+        else:
+            name = fold(part.strip("'"))
+        if name == "$user":
+            if not user:
+                continue
+            name = user
+        out.append(name)
+    return tuple(out)
+
+
+def format_search_path(path: tuple[str, ...]) -> str:
+    """`path` as a search_path setting (`parse_search_path` reads it back)."""
+    return ", ".join(quote_ident(n) for n in path)
+
+
 @dataclass
 class CatalogSnapshot:
-    """An in-memory catalog (tests, and the frontend's view of meta's catalog)."""
+    """An in-memory catalog (tests, and the frontend's view of meta's catalog).
 
-    by_name: dict[str, Relation] = field(default_factory=dict)
+    Relations are keyed by (schema, name), PostgreSQL's namespaces: `get_relation` resolves a
+    qualified name (`ObjectName` with a schema) in that schema and an unqualified one through
+    `search_path` (the first schema that exists and holds the name), as PostgreSQL does.
+    """
+
+    by_name: dict[tuple[str, str], Relation] = field(default_factory=dict)
     last_id: int = 1000  # `next_id` hands out ids after it
     functions: dict[str, list[FunctionCatalog]] = field(default_factory=dict)  # by name
     system_tables: SystemTables | None = None  # the rw_catalog relations (a running database's)
+    schemas: set[str] = field(default_factory=lambda: {DEFAULT_SCHEMA})  # user schemas that exist
+    search_path: tuple[str, ...] = (DEFAULT_SCHEMA,)
+    database: str = DEFAULT_DATABASE  # the session's database: the only one a name may name
+    #: the session's schema of temporary relations (``pg_temp`` names it; searched first)
+    temp_schema: str | None = None
+
+    def _schema(self, written: str) -> str:
+        """A schema as written: ``pg_temp`` is the session's temporary schema."""
+        return self.temp_schema if written == TEMP_SCHEMA and self.temp_schema is not None else written
+
+    def check_database(self, name: str) -> None:
+        """A three-part name's database must be the current one (PostgreSQL: 0A000)."""
+        written = object_name(name)
+        if written.database is not None and written.database != self.database:
+            raise FeatureNotSupported(f'cross-database references are not implemented: "{written.qualified}"')
 
     def get_relation(self, name: str) -> Relation | None:
-        return self.by_name.get(name)
+        self.check_database(name)
+        schema = object_name(name).schema
+        if schema is not None:
+            return self.by_name.get((self._schema(schema), str(name)))
+        for sch in self.effective_path:
+            rel = self.by_name.get((sch, str(name)))
+            if rel is not None:
+                return rel
+        return None
+
+    def creation_schema(self, name: str) -> str:
+        """The schema a CREATE of `name` puts the object in: the one written (which must exist),
+        else the first schema of search_path that exists (PostgreSQL's rule; 3F000 if none)."""
+        self.check_database(name)
+        schema = object_name(name).schema
+        if schema is not None:
+            schema = self._schema(schema)
+            if schema not in self.schemas:
+                if schema in BUILTIN_SCHEMAS:
+                    raise FeatureNotSupported(f'creating objects in schema "{schema}" is not supported')
+                raise InvalidSchemaName(f'schema "{schema}" does not exist')
+            return schema
+        if self.current_schema is None:
+            raise InvalidSchemaName("no schema has been selected to create in")
+        return self.current_schema
+
+    @property
+    def effective_path(self) -> tuple[str, ...]:
+        """search_path as unqualified relation names are looked up: the session's temporary
+        schema first unless the path places ``pg_temp`` itself (PostgreSQL's rule)."""
+        path = tuple(self._schema(p) for p in self.search_path)
+        if self.temp_schema is None or self.temp_schema in path:
+            return path
+        return (self.temp_schema, *path)
+
+    @property
+    def current_schema(self) -> str | None:
+        """PostgreSQL's current_schema(): the first schema of search_path that exists."""
+        return next((sch for sch in self.search_path if sch in self.schemas), None)
 
     def functions_named(self, name: str) -> list[FunctionCatalog]:
         return list(self.functions.get(name, ()))
@@ -409,18 +523,28 @@ class CatalogSnapshot:
     def relations(self) -> Iterable[Relation]:
         return list(self.by_name.values())
 
+    def for_view(self, view: Relation, path: tuple[str, ...]) -> CatalogSnapshot:
+        """The catalog `view`'s query is bound in: unqualified names through `path` (the
+        search_path it was created with); temporary relations only for a temporary view."""
+        temp = self.temp_schema if view.schema_name == self.temp_schema else None
+        return replace(self, search_path=path, temp_schema=temp)
+
+    def relations_in(self, schema: str) -> list[Relation]:
+        return [r for r in self.by_name.values() if r.schema_name == schema]
+
     def next_id(self) -> int:
         self.last_id += 1
         return self.last_id
 
     def add(self, rel: Relation) -> None:
-        self.by_name[rel.name] = rel
+        self.by_name[rel.key] = rel
         self.last_id = max(self.last_id, rel.id)
 
     def require(self, name: str, position: int | None = None) -> Relation:
         rel = self.get_relation(name)
         if rel is None:
-            raise UndefinedTable(f'relation "{name}" does not exist', position=position)
+            shown = object_name(name).qualified
+            raise UndefinedTable(f'relation "{shown}" does not exist', position=position)
         return rel
 
     def dependents(self, rel_id: int) -> list[Relation]:

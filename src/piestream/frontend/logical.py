@@ -70,6 +70,12 @@ class Values(PlanNode):
 
 
 @dataclass(eq=False)
+class Now(PlanNode):
+    """One row, one TIMESTAMPTZ column: ``now()`` of the current epoch (a temporal filter's
+    right side; streaming plans only, see `frontend.temporal_filter`)."""
+
+
+@dataclass(eq=False)
 class Filter(PlanNode):
     child_fields = ("input",)
 

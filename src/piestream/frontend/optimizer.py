@@ -25,6 +25,7 @@ from piestream.frontend.logical import (
     Filter,
     Join,
     JoinKind,
+    Now,
     OverWindow,
     PlanNode,
     Project,
@@ -136,7 +137,7 @@ def _wrap_filter(node: PlanNode, preds: list[Expr]) -> PlanNode:
 
 
 def _volatile(e: Expr) -> bool:
-    return any(isinstance(x, FuncCall) and x.name in ("now",) for x in e.walk())
+    return any(isinstance(x, FuncCall) and x.name in ("now", "gen_random_uuid") for x in e.walk())
 
 
 def _push_filter(node: PlanNode, preds: list[Expr], schema: Schema) -> PlanNode:
@@ -440,6 +441,9 @@ def optimize(plan: PlanNode, *, streaming: bool) -> PlanNode:
     plan = merge_projects(plan)
     plan = fold(plan)
     if streaming:
+        from piestream.frontend.temporal_filter import rewrite_temporal_filters
+
+        plan = rewrite_temporal_filters(plan)
         check_no_volatile(plan)
         check_scalar_subqueries(plan)
     return plan
@@ -464,6 +468,8 @@ def at_most_one_row(n: PlanNode) -> bool:
         return not n.group_key and n.limit is not None and n.limit <= 1
     if isinstance(n, Values):
         return len(n.rows) <= 1
+    if isinstance(n, Now):
+        return True
     if isinstance(n, Project | Filter):
         return at_most_one_row(n.input)
     if isinstance(n, Join) and n.kind in (JoinKind.LEFT_SEMI, JoinKind.LEFT_ANTI):
@@ -472,8 +478,11 @@ def at_most_one_row(n: PlanNode) -> bool:
 
 
 def check_no_volatile(plan: PlanNode) -> None:
+    from piestream.expr.signatures import PER_ROW
+
     """now() / current_timestamp would be evaluated once per row as it streams by, so the view
-    would not equal its query a moment later (temporal filters are not implemented): 0A000."""
+    would not equal its query a moment later: 0A000. (A temporal filter's now() is gone by now:
+    `temporal_filter` turned it into a `Now` input.)"""
     from dataclasses import fields, is_dataclass
 
     def exprs_of(v: Any) -> list[Expr]:
@@ -491,6 +500,12 @@ def check_no_volatile(plan: PlanNode) -> None:
                 if any(_volatile_call(x) for x in e.walk()):
                     raise FeatureNotSupported(
                         "now() / current_timestamp is not supported in materialized views"
+                    )
+                if any(isinstance(x, FuncCall) and x.name in PER_ROW for x in e.walk()):
+                    raise FeatureNotSupported(
+                        "gen_random_uuid() is not supported in materialized views: a view must equal "
+                        "its query, and each evaluation gives new values",
+                        hint="Generate the ids when inserting into the table instead.",
                     )
 
 

@@ -7,10 +7,20 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError
-from piestream.common.types import DataType
+from piestream.common.types import BYTEA, TIMESTAMPTZ, VARCHAR, DataType
 from piestream.frontend.catalog import Relation, SourceInfo
 from piestream.frontend.parser import ast, parse_one
 from piestream.plan.source import SourceSpec
+from piestream.stream.connector import check_format, supports_include
+
+#: the column type of each INCLUDE kind (RisingWave's)
+INCLUDE_TYPES: dict[str, DataType] = {
+    "key": BYTEA,
+    "partition": VARCHAR,
+    "offset": VARCHAR,
+    "timestamp": TIMESTAMPTZ,
+    "header": BYTEA,
+}
 
 
 def statement_source_spec(
@@ -18,9 +28,11 @@ def statement_source_spec(
     columns: Sequence[ast.ColumnDef],
     options: dict[str, str],
     format_encode: ast.FormatEncode | None,
+    includes: Sequence[ast.Include] = (),
 ) -> SourceSpec:
     """The connector spec of CREATE SOURCE / CREATE TABLE ... WITH (connector = ...): the
-    declared columns, the WITH options (keys lower-case) and FORMAT ... ENCODE."""
+    declared columns, then the INCLUDE columns, the WITH options (keys lower-case) and
+    FORMAT ... ENCODE (checked against the connector's pairs: 0A000 otherwise)."""
     opts = {k.lower(): v for k, v in options.items()}
     connector = opts.get("connector", "").strip().lower()
     if not connector:
@@ -40,6 +52,13 @@ def statement_source_spec(
                 "and round in a view or materialized view"
             )
         cols.append((c.name, c.type))
+    include: list[tuple[str, str, str]] = []
+    for inc in includes:
+        col = inc.column or (
+            f"_rw_{connector}_{inc.kind}" + (f"_{inc.header}" if inc.header is not None else "")
+        )
+        include.append((inc.kind, col, inc.header or ""))
+        cols.append((col, INCLUDE_TYPES[inc.kind]))
     names = [n for n, _ in cols]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -47,8 +66,9 @@ def statement_source_spec(
     if not cols:
         raise PiestreamError("a source needs at least one column", sqlstate="42601")
     fe = format_encode
-    if fe is not None and fe.format.lower() not in ("plain", "native", "none"):
-        raise FeatureNotSupported(f"FORMAT {fe.format.upper()} is not supported (only PLAIN)")
+    check_format(connector, None if fe is None else fe.format, None if fe is None else fe.encode)
+    if include and not supports_include(connector):
+        raise FeatureNotSupported(f'INCLUDE is not supported by connector "{connector}"')
     return SourceSpec(
         name=name,
         connector=connector,
@@ -57,6 +77,8 @@ def statement_source_spec(
         encode=None if fe is None else fe.encode.lower(),
         encode_options={} if fe is None else {k.lower(): v for k, v in fe.options.items()},
         generated=frozenset(generated),
+        format=None if fe is None else fe.format.lower(),
+        include=tuple(include),
     )
 
 
@@ -64,14 +86,18 @@ def source_spec(rel: Relation, column_indices: Sequence[int]) -> SourceSpec:
     """What a connector must read for a SOURCE (or a table WITH a connector) of the catalog."""
     props = {k.lower(): v for k, v in rel.properties.items()}
     info = rel.source or SourceInfo()
+    columns = tuple((rel.columns[i].name, rel.columns[i].data_type) for i in column_indices)
+    names = {c for c, _ in columns}
     return SourceSpec(
         name=rel.name,
         connector=props.get("connector", ""),
-        columns=tuple((rel.columns[i].name, rel.columns[i].data_type) for i in column_indices),
+        columns=columns,
         options=props,
         encode=info.encode,
         encode_options=dict(info.encode_options),
         generated=frozenset(info.generated),
+        format=info.format,
+        include=tuple(i for i in info.include if i[1] in names),
     )
 
 
@@ -83,5 +109,6 @@ def definition_source_spec(rel: Relation, columns: tuple[tuple[str, DataType], .
         raise PiestreamError(
             f'the definition of "{rel.name}" is not a CREATE SOURCE / TABLE', sqlstate="XX000"
         )
-    spec = statement_source_spec(rel.name, stmt.columns, stmt.with_options, stmt.format_encode)
-    return replace(spec, columns=columns)
+    spec = statement_source_spec(rel.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes)
+    names = {c for c, _ in columns}
+    return replace(spec, columns=columns, include=tuple(i for i in spec.include if i[1] in names))

@@ -26,6 +26,7 @@ from piestream.frontend.logical import (
     Filter,
     HopWindow,
     Join,
+    Now,
     OverWindow,
     PlanNode,
     Project,
@@ -60,6 +61,7 @@ from piestream.plan.general_over_window import build_general_over_window
 from piestream.plan.hash_agg import hash_agg_node
 from piestream.plan.hop_window import HopWindowNode
 from piestream.plan.node import ExchangeNode, StreamNode
+from piestream.plan.now import NowNode, now_state_table
 from piestream.plan.project import ProjectNode
 from piestream.plan.project_set import build_project_set
 from piestream.plan.row_id_gen import RowIdGenNode
@@ -151,6 +153,11 @@ class StreamPlanner(PlannerBase):
         """A SOURCE read by a streaming job: a `SourceNode` leaf of its own (own splits and
         offsets), then RowIdGen for the hidden `_row_id` stream key (reference §7)."""
         rel: Relation = node.relation
+        if not rel.columns:  # a shared CDC source: its tables read it, each its own upstream table
+            raise FeatureNotSupported(
+                f'source "{rel.name}" has no columns: a CDC source feeds tables, '
+                f"CREATE TABLE t (...) FROM {rel.name} TABLE 'schema.t'"
+            )
         cols = list(node.column_indices) or [0]  # read one column even for count(*)
         wm = rel.watermark
         if wm is not None:  # late rows are dropped whatever the query reads: read what the filter needs
@@ -204,6 +211,11 @@ class StreamPlanner(PlannerBase):
             state_table=values_state_table(self.next_table_id()),
         )
         return Piece(v, SINGLE, width, frozenset([width]))
+
+    def _plan_now(self, node: Now) -> Piece:
+        """A temporal filter's bound: one row, in one actor (broadcast by the DynamicFilter)."""
+        n = NowNode(schema=node.schema, stream_key=(), state_table=now_state_table(self.next_table_id()))
+        return Piece(n, SINGLE, 1, frozenset([0]))
 
     def _plan_filter(self, node: Filter) -> Piece:
         p = self.plan(node.input)
@@ -273,6 +285,8 @@ class StreamPlanner(PlannerBase):
             left_table_id=self.next_table_id(),
             right_table_id=self.next_table_id(),
             left_dist_key=dist_key,
+            # `temporal_filter` allows only now() ± constant: the bound never falls
+            rhs_non_decreasing=isinstance(m.join.right, Now),
         )
         piece = Piece(df, lp.dist, nl, lp.non_null)
         if not m.rest:

@@ -46,10 +46,11 @@ import pyarrow as pa
 from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochGenerator, EpochPair, epoch_from_ms, epoch_to_unix_ms
 from piestream.common.errors import PiestreamError, SerializationFailure, is_data_error
+from piestream.common.metrics import FragmentTotals, Histogram
 from piestream.meta.hummock_manager import HummockManager
 from piestream.meta.streaming_errors import StreamingErrorLog
 from piestream.meta.write_conflicts import CommittedWrites, chunk_keys, overlaps
-from piestream.plan.fragment import Fragment, StreamGraph
+from piestream.plan.fragment import ACTOR_INDEX_BITS, Fragment, StreamGraph
 from piestream.plan.node import DmlNode
 from piestream.plan.serde import encode_fragment
 from piestream.runtime.epoch_plan import EpochPlan, plan_epoch
@@ -87,12 +88,45 @@ class EpochStats:
     cache_hits: int = 0  # keys the operator caches answered (HashAgg groups, join keys, pks ...)
     cache_misses: int = 0  # ... and keys they sent to the state store
     cache_bytes: int = 0  # the operator caches' size after the epoch (all workers)
+    #: exchange payload (chunks from one actor to another) that passed through the driver
+    #: process, and all bytes on the driver's wire to its tasks (`EpochRunner.wire_stats`)
+    driver_exchange_bytes: int = 0
+    driver_wire_bytes: int = 0
 
     @property
     def cache_hit_rate(self) -> float:
         """Share of operator-cache lookups answered from the cache (1.0 when none were made)."""
         n = self.cache_hits + self.cache_misses
         return self.cache_hits / n if n else 1.0
+
+
+#: the actor report numbers summed per fragment for /metrics (see runtime.actor_task)
+REPORTED_TOTALS = (
+    *("rows_in", "rows_out", "cache_hits", "cache_misses"),
+    *("rows.source", "rows.mview", "rows.sink"),  # counted by those executors (ActorContext.count)
+)
+
+
+@dataclass
+class BarrierMetrics:
+    """What the barrier loop measures for monitoring, updated once per epoch (never per row)."""
+
+    #: an epoch from the barrier's injection to its commit (RisingWave's meta_barrier_duration)
+    barrier_latency: Histogram = field(default_factory=Histogram)
+    #: the run of the epoch's actors (the Spark job(s), retries included)
+    job_seconds: Histogram = field(default_factory=Histogram)
+    #: the meta-store commit of an epoch (SSTs made durable, the new version written)
+    commit_seconds: Histogram = field(default_factory=Histogram)
+    fragments: FragmentTotals = field(default_factory=FragmentTotals)
+    epochs_committed: int = 0
+    epoch_failures: int = 0  # failed attempts (each retried or the job isolated)
+    dml_rows: int = 0  # rows of INSERT/UPDATE/DELETE and inbox changes the epochs took in
+
+
+def _wire_stats(runner: object) -> dict[str, int]:
+    """The runner's driver traffic of the epoch it ran last (none for runners without a wire)."""
+    stats = getattr(runner, "wire_stats", None)
+    return dict(stats()) if callable(stats) else {}
 
 
 class EpochInput(Protocol):
@@ -236,6 +270,7 @@ class BarrierManager:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.stats: list[EpochStats] = []
+        self.metrics = BarrierMetrics()
         self.on_commit: list[Callable[[int], None]] = []
         self.epoch_inputs: list[Callable[[], EpochInput | None]] = []  # asked at each epoch's start
         self.last_error: BaseException | None = None
@@ -343,6 +378,7 @@ class BarrierManager:
                 )
             finally:
                 self.hummock.unpin_version(vpin)
+            ran = time.perf_counter()
             txns = [d for d in batch if isinstance(d, TransactionCommit)]  # those still in it
             ssts = [s for r in reports for s in r.ssts]
             watermarks: dict[int, TableWatermark] = {}
@@ -361,6 +397,7 @@ class BarrierManager:
                 )
                 if self.writes.tracking:
                     self.writes.record(data_epoch, writes.all())
+            committed = time.perf_counter()
             self._graph = graph  # with the jobs of tables the committed transactions created
             for x in inputs:
                 x.committed()
@@ -369,6 +406,7 @@ class BarrierManager:
                     tc.committed()
             self._data_epoch = next_epoch
             self._record(data_epoch, started, reports, len(ssts))
+            self._measure(started, ran, committed, reports, rows)
             with self._queue_lock:
                 done = {id(d) for d in batch}
                 self._dml = [d for d in self._dml if id(d) not in done]
@@ -484,6 +522,7 @@ class BarrierManager:
                 attempt += 1
                 err, fragment = epoch_error(e)
                 self.failures.append(EpochFailure(data_epoch, attempt, err.message, time.time()))
+                self.metrics.epoch_failures += 1
                 log.warning("epoch %d attempt %d failed: %s", data_epoch, attempt, err)
                 deterministic = is_data_error(err)  # strict mode: every attempt fails alike
                 if attempt < MAX_EPOCH_ATTEMPTS and not deterministic:
@@ -593,9 +632,22 @@ class BarrierManager:
                 cache_hits=total("cache_hits"),
                 cache_misses=total("cache_misses"),
                 cache_bytes=total("cache_bytes"),
+                **_wire_stats(self.runner),
             )
         )
         del self.stats[:-1000]
+
+    def _measure(
+        self, started: float, ran: float, committed: float, reports: list[ActorReport], rows: int
+    ) -> None:
+        m = self.metrics
+        m.barrier_latency.observe(time.perf_counter() - started)
+        m.job_seconds.observe(ran - started)
+        m.commit_seconds.observe(committed - ran)
+        for r in reports:  # one per actor
+            m.fragments.add(r.actor_id >> ACTOR_INDEX_BITS, r.stats, REPORTED_TOTALS)
+        m.epochs_committed += 1
+        m.dml_rows += rows
 
     def flush(self) -> int:
         """Force a barrier now and wait until it is committed (SQL FLUSH)."""

@@ -28,11 +28,13 @@ from typing import Any
 
 from piestream.common.types import DataType
 from piestream.frontend.catalog import (
+    DEFAULT_SCHEMA,
     CatalogFormatError,
     CatalogSnapshot,
     FunctionCatalog,
     Relation,
     SystemTables,
+    check_entry_format,
 )
 from piestream.frontend.source_spec import definition_source_spec
 from piestream.meta.store import MetaStore
@@ -50,6 +52,9 @@ _NS_FUNC = "catalog.function"
 _NS_SEQ = "catalog.seq"
 _NS_FORMAT = "catalog.format"
 _NS_STATUS = "catalog.job_status"
+_NS_SCHEMA = "catalog.schema"
+#: The format of schema records (`SchemaCatalog`) this build writes and the newest it reads.
+SCHEMA_FORMAT = 1
 #: The format of job status records this build writes and the newest it reads.
 JOB_STATUS_FORMAT = 1
 FIRST_ID = 1000
@@ -64,6 +69,29 @@ def _check_readable(meta: MetaStore) -> None:
             f"the catalog of this data directory has format {int(raw)}; this piestream reads "
             f"catalog formats up to {CATALOG_FORMAT}"
         )
+
+
+def relation_key(schema: str, name: str) -> str:
+    """A relation's key in the meta store: its name in public (as every catalog before schemas
+    stored it, so old catalogs read unchanged), ``schema`` 0x1f ``name`` elsewhere (the unit
+    separator, a control character, is in no identifier PostgreSQL's lexer reads)."""
+    return name if schema == DEFAULT_SCHEMA else f"{schema}\x1f{name}"
+
+
+@dataclass(frozen=True)
+class SchemaCatalog:
+    """A user-created schema (CREATE SCHEMA); public always exists and has no record."""
+
+    id: int
+    name: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": SCHEMA_FORMAT, "id": self.id, "name": self.name}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SchemaCatalog:
+        check_entry_format(d, SCHEMA_FORMAT, "catalog entry of schema")
+        return cls(d["id"], d["name"])
 
 
 def read_relations(meta: MetaStore) -> list[Relation]:
@@ -81,10 +109,10 @@ def read_job_fragments(meta: MetaStore, job_id: int) -> list[Fragment]:
     return decode_fragments(raw)
 
 
-def read_relation(meta: MetaStore, name: str) -> Relation | None:
+def read_relation(meta: MetaStore, name: str, schema: str = DEFAULT_SCHEMA) -> Relation | None:
     """One catalog entry as stored (for readers that open the meta store read-only)."""
     _check_readable(meta)
-    stored = meta.get(_NS_REL, name)
+    stored = meta.get(_NS_REL, relation_key(schema, name))
     if stored is None:
         return None
     return Relation.from_json(json.loads(stored if isinstance(stored, str) else stored.decode()))
@@ -117,7 +145,8 @@ class CatalogStore:
     def __init__(self, meta: MetaStore) -> None:
         self.meta = meta
         self._lock = threading.RLock()
-        self._relations: dict[str, Relation] = {}
+        self._relations: dict[tuple[str, str], Relation] = {}  # by (schema, name)
+        self._schemas: dict[str, SchemaCatalog] = {}
         self._jobs: dict[int, list[Fragment]] = {}
         self._functions: dict[int, FunctionCatalog] = {}
         self._status: dict[int, JobStatus] = {}
@@ -127,7 +156,7 @@ class CatalogStore:
             version = self._format()
             for _, raw in meta.scan(_NS_REL):
                 rel = Relation.from_json(json.loads(raw))
-                self._relations[rel.name] = rel
+                self._relations[rel.key] = rel
             if version == 0:
                 self._upgrade_from_format_0()
             for key, raw in meta.scan(_NS_JOB):
@@ -135,6 +164,9 @@ class CatalogStore:
             for _, raw in meta.scan(_NS_FUNC):
                 fn = FunctionCatalog.from_json(json.loads(raw))
                 self._functions[fn.id] = fn
+            for _, raw in meta.scan(_NS_SCHEMA):
+                sch = SchemaCatalog.from_json(json.loads(raw))
+                self._schemas[sch.name] = sch
             for key, raw in meta.scan(_NS_STATUS):
                 self._status[int(key)] = JobStatus.from_json(json.loads(raw))
 
@@ -167,17 +199,17 @@ class CatalogStore:
             frags = keep_decimal_rules(frags)  # planned with decimal128 NUMERIC: keeps its rules
             self.meta.put(_NS_JOB, key, encode_fragments(frags))
         for rel in self._relations.values():
-            self.meta.put(_NS_REL, rel.name, json.dumps(rel.to_json()))
+            self.meta.put(_NS_REL, relation_key(*rel.key), json.dumps(rel.to_json()))
         self.meta.put(_NS_FORMAT, "version", str(CATALOG_FORMAT))
         log.info("upgraded the catalog from format 0 to %d (%d streaming jobs)", CATALOG_FORMAT, len(jobs))
 
     def _format0_source_spec(self, name: str, columns: tuple[tuple[str, DataType], ...]) -> SourceSpec:
         """A format-0 source node read `columns` of source (or connector table) `name`."""
-        return definition_source_spec(self._relations[name], columns)
+        return definition_source_spec(self._relations[(DEFAULT_SCHEMA, name)], columns)
 
     def _format0_sink_options(self, name: str, writer: Mapping[str, Any]) -> dict[str, str]:
         """A format-0 sink's options: its WITH options, with the output path its writer held."""
-        options = {k.lower(): v for k, v in self._relations[name].properties.items()}
+        options = {k.lower(): v for k, v in self._relations[(DEFAULT_SCHEMA, name)].properties.items()}
         if isinstance(writer.get("path"), str):
             options["path"] = writer["path"]
         return options
@@ -202,15 +234,38 @@ class CatalogStore:
                 last_id=0,
                 functions=functions,
                 system_tables=self.system_tables,
+                schemas={DEFAULT_SCHEMA, *self._schemas},
             )
+
+    def schemas(self) -> list[SchemaCatalog]:
+        """The user-created schemas (public, which always exists, is not among them)."""
+        with self._lock:
+            return sorted(self._schemas.values(), key=lambda c: c.id)
+
+    def create_schema(self, schema: SchemaCatalog) -> None:
+        with self._lock, self.meta.transaction():
+            if schema.name in self._schemas or schema.name == DEFAULT_SCHEMA:
+                raise ValueError(f"schema {schema.name} exists")
+            self.meta.put(_NS_SCHEMA, schema.name, json.dumps(schema.to_json()))
+            self._schemas[schema.name] = schema
+
+    def drop_schema(self, name: str) -> None:
+        """Remove an empty schema's record (the caller dropped what it held)."""
+        with self._lock, self.meta.transaction():
+            if any(k[0] == name for k in self._relations):
+                raise ValueError(f"schema {name} is not empty")
+            self.meta.delete(_NS_SCHEMA, name)
+            self._schemas.pop(name, None)
 
     def functions(self) -> list[FunctionCatalog]:
         with self._lock:
             return sorted(self._functions.values(), key=lambda f: f.id)
 
-    def get(self, name: str) -> Relation | None:
+    def get(self, name: str, schema: str = DEFAULT_SCHEMA) -> Relation | None:
+        """The relation `name` of `schema` (user-written names resolve through a session's
+        `CatalogSnapshot.get_relation`, which knows its search_path)."""
         with self._lock:
-            return self._relations.get(name)
+            return self._relations.get((schema, name))
 
     def by_id(self, rel_id: int) -> Relation | None:
         with self._lock:
@@ -266,13 +321,13 @@ class CatalogStore:
         with self._lock, self.meta.transaction():
             self.meta.delete(_NS_JOB, str(old_job_id))
             self.meta.delete(_NS_STATUS, str(old_job_id))
-            self.meta.put(_NS_REL, relation.name, json.dumps(relation.to_json()))
+            self.meta.put(_NS_REL, relation_key(*relation.key), json.dumps(relation.to_json()))
             assert relation.job_id is not None
             self.meta.put(_NS_JOB, str(relation.job_id), encode_fragments(frags))
             self._jobs.pop(old_job_id, None)
             self._status.pop(old_job_id, None)
             changed = self._replace_fragments(list(replaced_fragments))
-            self._relations[relation.name] = relation
+            self._relations[relation.key] = relation
             self._jobs[relation.job_id] = frags
             self._jobs.update(changed)
 
@@ -289,13 +344,13 @@ class CatalogStore:
         new = [relation, *companions]
         with self._lock, self.meta.transaction():
             for rel in new:
-                if rel.name in self._relations or sum(r.name == rel.name for r in new) > 1:
-                    raise ValueError(f"relation {rel.name} exists")
-                self.meta.put(_NS_REL, rel.name, json.dumps(rel.to_json()))
+                if rel.key in self._relations or sum(r.key == rel.key for r in new) > 1:
+                    raise ValueError(f"relation {rel.qualified_name} exists")
+                self.meta.put(_NS_REL, relation_key(*rel.key), json.dumps(rel.to_json()))
             if relation.job_id is not None and frags:
                 self.meta.put(_NS_JOB, str(relation.job_id), encode_fragments(frags))
             changed = self._replace_fragments(list(replaced_fragments))
-            self._relations.update((rel.name, rel) for rel in new)
+            self._relations.update((rel.key, rel) for rel in new)
             if relation.job_id is not None and frags:
                 self._jobs[relation.job_id] = frags
             self._jobs.update(changed)
@@ -307,7 +362,7 @@ class CatalogStore:
         for rel, frags in created:
             conn.execute(
                 "INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
-                (_NS_REL, rel.name, json.dumps(rel.to_json())),
+                (_NS_REL, relation_key(*rel.key), json.dumps(rel.to_json())),
             )
             if rel.job_id is not None and frags:
                 conn.execute(
@@ -318,28 +373,31 @@ class CatalogStore:
     def add_created(self, created: Iterable[tuple[Relation, list[Fragment]]]) -> None:
         with self._lock:
             for rel, frags in created:
-                self._relations[rel.name] = rel
+                self._relations[rel.key] = rel
                 if rel.job_id is not None and frags:
                     self._jobs[rel.job_id] = list(frags)
 
-    def replace(self, name: str, relation: Relation) -> None:
+    def replace(self, old: Relation, relation: Relation) -> None:
         """Swap a job-less relation (CREATE OR REPLACE VIEW) in one transaction."""
         with self._lock, self.meta.transaction():
-            self.meta.delete(_NS_REL, name)
-            self.meta.put(_NS_REL, relation.name, json.dumps(relation.to_json()))
-            del self._relations[name]
-            self._relations[relation.name] = relation
+            self.meta.delete(_NS_REL, relation_key(*old.key))
+            self.meta.put(_NS_REL, relation_key(*relation.key), json.dumps(relation.to_json()))
+            del self._relations[old.key]
+            self._relations[relation.key] = relation
 
-    def drop(self, names: Iterable[str], replaced_fragments: Iterable[Fragment] = ()) -> list[Relation]:
-        """Remove relations (and their jobs); `replaced_fragments` lose edges into dropped jobs."""
-        names = list(names)
+    def drop(
+        self, keys: Iterable[tuple[str, str]], replaced_fragments: Iterable[Fragment] = ()
+    ) -> list[Relation]:
+        """Remove relations by (schema, name), and their jobs; `replaced_fragments` lose edges
+        into dropped jobs."""
+        keys = list(keys)
         with self._lock, self.meta.transaction():
             gone = []
-            for n in names:
-                rel = self._relations.get(n)
+            for k in keys:
+                rel = self._relations.get(k)
                 if rel is None:
                     continue
-                self.meta.delete(_NS_REL, n)
+                self.meta.delete(_NS_REL, relation_key(*k))
                 if rel.job_id is not None:
                     self.meta.delete(_NS_JOB, str(rel.job_id))
                     self.meta.delete(_NS_STATUS, str(rel.job_id))
@@ -349,7 +407,7 @@ class CatalogStore:
             self._jobs = {k: v for k, v in self._jobs.items() if k not in dropped_jobs}
             changed = self._replace_fragments(list(replaced_fragments))
             for rel in gone:
-                del self._relations[rel.name]
+                del self._relations[rel.key]
             self._jobs.update(changed)
             return gone
 

@@ -79,7 +79,7 @@ class DdlController:
     def replace_view(self, old: Relation, new: Relation) -> None:
         if self.catalog.dependents(old.id):
             raise DependentObjectsStillExist(f'cannot replace view "{old.name}": other objects depend on it')
-        self.catalog.replace(old.name, new)
+        self.catalog.replace(old, new)
 
     def _with_edges_into(self, planned: PlannedJob) -> dict[int, Fragment]:
         """The upstream fragments a new job reads, each with its new output edge into the job."""
@@ -130,7 +130,7 @@ class DdlController:
                     self.barriers.failed_jobs.pop(planned.relation.job_id, None)
                     self.barriers.errors.forget_job(planned.relation.job_id)
                 self.barriers.add_fragments(originals)
-                self.catalog.drop([planned.relation.name, *(c.name for c in companions)], originals)
+                self.catalog.drop([planned.relation.key, *(c.key for c in companions)], originals)
             self.hummock.drop_tables(_job_table_ids(job.fragments, [planned.relation, *companions]))
             raise
         finally:
@@ -180,7 +180,7 @@ class DdlController:
             return _wait(self.barriers, self.barriers.submit_transaction(t))
         with self.lock:  # no other DDL until the epoch committed: the names stay free
             for p in created:
-                if self.catalog.get(p.relation.name) is not None:
+                if self.catalog.get(p.relation.name, p.relation.schema_name) is not None:
                     raise DuplicateObject(
                         f'relation "{p.relation.name}" already exists',
                         detail="Another session created it after this transaction began.",
@@ -247,7 +247,9 @@ class DdlController:
 
         def visit(r: Relation) -> None:
             for d in self.catalog.dependents(r.id):
-                if not cascade and d.id not in ids and d.owned_by != r.id:
+                # an index goes with its table or MV, as in PostgreSQL (and RisingWave)
+                index_of_r = d.index is not None and d.index.index_of == r.id
+                if not cascade and d.id not in ids and d.owned_by != r.id and not index_of_r:
                     raise DependentObjectsStillExist(
                         f"cannot drop {r.kind.value} {r.name} because other objects depend on it",
                         detail=f"{d.kind.value} {d.name} depends on {r.kind.value} {r.name}",
@@ -275,7 +277,7 @@ class DdlController:
                 for f in self.barriers.graph.fragments.values()
                 if any(e.downstream_fragment_id in gone for e in self._stored_outputs(f))
             ]
-            self.catalog.drop([r.name for r in order], replaced)
+            self.catalog.drop([r.key for r in order], replaced)
         table_ids = _job_table_ids(removed, order)
         if table_ids:
             self.hummock.drop_tables(table_ids)

@@ -17,6 +17,7 @@ from piestream.plan import (  # noqa: F401 - every node kind registers itself on
     hash_join,
     hop_window,
     materialize,
+    now,
     over_window,
     project,
     project_set,

@@ -5,7 +5,7 @@ one-row singleton table."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from piestream.common.errors import FeatureNotSupported, InternalError
 from piestream.common.order import ASC
@@ -65,6 +65,9 @@ class DynamicFilterNode(StreamNode):
     right_col: int = 0
     left_table: TableDesc
     right_table: TableDesc
+    # the RHS never decreases (a temporal filter's now() ± constant): rows that can never pass
+    # again are dropped from the left table, rows that will pass forever are not kept either
+    rhs_non_decreasing: bool = field(default=False, metadata={"since_format": 3})
 
     def __post_init__(self) -> None:
         if self.comparator not in COMPARATORS:
@@ -82,7 +85,9 @@ class DynamicFilterNode(StreamNode):
         return [self.left_table, self.right_table]
 
     def explain(self) -> str:
-        return f"DynamicFilter {{ predicate: ${self.key_col} {self.comparator} $expr{self.right_col} }}"
+        temporal = ", temporal: now() never decreases" if self.rhs_non_decreasing else ""
+        predicate = f"${self.key_col} {self.comparator} $expr{self.right_col}"
+        return f"DynamicFilter {{ predicate: {predicate}{temporal} }}"
 
 
 def build_dynamic_filter(
@@ -95,6 +100,7 @@ def build_dynamic_filter(
     left_table_id: int,
     right_table_id: int,
     left_dist_key: Sequence[int] | None = None,
+    rhs_non_decreasing: bool = False,
 ) -> DynamicFilterNode:
     """The planner's entry point: a DynamicFilterNode with both state tables."""
     ls = left.schema
@@ -107,6 +113,7 @@ def build_dynamic_filter(
         key_col=key_col,
         comparator=comparator,
         right_col=right_col,
+        rhs_non_decreasing=rhs_non_decreasing,
         left_table=dynamic_filter_left_table(
             left_table_id,
             [(f.name, f.data_type) for f in ls],

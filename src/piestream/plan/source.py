@@ -17,6 +17,9 @@ from piestream.common.types import BIGINT, VARCHAR, DataType
 from piestream.plan.node import StreamNode, node_kind
 from piestream.storage.table.desc import ColumnDesc, TableDesc
 
+#: FORMATs whose messages are changes (updates and deletes), needing a table with a primary key
+CHANGE_FORMATS = frozenset({"upsert", "debezium"})
+
 
 @dataclass(frozen=True)
 class SourceSpec:
@@ -29,6 +32,16 @@ class SourceSpec:
     encode: str | None = None  # FORMAT ... ENCODE <encode>, lower-case
     encode_options: Mapping[str, str] = field(default_factory=dict)
     generated: frozenset[str] = frozenset()  # columns declared ``AS expr`` the connector must supply
+    #: FORMAT <format> (lower-case): plain (inserts), upsert or debezium (changes); None = none given
+    format: str | None = field(default=None, metadata={"since_format": 3})
+    #: INCLUDE clauses: (kind, column, header name or ""), kind in key | partition | offset |
+    #: timestamp | header; the columns are among `columns`, filled from message metadata
+    include: tuple[tuple[str, str, str], ...] = field(default=(), metadata={"since_format": 3})
+
+    @property
+    def append_only(self) -> bool:
+        """Whether the source only inserts (FORMAT UPSERT / DEBEZIUM emit changes)."""
+        return (self.format or "plain") not in CHANGE_FORMATS
 
     def option(self, *names: str, default: str | None = None) -> str | None:
         """The first of `names` given in WITH (...) (aliases), else `default`."""
@@ -45,7 +58,7 @@ class SourceLimits:
     rate_limit: float | None = None  # rows (events) per second for the whole source; None = unlimited
     max_rows_per_epoch: int = 1_000_000  # for the whole source
     chunk_size: int | None = None  # rows per emitted chunk; None = the job's StreamingConfig
-    error_handling: str = "reject"  # "reject" | "dead_letter"
+    error_handling: str = "reject"  # "reject" | "dead_letter" | "skip"
 
 
 def source_state_table(table_id: int, name: str = "source_state") -> TableDesc:

@@ -25,37 +25,46 @@ The plan holds each fragment in the plan format (`piestream.plan.serde`), not as
 catalog and DDL statements share: it is an immutable snapshot, taken under the barrier manager's
 lock, that Spark can serialize while other threads plan or look up those objects. A process
 decodes a fragment once and keeps it while its bytes stay the same (`EpochPlan.fragment`).
+
+A plan that crosses a socket (the leased runner's wire) is `encode_plan`'s versioned JSON, never
+a pickle; the connector registry, which holds code, is not part of it: it travels in the Spark
+task closure and `decode_plan` puts it back.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from piestream.common.chunk import StreamChunk
+from piestream.common.epoch import EpochPair
 from piestream.common.types import TypeKind
 from piestream.common.vnode import actor_of_vnodes
 from piestream.encoding.distribution import compute_vnodes
 from piestream.plan.fragment import DispatchKind, Fragment, StreamGraph, actor_id
 from piestream.plan.node import DmlNode
 from piestream.plan.serde import decode_fragment
-from piestream.runtime.exchange import REPORT, Destination, Element, encode_chunk
+from piestream.runtime.exchange import REPORT, Destination, Element, MalformedPayload, encode_chunk
 from piestream.storage.hummock.store import StorageOptions
 from piestream.storage.hummock.version import HummockVersion
 from piestream.stream.connector import Connectors, registered_connectors
 from piestream.stream.executor import StreamingConfig
-from piestream.stream.message import Barrier
+from piestream.stream.message import Barrier, BarrierKind
 
 DRIVER_SOURCE_ACTOR = -1  # the "actor" DML chunks come from
 
 
 @dataclass(frozen=True)
 class EpochPlan:
-    """Everything the tasks of one epoch need (pickled into the Spark closures)."""
+    """Everything the tasks of one epoch need (pickled into SparkRunner's task closures, sent as
+    `encode_plan` over the leased runner's wire)."""
 
     fragments: Mapping[int, bytes]  # fragment id -> the fragment in the plan format
     stages: tuple[tuple[tuple[int, int], ...], ...]  # per stage: (fragment id, actor index) per partition
@@ -102,6 +111,63 @@ class EpochPlan:
 
     def actor_ids(self) -> set[int]:
         return {actor_id(f, i) for parts in self.stages for f, i in parts}
+
+
+#: The wire document of an epoch plan this build writes and the only one it reads.
+PLAN_WIRE_FORMAT = 1
+
+
+def encode_plan(plan: EpochPlan) -> bytes:
+    """`plan` as versioned JSON, without its connector registry (see the module docstring)."""
+    doc = {
+        "format": PLAN_WIRE_FORMAT,
+        "fragments": [[fid, data.decode()] for fid, data in plan.fragments.items()],
+        "stages": plan.stages,
+        "data_epoch": plan.data_epoch,
+        "barrier": [plan.barrier.epoch.curr, plan.barrier.epoch.prev, plan.barrier.kind.value],
+        "committed_epoch": plan.committed_epoch,
+        "version": plan.version.to_json(),
+        "store_url": plan.store_url,
+        "config": dataclasses.asdict(plan.config),
+        "storage_options": dataclasses.asdict(plan.storage_options),
+        "task_slots": plan.task_slots,
+        "roots": sorted(plan.roots.items()),
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decode_plan(data: bytes | bytearray | memoryview, connectors: Connectors) -> EpochPlan:
+    """The plan `encode_plan` wrote, with `connectors` as its registry; anything else raises
+    `MalformedPayload`."""
+    try:
+        doc = json.loads(bytes(data))
+        if not isinstance(doc, dict) or doc.get("format") != PLAN_WIRE_FORMAT:
+            got = doc.get("format") if isinstance(doc, dict) else None
+            raise ValueError(f"plan format {got!r} is not {PLAN_WIRE_FORMAT}")
+        curr, prev, kind = doc["barrier"]
+        return EpochPlan(
+            fragments={int(fid): str(text).encode() for fid, text in doc["fragments"]},
+            stages=tuple(tuple((int(f), int(i)) for f, i in stage) for stage in doc["stages"]),
+            data_epoch=int(doc["data_epoch"]),
+            barrier=Barrier(EpochPair(int(curr), int(prev)), BarrierKind(kind)),
+            committed_epoch=int(doc["committed_epoch"]),
+            version=HummockVersion.from_json(doc["version"]),
+            store_url=str(doc["store_url"]),
+            config=_streaming_config(doc["config"]),
+            storage_options=StorageOptions(
+                **{
+                    **doc["storage_options"],
+                    "table_block_sizes": tuple(
+                        (int(t), int(b)) for t, b in doc["storage_options"]["table_block_sizes"]
+                    ),
+                }
+            ),
+            task_slots=int(doc["task_slots"]),
+            connectors=connectors,
+            roots={int(f): int(r) for f, r in doc["roots"]},
+        )
+    except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
+        raise MalformedPayload(f"malformed epoch plan: {type(e).__name__}: {e}") from None
 
 
 _DECODED: OrderedDict[bytes, Fragment] = OrderedDict()
@@ -257,3 +323,9 @@ def route_dml(
         else:
             actors = actor_of_vnodes(compute_vnodes(cols, dtypes, frag.vnode_count), p, frag.vnode_count)
     return [(int(a), c.take(np.flatnonzero(actors == a))) for a in np.unique(actors).tolist()]
+
+
+def _streaming_config(doc: dict[str, Any]) -> StreamingConfig:
+    """The config from its JSON fields (JSON has no tuples: the rate limits come back as lists)."""
+    limits = tuple((str(name), float(rate)) for name, rate in doc.get("source_rate_limits", ()))
+    return StreamingConfig(**{**doc, "source_rate_limits": limits})

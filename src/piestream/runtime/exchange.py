@@ -5,20 +5,27 @@ An element of an epoch job's RDDs is ``(destination, payload)``. The destination
 the driver. A data
 payload holds one chunk with the port it arrives on and its (source actor, sequence number), so
 the receiving actor can order its input deterministically however the shuffle interleaved it.
+
+Nothing here is a pickle: chunks are Arrow IPC, reports and failures a small versioned JSON
+document (`REPORT_FORMAT`), since they cross sockets (the leased runner's wire) and a decoder must
+not run whatever a peer sends. A payload that does not decode raises `MalformedPayload`, an
+`InternalError`: the epoch fails and the barrier manager retries it.
 """
 
 from __future__ import annotations
 
-import pickle
+import dataclasses
+import json
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import StreamChunk
-from piestream.common.errors import PiestreamError, error_marker
+from piestream.common.errors import InternalError, PiestreamError, error_marker, parse_error_marker
 from piestream.storage.hummock.version import SstableInfo, TableWatermark
 from piestream.stream.errors import StreamErrorRecord
 
@@ -29,6 +36,14 @@ Element = tuple[Destination, bytes]
 _KIND_CHUNK = b"C"
 _KIND_REPORT = b"R"
 _KIND_FAILURE = b"F"
+
+#: The report / failure document this build writes and the only one it reads.
+REPORT_FORMAT = 1
+
+
+class MalformedPayload(InternalError):
+    """Bytes from a peer that are not what the exchange encodes (a bug or a forgery): the epoch
+    fails, as a failed Spark job's would, and is retried."""
 
 
 @dataclass(frozen=True)
@@ -75,13 +90,61 @@ class ActorReport:
 
 
 def encode_report(report: ActorReport) -> bytes:
-    return _KIND_REPORT + pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL)
+    doc = {
+        "format": REPORT_FORMAT,
+        "actor": report.actor_id,
+        "epoch": report.epoch,
+        "ssts": [s.to_json() for s in report.ssts],
+        "watermarks": [[t, w.to_json()] for t, w in sorted(report.watermarks.items())],
+        "stats": report.stats,
+        "errors": [dataclasses.astuple(e) for e in report.errors],
+    }
+    return _KIND_REPORT + json.dumps(doc, separators=(",", ":")).encode()
 
 
 def decode_report(payload: bytes) -> ActorReport:
-    report = pickle.loads(payload[1:])
-    assert isinstance(report, ActorReport)
+    doc = _document(payload, _KIND_REPORT)
+    try:
+        report = ActorReport(
+            actor_id=_int(doc["actor"]),
+            epoch=_int(doc["epoch"]),
+            ssts=tuple(SstableInfo.from_json(s) for s in doc["ssts"]),
+            watermarks={_int(t): TableWatermark.from_json(w) for t, w in doc["watermarks"]},
+            stats={str(k): float(v) for k, v in doc["stats"].items()},
+            errors=tuple(_error_record(e) for e in doc["errors"]),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise MalformedPayload(f"malformed actor report: {type(e).__name__}: {e}") from None
     return report
+
+
+def _document(payload: bytes, kind: bytes) -> dict[str, Any]:
+    """The JSON document of a `kind` payload, checked for its format."""
+    if payload[:1] != kind:
+        raise MalformedPayload(f"expected a {kind!r} payload, got {bytes(payload[:1])!r}")
+    try:
+        doc = json.loads(bytes(payload[1:]))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise MalformedPayload(f"malformed payload: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
+        got = doc.get("format") if isinstance(doc, dict) else None
+        raise MalformedPayload(f"payload format {got!r} is not {REPORT_FORMAT}")
+    return doc
+
+
+def _int(v: object) -> int:
+    if type(v) is not int:
+        raise TypeError(f"not an integer: {v!r}")
+    return v
+
+
+def _error_record(e: object) -> StreamErrorRecord:
+    if not isinstance(e, list):
+        raise TypeError(f"not an error record: {e!r}")
+    kind, fragment_id, executor, sqlstate, message, count, sample = e
+    return StreamErrorRecord(
+        str(kind), _int(fragment_id), str(executor), str(sqlstate), str(message), _int(count), str(sample)
+    )
 
 
 class ActorFailed(Exception):
@@ -102,16 +165,26 @@ class ActorFailed(Exception):
 
 
 def encode_failure(failed: ActorFailed) -> bytes:
-    return _KIND_FAILURE + pickle.dumps(failed, protocol=pickle.HIGHEST_PROTOCOL)
+    """The failure as its error's marker (class, SQLSTATE, message, detail, hint: what
+    `parse_error_marker` rebuilds) and where it happened."""
+    doc = {
+        "format": REPORT_FORMAT,
+        "fragment": failed.fragment_id,
+        "actor": failed.actor_id,
+        "error": error_marker(failed.error),
+    }
+    return _KIND_FAILURE + json.dumps(doc, separators=(",", ":")).encode()
 
 
 def decode_failure(payload: bytes) -> ActorFailed | None:
     """The failure a payload reports, or None if it is an ordinary report."""
     if payload[:1] != _KIND_FAILURE:
         return None
-    failed = pickle.loads(payload[1:])
-    assert isinstance(failed, ActorFailed)
-    return failed
+    doc = _document(payload, _KIND_FAILURE)
+    marked = parse_error_marker(str(doc.get("error", "")))
+    if marked is None or type(doc.get("fragment")) is not int or type(doc.get("actor")) is not int:
+        raise MalformedPayload("malformed actor failure")
+    return ActorFailed(marked[0], doc["fragment"], doc["actor"])
 
 
 # -- elements framed as bytes (the leased runner's socket exchange) -------------------------------
@@ -130,16 +203,25 @@ def encode_elements(elements: Sequence[Element]) -> bytes:
 
 
 def decode_elements(data: bytes | bytearray | memoryview, offset: int = 0) -> list[Element]:
+    """The elements `encode_elements` wrote from `offset` to the end of `data`; anything else
+    raises `MalformedPayload`."""
     view = memoryview(data)
-    (n,) = _ELEMENT_COUNT.unpack_from(view, offset)
-    pos = offset + _ELEMENT_COUNT.size
-    out: list[Element] = []
-    for _ in range(n):  # per element (a chunk or a report), see encode_elements
-        k = view[pos]
-        dest = struct.unpack_from(f"<{k}q", view, pos + 1)
-        pos += 1 + 8 * k
-        (size,) = _PAYLOAD_LEN.unpack_from(view, pos)
-        pos += _PAYLOAD_LEN.size
-        out.append((tuple(dest), bytes(view[pos : pos + size])))
-        pos += size
+    try:
+        (n,) = _ELEMENT_COUNT.unpack_from(view, offset)
+        pos = offset + _ELEMENT_COUNT.size
+        out: list[Element] = []
+        for _ in range(n):  # per element (a chunk or a report), see encode_elements
+            k = view[pos]
+            dest = struct.unpack_from(f"<{k}q", view, pos + 1)
+            pos += 1 + 8 * k
+            (size,) = _PAYLOAD_LEN.unpack_from(view, pos)
+            pos += _PAYLOAD_LEN.size
+            if pos + size > len(view):
+                raise ValueError("an element runs past the end")
+            out.append((tuple(dest), bytes(view[pos : pos + size])))
+            pos += size
+    except (struct.error, IndexError, ValueError) as e:
+        raise MalformedPayload(f"malformed elements: {e}") from None
+    if pos != len(view):
+        raise MalformedPayload(f"malformed elements: {len(view) - pos} bytes after the last")
     return out

@@ -39,19 +39,22 @@ actor's failure comes back as the `ActorFailed` (data errors as its report, as w
 leaves the lease running. Operator caches follow `actor_task`'s rule unchanged: an actor's cache
 is used only when it reflects the epoch the plan says is committed.
 
-**The wire** (`runtime.lease_task`, with the task's loop). Length-prefixed frames. The plan is
-pickled once per epoch (what SparkRunner pickles into its task closures); elements are the
-exchange's own bytes (Arrow IPC chunks, reports) with their destination. A task's hello carries a
-random per-lease token that only the task closures know: other local processes cannot pose as a
-task (the driver unpickles reports).
-The listener binds to the driver's host (127.0.0.1 in local mode).
+**The wire** (`runtime.lease_task`, with the task's loop; `runtime.wire`, the frames). Every
+frame carries an HMAC-SHA256 under a per-lease key (32 random bytes, drawn here, handed to the
+tasks in their Spark closures), over its direction, its sequence number and its body. The plan
+is versioned JSON once per epoch (`epoch_plan.encode_plan`; the connector registry, which is
+code, travels in the closure, and a lease ends when the registry changes); elements are the
+exchange's own bytes (Arrow IPC chunks, JSON reports) with their destination: nothing read from
+a socket is unpickled. A connection whose hello does not verify under the current lease's key
+(a stranger, a task of an ended lease) is closed at once; a frame that does not verify later is
+dropped, logged and its connection closed: the lease ends and the epoch fails as a lost task's
+would (retried). The listener binds to the driver's host (127.0.0.1 in local mode).
 """
 
 from __future__ import annotations
 
 import contextlib
-import pickle
-import secrets
+import logging
 import select
 import socket
 import struct
@@ -65,10 +68,12 @@ from typing import TYPE_CHECKING, Any
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
 from piestream.runtime.actor_task import TaskHook
-from piestream.runtime.epoch_plan import EpochPlan
+from piestream.runtime.epoch_plan import EpochPlan, encode_plan
 from piestream.runtime.exchange import (
+    REPORT,
     ActorReport,
     Element,
+    MalformedPayload,
     decode_elements,
     decode_failure,
     encode_elements,
@@ -77,18 +82,17 @@ from piestream.runtime.lease_task import (
     CONNECT_TIMEOUT,
     FAILED,
     HELLO,
-    LEN,
     OUT,
     PLAN,
     RUN,
     STAGE,
     STOP,
+    WIRE_VERSION,
     lease_task,
-    recv_exact,
-    recv_frame,
-    send_frame,
 )
 from piestream.runtime.runners import KEEP_ALIVE_SECONDS, SparkRunner, run_stages
+from piestream.runtime.wire import FROM_DRIVER, Channel, FrameRejected, new_key
+from piestream.stream.connector import Connectors, registered_connectors
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,6 +107,8 @@ HELLO_TIMEOUT = 2.0  # a connection's hello must arrive this fast (a task sends 
 RETRY_SECONDS = 30.0  # after a lease could not start, epochs run plainly this long before the next try
 RETIRE_GRACE = 3.0  # an ended lease's job gets this long to finish by itself before it is cancelled
 _POLL = 0.2  # how often a waiting driver looks at its job, and the reaper at its lease
+
+log = logging.getLogger(__name__)
 
 
 class LeaseLost(InternalError):
@@ -121,13 +127,14 @@ class LeasedTaskError(Exception):
 class _Lease:
     """One long-lived Spark job and its tasks' connections, by slot."""
 
-    def __init__(self, token: bytes, slots: int, group: str) -> None:
-        self.token = token
+    def __init__(self, key: bytes, slots: int, group: str, connectors: Connectors) -> None:
+        self.key = key
+        self.connectors = connectors  # the registry its tasks got in their closures
         self.slots = slots
         self.group = group
         self.started = time.monotonic()
         self.cv = threading.Condition()
-        self.conns: dict[int, socket.socket] = {}
+        self.conns: dict[int, Channel] = {}
         self.pids: dict[int, int] = {}
         self.gathering = True  # hellos accepted until every slot said it, or the lease ends
         self.ended = False
@@ -136,11 +143,11 @@ class _Lease:
         self.job_error: BaseException | None = None
         self.reaper: threading.Thread | None = None
 
-    def offer(self, slot: int, pid: int, sock: socket.socket) -> bool:
+    def offer(self, slot: int, pid: int, chan: Channel) -> bool:
         with self.cv:
             if not self.gathering or self.ended or not 0 <= slot < self.slots or slot in self.conns:
                 return False
-            self.conns[slot] = sock
+            self.conns[slot] = chan
             self.pids[slot] = pid
             if len(self.conns) == self.slots:
                 self.gathering = False
@@ -179,12 +186,11 @@ class _Lease:
             self.ended = True
             self.gathering = False
             conns, self.conns = self.conns, {}
-        for sock in conns.values():
+        for chan in conns.values():
             if stop:
                 with contextlib.suppress(OSError):
-                    send_frame(sock, STOP)
-            with contextlib.suppress(OSError):
-                sock.close()
+                    chan.send(STOP)
+            chan.close()
 
 
 class LeasedSparkRunner(SparkRunner):
@@ -227,19 +233,23 @@ class LeasedSparkRunner(SparkRunner):
         #: epochs run on a lease and as plain Spark jobs (tests and benchmarks look)
         self.leased_epochs = 0
         self.plain_epochs = 0
+        self._exchange_bytes = 0  # the last epoch's `wire_stats`
+        self._wire_bytes = 0
 
     # -- EpochRunner ----------------------------------------------------------------------------
     def _run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         """One epoch, under the runner's lock (`SparkRunner.run`)."""
-        lease = None if _dml_bytes(dml) > self.max_dml_bytes else self._usable_lease()
+        lease = None if _dml_bytes(dml) > self.max_dml_bytes else self._usable_lease(plan.connectors)
+        self._exchange_bytes = self._wire_bytes = 0
         if lease is None:
             self.plain_epochs += 1
             self._drop_lease()  # a job of ours holding the slots would keep the plain job waiting
             return super()._run(plan, dml)
         try:
             reports = self._run_leased(lease, plan, dml)
-        except BaseException:
-            if lease.busy:  # answers are still due: the lease is out of step, end it
+        except BaseException as e:
+            # answers still due (the lease is out of step), or a task sent garbage: end it
+            if lease.busy or isinstance(e, MalformedPayload):
                 self._end_lease(lease, stop=False)
             raise
         finally:
@@ -253,6 +263,13 @@ class LeasedSparkRunner(SparkRunner):
                 # for the next barrier: its start is off the epoch's path
                 self._submit_lease()
         return reports
+
+    def wire_stats(self) -> dict[str, int]:
+        """The driver's traffic in the epoch run last: exchange payload routed through the
+        driver (every chunk from one stage to the next, on a lease; none on a plain job, whose
+        shuffle moves them between executors) and all bytes on the wire to the tasks (DML,
+        plan, chunks and reports both ways, framing)."""
+        return {"driver_exchange_bytes": self._exchange_bytes, "driver_wire_bytes": self._wire_bytes}
 
     def keep_alive(self) -> list[int]:
         """SparkRunner's keep-alive job, unless a lease's tasks keep the slots' workers busy
@@ -310,7 +327,8 @@ class LeasedSparkRunner(SparkRunner):
     ) -> list[ActorReport]:
         plan = replace(plan, task_slots=self.task_slots)
         conns = dict(lease.conns)
-        blob = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+        wire_before = sum(c.bytes_sent + c.bytes_received for c in conns.values())
+        blob = encode_plan(plan)
         lease.busy = True
         for slot in sorted(conns):
             self._send(lease, conns[slot], PLAN, blob)
@@ -326,7 +344,10 @@ class LeasedSparkRunner(SparkRunner):
                 reply = self._recv(lease, conns[i])
                 kind = reply[:1]
                 if kind == OUT:
-                    outs.append(decode_elements(reply, 1))
+                    out = decode_elements(reply, 1)
+                    if k + 1 < len(plan.stages):  # routed by this process to the next stage
+                        self._exchange_bytes += sum(len(p) for d, p in out if d != REPORT)
+                    outs.append(out)
                     continue
                 outs.append([])
                 if failure is None:
@@ -341,24 +362,29 @@ class LeasedSparkRunner(SparkRunner):
                 raise failure
             return outs
 
-        return run_stages(plan, dml, stage)
-
-    def _send(self, lease: _Lease, sock: socket.socket, *parts: bytes) -> None:
         try:
-            send_frame(sock, *parts)
+            return run_stages(plan, dml, stage)
+        finally:
+            self._wire_bytes = sum(c.bytes_sent + c.bytes_received for c in conns.values()) - wire_before
+
+    def _send(self, lease: _Lease, chan: Channel, *parts: bytes) -> None:
+        try:
+            chan.send(*parts)
         except OSError as e:
             raise LeaseLost(f"the leased Spark job lost a task: {e}") from e
 
-    def _recv(self, lease: _Lease, sock: socket.socket) -> bytearray:
+    def _recv(self, lease: _Lease, chan: Channel) -> bytearray:
         """A task's next frame; waits as long as the task works, but not past its job's end."""
         while True:
             try:
-                ready, _, _ = select.select([sock], [], [], _POLL)
+                ready, _, _ = select.select([chan], [], [], _POLL)
             except (OSError, ValueError) as e:
                 raise LeaseLost(f"the leased Spark job lost a task: {e}") from e
             if ready:
                 try:
-                    return recv_frame(sock)
+                    return chan.recv()
+                except FrameRejected as e:  # logged and closed by the channel
+                    raise LeaseLost(f"the leased Spark job's wire failed: {e}") from e
                 except (EOFError, OSError) as e:
                     raise LeaseLost(f"the leased Spark job lost a task: {e}") from e
             if lease.job_done.is_set() or self._closed.is_set():
@@ -366,10 +392,14 @@ class LeasedSparkRunner(SparkRunner):
                 raise LeaseLost(f"the leased Spark job ended mid-epoch: {why}")
 
     # -- lease lifecycle --------------------------------------------------------------------------
-    def _usable_lease(self) -> _Lease | None:
+    def _usable_lease(self, connectors: Connectors) -> _Lease | None:
         """The running lease (waiting for a pre-started one's tasks), or a new one if none runs,
-        or None (run the epoch plainly)."""
+        or None (run the epoch plainly). A lease whose tasks got another connector registry than
+        `connectors` (one was registered since) is ended: the registry is code, in the closure."""
         lease = self._lease
+        if lease is not None and lease.connectors != connectors:
+            self._end_lease(lease, stop=True)
+            lease = None
         if lease is not None and lease.gathering:  # started after the last epoch
             return self._await_lease(lease)
         if lease is not None and lease.healthy():
@@ -380,24 +410,25 @@ class LeasedSparkRunner(SparkRunner):
             old.job_done.wait(RETIRE_GRACE)
         if time.monotonic() < self._no_lease_until or self._others_waiting(None):
             return None
-        return self._await_lease(self._submit_lease())
+        return self._await_lease(self._submit_lease(connectors))
 
-    def _submit_lease(self) -> _Lease:
+    def _submit_lease(self, connectors: Connectors | None = None) -> _Lease:
         """Start a lease's job (its tasks connect while the driver goes on)."""
         self._ensure_listener()
         self._leases += 1
         n = self.task_slots
-        lease = _Lease(secrets.token_bytes(16), n, f"piestream-lease-{id(self)}-{self._leases}")
+        if connectors is None:
+            connectors = registered_connectors()
+        lease = _Lease(new_key(), n, f"piestream-lease-{id(self)}-{self._leases}", connectors)
         self._lease = lease
-        assert self._listener is not None
-        port = self._listener.getsockname()[1]
+        host, port = self._task_address()
 
         def run_job() -> None:
             # the job is built here too: its py4j calls (~15 ms) stay off the epoch's path
             try:
                 src = self.sc.parallelize(range(n), n)
                 outs = [
-                    self._in_slot(src, p, lease_task(self._host, port, lease.token, p, self.hook), False)
+                    self._in_slot(src, p, lease_task(host, port, lease.key, p, self.hook, connectors), False)
                     for p in range(n)
                 ]
                 job = self.sc.union(outs)
@@ -497,6 +528,11 @@ class LeasedSparkRunner(SparkRunner):
             return False
 
     # -- the listener and the reaper -------------------------------------------------------------
+    def _task_address(self) -> tuple[str, int]:
+        """Where a lease's tasks connect: the listener."""
+        assert self._listener is not None
+        return self._host, int(self._listener.getsockname()[1])
+
     def _ensure_listener(self) -> None:
         if self._listener is not None:
             return
@@ -517,30 +553,31 @@ class LeasedSparkRunner(SparkRunner):
         try:
             while not self._closed.is_set():
                 try:
-                    sock, _ = srv.accept()
+                    sock, peer = srv.accept()
                 except TimeoutError:
                     continue
                 except OSError:
                     return
+                lease = self._lease
+                if lease is None:
+                    sock.close()  # no lease gathers tasks: nobody is expected
+                    continue
+                chan = Channel(sock, lease.key, FROM_DRIVER, peer=f"a task at {peer[0]}:{peer[1]}")
                 try:
                     sock.settimeout(HELLO_TIMEOUT)
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    # read as a fixed-size record: a stranger's length prefix allocates nothing
-                    (size,) = LEN.unpack(recv_exact(sock, LEN.size))
-                    if size != HELLO.size:
-                        raise EOFError("not a hello")
-                    token, slot, pid = HELLO.unpack(recv_exact(sock, HELLO.size))
+                    # a fixed-size frame: a stranger's length prefix allocates nothing, and it
+                    # must verify under the lease's key (a stranger, a task of an ended lease)
+                    version, slot, pid = HELLO.unpack(chan.recv(exact=HELLO.size))
                     sock.settimeout(None)
-                except (EOFError, OSError, struct.error):
-                    sock.close()
+                except (EOFError, OSError, struct.error):  # FrameRejected is an OSError
+                    chan.close()
                     continue
-                lease = self._lease
-                if (
-                    lease is None
-                    or not secrets.compare_digest(token, lease.token)
-                    or not lease.offer(slot, pid, sock)
-                ):
-                    sock.close()  # a stranger, or a task of an ended lease: it ends at once
+                if version != WIRE_VERSION:
+                    log.warning("refused a task speaking wire version %d (not %d)", version, WIRE_VERSION)
+                    chan.close()
+                elif not lease.offer(slot, pid, chan):
+                    chan.close()  # a task of an ended lease, or a slot connected twice
         finally:
             srv.close()
             self._listener = None

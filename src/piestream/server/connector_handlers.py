@@ -25,20 +25,29 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from piestream.common.errors import DuplicateObject, FeatureNotSupported, PiestreamError
+from piestream.connectors.kafka.sink import SINK_FORMATS, validate_kafka_sink_options
 from piestream.connectors.lakehouse import LAKE_CONNECTORS, create_lake_table, lake_schema, new_staging_path
 from piestream.connectors.options import InvalidOption, lower_keys, parse_bool
 from piestream.connectors.sinks import STAGING, sink_output_path, validate_sink_options
 from piestream.frontend.binder import QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind, SinkInfo, SourceInfo
 from piestream.frontend.parser import ast
+from piestream.frontend.parser.names import object_name
 from piestream.frontend.planner import PlannedJob, plan_sink, plan_table, table_conflict
 from piestream.frontend.source_spec import statement_source_spec
 from piestream.frontend.stream_piece import Dist, ExchangeMarker
 from piestream.frontend.watermark_derive import bind_watermark
 from piestream.plan.node import StreamNode
 from piestream.plan.sink import SINK_TYPES, SinkNode, sink_state_table
-from piestream.plan.source import DEAD_LETTER_COLUMNS, dead_letter_table
-from piestream.server.ddl_handlers import check_new_name, check_upstreams_created
+from piestream.plan.source import DEAD_LETTER_COLUMNS, SourceSpec, dead_letter_table
+from piestream.server.cdc_handlers import check_cdc_source, check_cdc_table, is_cdc
+from piestream.server.ddl_handlers import (
+    check_new_name,
+    check_not_temporary,
+    check_upstreams_created,
+    creation_schema,
+    in_schema,
+)
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.desc import TableDesc
 from piestream.stream.connector import plan_source_node, source_connector
@@ -51,14 +60,15 @@ log = logging.getLogger(__name__)
 DEAD_LETTER_SUFFIX = "_dead_letter"
 
 
-def _check_free(s: Session, *names: str) -> None:
+def _check_free(s: Session, schema: str, *names: str) -> None:
     for n in names:
-        if s.db.catalog.get(n) is not None:
+        if s.db.catalog.get(n, schema) is not None:
             raise DuplicateObject(f'relation "{n}" already exists')
 
 
-def _dead_letter_relation(desc: TableDesc, owner_id: int) -> Relation:
+def _dead_letter_relation(desc: TableDesc, owner_id: int, schema: str) -> Relation:
     return Relation(
+        schema_name=schema,
         id=desc.table_id,
         name=desc.name,
         kind=RelationKind.TABLE,
@@ -77,11 +87,27 @@ def _dead_letter_relation(desc: TableDesc, owner_id: int) -> Relation:
 def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob, TableDesc | None]:
     """A table fed by a connector: Source -> [RowIdGen] -> Materialize (an exchange by the pk
     first if the table has one). Returns the plan and the dead-letter table to create, if any."""
-    spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
+    spec = statement_source_spec(
+        stmt.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes
+    )
+    if is_cdc(spec.options):  # a CDC table's source emits its upstream's changes
+        spec = replace(spec, format="debezium")
     for k in stmt.primary_key:
         if k not in [c for c, _ in spec.columns]:
             raise PiestreamError(f'column "{k}" named in key does not exist', sqlstate="42703")
+    if not spec.append_only and not stmt.primary_key:
+        raise PiestreamError(
+            f"FORMAT {(spec.format or '').upper()} needs a primary key: declare PRIMARY KEY (...)",
+            sqlstate="42P16",
+        )
+    if not spec.append_only and stmt.append_only:
+        raise PiestreamError(
+            f"an APPEND ONLY table cannot take FORMAT {(spec.format or '').upper()} (it has deletes)",
+            sqlstate="42P16",
+        )
     _, limits = source_connector(spec.connector)(spec)  # validate the options now
+    if is_cdc(spec.options):  # the upstream, before anything is made
+        check_cdc_table(spec, stmt.primary_key)
     ids = s.db.ddl.ids()
     dead = None
     if limits.error_handling == "dead_letter":
@@ -95,7 +121,11 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
         )
         if stmt.primary_key and parallelism > 1:  # the table is stored by its pk
             node = ExchangeMarker(
-                schema=schema, stream_key=pk, append_only=True, input=node, dist=Dist("hash", tuple(pk))
+                schema=schema,
+                stream_key=pk,
+                append_only=node.append_only,
+                input=node,
+                dist=Dist("hash", tuple(pk)),
             )
         return node
 
@@ -120,15 +150,17 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
 
 def create_connector_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt)
         if skipped is not None:
             return skipped
+        schema = creation_schema(s, stmt.name)
         planned, dead = plan_connector_table(s, stmt)
-        res = command("CREATE_TABLE")
+        planned.relation = in_schema(planned.relation, schema)
+        res = command("CREATE TABLE")
         companions = []
         if dead is not None:
-            _check_free(s, dead.name)
-            companions.append(_dead_letter_relation(dead, planned.relation.id))
+            _check_free(s, schema, dead.name)
+            companions.append(_dead_letter_relation(dead, planned.relation.id, schema))
         s.db.ddl.create_job(planned, backfill=False, companions=companions)
         return res
 
@@ -138,20 +170,31 @@ def create_connector_table(s: Session, stmt: ast.CreateTable, params: Sequence[A
 
 def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()) -> QueryResult:
     with s.db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt)
         if skipped is not None:
             return skipped
         if stmt.primary_key:
             raise FeatureNotSupported("PRIMARY KEY on a source is not supported (a source is append-only)")
-        spec = statement_source_spec(stmt.name, stmt.columns, stmt.with_options, stmt.format_encode)
+        if is_cdc(stmt.with_options):
+            return _create_cdc_source(s, stmt)
+        spec = statement_source_spec(
+            stmt.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes
+        )
+        if not spec.append_only:
+            raise FeatureNotSupported(
+                f"FORMAT {(spec.format or '').upper()} is not supported on a SOURCE (its messages are "
+                "changes): use CREATE TABLE ... (..., PRIMARY KEY (...)) FORMAT ..."
+            )
         _, limits = source_connector(spec.connector)(spec)  # validate the options now
         watermark = bind_watermark(stmt.watermarks, spec.columns, append_only=True, what="source")
+        schema = creation_schema(s, stmt.name)
         source_id = s.db.ddl.next_object_id()
         dead = None
         if limits.error_handling == "dead_letter":
             dead = dead_letter_table(s.db.ddl.next_object_id(), stmt.name + DEAD_LETTER_SUFFIX)
-            _check_free(s, dead.name)
+            _check_free(s, schema, dead.name)
         rel = Relation(
+            schema_name=schema,
             id=source_id,
             name=stmt.name,
             kind=RelationKind.SOURCE,
@@ -164,11 +207,39 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
                 encode_options=dict(spec.encode_options),
                 generated=tuple(sorted(spec.generated)),
                 dead_letter=dead,
+                format=spec.format,
+                include=spec.include,
             ),
             watermark=watermark,
         )
-        s.db.ddl.create_relations(rel, [] if dead is None else [_dead_letter_relation(dead, source_id)])
-        return command("CREATE_SOURCE")
+        companions = [] if dead is None else [_dead_letter_relation(dead, source_id, schema)]
+        s.db.ddl.create_relations(rel, companions)
+        return command("CREATE SOURCE")
+
+
+def _create_cdc_source(s: Session, stmt: ast.CreateSource) -> QueryResult:
+    """A shared CDC source: connection options only; its tables come with CREATE TABLE ... FROM."""
+    if stmt.columns or stmt.format_encode is not None or stmt.watermarks:
+        raise FeatureNotSupported(
+            "a CDC source takes no columns, FORMAT or WATERMARK: declare them on "
+            "CREATE TABLE ... FROM <source> TABLE '<schema.table>'"
+        )
+    opts = lower_keys(stmt.with_options)
+    spec = SourceSpec(stmt.name, opts["connector"].strip().lower(), (), opts)
+    check_cdc_source(spec)
+    rel = Relation(
+        schema_name=creation_schema(s, stmt.name),
+        id=s.db.ddl.next_object_id(),
+        name=stmt.name,
+        kind=RelationKind.SOURCE,
+        columns=(),
+        definition=stmt.text,
+        append_only=False,
+        properties=dict(opts),
+        source=SourceInfo(),
+    )
+    s.db.ddl.create_relations(rel, [])
+    return command("CREATE SOURCE")
 
 
 # -- CREATE SINK ---------------------------------------------------------------------------------------
@@ -179,7 +250,7 @@ def create_sink(s: Session, stmt: ast.CreateSink, params: Sequence[Any] = ()) ->
     the lake table) is removed again if the statement fails, also when its first epoch (the
     backfill) fails: a failed CREATE SINK leaves nothing behind."""
     with s.db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt)
         if skipped is not None:
             return skipped
         if stmt.into_table is not None:
@@ -219,6 +290,16 @@ def _remove_new_dirs(path: str, made_already: bool = False) -> Callable[[], None
 def _create_sink(
     s: Session, stmt: ast.CreateSink, opts: dict[str, str], connector: str, undo: list[Callable[[], None]]
 ) -> QueryResult:
+    if connector == "kafka":
+        fe = stmt.format_encode
+        opts.setdefault("format", "plain" if fe is None else fe.format.lower())
+        opts.setdefault("encode", "json" if fe is None else fe.encode.lower())
+        opts = validate_kafka_sink_options(opts, stmt.name)
+        opts.setdefault("type", SINK_FORMATS[opts["format"]])
+        if opts["format"] == "upsert" and not opts.get("primary_key"):
+            raise InvalidOption("a kafka sink of FORMAT UPSERT needs a primary_key = '...' option")
+    elif stmt.format_encode is not None:
+        raise FeatureNotSupported(f'FORMAT ... ENCODE is not supported by the "{connector}" sink')
     if connector in LAKE_CONNECTORS and "staging.path" not in opts:
         staging_root = str(s.db.data_dir / "sink_staging")
         opts["staging.path"] = new_staging_path(staging_root, stmt.name)
@@ -238,11 +319,13 @@ def _create_sink(
         definition = stmt.text
     else:
         assert stmt.from_relation is not None  # FROM x = AS SELECT * FROM x
-        query = exp.select("*").from_(exp.to_table(stmt.from_relation))
+        query = exp.select("*").from_(object_name(stmt.from_relation).to_table())
         definition = stmt.text
-    binder = QueryBinder(s.db.catalog.snapshot())
+    schema = creation_schema(s, stmt.name)
+    binder = QueryBinder(s.committed_catalog())
     bound = binder.bind_query(query)
     check_upstreams_created(s, sorted(binder.dependencies))
+    check_not_temporary(s, sorted(binder.dependencies), "sinks")
     ids = s.db.ddl.ids()
     made: list[SinkNode] = []
     width = len(bound.names)
@@ -300,7 +383,8 @@ def _create_sink(
             undo.append(drop_table)
     planned.relation = replace(
         planned.relation,
+        schema_name=schema,
         sink=SinkInfo(connector, node.sink_type, sink_output_path(connector, opts), node.state_table),
     )
     s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
-    return command("CREATE_SINK")
+    return command("CREATE SINK")

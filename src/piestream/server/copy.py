@@ -51,13 +51,23 @@ class CopyFormat:
     header: bool
     delimiter: str
     null: str
+    binary: bool = False
 
     @classmethod
     def of(cls, options: dict[str, str]) -> CopyFormat:
         opts = {k.lower(): v for k, v in options.items()}
         fmt = opts.pop("format", "text").lower()
-        if fmt not in ("text", "csv"):
-            raise FeatureNotSupported(f'COPY format "{fmt}" is not supported (text and csv are)')
+        if fmt not in ("text", "csv", "binary"):
+            raise InvalidInput(f'COPY format "{fmt}" not recognized', sqlstate="22023")
+        if fmt == "binary":
+            for option in ("delimiter", "null", "header"):
+                if option in opts:
+                    raise PiestreamError(f"cannot specify {option.upper()} in BINARY mode", sqlstate="42601")
+            if opts.get("encoding", "utf8").lower().replace("-", "").replace("_", "") == "utf8":
+                opts.pop("encoding", None)
+            if opts:
+                raise FeatureNotSupported(f'COPY option "{sorted(opts)[0]}" is not supported')
+            return cls(False, False, "", "", binary=True)
         csv = fmt == "csv"
         header = opts.pop("header", "false").lower() in ("true", "on", "1", "")
         delimiter = opts.pop("delimiter", "," if csv else "\t")
@@ -75,9 +85,7 @@ class CopyFormat:
 
 def _target(s: Session, stmt: ast.Copy) -> tuple[Any, list[int]]:
     assert stmt.table is not None
-    rel = s.db.catalog.get(stmt.table)
-    if rel is None:
-        raise PiestreamError(f'relation "{stmt.table}" does not exist', sqlstate="42P01")
+    rel = s.catalog().require(stmt.table)
     if rel.kind is not RelationKind.TABLE or rel.table is None:
         raise PiestreamError(f'cannot copy to "{rel.name}": it is a {rel.kind.value}', sqlstate="42809")
     if rel.properties.get("connector"):
@@ -101,19 +109,32 @@ def copy_statement(s: Session, stmt: ast.Copy, params: Sequence[Any] = ()) -> Qu
     )
 
 
-def check_copy_from(s: Session, stmt: ast.Copy) -> int:
-    """Validate before the client sends data; returns the number of columns."""
-    CopyFormat.of(stmt.options)
-    return len(_target(s, stmt)[1])
+def check_copy_from(s: Session, stmt: ast.Copy) -> tuple[int, bool]:
+    """Validate before the client sends data: (the number of columns, binary format)."""
+    from piestream.server.pgwire import (
+        copy_binary,
+    )  # pgwire's package imports the session, which imports this
+
+    fmt = CopyFormat.of(stmt.options)
+    rel, cols = _target(s, stmt)
+    if fmt.binary:
+        copy_binary.check_types([rel.columns[i].data_type for i in cols])
+    return len(cols), fmt.binary
 
 
 def copy_from(s: Session, stmt: ast.Copy, data: bytes) -> QueryResult:
     """Parse the whole input, convert every column, then insert it all (or nothing)."""
     from piestream.server import dml
+    from piestream.server.pgwire import copy_binary
 
     fmt = CopyFormat.of(stmt.options)
     rel, cols = _target(s, stmt)
     names = [rel.columns[i].name for i in cols]
+    if fmt.binary:
+        arrays = copy_binary.decode(data, [rel.columns[i].data_type for i in cols])
+        table = pa.table(dict(zip(names, arrays, strict=True))) if names else pa.table({})
+        dml.insert_arrow(s, rel.name, table)
+        return QueryResult(f"COPY {table.num_rows}")
     text = _strip_end_marker(data)
     strings = _split(text, names, fmt)
     first_line = 2 if fmt.header else 1
@@ -249,32 +270,43 @@ def _first_bad_row(col: pa.Array, t: DataType) -> int | None:
 @dataclass
 class CopyOut:
     ncols: int
-    lines: list[bytes]  # one per row (and the header)
+    lines: list[bytes]  # text and csv: one per row (and the header)
+    messages: bytes | None = None  # binary: the whole COPY as ready CopyData messages
+
+    @property
+    def binary(self) -> bool:
+        return self.messages is not None
 
 
-def run_copy_to(s: Session, stmt: ast.Copy, out: list[CopyOut]) -> QueryResult:
-    """COPY ... TO STDOUT: the lines go to `out`, the result is the command tag."""
-    n, ncols, lines = copy_to(s, stmt)
-    out.append(CopyOut(ncols, lines))
-    return QueryResult(f"COPY {n}")
+def run_copy_to(s: Session, stmt: ast.Copy, out: list[CopyOut], params: Sequence[Any] = ()) -> QueryResult:
+    """COPY ... TO STDOUT: the data goes to `out`, the result is the command tag."""
+    from piestream.server.pgwire import copy_binary
+
+    fmt = CopyFormat.of(stmt.options)
+    table, types, names = _copy_source(s, stmt, params)
+    if fmt.binary:
+        out.append(CopyOut(len(types), [], copy_binary.encode_messages(table, types)))
+    else:
+        out.append(CopyOut(len(types), format_rows(table, types, names, fmt)))
+    return QueryResult(f"COPY {table.num_rows}")
 
 
-def copy_to(s: Session, stmt: ast.Copy) -> tuple[int, int, list[bytes]]:
-    """(rows, columns, COPY lines — one bytes object per row) of a table or query."""
+def _copy_source(
+    s: Session, stmt: ast.Copy, params: Sequence[Any] = ()
+) -> tuple[pa.Table, list[DataType], list[str]]:
+    """The rows a COPY TO sends: its query's, or its table's (columns) at one snapshot."""
     from sqlglot import exp
 
     from piestream.server.query import bind, run_bound
 
-    fmt = CopyFormat.of(stmt.options)
     if stmt.query is not None:
         query = stmt.query
     else:
         assert stmt.table is not None
         cols: list[exp.Expression] = [exp.column(c) for c in stmt.columns] or [exp.Star()]
         query = exp.select(*cols).from_(exp.to_table(stmt.table))
-    bound = bind(s, query)
-    table = run_bound(s, bound)
-    return table.num_rows, len(bound.names), format_rows(table, bound.types, bound.names, fmt)
+    bound = bind(s, query, params)
+    return run_bound(s, bound), list(bound.types), list(bound.names)
 
 
 def format_rows(

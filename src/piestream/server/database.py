@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import fcntl
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +25,12 @@ from piestream.meta.ddl_controller import DdlController
 from piestream.meta.ddl_progress import DdlProgressTracker
 from piestream.meta.hummock_manager import CompactorThread, HummockManager
 from piestream.meta.inbox import Inbox
+from piestream.meta.roles import RoleCatalog
 from piestream.meta.store import MetaStore
 from piestream.runtime.leased import check_runner_kind, spark_runner
 from piestream.runtime.runners import EpochRunner, LocalRunner
 from piestream.server.sink_publisher import attach as attach_sink_publisher
+from piestream.server.source_acker import attach as attach_source_acker
 from piestream.server.system_tables import RwCatalog
 from piestream.storage.hummock.compaction import CompactionConfig
 from piestream.storage.hummock.sstable_store import process_sstable_store
@@ -149,6 +152,7 @@ class Database:
             vacuum_retention_sec=self.config.vacuum_retention_sec,
         )
         self.catalog = CatalogStore(self.meta)
+        self.roles = RoleCatalog(self.meta)  # users, relation owners, grants
         self.spark = spark
         if runner is None:
             if self.config.runner == "local":
@@ -190,7 +194,11 @@ class Database:
         if self.compactor is not None:
             self.compactor.start()
         attach_sink_publisher(self)  # sink output of committed epochs gets published
+        attach_source_acker(self)  # readers with ack() hear of their committed offsets
         self.barriers.start()
+        from piestream.server.ddl_handlers import drop_temporary
+
+        drop_temporary(self)  # temporary relations of sessions before a crash: gone with them
         self._closed = False
 
     # -- streaming errors and system settings ---------------------------------------------------
@@ -206,6 +214,27 @@ class Database:
         if raw is not None:
             on = (raw.decode() if isinstance(raw, bytes) else str(raw)) == "true"
             self.barriers.config = dataclasses.replace(self.barriers.config, strict_mode=on)
+        raw = self.meta.get(_NS_SYSTEM, "source_rate_limits")
+        if raw is not None:
+            limits = json.loads(raw.decode() if isinstance(raw, bytes) else str(raw))
+            self.barriers.config = dataclasses.replace(
+                self.barriers.config,
+                source_rate_limits=tuple(sorted((str(k), float(v)) for k, v in limits.items())),
+            )
+
+    def set_source_rate_limit(self, name: str, rate: float | None) -> None:
+        """``ALTER SOURCE name SET source_rate_limit``: rows per second (0 pauses; None: as
+        created), from the next epoch on, and after restarts."""
+        with self.barriers.paused():
+            limits = dict(self.barriers.config.source_rate_limits)
+            if rate is None:
+                limits.pop(name, None)
+            else:
+                limits[name] = rate
+            self.meta.put(_NS_SYSTEM, "source_rate_limits", json.dumps(limits, sort_keys=True))
+            self.barriers.config = dataclasses.replace(
+                self.barriers.config, source_rate_limits=tuple(sorted(limits.items()))
+            )
 
     def set_strict_mode(self, on: bool) -> None:
         """``ALTER SYSTEM SET streaming_strict_mode``: from the next epoch on, and after restarts."""

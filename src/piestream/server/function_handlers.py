@@ -112,11 +112,11 @@ def create_function(s: Session, stmt: ast.CreateFunction, params: Sequence[Any] 
             with functions_of(snapshot, set()):
                 bind_body(fn)
         s.db.catalog.create_function(fn, replaces=existing)
-    return command("CREATE_FUNCTION")
+    return command("CREATE FUNCTION")
 
 
 def drop_function(s: Session, stmt: ast.DropFunction, params: Sequence[Any] = ()) -> QueryResult:
-    res = command("DROP_FUNCTION")
+    res = command("DROP FUNCTION")
     with s.db.ddl.lock:
         snapshot = s.db.catalog.snapshot()
         targets: list[FunctionCatalog] = []

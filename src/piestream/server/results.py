@@ -19,6 +19,8 @@ class QueryResult:
     rows: list[Row] = field(default_factory=list)
     arrow: pa.Table | None = None
     notices: list[str] = field(default_factory=list)
+    #: result format codes a simple query sends the rows in (a BINARY cursor's FETCH: (1,))
+    formats: tuple[int, ...] = ()
 
     @property
     def names(self) -> list[str]:

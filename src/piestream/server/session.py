@@ -7,7 +7,9 @@ reads one committed snapshot. Errors are `PiestreamError`s carrying SQLSTATEs.
 
 Inside a transaction block (`server.transaction`) writes are buffered and COMMIT lands them in one
 epoch; an error puts the block in the failed state (25P02 for every statement but ROLLBACK /
-ROLLBACK TO SAVEPOINT, as in PostgreSQL); DDL other than CREATE TABLE is refused there (25001).
+ROLLBACK TO SAVEPOINT, as in PostgreSQL). CREATE TABLE in a block lands at COMMIT with its rows;
+other DDL cannot be rolled back (it starts or stops streaming jobs), so it first commits the
+block's changes so far, runs on its own, and the block goes on as a new one (`_outside_block`).
 
 Each statement kind has one handler (`HANDLERS`, a table like the parser dialect's), so adding a
 statement is adding a row, not another branch.
@@ -16,6 +18,7 @@ statement is adding a row, not another branch.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,20 +28,31 @@ from piestream.common.errors import (
     InFailedSqlTransaction,
     NoActiveSqlTransaction,
     PiestreamError,
+    ReadOnlySqlTransaction,
     client_error,
 )
-from piestream.frontend.catalog import CatalogSnapshot
+from piestream.frontend.catalog import (
+    DEFAULT_DATABASE,
+    DEFAULT_SCHEMA,
+    TEMP_SCHEMA,
+    CatalogSnapshot,
+    parse_search_path,
+)
 from piestream.frontend.parser import ast, parse
 from piestream.server import (
+    cdc_handlers,
     connector_handlers,
     copy,
+    cursors,
     ddl_handlers,
     dml,
     function_handlers,
+    privileges,
     query,
     subscriptions,
     utility,
 )
+from piestream.server.ddl_handlers import drop_temporary
 from piestream.server.results import QueryResult, command
 from piestream.server.settings import DEFAULT_SETTINGS
 from piestream.server.transaction import Transaction, parse_bytes
@@ -55,7 +69,14 @@ class Session:
         self.settings = dict(DEFAULT_SETTINGS)
         self.settings["streaming_parallelism"] = str(db.config.parallelism)
         self.txn: Transaction | None = None  # the open transaction block
-        self.cursors: dict[str, subscriptions.SubscriptionCursor] = {}
+        #: the role the session runs as (pgwire sets it at login); None: the embedded owner of the
+        #: data directory (Python API), who may do everything
+        self.user: str | None = None
+        self.pending_owned: list[str] = []  # relations created in the open block (owned at COMMIT)
+        self.cursors: dict[str, cursors.Cursor] = {}
+        self.database = DEFAULT_DATABASE  # the client's (pgwire sets it): three-part names name it
+        #: where CREATE TEMP TABLE / VIEW put relations; they are dropped when the session ends
+        self.temp_schema = f"{TEMP_SCHEMA}_{uuid.uuid4().hex[:12]}"
         #: sends a NOTICE to the client at once, while a statement still runs (pgwire sets it)
         self.notice: Callable[[str], None] | None = None
 
@@ -94,22 +115,42 @@ class Session:
         if self.txn is not None:
             self.txn.failed = True
 
+    def committed_catalog(self) -> CatalogSnapshot:
+        """The committed catalog, resolving names as this session does (its search_path and
+        database): what a new streaming job binds against."""
+        snap = self.db.catalog.snapshot()
+        snap.database = self.database
+        snap.search_path = parse_search_path(self.setting("search_path"), self.user or "")
+        snap.temp_schema = self.temp_schema
+        snap.schemas.add(self.temp_schema)
+        return snap
+
+    def schema_oids(self) -> dict[str, int]:
+        """The database's schemas by name, with their pg_namespace oids (public's is 2200)."""
+        from piestream.server.catalog.objects import OID_OFFSET, PUBLIC_NS, TEMP_NAMESPACE_OIDS
+
+        oids = {DEFAULT_SCHEMA: PUBLIC_NS} | {c.name: c.id + OID_OFFSET for c in self.db.catalog.schemas()}
+        temp = sorted({r.schema_name for r in self.db.catalog.snapshot().relations()} - set(oids))
+        return oids | {name: TEMP_NAMESPACE_OIDS + i for i, name in enumerate(temp)}  # sessions
+
     def catalog(self) -> CatalogSnapshot:
         """The catalog this session sees: the committed one plus the tables its transaction created."""
-        snap = self.db.catalog.snapshot()
+        snap = self.committed_catalog()
         if self.txn is not None:
             for rel in self.txn.created:
                 snap.add(rel)
         return snap
 
     def close(self) -> None:
-        """The client left: an open transaction is rolled back."""
+        """The client left: an open transaction is rolled back, its temporary relations go."""
         self._end_transaction()
+        drop_temporary(self.db, self.temp_schema)
 
-    def _end_transaction(self) -> None:
+    def _end_transaction(self, *, committed: bool = False) -> None:
         txn, self.txn = self.txn, None
         if txn is not None:
             txn.close()
+            cursors.end_of_block(self.cursors, committed)
 
     # -- execution ------------------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[QueryResult]:
@@ -124,12 +165,20 @@ class Session:
 
     def execute_statement(self, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryResult:
         try:
+            committed = None
             if self.txn is not None:
                 _check_in_block(self.txn, stmt)
+                committed = self._outside_block(stmt)
             handler = HANDLERS.get(type(stmt))
             if handler is None:
                 raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
-            return handler(self, stmt, params)
+            privileges.check_statement(self, stmt)
+            existed = privileges.existing(self, stmt)
+            result = handler(self, stmt, params)
+            privileges.after_statement(self, stmt, existed)
+            if committed is not None:
+                result.notices.insert(0, committed)
+            return result
         except PiestreamError:
             self.fail_transaction()
             raise
@@ -139,6 +188,31 @@ class Session:
             if err.sqlstate == "XX000":  # not a statement too deep to bind (54001)
                 log.exception("statement failed with an internal error")
             raise err from e
+
+    def _outside_block(self, stmt: ast.Statement) -> str | None:
+        """DDL that cannot be part of a transaction inside a block: COMMIT what the block did so
+        far (one epoch, as COMMIT does: nothing is lost, nothing lands half), then the DDL runs
+        on its own and a new block (same modes) takes the statements after it. PostgreSQL runs
+        DDL in the transaction; drivers (psycopg2, dbt, pandas, SQLAlchemy) open a block before
+        every statement, so refusing it would refuse their DDL. Returns the notice saying that
+        changes were committed (None if the block had none)."""
+        txn = self.txn
+        what = _DDL_COMMITS_BLOCK.get(type(stmt))
+        if (
+            what is None
+            and isinstance(stmt, ast.CreateTable)
+            and (stmt.with_options.get("connector") or stmt.from_source)
+        ):
+            what = "CREATE TABLE with a connector"
+        if txn is None or what is None:
+            return None
+        if txn.read_only:
+            raise ReadOnlySqlTransaction(f"cannot execute {what} in a read-only transaction")
+        pending = txn.has_changes
+        txn.commit()
+        self._end_transaction()
+        self.txn = Transaction(self.db)
+        return f"{what} committed the transaction block's earlier changes first" if pending else None
 
     # -- session-level statements ---------------------------------------------------------------
     def _flush(self, stmt: ast.Statement, params: Sequence[Any]) -> QueryResult:
@@ -165,13 +239,15 @@ class Session:
         txn = self.txn
         if txn is None:
             return _notice(command("COMMIT"), "there is no transaction in progress")
+        committed = False
         try:
             if txn.failed:
                 return command("ROLLBACK")  # PostgreSQL: COMMIT of a failed block rolls it back
             txn.commit()
+            committed = True
             return command("COMMIT")
         finally:
-            self._end_transaction()  # committed, refused or failed: the block is over
+            self._end_transaction(committed=committed)  # committed, refused or failed: the block is over
 
     def _rollback(self, stmt: ast.Rollback, params: Sequence[Any]) -> QueryResult:
         if self.txn is None:
@@ -206,17 +282,23 @@ Handler = Callable[[Session, Any, Sequence[Any]], QueryResult]
 #: Statements a failed transaction block still takes.
 _END_FAILED = (ast.Commit, ast.Rollback, ast.RollbackToSavepoint)
 
-#: Statements that cannot be part of a transaction: they start or stop streaming jobs (or drop
-#: objects) on their own, so ROLLBACK could not undo them. CREATE TABLE can (it lands at COMMIT).
-_NOT_IN_BLOCK: dict[type[ast.Statement], str] = {
-    ast.CreateMaterializedView: "CREATE MATERIALIZED VIEW",
-    ast.CreateView: "CREATE VIEW",
-    ast.CreateIndex: "CREATE INDEX",
-    ast.CreateSource: "CREATE SOURCE",
-    ast.CreateSink: "CREATE SINK",
+#: DDL that cannot be part of a transaction: it starts or stops streaming jobs (or drops
+#: objects) on its own, so ROLLBACK could not undo it. Inside a block it commits the block first
+#: (`Session._outside_block`). CREATE TABLE can be part of one (it lands at COMMIT).
+_DDL_COMMITS_BLOCK: dict[type[ast.Statement], str] = {
+    **{k: tag for k, tag in ddl_handlers.CREATE_TAGS.items() if k is not ast.CreateTable},
+    ast.CreateSchema: "CREATE SCHEMA",
+    ast.DropSchema: "DROP SCHEMA",
     ast.Drop: "DROP",
-    ast.Discard: "DISCARD",
+    ast.RebuildJob: "ALTER MATERIALIZED VIEW",
+    ast.CreateRole: "CREATE ROLE",
+    ast.AlterRole: "ALTER ROLE",
+    ast.DropRole: "DROP ROLE",
+    ast.Grant: "GRANT / REVOKE",
 }
+
+#: Statements refused inside a block, as PostgreSQL refuses them.
+_NOT_IN_BLOCK: dict[type[ast.Statement], str] = {ast.Discard: "DISCARD ALL"}
 
 
 def _check_in_block(txn: Transaction, stmt: ast.Statement) -> None:
@@ -225,14 +307,8 @@ def _check_in_block(txn: Transaction, stmt: ast.Statement) -> None:
             "current transaction is aborted, commands ignored until end of transaction block"
         )
     what = _NOT_IN_BLOCK.get(type(stmt))
-    if what is None and isinstance(stmt, ast.CreateTable) and stmt.with_options.get("connector"):
-        what = "CREATE TABLE with a connector"
     if what is not None:
-        raise ActiveSqlTransaction(
-            f"{what} cannot run inside a transaction block",
-            hint="Run it outside BEGIN ... COMMIT (with autocommit on): piestream cannot roll it "
-            "back. Inside a transaction block, CREATE TABLE and INSERT / UPDATE / DELETE are atomic.",
-        )
+        raise ActiveSqlTransaction(f"{what} cannot run inside a transaction block")
 
 
 def _check_isolation(level: str) -> None:
@@ -261,8 +337,12 @@ def _notice(result: QueryResult, message: str) -> QueryResult:
 
 
 def _create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -> QueryResult:
+    if stmt.from_source is not None:
+        stmt = cdc_handlers.table_from_source(s, stmt)
     if stmt.with_options.get("connector"):
         return connector_handlers.create_connector_table(s, stmt, params)
+    if stmt.includes:
+        raise FeatureNotSupported("INCLUDE is not supported on a table without a connector")
     return ddl_handlers.create_table(s, stmt, params)
 
 
@@ -280,10 +360,13 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.CreateSink: connector_handlers.create_sink,
     ast.CreateSubscription: subscriptions.create_subscription,
     ast.DeclareSubscriptionCursor: subscriptions.declare_cursor,
-    ast.Fetch: subscriptions.fetch,
+    ast.DeclareCursor: cursors.declare,
+    ast.Fetch: cursors.fetch,
     ast.CloseCursor: subscriptions.close_cursor,
     ast.Copy: copy.copy_statement,
     ast.Drop: ddl_handlers.drop,
+    ast.CreateSchema: ddl_handlers.create_schema,
+    ast.DropSchema: ddl_handlers.drop_schema,
     ast.CreateFunction: function_handlers.create_function,
     ast.DropFunction: function_handlers.drop_function,
     ast.Explain: utility.explain,
@@ -295,6 +378,7 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.Describe: utility.show,
     ast.Flush: Session._flush,
     ast.AlterSystem: utility.alter_system,
+    ast.AlterSourceRateLimit: utility.alter_source_rate_limit,
     ast.RebuildJob: ddl_handlers.rebuild,
     ast.Begin: Session._begin,
     ast.SetTransaction: Session._set_transaction,
@@ -304,4 +388,8 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.ReleaseSavepoint: Session._release,
     ast.RollbackToSavepoint: Session._rollback_to,
     ast.Discard: Session._discard,
+    ast.CreateRole: privileges.create_role,
+    ast.AlterRole: privileges.alter_role,
+    ast.DropRole: privileges.drop_role,
+    ast.Grant: privileges.grant,
 }

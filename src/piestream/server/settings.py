@@ -14,7 +14,7 @@ DEFAULT_SETTINGS: dict[str, str] = {
     "integer_datetimes": "on",
     "intervalstyle": "postgres",
     "is_superuser": "on",
-    "search_path": "public",
+    "search_path": '"$user", public',
     "server_encoding": "UTF8",
     "server_version": "13.14.0",
     "server_version_num": "130014",

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from piestream.connectors.lakehouse import LAKE_CONNECTORS, open_lake_table, publish_lake
+from piestream.connectors.lakehouse import LAKE_CONNECTORS, LakeTable, open_lake_table, publish_lake
 from piestream.connectors.sinks import STAGING, publish_committed
 from piestream.frontend.catalog import Relation
 from piestream.plan.sink import SinkNode
@@ -33,6 +33,8 @@ class SinkPublisher:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        #: open targets kept across epochs (a Kafka sink's transactional producer), by relation id
+        self._tables: dict[int, LakeTable] = {}
 
     def _sinks(self) -> list[Relation]:
         return [r for r in self.db.catalog.snapshot().relations() if r.sink is not None and r.sink.path]
@@ -63,9 +65,21 @@ class SinkPublisher:
             for n in f.root.walk()
             if isinstance(n, SinkNode)
         )
-        key = [node.names[node.columns.index(k)] for k in node.key] if node.sink_type == "upsert" else []
-        table = open_lake_table(rel.sink.connector, rel.properties, rel.name, node.sink_type, key)
-        return publish_lake(table, os.path.join(rel.sink.path, STAGING), committed, rows)
+        keyed = node.sink_type == "upsert" or (
+            rel.sink.connector == "kafka" and node.sink_type == "changelog"
+        )
+        key = [node.names[node.columns.index(k)] for k in node.key] if keyed else []
+        keep = rel.sink.connector == "kafka"
+        table = self._tables.get(rel.id) if keep else None
+        if table is None:
+            table = open_lake_table(rel.sink.connector, rel.properties, rel.name, node.sink_type, key)
+            if keep:
+                self._tables[rel.id] = table
+        try:
+            return publish_lake(table, os.path.join(rel.sink.path, STAGING), committed, rows)
+        except BaseException:
+            self._tables.pop(rel.id, None)  # opened afresh (fenced, markers re-read) next time
+            raise
 
     def on_commit(self, epoch: int) -> None:
         try:

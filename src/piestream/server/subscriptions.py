@@ -35,10 +35,11 @@ from piestream.connectors.changefeed import (
     since_position,
 )
 from piestream.connectors.options import InvalidOption, lower_keys
-from piestream.frontend.catalog import Relation
+from piestream.frontend.catalog import DEFAULT_SCHEMA, Relation
 from piestream.frontend.parser import ast
+from piestream.frontend.parser.names import schema_of
 from piestream.frontend.planner import plan_subscription
-from piestream.server.ddl_handlers import check_new_name
+from piestream.server.ddl_handlers import check_new_name, check_not_temporary, creation_schema, in_schema
 from piestream.server.query import check_created
 from piestream.server.results import QueryResult, command
 from piestream.storage.table.storage_table import StorageTable
@@ -72,7 +73,7 @@ def parse_duration_ms(name: str, text: str) -> int:
 def create_subscription(s: Session, stmt: ast.CreateSubscription, params: Sequence[Any] = ()) -> QueryResult:
     db = s.db
     with db.ddl.lock:
-        skipped = check_new_name(s, stmt.name, stmt.if_not_exists)
+        skipped = check_new_name(s, stmt)
         if skipped is not None:
             return skipped
         opts = lower_keys(stmt.with_options)
@@ -80,9 +81,9 @@ def create_subscription(s: Session, stmt: ast.CreateSubscription, params: Sequen
         if unknown:
             raise InvalidOption(f'unknown subscription option "{unknown[0]}" (only retention)')
         retention_ms = parse_duration_ms("retention", opts.get("retention", DEFAULT_RETENTION))
-        upstream = db.catalog.get(stmt.from_relation)
-        if upstream is None:
-            raise PiestreamError(f'relation "{stmt.from_relation}" does not exist', sqlstate="42P01")
+        schema = creation_schema(s, stmt.name)
+        upstream = s.committed_catalog().require(stmt.from_relation)
+        check_not_temporary(s, [upstream.id], "subscriptions")
         check_created(db, upstream)  # its log would start with a partial MV
         with db.barriers.paused():  # no epoch between reading the start and the job's first one
             start = db.hummock.max_committed_epoch
@@ -97,8 +98,9 @@ def create_subscription(s: Session, stmt: ast.CreateSubscription, params: Sequen
                 start_epoch=start,
                 properties=opts,
             )
+            planned.relation = in_schema(planned.relation, schema)
             db.ddl.create_job(planned, backfill=True)
-    return command("CREATE_SUBSCRIPTION")
+    return command("CREATE SUBSCRIPTION")
 
 
 # -- cursors --------------------------------------------------------------------------------------
@@ -115,7 +117,7 @@ class SubscriptionCursor:
 
 def resolve(db: Database, name: str) -> tuple[Relation, Relation]:
     """(subscription, upstream) by the subscription's name."""
-    sub = db.catalog.get(name)
+    sub = db.catalog.get(name, schema_of(name) or DEFAULT_SCHEMA)
     if sub is None:
         raise UndefinedObject(f'subscription "{name}" does not exist')
     if sub.subscription is None:
@@ -183,6 +185,8 @@ def _cursor(s: Session, name: str) -> SubscriptionCursor:
     cursor = s.cursors.get(name)
     if cursor is None:
         raise PiestreamError(f'cursor "{name}" does not exist', sqlstate="34000")
+    if not isinstance(cursor, SubscriptionCursor):
+        raise PiestreamError(f'cursor "{name}" is not a subscription cursor', sqlstate="42809")
     return cursor
 
 
@@ -241,9 +245,7 @@ class ChangeBatch:
 
 def subscription_for(s: Session, name: str, retention: str) -> str:
     """`name` if it is a subscription; else the one on table/MV `name` (created if none)."""
-    rel = s.db.catalog.get(name)
-    if rel is None:
-        raise PiestreamError(f'relation "{name}" does not exist', sqlstate="42P01")
+    rel = s.committed_catalog().require(name)
     if rel.subscription is not None:
         return rel.name
     subs = [r for r in s.db.catalog.snapshot().relations() if r.subscription and r.subscription.of == rel.id]

@@ -11,6 +11,12 @@ system catalog names), readable with any SELECT (the binder turns their rows int
 * ``rw_catalog.rw_ddl_progress``: the jobs still backfilling (a CREATE MATERIALIZED VIEW /
   INDEX / SINK running, or one resumed after a restart): rows done and total (an estimate from
   storage statistics until done), as a percentage too, vnodes done, and when the statement began.
+* ``rw_catalog.rw_source_splits``: every split of every running source with its committed
+  offset; for Kafka also the next offset to read, the broker's end offset and the lag.
+* ``rw_catalog.rw_cdc_sources``: per CDC table its upstream table, replication slot, phase
+  (snapshot / stream) and rows copied, the committed and the upstream-confirmed LSN, the lag in
+  bytes of WAL and in seconds (since the last applied upstream commit, while WAL is pending),
+  and the last error its source survived.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, INT, TIMESTAMPTZ, VARCHAR, DataType, Field
+from piestream.common.types import BIGINT, DOUBLE, INT, TIMESTAMPTZ, VARCHAR, DataType, Field
 from piestream.frontend.catalog import Relation, RelationKind
 
 if TYPE_CHECKING:
@@ -64,6 +70,30 @@ DDL_PROGRESS = _schema(
     ("vnodes_total", INT),
     ("initialized_at", TIMESTAMPTZ),
 )
+SOURCE_SPLITS = _schema(
+    ("job_id", INT),
+    ("job_name", VARCHAR),
+    ("source_name", VARCHAR),
+    ("connector", VARCHAR),
+    ("split_id", VARCHAR),
+    ("offset", VARCHAR),  # the committed reader offset, as the source state holds it
+    ("committed_offset", BIGINT),  # next message to read (message connectors)
+    ("end_offset", BIGINT),  # the broker's end as far as known (message connectors)
+    ("lag", BIGINT),
+)
+CDC_SOURCES = _schema(
+    ("table_name", VARCHAR),
+    ("upstream_table", VARCHAR),
+    ("slot_name", VARCHAR),
+    ("phase", VARCHAR),
+    ("rows_copied", BIGINT),
+    ("committed_lsn", VARCHAR),
+    ("confirmed_lsn", VARCHAR),
+    ("lag_bytes", BIGINT),
+    ("lag_seconds", DOUBLE),
+    ("last_error", VARCHAR),
+    ("last_error_at", TIMESTAMPTZ),
+)
 MVS = _schema(
     ("id", INT),
     ("name", VARCHAR),
@@ -85,8 +115,15 @@ class RwCatalog:
             "rw_streaming_jobs": self._jobs,
             "rw_materialized_views": self._mvs,
             "rw_ddl_progress": self._ddl_progress,
+            "rw_source_splits": self._source_splits,
+            "rw_cdc_sources": self._cdc_sources,
         }.get(name)
         return None if fn is None else fn()
+
+    def _cdc_sources(self) -> tuple[Schema, list[tuple[Any, ...]]]:
+        from piestream.server.cdc_handlers import cdc_status_rows
+
+        return CDC_SOURCES, cdc_status_rows(self.db)
 
     def _job_relations(self) -> dict[int, Relation]:
         rels = self.db.catalog.snapshot().relations()
@@ -127,6 +164,46 @@ class RwCatalog:
             status, sqlstate, message, since = self._status(rel)
             rows.append((job_id, rel.name, rel.kind.value, status, sqlstate, message, since))
         return JOBS, rows
+
+    def _source_splits(self) -> tuple[Schema, list[tuple[Any, ...]]]:
+        """Per split of every running source: its committed offset and, for readers with
+        ``split_position`` (Kafka), the next offset, the broker's end and the lag."""
+        from piestream.server.source_acker import committed_offsets, source_nodes
+        from piestream.stream.connector import source_connector
+
+        jobs = self._job_relations()
+        found = source_nodes(self.db)
+        offsets = committed_offsets(self.db, [n for _, n in found])
+        rows = []
+        for (job, node), splits in zip(found, offsets, strict=True):
+            rel = jobs.get(job)
+            try:
+                reader, _ = source_connector(node.spec.connector)(node.spec)
+                position = getattr(reader, "split_position", None)
+            except Exception:  # the job's own errors say why its source cannot be built
+                position = None
+            for split, offset in sorted(splits):
+                nxt = end = None
+                if position is not None and offset is not None:
+                    try:
+                        nxt, end = position(split, offset)
+                    except Exception:  # an unreachable broker: the offsets still show
+                        nxt, end = position(split, offset, remote=False)
+                lag = None if nxt is None or end is None else max(0, end - nxt)
+                rows.append(
+                    (
+                        job,
+                        rel.name if rel else None,
+                        node.source_name,
+                        node.connector,
+                        split,
+                        offset,
+                        nxt,
+                        end,
+                        lag,
+                    )
+                )
+        return SOURCE_SPLITS, rows
 
     def _mvs(self) -> tuple[Schema, list[tuple[Any, ...]]]:
         rows = []

@@ -109,6 +109,11 @@ class Transaction:
     def buffered_bytes(self) -> int:
         return sum(o.nbytes for o in self._state.overlays.values())
 
+    @property
+    def has_changes(self) -> bool:
+        """Whether COMMIT would change anything (buffered rows or created tables)."""
+        return bool(self._state.created) or any(len(o) for o in self._state.overlays.values())
+
     def check_writable(self, what: str) -> None:
         if self.read_only:
             raise ReadOnlySqlTransaction(f"cannot execute {what} in a read-only transaction")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedTable
 from piestream.common.types import VARCHAR
 from piestream.frontend.binder import QueryBinder
-from piestream.frontend.catalog import RelationKind
+from piestream.frontend.catalog import BUILTIN_SCHEMAS, InvalidSchemaName, RelationKind
 from piestream.frontend.logical import explain_tree
 from piestream.frontend.optimizer import optimize
 from piestream.frontend.parser import ast
@@ -113,7 +113,35 @@ def alter_system(s: Session, stmt: ast.AlterSystem, params: Sequence[Any] = ()) 
     if value not in _TRUE + _FALSE:
         raise PiestreamError(f'parameter "{name}" requires a Boolean value', sqlstate="22023")
     s.db.set_strict_mode(value in _TRUE)
-    return command("ALTER_SYSTEM" if isinstance(stmt, ast.AlterSystem) else "SET")
+    return command("ALTER SYSTEM" if isinstance(stmt, ast.AlterSystem) else "SET")
+
+
+def alter_source_rate_limit(
+    s: Session, stmt: ast.AlterSourceRateLimit, params: Sequence[Any] = ()
+) -> QueryResult:
+    """ALTER SOURCE | TABLE name SET source_rate_limit = n | DEFAULT (RisingWave's): rows per
+    second for the whole source, 0 pauses it, DEFAULT goes back to its WITH options. Applies
+    from the next epoch to every job reading it, and after restarts."""
+    rel = s.db.catalog.get(stmt.name)
+    is_source = rel is not None and (
+        rel.kind is RelationKind.SOURCE
+        or (rel.kind is RelationKind.TABLE and rel.properties.get("connector"))
+    )
+    if rel is None or not is_source or (stmt.kind == "source") != (rel.kind is RelationKind.SOURCE):
+        what = "source" if stmt.kind == "source" else "table with a connector"
+        raise UndefinedTable(f'{what} "{stmt.name}" does not exist')
+    rate = None
+    if stmt.value is not None:
+        try:
+            rate = float(stmt.value)
+        except ValueError:
+            rate = -1.0
+        if rate < 0:
+            raise PiestreamError(
+                f'source_rate_limit must be a number >= 0, got "{stmt.value}"', sqlstate="22023"
+            )
+    s.db.set_source_rate_limit(rel.name, rate)
+    return command("ALTER_SOURCE" if stmt.kind == "source" else "ALTER_TABLE")
 
 
 _SHOW_KINDS = {
@@ -132,7 +160,11 @@ def show(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryRe
     if isinstance(stmt, ast.ShowObjects):
         if stmt.kind in _SHOW_KINDS:
             kind = _SHOW_KINDS[stmt.kind]
-            names = sorted(r.name for r in cat.relations() if r.kind is kind)
+            # RisingWave's: SHOW TABLES [FROM schema] lists one schema, by default the current one
+            schema = str(stmt.from_) if stmt.from_ else cat.current_schema
+            if schema is None or schema not in cat.schemas:
+                raise InvalidSchemaName(f'schema "{schema}" does not exist')
+            names = sorted(r.name for r in cat.relations_in(schema) if r.kind is kind)
             if stmt.like:
                 import fnmatch
 
@@ -142,9 +174,10 @@ def show(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> QueryRe
         if stmt.kind == "columns":
             return _describe(s, stmt.from_ or "")
         if stmt.kind in ("schemas", "databases"):
-            return QueryResult(
-                "SHOW", [("Name", VARCHAR)], [("public",)] if stmt.kind == "schemas" else [("dev",)]
-            )
+            if stmt.kind == "databases":
+                return QueryResult("SHOW", [("Name", VARCHAR)], [(cat.database,)])
+            shown = sorted(n for n in {*cat.schemas, *BUILTIN_SCHEMAS} if n != cat.temp_schema)
+            return QueryResult("SHOW", [("Name", VARCHAR)], [(n,) for n in shown])
         raise FeatureNotSupported(f"SHOW {stmt.kind.upper()} is not supported")
     if isinstance(stmt, ast.ShowCreate):
         rel = cat.get_relation(stmt.name)

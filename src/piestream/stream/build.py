@@ -21,6 +21,7 @@ from piestream.plan.hash_join import HashJoinNode
 from piestream.plan.hop_window import HopWindowNode
 from piestream.plan.materialize import MaterializeNode
 from piestream.plan.node import DmlNode, ExchangeNode, StreamNode
+from piestream.plan.now import NowNode
 from piestream.plan.over_window import OverWindowNode
 from piestream.plan.project import ProjectNode
 from piestream.plan.project_set import ProjectSetNode
@@ -42,6 +43,7 @@ from piestream.stream.executors.general_over_window import GeneralOverWindowExec
 from piestream.stream.executors.hop_window import HopWindowExecutor
 from piestream.stream.executors.join.executor import HashJoinExecutor
 from piestream.stream.executors.materialize import MaterializeExecutor
+from piestream.stream.executors.now import NowExecutor
 from piestream.stream.executors.over_window import OverWindowExecutor
 from piestream.stream.executors.project import ProjectExecutor
 from piestream.stream.executors.project_set import ProjectSetExecutor
@@ -97,6 +99,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     GeneralOverWindowNode: lambda n, ctx: GeneralOverWindowExecutor(ctx, n),
     BackfillNode: lambda n, ctx: BackfillExecutor(ctx, n),
     ValuesNode: lambda n, ctx: ValuesExecutor(ctx, n),
+    NowNode: lambda n, ctx: NowExecutor(ctx, n),
     SourceNode: _source,
     SinkNode: _sink,
     SubscriptionLogNode: lambda n, ctx: SubscriptionLogExecutor(ctx, n),

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, runtime_checkable
 
+import numpy as np
 import pyarrow as pa
 
 from piestream.common.epoch import EpochPair
@@ -29,13 +30,17 @@ from piestream.storage.table.desc import TableDesc
 class BadRecord:
     """A record a reader could not turn into a row: where it was, what it was, why."""
 
-    file: str
-    line: int  # 1-based line (row number for Parquet); 0 = the whole file
+    file: str  # where: a file name, or a message connector's split (e.g. a Kafka partition)
+    line: int  # 1-based line (row number for Parquet); 0 = the whole file; a message's offset
     raw: str
     error: str
+    container: str = "file"  # what `file` names
+    unit: str = "line"  # what `line` counts
 
     def describe(self) -> str:
-        where = f'file "{self.file}"' + (f", line {self.line}" if self.line else "")
+        where = f'{self.container} "{self.file}"' + (
+            f", {self.unit} {self.line}" if self.line or self.unit != "line" else ""
+        )
         return f"malformed record in {where}: {self.error}"
 
 
@@ -47,6 +52,11 @@ class ReadResult:
     offset: str  # the offset after these rows (the reader's own format)
     consumed: int  # budget units used (events, lines, rows); 0 = nothing available now
     bad_records: list[BadRecord] = field(default_factory=list)
+    #: the op of each row, an int8 array per batch (`Op` values); None = every row inserted
+    ops: list[np.ndarray] | None = None
+    #: faults the reader survived and retries (an unreachable upstream), as (SQLSTATE, message):
+    #: recorded in rw_streaming_errors; the epoch commits what the read returned
+    errors: list[tuple[str, str]] = field(default_factory=list)
 
 
 @runtime_checkable
@@ -63,11 +73,29 @@ class SourceReader(Protocol):
         ...
 
 
+# Optional reader methods, looked up with getattr (a reader defines them only if it needs them):
+#: ``ack(split, offset) -> None``: called on the driver after an epoch whose state holds `offset`
+#: for `split` is durable (RisingWave's WaitCheckpointWorker): e.g. commit a Kafka group offset
+#: for monitoring, confirm a replication slot's LSN. Never called with an uncommitted offset.
+ACK = "ack"
+#: ``current_splits() -> list[str]``: the splits now (a superset of the planned ones, in a stable
+#: order: new splits only ever append); the source executor calls it each epoch, so splits made
+#: after the job was planned (new Kafka partitions) are read too. Without it: the planned splits.
+CURRENT_SPLITS = "current_splits"
+
+
 class SourceConnector(Protocol):
     """A registered source connector: builds the reader and the limits from a spec (validating
     the options). Called when a job is planned and whenever an actor builds its executors."""
 
     def __call__(self, spec: SourceSpec) -> tuple[SourceReader, SourceLimits]: ...
+
+
+#: Formats every connector takes unless it declares its own: no FORMAT, or PLAIN / NATIVE /
+#: NONE with any ENCODE the connector accepts itself.
+DEFAULT_FORMATS: frozenset[tuple[str, str | None]] = frozenset(
+    {("plain", None), ("native", None), ("none", None)}
+)
 
 
 # -- sinks -----------------------------------------------------------------------------------------
@@ -112,10 +140,39 @@ def _lookup(connectors: Mapping[str, C], name: str, what: str) -> C:
 
 _SOURCES: dict[str, SourceConnector] = {}
 _SINKS: dict[str, SinkConnector] = {}
+_FORMATS: dict[str, frozenset[tuple[str, str | None]]] = {}
 
 
-def register_source_connector(name: str, connector: SourceConnector) -> None:
+def register_source_connector(
+    name: str, connector: SourceConnector, formats: frozenset[tuple[str, str | None]] | None = None
+) -> None:
+    """Register a source connector; `formats` = its (FORMAT, ENCODE) pairs (RisingWave's
+    CONNECTORS_COMPATIBLE_FORMATS; ENCODE None = any), default `DEFAULT_FORMATS`."""
     _SOURCES[name.lower()] = connector
+    _FORMATS[name.lower()] = formats if formats is not None else DEFAULT_FORMATS
+
+
+def supports_include(connector: str) -> bool:
+    """Whether the connector fills INCLUDE columns (it declared message formats of its own)."""
+    return _FORMATS.get(connector.lower(), DEFAULT_FORMATS) is not DEFAULT_FORMATS
+
+
+def check_format(connector: str, fmt: str | None, encode: str | None) -> None:
+    """Refuse (0A000) a FORMAT ... ENCODE pair the connector does not declare."""
+    allowed = _FORMATS.get(connector.lower(), DEFAULT_FORMATS)
+    if fmt is None:
+        if ("none", None) in allowed:
+            return
+        pairs = ", ".join(sorted(f"FORMAT {f.upper()} ENCODE {(e or '...').upper()}" for f, e in allowed))
+        raise FeatureNotSupported(f'connector "{connector}" needs a FORMAT ... ENCODE clause ({pairs})')
+    f, e = fmt.lower(), (encode or "").lower()
+    if (f, e) in allowed or (f, None) in allowed:
+        return
+    pairs = ", ".join(sorted(f"{a.upper()} {(b or '*').upper()}" for a, b in allowed))
+    raise FeatureNotSupported(
+        f'FORMAT {f.upper()} ENCODE {e.upper()} is not supported by connector "{connector}" '
+        f"(supported: {pairs})"
+    )
 
 
 def register_sink_connector(name: str, connector: SinkConnector) -> None:
@@ -147,7 +204,7 @@ def plan_source_node(
     return SourceNode(
         schema=schema,
         stream_key=stream_key,
-        append_only=True,
+        append_only=spec.append_only,
         spec=spec,
         limits=limits,
         state_table=source_state_table(state_table_id, f"{spec.name}_source_state"),

@@ -33,7 +33,7 @@ _SAMPLE_CHARS = 200
 
 @dataclass(frozen=True)
 class StreamErrorRecord:
-    """Errors of one kind one actor met in one epoch (plain data: it is pickled into reports)."""
+    """Errors of one kind one actor met in one epoch (plain data: reports carry it as JSON)."""
 
     kind: str  # EXPRESSION | CONSISTENCY
     fragment_id: int

@@ -75,6 +75,9 @@ class StreamingConfig:
     #: snapshot rows a backfill actor emits per epoch (RisingWave interleaves snapshot reads
     #: with upstream changes the same way): bounds an epoch's work while a new MV catches up
     backfill_rows_per_epoch: int = DEFAULT_BACKFILL_ROWS_PER_EPOCH
+    #: ``ALTER SOURCE s SET source_rate_limit``: (source name, rows per second; 0 = paused),
+    #: overriding the limit the source was created with
+    source_rate_limits: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass

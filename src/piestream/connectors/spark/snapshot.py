@@ -13,7 +13,7 @@ from pathlib import Path
 
 from piestream.common.errors import PiestreamError, UndefinedTable
 from piestream.encoding.keys import TABLE_ID_LEN, VNODE_LEN
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import DEFAULT_SCHEMA, Relation, RelationKind
 from piestream.meta.catalog_store import read_job_fragments, read_relation, read_relations
 from piestream.meta.hummock_manager import load_version
 from piestream.meta.store import MetaStore
@@ -71,7 +71,7 @@ def read_changefeed(data_dir: str | Path, table: str, subscription: str | None =
             version = load_version(meta)
     finally:
         meta.close()
-    by_name = {r.name: r for r in rels}
+    by_name = {r.name: r for r in rels if r.schema_name == DEFAULT_SCHEMA}  # Spark names public's
     rel = by_name.get(subscription or table)
     if rel is None:
         raise UndefinedTable(f'relation "{subscription or table}" does not exist')

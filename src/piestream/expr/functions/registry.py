@@ -167,6 +167,7 @@ def _load() -> None:
             comparison,
             conditional,
             datetime,
+            jsonb,
             logic,
             math,
             numeric_rules,

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from piestream.common.types import DataType, TypeKind
 from piestream.expr.expr import FuncCall
-from piestream.expr.functions.comparison import is_distinct
+from piestream.expr.functions.comparison import compare, is_distinct
 from piestream.expr.functions.registry import register
 from piestream.expr.functions.vec import NOT_CONSTANT, constant_arg, full_valid, valid_mask
 
@@ -125,6 +125,36 @@ def _array_position(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
     found = first != big
     valid = full_valid(valid_mask(x), n) & found
     return pa.array(np.where(valid, first + 1, 0).astype(np.int32), mask=~valid)
+
+
+@register("op_any", "op_all")
+def _quantified(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    """x op ANY / ALL (array), per row over the flattened elements: ANY is true on a true
+    comparison, else NULL if one was NULL, else false (an empty array: false); ALL is false on a
+    false one, else NULL if one was NULL, else true (empty: true); a NULL array gives NULL."""
+    x, arr = a[0], a[1]
+    op = constant_arg(call, 2)
+    t = call.args[0].return_type
+    off = _offsets(arr)
+    valid = full_valid(valid_mask(arr), n)
+    lengths = np.where(valid, off[1:] - off[:-1], 0)
+    parent = np.repeat(np.arange(n), lengths)
+    starts = np.repeat(off[:-1], lengths)
+    local = np.arange(len(parent)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    elems = arr.values.take(pa.array(starts + local, pa.int64())) if len(parent) else arr.values.slice(0, 0)
+    cmp = compare(op, t, x.take(pa.array(parent, pa.int64())), elems) if len(parent) else None
+    if cmp is None:
+        hits = unknown = np.zeros(n, np.int64)
+    else:
+        known = full_valid(valid_mask(cmp), len(parent))
+        truth = np.asarray(cmp.fill_null(False).to_numpy(zero_copy_only=False), np.bool_)
+        decisive = truth if call.name == "op_any" else ~truth & known
+        hits = np.bincount(parent[decisive & known], minlength=n)
+        unknown = np.bincount(parent[~known], minlength=n)
+    found = hits > 0
+    result = found if call.name == "op_any" else ~found
+    out_valid = valid & (found | (unknown == 0))
+    return pa.array(result, pa.bool_(), mask=~out_valid)
 
 
 def concat_lists(parts: list[pa.Array], t: pa.DataType) -> pa.Array:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from piestream.common.errors import FeatureNotSupported
-from piestream.frontend.binder.expr_binder import _BINARY, AGG_FUNCS, ExprBinder, position
+from piestream.frontend.binder.expr_binder import _BINARY, AGG_FUNCS, JSON_BINARY, ExprBinder, position
 from piestream.frontend.parser.base import WRITTEN_NAME
 
 
@@ -124,8 +124,7 @@ RULES: dict[type[exp.Expression], Rule] = {
     # ONLY: piestream has no table inheritance, so ONLY t is t
     # WITH ORDINALITY: read for functions in FROM (`table_functions`), refused after a table
     exp.Table: rule(
-        "this alias db joins only ordinality",
-        catalog="a cross-database reference",
+        "this alias db catalog joins only ordinality",
         laterals="LATERAL VIEW",
         pivots="PIVOT / UNPIVOT",
         hints="table hints",
@@ -203,6 +202,29 @@ RULES: dict[type[exp.Expression], Rule] = {
     # `typed`: int / int is integer division, as PostgreSQL's `/` (and piestream's) is
     exp.Div: rule("this expression typed", safe="division that yields NULL on zero"),
     exp.Mod: rule("this expression", safe="modulo that yields NULL on zero"),
+    # jsonb operators: `expression` is the key, index or path as written (parser/dialect.py)
+    **{cls: _BINARY_RULE for cls in JSON_BINARY if cls not in (exp.JSONExtract, exp.JSONExtractScalar)},
+    exp.JSONBExtractScalar: rule("this expression", json_type="#>> with a JSON type"),
+    exp.JSONExtract: rule(
+        "this expression",
+        only_json_types="-> on JSON types only",
+        expressions="-> with several paths",
+        variant_extract="variant extraction",
+        json_query="JSON_QUERY",
+        option="JSON_QUERY option",
+        quote="JSON_QUERY quoting",
+        on_condition="JSON_QUERY ON ERROR / ON EMPTY",
+        requires_json="JSON extraction requiring JSON",
+        emits="JSON extraction emitting",
+    ),
+    exp.JSONExtractScalar: rule(
+        "this expression",
+        only_json_types="->> on JSON types only",
+        expressions="->> with several paths",
+        json_type="->> with a JSON type",
+        scalar_only="scalar-only JSON extraction",
+        json_subtype="JSON subtype",
+    ),
     exp.And: _BINARY_RULE,
     exp.Or: _BINARY_RULE,
     exp.Not: _ONE_ARG,
@@ -213,6 +235,9 @@ RULES: dict[type[exp.Expression], Rule] = {
     exp.Between: rule("this low high symmetric"),
     exp.In: rule("this expressions query", unnest="IN UNNEST", field="IN field", is_global="GLOBAL IN"),
     exp.Exists: rule("this", expression="EXISTS with a lambda"),
+    # x op ANY / SOME / ALL (array): the expression binder binds them with their comparison
+    exp.Any: rule("this"),
+    exp.All: rule("this"),
     exp.Case: rule("this ifs default"),
     exp.If: rule("this true", false="IF(...) with an else branch"),
     exp.Cast: rule(
@@ -297,8 +322,6 @@ KIND_NAMES: dict[type[exp.Expression], str] = {
     exp.WithinGroup: "WITHIN GROUP",
     exp.Escape: "LIKE ... ESCAPE",
     exp.AtTimeZone: "AT TIME ZONE",
-    exp.Any: "ANY / SOME",
-    exp.All: "ALL",
     exp.SimilarTo: "SIMILAR TO",
     exp.IgnoreNulls: "IGNORE NULLS",
     exp.RespectNulls: "RESPECT NULLS",
@@ -308,8 +331,7 @@ KIND_NAMES: dict[type[exp.Expression], str] = {
     exp.PropertyEQ: "a named function argument",
     exp.IntervalSpan: "an interval range (DAY TO SECOND)",
     exp.TryCast: "TRY_CAST",
-    exp.JSONExtract: "the -> operator",
-    exp.JSONExtractScalar: "the ->> operator",
+    exp.JSONBPathExists: "the @? operator",
 }
 
 
@@ -325,7 +347,12 @@ def is_generic_function(cls: type[exp.Expression]) -> bool:
 
 def _dedicated(cls: type[exp.Expression]) -> bool:
     """Whether the expression binder has a binding of its own for `cls` (it reads chosen args)."""
-    return hasattr(ExprBinder, f"_bind_{cls.__name__.lower()}") or cls in _BINARY or cls in AGG_FUNCS
+    return (
+        hasattr(ExprBinder, f"_bind_{cls.__name__.lower()}")
+        or cls in _BINARY
+        or cls in JSON_BINARY
+        or cls in AGG_FUNCS
+    )
 
 
 def _is_set(value: object) -> bool:

@@ -18,13 +18,12 @@ from sqlglot import exp
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError, SyntaxError_, UndefinedTable
 from piestream.common.interval import Interval
-from piestream.common.types import DataType, TypeKind, parse_type
+from piestream.common.types import VARCHAR, DataType, TypeKind, parse_type
 from piestream.expr.bind import UnknownLiteral, bind_call, cast, literal
 from piestream.expr.expr import Expr, InputRef
 from piestream.expr.table_function import TABLE_FUNCTIONS, bind_table_function
 from piestream.frontend.binder.scope import GroupingError, OuterRef, Scope
-from piestream.frontend.binder.user_functions import bind_user_call
-from piestream.frontend.catalog import DEFAULT_SCHEMA
+from piestream.frontend.binder.user_functions import bind_user_call, binding_database
 from piestream.frontend.parser.base import WRITTEN_NAME
 
 AggHook = Callable[[exp.Expression, "ExprBinder"], Expr]
@@ -93,6 +92,42 @@ _BINARY: dict[type[exp.Expression], str] = {
     exp.NullSafeNEQ: "is_distinct_from",
 }
 
+#: jsonb's operators, as sqlglot's postgres dialect parses them (`#-` and `@?` have their own kinds).
+JSON_BINARY: dict[type[exp.Expression], str] = {
+    exp.JSONExtract: "->",
+    exp.JSONExtractScalar: "->>",
+    exp.JSONBExtract: "#>",
+    exp.JSONBExtractScalar: "#>>",
+    exp.ArrayContainsAll: "@>",
+    exp.ArrayContainedBy: "<@",
+    exp.JSONBContainsTopKey: "?",
+    exp.JSONBContainsAnyTopKeys: "?|",
+    exp.JSONBContainsAllTopKeys: "?&",
+    exp.JSONBDeleteAtPath: "#-",
+}
+
+_QUANTIFIABLE = frozenset((exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE))
+
+
+def _quantifier(node: exp.Expression) -> tuple[str, exp.Expression] | None:
+    """("op_any" | "op_all", the array operand) when `node` is ANY / SOME / ALL (...); sqlglot
+    parses ANY into exp.Any and SOME / ALL (...) into functions of those names."""
+    kind = None
+    if isinstance(node, exp.Any):
+        kind, operand = "op_any", node.this
+    elif isinstance(node, exp.All):
+        kind, operand = "op_all", node.this
+    elif isinstance(node, exp.Anonymous) and len(node.expressions) == 1:
+        name = str(node.this).upper()
+        if name in ("ANY", "SOME", "ALL"):
+            kind, operand = ("op_all" if name == "ALL" else "op_any"), node.expressions[0]
+    if kind is None:
+        return None
+    while isinstance(operand, exp.Paren):
+        operand = operand.this
+    return kind, operand
+
+
 _INTERVAL_UNITS = {
     "YEAR": Interval(12, 0, 0),
     "MONTH": Interval(1, 0, 0),
@@ -153,8 +188,12 @@ class ExprBinder:
         method = getattr(self, f"_bind_{type(node).__name__.lower()}", None)
         if method is not None:
             return method(node)
+        if type(node) in _QUANTIFIABLE and (q := _quantifier(node.expression)) is not None:
+            return self._quantified(node, *q)
         if type(node) in _BINARY:
             return self._call(_BINARY[type(node)], [node.this, node.expression], node)
+        if type(node) in JSON_BINARY:
+            return self._call(JSON_BINARY[type(node)], [node.this, node.expression], node)
         if type(node) in AGG_FUNCS:
             return self._agg(node)
         if isinstance(node, exp.Func):
@@ -163,6 +202,19 @@ class ExprBinder:
             f"expression {node.sql('postgres')!r} is not supported", position=position(node)
         )
 
+    def _quantified(self, node: exp.Expression, name: str, array: exp.Expression) -> Expr:
+        """``x op ANY / SOME / ALL (array)`` (the subquery forms = ANY / <> ALL were rewritten
+        into IN / NOT IN before binding; the others are refused)."""
+        if isinstance(array, (exp.Subquery, exp.Select, exp.Union)):
+            raise FeatureNotSupported(
+                f"{_BINARY[type(node)]} {name[3:].upper()} (subquery) is not supported "
+                "(= ANY and <> ALL over a subquery are)",
+                position=position(node),
+            )
+        op = literal(_BINARY[type(node)], VARCHAR)
+        bound = [self.bind(node.this), self.bind(array), op]
+        return bind_call(name, bound, position=position(node))
+
     # -- leaves ---------------------------------------------------------------------------------
     def _bind_column(self, node: exp.Column) -> Expr:
         """``[schema.]table.column``, ``column``, and field paths into STRUCT columns:
@@ -170,12 +222,15 @@ class ExprBinder:
         parts = [node.text(k) for k in ("catalog", "db", "table") if node.args.get(k) is not None]
         parts.append(node.name)
         pos = position(node)
-        if len(parts) >= 4 and parts[1] == DEFAULT_SCHEMA:
-            raise FeatureNotSupported(
-                f"cross-database references are not implemented: {'.'.join(parts)}", position=pos
-            )
-        if len(parts) >= 3 and parts[0] == DEFAULT_SCHEMA and self._qualifier_known(parts[1]):
-            parts = parts[1:]  # public.t.x
+        # db.s.t.x and s.t.x name t's column x (FROM checked that t is s.t in this database)
+        if len(parts) >= 4 and not self._qualifier_known(parts[0]) and self._qualifier_known(parts[2]):
+            if parts[0] != binding_database():  # PostgreSQL's 0A000, never another database's t
+                raise FeatureNotSupported(
+                    f"cross-database references are not implemented: {'.'.join(parts)}", position=pos
+                )
+            parts = parts[2:]
+        elif len(parts) >= 3 and not self._qualifier_known(parts[0]) and self._qualifier_known(parts[1]):
+            parts = parts[1:]
         if len(parts) == 1:
             depth, idx = self.scope.resolve(None, parts[0], pos)
             return self._ref(depth, idx)

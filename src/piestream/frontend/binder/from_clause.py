@@ -23,8 +23,17 @@ from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.scope import AmbiguousColumn, Scope, ScopeColumn
 from piestream.frontend.binder.table_functions import bind_function_item, function_of, reads_columns
-from piestream.frontend.catalog import DEFAULT_SCHEMA, SYSTEM_SCHEMA, Relation, RelationKind
+from piestream.frontend.catalog import (
+    DEFAULT_SCHEMA,
+    SYSTEM_SCHEMA,
+    VIEW_SEARCH_PATH,
+    CatalogSnapshot,
+    Relation,
+    RelationKind,
+    parse_search_path,
+)
 from piestream.frontend.logical import Filter, HopWindow, Join, JoinKind, PlanNode, Project, Scan, Values
+from piestream.frontend.parser.names import ObjectName, object_name, schema_of, table_name
 
 if TYPE_CHECKING:
     from piestream.frontend.binder.query import QueryBinder
@@ -216,16 +225,12 @@ def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Sc
         plan, scope = bind_window_function(qb, node.this)
         return plan, scope.requalified(alias or _window_relation_name(node.this), col_aliases)
     if isinstance(node, exp.Table):
-        name = node.name
-        if node.args.get("db") is not None and node.text("db") == SYSTEM_SCHEMA:
+        name = table_name(node)
+        if name.schema == SYSTEM_SCHEMA:
             plan, scope = bind_system_relation(qb, name, node)
             return plan, scope.requalified(alias or name, col_aliases)
-        if node.args.get("db") is not None and node.text("db") != DEFAULT_SCHEMA:
-            # piestream keeps every relation in schema public
-            shown = f"{node.text('db')}.{name}"
-            raise UndefinedTable(f'relation "{shown}" does not exist', position=position(node))
         plan, scope = bind_named_relation(qb, name, node)
-        return plan, scope.requalified(alias or name, col_aliases)
+        return plan, scope.requalified(alias or str(name), col_aliases)
     if isinstance(node, exp.Subquery) and isinstance(node.this, exp.Table):
         plan, scope = bind_from_item(qb, node.this)  # a parenthesized join
         return plan, scope if alias is None else _aliased_join(scope, alias, col_aliases)
@@ -255,7 +260,7 @@ def _check_not_lateral(plan: PlanNode, node: exp.Expression) -> None:
 
 def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tuple[PlanNode, Scope]:
     """A CTE, view, table, MV, index or source by name."""
-    cte = qb.lookup_cte(name)
+    cte = qb.lookup_cte(name) if schema_of(name) is None else None
     if cte is not None:
         sub = qb.child(include_ctes_after=name).bind_query(cte[0])
         names = cte[1] or sub.names
@@ -263,7 +268,8 @@ def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tup
         return sub.plan, scope
     rel = qb.catalog.get_relation(name)
     if rel is None:
-        raise UndefinedTable(f'relation "{name}" does not exist', position=position(node))
+        shown = object_name(name).qualified
+        raise UndefinedTable(f'relation "{shown}" does not exist', position=position(node))
     qb.dependencies.add(rel.id)
     if rel.kind is RelationKind.VIEW:
         from piestream.frontend.parser import parse_one
@@ -271,7 +277,13 @@ def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tup
         stmt = parse_one(rel.definition)
         query = getattr(stmt, "query", stmt)
         assert isinstance(query, exp.Expression)
-        sub = qb.root_child().bind_query(query)
+        body = qb.root_child()
+        if isinstance(body.catalog, CatalogSnapshot):  # bound with the names it was created with
+            path = rel.properties.get(VIEW_SEARCH_PATH)
+            body.catalog = body.catalog.for_view(
+                rel, parse_search_path(path) if path is not None else (DEFAULT_SCHEMA,)
+            )
+        sub = body.bind_query(query)
         names = [c.name for c in rel.columns]
         scope = Scope.of([ScopeColumn(name, n, t) for n, t in zip(names, sub.plan.types, strict=False)])
         return sub.plan, scope
@@ -335,14 +347,18 @@ def bind_window_function(qb: QueryBinder, fn: exp.Anonymous) -> tuple[PlanNode, 
         )
     rel_node = args[0]
     if not isinstance(rel_node, exp.Column | exp.Table) or (
-        isinstance(rel_node, exp.Column) and rel_node.table not in ("", DEFAULT_SCHEMA)
+        isinstance(rel_node, exp.Column) and rel_node.args.get("catalog") is not None
     ):
         raise UndefinedTable(
             f"the first argument of {name.upper()} must name a relation", position=position(rel_node)
         )
-    rel_name = rel_node.name
+    if isinstance(rel_node, exp.Column):  # TUMBLE(s.t, ...): sqlglot reads s.t as a column
+        parts = [rel_node.text(k) for k in ("db", "table") if rel_node.args.get(k) is not None]
+        rel_name = ObjectName.of([*parts, rel_node.name])
+    else:
+        rel_name = table_name(rel_node)
     plan, scope = bind_named_relation(qb, rel_name, rel_node)
-    scope = scope.requalified(rel_name)
+    scope = scope.requalified(str(rel_name))
     eb = ExprBinder(scope, params=qb.params, context="window functions")
     time_col = eb.bind(args[1])
     if not isinstance(time_col, InputRef) or time_col.return_type.kind not in (

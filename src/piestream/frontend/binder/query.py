@@ -31,6 +31,7 @@ from piestream.frontend.binder.clauses import check_supported
 from piestream.frontend.binder.column_names import output_name
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.from_clause import bind_from
+from piestream.frontend.binder.jsonb_aggs import jsonb_aggs_as_array_aggs
 from piestream.frontend.binder.scope import Scope, ScopeColumn
 from piestream.frontend.binder.subquery import SubqueryRewriter, quantified_as_in
 from piestream.frontend.binder.table_functions import apply_select_srfs
@@ -120,7 +121,7 @@ class QueryBinder:
 
     def _bind_query(self, node: exp.Expression) -> BoundQuery:
         if not self.checked:
-            node = quantified_as_in(node)
+            node = jsonb_aggs_as_array_aggs(quantified_as_in(node))
             check_supported(node)
             self.checked = True
         with_ = node.args.get("with_") or node.args.get("with")

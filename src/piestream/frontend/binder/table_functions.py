@@ -181,14 +181,11 @@ def bind_function_item(
     calls, name = _bind_calls(fn, eb)
     alias, col_aliases, ordinality, ord_alias = _alias_of(node)
     qualifier = alias or name
+    if any(isinstance(c, TableFunction) and c.name in RECORD_FUNCTIONS for c in calls):
+        return _record_function_item(calls, [name], plan, lscope, qualifier, col_aliases, ordinality, node)
     available = len(calls) + ordinality
     given = len(col_aliases) + (ord_alias is not None)
-    if given > available:
-        raise PiestreamError(
-            f'table "{qualifier}" has {available} columns available but {given} columns specified',
-            sqlstate="42P10",
-            position=position(node),
-        )
+    _check_aliases(qualifier, available, given, node)
     defaults = [alias if alias and len(calls) == 1 and not col_aliases else name for _ in calls]
     names = col_aliases[: len(calls)] + defaults[len(col_aliases) :]
     if ordinality:
@@ -217,6 +214,51 @@ def bind_function_item(
     if ordinality:
         exprs.append(Literal(1, BIGINT))
         cols.append(ScopeColumn(qualifier, ord_name, BIGINT))
+    out = Scope(cols, lscope.parent)
+    return Project(_schema(out), plan, exprs), out
+
+
+def _check_aliases(qualifier: str, available: int, given: int, node: exp.Expression) -> None:
+    if given > available:
+        raise PiestreamError(
+            f'table "{qualifier}" has {available} columns available but {given} columns specified',
+            sqlstate="42P10",
+            position=position(node),
+        )
+
+
+#: set-returning functions whose values are records: in FROM, the record's fields are the columns
+RECORD_FUNCTIONS = frozenset({"jsonb_each", "jsonb_each_text"})
+
+
+def _record_function_item(
+    calls: list[Expr],
+    names: list[str],
+    plan: PlanNode,
+    lscope: Scope,
+    qualifier: str,
+    col_aliases: list[str],
+    ordinality: bool,
+    node: exp.Expression,
+) -> tuple[PlanNode, Scope]:
+    """``jsonb_each(j) [AS x (k, v)]``: a ProjectSet of the record, then a Project of its fields."""
+    if len(calls) != 1 or ordinality:
+        raise FeatureNotSupported(
+            "a record-returning function with other functions or WITH ORDINALITY", position=position(node)
+        )
+    tf = calls[0]
+    assert isinstance(tf, TableFunction)
+    fields = tf.return_type.fields
+    _check_aliases(qualifier, len(fields), len(col_aliases), node)
+    plan, _ = project_set_over(plan, lscope, [tf], names, hidden=True)
+    rec = InputRef(len(lscope.columns), tf.return_type)
+    col_names = col_aliases + [f.name for f in fields[len(col_aliases) :]]
+    exprs: list[Expr] = [InputRef(i, c.data_type) for i, c in enumerate(lscope.columns)]
+    exprs += [bind_call("field", [rec, literal(f.name)]) for f in fields]
+    cols = [
+        *lscope.columns,
+        *(ScopeColumn(qualifier, n, f.data_type) for n, f in zip(col_names, fields, strict=True)),
+    ]
     out = Scope(cols, lscope.parent)
     return Project(_schema(out), plan, exprs), out
 

@@ -30,7 +30,7 @@ from piestream.expr.expr import Expr, InputRef
 from piestream.expr.resolve import Ambiguous, resolve
 from piestream.expr.signatures import Signature
 from piestream.expr.udf import PythonUdfCall
-from piestream.frontend.catalog import CatalogReader, FunctionCatalog
+from piestream.frontend.catalog import DEFAULT_DATABASE, CatalogReader, FunctionCatalog
 
 
 @dataclass
@@ -54,6 +54,12 @@ def functions_of(catalog: CatalogReader, dependencies: set[int]) -> Iterator[Non
         yield
     finally:
         _ACTIVE.reset(token)
+
+
+def binding_database() -> str:
+    """The database of the catalog being bound against (a four-part column reference names it)."""
+    active = _ACTIVE.get()
+    return str(getattr(active.catalog, "database", DEFAULT_DATABASE)) if active else DEFAULT_DATABASE
 
 
 def bind_user_call(name: str, args: Sequence[Expr], position: int | None) -> Expr | None:

@@ -18,6 +18,7 @@ Conventions:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -91,6 +92,16 @@ class Assignment(NamedTuple):
 
     column: str
     value: exp.Expression
+
+
+@dataclass(frozen=True)
+class Include:
+    """``INCLUDE key | partition | offset | timestamp | header 'name' [AS column]`` of a message
+    source (RisingWave's): a column filled from each message's metadata."""
+
+    kind: str  # key | partition | offset | timestamp | header
+    column: str | None = None  # AS column; None = the connector's default name
+    header: str | None = None  # the header's name (kind header)
 
 
 @dataclass(frozen=True)
@@ -179,6 +190,10 @@ class CreateTable(Statement):
     watermarks: list[Watermark] = field(default_factory=list)
     format_encode: FormatEncode | None = None
     row_format: str | None = None
+    temporary: bool = False  # CREATE TEMP TABLE: in the session's pg_temp schema, gone with it
+    includes: list[Include] = field(default_factory=list)
+    from_source: str | None = None  # CREATE TABLE ... FROM source TABLE 'upstream' (a CDC source)
+    from_table: str | None = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +208,7 @@ class CreateSource(Statement):
     primary_key: list[str] = field(default_factory=list)
     format_encode: FormatEncode | None = None
     row_format: str | None = None
+    includes: list[Include] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -217,6 +233,7 @@ class CreateView(Statement):
     sql_text: str
     or_replace: bool = False
     if_not_exists: bool = False
+    temporary: bool = False  # CREATE TEMP VIEW: in the session's pg_temp schema
 
 
 @dataclass(frozen=True)
@@ -288,11 +305,28 @@ class DropFunction(Statement):
 
 
 @dataclass(frozen=True)
+class CreateSchema(Statement):
+    """``CREATE SCHEMA [IF NOT EXISTS] name``."""
+
+    name: str
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropSchema(Statement):
+    """``DROP SCHEMA [IF EXISTS] name, ... [CASCADE | RESTRICT]``."""
+
+    names: Sequence[str]
+    if_exists: bool = False
+    cascade: bool = False
+
+
+@dataclass(frozen=True)
 class Drop(Statement):
     """DROP kind [IF EXISTS] name, ... [CASCADE | RESTRICT]."""
 
     kind: ObjectKind
-    names: list[str]
+    names: Sequence[str]
     if_exists: bool = False
     cascade: bool = False
 
@@ -327,12 +361,26 @@ class DeclareSubscriptionCursor(Statement):
 
 
 @dataclass(frozen=True)
+class DeclareCursor(Statement):
+    """DECLARE name [BINARY] [NO SCROLL] CURSOR [WITH HOLD | WITHOUT HOLD] FOR query."""
+
+    name: str
+    query: exp.Expression
+    binary: bool = False
+    hold: bool = False
+
+
+@dataclass(frozen=True)
 class Fetch(Statement):
-    """FETCH [NEXT | count] FROM cursor [WITH (timeout = '...')]."""
+    """FETCH | MOVE [NEXT | [FORWARD] count | [FORWARD] ALL] {FROM | IN} cursor [WITH (timeout = '...')].
+
+    `all` is FETCH ALL (then `count` is unused); `move` is MOVE (the rows are skipped, not sent)."""
 
     cursor: str
     count: int = 1
     with_options: dict[str, str] = field(default_factory=dict)
+    all: bool = False
+    move: bool = False
 
 
 @dataclass(frozen=True)
@@ -370,6 +418,15 @@ class SetVariable(Statement):
     name: str
     value: str | None
     local: bool = False
+
+
+@dataclass(frozen=True)
+class AlterSourceRateLimit(Statement):
+    """ALTER SOURCE | TABLE name SET source_rate_limit {TO | =} n | DEFAULT (RisingWave's)."""
+
+    kind: str  # "source" | "table"
+    name: str
+    value: str | None  # None = DEFAULT
 
 
 @dataclass(frozen=True)
@@ -498,3 +555,61 @@ class Discard(Statement):
 
 #: Statements EXPLAIN accepts.
 EXPLAINABLE = (Query, Insert, Update, Delete, CreateTable, CreateMaterializedView, CreateIndex, CreateSink)
+
+
+# ---------------------------------------------------------------------------------------------
+# Roles and privileges
+# ---------------------------------------------------------------------------------------------
+
+#: Privileges GRANT / REVOKE take on a relation, in PostgreSQL's ACL order.
+RELATION_PRIVILEGES = ("INSERT", "SELECT", "UPDATE", "DELETE")
+
+
+@dataclass(frozen=True)
+class RoleOptions:
+    """The options of CREATE / ALTER USER | ROLE; None = not given. `password` "" = PASSWORD NULL."""
+
+    superuser: bool | None = None
+    login: bool | None = None
+    createdb: bool | None = None
+    createrole: bool | None = None
+    password: str | None = None
+
+
+@dataclass(frozen=True)
+class CreateRole(Statement):
+    """CREATE USER | ROLE name [[WITH] option ...] (USER implies LOGIN, ROLE NOLOGIN)."""
+
+    name: str
+    options: RoleOptions
+    is_user: bool = True
+
+
+@dataclass(frozen=True)
+class AlterRole(Statement):
+    """ALTER USER | ROLE name [[WITH] option ...] | ALTER USER | ROLE name RENAME TO new."""
+
+    name: str
+    options: RoleOptions
+    rename_to: str | None = None
+
+
+@dataclass(frozen=True)
+class DropRole(Statement):
+    """DROP USER | ROLE [IF EXISTS] name, ..."""
+
+    names: list[str]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class Grant(Statement):
+    """GRANT privileges ON [TABLE | ...] rel, ... TO role, ... (`revoke`: REVOKE ... FROM ...).
+
+    `privileges` are upper-case names from RELATION_PRIVILEGES (ALL expands to all of them)."""
+
+    privileges: tuple[str, ...]
+    relations: Sequence[str]  # `ObjectName`s, maybe schema-qualified
+    grantees: list[str]
+    revoke: bool = False
+    kind: str | None = None  # the object kind written (TABLE, MATERIALIZED VIEW, ...), if any

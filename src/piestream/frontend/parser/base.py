@@ -20,7 +20,7 @@ from sqlglot.tokens import Token, TokenType
 from piestream.common.errors import FeatureNotSupported, SyntaxError_
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.errors import TokenFailure
-from piestream.frontend.parser.names import fold
+from piestream.frontend.parser.names import ObjectName, fold
 
 #: Node types a query can parse into.
 QUERY_TYPES: tuple[type[exp.Expression], ...] = (
@@ -76,12 +76,18 @@ class ParserBase(PostgresParser):
             return fold(tok.text)
         self._fail("Expecting a name")
 
-    def _parse_object_name(self) -> str:
-        """A possibly schema-qualified object name, dot-joined."""
+    def _parse_object_name(self) -> ObjectName:
+        """A possibly schema- (and database-) qualified object name."""
+        start = self._curr
         parts = [self._parse_name_part()]
         while self._match(TokenType.DOT):
             parts.append(self._parse_name_part())
-        return ".".join(parts)
+        if len(parts) > 3:
+            raise SyntaxError_(
+                f"improper qualified name (too many dotted names): {'.'.join(parts)}",
+                position=start.start + 1,
+            )
+        return ObjectName.of(parts)
 
     def _parse_name_list(self) -> list[str]:
         """``(a, b, ...)``."""

@@ -21,7 +21,7 @@ Grammar accepted (clauses after the column list in any order, each at most once)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
@@ -30,6 +30,7 @@ from piestream.common.errors import PiestreamError
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.function_syntax import FunctionParser
 from piestream.frontend.parser.names import identifier_name
+from piestream.frontend.parser.role_syntax import RoleParser
 from piestream.frontend.parser.type_names import convert_type
 
 #: Objects PostgreSQL / RisingWave can CREATE or DROP that piestream does not have.
@@ -53,7 +54,6 @@ UNSUPPORTED_OBJECTS = frozenset(
         "PUBLICATION",
         "ROLE",
         "RULE",
-        "SCHEMA",
         "SECRET",
         "SEQUENCE",
         "SERVER",
@@ -105,16 +105,28 @@ class _Clauses:
     with_options: dict[str, str] = field(default_factory=dict)
     format_encode: ast.FormatEncode | None = None
     row_format: str | None = None
+    includes: list[ast.Include] = field(default_factory=list)
+    from_source: str | None = None
+    from_table: str | None = None
 
 
-class DdlParser(FunctionParser):
+class DdlParser(FunctionParser, RoleParser):
     """CREATE ... / DROP ... statements (the CREATE or DROP keyword already consumed)."""
 
     # -- CREATE -------------------------------------------------------------------------------------
     def _parse_create_statement(self) -> ast.Statement:
         create = self._prev
         or_replace = self._match_text_seq("OR", "REPLACE")
-        if self._match_texts(("TEMP", "TEMPORARY", "UNLOGGED")):
+        if self._match_texts(("TEMP", "TEMPORARY")):
+            temp = self._prev
+            if self._match_text_seq("TABLE"):
+                if or_replace:
+                    raise self._unsupported("CREATE OR REPLACE TABLE", create)
+                return replace(self._parse_create_table(), temporary=True)
+            if self._match_text_seq("VIEW"):
+                return replace(self._parse_create_view(or_replace), temporary=True)
+            raise self._unsupported(f"CREATE {temp.text.upper()} {self._curr.text.upper()}".strip(), create)
+        if self._match_texts(("UNLOGGED",)):
             raise self._unsupported(f"CREATE {self._prev.text.upper()}", create)
         if self._match_text_seq("MATERIALIZED", "VIEW"):
             if or_replace:
@@ -127,6 +139,10 @@ class DdlParser(FunctionParser):
         what = self._curr.text.upper() if self._curr else ""
         if or_replace and what:
             raise self._unsupported(f"CREATE OR REPLACE {what}", create)
+        if self._match_text_seq("USER"):
+            return self._parse_create_role(is_user=True)
+        if self._match_text_seq("ROLE"):
+            return self._parse_create_role(is_user=False)
         if self._match_text_seq("TABLE"):
             return self._parse_create_table()
         if self._match_text_seq("SOURCE"):
@@ -137,11 +153,23 @@ class DdlParser(FunctionParser):
             return self._parse_create_subscription()
         if self._match_text_seq("INDEX"):
             return self._parse_create_index()
+        if self._match_text_seq("SCHEMA"):
+            return self._parse_create_schema()
         if what == "UNIQUE" and self._next.text.upper() == "INDEX":
             raise self._unsupported("CREATE UNIQUE INDEX", create)
         if what in UNSUPPORTED_OBJECTS:
             raise self._unsupported(f"CREATE {what}", create)
         self._fail("Expecting an object kind")
+
+    def _parse_create_schema(self) -> ast.CreateSchema:
+        """``CREATE SCHEMA [IF NOT EXISTS] name`` (AUTHORIZATION and schema elements: 0A000)."""
+        if_not_exists = self._parse_if_not_exists()
+        if self._match_text_seq("AUTHORIZATION", advance=False):
+            raise self._unsupported("CREATE SCHEMA ... AUTHORIZATION", self._curr)
+        name = self._parse_name_part()
+        if self._curr and self._curr.token_type != TokenType.SEMICOLON:
+            raise self._unsupported(f"CREATE SCHEMA ... {self._curr.text.upper()}", self._curr)
+        return ast.CreateSchema(name, if_not_exists)
 
     def _parse_if_not_exists(self) -> bool:
         return self._match_text_seq("IF", "NOT", "EXISTS")
@@ -157,6 +185,8 @@ class DdlParser(FunctionParser):
             as_query, as_text = self._parse_query_with_text()
         elif elements is None and not clauses.with_options:
             self._fail("Expecting (")
+        if clauses.from_source is not None and clauses.with_options:
+            self._fail("CREATE TABLE ... FROM a source takes its options from the source, not WITH")
         elements = elements or _TableElements()
         return ast.CreateTable(
             name=name,
@@ -171,6 +201,9 @@ class DdlParser(FunctionParser):
             watermarks=elements.watermarks,
             format_encode=clauses.format_encode,
             row_format=clauses.row_format,
+            includes=clauses.includes,
+            from_source=clauses.from_source,
+            from_table=clauses.from_table,
         )
 
     def _parse_create_source(self) -> ast.CreateSource:
@@ -188,6 +221,7 @@ class DdlParser(FunctionParser):
             primary_key=elements.primary_key,
             format_encode=clauses.format_encode,
             row_format=clauses.row_format,
+            includes=clauses.includes,
         )
 
     def _parse_create_mv(self) -> ast.CreateMaterializedView:
@@ -381,6 +415,14 @@ class DdlParser(FunctionParser):
             elif table and self._match_text_seq("ON", "CONFLICT"):
                 clause = "conflict"
                 clauses.on_conflict = self._parse_conflict_behavior()
+            elif table and self._match(TokenType.FROM):
+                clause = "from"
+                clauses.from_source = self._parse_object_name()
+                self._expect("TABLE")
+                tok = self._curr
+                if tok is None or tok.token_type not in (TokenType.STRING, TokenType.NATIONAL_STRING):
+                    self._fail("Expecting the upstream table's name as a string")
+                clauses.from_table = self._parse_option_value()
             elif self._match(TokenType.WITH):
                 clause = "with"
                 clauses.with_options = self._parse_options()
@@ -391,13 +433,27 @@ class DdlParser(FunctionParser):
                 clause = "format"
                 clauses.row_format = self._parse_word()
             elif self._match_text_seq("INCLUDE"):
-                raise self._unsupported("INCLUDE clause", token)
+                clauses.includes.append(self._parse_include(token))
+                continue  # INCLUDE may repeat
             else:
                 break
             if clause in seen:
                 self._fail("Duplicate clause", token)
             seen.add(clause)
         return clauses
+
+    def _parse_include(self, token: Token) -> ast.Include:
+        kind = self._parse_word()
+        if kind not in ("key", "partition", "offset", "timestamp", "header"):
+            raise self._unsupported(f"INCLUDE {kind.upper()}", token)
+        header = None
+        if kind == "header":
+            if self._curr is None or self._curr.token_type != TokenType.STRING:
+                raise self._unsupported("INCLUDE HEADER without a header name", token)
+            header = self._curr.text
+            self._advance()
+        column = self._parse_name_part() if self._match(TokenType.ALIAS) else None
+        return ast.Include(kind, column, header)
 
     def _parse_conflict_behavior(self) -> ast.OnConflict:
         if self._match_text_seq("DO", "NOTHING") or self._match_text_seq("IGNORE"):
@@ -416,9 +472,20 @@ class DdlParser(FunctionParser):
         return ast.FormatEncode(fmt, encode, options)
 
     # -- DROP ---------------------------------------------------------------------------------------
-    def _parse_drop_statement(self) -> ast.Drop | ast.DropFunction:
+    def _parse_drop_statement(self) -> ast.Drop | ast.DropFunction | ast.DropSchema | ast.DropRole:
         if self._match(TokenType.FUNCTION):
             return self._parse_drop_function()
+        if self._match_texts(("USER", "ROLE")):
+            return self._parse_drop_role()
+        if self._match_text_seq("SCHEMA"):
+            if_exists = self._match_text_seq("IF", "EXISTS")
+            schemas = [self._parse_name_part()]
+            while self._match(TokenType.COMMA):
+                schemas.append(self._parse_name_part())
+            cascade = self._match_text_seq("CASCADE")
+            if not cascade:
+                self._match_text_seq("RESTRICT")
+            return ast.DropSchema(schemas, if_exists, cascade)
         kind = self._parse_drop_kind()
         if_exists = self._match_text_seq("IF", "EXISTS")
         names = [self._parse_object_name()]

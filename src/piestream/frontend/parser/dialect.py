@@ -15,6 +15,10 @@ What differs from sqlglot's Postgres dialect, and why:
 - Array subscripts are kept as written (INDEX_OFFSET 0). sqlglot's Postgres dialect rewrites
   ``a[1]`` to a 0-based ``a[0]`` only when it can infer the operand is an array and the index
   an integer, leaving ``a[i]`` alone; a subscript here is always PostgreSQL's 1-based one.
+- ``->`` and ``->>`` keep their right operand as written. sqlglot turns a literal operand into a
+  JSONPath (``j -> 'a.b'`` a path of two keys, ``j -> '1'`` an index), which is not PostgreSQL's
+  jsonb operator: its operand is one key (text) or one array index (integer). And ``->`` is never
+  a lambda arrow: ``count(x -> 'k')`` is jsonb access in a function argument.
 - Functions whose sqlglot builders rewrite their arguments (TO_CHAR's format string becomes
   strftime, GENERATE_SERIES' step an interval, DIV a cast, ARRAY_PREPEND's arguments swap, ...)
   parse as plain `exp.Anonymous` calls with PostgreSQL's name and arguments as written.
@@ -25,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
+from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import Token, TokenType
@@ -48,7 +53,6 @@ UNSUPPORTED_STATEMENTS = frozenset(
         "DEALLOCATE",
         "DO",
         "EXECUTE",
-        "GRANT",
         "IMPORT",
         "KILL",
         "LISTEN",
@@ -62,7 +66,6 @@ UNSUPPORTED_STATEMENTS = frozenset(
         "RECOVER",
         "REFRESH",
         "REINDEX",
-        "REVOKE",
         "SECURITY",
         "TRUNCATE",
         "UNLISTEN",
@@ -107,6 +110,7 @@ _STATEMENTS: dict[str, _StatementParser] = {
     "FLUSH": lambda p: ast.Flush(),
     "DECLARE": lambda p: p._parse_declare_statement(),
     "FETCH": lambda p: p._parse_fetch_statement(),
+    "MOVE": lambda p: p._parse_move_statement(),
     "COPY": lambda p: p._parse_copy_statement(),
     "CLOSE": lambda p: p._parse_close_statement(),
     "ALTER": lambda p: p._parse_alter_statement(),
@@ -118,6 +122,8 @@ _STATEMENTS: dict[str, _StatementParser] = {
     "ABORT": lambda p: p._parse_rollback_statement(),
     "SAVEPOINT": lambda p: p._parse_savepoint_statement(),
     "RELEASE": lambda p: p._parse_release_statement(),
+    "GRANT": lambda p: p._parse_grant_statement(revoke=False),
+    "REVOKE": lambda p: p._parse_grant_statement(revoke=True),
 }
 
 
@@ -126,6 +132,19 @@ class PiestreamParser(DdlParser, DmlParser, UtilityParser, ParserBase):
 
     FUNCTIONS: ClassVar[dict[str, Callable]] = {
         k: v for k, v in ParserBase.FUNCTIONS.items() if k not in PG_VERBATIM_FUNCTIONS
+    }
+
+    # PostgreSQL has no lambdas: `f(x -> 'k')` is jsonb's `->` on a column x, not a lambda
+    LAMBDAS: ClassVar[dict[TokenType, Callable]] = {
+        k: v for k, v in ParserBase.LAMBDAS.items() if k != TokenType.ARROW
+    }
+
+    JSON_OPERATORS: ClassVar[dict[TokenType, Callable]] = {
+        **ParserBase.JSON_OPERATORS,
+        TokenType.ARROW: lambda self, this, key: self.expression(exp.JSONExtract(this=this, expression=key)),
+        TokenType.DARROW: lambda self, this, key: self.expression(
+            exp.JSONExtractScalar(this=this, expression=key)
+        ),
     }
 
     def parse_tokens(self, tokens: list[Token], sql: str) -> ast.Statement:

@@ -20,6 +20,7 @@ from piestream.common.errors import PiestreamError
 from piestream.common.types import DataType
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.base import ParserBase
+from piestream.frontend.parser.names import DEFAULT_SCHEMA
 from piestream.frontend.parser.type_names import convert_type
 
 _STRINGS = (TokenType.HEREDOC_STRING, TokenType.STRING)
@@ -29,8 +30,17 @@ _VOLATILITY = ("IMMUTABLE", "STABLE", "VOLATILE")
 class FunctionParser(ParserBase):
     """The FUNCTION statements (the CREATE [OR REPLACE] / DROP keywords already consumed)."""
 
-    def _parse_create_function(self, or_replace: bool) -> ast.CreateFunction:
+    def _parse_function_name(self) -> str:
+        """A function's name: functions live in public (a name in another schema is 0A000, never
+        the function of that name in public)."""
+        start = self._curr
         name = self._parse_object_name()
+        if name.database is not None or name.schema not in (None, DEFAULT_SCHEMA):
+            raise self._unsupported(f"a function in schema {name.schema}", start)
+        return str(name)
+
+    def _parse_create_function(self, or_replace: bool) -> ast.CreateFunction:
+        name = self._parse_function_name()
         args = self._parse_udf_args()
         self._expect("RETURNS")
         if self._curr and self._curr.text.upper() in ("TABLE", "SETOF"):
@@ -124,7 +134,7 @@ class FunctionParser(ParserBase):
         if_exists = self._match_text_seq("IF", "EXISTS")
         targets: list[tuple[str, list[DataType] | None]] = []
         while True:
-            name = self._parse_object_name()
+            name = self._parse_function_name()
             types = None
             if self._match(TokenType.L_PAREN, advance=False):
                 types = [a.type for a in self._parse_udf_args()]

@@ -12,8 +12,8 @@ from dataclasses import replace
 from sqlglot.tokens import TokenType
 
 from piestream.frontend.parser import ast
-from piestream.frontend.parser.base import ParserBase
-from piestream.frontend.parser.names import fold
+from piestream.frontend.parser.names import fold, quote_ident
+from piestream.frontend.parser.role_syntax import RoleParser
 
 _SHOW_KINDS: tuple[tuple[tuple[str, ...], ast.ShowKind], ...] = (
     (("TABLES",), "tables"),
@@ -53,7 +53,7 @@ _ISOLATION_LEVELS = (
 )
 
 
-class UtilityParser(ParserBase):
+class UtilityParser(RoleParser):
     """Session and introspection statements (the leading keyword already consumed)."""
 
     # -- SET / RESET --------------------------------------------------------------------------------
@@ -80,6 +80,8 @@ class UtilityParser(ParserBase):
         values = [self._parse_set_value()]
         while self._match(TokenType.COMMA):
             values.append(self._parse_set_value())
+        if name == "search_path":  # a list of names: shown (and read back) quoted where needed
+            values = [quote_ident(v) for v in values]
         return ast.SetVariable(name, ", ".join(values), local)
 
     # -- ALTER (only the forms piestream has; the rest is 0A000) ----------------------------------
@@ -94,11 +96,27 @@ class UtilityParser(ParserBase):
                 self._fail("Expecting TO or =")
             value = None if self._match(TokenType.DEFAULT) else self._parse_set_value()
             return ast.AlterSystem(name, value)
+        if self._match_texts(("USER", "ROLE")):
+            return self._parse_alter_role()
         if self._match_text_seq("MATERIALIZED", "VIEW"):
             name = self._parse_object_name()
             if self._match_text_seq("REBUILD"):
                 return ast.RebuildJob("materialized view", name)
             raise self._unsupported("this form of ALTER MATERIALIZED VIEW", alter)
+        for words, kind in ((("SOURCE",), "source"), ((TokenType.TABLE,), "table")):
+            matched = self._match_text_seq(*words) if kind == "source" else self._match(TokenType.TABLE)
+            if not matched:
+                continue
+            name = self._parse_object_name()
+            if not self._match(TokenType.SET):
+                raise self._unsupported(f"this form of ALTER {kind.upper()}", alter)
+            setting = self._parse_variable_name()
+            if setting.lower() != "source_rate_limit":
+                raise self._unsupported(f"ALTER {kind.upper()} ... SET {setting}", alter)
+            if not (self._match(TokenType.EQ) or self._match_text_seq("TO")):
+                self._fail("Expecting TO or =")
+            value = None if self._match(TokenType.DEFAULT) else self._parse_set_value()
+            return ast.AlterSourceRateLimit(kind, name, value)
         word = self._curr.text.upper() if self._curr else ""
         raise self._unsupported(f"ALTER {word}".strip(), alter)
 
@@ -130,11 +148,10 @@ class UtilityParser(ParserBase):
         self._fail("Expecting ALL, PLANS, SEQUENCES or TEMP")
 
     # -- subscription cursors (RisingWave) ----------------------------------------------------------
-    def _parse_declare_statement(self) -> ast.DeclareSubscriptionCursor:
-        declare = self._prev
+    def _parse_declare_statement(self) -> ast.DeclareSubscriptionCursor | ast.DeclareCursor:
         name = self._parse_name_part()
         if not self._match_text_seq("SUBSCRIPTION", "CURSOR"):
-            raise self._unsupported("DECLARE of a query cursor", declare)
+            return self._parse_query_cursor(name)
         self._expect("FOR")
         sub = self._parse_object_name()
         since = "now"
@@ -153,29 +170,53 @@ class UtilityParser(ParserBase):
                 self._fail("Expecting a rw_timestamp, now(), proctime() or begin()")
         return ast.DeclareSubscriptionCursor(name, sub, since)
 
-    def _parse_fetch_statement(self) -> ast.Fetch:
+    def _parse_query_cursor(self, name: str) -> ast.DeclareCursor:
+        """DECLARE name [BINARY] [ASENSITIVE | INSENSITIVE] [NO SCROLL] CURSOR [WITH[OUT] HOLD] FOR query."""
+        binary = False
+        while True:
+            if self._match_texts(("BINARY",)):
+                binary = True
+            elif self._match_texts(("INSENSITIVE", "ASENSITIVE")):
+                pass  # a cursor reads one snapshot: it is insensitive
+            elif self._match_text_seq("NO", "SCROLL"):
+                pass
+            elif self._curr and self._curr.text.upper() == "SCROLL":
+                raise self._unsupported("SCROLL cursors (FETCH BACKWARD)", self._curr)
+            else:
+                break
+        if not self._match_text_seq("CURSOR"):
+            self._fail("Expecting CURSOR")
+        hold = False
+        if self._match_text_seq("WITH", "HOLD"):
+            hold = True
+        else:
+            self._match_text_seq("WITHOUT", "HOLD")
+        self._expect("FOR")
+        query, _ = self._parse_query_with_text()
+        return ast.DeclareCursor(name, query, binary, hold)
+
+    def _parse_move_statement(self) -> ast.Fetch:
+        return self._parse_fetch_statement(move=True)
+
+    def _parse_fetch_statement(self, move: bool = False) -> ast.Fetch:
         count = 1
+        every = False
+        what = "MOVE" if move else "FETCH"
         if not self._match_text_seq("NEXT"):
             self._match_text_seq("FORWARD")
         tok = self._curr
         if tok and tok.token_type == TokenType.NUMBER:
             self._advance()
             count = int(tok.text)
-        elif tok and tok.text.upper() in (
-            "PRIOR",
-            "FIRST",
-            "LAST",
-            "ABSOLUTE",
-            "RELATIVE",
-            "BACKWARD",
-            "ALL",
-        ):
-            raise self._unsupported(f"FETCH {tok.text.upper()}", tok)
+        elif self._match(TokenType.ALL):
+            every = True
+        elif tok and tok.text.upper() in ("PRIOR", "FIRST", "LAST", "ABSOLUTE", "RELATIVE", "BACKWARD"):
+            raise self._unsupported(f"{what} {tok.text.upper()}", tok)
         if not self._match_texts(("FROM", "IN")):
             self._fail("Expecting FROM or IN")
         name = self._parse_name_part()
         options = self._parse_options() if self._match_text_seq("WITH") else {}
-        return ast.Fetch(name, count, options)
+        return ast.Fetch(name, count, options, all=every, move=move)
 
     def _parse_close_statement(self) -> ast.CloseCursor:
         if self._match(TokenType.ALL):

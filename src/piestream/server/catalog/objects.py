@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 
 from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.parser.names import quote_ident
 
 OID_OFFSET = 16384
 PG_CATALOG_NS = 11
 PUBLIC_NS = 2200
 INFORMATION_SCHEMA_NS = 13183
 PG_TOAST_NS = 99
+TEMP_NAMESPACE_OIDS = 15000  # the sessions' pg_temp_... schemas: 15000, 15001, ...
 SUPERUSER_OID = 10
 DATABASE_OID = 16384 - 1
 HEAP_AM, BTREE_AM = 2, 403
@@ -52,6 +54,12 @@ def has_user_pk(r: Relation) -> bool:
 
 def pkey_oid(r: Relation) -> int | None:
     return rel_oid(r) + 1_000_000 if has_user_pk(r) else None
+
+
+def pkey_indexdef(r: Relation) -> str:
+    """pg_get_indexdef of a table's primary key index."""
+    table = f"{quote_ident(r.schema_name)}.{quote_ident(r.name)}"
+    return f"CREATE UNIQUE INDEX {r.name}_pkey ON {table} USING btree ({pk_names(r)})"
 
 
 def query_part(definition: str) -> str:

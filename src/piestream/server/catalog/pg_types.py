@@ -33,6 +33,31 @@ _EXTRA_TYPES: list[tuple[int, str, int, str, str]] = [
     (1009, "_text", -1, "A", "text[]"),
     (1003, "_name", -1, "A", "name[]"),
 ]
+#: Types whose I/O functions PostgreSQL spells with an underscore (date_in, numeric_recv);
+#: clients (ADBC's type resolver) pick their decoders by `typreceive`.
+_UNDERSCORE_IO = frozenset(
+    (
+        "date",
+        "time",
+        "timestamp",
+        "timestamptz",
+        "interval",
+        "numeric",
+        "uuid",
+        "json",
+        "jsonb",
+        "anyarray",
+        "record",
+    )
+)
+
+
+def _io_functions(name: str) -> tuple[str, str, str, str]:
+    """(typinput, typoutput, typreceive, typsend) as PostgreSQL names them."""
+    base = "array_" if name.startswith("_") else (f"{name}_" if name in _UNDERSCORE_IO else name)
+    return f"{base}in", f"{base}out", f"{base}recv", f"{base}send"
+
+
 _CATEGORY = {
     TypeKind.BOOLEAN: "B",
     TypeKind.VARCHAR: "S",
@@ -138,10 +163,7 @@ class TypeRegistry:
                 0,
                 elem,
                 array,
-                f"{name}in",
-                f"{name}out",
-                f"{name}recv",
-                f"{name}send",
+                *_io_functions(name),
                 0,
                 -1,
                 0,

@@ -13,6 +13,16 @@ from sqlglot import exp
 
 from piestream.server.catalog.routing import TYPED_FUNCS, type_name
 
+_COMPARISONS: dict[str, type[exp.Expression]] = {
+    "=": exp.EQ,
+    "<>": exp.NEQ,
+    "!=": exp.NEQ,
+    "<": exp.LT,
+    ">": exp.GT,
+    "<=": exp.LTE,
+    ">=": exp.GTE,
+}
+
 
 def rewrite_for_sqlite(tree: exp.Expr) -> exp.Expression:
     """`tree` (a parsed PostgreSQL query) as a query SQLite can run."""
@@ -46,8 +56,9 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
             return exp.Anonymous(this="regexp_i_like", expressions=[lhs, rhs])
         if op == "!~":
             return exp.Not(this=exp.Anonymous(this="regexp_like", expressions=[lhs, rhs]))
-        if op in ("=", "<>", "<", ">", "<=", ">="):
-            return exp.Anonymous(this="__op__", expressions=[lhs, rhs])  # never seen in practice
+        plain = _COMPARISONS.get(op)
+        if plain is not None:  # pg_dump's ``relkind OPERATOR(pg_catalog.=) ANY (array[...])``
+            return _sub(plain(this=node.this, expression=node.expression))
         return node
     if isinstance(node, exp.RegexpLike):
         return exp.Anonymous(this="regexp_like", expressions=[_sub(node.this), _sub(node.expression)])

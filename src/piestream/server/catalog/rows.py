@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from piestream.common.types import DataType, TypeKind
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import DEFAULT_SCHEMA, Relation, RelationKind
+from piestream.frontend.parser.ast import RELATION_PRIVILEGES
+from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
     BTREE_AM,
     DATABASE_OID,
@@ -27,6 +29,7 @@ from piestream.server.catalog.objects import (
     SUPERUSER_OID,
     has_user_pk,
     pk_names,
+    pkey_indexdef,
     query_part,
     rel_oid,
 )
@@ -43,6 +46,33 @@ class CatalogContext:
     settings: dict[str, str] = field(default_factory=dict)
     pid: int = 0
     activity: list[tuple[Any, ...]] = field(default_factory=list)  # pg_stat_activity rows
+    #: the database's user schemas (name -> pg_namespace oid) and the session's search_path
+    schemas: dict[str, int] = field(default_factory=lambda: {DEFAULT_SCHEMA: PUBLIC_NS})
+    search_path: tuple[str, ...] = (DEFAULT_SCHEMA,)
+    roles: list[Role] = field(default_factory=list)  # pg_roles / pg_user (empty: just `user`)
+    owners: dict[int, int] = field(default_factory=dict)  # relation id -> owner's role oid
+    acls: dict[int, dict[int, frozenset[str]]] = field(default_factory=dict)  # rel -> grantee -> privs
+
+    def user_name(self, oid: int) -> str:
+        """pg_get_userbyid: a role's name (PostgreSQL shows 'unknown (OID=n)' for none)."""
+        for r in self.roles:
+            if r.oid == oid:
+                return r.name
+        return self.user if not self.roles else f"unknown (OID={oid})"
+
+    def visible(self, rel: Relation, rels: list[Relation]) -> bool:
+        """PostgreSQL's pg_table_is_visible: `rel` is what its unqualified name resolves to."""
+        for sch in self.search_path:
+            if sch == rel.schema_name:
+                return True
+            if any(r.schema_name == sch and r.name == rel.name for r in rels):
+                return False
+        return False
+
+
+def _info_table(database: str, r: Relation, table_type: str, insertable: str) -> tuple[Any, ...]:
+    """A row of information_schema.tables."""
+    return (database, r.schema_name, r.name, table_type, None, None, None, None, None, insertable, "NO", None)
 
 
 class CatalogRows:
@@ -62,6 +92,7 @@ class CatalogRows:
             (PUBLIC_NS, "public", SUPERUSER_OID, None),
             (INFORMATION_SCHEMA_NS, "information_schema", SUPERUSER_OID, None),
             (PG_TOAST_NS, "pg_toast", SUPERUSER_OID, None),
+            *((oid, name, SUPERUSER_OID, None) for name, oid in ctx.schemas.items() if oid != PUBLIC_NS),
         ]
         out["pg_am"] = [(HEAP_AM, "heap", "heap_tableam_handler", "t"), (BTREE_AM, "btree", "bthandler", "i")]
         out["pg_tablespace"] = [
@@ -77,8 +108,17 @@ class CatalogRows:
             (DATABASE_OID - i, name, SUPERUSER_OID, 6, "c", 0, 1, -1, "C", "C", None, None, 1663)
             for i, name in enumerate(databases)
         ]
-        out["pg_roles"] = [(SUPERUSER_OID, user, 1, 1, 1, 1, 1, 1, -1, "********", None, 1, None)]
-        out["pg_user"] = [(user, SUPERUSER_OID, 1, 1, 1, 1, "********", None, None)]
+        roles = ctx.roles or [Role(SUPERUSER_OID, user, superuser=True, createdb=True, createrole=True)]
+        out["pg_roles"] = [
+            (r.oid, r.name, int(r.superuser), 1, int(r.createrole), int(r.createdb), int(r.login), 0, -1,
+             "********", None, int(r.superuser), None)
+            for r in roles
+        ]  # fmt: skip
+        out["pg_user"] = [
+            (r.name, r.oid, int(r.createdb), int(r.superuser), 0, int(r.superuser), "********", None, None)
+            for r in roles
+            if r.login
+        ]
         out["pg_settings"] = [
             (
                 k,
@@ -106,6 +146,7 @@ class CatalogRows:
         info_columns: list[tuple[Any, ...]] = []
         info_views: list[tuple[Any, ...]] = []
         for r in self.rels:
+            ns = ctx.schemas.get(r.schema_name, PUBLIC_NS)
             kind = KIND_CHAR.get(r.kind)
             if kind is None:
                 continue  # sinks store no rows and have no columns to show
@@ -121,10 +162,10 @@ class CatalogRows:
                 (
                     oid,
                     r.name,
-                    PUBLIC_NS,
+                    ns,
                     0,
                     0,
-                    SUPERUSER_OID,
+                    ctx.owners.get(r.id, SUPERUSER_OID),
                     BTREE_AM if kind == "i" else (HEAP_AM if kind in "rm" else 0),
                     oid,
                     0,
@@ -193,7 +234,7 @@ class CatalogRows:
                     info_columns.append(
                         (
                             ctx.database,
-                            "public",
+                            r.schema_name,
                             r.name,
                             c.name,
                             n,
@@ -247,7 +288,7 @@ class CatalogRows:
                             0,
                         )
                     )
-                    out["pg_indexes"].append(("public", base.name, r.name, None, r.definition))
+                    out["pg_indexes"].append((base.schema_name, base.name, r.name, None, r.definition))
             if has_user_pk(r):
                 pk_oid = rel_oid(r) + 1_000_000
                 assert r.table is not None
@@ -256,7 +297,7 @@ class CatalogRows:
                     (
                         pk_oid,
                         f"{r.name}_pkey",
-                        PUBLIC_NS,
+                        ns,
                         0,
                         0,
                         SUPERUSER_OID,
@@ -319,7 +360,7 @@ class CatalogRows:
                     (
                         pk_oid + 1,
                         f"{r.name}_pkey",
-                        PUBLIC_NS,
+                        ns,
                         "p",
                         0,
                         0,
@@ -342,69 +383,88 @@ class CatalogRows:
                 )
                 out["pg_indexes"].append(
                     (
-                        "public",
+                        r.schema_name,
                         r.name,
                         f"{r.name}_pkey",
                         None,
-                        f"CREATE UNIQUE INDEX {r.name}_pkey ON public.{r.name} USING btree ({pk_names(r)})",
+                        pkey_indexdef(r),
                     )
                 )
             if r.kind is RelationKind.TABLE:
-                out["pg_tables"].append(("public", r.name, user, None, int(has_index), 0, 0, 0))
-                info_tables.append(
-                    (
-                        ctx.database,
-                        "public",
-                        r.name,
-                        "BASE TABLE",
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        "YES",
-                        "NO",
-                        None,
-                    )
-                )
+                out["pg_tables"].append((r.schema_name, r.name, user, None, int(has_index), 0, 0, 0))
+                info_tables.append(_info_table(ctx.database, r, "BASE TABLE", "YES"))
             elif r.kind is RelationKind.SOURCE:
                 out["pg_foreign_table"].append((oid, FOREIGN_SERVER_OID, None))
-                info_tables.append(
-                    (
-                        ctx.database,
-                        "public",
-                        r.name,
-                        "FOREIGN",
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        "NO",
-                        "NO",
-                        None,
-                    )
-                )
+                info_tables.append(_info_table(ctx.database, r, "FOREIGN", "NO"))
             elif r.kind is RelationKind.VIEW:
-                out["pg_views"].append(("public", r.name, user, query_part(r.definition)))
-                info_tables.append(
-                    (ctx.database, "public", r.name, "VIEW", None, None, None, None, None, "NO", "NO", None)
-                )
-                info_views.append((ctx.database, "public", r.name, query_part(r.definition)))
+                out["pg_views"].append((r.schema_name, r.name, user, query_part(r.definition)))
+                info_tables.append(_info_table(ctx.database, r, "VIEW", "NO"))
+                info_views.append((ctx.database, r.schema_name, r.name, query_part(r.definition)))
             elif r.kind is RelationKind.MATERIALIZED_VIEW:
                 out["pg_matviews"].append(
-                    ("public", r.name, user, None, int(has_index), 1, query_part(r.definition))
+                    (r.schema_name, r.name, user, None, int(has_index), 1, query_part(r.definition))
                 )
         out["pg_foreign_server"] = [(FOREIGN_SERVER_OID, "piestream_connectors")]
         out["pg_type"] = list(self.types.rows)
         out["tables"] = info_tables
         out["columns"] = info_columns
         out["views"] = info_views
-        out["schemata"] = [(ctx.database, s, user) for s in ("pg_catalog", "public", "information_schema")]
+        out["schemata"] = [
+            (ctx.database, s, user) for s in ("pg_catalog", "information_schema", *ctx.schemas)
+        ]
         out["table_constraints"] = []
         out["key_column_usage"] = []
+        out["table_privileges"] = self._table_privileges()
+        self._relacl(out["pg_class"])
         return out
 
+    def _granted(self, r: Relation) -> list[tuple[str, str, str]]:
+        """(grantor, grantee, privilege) of a relation: its owner's own, then the grants."""
+        ctx = self.ctx
+        owner = ctx.user_name(ctx.owners.get(r.id, SUPERUSER_OID))
+        out = [(owner, owner, p) for p in RELATION_PRIVILEGES]
+        for oid, privs in sorted(ctx.acls.get(r.id, {}).items()):
+            who = "PUBLIC" if oid == 0 else ctx.user_name(oid)
+            out += [(owner, who, p) for p in RELATION_PRIVILEGES if p in privs]
+        return out
+
+    def _table_privileges(self) -> list[tuple[Any, ...]]:
+        """information_schema.table_privileges: what the current user was granted or granted
+        (everything for a superuser), as PostgreSQL shows it."""
+        ctx = self.ctx
+        me = next((r for r in ctx.roles if r.name == ctx.user), None)
+        see_all = me is None or me.superuser
+        rows = []
+        for r in self.rels:
+            if r.kind not in _PRIVILEGED_KINDS:
+                continue
+            for grantor, grantee, p in self._granted(r):
+                if see_all or ctx.user in (grantor, grantee) or grantee == "PUBLIC":
+                    grantable = "YES" if grantee == grantor else "NO"
+                    rows.append((grantor, grantee, ctx.database, r.schema_name, r.name, p, grantable, "YES"))
+        return rows
+
+    def _relacl(self, pg_class: list[tuple[Any, ...]]) -> None:
+        """pg_class.relacl (psql's \\dp): PostgreSQL's aclitem text for relations with grants."""
+        at = [c for c, _ in TABLES["pg_class"]].index("relacl")
+        by_oid = {rel_oid(r): r for r in self.rels if r.id in self.ctx.acls}
+        for i, row in enumerate(pg_class):
+            r = by_oid.get(row[0])
+            if r is None:
+                continue
+            items: dict[tuple[str, str], str] = {}
+            for grantor, grantee, p in self._granted(r):
+                key = ("" if grantee == "PUBLIC" else grantee, grantor)
+                items[key] = items.get(key, "") + _ACL_LETTERS[p]
+            acl = "{" + ",".join(f"{g}={letters}/{by}" for (g, by), letters in items.items()) + "}"
+            pg_class[i] = (*row[:at], acl, *row[at + 1 :])
+
+
+#: relations GRANT applies to, and PostgreSQL's ACL letters
+_PRIVILEGED_KINDS = frozenset(
+    {RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW, RelationKind.VIEW, RelationKind.SOURCE}
+)
+_ACL_LETTERS = {"INSERT": "a", "SELECT": "r", "UPDATE": "w", "DELETE": "d"}
 
 _PG_LEN_KINDS = frozenset(k for k in TypeKind if k not in (TypeKind.LIST, TypeKind.STRUCT))
 

@@ -16,7 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 from piestream.frontend.catalog import Relation, RelationKind
-from piestream.server.catalog.objects import VERSION_STRING, pk_names, pkey_oid, query_part, rel_oid
+from piestream.server.catalog.objects import (
+    VERSION_STRING,
+    pk_names,
+    pkey_indexdef,
+    pkey_oid,
+    query_part,
+    rel_oid,
+)
 from piestream.server.catalog.pg_types import TypeRegistry, with_typmod
 from piestream.server.catalog.rows import CatalogContext
 from piestream.server.catalog.tables import TABLES
@@ -116,13 +123,19 @@ class SystemFunctions:
         fns: dict[str, Callable[..., Any]] = {
             "version": const(VERSION_STRING),
             "current_database": const(ctx.database),
-            "current_schema": const("public"),
+            "current_schema": const(next((n for n in ctx.search_path if n in ctx.schemas), None)),
             "current_user": const(ctx.user),
             "session_user": const(ctx.user),
-            "current_schemas": const("{public}"),
+            "current_schemas": lambda implicit=0: (
+                "{"
+                + ",".join(
+                    [*(["pg_catalog"] if implicit else []), *(n for n in ctx.search_path if n in ctx.schemas)]
+                )
+                + "}"
+            ),
             "format_type": self._format_type,
             "pg_get_expr": lambda e, *a: e,
-            "pg_table_is_visible": const(1),
+            "pg_table_is_visible": self._table_is_visible,
             "pg_type_is_visible": const(1),
             "pg_function_is_visible": const(1),
             "pg_collation_is_visible": const(1),
@@ -137,7 +150,7 @@ class SystemFunctions:
             "pg_has_role": const(1),
             "pg_encoding_to_char": lambda n: "UTF8" if n == 6 else "SQL_ASCII",
             "pg_char_to_encoding": lambda s: 6,
-            "pg_get_userbyid": lambda oid: ctx.user,
+            "pg_get_userbyid": lambda oid: ctx.user_name(int(oid)) if oid is not None else None,
             "pg_get_viewdef": self._viewdef,
             "pg_get_indexdef": self._indexdef,
             "pg_get_constraintdef": self._constraintdef,
@@ -195,6 +208,14 @@ class SystemFunctions:
         o = as_int(oid)
         return next((r for r in self._rels if rel_oid(r) == o), None)
 
+    def _current_schemas(self, implicit: Any = 0) -> str:
+        found = [n for n in self.ctx.search_path if n in self.ctx.schemas]
+        return "{" + ",".join(["pg_catalog", *found] if implicit else found) + "}"
+
+    def _table_is_visible(self, oid: Any) -> int:
+        rel = self._rel(oid)  # a catalog table's (or a primary key index's) oid: visible
+        return 1 if rel is None or self.ctx.visible(rel, self._rels) else 0
+
     def _format_type(self, oid: Any, typmod: Any = None) -> str | None:
         if oid is None:
             return None
@@ -216,7 +237,7 @@ class SystemFunctions:
             if rel_oid(r) == o and r.kind is RelationKind.INDEX:
                 return r.definition
             if pkey_oid(r) == o:
-                return f"CREATE UNIQUE INDEX {r.name}_pkey ON public.{r.name} USING btree ({pk_names(r)})"
+                return pkey_indexdef(r)
         return None
 
     def _constraintdef(self, oid: Any, pretty: Any = None) -> str | None:

@@ -144,6 +144,10 @@ _INFO_TABLES_TEXT: dict[str, str] = {
         "constraint_catalog name, constraint_schema name, constraint_name name, table_schema name, "
         "table_name name, constraint_type text"
     ),
+    "table_privileges": (
+        "grantor name, grantee name, table_catalog name, table_schema name, table_name name, "
+        "privilege_type text, is_grantable text, with_hierarchy text"
+    ),
     "key_column_usage": (
         "constraint_schema name, constraint_name name, table_schema name, table_name name, column_name "
         "name, ordinal_position int4"

@@ -82,7 +82,9 @@ class CatalogViews:
     def _connection(self) -> sqlite3.Connection:
         rels = sorted(self._relations(), key=lambda r: r.id)
         key = (
-            tuple((r.id, r.name) for r in rels),
+            tuple((r.id, r.schema_name, r.name) for r in rels),
+            tuple(self.ctx.schemas.items()),
+            self.ctx.search_path,
             self.ctx.user,
             self.ctx.database,
             tuple(sorted(self.ctx.settings.items())),

@@ -75,7 +75,7 @@ class Overview:
     table_names: dict[int, str] = field(default_factory=dict)
 
 
-def _state_sizes(db: Database) -> tuple[dict[int, int], dict[int, int]]:
+def state_sizes(db: Database) -> tuple[dict[int, int], dict[int, int]]:
     """Bytes and keys per state table: each SST's size and key count split evenly among the
     tables it holds (an SST rarely holds more than one)."""
     sizes: dict[int, int] = defaultdict(int)
@@ -88,7 +88,7 @@ def _state_sizes(db: Database) -> tuple[dict[int, int], dict[int, int]]:
     return dict(sizes), dict(keys)
 
 
-def _backfills(db: Database, relations: list[Relation]) -> list[Backfill]:
+def backfills(db: Database, relations: list[Relation]) -> list[Backfill]:
     tracker = db.ddl.progress
     if tracker is None:
         return []
@@ -149,7 +149,7 @@ def epoch_points(stats: list[EpochStats], limit: int = 120) -> list[EpochPoint]:
 
 def overview(db: Database) -> Overview:
     relations = sorted(db.catalog.snapshot().relations(), key=lambda r: r.id)
-    sizes, keys = _state_sizes(db)
+    sizes, keys = state_sizes(db)
     names: dict[int, str] = {}
     for r in relations:
         if r.table is not None:
@@ -167,7 +167,7 @@ def overview(db: Database) -> Overview:
         epochs=epoch_points(list(db.barriers.stats)),
         state_bytes=sizes,
         state_keys=keys,
-        backfills=_backfills(db, relations),
+        backfills=backfills(db, relations),
         failures=failures,
         subscriptions=_subscriptions(relations),
         errors=_errors(db, relations),

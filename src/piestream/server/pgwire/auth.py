@@ -1,10 +1,13 @@
 """Password authentication: SCRAM-SHA-256 (RFC 5802 / RFC 7677, as PostgreSQL does it) and md5.
 
 Passwords are configured in clear text (a password file or the `auth` dict) or, for SCRAM, as a
-PostgreSQL verifier ``SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>``; either way the
-server keeps only what the method needs. No channel binding: the server does not speak TLS, so
-clients offer ``n,,`` (or ``y,,``) and that is accepted. Failures all read the same
-(``password authentication failed for user "x"``, 28P01) so a client cannot probe which users exist.
+PostgreSQL verifier ``SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>``; the file's users
+seed the role catalog (`piestream.meta.roles`), which keeps only verifiers, and the roles'
+verifiers (CREATE / ALTER USER ... PASSWORD) are what SCRAM checks. With md5, a user whose only
+password is a SCRAM verifier is asked for SCRAM instead, as PostgreSQL does. No channel binding
+(SCRAM-SHA-256-PLUS is not offered), so clients send ``n,,`` or ``y,,``. Failures all read the same
+(``password authentication failed for user "x"``, 28P01) so a client cannot probe which users
+exist; `LoginThrottle` slows down repeated failures from one host.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ import base64
 import hashlib
 import hmac
 import secrets
+import threading
+import time
 import unicodedata
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from piestream.common.errors import PiestreamError
@@ -62,6 +69,18 @@ class ScramVerifier:
         client_key = _hmac(salted, b"Client Key")
         return cls(iterations, salt, hashlib.sha256(client_key).digest(), _hmac(salted, b"Server Key"))
 
+    def matches(self, password: str) -> bool:
+        """Whether `password` is the one this verifier was made from (HTTP logins)."""
+        other = ScramVerifier.from_password(password, self.salt, self.iterations)
+        return hmac.compare_digest(other.stored_key, self.stored_key)
+
+    def text(self) -> str:
+        """PostgreSQL's text form (what pg_authid.rolpassword holds)."""
+        b64 = lambda b: base64.b64encode(b).decode("ascii")  # noqa: E731
+        return (
+            f"SCRAM-SHA-256${self.iterations}:{b64(self.salt)}${b64(self.stored_key)}:{b64(self.server_key)}"
+        )
+
     @classmethod
     def parse(cls, text: str) -> ScramVerifier | None:
         """A PostgreSQL ``SCRAM-SHA-256$iter:salt$stored:server`` string, or None."""
@@ -99,9 +118,7 @@ class ScramExchange:
     def server_first_message(self, client_first: str) -> str:
         # gs2 header: "n,," (no channel binding) or "y,," (client could, server cannot)
         if client_first.startswith("p="):
-            raise AuthFailed(
-                "channel binding is not supported (the server does not use SSL)", sqlstate="08P01"
-            )
+            raise AuthFailed("channel binding is not supported", sqlstate="08P01")
         parts = client_first.split(",", 2)
         if len(parts) != 3 or parts[0] not in ("n", "y"):
             raise AuthFailed("malformed SCRAM message", sqlstate="08P01")
@@ -145,9 +162,14 @@ def md5_expected(user: str, password: str, salt: bytes) -> str:
 
 
 class Authenticator:
-    """The configured method and users: ``{"method": ..., "users": {name: password}}``."""
+    """The configured method and users: ``{"method": ..., "users": {name: password}}``.
 
-    def __init__(self, method: str, users: dict[str, str]) -> None:
+    `lookup` (the role catalog's) gives a user's current SCRAM verifier text; without it the
+    users given here are the only ones."""
+
+    def __init__(
+        self, method: str, users: dict[str, str], lookup: Callable[[str], str | None] | None = None
+    ) -> None:
         method = method.lower()
         if method not in METHODS:
             raise ValueError(f"unknown authentication method {method!r} (use one of {', '.join(METHODS)})")
@@ -160,8 +182,20 @@ class Authenticator:
         elif len(self.passwords) != len(users):
             raise ValueError("md5 authentication needs clear-text passwords, not SCRAM verifiers")
 
+        self.lookup = lookup
+
+    def verifier(self, user: str) -> ScramVerifier | None:
+        if self.lookup is not None:
+            text = self.lookup(user)
+            return ScramVerifier.parse(text) if text else None
+        return self.verifiers.get(user)
+
+    def uses_scram(self, user: str) -> bool:
+        """Whether this user's exchange is SCRAM (md5 needs the clear-text password)."""
+        return self.method == SCRAM or user not in self.passwords
+
     def scram(self, user: str) -> ScramExchange:
-        return ScramExchange(user, self.verifiers.get(user))
+        return ScramExchange(user, self.verifier(user))
 
     def check_md5(self, user: str, salt: bytes, response: str) -> None:
         password = self.passwords.get(user)
@@ -182,3 +216,29 @@ def read_password_file(path: str) -> dict[str, str]:
             user, password = line.split(":", 1)
             users[user.strip()] = password
     return users
+
+
+class LoginThrottle:
+    """Failed logins per client host in a sliding window: after `free` failures, each further
+    one waits longer before its error is sent (doubling from `base` up to `cap` seconds), so
+    guessing passwords costs time; a success does not reset it (a guesser may know one user)."""
+
+    def __init__(self, window: float = 60.0, free: int = 3, base: float = 0.25, cap: float = 5.0) -> None:
+        self.window, self.free, self.base, self.cap = window, free, base, cap
+        self._fails: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def failed(self, host: str, now: float | None = None) -> tuple[int, float]:
+        """Record a failure; (failures in the window, seconds to wait before answering)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            q = self._fails.setdefault(host, deque())
+            q.append(now)
+            while q and q[0] <= now - self.window:
+                q.popleft()
+            n = len(q)
+            if len(self._fails) > 10_000:  # many hosts: forget the quiet ones
+                for h in [h for h, d in self._fails.items() if not d or d[-1] <= now - self.window]:
+                    del self._fails[h]
+        extra = n - self.free
+        return n, 0.0 if extra <= 0 else min(self.cap, self.base * 2 ** (extra - 1))

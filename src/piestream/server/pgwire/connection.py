@@ -42,6 +42,7 @@ from piestream.frontend.catalog import CatalogSnapshot
 from piestream.frontend.parser import ast
 from piestream.server import copy
 from piestream.server.catalog import CatalogContext, CatalogViews
+from piestream.server.pgwire.auth import AuthFailed
 from piestream.server.pgwire.extended import ExtendedQuery
 from piestream.server.pgwire.protocol import (
     Channel,
@@ -57,6 +58,8 @@ from piestream.server.pgwire.protocol import (
 from piestream.server.pgwire.rows import describe_columns, send_rows
 from piestream.server.pgwire.startup import REPORTED, apply_startup_settings, authenticate, read_startup
 from piestream.server.pgwire.statements import Prepared, prepare_script
+from piestream.server.pgwire.tls import is_loopback, refuse_clear_text
+from piestream.server.privileges import check_statement
 from piestream.server.results import QueryResult
 from piestream.server.session import Session
 
@@ -95,7 +98,6 @@ class Connection:
 
     def __init__(self, server: PgServer, sock: socket.socket, address: Any, pid: int) -> None:
         self.server = server
-        self.sock = sock
         self.address = address
         self.channel = Channel(sock)
         self.pid = pid
@@ -112,10 +114,22 @@ class Connection:
         self._cancel = threading.Event()
         self._busy = False
         self.closing = False  # server shutdown asked this connection to end
+        self.channel.stop_reading = lambda: self.closing
         self.started = time.time()
         self.query_started: float | None = None
         self.current_query = ""
         self.state = "starting"
+
+    @property
+    def sock(self) -> socket.socket:
+        """The client's socket (TLS-wrapped after an accepted SSLRequest)."""
+        return self.channel.sock
+
+    def _shutdown(self, how: int) -> None:
+        # socket.socket's own shutdown: ssl.SSLSocket.shutdown would drop the TLS state first and
+        # a FATAL sent afterwards would leave in the clear
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(self.sock, how)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -164,27 +178,39 @@ class Connection:
         with self._lock:
             self.closing = True
             idle = not self._busy
-        if idle:
-            with contextlib.suppress(OSError):
-                self.sock.shutdown(socket.SHUT_RD)  # wakes the blocked read
+        if idle and not self.channel.encrypted:  # (over TLS the read polls `closing`)
+            self._shutdown(socket.SHUT_RD)  # wakes the blocked read
 
     def force_close(self) -> None:
         self._cancel.set()
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
+        self._shutdown(socket.SHUT_RDWR)
 
     # -- startup --------------------------------------------------------------------------------
     def _startup(self) -> bool:
         ch = self.channel
-        packet = read_startup(ch, self.server.cancel)
+        packet = read_startup(ch, self.server.cancel, self.server.ssl_context)
         if packet is None:
             return False
+        if self.server.require_ssl_remote and not ch.encrypted and not is_loopback(self.address):
+            log.warning("refused a clear-text connection from %s (user %r)", self.address, packet.user)
+            raise refuse_clear_text(self.address)
         self.user = packet.user
         self.database = packet.database
         if self.server.too_many_connections():
             raise PiestreamError("sorry, too many clients already", sqlstate="53300")
-        authenticate(ch, self.server.authenticator, self.user)
+        try:
+            authenticate(ch, self.server.authenticator, self.user)
+        except AuthFailed as e:
+            self._login_failed(e)
+            raise
+        role = self.server.database.roles.get(self.user)
+        if role is None:  # trust mode (a password check fails unknown users before)
+            raise PiestreamError(f'role "{self.user}" does not exist', sqlstate="28000")
+        if not role.login:
+            raise PiestreamError(f'role "{self.user}" is not permitted to log in', sqlstate="28000")
         self.session = self.server.database.session()
+        self.session.database = self.database or self.user  # PostgreSQL's default: the user's
+        self.session.user = self.user
         self.session.notice = self._progress.put  # from the statement's worker thread
         settings = self.session.settings
         apply_startup_settings(settings, packet)
@@ -195,6 +221,19 @@ class Connection:
         self.state = "idle"
         self._ready()
         return True
+
+    def _login_failed(self, e: AuthFailed) -> None:
+        """Log a failed login (never the password) and wait as the throttle says before the
+        client hears of it, so guessing passwords from one host gets slower and slower."""
+        host = self.address[0] if isinstance(self.address, tuple) else "local"
+        n, delay = self.server.throttle.failed(str(host))
+        self.server.metrics.auth_failures += 1
+        log.warning(
+            'authentication failed for user "%s" from %s: %s (%d failures from this host in 60 s%s)',
+            self.user, host, e.message, n, f"; answering in {delay:.2f} s" if delay else "",
+        )  # fmt: skip
+        if delay:
+            time.sleep(delay)
 
     # -- the message loop -----------------------------------------------------------------------
     def _loop(self) -> None:
@@ -314,10 +353,17 @@ class Connection:
             assert stmt is not None
             session = self.session
             fn = lambda: session.execute_statement(stmt, values)  # noqa: E731
+        began = time.perf_counter()
+        metrics = self.server.metrics
         try:
             return self._wait(fn, cancellable=not isinstance(stmt, ast.Commit))
+        except PiestreamError:
+            metrics.statement_errors += 1
+            raise
         finally:
             self.state = "idle"
+            kind = "catalog" if p.catalog or stmt is None else type(stmt).__name__.lower()
+            metrics.statement_seconds.observe(kind, time.perf_counter() - began)
 
     def _wait(self, fn: Callable[[], QueryResult], *, cancellable: bool = True) -> QueryResult:
         assert self.session is not None
@@ -360,8 +406,13 @@ class Connection:
             user=self.user,
             database=self.database,
             settings=dict(self.session.settings),
+            schemas=self.session.schema_oids(),
+            search_path=self.session.committed_catalog().search_path,
             pid=self.pid,
             activity=self.server.activity(),
+            roles=self.server.database.roles.roles(),
+            owners=self.server.database.roles.owners(),
+            acls=self.server.database.roles.all_grants(),
         )
 
     def _catalog(self) -> CatalogSnapshot:
@@ -393,20 +444,26 @@ class Connection:
                 self.channel.send(b"S", parameter_status(wire, value))
 
     # -- COPY -----------------------------------------------------------------------------------
-    def _copy(self, stmt: ast.Copy) -> QueryResult:
-        """The COPY sub-protocol of a simple query: data in (CopyData ... CopyDone) or out."""
+    def copy(self, stmt: ast.Copy, params: Sequence[Any] = ()) -> QueryResult:
+        """The COPY sub-protocol, of a simple query or an Execute: data in (CopyData ... CopyDone)
+        or out (binary COPY: the rows as ready CopyData messages, one buffer)."""
         session = self.session
         assert session is not None
+        check_statement(session, stmt)  # not through Session.execute_statement
         if stmt.to_client:
             out: list[copy.CopyOut] = []
-            result = self._wait(lambda: copy.run_copy_to(session, stmt, out))
-            self.channel.send(b"H", _copy_response(out[0].ncols))
-            for line in out[0].lines:  # one CopyData per row, as PostgreSQL sends (clients parse per message)
+            result = self._wait(lambda: copy.run_copy_to(session, stmt, out, params))
+            sent = out[0]
+            self.channel.send(b"H", _copy_response(sent.ncols, binary=sent.binary))
+            if sent.messages is not None:
+                self.channel.flush()
+                self.channel.send_raw(sent.messages)
+            for line in sent.lines:  # one CopyData per row, as PostgreSQL sends (clients parse per message)
                 self.channel.send(b"d", line)
             self.channel.send(b"c")
             return result
-        ncols = copy.check_copy_from(session, stmt)
-        self.channel.send(b"G", _copy_response(ncols))
+        ncols, binary = copy.check_copy_from(session, stmt)
+        self.channel.send(b"G", _copy_response(ncols, binary=binary))
         self.channel.flush()
         parts: list[bytes] = []
         while True:
@@ -437,12 +494,12 @@ class Connection:
                     self.channel.send(b"I")
                     continue
                 if isinstance(p.stmt, ast.Copy):
-                    self.complete(self._copy(p.stmt))
+                    self.complete(self.copy(p.stmt))
                     continue
                 result = self.run_statement(p, ())
                 if result.returns_rows or p.returns_rows:
-                    self.channel.send(b"T", describe_columns(result.columns, ()))
-                    send_rows(self.channel, result, ())
+                    self.channel.send(b"T", describe_columns(result.columns, result.formats))
+                    send_rows(self.channel, result, result.formats)
                 self.complete(result)
         except PiestreamError as e:
             if isinstance(e, ProtocolViolation):
@@ -451,9 +508,10 @@ class Connection:
         self._ready()
 
 
-def _copy_response(ncols: int) -> bytes:
-    """CopyInResponse / CopyOutResponse body: text format for the whole copy and each column."""
-    return b"\x00" + int16(ncols) + int16(0) * ncols
+def _copy_response(ncols: int, *, binary: bool = False) -> bytes:
+    """CopyInResponse / CopyOutResponse body: the format of the whole copy and of each column."""
+    code = 1 if binary else 0
+    return bytes([code]) + int16(ncols) + int16(code) * ncols
 
 
 def _internal_errors(fn: Callable[[], QueryResult]) -> QueryResult:

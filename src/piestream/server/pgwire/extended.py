@@ -17,6 +17,7 @@ from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.types import DataType
 from piestream.expr.expr import Literal
 from piestream.frontend.parser import ast
+from piestream.server import cursors
 from piestream.server.pgwire import codec, params
 from piestream.server.pgwire.protocol import (
     MessageReader,
@@ -28,7 +29,6 @@ from piestream.server.pgwire.rows import describe_columns, send_rows
 from piestream.server.pgwire.statements import Prepared, max_parameter, prepare_one
 from piestream.server.query import bind as bind_query
 from piestream.server.results import QueryResult
-from piestream.server.subscriptions import fetch_columns
 
 if TYPE_CHECKING:
     from piestream.server.pgwire.connection import Connection
@@ -153,7 +153,12 @@ class ExtendedQuery:
         elif what == b"P":
             portal = self.portals.get(name)
             if portal is None:
-                raise PiestreamError(f'portal "{name}" does not exist', sqlstate="34000")
+                assert self.conn.session is not None
+                columns = cursors.portal_columns(self.conn.session, name) if name else None
+                if columns is None:
+                    raise PiestreamError(f'portal "{name}" does not exist', sqlstate="34000")
+                self.conn.channel.send(b"T", describe_columns(columns, ()))  # a DECLAREd cursor
+                return
             p = portal.statement.prepared
             if p.empty or not (p.returns_rows or p.catalog):
                 self.conn.channel.send(b"n")
@@ -177,7 +182,7 @@ class ExtendedQuery:
             bound = bind_query(self.conn.session, p.stmt.query, dummies)
             columns = list(zip(bound.names, bound.types, strict=True))
         elif isinstance(p.stmt, ast.Fetch):  # describing must not consume the cursor's rows
-            columns = fetch_columns(self.conn.session, p.stmt)
+            columns = cursors.fetch_columns(self.conn.session, p.stmt)
         else:  # SHOW / EXPLAIN / DESCRIBE / catalog queries: side-effect free, so just run them
             columns = self.conn.run_statement(p, dummies).columns
         statement.described = columns
@@ -193,6 +198,11 @@ class ExtendedQuery:
         p = portal.statement.prepared
         if p.empty:
             self.conn.channel.send(b"I")
+            return
+        if isinstance(p.stmt, ast.Copy):  # the COPY sub-protocol, then CommandComplete
+            if portal.result is None:
+                portal.result = self.conn.copy(p.stmt, portal.params)
+            self.conn.complete(portal.result)
             return
         if portal.result is None:
             portal.result = self.conn.run_statement(p, portal.params)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from piestream.common.errors import PiestreamError
@@ -87,11 +87,18 @@ class MessageReader:
         return self._take(self.remaining())
 
 
+_TLS_POLL_SECONDS = 0.25
+
+
 class Channel:
     """A client socket: blocking reads of whole messages, buffered writes flushed on demand."""
 
     def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
+        self.sock = sock  # an ssl.SSLSocket once the client asked for TLS
+        self.encrypted = False
+        #: over TLS, a blocked read is woken by polling this (a shutdown(SHUT_RD) of the socket
+        #: would break the TLS session, and the FATAL that follows could not be sent)
+        self.stop_reading: Callable[[], bool] | None = None
         self._out = bytearray()
 
     # -- reading --------------------------------------------------------------------------------
@@ -99,13 +106,27 @@ class Channel:
         buf = bytearray()
         while len(buf) < n:
             try:
-                chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+                chunk = self._recv(min(n - len(buf), 1 << 20))
             except OSError as e:
                 raise ClientGone(str(e)) from None
             if not chunk:
                 raise ClientGone("connection closed by client")
             buf += chunk
         return bytes(buf)
+
+    def _recv(self, size: int) -> bytes:
+        if not self.encrypted or self.stop_reading is None:
+            return self.sock.recv(size)
+        self.sock.settimeout(_TLS_POLL_SECONDS)  # a timeout leaves the TLS session intact
+        try:
+            while True:
+                try:
+                    return self.sock.recv(size)
+                except TimeoutError:
+                    if self.stop_reading():
+                        raise ClientGone("the server is shutting down") from None
+        finally:
+            self.sock.settimeout(None)
 
     def read_startup(self) -> tuple[int, MessageReader]:
         """The untyped first packet: (protocol code, body after the code)."""

@@ -16,18 +16,38 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
+from piestream.common.metrics import LabelledHistograms
+from piestream.meta.roles import RoleCatalog
 from piestream.server.database import Database
-from piestream.server.pgwire.auth import Authenticator
+from piestream.server.pgwire.auth import Authenticator, LoginThrottle, ScramVerifier
 from piestream.server.pgwire.connection import Connection
+from piestream.server.pgwire.tls import TlsConfig
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 4566
 DEFAULT_HOST = "127.0.0.1"
+
+
+def _password_of(roles: RoleCatalog, user: str) -> str | None:
+    r = roles.get(user)
+    return r.password if r is not None else None  # NOLOGIN is refused after authentication
+
+
+@dataclass
+class PgwireMetrics:
+    """What /metrics reports of the wire protocol, updated per connection and per statement."""
+
+    connections: int = 0  # accepted since start
+    statement_seconds: LabelledHistograms = field(default_factory=LabelledHistograms)  # by statement kind
+    statement_errors: int = 0
+    auth_failures: int = 0
 
 
 class PgServer:
@@ -43,13 +63,29 @@ class PgServer:
         max_connections: int = 100,
         shutdown_timeout: float = 10.0,
         close_database: bool = True,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.database = database
         self.host = host
         self.port = port
-        self.authenticator = (
-            Authenticator(auth.get("method", "scram-sha-256"), dict(auth.get("users", {}))) if auth else None
-        )
+        self.authenticator: Authenticator | None = None
+        if auth:
+            users = dict(auth.get("users", {}))
+            roles = database.roles
+            # the file's users log in with the file's passwords (as superusers when new)
+            roles.seed(
+                {
+                    u: (ScramVerifier.parse(p) or ScramVerifier.from_password(p)).text()
+                    for u, p in users.items()
+                }
+            )
+            self.authenticator = Authenticator(
+                auth.get("method", "scram-sha-256"), users, lookup=lambda u: _password_of(roles, u)
+            )
+        self.throttle = LoginThrottle()
+        self.tls = tls
+        self.ssl_context: ssl.SSLContext | None = tls.context() if tls is not None else None
+        self.require_ssl_remote = tls is not None and tls.require_remote
         self.max_connections = max_connections
         self.shutdown_timeout = shutdown_timeout
         self.close_database = close_database
@@ -61,6 +97,7 @@ class PgServer:
         self._connections: dict[int, Connection] = {}
         self._threads: dict[int, threading.Thread] = {}
         self._pids = itertools.count((os.getpid() % 10_000) * 100 + 1)
+        self.metrics = PgwireMetrics()
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> PgServer:
@@ -143,6 +180,7 @@ class PgServer:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = Connection(self, sock, address, next(self._pids))
+            self.metrics.connections += 1
             thread = threading.Thread(target=conn.run, name=f"piestream-conn-{conn.pid}", daemon=True)
             with self._lock:
                 self._connections[conn.pid] = conn
@@ -157,6 +195,11 @@ class PgServer:
     def too_many_connections(self) -> bool:
         with self._lock:
             return len(self._connections) > self.max_connections
+
+    def sessions(self) -> int:
+        """Connections past their start-up (authenticated), as pg_stat_activity counts them."""
+        with self._lock:
+            return sum(1 for c in self._connections.values() if c.state not in ("starting", "closed"))
 
     def cancel(self, pid: int, secret: int) -> None:
         """A CancelRequest: only the right (pid, secret key) pair cancels anything."""

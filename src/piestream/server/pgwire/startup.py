@@ -1,7 +1,8 @@
 """Connection startup: the startup packet, authentication, and the session's initial settings.
 
-Before a session exists the client may ask for TLS or GSS encryption (refused: it goes on in the
-clear) or send a CancelRequest for another connection instead. The startup packet names the
+Before a session exists the client may ask for TLS (accepted when the server has a certificate:
+the connection goes on over TLS; `tls`) or GSS encryption (refused: it goes on in the clear) or
+send a CancelRequest for another connection instead. The startup packet names the
 protocol version (3.0; newer minor versions and ``_pq_.`` options are answered with
 NegotiateProtocolVersion), the user, the database and settings, including ``options``
 (``-c name=value``). Authentication is trust, md5 or SCRAM-SHA-256, as the server is configured
@@ -10,7 +11,9 @@ NegotiateProtocolVersion), the user, the database and settings, including ``opti
 
 from __future__ import annotations
 
+import logging
 import secrets
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,10 +25,13 @@ from piestream.server.pgwire.protocol import (
     PROTOCOL_V3,
     SSL_REQUEST,
     Channel,
+    ClientGone,
     ProtocolViolation,
     cstr,
     int32,
 )
+
+log = logging.getLogger(__name__)
 
 #: Settings reported to the client in ParameterStatus (PostgreSQL's GUC_REPORT ones), by wire name.
 REPORTED = {
@@ -52,10 +58,27 @@ class StartupPacket:
     parameters: dict[str, str]
 
 
-def read_startup(ch: Channel, cancel: Callable[[int, int], None]) -> StartupPacket | None:
-    """The client's startup packet, or None when it sent a CancelRequest (passed on to `cancel`)."""
+def read_startup(
+    ch: Channel, cancel: Callable[[int, int], None], tls: ssl.SSLContext | None = None
+) -> StartupPacket | None:
+    """The client's startup packet, or None when it sent a CancelRequest (passed on to `cancel`).
+    With `tls`, an SSLRequest is answered 'S' and `ch` continues over TLS (`ch.encrypted`)."""
     while True:
         code, r = ch.read_startup()
+        if code == SSL_REQUEST and tls is not None and not ch.encrypted:
+            ch.send_raw(b"S")
+            ch.flush()
+            # nothing the client sent after the SSLRequest is buffered here (the channel reads
+            # exact lengths), so no clear-text bytes can be taken as sent under TLS
+            try:
+                ch.sock = tls.wrap_socket(ch.sock, server_side=True)
+            except (ssl.SSLError, OSError) as e:
+                log.info("TLS handshake failed: %s", e)
+                raise ClientGone(f"TLS handshake failed: {e}") from None
+            ch.encrypted = True
+            continue
+        if code == SSL_REQUEST and ch.encrypted:
+            raise ProtocolViolation("SSLRequest on a connection already using TLS")
         if code in (SSL_REQUEST, GSSENC_REQUEST):
             ch.send_raw(b"N")  # no TLS / GSS encryption: the client goes on in the clear
             ch.flush()
@@ -95,7 +118,7 @@ def authenticate(ch: Channel, authenticator: auth.Authenticator | None, user: st
     if authenticator is None:
         ch.send(b"R", int32(0))
         return
-    if authenticator.method == auth.MD5:
+    if not authenticator.uses_scram(user):
         salt = secrets.token_bytes(4)
         ch.send(b"R", int32(5) + salt)
         ch.flush()

@@ -40,6 +40,8 @@ class Prepared:
         """Whether running it yields rows (known without running it)."""
         if self.catalog:
             return True
+        if isinstance(self.stmt, ast.Fetch):
+            return not self.stmt.move
         return isinstance(
             self.stmt,
             ast.Query

@@ -6,6 +6,9 @@ table ordered by the compared key, so a moving RHS is a range scan rather than a
 
 - Left chunks are stored (rows with a NULL key never pass, so they are not stored) and filtered
   against the *committed* RHS: the output so far is exactly "stored rows passing the committed RHS".
+- A temporal filter's RHS (``now() - INTERVAL '1 hour'``) never decreases: then only rows whose
+  outcome can still change are stored (for ``>``: the passing ones, which will leave; for ``<``:
+  the failing ones, which will enter), and a barrier drops the rows it just settled for good.
 - On the barrier, if the RHS changed this epoch, the rows between the old and the new value (in
   every owned vnode) enter or leave the condition: they are emitted as Inserts or Deletes, then the
   new RHS is committed. A NULL (or absent) RHS lets nothing pass.
@@ -22,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from piestream.common.chunk import Op, StreamChunk, filter_mask
+from piestream.common.chunk import DataChunk, Op, StreamChunk, filter_mask
 from piestream.common.order import ASC
 from piestream.common.scalar import Datum
 from piestream.encoding import memcomparable
@@ -49,6 +52,7 @@ class DynamicFilterExecutor(Executor):
         self.key_type = node.left.schema[node.key_col].data_type
         self.upper = node.comparator in (">", ">=")  # passing keys form an upper (else lower) ray
         self.inclusive = node.comparator in ("<=", ">=")
+        self.non_decreasing = node.rhs_non_decreasing
         self.writes_rhs = 0 in ctx.vnodes  # one actor writes the broadcast RHS's shared table
         self._committed: Datum = _UNCHANGED  # read lazily from the right table
         self._staged: Datum = _UNCHANGED
@@ -76,17 +80,32 @@ class DynamicFilterExecutor(Executor):
             return []
         key = c.columns[self.key_col]
         valid = np.asarray(key.is_valid().to_numpy(zero_copy_only=False), np.bool_)
-        self.left.write_chunk(c if valid.all() else c.take(np.flatnonzero(valid)))
         rhs = self.committed_rhs
         if rhs is None:
+            self._store(c, valid)
             return []
         keys = memcomparable.encode_columns_arrow([key], [self.key_type], [ASC])
         keep = valid & filter_mask(_ARROW_CMP[self.op](keys, pa.scalar(self._enc(rhs), keys.type)))
+        if not self.non_decreasing:
+            self._store(c, valid)
+        else:
+            # an upper ray only shrinks: a row failing now fails forever; a lower ray only
+            # grows: a row passing now passes forever. Neither needs its row stored.
+            self._store(c, keep if self.upper else valid & ~keep)
         if not keep.any():
             return []
         if keep.all():
             return [c]
         return [StreamChunk(fix_update_pairs(c.ops, keep), c.columns, keep, c.capacity).compact()]
+
+    def _store(self, c: StreamChunk, mask: np.ndarray) -> None:
+        """Write the rows of `mask` to the left table (a broken update pair's half as I / D)."""
+        if mask.all():
+            self.left.write_chunk(c)
+        elif mask.any():
+            self.left.write_chunk(
+                StreamChunk(fix_update_pairs(c.ops, mask), c.columns, mask, c.capacity).compact()
+            )
 
     # -- barrier --------------------------------------------------------------------------------
     def _ray(self, value: Datum) -> SubRange:
@@ -122,10 +141,10 @@ class DynamicFilterExecutor(Executor):
             if change is not None:
                 op, sub = change
                 # all owned vnodes; the scan yields Arrow chunks, emitted as they are
-                out.extend(
-                    StreamChunk(np.full(data.capacity, op, np.int8), data.columns)
-                    for data in self.left.iter_chunks_with_prefix((), sub)
-                )
+                moved = list(self.left.iter_chunks_with_prefix((), sub))  # read all before writing
+                out.extend(StreamChunk(np.full(d.capacity, op, np.int8), d.columns) for d in moved)
+                if self.non_decreasing and new is not None:
+                    self._clean(old, new, moved)
             if self.writes_rhs:
                 row = self.right.get_row(())
                 if row is None:
@@ -136,3 +155,13 @@ class DynamicFilterExecutor(Executor):
             self._staged = _UNCHANGED
         self.commit_state(barrier)
         return out
+
+    def _clean(self, old: Datum, new: Datum, moved: list[DataChunk]) -> None:
+        """Under a non-decreasing RHS, drop the stored rows whose outcome is now final: the rows
+        that just moved (out of an upper ray, into a lower one), and on the first value of an
+        upper ray the rows below it. Deleting only what moved keeps each scan off the older
+        tombstones below the bound."""
+        if self.upper and old is None:
+            moved = list(self.left.iter_chunks_with_prefix((), (None, Bound((new,), not self.inclusive))))
+        for data in moved:
+            self.left.write_chunk(StreamChunk(np.full(data.capacity, Op.DELETE, np.int8), data.columns))

@@ -53,6 +53,7 @@ class MaterializeExecutor(Executor):
         self.state.write_chunk(c)
         if self.cache is not None:
             self._write_through(c, keys)
+        self.ctx.count("rows.mview", c.cardinality)  # for /metrics, per chunk
         return [c]
 
     def _pk_keys(self, c: StreamChunk) -> Ragged:

@@ -62,6 +62,7 @@ class SinkExecutor(Executor):
         c = chunk.compact()
         if c.capacity:
             self.chunks.append(c)
+            self.ctx.count("rows.sink", c.cardinality)  # for /metrics, per chunk
         return []
 
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:

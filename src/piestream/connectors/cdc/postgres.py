@@ -1,0 +1,751 @@
+"""The ``postgres-cdc`` source connector: a PostgreSQL table followed through logical replication
+(the built-in ``pgoutput`` plugin), snapshot first, then its change stream, exactly once.
+
+One split per table, with its own replication slot. The split's offset (`CdcOffset`) is state.
+
+- **Snapshot.** The first read creates the slot inside a REPEATABLE READ transaction with
+  ``USE_SNAPSHOT``: that transaction sees the table exactly as of the slot's consistent point C,
+  and the slot streams every transaction committing at or after C, so the copy and the stream
+  meet with no gap and no duplicate. The copy is chunked by primary key (keyset pagination,
+  ``COPY (SELECT ... WHERE pk > cursor ORDER BY pk LIMIT n)``), one chunk per epoch, the cursor
+  in the offset. The snapshot lives in this process's connection; after a restart (or a move to
+  another process) the copy goes on from the cursor in a fresh snapshot (a temporary slot's, at
+  L > C). The stream still starts at C: changes of [C, L) replay over rows already at L, which
+  the table's upsert semantics (a primary key, ON CONFLICT overwrite) turn into the same final
+  rows, and keys copied before the restart get their changes from C on. Never a re-snapshot.
+- **Stream.** ``pg_logical_slot_peek_binary_changes`` (repeatable: a retried epoch reads the
+  same changes) from the committed LSN; the slot is advanced (``pg_replication_slot_advance``,
+  the feedback) only to an offset whose epoch is durable (`PgCdcReader.ack`), so the slot keeps
+  the WAL piestream has not committed and any restart resumes exactly.
+- Inserts and updates become upserts (INSERT of the new row), deletes a DELETE of the key; an
+  update that changes the key deletes the old one. A TOASTed column the upstream did not resend
+  is taken from the old row (REPLICA IDENTITY FULL) or an earlier change of the same read.
+- **Faults.** The upstream down: the read returns nothing and retries with back-off (the error
+  is logged and kept for the operations view); the slot gone while the offset says it was
+  created: the job fails with a clear error.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from piestream.common.chunk import Op
+from piestream.common.epoch import EpochPair
+from piestream.common.errors import FeatureNotSupported, PiestreamError
+from piestream.common.types import DataType
+from piestream.connectors.cdc import pgoutput as po
+from piestream.connectors.cdc.offset import CdcOffset, lsn_text, parse_lsn
+from piestream.connectors.options import InvalidOption, parse_bool, parse_int, source_limits
+from piestream.plan.source import SourceLimits, SourceSpec
+from piestream.stream.connector import ReadResult, SourceReader
+
+log = logging.getLogger(__name__)
+
+#: Session settings of every connection: the text forms the decoder and the copy parse.
+_SESSION = (
+    "-c TimeZone=UTC -c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3 "
+    "-c bytea_output=hex"
+)
+_REQUIRED = ("hostname", "username", "database.name")
+
+
+class CdcError(PiestreamError):
+    """The upstream refused or lost something piestream needs (the job cannot go on)."""
+
+    sqlstate = "55000"  # object_not_in_prerequisite_state
+
+
+class UpstreamUnavailable(PiestreamError):
+    sqlstate = "08001"
+
+
+@dataclass(frozen=True)
+class PgCdcConfig:
+    """A postgres-cdc table's options (RisingWave's names)."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    database: str
+    schema: str
+    table: str
+    slot: str
+    publication: str
+    publication_create: bool
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+    def connect(self, *, replication: bool = False, timeout: int = 5) -> Any:
+        import psycopg2
+        import psycopg2.extras
+
+        kwargs: dict[str, Any] = {}
+        if replication:
+            kwargs["connection_factory"] = psycopg2.extras.LogicalReplicationConnection
+        try:
+            conn = psycopg2.connect(
+                host=self.host, port=self.port, user=self.user, password=self.password,
+                dbname=self.database, connect_timeout=timeout, options=_SESSION,
+                application_name="piestream-cdc", **kwargs,
+            )  # fmt: skip
+        except psycopg2.OperationalError as e:
+            raise UpstreamUnavailable(
+                f"postgres-cdc: cannot connect to PostgreSQL at {self.host}:{self.port} "
+                f'(database "{self.database}", user "{self.user}"): {str(e).strip()}'
+            ) from None
+        if not replication:
+            conn.autocommit = True
+        return conn
+
+
+def pg_config(spec: SourceSpec) -> PgCdcConfig:
+    o = spec.options
+    for k in _REQUIRED:
+        if not o.get(k):
+            raise InvalidOption(f"postgres-cdc needs the option {k}")
+    table = o.get("table.name") or ""
+    schema = o.get("schema.name") or "public"
+    if "." in table:  # 'schema.table'
+        schema, table = table.split(".", 1)
+    if not table:
+        raise InvalidOption(
+            "postgres-cdc needs table.name (or CREATE TABLE ... FROM source TABLE 'schema.table')"
+        )
+    slot = o.get("slot.name") or f"piestream_{schema}_{table}"
+    if not slot.replace("_", "").isalnum() or not slot.islower() or len(slot) > 63:
+        raise InvalidOption(f'slot.name "{slot}": lower-case letters, digits and _ only, at most 63')
+    return PgCdcConfig(
+        host=o["hostname"],
+        port=parse_int("port", o.get("port") or "5432", minimum=1),
+        user=o["username"],
+        password=o.get("password") or "",
+        database=o["database.name"],
+        schema=schema,
+        table=table,
+        slot=slot,
+        publication=o.get("publication.name") or "piestream_publication",
+        publication_create=parse_bool(
+            "publication.create.enable", o.get("publication.create.enable") or "true"
+        ),
+    )
+
+
+# -- upstream catalog ------------------------------------------------------------------------------
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class UpstreamTable:
+    columns: dict[str, tuple[int, str]]  # name -> (type oid, format_type text)
+    pk: tuple[str, ...]
+    replica_identity: str
+
+
+def upstream_table(cur: Any, cfg: PgCdcConfig) -> UpstreamTable:
+    cur.execute(
+        "SELECT c.oid, c.relreplident FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')",
+        (cfg.schema, cfg.table),
+    )
+    row = cur.fetchone()
+    if row is None:
+        raise CdcError(f'postgres-cdc: upstream table "{cfg.qualified}" does not exist', sqlstate="42P01")
+    oid, ident = row
+    cur.execute(
+        "SELECT attname, atttypid, format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+        (oid,),
+    )
+    cols = {r[0]: (int(r[1]), str(r[2])) for r in cur.fetchall()}
+    cur.execute(
+        "SELECT a.attname FROM pg_index i JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(att, pos) ON true "
+        "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.att "
+        "WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.pos",
+        (oid,),
+    )
+    return UpstreamTable(cols, tuple(r[0] for r in cur.fetchall()), str(ident))
+
+
+def check_source(spec: SourceSpec) -> None:
+    """CREATE SOURCE of a shared CDC source: the server answers with these credentials, has
+    ``wal_level = logical``, and the publication exists or may be created (it is, empty)."""
+    cfg = pg_config(replace(spec, options={"table.name": "source", **spec.options}))  # its tables name theirs
+    conn = cfg.connect()
+    try:
+        cur = conn.cursor()
+        _check_wal_level(cur)
+        if not _publication(cur, cfg) and cfg.publication_create:
+            cur.execute(f"CREATE PUBLICATION {_quote(cfg.publication)}")
+    finally:
+        conn.close()
+
+
+def _check_wal_level(cur: Any) -> None:
+    cur.execute("SHOW wal_level")
+    if cur.fetchone()[0] != "logical":
+        raise CdcError("postgres-cdc: the upstream needs wal_level = logical")
+
+
+def _publication(cur: Any, cfg: PgCdcConfig) -> tuple[bool] | None:
+    """The publication's (puballtables,), None when it does not exist; refused when it does not
+    exist and may not be created."""
+    cur.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (cfg.publication,))
+    pub = cur.fetchone()
+    if pub is None and not cfg.publication_create:
+        raise CdcError(
+            f'postgres-cdc: publication "{cfg.publication}" does not exist '
+            "(publication.create.enable = false)",
+            sqlstate="42704",
+        )
+    return None if pub is None else (bool(pub[0]),)
+
+
+def check_upstream(spec: SourceSpec, pk: Sequence[str]) -> PgCdcConfig:
+    """What CREATE TABLE checks before anything is made: the server answers with these
+    credentials, ``wal_level = logical``, the table exists with a primary key equal to the
+    declared one and a followed type for every declared column, the slot is not someone
+    else's; then the publication includes the table, or (``publication.create.enable``) is
+    created or extended to it — the last step, so a refused CREATE makes nothing upstream."""
+    cfg = pg_config(spec)
+    if not pk:
+        raise InvalidOption(f'a postgres-cdc table needs a PRIMARY KEY ("{spec.name}" has none)')
+    conn = cfg.connect()
+    try:
+        cur = conn.cursor()
+        _check_wal_level(cur)
+        up = upstream_table(cur, cfg)
+        for name, t in spec.columns:
+            if name not in up.columns:
+                raise CdcError(
+                    f'postgres-cdc: column "{name}" does not exist in upstream table "{cfg.qualified}"'
+                )
+            oid, text = up.columns[name]
+            if not po.compatible(oid, t):
+                known = oid in po.PG_TYPES or oid in po.PG_ARRAYS
+                raise FeatureNotSupported(
+                    f'postgres-cdc: column "{name}" has upstream type {text}, '
+                    + (f"which does not map to {t}" if known else "which is not supported")
+                )
+        if tuple(pk) != up.pk:
+            raise InvalidOption(
+                f"postgres-cdc: the PRIMARY KEY ({', '.join(pk)}) must be the upstream table's "
+                f"({', '.join(up.pk) or 'none'})"
+            )
+        cur.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (cfg.slot,))
+        if cur.fetchone() is not None:
+            raise CdcError(f'postgres-cdc: replication slot "{cfg.slot}" already exists', sqlstate="42710")
+        pub = _publication(cur, cfg)
+        target = f"{_quote(cfg.schema)}.{_quote(cfg.table)}"
+        if pub is None:
+            cur.execute(f"CREATE PUBLICATION {_quote(cfg.publication)} FOR TABLE {target}")
+        elif not pub[0]:
+            cur.execute(
+                "SELECT 1 FROM pg_publication_tables "
+                "WHERE pubname = %s AND schemaname = %s AND tablename = %s",
+                (cfg.publication, cfg.schema, cfg.table),
+            )
+            if cur.fetchone() is None:
+                if not cfg.publication_create:
+                    raise CdcError(
+                        f'postgres-cdc: publication "{cfg.publication}" does not include '
+                        f'table "{cfg.qualified}"',
+                        sqlstate="42704",
+                    )
+                cur.execute(f"ALTER PUBLICATION {_quote(cfg.publication)} ADD TABLE {target}")
+    finally:
+        conn.close()
+    return cfg
+
+
+def drop_slot(cfg: PgCdcConfig) -> bool:
+    """Drop the table's slot (DROP TABLE / SOURCE); False when it is not there."""
+    conn = cfg.connect()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (cfg.slot,))
+        row = cur.fetchone()
+        if row is None:
+            return False
+        if row[0] is not None:
+            cur.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+        cur.execute("SELECT pg_drop_replication_slot(%s)", (cfg.slot,))
+        return True
+    finally:
+        conn.close()
+
+
+# -- the reader ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Snapshot:
+    """An open REPEATABLE READ transaction holding an exported snapshot (this process only)."""
+
+    conn: Any
+    lsn: int
+
+    def close(self) -> None:
+        with suppress(Exception):
+            self.conn.close()  # ends the transaction; a temporary slot goes with it
+
+
+_SNAPSHOTS: dict[str, _Snapshot] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass
+class Health:
+    """What the operations view shows of one slot (this process's view)."""
+
+    last_error: str | None = None
+    last_error_at: float | None = None
+    retry_at: float = 0.0
+    failures: int = 0
+    rows: int = 0
+    confirmed_lsn: int | None = None
+
+
+HEALTH: dict[str, Health] = {}
+
+
+@dataclass(frozen=True)
+class PgCdcReader:
+    cfg: PgCdcConfig
+    columns: tuple[tuple[str, DataType], ...]
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    _pk: list[tuple[str, ...]] = field(default_factory=list, compare=False)
+
+    def splits(self) -> list[str]:
+        return [self.cfg.qualified]
+
+    # -- read ---------------------------------------------------------------------------------
+
+    def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
+        health = HEALTH.setdefault(self.cfg.slot, Health())
+        if time.monotonic() < health.retry_at:
+            return ReadResult([], offset or "", 0)
+        import psycopg2
+
+        try:
+            result = self._read(offset or None, budget)
+        except (UpstreamUnavailable, psycopg2.OperationalError, psycopg2.InterfaceError) as e:
+            # a lost connection mid-read is the same fault: nothing read, retried later
+            self._failed(health, e)
+            self._drop_snapshot()
+            _drop_sql_conn(self.cfg)
+            return ReadResult(
+                [], offset or "", 0, errors=[(UpstreamUnavailable.sqlstate, health.last_error or "")]
+            )
+        health.failures = 0
+        health.rows += result.consumed
+        return result
+
+    def _failed(self, health: Health, e: Exception) -> None:
+        health.failures += 1
+        delay = min(self.max_backoff_s, self.backoff_s * 2 ** (health.failures - 1))
+        health.retry_at = time.monotonic() + delay
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        health.last_error = f"postgres-cdc {self.cfg.qualified}: {first} (retrying in {delay:.0f}s)"
+        health.last_error_at = time.time()
+        log.warning("%s", health.last_error)
+
+    def _read(self, offset: str | None, budget: int) -> ReadResult:
+        if offset is None:
+            off = self._start()
+        else:
+            off = CdcOffset.from_json(offset)
+        if off.phase == "snapshot":
+            return self._snapshot_chunk(off, budget)
+        return self._stream(off, budget)
+
+    # -- snapshot -------------------------------------------------------------------------------
+
+    def _start(self) -> CdcOffset:
+        """Create the slot in a transaction that keeps its snapshot (its consistent point C)."""
+        import psycopg2
+
+        conn = self.cfg.connect(replication=True)
+        cur = conn.cursor()
+        cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        try:
+            cur.execute(f"CREATE_REPLICATION_SLOT {self.cfg.slot} LOGICAL pgoutput USE_SNAPSHOT")
+        except psycopg2.errors.DuplicateObject:
+            # an earlier attempt of this first epoch created it (the slot name is this table's):
+            # stream from its start, copy in a fresh snapshot
+            conn.close()
+            start = self._slot_lsn(required=True)
+            assert start is not None
+            return CdcOffset("snapshot", start)
+        lsn = parse_lsn(cur.fetchone()[1])
+        self._keep_snapshot(_Snapshot(conn, lsn))
+        return CdcOffset("snapshot", lsn)
+
+    def _keep_snapshot(self, snap: _Snapshot) -> None:
+        with _LOCK:
+            old = _SNAPSHOTS.pop(self.cfg.slot, None)
+            _SNAPSHOTS[self.cfg.slot] = snap
+        if old is not None:
+            old.close()
+
+    def _drop_snapshot(self) -> None:
+        with _LOCK:
+            old = _SNAPSHOTS.pop(self.cfg.slot, None)
+        if old is not None:
+            old.close()
+
+    def _snapshot(self) -> _Snapshot:
+        with _LOCK:
+            snap = _SNAPSHOTS.get(self.cfg.slot)
+        if snap is not None:
+            return snap
+        self._slot_lsn(required=True)  # the stream must still be there to copy for it
+        conn = self.cfg.connect(replication=True)
+        cur = conn.cursor()
+        cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        name = f"{self.cfg.slot[:40]}_snap_{int(time.time() * 1000) % 10**9}"
+        cur.execute(f"CREATE_REPLICATION_SLOT {name} TEMPORARY LOGICAL pgoutput USE_SNAPSHOT")
+        snap = _Snapshot(conn, parse_lsn(cur.fetchone()[1]))
+        self._keep_snapshot(snap)
+        return snap
+
+    def pk(self, cur: Any) -> tuple[str, ...]:
+        if not self._pk:
+            self._pk.append(upstream_table(cur, self.cfg).pk)
+        return self._pk[0]
+
+    def _snapshot_chunk(self, off: CdcOffset, budget: int) -> ReadResult:
+        snap = self._snapshot()
+        cur = snap.conn.cursor()
+        up = upstream_table(cur, self.cfg)
+        pk = self.pk(cur)
+        names = [n for n, _ in self.columns]
+        sel = ", ".join(_quote(n) for n in names)
+        keys = ", ".join(_quote(k) for k in pk)
+        where = ""
+        if off.cursor is not None:
+            lits = ", ".join(
+                cur.mogrify("%s::" + up.columns[k][1], (v,)).decode()
+                for k, v in zip(pk, off.cursor, strict=True)
+            )
+            where = f" WHERE ({keys}) > ({lits})"
+        table = f"{_quote(self.cfg.schema)}.{_quote(self.cfg.table)}"
+        buf = io.BytesIO()
+        cur.copy_expert(
+            f"COPY (SELECT {sel} FROM {table}{where} ORDER BY {keys} LIMIT {int(budget)}) "
+            "TO STDOUT WITH (FORMAT csv, FORCE_QUOTE *)",
+            buf,
+        )
+        text = _csv_columns(buf.getvalue(), names)
+        n = text.num_rows
+        cols = [po.to_arrow(text.column(i).combine_chunks(), t) for i, (_, t) in enumerate(self.columns)]
+        batches = [pa.RecordBatch.from_arrays(cols, names=names)] if n else []
+        if n < budget:  # the copy is complete: stream from the slot's start
+            self._drop_snapshot()
+            new = CdcOffset("stream", off.lsn, None, 0, off.snapshot_rows + n)
+        else:
+            last = tuple(str(text.column(names.index(k))[n - 1].as_py()) for k in pk)
+            new = CdcOffset("snapshot", off.lsn, last, 0, off.snapshot_rows + n)
+        return ReadResult(batches, new.to_json(), n, ops=[np.full(n, Op.INSERT, np.int8)] if n else [])
+
+    # -- stream ---------------------------------------------------------------------------------
+
+    def _slot_lsn(self, *, required: bool) -> int | None:
+        """The slot's confirmed LSN; a missing slot is fatal when `required`."""
+        with self._sql() as cur:
+            cur.execute(
+                "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = %s", (self.cfg.slot,)
+            )
+            row = cur.fetchone()
+        if row is None:
+            if required:
+                raise CdcError(
+                    f'postgres-cdc: replication slot "{self.cfg.slot}" of table "{self.cfg.qualified}" '
+                    "no longer exists upstream: the changes since the last commit are lost, so the "
+                    "table cannot resume (it is never copied again silently); drop and recreate it",
+                    sqlstate="55000",
+                )
+            return None
+        return parse_lsn(row[0]) if row[0] else None
+
+    @contextmanager
+    def _sql(self) -> Iterator[Any]:
+        conn = _sql_conn(self.cfg)
+        try:
+            yield conn.cursor()
+        except Exception:
+            _drop_sql_conn(self.cfg)
+            raise
+
+    def _stream(self, off: CdcOffset, budget: int) -> ReadResult:
+        limit = budget + 1000
+        while True:
+            rows = self._peek(limit)
+            changes = _Changes(self, off, budget)
+            changes.feed(po.decode(bytes(r[0])) for r in rows)
+            if changes.full or len(rows) < limit:
+                return changes.result()
+            limit *= 4
+
+    def _peek(self, limit: int) -> list[Any]:
+        """The slot's next changes (not consumed). The driver's ack advances the same slot and
+        holds it for a moment: a peek that meets it waits and tries again."""
+        import psycopg2
+
+        for attempt in range(5):
+            try:
+                with self._sql() as cur:
+                    cur.execute(
+                        "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, NULL, %s, "
+                        "'proto_version', '1', 'publication_names', %s)",
+                        (self.cfg.slot, limit, self.cfg.publication),
+                    )
+                    return list(cur.fetchall())
+            except psycopg2.errors.UndefinedObject as e:
+                if "replication slot" in str(e):
+                    self._slot_lsn(required=True)
+                raise CdcError(f"postgres-cdc {self.cfg.qualified}: {str(e).strip()}") from None
+            except psycopg2.errors.ObjectInUse:
+                time.sleep(0.05 * (attempt + 1))
+        raise UpstreamUnavailable(f'replication slot "{self.cfg.slot}" is in use by another process')
+
+    # -- ack ------------------------------------------------------------------------------------
+
+    def ack(self, split: str, committed_offset: str) -> None:
+        """Confirm to PostgreSQL what a durable epoch committed (the slot may free its WAL)."""
+        import psycopg2
+
+        off = CdcOffset.from_json(committed_offset)
+        if off.phase != "stream":
+            return  # the slot keeps everything since its consistent point until the copy is done
+        try:
+            self._advance(off)
+        except (UpstreamUnavailable, psycopg2.Error) as e:  # the next ack confirms it
+            log.info("postgres-cdc %s: the ack waits: %s", self.cfg.qualified, str(e).strip())
+
+    def _advance(self, off: CdcOffset) -> None:
+        with self._sql() as cur:
+            cur.execute(
+                "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = %s", (self.cfg.slot,)
+            )
+            row = cur.fetchone()
+            if row is None or parse_lsn(row[0]) >= off.lsn:
+                return
+            cur.execute(
+                "SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self.cfg.slot, lsn_text(off.lsn))
+            )
+        HEALTH.setdefault(self.cfg.slot, Health()).confirmed_lsn = off.lsn
+
+
+class _Changes:
+    """One read's changes of the followed table: skips what the offset says is applied, stops
+    after `budget` changes, and converts the rows column-wise at the end."""
+
+    def __init__(self, reader: PgCdcReader, off: CdcOffset, budget: int) -> None:
+        self.reader = reader
+        self.names = [n for n, _ in reader.columns]
+        self.off = off
+        self.budget = budget
+        self.rows = po.RowBuffer(len(self.names))
+        self.ops: list[int] = []
+        self.lsn = off.lsn
+        self.applied = off.applied  # changes of the current transaction applied (earlier or now)
+        self.commit_ts = off.commit_ts_us
+        self.full = False
+        self._oid: int | None = None
+        self._map: list[int] = []  # upstream column index per piestream column
+        self._key: list[int] = []  # piestream column indexes of the key
+        self._skip = True
+        self._seen = 0  # changes of the current transaction so far
+        self._last: dict[tuple[object, ...], list[str | None]] = {}  # rows by key in this read
+
+    def feed(self, messages: Iterator[po.Message]) -> None:
+        for m in messages:  # per message: the log is a sequence
+            if isinstance(m, po.Begin):
+                self._skip = m.final_lsn < self.lsn
+                self._seen = 0
+            elif isinstance(m, po.Commit):
+                if not self._skip:
+                    self.lsn, self.applied, self.commit_ts = m.end_lsn, 0, m.commit_ts_us
+            elif isinstance(m, po.Relation):  # also in a skipped transaction: sent once per peek
+                if (m.namespace, m.name) == (self.reader.cfg.schema, self.reader.cfg.table):
+                    self._relation(m)
+            elif self._skip:
+                continue
+            elif isinstance(m, po.Insert | po.Update | po.Delete):
+                if m.oid != self._oid:
+                    continue
+                self._seen += 1
+                if self._seen <= self.applied:
+                    continue  # applied by an earlier epoch
+                if len(self.ops) >= self.budget:
+                    self.full = True
+                    return
+                self._change(m)
+                self.applied = self._seen
+            elif isinstance(m, po.Truncate) and self._oid in m.oids:
+                raise CdcError(
+                    f'postgres-cdc: upstream TRUNCATE of "{self.reader.cfg.qualified}" is not supported '
+                    "(drop and recreate the table to copy it again)"
+                )
+
+    def _relation(self, m: po.Relation) -> None:
+        up = {c.name: i for i, c in enumerate(m.columns)}
+        missing = [n for n in self.names if n not in up]
+        if missing:
+            raise CdcError(
+                f'postgres-cdc: upstream table "{m.qualified}" no longer has column "{missing[0]}"'
+            )
+        self._oid = m.oid
+        self._map = [up[n] for n in self.names]
+        pk = self.reader._pk[0] if self.reader._pk else tuple(c.name for c in m.columns if c.is_key)
+        self._key = [self.names.index(k) for k in pk]
+
+    def _pick(self, tup: tuple[po.TupleValue, ...]) -> list[Any]:
+        return [tup[i] for i in self._map]
+
+    def _emit(self, op: int, row: list[Any]) -> None:
+        key = tuple(row[i] for i in self._key)
+        if op == Op.INSERT and any(v is po.UNCHANGED for v in row):
+            prev = self._last.get(key)
+            for i, v in enumerate(row):
+                if v is po.UNCHANGED:
+                    if prev is None:
+                        raise CdcError(
+                            "postgres-cdc: upstream did not resend the unchanged TOASTed column "
+                            f'"{self.names[i]}" '
+                            f'of "{self.reader.cfg.qualified}"',
+                            hint=f"ALTER TABLE {self.reader.cfg.qualified} REPLICA IDENTITY FULL upstream",
+                        )
+                    row[i] = prev[i]
+        self._last[key] = row
+        self.rows.append(row)
+        self.ops.append(op)
+
+    def _change(self, m: po.Insert | po.Update | po.Delete) -> None:
+        if isinstance(m, po.Insert):
+            self._emit(Op.INSERT, self._pick(m.new))
+            return
+        if isinstance(m, po.Delete):
+            row = self._pick(m.old)
+            self._emit(Op.DELETE, [None if v is po.UNCHANGED else v for v in row])
+            return
+        new = self._pick(m.new)
+        if m.old is not None:
+            old = self._pick(m.old)
+            if m.old_kind == "O":
+                for i, v in enumerate(new):
+                    if v is po.UNCHANGED:
+                        new[i] = old[i]
+            if any(old[i] != new[i] for i in self._key):  # the key changed: the old key goes
+                self._emit(Op.DELETE, [None if v is po.UNCHANGED else v for v in old])
+        self._emit(Op.INSERT, new)
+
+    def result(self) -> ReadResult:
+        n = len(self.ops)
+        off = CdcOffset("stream", self.lsn, None, self.applied, self.off.snapshot_rows, self.commit_ts)
+        if not n:
+            return ReadResult([], off.to_json(), 0)
+        cols = [po.to_arrow(c, t) for c, (_, t) in zip(self.rows.columns, self.reader.columns, strict=True)]
+        batch = pa.RecordBatch.from_arrays(cols, names=self.names)
+        return ReadResult([batch], off.to_json(), n, ops=[np.asarray(self.ops, np.int8)])
+
+
+def _csv_columns(data: bytes, names: list[str]) -> pa.Table:
+    """COPY CSV with FORCE_QUOTE *: every value quoted, NULL an unquoted empty field."""
+    if not data:
+        return pa.table({n: pa.array([], pa.string()) for n in names})
+    return pacsv.read_csv(
+        io.BytesIO(data),
+        read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        convert_options=pacsv.ConvertOptions(
+            column_types=dict.fromkeys(names, pa.string()),
+            null_values=[""],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+
+
+_CONNS: dict[PgCdcConfig, Any] = {}
+
+
+def _sql_conn(cfg: PgCdcConfig) -> Any:
+    with _LOCK:
+        conn = _CONNS.get(cfg)
+    if conn is None or conn.closed:
+        conn = cfg.connect()
+        with _LOCK:
+            _CONNS[cfg] = conn
+    return conn
+
+
+def _drop_sql_conn(cfg: PgCdcConfig) -> None:
+    with _LOCK:
+        conn = _CONNS.pop(cfg, None)
+    if conn is not None:
+        with suppress(Exception):
+            conn.close()
+
+
+def postgres_cdc_connector(spec: SourceSpec) -> tuple[SourceReader, SourceLimits]:
+    cfg = pg_config(spec)
+    if spec.generated:
+        raise InvalidOption("generated columns are not supported in a postgres-cdc table")
+    limits = source_limits(spec)
+    return PgCdcReader(cfg, tuple(spec.columns)), limits
+
+
+@dataclass(frozen=True)
+class SlotStatus:
+    """A slot as the upstream sees it (the operations view)."""
+
+    confirmed_lsn: int | None  # what piestream confirmed (advanced after durable epochs)
+    current_lsn: int  # the upstream's WAL insert position
+    active: bool
+
+
+def slot_status(cfg: PgCdcConfig) -> SlotStatus | None:
+    """The slot's upstream position; None when it does not exist."""
+    conn = cfg.connect(timeout=2)
+    try:
+        cur = conn.cursor()
+        cur.execute(
+            "SELECT confirmed_flush_lsn, pg_current_wal_lsn(), active FROM pg_replication_slots "
+            "WHERE slot_name = %s",
+            (cfg.slot,),
+        )
+        row = cur.fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        return None
+    return SlotStatus(parse_lsn(row[0]) if row[0] else None, parse_lsn(row[1]), bool(row[2]))
+
+
+def forget(cfg: PgCdcConfig) -> None:
+    """Close this process's connections of a dropped table."""
+    with _LOCK:
+        snap = _SNAPSHOTS.pop(cfg.slot, None)
+    if snap is not None:
+        snap.close()
+    _drop_sql_conn(cfg)
+    HEALTH.pop(cfg.slot, None)

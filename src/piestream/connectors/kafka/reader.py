@@ -1,0 +1,483 @@
+"""The ``kafka`` source connector: a topic's partitions as splits, read with confluent-kafka.
+
+``WITH (connector = 'kafka', topic = 't', properties.bootstrap.server = 'host:port',
+[scan.startup.mode = 'earliest' | 'latest'], [scan.startup.timestamp.millis = ms],
+[properties.<librdkafka setting> = ...]) FORMAT PLAIN | UPSERT | DEBEZIUM ENCODE JSON | CSV |
+BYTES | AVRO (...)`` and ``INCLUDE key | partition | offset | timestamp | header 'name'``.
+
+**Exactly once, deterministically.** A split (partition) keeps in the source's state table a
+`KafkaOffset`: the next offset to emit `n` and an end `e` below which messages are known to
+exist (the highest offset seen + 1). An epoch emits the first `budget` messages of [n, e) —
+Kafka offsets are immutable, so a retried epoch emits exactly the same — and then records what
+the consumer has fetched meanwhile as the next epoch's `e`. The broker's high watermark is never
+trusted for reading (one test broker reports it wrong); consumer-group offsets are never read.
+After an epoch is durable the driver acks its offsets (`ack`): with ``properties.group.id`` they
+are committed to that group, for monitoring only.
+
+Consumers are kept per process and partition (`_Feed`), assigned directly (no group join),
+their fetched-ahead messages buffered across epochs; a read at another offset than the feed's
+(a retried epoch, a second job over the same source) seeks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from piestream.common.epoch import EpochPair
+from piestream.common.errors import PiestreamError
+from piestream.connectors.options import InvalidOption, parse_int, source_limits
+from piestream.connectors.source import RawMessages, SourceParser, make_decoder, payload_columns, read_result
+from piestream.plan.source import SourceLimits, SourceSpec
+from piestream.stream.connector import ReadResult, SourceReader
+
+STARTUP_MODES = ("earliest", "latest")
+#: messages asked of librdkafka per consume() call
+CONSUME_BATCH = 10_000
+#: how long a read waits for messages known to exist before failing the epoch (broker down)
+FETCH_TIMEOUT_S = 30.0
+#: messages a feed buffers ahead of what was emitted (beyond: librdkafka's own queue holds them)
+MAX_BUFFERED = 200_000
+#: consumers per partition and process (one per job reading it, typically)
+MAX_FEEDS = 4
+#: feeds unused this long are closed (their job was dropped or moved)
+IDLE_CLOSE_S = 300.0
+#: how long the partition list is reused before asking the broker again (new partitions)
+METADATA_TTL_S = 10.0
+
+
+_RDKAFKA_LOG = logging.getLogger("piestream.kafka.rdkafka")
+
+
+class KafkaError(PiestreamError):
+    """The broker could not be reached or refused a request."""
+
+    sqlstate = "08006"
+
+
+@dataclass(frozen=True)
+class KafkaOffset:
+    """A partition's position in the source state: next offset to emit, known end (exclusive)."""
+
+    next: int
+    end: int
+
+    def to_json(self) -> str:
+        return json.dumps({"n": self.next, "e": self.end})
+
+    @classmethod
+    def from_json(cls, s: str) -> KafkaOffset:
+        d = json.loads(s)
+        return cls(int(d["n"]), int(d["e"]))
+
+
+# -- consumers -------------------------------------------------------------------------------------
+
+
+class _Feed:
+    """One partition's consumer and the messages fetched ahead of the last emitted one."""
+
+    def __init__(self, config: dict[str, Any], topic: str, partition: int) -> None:
+        from confluent_kafka import Consumer
+
+        self.topic = topic
+        self.partition = partition
+        self.consumer = Consumer(config)
+        self.lock = threading.Lock()
+        self.buffer: deque[list[Any]] = deque()  # fetched batches of messages, in offset order
+        self.buffered = 0  # messages in `buffer`
+        self.at: int | None = None  # the offset the buffer (then the consumer) continues at
+        self.used = time.monotonic()
+
+    def seek(self, offset: int) -> None:
+        """Continue at `offset`: within the buffered messages if they cover it, else re-assign."""
+        from confluent_kafka import TopicPartition
+
+        if self.at == offset:
+            return
+        if self.buffer and self.at is not None and self.at < offset <= self.buffer[-1][-1].offset():
+            self._pop_below(offset, self.buffered)
+            self.at = offset
+            return
+        self.buffer.clear()
+        self.buffered = 0
+        self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
+        self.at = offset
+
+    def _fetch(self, timeout: float) -> int:
+        """Append what the consumer has (waiting up to `timeout`); returns how many."""
+        msgs = self.consumer.consume(CONSUME_BATCH, timeout=timeout)
+        for m in msgs:  # per message: librdkafka hands Message objects; errors are per message
+            err = m.error()
+            if err is not None:
+                raise KafkaError(f'topic "{self.topic}" partition {self.partition}: {err.str()}')
+        if msgs:
+            self.buffer.append(msgs)
+            self.buffered += len(msgs)
+        return len(msgs)
+
+    def _pop_below(self, end: int, limit: int) -> list[Any]:
+        """Remove and return up to `limit` buffered messages with offsets below `end`, whole
+        batches sliced (a binary search by offset in the batch that `end` cuts)."""
+        out: list[Any] = []
+        while self.buffer and len(out) < limit:
+            batch = self.buffer[0]
+            if batch[0].offset() >= end:
+                break
+            if batch[-1].offset() < end:
+                cut = len(batch)
+            else:
+                lo, hi = 0, len(batch) - 1  # the first message at or past `end`
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if batch[mid].offset() < end:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                cut = lo
+            cut = min(cut, limit - len(out))
+            out += batch[:cut]
+            if cut == len(batch):
+                self.buffer.popleft()
+            else:
+                self.buffer[0] = batch[cut:]
+            self.buffered -= cut
+        return out
+
+    def take(self, end: int, budget: int) -> list[Any]:
+        """The first `budget` messages at or after the current offset and below `end` (all of
+        them exist: `end` is one past a message seen)."""
+        out: list[Any] = []
+        deadline = time.monotonic() + FETCH_TIMEOUT_S
+        while len(out) < budget:
+            out += self._pop_below(end, budget - len(out))
+            if len(out) >= budget or (self.buffer and self.buffer[0][0].offset() >= end):
+                break
+            if out and out[-1].offset() >= end - 1:
+                break
+            if time.monotonic() > deadline:
+                raise KafkaError(
+                    f'topic "{self.topic}" partition {self.partition}: no messages below offset {end} '
+                    f"within {FETCH_TIMEOUT_S:.0f} s (is the broker reachable?)"
+                )
+            self._fetch(0.2)
+        return out
+
+    def seen_end(self) -> int | None:
+        """One past the highest offset fetched so far (after taking what is queued locally)."""
+        while self.buffered < MAX_BUFFERED and self._fetch(0) > 0:
+            pass
+        return self.buffer[-1][-1].offset() + 1 if self.buffer else None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # closing an idle consumer must not fail a read
+            self.consumer.close()
+
+
+_FEEDS: dict[tuple[Any, ...], _Feed] = {}
+_FEEDS_LOCK = threading.Lock()
+_FEED_IDS = itertools.count()
+_ADMIN: dict[tuple[Any, ...], Any] = {}  # per (settings, group): a consumer for metadata
+_SPLITS: dict[tuple[Any, ...], tuple[float, list[str]]] = {}  # per (settings, topic): when, splits
+_VALID: set[tuple[tuple[str, str], ...]] = set()  # settings librdkafka accepted
+
+
+def _feed(
+    key: tuple[Any, ...], config: dict[str, Any], topic: str, partition: int, offset: int | None
+) -> _Feed:
+    """A feed of the partition for a read at `offset`, locked: the one continuing there, else
+    a new one (jobs reading the same source each keep theirs), else the least recently used."""
+    now = time.monotonic()
+    with _FEEDS_LOCK:
+        for k in [k for k, f in _FEEDS.items() if now - f.used > IDLE_CLOSE_S and not f.lock.locked()]:
+            _FEEDS.pop(k).close()
+        pool = [(k, f) for k, f in _FEEDS.items() if k[:-1] == key]
+        free = [f for _, f in pool if not f.lock.locked()]
+        f = next((f for f in free if offset is not None and f.at == offset), None)
+        if f is None:
+            if len(pool) < MAX_FEEDS or not free:
+                f = _FEEDS[(*key, next(_FEED_IDS))] = _Feed(config, topic, partition)
+            else:
+                f = min(free, key=lambda x: x.used)
+        f.lock.acquire()
+        f.used = now
+        return f
+
+
+def close_feeds() -> None:
+    """Close every consumer of this process (tests, shutdown)."""
+    with _FEEDS_LOCK:
+        for f in _FEEDS.values():
+            f.close()
+        _FEEDS.clear()
+        for c in _ADMIN.values():
+            c.close()
+        _ADMIN.clear()
+        _SPLITS.clear()
+
+
+# -- the reader ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KafkaReader:
+    topic: str
+    config: tuple[tuple[str, str], ...]  # librdkafka settings (bootstrap.servers, properties.*)
+    startup: str  # earliest | latest | timestamp
+    startup_ms: int | None
+    parser: SourceParser = field(compare=False)
+    need_keys: bool = False
+    group: str | None = None  # properties.group.id: acks commit offsets there
+
+    def _config(self, **extra: Any) -> dict[str, Any]:
+        c: dict[str, Any] = dict(self.config)
+        c.setdefault("group.id", self.group or "piestream")
+        c.update(
+            {
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": False,
+            }
+        )
+        c.setdefault("isolation.level", "read_committed")
+        c.update(extra)
+        c["logger"] = _RDKAFKA_LOG  # librdkafka's lines go to piestream's log, not stderr
+        return c
+
+    def _admin_consumer(self) -> Any:
+        """A consumer of this process for metadata, offsets and group commits (never assigned)."""
+        key = (self.config, self.group)
+        with _FEEDS_LOCK:
+            c = _ADMIN.get(key)
+            if c is None:
+                from confluent_kafka import Consumer
+
+                c = _ADMIN[key] = Consumer(self._config())
+            return c
+
+    def partitions(self) -> list[int]:
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self._admin_consumer().list_topics(self.topic, timeout=10)
+        except KafkaException as e:
+            raise KafkaError(f'cannot list topic "{self.topic}": {e}') from None
+        t = md.topics.get(self.topic)
+        if t is None or t.error is not None or not t.partitions:
+            why = "" if t is None or t.error is None else f": {t.error.str()}"
+            raise KafkaError(f'topic "{self.topic}" does not exist{why}')
+        return sorted(t.partitions)
+
+    def splits(self) -> list[str]:
+        return [str(p) for p in self.partitions()]
+
+    def current_splits(self) -> list[str]:
+        """The partitions now, asked of the broker at most every METADATA_TTL_S (new ones append)."""
+        now = time.monotonic()
+        key = (self.config, self.topic)
+        cached = _SPLITS.get(key)
+        if cached is not None and now - cached[0] < METADATA_TTL_S:
+            return list(cached[1])
+        try:
+            splits = self.splits()
+        except KafkaError:
+            if cached is None:
+                raise
+            splits = list(cached[1])  # the broker is away: read what we know of
+        _SPLITS[key] = (now, splits)
+        return splits
+
+    def _start(self, partition: int) -> int:
+        """The first offset of a partition never read, by scan.startup.mode."""
+        from confluent_kafka import TopicPartition
+
+        c = self._admin_consumer()
+        tp = TopicPartition(self.topic, partition)
+        if self.startup == "timestamp":
+            assert self.startup_ms is not None
+            found = c.offsets_for_times([TopicPartition(self.topic, partition, self.startup_ms)], timeout=10)
+            if found and found[0].offset >= 0:
+                return int(found[0].offset)
+            _, high = c.get_watermark_offsets(tp, timeout=10)
+            return int(high)
+        low, high = c.get_watermark_offsets(tp, timeout=10)
+        return int(low if self.startup == "earliest" else high)
+
+    def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
+        p = int(split)
+        pos = None if offset is None else KafkaOffset.from_json(offset)
+        feed = _feed(
+            (self.topic, self.config, p), self._config(), self.topic, p, None if pos is None else pos.next
+        )
+        try:
+            if pos is None:  # first epoch: fix where to start; the next one reads from there
+                start = self._start(p)
+                feed.seek(start)
+                end = feed.seen_end()
+                return ReadResult([], KafkaOffset(start, max(start, end or start)).to_json(), 0)
+            feed.seek(pos.next)
+            msgs = feed.take(pos.end, budget) if pos.end > pos.next else []
+            nxt = msgs[-1].offset() + 1 if msgs else pos.next
+            if len(msgs) < budget:
+                nxt = max(nxt, pos.end)  # all of [next, end) emitted (gaps: compaction, markers)
+            feed.at = nxt
+            seen = feed.seen_end()
+            new = KafkaOffset(nxt, max(pos.end, nxt, seen or 0))
+        finally:
+            feed.lock.release()
+        parsed = [self._raw(split, msgs).parse(self.parser, split, container="partition")] if msgs else []
+        return read_result(parsed, new.to_json(), len(msgs))
+
+    def _raw(self, split: str, msgs: list[Any]) -> RawMessages:
+        """The messages' payloads and metadata. Per message: confluent-kafka hands Message
+        objects, each field behind a method call; only the fields the spec uses are read."""
+        values = [m.value() for m in msgs]
+        first, last = msgs[0].offset(), msgs[-1].offset()
+        if last - first == len(msgs) - 1:  # no gaps (the usual case): the offsets are a range
+            offsets = list(range(first, last + 1))
+        else:
+            offsets = [m.offset() for m in msgs]
+        keys = [m.key() for m in msgs] if self.need_keys else [None] * len(msgs)
+        meta: dict[str, pa.Array] = {}
+        headers: dict[str, pa.Array] = {}
+        for kind, _, name in self.parser.spec.include:
+            if kind == "key":
+                meta["key"] = pa.array(keys, pa.binary())
+            elif kind == "partition":
+                meta["partition"] = pa.array([split] * len(msgs), pa.string())
+            elif kind == "offset":
+                meta["offset"] = pa.array([str(o) for o in offsets], pa.string())
+            elif kind == "timestamp":
+                ms = [m.timestamp()[1] for m in msgs]
+                meta["timestamp"] = pa.array(
+                    [None if t is None or t < 0 else t * 1000 for t in ms], pa.int64()
+                ).cast(pa.timestamp("us", tz="UTC"))
+            elif kind == "header":
+                headers[name] = pa.array([_header(m.headers(), name) for m in msgs], pa.binary())
+        return RawMessages(values, keys, offsets, meta, headers)
+
+    def ack(self, split: str, offset: str) -> None:
+        """Commit a durable offset to ``properties.group.id`` (monitoring only)."""
+        if self.group is None:
+            return
+        from confluent_kafka import TopicPartition
+
+        nxt = KafkaOffset.from_json(offset).next
+        self._admin_consumer().commit(
+            offsets=[TopicPartition(self.topic, int(split), nxt)], asynchronous=True
+        )
+
+    def split_position(self, split: str, offset: str, remote: bool = True) -> tuple[int, int]:
+        """(next offset, end offset) of a committed offset, for rw_source_splits: the end is the
+        broker's high watermark or the end piestream saw, whichever is higher (one test broker
+        reports the watermark low); `remote` = False: without asking the broker."""
+        from confluent_kafka import TopicPartition
+
+        pos = KafkaOffset.from_json(offset)
+        high = 0
+        if remote:
+            tp = TopicPartition(self.topic, int(split))
+            high = int(self._admin_consumer().get_watermark_offsets(tp, timeout=5, cached=False)[1])
+        return pos.next, max(high, pos.end)
+
+
+def _header(headers: list[tuple[str, bytes]] | None, name: str) -> bytes | None:
+    for k, v in headers or ():
+        if k == name:
+            return v
+    return None
+
+
+# -- the connector ---------------------------------------------------------------------------------
+
+#: RisingWave's CONNECTORS_COMPATIBLE_FORMATS for kafka (protobuf aside)
+KAFKA_FORMATS: frozenset[tuple[str, str | None]] = frozenset(
+    {
+        ("plain", "json"),
+        ("plain", "csv"),
+        ("plain", "bytes"),
+        ("plain", "avro"),
+        ("upsert", "json"),
+        ("upsert", "avro"),
+        ("debezium", "json"),
+    }
+)
+BOOTSTRAP_OPTIONS = ("properties.bootstrap.server", "properties.bootstrap.servers", "bootstrap.servers")
+#: WITH options of the source itself (everything else under properties.* goes to librdkafka)
+_OWN = {"connector", "topic", "kafka.topic", "scan.startup.mode", "scan.startup.timestamp.millis"}
+
+
+def kafka_properties(options: Mapping[str, str]) -> dict[str, str]:
+    """librdkafka settings from WITH options: ``properties.x = v`` -> ``x = v``."""
+    out = {k.removeprefix("properties."): v for k, v in options.items() if k.startswith("properties.")}
+    if "bootstrap.server" in out:
+        out["bootstrap.servers"] = out.pop("bootstrap.server")
+    if "bootstrap.servers" not in out and "bootstrap.servers" in options:
+        out["bootstrap.servers"] = options["bootstrap.servers"]
+    return out
+
+
+def kafka_connector(spec: SourceSpec) -> tuple[SourceReader, SourceLimits]:
+    topic = spec.option("topic", "kafka.topic")
+    if not topic:
+        raise InvalidOption("the kafka connector needs a topic = '...' option")
+    props = kafka_properties(spec.options)
+    if not props.get("bootstrap.servers"):
+        raise InvalidOption("the kafka connector needs properties.bootstrap.server = 'host:port'")
+    mode = (spec.option("scan.startup.mode", default="earliest") or "earliest").strip().lower()
+    ts = spec.option("scan.startup.timestamp.millis", "scan.startup.timestamp_millis")
+    startup_ms = None
+    if ts is not None:
+        startup_ms = parse_int("scan.startup.timestamp.millis", ts, minimum=0)
+        mode = "timestamp"
+    elif mode not in STARTUP_MODES:
+        raise InvalidOption(f"scan.startup.mode must be 'earliest' or 'latest', got '{mode}'")
+    limits = source_limits(spec, default_handling="skip")
+    lenient = limits.error_handling == "skip"
+    decoder = make_decoder(
+        spec,
+        payload_columns(spec),
+        lenient=lenient,
+        **_avro_options(spec),
+    )
+    from piestream.connectors.source import source_parser
+
+    parser = source_parser(spec, decoder, lenient=lenient)
+    need_keys = (spec.format or "plain") == "upsert" or any(k == "key" for k, _, _ in spec.include)
+    config = tuple(sorted(props.items()))
+    if config not in _VALID:  # a malformed property fails the statement, not an epoch
+        from confluent_kafka import Consumer
+
+        try:
+            Consumer({**props, "group.id": "piestream-validate"}).close()
+        except Exception as e:
+            raise InvalidOption(f"invalid Kafka properties: {e}") from None
+        _VALID.add(config)
+    reader = KafkaReader(
+        topic=topic,
+        config=config,
+        startup=mode,
+        startup_ms=startup_ms,
+        parser=parser,
+        need_keys=need_keys,
+        group=props.get("group.id"),
+    )
+    return reader, limits
+
+
+def _avro_options(spec: SourceSpec) -> dict[str, Any]:
+    if (spec.encode or "").lower() != "avro":
+        return {}
+    from piestream.connectors.kafka.avro import avro_schema_source
+
+    return avro_schema_source(spec)

@@ -1,0 +1,146 @@
+"""The Kafka sink against a real Kafka-protocol broker (Tansu): each committed epoch in one
+transaction, so a read_committed consumer sees every change once, across a kill -9 too."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from kafka_broker import Broker, kafka, local_db
+from nexmark_sql import wait_until
+
+from piestream.common.errors import PiestreamError
+
+__all__ = ["kafka"]
+
+
+def read_topic(b: Broker, topic: str, partitions: int = 1, idle: float = 1.0) -> list[tuple]:
+    """Every committed message of the topic, (key, value) decoded as JSON (None stays None)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "t", "isolation.level": "read_committed"})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out = []
+        empty = 0
+        while empty < int(idle / 0.25):
+            msgs = c.consume(1000, timeout=0.25)
+            empty = 0 if msgs else empty + 1
+            for m in msgs:
+                assert m.error() is None, m.error()
+                k, v = m.key(), m.value()
+                out.append((None if k is None else json.loads(k), None if v is None else json.loads(v)))
+        return out
+    finally:
+        c.close()
+
+
+def test_plain_upsert_and_debezium_sinks(kafka: Broker, tmp_path: Path) -> None:
+    for t in ("plain_out", "ups_out", "dbz_out"):
+        kafka.create_topic(t, 1)
+    db = local_db(tmp_path / "db")
+    try:
+        db.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        db.execute("CREATE TABLE a (x INT) APPEND ONLY")
+        db.execute(f"CREATE SINK sp FROM a {kafka.with_clause('plain_out')} FORMAT PLAIN ENCODE JSON")
+        db.execute(
+            f"CREATE SINK su FROM t {kafka.with_clause('ups_out', ', primary_key = ' + repr('id'))} "
+            "FORMAT UPSERT ENCODE JSON"
+        )
+        db.execute(
+            f"CREATE SINK sd FROM t {kafka.with_clause('dbz_out', ', primary_key = ' + repr('id'))} "
+            "FORMAT DEBEZIUM ENCODE JSON"
+        )
+        db.execute("INSERT INTO a VALUES (1), (2)")
+        db.execute("INSERT INTO t VALUES (1, 10), (2, 20)")
+        db.execute("UPDATE t SET v = 11 WHERE id = 1")
+        db.execute("DELETE FROM t WHERE id = 2")
+        db.execute("INSERT INTO a VALUES (3)")
+        db.execute("FLUSH")
+        wait_until(lambda: len(read_topic(kafka, "plain_out", idle=0.5)) >= 3, what="the plain sink")
+        assert sorted(v["x"] for _, v in read_topic(kafka, "plain_out")) == [1, 2, 3]
+        wait_until(lambda: len(read_topic(kafka, "ups_out", idle=0.5)) >= 4, what="the upsert sink")
+        ups = read_topic(kafka, "ups_out")
+        state: dict = {}
+        for k, v in ups:
+            if v is None:
+                state.pop(k["id"], None)
+            else:
+                state[k["id"]] = v
+        assert state == {1: {"id": 1, "v": 11}} and len(ups) == 4
+        wait_until(lambda: len(read_topic(kafka, "dbz_out", idle=0.5)) >= 4, what="the debezium sink")
+        ops = [(v["op"], v["before"], v["after"]) for _, v in read_topic(kafka, "dbz_out")]
+        assert sorted(ops, key=repr) == sorted(
+            [
+                ("c", None, {"id": 1, "v": 10}),
+                ("c", None, {"id": 2, "v": 20}),
+                ("u", {"id": 1, "v": 10}, {"id": 1, "v": 11}),
+                ("d", {"id": 2, "v": 20}, None),
+            ],
+            key=repr,
+        )
+        with pytest.raises(PiestreamError, match="primary_key"):
+            db.execute(f"CREATE SINK bad FROM t {kafka.with_clause('ups_out')} FORMAT UPSERT ENCODE JSON")
+        with pytest.raises(PiestreamError, match="ENCODE AVRO is not supported"):
+            db.execute(f"CREATE SINK bad FROM a {kafka.with_clause('plain_out')} FORMAT PLAIN ENCODE AVRO")
+    finally:
+        db.close()
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from piestream.server.database import Database, DatabaseConfig
+    db = Database(sys.argv[1], config=DatabaseConfig(runner="local", barrier_interval=0.05,
+                                                     background_compaction=False))
+    for stmt in sys.argv[2:]:
+        db.execute(stmt)
+    i = 0
+    while True:
+        db.execute(f"INSERT INTO a SELECT * FROM generate_series({i * 50}, {i * 50 + 49})")
+        print(i, flush=True)
+        i += 1
+    """
+)
+
+
+def test_sigkill_during_sink_delivery_delivers_each_change_once(kafka: Broker, tmp_path: Path) -> None:
+    kafka.create_topic("crash_out", 1)
+    stmts = [
+        "CREATE TABLE a (x INT) APPEND ONLY",
+        f"CREATE SINK s FROM a {kafka.with_clause('crash_out')} FORMAT PLAIN ENCODE JSON",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path / "db"), *stmts],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    acked = -1
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            acked = int(line)
+            if acked >= 15:
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    db = local_db(tmp_path / "db")
+    try:
+        n = int(db.execute("SELECT count(*) FROM a")[0].rows[0][0])
+        assert n >= (acked + 1) * 50  # every acknowledged insert is in the table
+        wait_until(lambda: len(read_topic(kafka, "crash_out", idle=0.5)) >= n, what="the sink to catch up")
+        xs = [v["x"] for _, v in read_topic(kafka, "crash_out")]
+        assert Counter(xs).most_common(1)[0][1] == 1  # each change once
+        assert sorted(xs) == sorted(r[0] for r in db.execute("SELECT x FROM a")[0].rows)
+    finally:
+        db.close()

@@ -1,0 +1,324 @@
+"""postgres-cdc through SQL against a real PostgreSQL 15: a shared source and tables from it, the
+single-table form, MVs equal to the same query run on PostgreSQL after every round of random
+DML (the differential test), the types, errors at CREATE that leave nothing behind, DROP, and
+a kill -9 of piestream mid-snapshot and mid-stream."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import signal
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from nexmark_sql import wait_until
+from pg_server import PgServer
+
+from piestream.common.errors import PiestreamError
+from piestream.server.database import Database, DatabaseConfig
+
+CFG = DatabaseConfig(runner="local", barrier_interval=0.05, background_compaction=False)
+CHILD = Path(__file__).parent / "cdc_crash_child.py"
+_n = itertools.count()
+
+
+def _slots(pg: PgServer) -> set[str]:
+    return {str(r[0]) for r in pg.sql("SELECT slot_name FROM pg_replication_slots")}
+
+
+def _same(db: Database, pg: PgServer, query: str) -> bool:
+    ours = sorted(db.execute(query)[0].rows)
+    theirs = sorted(tuple(r) for r in pg.sql(query))
+    return ours == theirs
+
+
+def _random_dml(pg: PgServer, rng: random.Random, table: str, n: int) -> None:
+    stmts = []
+    for _ in range(n):
+        k = rng.randrange(300)
+        r = rng.random()
+        if r < 0.5:
+            stmts.append(
+                f"INSERT INTO {table} VALUES ({k}, {rng.randrange(5)}, "
+                f"{rng.randrange(10**6)}.{rng.randrange(100):02d}, "
+                f"'n{rng.randrange(50)}') ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount"
+            )
+        elif r < 0.8:
+            stmts.append(f"UPDATE {table} SET cust = {rng.randrange(5)}, note = NULL WHERE id = {k}")
+        elif r < 0.9:
+            stmts.append(
+                f"UPDATE {table} SET id = {rng.randrange(10**6, 10**9)} WHERE id = {k}"
+            )  # a key change
+        else:
+            stmts.append(f"DELETE FROM {table} WHERE id BETWEEN {k} AND {k + 5}")
+    # a few transactions of several statements each, like an application's
+    for i in range(0, len(stmts), 7):
+        pg.sql("BEGIN; " + "; ".join(stmts[i : i + 7]) + "; COMMIT")
+
+
+def test_tables_follow_upstream_and_mvs_equal_postgres(pg: PgServer, tmp_path: Path) -> None:
+    pg.sql("CREATE TABLE orders (id int PRIMARY KEY, cust int, amount numeric, note text)")
+    pg.sql("CREATE TABLE customers (cid int PRIMARY KEY, name varchar)")
+    pg.sql("INSERT INTO orders SELECT g, g % 5, g * 1.25, 'o' || g FROM generate_series(1, 200) g")
+    pg.sql("INSERT INTO customers SELECT g, 'c' || g FROM generate_series(0, 4) g")
+    db = Database(tmp_path / "db", config=CFG)
+    try:
+        db.execute(
+            f"CREATE SOURCE pg WITH ({pg.with_options(slot_name='shop', publication_name='shop_pub')})"
+        )
+        db.execute(
+            "CREATE TABLE orders (id int, cust int, amount numeric, note varchar, PRIMARY KEY (id)) "
+            "FROM pg TABLE 'public.orders'"
+        )
+        db.execute(
+            "CREATE TABLE customers (cid int PRIMARY KEY, name varchar) WITH ("
+            + pg.with_options(
+                table_name="customers", slot_name="shop_customers_1", publication_name="shop_pub"
+            )
+            + ")"
+        )
+        per_cust = "SELECT cust, count(*), sum(amount) FROM orders GROUP BY cust"
+        joined = (
+            "SELECT c.name, count(*), max(o.amount) FROM orders o "
+            "JOIN customers c ON o.cust = c.cid GROUP BY c.name"
+        )
+        db.execute(f"CREATE MATERIALIZED VIEW per_cust AS {per_cust}")
+        db.execute(f"CREATE MATERIALIZED VIEW joined AS {joined}")
+        wait_until(lambda: _same(db, pg, "SELECT * FROM orders"), what="the snapshot")
+        wait_until(lambda: _same(db, pg, "SELECT * FROM customers"), what="the snapshot")
+        assert {"shop_orders", "shop_customers_1"} <= _slots(pg)  # made by their first epochs
+        rng = random.Random(7)
+        for round_ in range(4):
+            _random_dml(pg, rng, "orders", 40)
+            pg.sql(f"UPDATE customers SET name = 'r{round_}' WHERE cid = {round_}")
+            wait_until(lambda: _same(db, pg, "SELECT * FROM orders"), what=f"round {round_}")
+            assert _same(db, pg, "SELECT * FROM customers")
+            assert sorted(db.execute("SELECT * FROM per_cust")[0].rows) == sorted(
+                tuple(r) for r in pg.sql(per_cust)
+            )
+            assert sorted(db.execute("SELECT * FROM joined")[0].rows) == sorted(
+                tuple(r) for r in pg.sql(joined)
+            )
+        with pytest.raises(PiestreamError):
+            db.execute("INSERT INTO orders VALUES (1, 1, 1, 'x')")  # fed by its upstream only
+        with pytest.raises(PiestreamError, match="a CDC source feeds tables") as e:
+            db.execute("CREATE MATERIALIZED VIEW direct AS SELECT * FROM pg")
+        assert e.value.sqlstate == "0A000"
+        db.execute("DROP MATERIALIZED VIEW joined")
+        db.execute("DROP TABLE customers")
+        assert "shop_customers_1" not in _slots(pg)  # DROP drops the slot piestream made
+        db.execute("DROP MATERIALIZED VIEW per_cust")
+        db.execute("DROP TABLE orders")
+        db.execute("DROP SOURCE pg")
+        assert not {"shop_orders", "shop_customers_1"} & _slots(pg)
+    finally:
+        db.close()
+
+
+def test_types_follow_exactly(pg: PgServer, tmp_path: Path) -> None:
+    cols = (
+        "id bigint PRIMARY KEY, i2 smallint, n numeric, r real, d double precision, t text, b bool, "
+        "dt date, tm time, ts timestamp, tz timestamptz, iv interval, by bytea, j jsonb, u uuid, arr int[]"
+    )
+    pg.sql(f"CREATE TABLE typed ({cols})")
+    row = (
+        "(1, 7, 123456789012345678.000123, 2.5, 1e-7, 'x''y', false, '2020-01-02', '23:59:59.999999', "
+        "'2020-01-02 03:04:05', '2020-01-02 03:04:05+00', '3 days 10:00:00', '\\xdeadbeef', "
+        "'{\"k\": null}', '00000000-0000-0000-0000-000000000001', '{1,2}')"
+    )
+    pg.sql(f"INSERT INTO typed VALUES {row}, (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+           "NULL, NULL, NULL, NULL, NULL)")  # fmt: skip
+    ours = (
+        "id bigint PRIMARY KEY, i2 smallint, n numeric, r real, d double precision, t varchar, b boolean, "
+        "dt date, tm time, ts timestamp, tz timestamptz, iv interval, by bytea, j jsonb, u varchar, arr int[]"
+    )
+    db = Database(tmp_path / "db", config=CFG)
+    try:
+        db.execute(f"CREATE TABLE typed ({ours}) WITH ({pg.with_options(table_name='public.typed')})")
+        pg.sql("INSERT INTO typed (id, n) VALUES (3, 0.1)")  # by the stream, as text through pgoutput
+        wait_until(lambda: db.execute("SELECT count(*) FROM typed")[0].rows == [(3,)], what="3 rows")
+        text = (
+            "SELECT id, i2, n, r, d, t, b, dt, tm, ts, tz, iv, by, j::varchar, u, arr FROM typed ORDER BY id"
+        )
+        got = db.execute(text)[0].rows
+        assert got[0][2] == Decimal("123456789012345678.000123") and got[2][2] == Decimal("0.1")
+        assert got[0][5] == "x'y" and got[0][12] == b"\xde\xad\xbe\xef" and got[0][15] == [1, 2]
+        assert all(v is None for v in got[1][1:])
+        names = ["id", "i2", "n", "r", "d", "t", "b", "dt", "tm", "ts", "tz", "iv", "by", "j", "u", "arr"]
+        as_text = "SELECT " + ", ".join(f"{c}::varchar" for c in names) + " FROM typed ORDER BY id"
+        pg.sql("ALTER DATABASE shop SET TimeZone = 'UTC'")
+        ours_text = db.execute(as_text)[0].rows
+        assert [tuple(r) for r in ours_text] == [tuple(r) for r in pg.sql(as_text)]  # PostgreSQL's own text
+    finally:
+        db.close()
+
+
+def test_create_errors_leave_nothing_behind(pg: PgServer, tmp_path: Path) -> None:
+    pg.sql("CREATE TYPE feeling AS ENUM ('sad', 'ok')")
+    pg.sql("CREATE TABLE moody (id int PRIMARY KEY, m feeling, v int)")
+    before = _slots(pg)
+    db = Database(tmp_path / "db", config=CFG)
+    try:
+        with pytest.raises(PiestreamError, match="password authentication failed") as e:
+            db.execute(f"CREATE SOURCE bad WITH ({pg.with_options(password='wrong')})")
+        assert e.value.sqlstate == "08001"
+        with pytest.raises(PiestreamError, match='publication "nopub" does not exist'):
+            db.execute(
+                "CREATE TABLE m1 (id int PRIMARY KEY, v int) WITH ("
+                + pg.with_options(
+                    table_name="moody", publication_name="nopub", publication_create_enable="false"
+                )
+                + ")"
+            )
+        with pytest.raises(
+            PiestreamError, match='column "m" has upstream type feeling, which is not supported'
+        ) as e:
+            db.execute(
+                "CREATE TABLE m2 (id int PRIMARY KEY, m varchar) "
+                f"WITH ({pg.with_options(table_name='moody')})"
+            )
+        assert e.value.sqlstate == "0A000"
+        with pytest.raises(PiestreamError, match=r"PRIMARY KEY \(v\) must be the upstream table's \(id\)"):
+            db.execute(
+                f"CREATE TABLE m3 (id int, v int PRIMARY KEY) WITH ({pg.with_options(table_name='moody')})"
+            )
+        with pytest.raises(PiestreamError, match=r'upstream table "public\.nope" does not exist'):
+            db.execute(f"CREATE TABLE m4 (id int PRIMARY KEY) WITH ({pg.with_options(table_name='nope')})")
+        with pytest.raises(PiestreamError, match="does not map to bigint"):
+            db.execute(
+                f"CREATE TABLE m5 (id int PRIMARY KEY, v bigint) WITH ({pg.with_options(table_name='moody')})"
+            )
+        for name in ("bad", "m1", "m2", "m3", "m4", "m5"):
+            assert db.catalog.get(name) is None
+        assert _slots(pg) == before
+        assert not pg.sql("SELECT 1 FROM pg_publication WHERE pubname = 'nopub'")
+    finally:
+        db.close()
+
+
+def _run_child(data: Path, pg: PgServer, table: str, kill_when: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), str(data), pg.with_options(table_name=table), kill_when],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.parametrize("kill_when", ["snapshot", "stream"])
+def test_kill_9_resumes_exactly(pg: PgServer, tmp_path: Path, kill_when: str) -> None:
+    table = f"crash_{kill_when}"
+    pg.sql(f"CREATE TABLE {table} (id int PRIMARY KEY, cust int, amount numeric, note text)")
+    pg.sql(f"INSERT INTO {table} SELECT g, g % 5, g, 'o' || g FROM generate_series(1, 3000) g")
+    data = tmp_path / "db"
+    out = _run_child(data, pg, table, kill_when)
+    assert f"killing in {kill_when}" in out, out
+    _random_dml(pg, random.Random(3), table, 60)  # while piestream is down
+    db = Database(data, config=CFG)
+    try:
+        wait_until(lambda: _same(db, pg, f"SELECT * FROM {table}"), what="resumed")
+        _random_dml(pg, random.Random(4), table, 30)
+        wait_until(lambda: _same(db, pg, f"SELECT * FROM {table}"), what="streaming after the restart")
+        agg = f"SELECT cust, count(*), sum(amount) FROM {table} GROUP BY cust"
+        assert sorted(db.execute("SELECT * FROM agg")[0].rows) == sorted(tuple(r) for r in pg.sql(agg))
+    finally:
+        db.close()
+
+
+def test_upstream_down_is_retried_visibly_and_a_dropped_slot_fails_the_job(
+    pg: PgServer, tmp_path: Path
+) -> None:
+    pg.sql("CREATE TABLE flaky (id int PRIMARY KEY, v int)")
+    pg.sql("INSERT INTO flaky VALUES (1, 1)")
+    db = Database(tmp_path / "db", config=CFG)
+    try:
+        db.execute(
+            f"CREATE TABLE flaky (id int PRIMARY KEY, v int) WITH ({pg.with_options(table_name='flaky')})"
+        )
+        db.execute(
+            "CREATE TABLE ticks (n bigint) WITH (connector = 'datagen', fields.n.kind = 'sequence', "
+            "datagen.rows.per.second = '200')"
+        )
+        wait_until(lambda: db.execute("SELECT count(*) FROM flaky")[0].rows == [(1,)], what="the snapshot")
+        slot = next(iter(_slots(pg) & {"piestream_public_flaky"}))
+        wait_until(lambda: _confirmed(pg, slot) is not None, what="an acknowledged position")
+        pg.stop()
+        try:
+            ticks = db.execute("SELECT count(*) FROM ticks")[0].rows[0][0]
+            wait_until(
+                lambda: db.execute("SELECT count(*) FROM ticks")[0].rows[0][0] > ticks + 50, what="ticks"
+            )
+            errors = db.execute(
+                "SELECT job_name, error_type, sqlstate, error_message FROM rw_catalog.rw_streaming_errors"
+            )[0].rows
+            assert any(
+                r[0] == "flaky"
+                and r[1] == "source"
+                and r[2] == "08001"
+                and "postgres-cdc public.flaky" in r[3]
+                for r in errors
+            ), errors
+        finally:
+            pg.start()
+        pg.sql("INSERT INTO flaky VALUES (2, 2)")
+        wait_until(
+            lambda: _same(db, pg, "SELECT * FROM flaky"), timeout=90, what="caught up after the outage"
+        )
+        before = _confirmed(pg, slot)
+        pg.sql("UPDATE flaky SET v = 3")
+        wait_until(lambda: _same(db, pg, "SELECT * FROM flaky"), what="streaming")
+        wait_until(lambda: (_confirmed(pg, slot) or 0) > (before or 0), what="the ack after the commit")
+        view = db.execute(
+            "SELECT table_name, upstream_table, slot_name, phase, rows_copied, committed_lsn, "
+            "confirmed_lsn, lag_bytes, last_error FROM rw_catalog.rw_cdc_sources"
+        )[0].rows
+        assert len(view) == 1, view
+        name, upstream, vslot, phase, copied, committed, confirmed, lag, last_error = view[0]
+        assert (name, upstream, vslot, phase, copied) == ("flaky", "public.flaky", slot, "stream", 1)
+        assert committed and confirmed and lag is not None and lag >= 0
+        assert last_error and "postgres-cdc public.flaky" in last_error
+        pg.sql("SELECT pg_drop_replication_slot(%s)", (slot,))  # behind piestream's back
+        pg.sql("INSERT INTO flaky VALUES (4, 4)")
+        status = "SELECT status, error_message FROM rw_catalog.rw_streaming_jobs WHERE name = 'flaky'"
+        wait_until(lambda: db.execute(status)[0].rows[0][0] == "failed", what="the job failed")
+        assert "no longer exists upstream" in db.execute(status)[0].rows[0][1]
+        assert db.execute("SELECT count(*) FROM flaky")[0].rows == [(2,)]  # never copied again
+        ticks = db.execute("SELECT count(*) FROM ticks")[0].rows[0][0]
+        wait_until(
+            lambda: db.execute("SELECT count(*) FROM ticks")[0].rows[0][0] > ticks, what="others commit"
+        )
+    finally:
+        db.close()
+
+
+def _confirmed(pg: PgServer, slot: str) -> int | None:
+    rows = pg.sql(
+        "SELECT confirmed_flush_lsn - '0/0'::pg_lsn FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+    )
+    return int(rows[0][0]) if rows and rows[0][0] is not None else None  # type: ignore[arg-type]
+
+
+@pytest.mark.spark
+def test_on_spark(pg: PgServer, tmp_path: Path, spark) -> None:  # type: ignore[no-untyped-def]
+    """The reader in Spark's Python workers: snapshot in chunks, then the stream, equal to upstream."""
+    pg.sql("CREATE TABLE sparked (id int PRIMARY KEY, cust int, amount numeric, note text)")
+    pg.sql("INSERT INTO sparked SELECT g, g % 5, g, 'o' || g FROM generate_series(1, 500) g")
+    db = Database(
+        tmp_path / "db", spark=spark, config=DatabaseConfig(barrier_interval=0.2, background_compaction=False)
+    )
+    try:
+        db.execute(
+            "CREATE TABLE sparked (id int PRIMARY KEY, cust int, amount numeric, note varchar) "
+            f"WITH ({pg.with_options(table_name='sparked')}, max.rows.per.epoch = '200')"
+        )
+        wait_until(lambda: _same(db, pg, "SELECT * FROM sparked"), timeout=300, what="the snapshot")
+        _random_dml(pg, random.Random(5), "sparked", 30)
+        wait_until(lambda: _same(db, pg, "SELECT * FROM sparked"), timeout=300, what="the stream")
+    finally:
+        db.close()
