@@ -58,6 +58,7 @@ from piestream.runtime.exchange import ActorReport
 from piestream.runtime.runners import EpochRunner, epoch_error
 from piestream.storage.hummock.store import StorageOptions
 from piestream.storage.hummock.version import HummockVersion, TableWatermark
+from piestream.storage.table.desc import TableDesc
 from piestream.stream.executor import StreamingConfig
 from piestream.stream.message import Barrier, BarrierKind
 
@@ -175,6 +176,21 @@ class TransactionCommit:
 
 
 _Queued = _Dml | TransactionCommit
+
+
+def _schema_changed(d: _Queued, descs: dict[int, TableDesc]) -> PiestreamError | None:
+    """40001 for rows built for a table's columns before an ALTER TABLE changed them (a statement
+    that bound before it, a transaction block that wrote before it): none of them is applied."""
+    chunks = {d.table_id: [d.chunk]} if isinstance(d, _Dml) else d.dml
+    for table_id, cs in chunks.items():
+        desc = descs.get(table_id)
+        if desc is not None and any(len(c.columns) != len(desc.columns) for c in cs):
+            name = desc.name if isinstance(d, _Dml) else d.names.get(table_id, desc.name)
+            return SerializationFailure(
+                "could not serialize access due to concurrent update",
+                detail=f'Table "{name}" was altered after these rows were written.',
+            )
+    return None
 
 
 class _EpochWrites:
@@ -428,6 +444,10 @@ class BarrierManager:
         batch: list[_Queued] = []
         refused: list[tuple[_Queued, PiestreamError]] = []
         for d in queued:
+            changed = _schema_changed(d, writes.descs)
+            if changed is not None:
+                refused.append((d, changed))
+                continue
             if isinstance(d, TransactionCommit):
                 with_new = graph.with_fragments(d.fragments) if d.fragments else graph
                 err = self._conflict(d, with_new, writes)

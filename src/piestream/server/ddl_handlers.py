@@ -243,8 +243,12 @@ def check_upstreams_created(s: Session, depends_on: Sequence[int]) -> None:
             check_created(s.db, rel)
 
 
-def _plan_mv(s: Session, stmt: ast.CreateMaterializedView, parallelism: int) -> PlannedJob:
-    binder = QueryBinder(s.committed_catalog())
+def _plan_mv(
+    s: Session, stmt: ast.CreateMaterializedView, parallelism: int, as_of: int | None = None
+) -> PlannedJob:
+    """`as_of` (REBUILD): the MV's id — columns added to its inputs after it are not in its ``*``."""
+    cat = s.committed_catalog()
+    binder = QueryBinder(cat if as_of is None else replace(cat, as_of=as_of))
     bound = binder.bind_query(stmt.query)
     if stmt.columns:
         if len(stmt.columns) > len(bound.names):
@@ -300,7 +304,7 @@ def rebuild(s: Session, stmt: ast.RebuildJob, params: Sequence[Any] = ()) -> Que
             r = db.catalog.get(r.name, r.schema_name) or r
             definition = parse_one(r.definition)
             assert isinstance(definition, ast.CreateMaterializedView)
-            planned = _plan_mv(s, definition, r.parallelism or s.parallelism)
+            planned = _plan_mv(s, definition, r.parallelism or s.parallelism, as_of=r.id)
             # views and indexes name it by id; it stays in its schema
             planned.relation = replace(planned.relation, id=r.id, schema_name=r.schema_name)
             db.ddl.rebuild_job(r, planned)
