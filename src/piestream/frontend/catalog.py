@@ -49,6 +49,7 @@ class ColumnCatalog:
     #: view on every read, an MV on REBUILD), does not see it in ``*``, as PostgreSQL expands
     #: ``*`` once at creation.
     since: int = 0
+    comment: str | None = None  # COMMENT ON COLUMN
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "type": type_text(self.data_type), "hidden": self.hidden}
@@ -56,6 +57,8 @@ class ColumnCatalog:
             out["default"] = encode_datum(self.default, self.data_type).hex()
         if self.since:
             out["since"] = self.since
+        if self.comment is not None:
+            out["comment"] = self.comment
         return out
 
     @classmethod
@@ -68,6 +71,7 @@ class ColumnCatalog:
             d["hidden"],
             None if default is None else decode_datum(bytes.fromhex(default), 0, t)[0],
             d.get("since", 0),
+            d.get("comment"),
         )
 
 
@@ -194,6 +198,7 @@ class Relation:
     sink: SinkInfo | None = None
     subscription: SubscriptionInfo | None = None
     watermark: WatermarkInfo | None = None
+    comment: str | None = None  # COMMENT ON TABLE / VIEW / ...
 
     @property
     def visible_columns(self) -> list[ColumnCatalog]:
@@ -273,6 +278,7 @@ class Relation:
                 "start_epoch": self.subscription.start_epoch,
             },
             "watermark": None if self.watermark is None else self.watermark.to_json(),
+            **({"comment": self.comment} if self.comment is not None else {}),
         }
 
     @classmethod
@@ -320,6 +326,7 @@ class Relation:
                 sub["of"], TableDesc.from_json(sub["log_table"]), sub["retention_ms"], sub["start_epoch"]
             ),
             watermark=None if d.get("watermark") is None else WatermarkInfo.from_json(d["watermark"]),
+            comment=d.get("comment"),
         )
 
 

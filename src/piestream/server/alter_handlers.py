@@ -359,3 +359,26 @@ def truncate(s: Session, stmt: ast.Truncate, params: Sequence[Any] = ()) -> Quer
             s.txn = None
             txn.close()
     return command("TRUNCATE TABLE")
+
+
+# -- COMMENT ON -------------------------------------------------------------------------------------
+
+
+def comment_on(s: Session, stmt: ast.CommentOn, params: Sequence[Any] = ()) -> QueryResult:
+    """The comment is kept in the relation's catalog entry (NULL removes it), read by
+    pg_description, obj_description / col_description and psql's \\d+."""
+    with s.db.ddl.lock:
+        if stmt.column is None:
+            rel = _target(s, stmt.name, stmt.kind, False)
+            assert rel is not None
+            new = replace(rel, comment=stmt.comment)
+        else:
+            rel = s.committed_catalog().require(stmt.name)
+            i = rel.column_index(stmt.column)
+            if i is None or rel.columns[i].hidden:
+                raise UndefinedColumn(f'column "{stmt.column}" of relation "{rel.name}" does not exist')
+            cols = list(rel.columns)
+            cols[i] = replace(cols[i], comment=stmt.comment)
+            new = replace(rel, columns=tuple(cols))
+        s.db.ddl.alter([(rel, new)])
+        return command("COMMENT")

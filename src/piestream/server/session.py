@@ -389,6 +389,7 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.AlterRename: alter_handlers.rename,
     ast.AlterDropColumn: alter_handlers.drop_column,
     ast.Truncate: alter_handlers.truncate,
+    ast.CommentOn: alter_handlers.comment_on,
     ast.Begin: Session._begin,
     ast.SetTransaction: Session._set_transaction,
     ast.Commit: Session._commit,
