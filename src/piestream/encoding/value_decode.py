@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from piestream.common.errors import DataCorruption
 from piestream.common.numeric import is_numeric_type
-from piestream.common.scalar import Datum, to_arrow
+from piestream.common.scalar import Datum, constant_array, to_arrow
 from piestream.common.types import NUMERIC_PRECISION, NUMERIC_SCALE, DataType, TypeKind
 from piestream.encoding import numeric_value
 from piestream.encoding.ragged import Ragged
@@ -113,9 +113,9 @@ def _decode_optional(
     absent = pos >= end
     if not absent.any():
         return _decode_column(data, pos, end, t)
-    filler = to_arrow([fill], t)
     if absent.all():
-        return filler.take(np.zeros(len(pos), np.int64))
+        return constant_array(fill, t, len(pos))
+    filler = to_arrow([fill], t)
     rows = np.flatnonzero(~absent)
     sub = pos[rows]
     part = _decode_column(data, sub, end[rows], t)

@@ -135,10 +135,7 @@ def _span(ident: exp.Identifier, new: str, spans: list[tuple[int, int, str]]) ->
     meta = ident.meta
     if "start" not in meta or "end" not in meta:
         raise ValueError("identifier without a position")
-    start, end = meta["start"], meta["end"]
-    if ident.quoted:  # the quotes around it go too
-        start, end = start - 1, end + 1
-    spans.append((start, end, quote_ident(new)))
+    spans.append((meta["start"], meta["end"], quote_ident(new)))  # a quoted one's span has its quotes
 
 
 def rename_column_references_text(

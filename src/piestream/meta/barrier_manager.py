@@ -47,6 +47,7 @@ from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochGenerator, EpochPair, epoch_from_ms, epoch_to_unix_ms
 from piestream.common.errors import PiestreamError, SerializationFailure, is_data_error
 from piestream.common.metrics import FragmentTotals, Histogram
+from piestream.common.scalar import constant_array
 from piestream.meta.hummock_manager import HummockManager
 from piestream.meta.streaming_errors import StreamingErrorLog
 from piestream.meta.write_conflicts import CommittedWrites, chunk_keys, overlaps
@@ -176,6 +177,17 @@ class TransactionCommit:
 
 
 _Queued = _Dml | TransactionCommit
+
+
+def _widened(chunk: StreamChunk, desc: TableDesc | None) -> StreamChunk:
+    """Rows an outside writer (the Spark inbox) built for a table's columns before ALTER TABLE ADD
+    COLUMN appended more: the added columns' defaults (NULL if none), as an INSERT omitting them
+    writes — the writer cannot be refused, its batch commits with this epoch or is retried."""
+    if desc is None or len(chunk.columns) >= len(desc.columns):
+        return chunk
+    n = chunk.capacity
+    extra = [constant_array(c.missing, c.data_type, n) for c in desc.columns[len(chunk.columns) :]]
+    return chunk.with_columns([*chunk.columns, *extra])
 
 
 def _schema_changed(d: _Queued, descs: dict[int, TableDesc]) -> PiestreamError | None:
@@ -375,8 +387,9 @@ class BarrierManager:
                     for t, chunks in d.dml.items():
                         dml.setdefault(t, []).extend(chunks)
             for x in inputs:
-                writes.add_chunks(x.dml)
-                for t, chunks in x.dml.items():
+                x_dml = {t: [_widened(c, writes.descs.get(t)) for c in cs] for t, cs in x.dml.items()}
+                writes.add_chunks(x_dml)
+                for t, chunks in x_dml.items():
                     dml.setdefault(t, []).extend(chunks)
             data_epoch = self._data_epoch
             # row ids of this epoch use its milliseconds and, for large DML, a few after: the

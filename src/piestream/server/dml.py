@@ -28,7 +28,7 @@ from piestream.common.errors import (
     UndefinedColumn,
     UndefinedTable,
 )
-from piestream.common.scalar import to_arrow
+from piestream.common.scalar import constant_array, to_arrow
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field
 from piestream.expr.bind import cast, literal
@@ -143,9 +143,7 @@ def _insert_param_rows(
 
 def omitted_column(c: ColumnCatalog, n: int) -> pa.Array:
     """What `n` inserted rows that omit column `c` hold: its DEFAULT, else NULL."""
-    if c.default is None:
-        return pa.nulls(n, c.data_type.arrow)
-    return to_arrow([c.default], c.data_type).take(pa.array(np.zeros(n, np.int64)))
+    return constant_array(c.default, c.data_type, n)
 
 
 def _param_column(params: Sequence[Any], indices: npt.NDArray[np.int64], target: DataType) -> pa.Array:
