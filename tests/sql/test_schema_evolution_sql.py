@@ -129,3 +129,28 @@ def test_mvs_follow_their_queries_across_schema_changes_and_a_restart(tmp_path: 
         for stmt in _dml(rng, "t2", ["gg", "v", "w"], set()):
             run.both(stmt)
         run.check()
+
+
+def test_alter_source_add_column_reaches_new_jobs_only(tmp_path: Path) -> None:
+    """A source stores no rows: a job planned after ADD COLUMN decodes the new field from the
+    messages, one planned before keeps the columns it read (its SELECT * included)."""
+    files = tmp_path / "in"
+    files.mkdir()
+    (files / "a.json").write_text("".join(f'{{"a": {i}, "b": {i * 10}}}\n' for i in range(5)))
+    with Database(tmp_path / "d", config=CFG) as db:
+        s = db.session()
+        s.execute(
+            f"CREATE SOURCE src (a INT) WITH (connector = 'file', path = '{files}') FORMAT PLAIN ENCODE JSON"
+        )
+        s.execute("CREATE MATERIALIZED VIEW before AS SELECT * FROM src")
+        assert s.execute_one("ALTER SOURCE src ADD COLUMN b INT").tag == "ALTER SOURCE"
+        s.execute("CREATE MATERIALIZED VIEW after AS SELECT * FROM src")
+        for _ in range(3):
+            s.execute("FLUSH")
+        assert sorted(s.execute_one("SELECT * FROM before").rows) == [(i,) for i in range(5)]
+        assert sorted(s.execute_one("SELECT * FROM after").rows) == [(i, i * 10) for i in range(5)]
+        (ddl,) = s.execute_one("SHOW CREATE SOURCE src").rows
+        assert ddl[1].startswith("CREATE SOURCE src (a INT, b INT) WITH")
+        with pytest.raises(PiestreamError) as err:
+            s.execute("ALTER SOURCE src ADD COLUMN c INT DEFAULT 1")
+        assert err.value.sqlstate == "0A000"

@@ -106,9 +106,9 @@ def add_column(s: Session, stmt: ast.AlterAddColumn, params: Sequence[Any] = ())
         rel = _target(s, stmt.name, stmt.kind, stmt.if_exists)
         if rel is None:
             return _skipped(stmt.kind, f'relation "{stmt.name}" does not exist, skipping')
-        if stmt.kind == "source":
-            raise FeatureNotSupported("ALTER SOURCE ... ADD COLUMN is not supported")
         col = stmt.column
+        if stmt.kind == "source":
+            return _add_source_column(s, rel, stmt)
         if col.type is None or col.generated is not None:
             raise FeatureNotSupported("ALTER TABLE ADD COLUMN of a generated column is not supported")
         if col.primary_key:
@@ -133,6 +133,29 @@ def add_column(s: Session, stmt: ast.AlterAddColumn, params: Sequence[Any] = ())
         new = _with_definition(new, _add_to_definition(rel.definition, stmt))
         s.db.ddl.alter([(rel, new)], fragments)
         return command(_tag(stmt.kind))
+
+
+def _add_source_column(s: Session, rel: Relation, stmt: ast.AlterAddColumn) -> QueryResult:
+    """A source stores no rows: the column joins its catalog entry (and definition), so jobs
+    planned from now on decode it from the messages; running ones keep the columns they read."""
+    col = stmt.column
+    if col.type is None or col.generated is not None or col.default is not None or col.primary_key:
+        raise FeatureNotSupported("ALTER SOURCE ADD COLUMN takes a name and a type only")
+    if col.not_null:
+        raise FeatureNotSupported("ALTER SOURCE ADD COLUMN ... NOT NULL is not supported")
+    if rel.column_index(col.name) is not None:
+        message = f'column "{col.name}" of relation "{rel.name}" already exists'
+        if stmt.if_not_exists:
+            return _skipped("source", message + ", skipping")
+        raise DuplicateColumn(message)
+    if not rel.columns:
+        raise FeatureNotSupported(f'ALTER SOURCE ADD COLUMN on source "{rel.name}", which has no columns (CDC)')
+    text = add_column_text(rel.definition, stmt.column_text)
+    if text is None:
+        raise FeatureNotSupported(f'ALTER SOURCE ADD COLUMN on source "{rel.name}" declared without columns')
+    column = ColumnCatalog(col.name, col.type, since=s.db.ddl.next_object_id())
+    s.db.ddl.alter([(rel, replace(rel, columns=(*rel.columns, column), definition=text))])
+    return command("ALTER SOURCE")
 
 
 def _add_to_definition(definition: str, stmt: ast.AlterAddColumn) -> str | None:
