@@ -37,7 +37,9 @@ def _splice(sql: str, spans: list[tuple[int, int, str]]) -> str:
 def _column_list(toks: list[Token]) -> tuple[int, int] | None:
     """Token indices of the parentheses of CREATE TABLE's (or SOURCE's) column list (None: it
     has none)."""
-    i = next((k for k, t in enumerate(toks) if t.token_type == TokenType.TABLE or t.text.upper() == "SOURCE"), None)
+    i = next(
+        (k for k, t in enumerate(toks) if t.token_type == TokenType.TABLE or t.text.upper() == "SOURCE"), None
+    )
     if i is None:
         return None
     k = i + 1

@@ -149,7 +149,9 @@ def _add_source_column(s: Session, rel: Relation, stmt: ast.AlterAddColumn) -> Q
             return _skipped("source", message + ", skipping")
         raise DuplicateColumn(message)
     if not rel.columns:
-        raise FeatureNotSupported(f'ALTER SOURCE ADD COLUMN on source "{rel.name}", which has no columns (CDC)')
+        raise FeatureNotSupported(
+            f'ALTER SOURCE ADD COLUMN on source "{rel.name}", which has no columns (CDC)'
+        )
     text = add_column_text(rel.definition, stmt.column_text)
     if text is None:
         raise FeatureNotSupported(f'ALTER SOURCE ADD COLUMN on source "{rel.name}" declared without columns')
