@@ -3,10 +3,13 @@ PostgreSQL's SQLSTATEs and texts, the pg catalog, COPY, transaction blocks, owne
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import psycopg
 import pytest
+
+from piestream.server.pgwire import PgServer
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +157,18 @@ def test_only_the_owner_alters(dsn: str, conn: psycopg.Connection[Any]) -> None:
         ):
             e = _err(bob, sql)
             assert (e.sqlstate, e.diag.message_primary) == ("42501", "must be owner of table owned"), sql
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
+def test_psql_describe_shows_defaults_and_comments(server: PgServer, conn: psycopg.Connection[Any]) -> None:
+    from test_psql import psql
+
+    conn.execute("CREATE TABLE described (k INT PRIMARY KEY, v VARCHAR)")
+    conn.execute("ALTER TABLE described ADD COLUMN n INT DEFAULT 3")
+    conn.execute("COMMENT ON TABLE described IS 'what it is'")
+    conn.execute("COMMENT ON COLUMN described.n IS 'how many'")
+    out = psql(server, "-c", r"\d+ described").stdout
+    row = next(line for line in out.splitlines() if line.strip().startswith("n "))
+    assert "| 3" in row and "how many" in row, out
+    listed = psql(server, "-c", r"\dt+ described").stdout
+    assert "what it is" in listed, listed
