@@ -107,19 +107,19 @@ def add_column(s: Session, stmt: ast.AlterAddColumn, params: Sequence[Any] = ())
         if rel is None:
             return _skipped(stmt.kind, f'relation "{stmt.name}" does not exist, skipping')
         col = stmt.column
+        if col.not_null:
+            raise FeatureNotSupported(f"ALTER {stmt.kind.upper()} ADD COLUMN ... NOT NULL is not supported")
+        if rel.column_index(col.name) is not None:
+            message = f'column "{col.name}" of relation "{rel.name}" already exists'
+            if stmt.if_not_exists:
+                return _skipped(stmt.kind, message + ", skipping")
+            raise DuplicateColumn(message)
         if stmt.kind == "source":
             return _add_source_column(s, rel, stmt)
         if col.type is None or col.generated is not None:
             raise FeatureNotSupported("ALTER TABLE ADD COLUMN of a generated column is not supported")
         if col.primary_key:
             raise FeatureNotSupported("ALTER TABLE ADD COLUMN ... PRIMARY KEY is not supported")
-        if col.not_null:
-            raise FeatureNotSupported("ALTER TABLE ADD COLUMN ... NOT NULL is not supported")
-        if rel.column_index(col.name) is not None:
-            message = f'column "{col.name}" of relation "{rel.name}" already exists'
-            if stmt.if_not_exists:
-                return _skipped(stmt.kind, message + ", skipping")
-            raise DuplicateColumn(message)
         if rel.properties.get("connector") or rel.source is not None:
             raise FeatureNotSupported("ALTER TABLE ADD COLUMN on a table with a connector is not supported")
         if rel.table is None or rel.job_id is None:
@@ -141,13 +141,6 @@ def _add_source_column(s: Session, rel: Relation, stmt: ast.AlterAddColumn) -> Q
     col = stmt.column
     if col.type is None or col.generated is not None or col.default is not None or col.primary_key:
         raise FeatureNotSupported("ALTER SOURCE ADD COLUMN takes a name and a type only")
-    if col.not_null:
-        raise FeatureNotSupported("ALTER SOURCE ADD COLUMN ... NOT NULL is not supported")
-    if rel.column_index(col.name) is not None:
-        message = f'column "{col.name}" of relation "{rel.name}" already exists'
-        if stmt.if_not_exists:
-            return _skipped("source", message + ", skipping")
-        raise DuplicateColumn(message)
     if not rel.columns:
         raise FeatureNotSupported(
             f'ALTER SOURCE ADD COLUMN on source "{rel.name}", which has no columns (CDC)'
@@ -367,22 +360,13 @@ def truncate(s: Session, stmt: ast.Truncate, params: Sequence[Any] = ()) -> Quer
     the transaction block when there is one (TRUNCATE is transactional in PostgreSQL), else in
     a block of its own."""
     from piestream.server import dml
-    from piestream.server.transaction import Transaction
+    from piestream.server.transaction import in_block
 
     for name in stmt.names:
         _target(s, name, "table", False)
-    own = s.txn is None
-    txn = s.txn if s.txn is not None else Transaction(s.db)
-    s.txn = txn
-    try:
+    with in_block(s):
         for name in stmt.names:
             dml.delete(s, ast.Delete(table=name))
-        if own:
-            txn.commit()
-    finally:
-        if own:
-            s.txn = None
-            txn.close()
     return command("TRUNCATE TABLE")
 
 

@@ -177,7 +177,7 @@ def _create_table_as(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -
     materialization). The table and its rows commit in one epoch: inside a block with it, else
     in a block of its own, so a failure or crash leaves neither."""
     from piestream.server import dml
-    from piestream.server.transaction import Transaction
+    from piestream.server.transaction import in_block
 
     assert stmt.as_query is not None
     if stmt.columns or stmt.primary_key or stmt.with_options or stmt.append_only or stmt.watermarks:
@@ -189,18 +189,9 @@ def _create_table_as(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -
         for n, t in zip(bound.names, bound.plan.types, strict=True)
     ]
     table = replace(stmt, columns=columns, as_query=None, as_query_text=None)
-    own = s.txn is None
-    txn = s.txn if s.txn is not None else Transaction(s.db)
-    s.txn = txn
-    try:
+    with in_block(s):
         create_table(s, table, params)
         inserted = dml.insert(s, ast.Insert(table=stmt.name, columns=None, source=stmt.as_query), params)
-        if own:
-            txn.commit()
-    finally:
-        if own:
-            s.txn = None
-            txn.close()
     return command("SELECT " + inserted.tag.rsplit(" ", 1)[-1])
 
 
