@@ -53,6 +53,13 @@ def test_table_definition_edits() -> None:
     assert dt.rename_object_text("CREATE MATERIALIZED VIEW IF NOT EXISTS s.m AS SELECT 1", "n") == (
         "CREATE MATERIALIZED VIEW IF NOT EXISTS s.n AS SELECT 1"
     )
+    for created in (
+        "SOURCE s (a INT) WITH (connector = 'x')",
+        "SINK s FROM t WITH (connector = 'x')",
+        "INDEX s ON t (a)",
+    ):
+        assert dt.rename_object_text(f"CREATE {created}", "n") == f"CREATE {created.replace('s', 'n', 1)}"
+    assert dt.rename_object_text("SELECT a FROM t", "n") == "SELECT a FROM t"  # a view's query
 
 
 def test_query_reference_edits() -> None:

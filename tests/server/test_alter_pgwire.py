@@ -30,10 +30,13 @@ def test_tags_catalog_and_copy(conn: psycopg.Connection[Any]) -> None:
     c.execute("CREATE TABLE ev (k INT PRIMARY KEY, v VARCHAR)")
     c.execute("INSERT INTO ev VALUES (1, 'a'), (2, 'b')")
     c.execute("CREATE MATERIALIZED VIEW ev_mv AS SELECT * FROM ev")
+    c.execute("CREATE VIEW ev_v AS SELECT *, 1 AS one FROM ev WHERE v <> 'zz'")
     cur = c.execute("ALTER TABLE ev ADD COLUMN n INT DEFAULT 7")
     assert cur.statusmessage == "ALTER TABLE"
     assert c.execute("SELECT * FROM ev ORDER BY k").fetchall() == [(1, "a", 7), (2, "b", 7)]
     assert c.execute("SELECT * FROM ev_mv ORDER BY k").fetchall() == [(1, "a"), (2, "b")]
+    # a view's * is the columns its table had at CREATE VIEW (PostgreSQL expands it then)
+    assert c.execute("SELECT * FROM ev_v ORDER BY k").fetchall() == [(1, "a", 1), (2, "b", 1)]
     with c.cursor().copy("COPY ev (k, v) FROM STDIN") as cp:
         cp.write("3\tc\n")
     c.execute("INSERT INTO ev (k, n) VALUES (4, NULL)")
@@ -54,11 +57,19 @@ def test_tags_catalog_and_copy(conn: psycopg.Connection[Any]) -> None:
     assert (
         c.execute("ALTER MATERIALIZED VIEW ev_mv RENAME TO ev_mv2").statusmessage == "ALTER MATERIALIZED VIEW"
     )
+    c.execute("CREATE VIEW on_view AS SELECT k FROM ev_v")
+    assert c.execute("ALTER VIEW ev_v RENAME TO ev_v2").statusmessage == "ALTER VIEW"
+    assert c.execute("ALTER VIEW ev_v2 RENAME TO ev_v").statusmessage == "ALTER VIEW"
+    assert c.execute("SELECT count(*) FROM on_view").fetchone() == (3,)
     c.execute("INSERT INTO ev2 (k, vv) VALUES (5, 'e')")
-    assert c.execute("SELECT k, v FROM ev_mv2 WHERE k = 5").fetchall() == [
-        (5, "e")
-    ]  # its column keeps its name
+    # the MV's column keeps its name
+    assert c.execute("SELECT k, v FROM ev_mv2 WHERE k = 5").fetchall() == [(5, "e")]
     assert c.execute("SELECT vv, n FROM ev2 WHERE k = 5").fetchall() == [("e", 7)]
+    # the view's query was rewritten with the new names: it keeps reading (and its columns' names)
+    assert c.execute("SELECT * FROM ev_v WHERE k = 5").fetchall() == [(5, "e", 1)]
+    assert [d.name for d in c.execute("SELECT * FROM ev_v").description] == ["k", "v", "one"]
+    (view_def,) = c.execute("SELECT definition FROM pg_views WHERE viewname = 'ev_v'").fetchone()
+    assert view_def == " SELECT *, 1 AS one FROM ev2 WHERE vv <> 'zz';"  # PostgreSQL's layout
     (ddl,) = c.execute("SHOW CREATE TABLE ev2").fetchall()
     assert ddl[1] == "CREATE TABLE ev2 (k INT PRIMARY KEY, vv VARCHAR, n INT DEFAULT 7)"
     # COMMENT ON

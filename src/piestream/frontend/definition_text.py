@@ -88,8 +88,11 @@ def rename_column_text(definition: str, old: str, new: str) -> str | None:
 
 
 def rename_object_text(definition: str, new: str) -> str:
-    """A CREATE statement with the created object's own name (last part) replaced by `new`."""
+    """A CREATE statement with the created object's own name (last part) replaced by `new` (a
+    view's definition is its query alone, which does not name it: unchanged)."""
     toks = _tokens(definition)
+    if not toks or toks[0].token_type != TokenType.CREATE:
+        return definition
     for k, t in enumerate(toks):
         if t.token_type in _NAME_TOKENS and k > 0 and toks[k - 1].text.upper() not in ("CREATE", "OR"):
             if t.text.upper() in ("TEMP", "TEMPORARY", "MATERIALIZED", "IF", "NOT", "EXISTS", "REPLACE"):
