@@ -183,3 +183,19 @@ def test_psql_describe_shows_defaults_and_comments(server: PgServer, conn: psyco
     assert "| 3" in row and "how many" in row, out
     listed = psql(server, "-c", r"\dt+ described").stdout
     assert "what it is" in listed, listed
+
+
+def test_a_subscription_keeps_the_columns_it_was_created_with(conn: psycopg.Connection[Any]) -> None:
+    c = conn
+    c.execute("CREATE TABLE fed (k INT PRIMARY KEY, v INT)")
+    c.execute("CREATE SUBSCRIPTION fed_sub FROM fed WITH (retention = '1h')")
+    c.execute("ALTER TABLE fed ADD COLUMN w INT DEFAULT 3")
+    c.execute("INSERT INTO fed VALUES (1, 10, 4)")
+    c.execute("DECLARE fed_cur SUBSCRIPTION CURSOR FOR fed_sub SINCE BEGIN()")
+    cur = c.execute("FETCH 10 FROM fed_cur")
+    assert [d.name for d in cur.description] == ["k", "v", "op", "epoch"]
+    assert [r[:3] for r in cur.fetchall()] == [(1, 10, "insert")]
+    e = _err(c, "ALTER TABLE fed DROP COLUMN v")  # its log holds v
+    assert e.sqlstate == "2BP01" and "subscription fed_sub depends on column v" in (
+        e.diag.message_detail or ""
+    )

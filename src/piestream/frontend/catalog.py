@@ -222,6 +222,13 @@ class Relation:
     def stores_rows(self) -> bool:
         return self.table is not None
 
+    def as_seen_by(self, reader_id: int) -> Relation:
+        """This relation as a reader created at object id `reader_id` (a subscription, whose
+        change log holds the columns it had then) sees it: without the columns ALTER TABLE ADD
+        COLUMN appended after (they are last, so every other column keeps its index)."""
+        kept = tuple(c for c in self.columns if c.since <= reader_id)
+        return self if len(kept) == len(self.columns) else replace(self, columns=kept)
+
     def column_index(self, name: str) -> int | None:
         for i, c in enumerate(self.columns):
             if c.name == name:
