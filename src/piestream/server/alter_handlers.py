@@ -46,14 +46,11 @@ from piestream.frontend.parser.names import quote_ident
 from piestream.frontend.schema_change import add_column as plan_add_column
 from piestream.frontend.schema_change import renamed_columns, with_table_desc
 from piestream.plan.backfill import BackfillNode
+from piestream.server.ddl_handlers import WrongObjectType
 from piestream.server.results import QueryResult, command
 
 if TYPE_CHECKING:
     from piestream.server.session import Session
-
-
-class WrongObjectType(PiestreamError):
-    sqlstate = "42809"
 
 
 class DuplicateColumn(PiestreamError):
