@@ -418,8 +418,22 @@ class Fuzzer:
             (f"DROP MATERIALIZED VIEW {x.name}" if x.kind == "table" else f"DROP TABLE {x.name}", True),
             (f"DROP TABLE {x.name}" if x.kind == "table" else f"DROP VIEW {x.name}", True),
             (f"DROP TABLE {x.name}, nope_{i}", True),
-            (f"ALTER TABLE {x.name} ADD COLUMN z INT", True),
-            (f"TRUNCATE {x.name}", True),
+            # refused ALTERs (issue 31): each must leave catalog and data as they were
+            (f"ALTER TABLE {x.name} ADD COLUMN {c.name} INT", True),
+            (f"ALTER TABLE {x.name} ADD COLUMN z{i} INT DEFAULT 1 / 0", True),
+            (f"ALTER TABLE {x.name} ADD COLUMN z{i} INT NOT NULL", True),
+            (f"ALTER TABLE {x.name} ALTER COLUMN {c.name} TYPE BIGINT", True),
+            (f"ALTER TABLE {x.name} DROP COLUMN nope_{i}", True),
+            (f"ALTER TABLE {x.name} RENAME COLUMN nope_{i} TO z{i}", True),
+            (f"ALTER TABLE nope_{i} RENAME TO z{i}", True),
+            (
+                f"ALTER VIEW {x.name} RENAME TO z{i}"
+                if x.kind == "table"
+                else f"ALTER TABLE {x.name} RENAME TO z{i}",
+                True,
+            ),
+            (f"TRUNCATE nope_{i}", True),
+            (f"COMMENT ON TABLE nope_{i} IS 'x'", True),
             (f"COPY {x.name} FROM '/nonexistent/{i}.csv'", False),  # COPY FROM STDIN needs the COPY protocol
             (f"SET nope_{i} = 1", False),
             ("SET statement_timeout = 'abc'", False),

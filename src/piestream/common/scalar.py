@@ -27,6 +27,7 @@ import decimal
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from piestream.common import numeric as nm
@@ -109,6 +110,13 @@ def _convert_datum(v: Datum, t: DataType) -> Datum:
     if k is TypeKind.BOOLEAN and not isinstance(v, bool):
         raise InvalidInput(f"invalid input for type boolean: {v!r}")
     return v
+
+
+def constant_array(v: Datum, t: DataType, n: int) -> pa.Array:
+    """`n` copies of datum `v` as an Arrow column of type `t` (one conversion, one gather)."""
+    if v is None:
+        return pa.nulls(n, t.arrow)
+    return to_arrow([v], t).take(pa.array(np.zeros(n, np.int64)))
 
 
 def to_arrow(values: Iterable[Datum], t: DataType) -> pa.Array:

@@ -123,10 +123,22 @@ def decode_datum(buf: bytes | memoryview, pos: int, t: DataType) -> tuple[Datum,
     return _DECODERS[t.kind](buf, pos + 1, t)
 
 
-def decode_row(buf: bytes | memoryview, types: Sequence[DataType], pos: int = 0) -> Row:
-    """All datums of a row; the row must end exactly at the end of `buf`."""
-    out = []
-    for t in types:
+def decode_row(
+    buf: bytes | memoryview,
+    types: Sequence[DataType],
+    pos: int = 0,
+    *,
+    required: int | None = None,
+    missing: Sequence[Datum] = (),
+) -> Row:
+    """All datums of a row; the row must end exactly at the end of `buf`. With `required`, a
+    row may end after that many datums (stored before later columns were added, PostgreSQL's
+    ``attmissingval``): each absent datum `j` reads as ``missing[j - required]``."""
+    out: list[Datum] = []
+    for j, t in enumerate(types):
+        if required is not None and j >= required and pos == len(buf):
+            out.append(missing[j - required] if j - required < len(missing) else None)
+            continue
         v, pos = decode_datum(buf, pos, t)
         out.append(v)
     if pos != len(buf):

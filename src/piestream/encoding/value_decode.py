@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from piestream.common.errors import DataCorruption
 from piestream.common.numeric import is_numeric_type
+from piestream.common.scalar import Datum, constant_array, to_arrow
 from piestream.common.types import NUMERIC_PRECISION, NUMERIC_SCALE, DataType, TypeKind
 from piestream.encoding import numeric_value
 from piestream.encoding.ragged import Ragged
@@ -68,9 +69,17 @@ def decode_values(
     values: pa.Array | pa.ChunkedArray | Ragged,
     types: Sequence[DataType],
     start: np.ndarray | int | None = None,
+    *,
+    required: int | None = None,
+    missing: Sequence[Datum] = (),
 ) -> list[pa.Array]:
     """Decode every value (one whole row each, from byte `start` of the value, default 0) into
-    one Arrow column per type, in each type's Arrow layout. Every value must be consumed exactly."""
+    one Arrow column per type, in each type's Arrow layout. Every value must be consumed exactly.
+
+    With `required`, a value may end after that many datums: it was stored before the later
+    columns were added (ALTER TABLE ADD COLUMN, no rewrite). Its absent datum `j` reads as
+    ``missing[j - required]`` (the column's default, NULL if none): PostgreSQL's
+    ``attmissingval``. Datums are self-delimiting, so a value's length says how many it holds."""
     rows = _as_ragged(values)
     data = np.ascontiguousarray(rows.data, dtype=np.uint8)
     pos = rows.offsets[:-1].astype(np.int64)  # a fresh array: the cursors advance in place
@@ -82,12 +91,38 @@ def decode_values(
         pos += skip
         if (pos > end).any():
             raise DataCorruption("value truncated: shorter than its prefix")
-    columns = [_decode_column(data, pos, end, t) for t in types]
+    columns = []
+    for j, t in enumerate(types):
+        if required is None or j < required:
+            columns.append(_decode_column(data, pos, end, t))
+            continue
+        fill = missing[j - required] if j - required < len(missing) else None
+        columns.append(_decode_optional(data, pos, end, t, fill))
     left = end - pos
     if left.any():
         i = int(np.flatnonzero(left)[0])
         raise DataCorruption(f"value {i}: {int(left[i])} trailing bytes after a row of {len(types)} columns")
     return columns
+
+
+def _decode_optional(
+    data: np.ndarray, pos: np.ndarray, end: np.ndarray, t: DataType, fill: Datum
+) -> pa.Array:
+    """A column the older values lack (their cursor is at their end): `fill` for those, the
+    decoded datum for the others."""
+    absent = pos >= end
+    if not absent.any():
+        return _decode_column(data, pos, end, t)
+    if absent.all():
+        return constant_array(fill, t, len(pos))
+    filler = to_arrow([fill], t)
+    rows = np.flatnonzero(~absent)
+    sub = pos[rows]
+    part = _decode_column(data, sub, end[rows], t)
+    pos[rows] = sub
+    index = np.full(len(pos), len(part), np.int64)  # absent rows take the filler
+    index[rows] = np.arange(len(rows))
+    return pa.concat_arrays([part, filler.cast(part.type)]).take(pa.array(index))
 
 
 def _as_ragged(values: pa.Array | pa.ChunkedArray | Ragged) -> Ragged:

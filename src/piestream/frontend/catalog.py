@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedTable
+from piestream.common.scalar import Datum
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field, parse_type, type_text
+from piestream.encoding.value_datum import decode_datum, encode_datum
 from piestream.expr.expr import Expr
 from piestream.frontend.parser.names import DEFAULT_SCHEMA, fold, object_name, quote_ident
 from piestream.plan.materialize import ConflictBehavior
@@ -38,13 +40,39 @@ class ColumnCatalog:
     name: str
     data_type: DataType
     hidden: bool = False
+    #: the constant an INSERT (or COPY) that omits the column writes (ALTER TABLE ADD COLUMN ...
+    #: DEFAULT); None: NULL. Rows stored before the column was added read it too (its storage
+    #: `ColumnDesc.missing`).
+    default: Datum = None
+    #: the object id allocated when ALTER TABLE ADD COLUMN added it (0: the table had it from the
+    #: start). A view or MV with a smaller id was created before it: its query, bound again (a
+    #: view on every read, an MV on REBUILD), does not see it in ``*``, as PostgreSQL expands
+    #: ``*`` once at creation.
+    since: int = 0
+    comment: str | None = None  # COMMENT ON COLUMN
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "type": type_text(self.data_type), "hidden": self.hidden}
+        out: dict[str, Any] = {"name": self.name, "type": type_text(self.data_type), "hidden": self.hidden}
+        if self.default is not None:  # the value encoding's bytes of the datum, as hex
+            out["default"] = encode_datum(self.default, self.data_type).hex()
+        if self.since:
+            out["since"] = self.since
+        if self.comment is not None:
+            out["comment"] = self.comment
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ColumnCatalog:
-        return cls(d["name"], parse_type(d["type"]), d["hidden"])
+        t = parse_type(d["type"])
+        default = d.get("default")
+        return cls(
+            d["name"],
+            t,
+            d["hidden"],
+            None if default is None else decode_datum(bytes.fromhex(default), 0, t)[0],
+            d.get("since", 0),
+            d.get("comment"),
+        )
 
 
 @dataclass(frozen=True)
@@ -121,7 +149,11 @@ class SubscriptionInfo:
 #: other than public (CREATE SCHEMA): a format-4 reader would take them for public's, so it
 #: refuses them by number. Entries of format 4 and before are public's, under their stored name
 #: (a name with a dot an older build made of ``public.t`` stays that name: ``"public.t"``).
-RELATION_FORMAT = 5
+#: Format 6: schema evolution — a table's columns may have been added by ALTER TABLE (with a
+#: default and the id they were added at) and its storage may hold values stored before them
+#: (`TableDesc.value_required`), which a format-5 reader would take for corruption; a relation
+#: may carry a COMMENT. A format-5 reader refuses them by number.
+RELATION_FORMAT = 6
 
 
 class CatalogFormatError(PiestreamError):
@@ -166,6 +198,7 @@ class Relation:
     sink: SinkInfo | None = None
     subscription: SubscriptionInfo | None = None
     watermark: WatermarkInfo | None = None
+    comment: str | None = None  # COMMENT ON TABLE / VIEW / ...
 
     @property
     def visible_columns(self) -> list[ColumnCatalog]:
@@ -188,6 +221,13 @@ class Relation:
     @property
     def stores_rows(self) -> bool:
         return self.table is not None
+
+    def as_seen_by(self, reader_id: int) -> Relation:
+        """This relation as a reader created at object id `reader_id` (a subscription, whose
+        change log holds the columns it had then) sees it: without the columns ALTER TABLE ADD
+        COLUMN appended after (they are last, so every other column keeps its index)."""
+        kept = tuple(c for c in self.columns if c.since <= reader_id)
+        return self if len(kept) == len(self.columns) else replace(self, columns=kept)
 
     def column_index(self, name: str) -> int | None:
         for i, c in enumerate(self.columns):
@@ -245,6 +285,7 @@ class Relation:
                 "start_epoch": self.subscription.start_epoch,
             },
             "watermark": None if self.watermark is None else self.watermark.to_json(),
+            **({"comment": self.comment} if self.comment is not None else {}),
         }
 
     @classmethod
@@ -292,6 +333,7 @@ class Relation:
                 sub["of"], TableDesc.from_json(sub["log_table"]), sub["retention_ms"], sub["start_epoch"]
             ),
             watermark=None if d.get("watermark") is None else WatermarkInfo.from_json(d["watermark"]),
+            comment=d.get("comment"),
         )
 
 
@@ -465,6 +507,9 @@ class CatalogSnapshot:
     database: str = DEFAULT_DATABASE  # the session's database: the only one a name may name
     #: the session's schema of temporary relations (``pg_temp`` names it; searched first)
     temp_schema: str | None = None
+    #: binding a view's (or a rebuilt MV's) query: its id. Columns added to a table after it
+    #: (`ColumnCatalog.since` > as_of) are not in its ``*`` (PostgreSQL expands ``*`` at CREATE).
+    as_of: int | None = None
 
     def _schema(self, written: str) -> str:
         """A schema as written: ``pg_temp`` is the session's temporary schema."""
@@ -527,7 +572,7 @@ class CatalogSnapshot:
         """The catalog `view`'s query is bound in: unqualified names through `path` (the
         search_path it was created with); temporary relations only for a temporary view."""
         temp = self.temp_schema if view.schema_name == self.temp_schema else None
-        return replace(self, search_path=path, temp_schema=temp)
+        return replace(self, search_path=path, temp_schema=temp, as_of=view.id)
 
     def relations_in(self, schema: str) -> list[Relation]:
         return [r for r in self.by_name.values() if r.schema_name == schema]

@@ -47,6 +47,7 @@ from piestream.common.chunk import StreamChunk
 from piestream.common.epoch import EpochGenerator, EpochPair, epoch_from_ms, epoch_to_unix_ms
 from piestream.common.errors import PiestreamError, SerializationFailure, is_data_error
 from piestream.common.metrics import FragmentTotals, Histogram
+from piestream.common.scalar import constant_array
 from piestream.meta.hummock_manager import HummockManager
 from piestream.meta.streaming_errors import StreamingErrorLog
 from piestream.meta.write_conflicts import CommittedWrites, chunk_keys, overlaps
@@ -58,6 +59,7 @@ from piestream.runtime.exchange import ActorReport
 from piestream.runtime.runners import EpochRunner, epoch_error
 from piestream.storage.hummock.store import StorageOptions
 from piestream.storage.hummock.version import HummockVersion, TableWatermark
+from piestream.storage.table.desc import TableDesc
 from piestream.stream.executor import StreamingConfig
 from piestream.stream.message import Barrier, BarrierKind
 
@@ -175,6 +177,32 @@ class TransactionCommit:
 
 
 _Queued = _Dml | TransactionCommit
+
+
+def _widened(chunk: StreamChunk, desc: TableDesc | None) -> StreamChunk:
+    """Rows an outside writer (the Spark inbox) built for a table's columns before ALTER TABLE ADD
+    COLUMN appended more: the added columns' defaults (NULL if none), as an INSERT omitting them
+    writes — the writer cannot be refused, its batch commits with this epoch or is retried."""
+    if desc is None or len(chunk.columns) >= len(desc.columns):
+        return chunk
+    n = chunk.capacity
+    extra = [constant_array(c.missing, c.data_type, n) for c in desc.columns[len(chunk.columns) :]]
+    return chunk.with_columns([*chunk.columns, *extra])
+
+
+def _schema_changed(d: _Queued, descs: dict[int, TableDesc]) -> PiestreamError | None:
+    """40001 for rows built for a table's columns before an ALTER TABLE changed them (a statement
+    that bound before it, a transaction block that wrote before it): none of them is applied."""
+    chunks = {d.table_id: [d.chunk]} if isinstance(d, _Dml) else d.dml
+    for table_id, cs in chunks.items():
+        desc = descs.get(table_id)
+        if desc is not None and any(len(c.columns) != len(desc.columns) for c in cs):
+            name = desc.name if isinstance(d, _Dml) else d.names.get(table_id, desc.name)
+            return SerializationFailure(
+                "could not serialize access due to concurrent update",
+                detail=f'Table "{name}" was altered after these rows were written.',
+            )
+    return None
 
 
 class _EpochWrites:
@@ -359,8 +387,9 @@ class BarrierManager:
                     for t, chunks in d.dml.items():
                         dml.setdefault(t, []).extend(chunks)
             for x in inputs:
-                writes.add_chunks(x.dml)
-                for t, chunks in x.dml.items():
+                x_dml = {t: [_widened(c, writes.descs.get(t)) for c in cs] for t, cs in x.dml.items()}
+                writes.add_chunks(x_dml)
+                for t, chunks in x_dml.items():
                     dml.setdefault(t, []).extend(chunks)
             data_epoch = self._data_epoch
             # row ids of this epoch use its milliseconds and, for large DML, a few after: the
@@ -428,6 +457,10 @@ class BarrierManager:
         batch: list[_Queued] = []
         refused: list[tuple[_Queued, PiestreamError]] = []
         for d in queued:
+            changed = _schema_changed(d, writes.descs)
+            if changed is not None:
+                refused.append((d, changed))
+                continue
             if isinstance(d, TransactionCommit):
                 with_new = graph.with_fragments(d.fragments) if d.fragments else graph
                 err = self._conflict(d, with_new, writes)

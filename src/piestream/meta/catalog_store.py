@@ -377,13 +377,27 @@ class CatalogStore:
                 if rel.job_id is not None and frags:
                     self._jobs[rel.job_id] = list(frags)
 
-    def replace(self, old: Relation, relation: Relation) -> None:
-        """Swap a job-less relation (CREATE OR REPLACE VIEW) in one transaction."""
+    def replace(self, old: Relation, relation: Relation, replaced_fragments: Iterable[Fragment] = ()) -> None:
+        """Swap a relation for its new version (CREATE OR REPLACE VIEW; ALTER: a new name or new
+        columns), with the running fragments that change with it: one transaction."""
+        self.replace_all([(old, relation)], replaced_fragments)
+
+    def replace_all(
+        self, swaps: Iterable[tuple[Relation, Relation]], replaced_fragments: Iterable[Fragment] = ()
+    ) -> None:
+        """`replace` of several relations at once (a rename rewrites its dependents too)."""
+        swaps = list(swaps)
         with self._lock, self.meta.transaction():
-            self.meta.delete(_NS_REL, relation_key(*old.key))
-            self.meta.put(_NS_REL, relation_key(*relation.key), json.dumps(relation.to_json()))
-            del self._relations[old.key]
-            self._relations[relation.key] = relation
+            for old, _ in swaps:
+                self.meta.delete(_NS_REL, relation_key(*old.key))
+            for _, relation in swaps:
+                self.meta.put(_NS_REL, relation_key(*relation.key), json.dumps(relation.to_json()))
+            changed = self._replace_fragments(list(replaced_fragments))
+            for old, _ in swaps:
+                del self._relations[old.key]
+            for _, relation in swaps:
+                self._relations[relation.key] = relation
+            self._jobs.update(changed)
 
     def drop(
         self, keys: Iterable[tuple[str, str]], replaced_fragments: Iterable[Fragment] = ()

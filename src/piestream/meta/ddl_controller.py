@@ -81,6 +81,14 @@ class DdlController:
             raise DependentObjectsStillExist(f'cannot replace view "{old.name}": other objects depend on it')
         self.catalog.replace(old, new)
 
+    def alter(self, swaps: Sequence[tuple[Relation, Relation]], fragments: Sequence[Fragment] = ()) -> None:
+        """ALTER: relations swapped for their new versions and running fragments replaced (same
+        ids: each actor runs the new plan from the next epoch, over the same state), in one
+        meta-store transaction between two epochs."""
+        with self.barriers.paused():
+            self.catalog.replace_all(swaps, fragments)
+            self.barriers.add_fragments(fragments)
+
     def _with_edges_into(self, planned: PlannedJob) -> dict[int, Fragment]:
         """The upstream fragments a new job reads, each with its new output edge into the job."""
         graph = self.barriers.graph

@@ -39,10 +39,15 @@ class DispatchEdge:
     dist_key: tuple[int, ...] = ()
     dist_types: tuple[DataType, ...] = ()
     vnode_count: int = VNODE_COUNT
+    #: the upstream output columns this edge carries, in order (None: all). A table's edges to
+    #: the jobs that read it before ALTER TABLE ADD COLUMN keep the columns they were planned
+    #: for (RisingWave's dispatcher ``output_indices``); `dist_key` indexes the carried columns.
+    output_indices: tuple[int, ...] | None = field(default=None, metadata={"since_format": 4})
 
     def explain(self) -> str:
         key = f"({', '.join(f'${i}' for i in self.dist_key)})" if self.kind is DispatchKind.HASH else ""
-        return f"{self.kind.value}{key} -> fragment {self.downstream_fragment_id}"
+        cols = "" if self.output_indices is None else f" [{', '.join(f'${i}' for i in self.output_indices)}]"
+        return f"{self.kind.value}{key}{cols} -> fragment {self.downstream_fragment_id}"
 
 
 def actor_id(fragment_id: int, index: int) -> int:

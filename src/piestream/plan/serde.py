@@ -57,7 +57,11 @@ from piestream.storage.table.desc import TableDesc
 #: A plan of format <= 2 is loaded under the old NUMERIC rules
 #: (`piestream.plan.numeric_rules.keep_decimal_rules`), so its view stays consistent with the rows
 #: it already holds; AggCall's `decimal_rules` carries that into format 3 documents.
-PLAN_FORMAT = 3
+#: Format 4: schema evolution (ALTER TABLE ADD COLUMN): a dispatch edge may carry a subset of
+#: its fragment's columns (`DispatchEdge.output_indices`) and a table descriptor may hold values
+#: stored before columns were added (`TableDesc.value_required`, `ColumnDesc.missing`); a
+#: format-3 reader would fail on them, so it refuses format 4 by its number.
+PLAN_FORMAT = 4
 #: the last format planned with decimal128(38, 10) NUMERIC
 LAST_DECIMAL_NUMERIC_FORMAT = 2
 

@@ -177,7 +177,7 @@ def _create_table_as(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -
     materialization). The table and its rows commit in one epoch: inside a block with it, else
     in a block of its own, so a failure or crash leaves neither."""
     from piestream.server import dml
-    from piestream.server.transaction import Transaction
+    from piestream.server.transaction import in_block
 
     assert stmt.as_query is not None
     if stmt.columns or stmt.primary_key or stmt.with_options or stmt.append_only or stmt.watermarks:
@@ -189,18 +189,9 @@ def _create_table_as(s: Session, stmt: ast.CreateTable, params: Sequence[Any]) -
         for n, t in zip(bound.names, bound.plan.types, strict=True)
     ]
     table = replace(stmt, columns=columns, as_query=None, as_query_text=None)
-    own = s.txn is None
-    txn = s.txn if s.txn is not None else Transaction(s.db)
-    s.txn = txn
-    try:
+    with in_block(s):
         create_table(s, table, params)
         inserted = dml.insert(s, ast.Insert(table=stmt.name, columns=None, source=stmt.as_query), params)
-        if own:
-            txn.commit()
-    finally:
-        if own:
-            s.txn = None
-            txn.close()
     return command("SELECT " + inserted.tag.rsplit(" ", 1)[-1])
 
 
@@ -243,8 +234,12 @@ def check_upstreams_created(s: Session, depends_on: Sequence[int]) -> None:
             check_created(s.db, rel)
 
 
-def _plan_mv(s: Session, stmt: ast.CreateMaterializedView, parallelism: int) -> PlannedJob:
-    binder = QueryBinder(s.committed_catalog())
+def _plan_mv(
+    s: Session, stmt: ast.CreateMaterializedView, parallelism: int, as_of: int | None = None
+) -> PlannedJob:
+    """`as_of` (REBUILD): the MV's id — columns added to its inputs after it are not in its ``*``."""
+    cat = s.committed_catalog()
+    binder = QueryBinder(cat if as_of is None else replace(cat, as_of=as_of))
     bound = binder.bind_query(stmt.query)
     if stmt.columns:
         if len(stmt.columns) > len(bound.names):
@@ -300,7 +295,7 @@ def rebuild(s: Session, stmt: ast.RebuildJob, params: Sequence[Any] = ()) -> Que
             r = db.catalog.get(r.name, r.schema_name) or r
             definition = parse_one(r.definition)
             assert isinstance(definition, ast.CreateMaterializedView)
-            planned = _plan_mv(s, definition, r.parallelism or s.parallelism)
+            planned = _plan_mv(s, definition, r.parallelism or s.parallelism, as_of=r.id)
             # views and indexes name it by id; it stays in its schema
             planned.relation = replace(planned.relation, id=r.id, schema_name=r.schema_name)
             db.ddl.rebuild_job(r, planned)

@@ -28,13 +28,13 @@ from piestream.common.errors import (
     UndefinedColumn,
     UndefinedTable,
 )
-from piestream.common.scalar import to_arrow
+from piestream.common.scalar import constant_array, to_arrow
 from piestream.common.schema import Schema
 from piestream.common.types import DataType, Field
 from piestream.expr.bind import cast, literal
 from piestream.expr.expr import Expr, InputRef, Literal, UnknownLiteral
 from piestream.frontend.binder import BoundQuery, QueryBinder
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind
 from piestream.frontend.logical import Project
 from piestream.frontend.parser import ast
 from piestream.server.query import bind, run_bound
@@ -102,7 +102,7 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
             k = targets.index(c.name)
             exprs.append(cast(InputRef(k, bound.plan.types[k]), c.data_type, explicit=False))
         else:
-            exprs.append(Literal(None, c.data_type))
+            exprs.append(Literal(c.default, c.data_type))  # its DEFAULT (ALTER TABLE ADD COLUMN), else NULL
     schema = Schema(tuple(Field(c.name, c.data_type) for c in rel.columns))
     full = BoundQuery(Project(schema, bound.plan, exprs), [c.name for c in rel.columns])
     table = run_bound(s, full)
@@ -135,10 +135,15 @@ def _insert_param_rows(
         name: _param_column(params, grid[:, j], t)
         for j, (name, t) in enumerate(zip(targets, target_types, strict=True))
     }
-    cols = [values[c.name] if c.name in values else pa.nulls(n, c.data_type.arrow) for c in rel.columns]
+    cols = [values[c.name] if c.name in values else omitted_column(c, n) for c in rel.columns]
     _check_not_null_pk(rel, cols)
     _write(s, rel, None, cols, StreamChunk(np.full(n, Op.INSERT, np.int8), cols, length=n))
     return command(f"INSERT 0 {n}")
+
+
+def omitted_column(c: ColumnCatalog, n: int) -> pa.Array:
+    """What `n` inserted rows that omit column `c` hold: its DEFAULT, else NULL."""
+    return constant_array(c.default, c.data_type, n)
 
 
 def _param_column(params: Sequence[Any], indices: npt.NDArray[np.int64], target: DataType) -> pa.Array:
@@ -214,7 +219,7 @@ def insert_arrow(s: Session, name: str, data: pa.Table) -> QueryResult:
                     ) from None
             cols.append(arr)
         else:
-            cols.append(pa.nulls(n, c.data_type.arrow))
+            cols.append(omitted_column(c, n))
     _check_not_null_pk(rel, cols)
     if s.txn is not None:  # buffered like any INSERT of the transaction block
         s.txn.write(rel, None, cols, s.buffer_limit)

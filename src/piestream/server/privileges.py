@@ -214,10 +214,17 @@ def check_statement(s: Session, stmt: ast.Statement) -> None:
             rel = _lookup(s, name)
             if rel is not None and rel.kind.value == stmt.kind:
                 require_owner(s, rel)
-    elif isinstance(stmt, ast.RebuildJob):
+    elif isinstance(
+        stmt, ast.RebuildJob | ast.AlterAddColumn | ast.AlterDropColumn | ast.AlterRename | ast.CommentOn
+    ):
         rel = _lookup(s, stmt.name)
         if rel is not None:
             require_owner(s, rel)
+    elif isinstance(stmt, ast.Truncate):
+        for name in stmt.names:
+            rel = _lookup(s, name)
+            if rel is not None:
+                require_owner(s, rel)
     elif isinstance(stmt, ast.AlterSystem):
         raise InsufficientPrivilege("must be superuser to execute ALTER SYSTEM command")
     elif isinstance(stmt, ast.DeclareCursor):  # its query runs at DECLARE

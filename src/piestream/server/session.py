@@ -40,6 +40,7 @@ from piestream.frontend.catalog import (
 )
 from piestream.frontend.parser import ast, parse
 from piestream.server import (
+    alter_handlers,
     cdc_handlers,
     connector_handlers,
     copy,
@@ -291,6 +292,10 @@ _DDL_COMMITS_BLOCK: dict[type[ast.Statement], str] = {
     ast.DropSchema: "DROP SCHEMA",
     ast.Drop: "DROP",
     ast.RebuildJob: "ALTER MATERIALIZED VIEW",
+    ast.AlterAddColumn: "ALTER TABLE",
+    ast.AlterDropColumn: "ALTER TABLE",
+    ast.AlterRename: "ALTER",
+    ast.CommentOn: "COMMENT",
     ast.CreateRole: "CREATE ROLE",
     ast.AlterRole: "ALTER ROLE",
     ast.DropRole: "DROP ROLE",
@@ -380,6 +385,11 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.AlterSystem: utility.alter_system,
     ast.AlterSourceRateLimit: utility.alter_source_rate_limit,
     ast.RebuildJob: ddl_handlers.rebuild,
+    ast.AlterAddColumn: alter_handlers.add_column,
+    ast.AlterRename: alter_handlers.rename,
+    ast.AlterDropColumn: alter_handlers.drop_column,
+    ast.Truncate: alter_handlers.truncate,
+    ast.CommentOn: alter_handlers.comment_on,
     ast.Begin: Session._begin,
     ast.SetTransaction: Session._set_transaction,
     ast.Commit: Session._commit,

@@ -125,7 +125,7 @@ def resolve(db: Database, name: str) -> tuple[Relation, Relation]:
     upstream = next((r for r in db.catalog.snapshot().relations() if r.id == sub.subscription.of), None)
     if upstream is None:
         raise UndefinedObject(f'the relation subscription "{name}" follows no longer exists')
-    return sub, upstream
+    return sub, upstream.as_seen_by(sub.id)  # its log holds the columns of its creation
 
 
 def snapshot_changes(storage: Any, epoch: int, upstream: Relation) -> pa.Table:

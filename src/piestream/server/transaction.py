@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -45,6 +47,7 @@ from piestream.storage.hummock.store import HummockStorage
 
 if TYPE_CHECKING:
     from piestream.server.database import Database
+    from piestream.server.session import Session
 
 
 @dataclass(frozen=True)
@@ -212,3 +215,21 @@ def parse_bytes(value: str, setting: str) -> int:
             hint='Valid units for this parameter are "B", "kB", "MB", "GB", and "TB".',
         )
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+@contextmanager
+def in_block(s: Session) -> Iterator[None]:
+    """Run a statement made of several changes (CREATE TABLE AS, TRUNCATE of many tables) in the
+    session's transaction block, or in a block of its own committed at the end (one epoch: a
+    failure or crash leaves none of it)."""
+    own = s.txn is None
+    txn = s.txn if s.txn is not None else Transaction(s.db)
+    s.txn = txn
+    try:
+        yield
+        if own:
+            txn.commit()
+    finally:
+        if own:
+            s.txn = None
+            txn.close()

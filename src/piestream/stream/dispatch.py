@@ -21,6 +21,8 @@ from piestream.plan.fragment import DispatchEdge, DispatchKind
 def dispatch(chunk: StreamChunk, edge: DispatchEdge, actor_index: int) -> list[tuple[int, StreamChunk]]:
     """Split `chunk` among the downstream actors: (downstream actor index, chunk) pairs."""
     c = chunk.compact()
+    if edge.output_indices is not None:
+        c = c.project(edge.output_indices)
     if not c.capacity:
         return []
     if edge.kind is DispatchKind.SIMPLE:

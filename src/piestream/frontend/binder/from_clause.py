@@ -293,7 +293,7 @@ def bind_named_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tup
             " (read its changes with DECLARE ... SUBSCRIPTION CURSOR and FETCH)" if rel.subscription else ""
         )
         raise FeatureNotSupported(f'cannot read from {what} "{name}"{hint}', position=position(node))
-    return scan_relation(rel, name)
+    return scan_relation(rel, name, getattr(qb.catalog, "as_of", None))
 
 
 def bind_system_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tuple[PlanNode, Scope]:
@@ -309,12 +309,18 @@ def bind_system_relation(qb: QueryBinder, name: str, node: exp.Expression) -> tu
     return plan, Scope.of([ScopeColumn(name, f.name, f.data_type) for f in schema.fields])
 
 
-def scan_relation(rel: Relation, qualifier: str) -> tuple[PlanNode, Scope]:
+def scan_relation(rel: Relation, qualifier: str, as_of: int | None = None) -> tuple[PlanNode, Scope]:
     """Scan every column (hidden ones too: the stream planner needs the pk); only visible ones
-    are found by `*`."""
+    are found by `*` — for a view's query (`as_of`), only those the table had when the view was
+    created."""
     idx = list(range(len(rel.columns)))
     plan = Scan(Schema(tuple(Field(c.name, c.data_type) for c in rel.columns)), rel, idx)
-    scope = Scope.of([ScopeColumn(qualifier, c.name, c.data_type, c.hidden) for c in rel.columns])
+    scope = Scope.of(
+        [
+            ScopeColumn(qualifier, c.name, c.data_type, c.hidden or (as_of is not None and c.since > as_of))
+            for c in rel.columns
+        ]
+    )
     return plan, scope
 
 

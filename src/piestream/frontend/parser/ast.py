@@ -430,6 +430,59 @@ class AlterSourceRateLimit(Statement):
 
 
 @dataclass(frozen=True)
+class AlterAddColumn(Statement):
+    """ALTER TABLE [IF EXISTS] name ADD [COLUMN] [IF NOT EXISTS] column_def."""
+
+    kind: str  # "table" | "source"
+    name: str
+    column: ColumnDef
+    if_exists: bool = False
+    if_not_exists: bool = False
+    column_text: str = ""  # the column definition as written (for the table's definition)
+
+
+@dataclass(frozen=True)
+class AlterDropColumn(Statement):
+    """ALTER TABLE [IF EXISTS] name DROP [COLUMN] [IF EXISTS] column [CASCADE | RESTRICT]."""
+
+    name: str
+    column: str
+    if_exists: bool = False
+    column_if_exists: bool = False
+    cascade: bool = False
+
+
+@dataclass(frozen=True)
+class AlterRename(Statement):
+    """ALTER {TABLE | MATERIALIZED VIEW | VIEW | SOURCE | SINK | INDEX} [IF EXISTS] name RENAME TO
+    new, or ALTER TABLE name RENAME [COLUMN] column TO new (`column` set)."""
+
+    kind: str  # "table" | "materialized view" | "view" | "source" | "sink" | "index"
+    name: str
+    new_name: str
+    column: str | None = None
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class Truncate(Statement):
+    """TRUNCATE [TABLE] name [, ...]: every row deleted, in one epoch."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CommentOn(Statement):
+    """COMMENT ON {TABLE | MATERIALIZED VIEW | VIEW | SOURCE | SINK | INDEX | COLUMN} name IS
+    'text' | NULL; `column` set for COLUMN (name is then the relation)."""
+
+    kind: str
+    name: str
+    column: str | None
+    comment: str | None
+
+
+@dataclass(frozen=True)
 class AlterSystem(Statement):
     """ALTER SYSTEM SET name {TO | =} value: a database-wide setting, kept across restarts;
     `value` None means DEFAULT."""

@@ -12,7 +12,7 @@ from dataclasses import replace
 from sqlglot.tokens import TokenType
 
 from piestream.frontend.parser import ast
-from piestream.frontend.parser.names import fold, quote_ident
+from piestream.frontend.parser.names import ObjectName, fold, quote_ident
 from piestream.frontend.parser.role_syntax import RoleParser
 
 _SHOW_KINDS: tuple[tuple[tuple[str, ...], ast.ShowKind], ...] = (
@@ -98,27 +98,109 @@ class UtilityParser(RoleParser):
             return ast.AlterSystem(name, value)
         if self._match_texts(("USER", "ROLE")):
             return self._parse_alter_role()
-        if self._match_text_seq("MATERIALIZED", "VIEW"):
-            name = self._parse_object_name()
-            if self._match_text_seq("REBUILD"):
-                return ast.RebuildJob("materialized view", name)
-            raise self._unsupported("this form of ALTER MATERIALIZED VIEW", alter)
-        for words, kind in ((("SOURCE",), "source"), ((TokenType.TABLE,), "table")):
-            matched = self._match_text_seq(*words) if kind == "source" else self._match(TokenType.TABLE)
-            if not matched:
-                continue
-            name = self._parse_object_name()
-            if not self._match(TokenType.SET):
-                raise self._unsupported(f"this form of ALTER {kind.upper()}", alter)
+        kind = self._parse_alter_kind()
+        if kind is None:
+            word = self._curr.text.upper() if self._curr else ""
+            raise self._unsupported(f"ALTER {word}".strip(), alter)
+        if_exists = self._match_text_seq("IF", "EXISTS")
+        name = self._parse_object_name()
+        if kind == "materialized view" and self._match_text_seq("REBUILD") and not if_exists:
+            return ast.RebuildJob("materialized view", name)
+        if self._match_text_seq("RENAME"):
+            if self._match_text_seq("TO"):
+                return ast.AlterRename(kind, name, self._parse_name_part(), if_exists=if_exists)
+            if kind == "table":
+                self._match_text_seq("COLUMN")
+                column = self._parse_name_part()
+                self._expect("TO")
+                return ast.AlterRename(kind, name, self._parse_name_part(), column, if_exists)
+            raise self._unsupported(f"this form of ALTER {kind.upper()} ... RENAME", alter)
+        if kind in ("table", "source") and self._match_text_seq("ADD"):
+            self._match_text_seq("COLUMN")
+            if self._curr and self._curr.text.upper() in (
+                "CONSTRAINT",
+                "PRIMARY",
+                "UNIQUE",
+                "CHECK",
+                "FOREIGN",
+            ):
+                raise self._unsupported(f"ALTER {kind.upper()} ... ADD {self._curr.text.upper()}", alter)
+            not_exists = self._match_text_seq("IF", "NOT", "EXISTS")
+            first = self._curr
+            column = self._parse_column_definition()  # type: ignore[attr-defined]
+            text = self._find_sql(first, self._prev) if first is not None else ""
+            return ast.AlterAddColumn(kind, name, column, if_exists, not_exists, text)
+        if kind == "table" and self._match_text_seq("DROP"):
+            if self._curr and self._curr.text.upper() in ("CONSTRAINT",):
+                raise self._unsupported("ALTER TABLE ... DROP CONSTRAINT", alter)
+            self._match_text_seq("COLUMN")
+            column_if_exists = self._match_text_seq("IF", "EXISTS")
+            column = self._parse_name_part()
+            cascade = bool(self._match_text_seq("CASCADE"))
+            if not cascade:
+                self._match_text_seq("RESTRICT")
+            return ast.AlterDropColumn(name, column, if_exists, column_if_exists, cascade)
+        if kind in ("table", "source") and self._match(TokenType.SET):
             setting = self._parse_variable_name()
-            if setting.lower() != "source_rate_limit":
+            if setting.lower() != "source_rate_limit" or if_exists:
                 raise self._unsupported(f"ALTER {kind.upper()} ... SET {setting}", alter)
             if not (self._match(TokenType.EQ) or self._match_text_seq("TO")):
                 self._fail("Expecting TO or =")
             value = None if self._match(TokenType.DEFAULT) else self._parse_set_value()
             return ast.AlterSourceRateLimit(kind, name, value)
-        word = self._curr.text.upper() if self._curr else ""
-        raise self._unsupported(f"ALTER {word}".strip(), alter)
+        raise self._unsupported(f"this form of ALTER {kind.upper()}", alter)
+
+    def _parse_alter_kind(self) -> str | None:
+        """The object kind after ALTER (the forms with a handler), or None."""
+        if self._match_text_seq("MATERIALIZED", "VIEW"):
+            return "materialized view"
+        if self._match(TokenType.TABLE):
+            return "table"
+        for word in ("VIEW", "SOURCE", "SINK", "INDEX"):
+            if self._match_text_seq(word):
+                return word.lower()
+        return None
+
+    # -- TRUNCATE, COMMENT ON ------------------------------------------------------------------
+    def _parse_truncate_statement(self) -> ast.Truncate:
+        start = self._prev
+        self._match(TokenType.TABLE)
+        if self._match_text_seq("ONLY"):
+            raise self._unsupported("TRUNCATE ONLY", start)
+        names = [self._parse_object_name()]
+        while self._match(TokenType.COMMA):
+            names.append(self._parse_object_name())
+        if self._curr and self._curr.text.upper() in ("RESTART", "CONTINUE", "CASCADE"):
+            raise self._unsupported(f"TRUNCATE ... {self._curr.text.upper()}", start)
+        self._match_text_seq("RESTRICT")
+        return ast.Truncate(tuple(names))
+
+    def _parse_comment_statement(self) -> ast.CommentOn:
+        start = self._prev
+        self._expect("ON")
+        if self._match_text_seq("COLUMN"):
+            parts = [self._parse_name_part()]
+            while self._match(TokenType.DOT):
+                parts.append(self._parse_name_part())
+            if len(parts) < 2:
+                self._fail("column name must be qualified")
+            kind, name, column = "column", ObjectName.of(parts[:-1]), parts[-1]
+        else:
+            found = self._parse_alter_kind()
+            if found is None:
+                word = self._curr.text.upper() if self._curr else ""
+                raise self._unsupported(f"COMMENT ON {word}".strip(), start)
+            kind, name, column = found, self._parse_object_name(), None
+        self._expect("IS")
+        if self._match(TokenType.NULL):
+            comment = None
+        else:
+            tok = self._curr
+            if tok is None or tok.token_type not in (TokenType.STRING, TokenType.HEREDOC_STRING):
+                self._fail("Expecting a string literal")
+            self._advance()
+            comment = tok.text
+        return ast.CommentOn(kind, name, column, comment)
 
     def _parse_set_value(self) -> str:
         if self._curr.token_type in (TokenType.TRUE, TokenType.FALSE, TokenType.ON):

@@ -63,7 +63,9 @@ def pkey_indexdef(r: Relation) -> str:
 
 
 def query_part(definition: str) -> str:
-    """``SELECT ...`` of ``CREATE [MATERIALIZED] VIEW name AS SELECT ...`` (psql shows only that)."""
-    m = re.search(r"\bAS\s+(.*)$", definition, re.IGNORECASE | re.DOTALL)
+    """``SELECT ...`` of ``CREATE [MATERIALIZED] VIEW name AS SELECT ...`` (psql shows only that);
+    a view's definition is its query already (its own ``AS`` aliases stay)."""
+    created = re.match(r"\s*CREATE\b", definition, re.IGNORECASE) is not None
+    m = re.search(r"\bAS\s+(.*)$", definition, re.IGNORECASE | re.DOTALL) if created else None
     body = m.group(1) if m else definition
     return " " + body.strip().rstrip(";") + ";"

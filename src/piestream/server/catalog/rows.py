@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from piestream.common.text import format_datum
 from piestream.common.types import DataType, TypeKind
-from piestream.frontend.catalog import DEFAULT_SCHEMA, Relation, RelationKind
+from piestream.frontend.catalog import DEFAULT_SCHEMA, ColumnCatalog, Relation, RelationKind
 from piestream.frontend.parser.ast import RELATION_PRIVILEGES
 from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
@@ -68,6 +69,24 @@ class CatalogContext:
             if any(r.schema_name == sch and r.name == rel.name for r in rels):
                 return False
         return False
+
+
+#: pg_class's own oid: the classoid of a relation's pg_description rows
+PG_CLASS_OID = 1259
+#: pg_attrdef oids: made from the relation's oid and the column's number
+ATTRDEF_OID_BASE = 1 << 40
+
+
+def default_sql(c: ColumnCatalog) -> str | None:
+    """A column's DEFAULT as PostgreSQL shows it (``7``, ``'x'::character varying``)."""
+    if c.default is None:
+        return None
+    text = format_datum(c.default, c.data_type)
+    if c.data_type.kind in (TypeKind.SMALLINT, TypeKind.INT, TypeKind.BIGINT, TypeKind.BOOLEAN):
+        return text
+    from piestream.expr.coercion import type_name
+
+    return "'" + text.replace("'", "''") + "'::" + type_name(c.data_type)
 
 
 def _info_table(database: str, r: Relation, table_type: str, insertable: str) -> tuple[Any, ...]:
@@ -196,9 +215,16 @@ class CatalogRows:
                     0,
                 )
             )
+            if r.comment is not None:
+                out["pg_description"].append((oid, PG_CLASS_OID, 0, r.comment))
             for n, c in enumerate(cols, 1):
                 t = c.data_type
                 toid = self.types.oid_of(t)
+                default = default_sql(c)
+                if default is not None:
+                    out["pg_attrdef"].append((ATTRDEF_OID_BASE + oid * 1000 + n, oid, n, default))
+                if c.comment is not None:
+                    out["pg_description"].append((oid, PG_CLASS_OID, n, c.comment))
                 notnull = has_user_pk(r) and r.table is not None and c.name in pk_names(r).split(", ")
                 out["pg_attribute"].append(
                     (
@@ -215,8 +241,8 @@ class CatalogRows:
                         "p",
                         "i",
                         int(notnull),
-                        0,
-                        0,
+                        int(default is not None),
+                        int(c.since != 0 and c.default is not None),  # atthasmissing: rows before it
                         "",
                         "",
                         0,
@@ -238,7 +264,7 @@ class CatalogRows:
                             r.name,
                             c.name,
                             n,
-                            None,
+                            default,
                             "NO" if notnull else "YES",
                             _info_data_type(t),
                             None,

@@ -141,7 +141,7 @@ class SystemFunctions:
             "pg_collation_is_visible": const(1),
             "pg_conversion_is_visible": const(1),
             "obj_description": self._obj_description,
-            "col_description": const(None),
+            "col_description": self._col_description,
             "shobj_description": const(None),
             "has_table_privilege": const(1),
             "has_schema_privilege": const(1),
@@ -223,7 +223,16 @@ class SystemFunctions:
         return name if typmod is None else with_typmod(name, as_int(typmod))
 
     def _obj_description(self, oid: Any, catalog: Any = None) -> str | None:
-        return None
+        rel = self._rel(oid) if oid is not None else None
+        return None if rel is None else rel.comment
+
+    def _col_description(self, oid: Any, attnum: Any) -> str | None:
+        rel = self._rel(oid) if oid is not None else None
+        if rel is None or attnum is None:
+            return None
+        cols = rel.visible_columns  # attnums number the visible columns (`catalog.rows`)
+        n = as_int(attnum)
+        return cols[n - 1].comment if 1 <= n <= len(cols) else None
 
     def _viewdef(self, oid: Any, pretty: Any = None) -> str | None:
         rel = self._rel(oid)

@@ -9,13 +9,15 @@ scan whose prefix covers it knows its vnode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from piestream.common.order import OrderType
+from piestream.common.scalar import Datum
 from piestream.common.types import DataType, parse_type
 from piestream.common.vnode import VNODE_COUNT
+from piestream.encoding.value_datum import decode_datum, encode_datum
 
 
 @dataclass(frozen=True)
@@ -23,13 +25,22 @@ class ColumnDesc:
     name: str
     data_type: DataType
     hidden: bool = False  # e.g. `_row_id`, stream-key columns the user did not select
+    #: what a row stored before this column was added reads for it (ALTER TABLE ADD COLUMN ...
+    #: DEFAULT; None = NULL); only columns after the table's `value_required` have one
+    missing: Datum = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "type": str(self.data_type), "hidden": self.hidden}
+        out: dict[str, Any] = {"name": self.name, "type": str(self.data_type), "hidden": self.hidden}
+        if self.missing is not None:  # the value encoding's bytes of the datum, as hex
+            out["missing"] = encode_datum(self.missing, self.data_type).hex()
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ColumnDesc:
-        return cls(d["name"], parse_type(d["type"]), d["hidden"])
+        t = parse_type(d["type"])
+        missing = d.get("missing")
+        value = None if missing is None else decode_datum(bytes.fromhex(missing), 0, t)[0]
+        return cls(d["name"], t, d["hidden"], value)
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,10 @@ class TableDesc:
     watermark_col: int | None = None  # a column whose committed watermark cleans old rows
     name: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: value columns every stored value holds (None: all). ALTER TABLE ADD COLUMN appends value
+    #: columns without rewriting rows: values stored before it end early, and read the added
+    #: columns' `ColumnDesc.missing` (the value encoding's datums are self-delimiting).
+    value_required: int | None = None
 
     def __post_init__(self) -> None:
         ncols = len(self.columns)
@@ -59,6 +74,8 @@ class TableDesc:
             raise ValueError("the distribution key must lie inside the pk")
         if self.value_indices is not None and set(self.value_indices) | set(self.pk) != set(range(ncols)):
             raise ValueError("every column must be in the pk or in the value")
+        if self.value_required is not None and not 0 <= self.value_required <= len(self.value_cols):
+            raise ValueError("value_required out of range")
         if not 0 <= self.read_prefix_len_hint <= len(self.pk):
             raise ValueError("read_prefix_len_hint longer than the pk")
         if not self.dist_key and self.vnode_count != 1:
@@ -90,6 +107,19 @@ class TableDesc:
         """Positions of the distribution-key columns within the pk."""
         return tuple(self.pk.index(i) for i in self.dist_key)
 
+    @cached_property
+    def value_missing(self) -> tuple[Datum, ...]:
+        """What values stored before the columns after `value_required` were added read for them."""
+        if self.value_required is None:
+            return ()
+        return tuple(self.columns[i].missing for i in self.value_cols[self.value_required :])
+
+    def with_added_column(self, column: ColumnDesc) -> TableDesc:
+        """This table with `column` appended (last in the value): rows stored so far lack it."""
+        required = len(self.value_cols) if self.value_required is None else self.value_required
+        value = None if self.value_indices is None else (*self.value_indices, len(self.columns))
+        return replace(self, columns=(*self.columns, column), value_indices=value, value_required=required)
+
     @property
     def is_singleton(self) -> bool:
         return not self.dist_key
@@ -116,6 +146,7 @@ class TableDesc:
             "prefix": self.read_prefix_len_hint,
             "append_only": self.append_only,
             "watermark": self.watermark_col,
+            **({"required": self.value_required} if self.value_required is not None else {}),
         }
 
     @classmethod
@@ -132,6 +163,7 @@ class TableDesc:
             read_prefix_len_hint=d["prefix"],
             append_only=d["append_only"],
             watermark_col=d["watermark"],
+            value_required=d.get("required"),
         )
 
     def describe(self) -> str:

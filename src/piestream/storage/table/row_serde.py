@@ -67,7 +67,13 @@ class RowSerde:
         `value_start`: 1 skips a HummockValue's tag without copying)."""
         ncols = len(self.desc.columns)
         out: list[pa.Array | None] = [None] * ncols
-        vals = value.decode_values(values, self._value_types, value_start or None)
+        vals = value.decode_values(
+            values,
+            self._value_types,
+            value_start or None,
+            required=self.desc.value_required,
+            missing=self.desc.value_missing,
+        )
         for i, col in zip(self.desc.value_cols, vals, strict=True):
             out[i] = col
         if self._key_only:
@@ -111,7 +117,9 @@ class RowSerde:
         return value.encode_row([row[i] for i in self.desc.value_cols], self._value_types)
 
     def decode_row(self, table_key: bytes, value_bytes: bytes) -> Row:
-        vals = value.decode_row(value_bytes, self._value_types)
+        vals = value.decode_row(
+            value_bytes, self._value_types, required=self.desc.value_required, missing=self.desc.value_missing
+        )
         row: list[Datum] = [None] * len(self.desc.columns)
         for i, v in zip(self.desc.value_cols, vals, strict=True):
             row[i] = v
