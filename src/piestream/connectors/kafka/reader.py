@@ -32,7 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from piestream.common.epoch import EpochPair
 from piestream.common.errors import PiestreamError
@@ -83,18 +85,81 @@ class KafkaOffset:
 
 # -- consumers -------------------------------------------------------------------------------------
 
+#: message fields a feed can keep beside offsets and values (what INCLUDE / UPSERT ask for)
+KEYS, TIMESTAMPS, HEADERS = "key", "timestamp", "headers"
+
+
+@dataclass
+class _Batch:
+    """Fetched messages of one partition as columns (offsets ascending): the Message objects
+    librdkafka hands out are dropped as soon as their fields are taken, so buffers hold Arrow
+    and numpy, not millions of Python objects."""
+
+    offsets: np.ndarray  # int64
+    values: pa.BinaryArray
+    keys: pa.BinaryArray | None = None
+    timestamps: np.ndarray | None = None  # int64 ms, -1 = none
+    headers: list[Any] | None = None  # per message: confluent-kafka's list of (name, value)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def slice(self, start: int, stop: int) -> _Batch:
+        return _Batch(
+            self.offsets[start:stop],
+            self.values.slice(start, stop - start),
+            None if self.keys is None else self.keys.slice(start, stop - start),
+            None if self.timestamps is None else self.timestamps[start:stop],
+            None if self.headers is None else self.headers[start:stop],
+        )
+
+    @staticmethod
+    def concat(parts: list[_Batch]) -> _Batch:
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+        return _Batch(
+            np.concatenate([b.offsets for b in parts]),
+            pa.concat_arrays([b.values for b in parts]),
+            None if first.keys is None else pa.concat_arrays([b.keys for b in parts]),
+            None if first.timestamps is None else np.concatenate([b.timestamps for b in parts]),
+            None if first.headers is None else [h for b in parts for h in b.headers],  # type: ignore[union-attr]
+        )
+
+
+def message_batch(msgs: list[Any], fields: frozenset[str]) -> _Batch:
+    """A consume() result as columns. One pass per field with `map` over the unbound accessor:
+    confluent-kafka exposes each field only as a method of a Message object, so this is the one
+    per-message step its API forces (no Python code runs per message)."""
+    from confluent_kafka import Message
+
+    n = len(msgs)
+    first, last = msgs[0].offset(), msgs[-1].offset()
+    if last - first == n - 1:  # no gaps (the usual case): the offsets are a range
+        offsets = np.arange(first, last + 1, dtype=np.int64)
+    else:
+        offsets = np.fromiter(map(Message.offset, msgs), np.int64, n)
+    values = pa.array(list(map(Message.value, msgs)), pa.binary())
+    keys = pa.array(list(map(Message.key, msgs)), pa.binary()) if KEYS in fields else None
+    ts = None
+    if TIMESTAMPS in fields:
+        ts = np.fromiter((t if kind else -1 for kind, t in map(Message.timestamp, msgs)), np.int64, n)
+    headers = list(map(Message.headers, msgs)) if HEADERS in fields else None
+    return _Batch(offsets, values, keys, ts, headers)
+
 
 class _Feed:
     """One partition's consumer and the messages fetched ahead of the last emitted one."""
 
-    def __init__(self, config: dict[str, Any], topic: str, partition: int) -> None:
+    def __init__(self, config: dict[str, Any], topic: str, partition: int, fields: frozenset[str]) -> None:
         from confluent_kafka import Consumer
 
         self.topic = topic
         self.partition = partition
+        self.fields = fields
         self.consumer = Consumer(config)
         self.lock = threading.Lock()
-        self.buffer: deque[list[Any]] = deque()  # fetched batches of messages, in offset order
+        self.buffer: deque[_Batch] = deque()  # fetched batches of messages, in offset order
         self.buffered = 0  # messages in `buffer`
         self.at: int | None = None  # the offset the buffer (then the consumer) continues at
         self.used = time.monotonic()
@@ -105,7 +170,7 @@ class _Feed:
 
         if self.at == offset:
             return
-        if self.buffer and self.at is not None and self.at < offset <= self.buffer[-1][-1].offset():
+        if self.buffer and self.at is not None and self.at < offset <= int(self.buffer[-1].offsets[-1]):
             self._pop_below(offset, self.buffered)
             self.at = offset
             return
@@ -116,54 +181,50 @@ class _Feed:
 
     def _fetch(self, timeout: float) -> int:
         """Append what the consumer has (waiting up to `timeout`); returns how many."""
+        from confluent_kafka import Message
+
         msgs = self.consumer.consume(CONSUME_BATCH, timeout=timeout)
-        for m in msgs:  # per message: librdkafka hands Message objects; errors are per message
-            err = m.error()
-            if err is not None:
-                raise KafkaError(f'topic "{self.topic}" partition {self.partition}: {err.str()}')
-        if msgs:
-            self.buffer.append(msgs)
-            self.buffered += len(msgs)
+        if not msgs:
+            return 0
+        if any(map(Message.error, msgs)):  # errors come as messages; rare, so looked for at C speed
+            err = next(e for e in map(Message.error, msgs) if e is not None)
+            raise KafkaError(f'topic "{self.topic}" partition {self.partition}: {err.str()}')
+        self.buffer.append(message_batch(msgs, self.fields))
+        self.buffered += len(msgs)
         return len(msgs)
 
-    def _pop_below(self, end: int, limit: int) -> list[Any]:
+    def _pop_below(self, end: int, limit: int) -> list[_Batch]:
         """Remove and return up to `limit` buffered messages with offsets below `end`, whole
-        batches sliced (a binary search by offset in the batch that `end` cuts)."""
-        out: list[Any] = []
-        while self.buffer and len(out) < limit:
+        batches sliced where `end` (a binary search by offset) or `limit` cuts them."""
+        out: list[_Batch] = []
+        got = 0
+        while self.buffer and got < limit:
             batch = self.buffer[0]
-            if batch[0].offset() >= end:
+            if batch.offsets[0] >= end:
                 break
-            if batch[-1].offset() < end:
-                cut = len(batch)
-            else:
-                lo, hi = 0, len(batch) - 1  # the first message at or past `end`
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if batch[mid].offset() < end:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                cut = lo
-            cut = min(cut, limit - len(out))
-            out += batch[:cut]
+            cut = min(int(np.searchsorted(batch.offsets, end)), limit - got)
             if cut == len(batch):
-                self.buffer.popleft()
+                out.append(self.buffer.popleft())
             else:
-                self.buffer[0] = batch[cut:]
+                out.append(batch.slice(0, cut))
+                self.buffer[0] = batch.slice(cut, len(batch))
             self.buffered -= cut
+            got += cut
         return out
 
-    def take(self, end: int, budget: int) -> list[Any]:
+    def take(self, end: int, budget: int) -> _Batch | None:
         """The first `budget` messages at or after the current offset and below `end` (all of
-        them exist: `end` is one past a message seen)."""
-        out: list[Any] = []
+        them exist: `end` is one past a message seen); None when there are none."""
+        out: list[_Batch] = []
+        got = 0
         deadline = time.monotonic() + FETCH_TIMEOUT_S
-        while len(out) < budget:
-            out += self._pop_below(end, budget - len(out))
-            if len(out) >= budget or (self.buffer and self.buffer[0][0].offset() >= end):
+        while got < budget:
+            more = self._pop_below(end, budget - got)
+            out += more
+            got += sum(len(b) for b in more)
+            if got >= budget or (self.buffer and self.buffer[0].offsets[0] >= end):
                 break
-            if out and out[-1].offset() >= end - 1:
+            if out and out[-1].offsets[-1] >= end - 1:
                 break
             if time.monotonic() > deadline:
                 raise KafkaError(
@@ -171,13 +232,13 @@ class _Feed:
                     f"within {FETCH_TIMEOUT_S:.0f} s (is the broker reachable?)"
                 )
             self._fetch(0.2)
-        return out
+        return _Batch.concat(out) if out else None
 
     def seen_end(self) -> int | None:
         """One past the highest offset fetched so far (after taking what is queued locally)."""
         while self.buffered < MAX_BUFFERED and self._fetch(0) > 0:
             pass
-        return self.buffer[-1][-1].offset() + 1 if self.buffer else None
+        return int(self.buffer[-1].offsets[-1]) + 1 if self.buffer else None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing an idle consumer must not fail a read
@@ -193,7 +254,12 @@ _VALID: set[tuple[tuple[str, str], ...]] = set()  # settings librdkafka accepted
 
 
 def _feed(
-    key: tuple[Any, ...], config: dict[str, Any], topic: str, partition: int, offset: int | None
+    key: tuple[Any, ...],
+    config: dict[str, Any],
+    topic: str,
+    partition: int,
+    offset: int | None,
+    fields: frozenset[str],
 ) -> _Feed:
     """A feed of the partition for a read at `offset`, locked: the one continuing there, else
     a new one (jobs reading the same source each keep theirs), else the least recently used."""
@@ -206,7 +272,7 @@ def _feed(
         f = next((f for f in free if offset is not None and f.at == offset), None)
         if f is None:
             if len(pool) < MAX_FEEDS or not free:
-                f = _FEEDS[(*key, next(_FEED_IDS))] = _Feed(config, topic, partition)
+                f = _FEEDS[(*key, next(_FEED_IDS))] = _Feed(config, topic, partition, fields)
             else:
                 f = min(free, key=lambda x: x.used)
         f.lock.acquire()
@@ -313,11 +379,28 @@ class KafkaReader:
         low, high = c.get_watermark_offsets(tp, timeout=10)
         return int(low if self.startup == "earliest" else high)
 
+    @property
+    def fields(self) -> frozenset[str]:
+        """The message fields beside offsets and values this reader needs kept."""
+        kinds = {k for k, _, _ in self.parser.spec.include}
+        out = {KEYS} if self.need_keys else set()
+        if "timestamp" in kinds:
+            out.add(TIMESTAMPS)
+        if "header" in kinds:
+            out.add(HEADERS)
+        return frozenset(out)
+
     def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
         p = int(split)
         pos = None if offset is None else KafkaOffset.from_json(offset)
+        fields = self.fields
         feed = _feed(
-            (self.topic, self.config, p), self._config(), self.topic, p, None if pos is None else pos.next
+            (self.topic, self.config, p, fields),
+            self._config(),
+            self.topic,
+            p,
+            None if pos is None else pos.next,
+            fields,
         )
         try:
             if pos is None:  # first epoch: fix where to start; the next one reads from there
@@ -326,45 +409,45 @@ class KafkaReader:
                 end = feed.seen_end()
                 return ReadResult([], KafkaOffset(start, max(start, end or start)).to_json(), 0)
             feed.seek(pos.next)
-            msgs = feed.take(pos.end, budget) if pos.end > pos.next else []
-            nxt = msgs[-1].offset() + 1 if msgs else pos.next
-            if len(msgs) < budget:
+            msgs = feed.take(pos.end, budget) if pos.end > pos.next else None
+            count = 0 if msgs is None else len(msgs)
+            nxt = int(msgs.offsets[-1]) + 1 if msgs is not None else pos.next
+            if count < budget:
                 nxt = max(nxt, pos.end)  # all of [next, end) emitted (gaps: compaction, markers)
             feed.at = nxt
             seen = feed.seen_end()
             new = KafkaOffset(nxt, max(pos.end, nxt, seen or 0))
         finally:
             feed.lock.release()
-        parsed = [self._raw(split, msgs).parse(self.parser, split, container="partition")] if msgs else []
-        return read_result(parsed, new.to_json(), len(msgs))
+        if msgs is None:
+            return read_result([], new.to_json(), 0)
+        parsed = [self._raw(split, msgs).parse(self.parser, split, container="partition")]
+        return read_result(parsed, new.to_json(), count)
 
-    def _raw(self, split: str, msgs: list[Any]) -> RawMessages:
-        """The messages' payloads and metadata. Per message: confluent-kafka hands Message
-        objects, each field behind a method call; only the fields the spec uses are read."""
-        values = [m.value() for m in msgs]
-        first, last = msgs[0].offset(), msgs[-1].offset()
-        if last - first == len(msgs) - 1:  # no gaps (the usual case): the offsets are a range
-            offsets = list(range(first, last + 1))
-        else:
-            offsets = [m.offset() for m in msgs]
-        keys = [m.key() for m in msgs] if self.need_keys else [None] * len(msgs)
+    def _raw(self, split: str, msgs: _Batch) -> RawMessages:
+        """The messages' payloads and metadata as Arrow columns (INCLUDE asks for some)."""
+        n = len(msgs)
+        keys = msgs.keys if msgs.keys is not None else pa.nulls(n, pa.binary())
         meta: dict[str, pa.Array] = {}
         headers: dict[str, pa.Array] = {}
         for kind, _, name in self.parser.spec.include:
             if kind == "key":
-                meta["key"] = pa.array(keys, pa.binary())
+                meta["key"] = keys
             elif kind == "partition":
-                meta["partition"] = pa.array([split] * len(msgs), pa.string())
+                meta["partition"] = pa.array(np.full(n, split, dtype=object), pa.string())
             elif kind == "offset":
-                meta["offset"] = pa.array([str(o) for o in offsets], pa.string())
+                meta["offset"] = pc.cast(pa.array(msgs.offsets), pa.string())
             elif kind == "timestamp":
-                ms = [m.timestamp()[1] for m in msgs]
-                meta["timestamp"] = pa.array(
-                    [None if t is None or t < 0 else t * 1000 for t in ms], pa.int64()
-                ).cast(pa.timestamp("us", tz="UTC"))
+                assert msgs.timestamps is not None
+                ms = msgs.timestamps
+                meta["timestamp"] = pa.array(ms * 1000, pa.int64(), mask=ms < 0).cast(
+                    pa.timestamp("us", tz="UTC")
+                )
             elif kind == "header":
-                headers[name] = pa.array([_header(m.headers(), name) for m in msgs], pa.binary())
-        return RawMessages(values, keys, offsets, meta, headers)
+                assert msgs.headers is not None
+                # per message: confluent-kafka hands headers as a Python list per message
+                headers[name] = pa.array([_header(h, name) for h in msgs.headers], pa.binary())
+        return RawMessages(msgs.values, keys, msgs.offsets, meta, headers)
 
     def ack(self, split: str, offset: str) -> None:
         """Commit a durable offset to ``properties.group.id`` (monitoring only)."""
