@@ -46,8 +46,16 @@ from piestream.stream.connector import ReadResult, SourceReader
 STARTUP_MODES = ("earliest", "latest")
 #: messages asked of librdkafka per consume() call
 CONSUME_BATCH = 10_000
-#: how long a read waits for messages known to exist before failing the epoch (broker down)
-FETCH_TIMEOUT_S = 30.0
+#: how long a read waits for messages known to exist before giving up for this epoch (broker
+#: down or hung): the epoch commits without them, the topic backs off (`_Health`)
+FETCH_TIMEOUT_S = 2.0
+#: broker calls' timeout (offsets, metadata) on the read path
+BROKER_TIMEOUT_S = 2.0
+#: how long CREATE (and the background partition refresh) waits for the topic's metadata
+LIST_TIMEOUT_S = 10.0
+#: back-off after a failed read: first delay, doubling to the maximum
+BACKOFF_S = 0.5
+MAX_BACKOFF_S = 8.0
 #: messages a feed buffers ahead of what was emitted (beyond: librdkafka's own queue holds them)
 MAX_BUFFERED = 200_000
 #: consumers per partition and process (one per job reading it, typically)
@@ -59,6 +67,7 @@ METADATA_TTL_S = 10.0
 
 
 _RDKAFKA_LOG = logging.getLogger("piestream.kafka.rdkafka")
+log = logging.getLogger(__name__)
 
 
 class KafkaError(PiestreamError):
@@ -81,6 +90,40 @@ class KafkaOffset:
     def from_json(cls, s: str) -> KafkaOffset:
         d = json.loads(s)
         return cls(int(d["n"]), int(d["e"]))
+
+
+@dataclass
+class _Health:
+    """A topic's reachability in this process: after a failed read every partition of the topic
+    backs off (reads return nothing at once, so the barrier and other jobs never wait on a dead
+    broker) and retries at `retry_at`, the delay doubling per failure."""
+
+    failures: int = 0
+    retry_at: float = 0.0
+    last_error: str | None = None
+    #: the background partition refresh's failure, not yet reported by a read
+    metadata_error: str | None = None
+
+    def due(self) -> bool:
+        return time.monotonic() >= self.retry_at
+
+    def failed(self, what: str, e: BaseException) -> str:
+        self.failures += 1
+        delay = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (self.failures - 1))
+        self.retry_at = time.monotonic() + delay
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        self.last_error = f"{what}: {first} (retrying in {delay:.1f}s)"
+        log.warning("%s", self.last_error)
+        return self.last_error
+
+    def ok(self) -> None:
+        if self.failures:
+            log.info("kafka: reading again after %d failed attempts", self.failures)
+        self.failures = 0
+        self.retry_at = 0.0
+
+
+_HEALTH: dict[tuple[Any, ...], _Health] = {}  # per (settings, topic)
 
 
 # -- consumers -------------------------------------------------------------------------------------
@@ -174,10 +217,15 @@ class _Feed:
             self._pop_below(offset, self.buffered)
             self.at = offset
             return
-        self.buffer.clear()
-        self.buffered = 0
+        self.reset()
         self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
         self.at = offset
+
+    def reset(self) -> None:
+        """Forget the buffer and the position (the next seek assigns)."""
+        self.buffer.clear()
+        self.buffered = 0
+        self.at = None
 
     def _fetch(self, timeout: float) -> int:
         """Append what the consumer has (waiting up to `timeout`); returns how many."""
@@ -250,6 +298,7 @@ _FEEDS_LOCK = threading.Lock()
 _FEED_IDS = itertools.count()
 _ADMIN: dict[tuple[Any, ...], Any] = {}  # per (settings, group): a consumer for metadata
 _SPLITS: dict[tuple[Any, ...], tuple[float, list[str]]] = {}  # per (settings, topic): when, splits
+_REFRESHING: set[tuple[Any, ...]] = set()  # (settings, topic) whose partitions are being asked
 _VALID: set[tuple[tuple[str, str], ...]] = set()  # settings librdkafka accepted
 
 
@@ -290,6 +339,7 @@ def close_feeds() -> None:
             c.close()
         _ADMIN.clear()
         _SPLITS.clear()
+        _HEALTH.clear()
 
 
 # -- the reader ------------------------------------------------------------------------------------
@@ -335,7 +385,7 @@ class KafkaReader:
         from confluent_kafka import KafkaException
 
         try:
-            md = self._admin_consumer().list_topics(self.topic, timeout=10)
+            md = self._admin_consumer().list_topics(self.topic, timeout=LIST_TIMEOUT_S)
         except KafkaException as e:
             raise KafkaError(f'cannot list topic "{self.topic}": {e}') from None
         t = md.topics.get(self.topic)
@@ -348,20 +398,37 @@ class KafkaReader:
         return [str(p) for p in self.partitions()]
 
     def current_splits(self) -> list[str]:
-        """The partitions now, asked of the broker at most every METADATA_TTL_S (new ones append)."""
-        now = time.monotonic()
+        """The partitions now (new ones append), never waiting on the broker: the list is
+        refreshed in a background thread at most every METADATA_TTL_S, and until a first answer
+        (the broker away after a restart) it is empty: the planned splits are read meanwhile."""
         key = (self.config, self.topic)
-        cached = _SPLITS.get(key)
-        if cached is not None and now - cached[0] < METADATA_TTL_S:
-            return list(cached[1])
+        with _FEEDS_LOCK:
+            cached = _SPLITS.get(key)
+            stale = cached is None or time.monotonic() - cached[0] >= METADATA_TTL_S
+            if stale and key not in _REFRESHING:
+                _REFRESHING.add(key)
+                threading.Thread(
+                    target=self._refresh_splits, args=(key,), name="piestream-kafka-metadata", daemon=True
+                ).start()
+        return [] if cached is None else list(cached[1])
+
+    def _refresh_splits(self, key: tuple[Any, ...]) -> None:
         try:
             splits = self.splits()
-        except KafkaError:
-            if cached is None:
-                raise
-            splits = list(cached[1])  # the broker is away: read what we know of
-        _SPLITS[key] = (now, splits)
-        return splits
+        except Exception as e:  # the broker away: keep what is known, ask again after the TTL
+            why = f'kafka topic "{self.topic}": partitions not refreshed: {e}'
+            log.warning("%s", why)
+            _HEALTH.setdefault(key, _Health()).metadata_error = why
+            with _FEEDS_LOCK:
+                old = _SPLITS.get(key)
+                if old is not None:
+                    _SPLITS[key] = (time.monotonic(), old[1])
+        else:
+            with _FEEDS_LOCK:
+                _SPLITS[key] = (time.monotonic(), splits)
+        finally:
+            with _FEEDS_LOCK:
+                _REFRESHING.discard(key)
 
     def _start(self, partition: int) -> int:
         """The first offset of a partition never read, by scan.startup.mode."""
@@ -371,12 +438,14 @@ class KafkaReader:
         tp = TopicPartition(self.topic, partition)
         if self.startup == "timestamp":
             assert self.startup_ms is not None
-            found = c.offsets_for_times([TopicPartition(self.topic, partition, self.startup_ms)], timeout=10)
+            found = c.offsets_for_times(
+                [TopicPartition(self.topic, partition, self.startup_ms)], timeout=BROKER_TIMEOUT_S
+            )
             if found and found[0].offset >= 0:
                 return int(found[0].offset)
-            _, high = c.get_watermark_offsets(tp, timeout=10)
+            _, high = c.get_watermark_offsets(tp, timeout=BROKER_TIMEOUT_S)
             return int(high)
-        low, high = c.get_watermark_offsets(tp, timeout=10)
+        low, high = c.get_watermark_offsets(tp, timeout=BROKER_TIMEOUT_S)
         return int(low if self.startup == "earliest" else high)
 
     @property
@@ -391,6 +460,26 @@ class KafkaReader:
         return frozenset(out)
 
     def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
+        """The next messages of a partition. The broker unreachable (or slow past
+        FETCH_TIMEOUT_S): nothing is read, the offset stays, the fault is recorded
+        (rw_streaming_errors, the log) and the topic backs off; the epoch commits."""
+        from confluent_kafka import KafkaException
+
+        health = _HEALTH.setdefault((self.config, self.topic), _Health())
+        noted, health.metadata_error = health.metadata_error, None
+        faults = [] if noted is None else [(KafkaError.sqlstate, noted)]
+        if not health.due():
+            return ReadResult([], offset or "", 0, errors=faults)
+        try:
+            result = self._read(split, offset or None, budget)
+        except (KafkaError, KafkaException) as e:
+            why = health.failed(f'kafka topic "{self.topic}" partition {split}', e)
+            return ReadResult([], offset or "", 0, errors=[*faults, (KafkaError.sqlstate, why)])
+        health.ok()
+        result.errors.extend(faults)
+        return result
+
+    def _read(self, split: str, offset: str | None, budget: int) -> ReadResult:
         p = int(split)
         pos = None if offset is None else KafkaOffset.from_json(offset)
         fields = self.fields
@@ -417,6 +506,9 @@ class KafkaReader:
             feed.at = nxt
             seen = feed.seen_end()
             new = KafkaOffset(nxt, max(pos.end, nxt, seen or 0))
+        except BaseException:
+            feed.reset()  # what it buffered may be half taken: the next read seeks afresh
+            raise
         finally:
             feed.lock.release()
         if msgs is None:
