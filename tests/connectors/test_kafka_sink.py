@@ -144,3 +144,37 @@ def test_sigkill_during_sink_delivery_delivers_each_change_once(kafka: Broker, t
         assert sorted(xs) == sorted(r[0] for r in db.execute("SELECT x FROM a")[0].rows)
     finally:
         db.close()
+
+
+def test_encoded_changes_per_format() -> None:
+    import pyarrow as pa
+
+    from piestream.connectors.kafka.sink import encode_messages
+    from piestream.connectors.lakehouse import OP_COLUMN
+
+    ops = ["insert", "update_delete", "update_insert", "update_delete", "update_insert", "delete"]
+    data = pa.table({"id": [1, 1, 1, 2, 3, 4], "v": [10, 10, 11, 20, 20, 40], OP_COLUMN: ops})
+
+    def dec(kv: tuple[list, list]) -> list[tuple]:
+        return [(k and json.loads(k), v and json.loads(v)) for k, v in zip(*kv, strict=True)]
+
+    assert dec(
+        encode_messages(data.filter(pa.compute.equal(data[OP_COLUMN], "insert")), "plain", (), "s")
+    ) == [(None, {"id": 1, "v": 10})]
+    # upsert: a same-key update is its new row; a key-changing one deletes the old key
+    assert dec(encode_messages(data, "upsert", ("id",), "s")) == [
+        ({"id": 1}, {"id": 1, "v": 10}),
+        ({"id": 1}, {"id": 1, "v": 11}),
+        ({"id": 2}, None),
+        ({"id": 3}, {"id": 3, "v": 20}),
+        ({"id": 4}, None),
+    ]
+    events = [
+        (k, v["op"], v["before"], v["after"]) for k, v in dec(encode_messages(data, "debezium", ("id",), "s"))
+    ]
+    assert events == [
+        ({"id": 1}, "c", None, {"id": 1, "v": 10}),
+        ({"id": 1}, "u", {"id": 1, "v": 10}, {"id": 1, "v": 11}),
+        ({"id": 3}, "u", {"id": 2, "v": 20}, {"id": 3, "v": 20}),
+        ({"id": 4}, "d", {"id": 4, "v": 40}, None),
+    ]
