@@ -194,6 +194,24 @@ def decode_rows(n: int, row: Callable[[int, list[str]], list[Datum] | None], col
     return Decoded(rows_table(rows, columns), np.array(kept, np.int64), errors)
 
 
+def decode_batch(
+    payloads: Payloads,
+    fast: Callable[[pa.BinaryArray], pa.Table | None],
+    row: Callable[[bytes | None, list[str]], list[Datum] | None],
+    columns: Columns,
+) -> Decoded:
+    """`fast` over the whole batch when every payload is present and it can decode them
+    exactly, else the row path with `row(payload, notes)` per record."""
+    n = len(payloads)
+    arr = binary_array(payloads)
+    if n and not arr.null_count:
+        table = fast(arr)
+        if table is not None:
+            return Decoded(table, np.arange(n, dtype=np.int64))
+    rows = payload_list(payloads)
+    return decode_rows(n, lambda i, notes: row(rows[i], notes), columns)
+
+
 # -- JSON ------------------------------------------------------------------------------------------
 
 #: types pyarrow's JSON reader converts exactly as `from_json` does
@@ -273,14 +291,7 @@ class JsonDecoder:
     lenient: bool = False
 
     def decode(self, payloads: Payloads) -> Decoded:
-        n = len(payloads)
-        arr = binary_array(payloads)
-        if n and not arr.null_count:
-            fast = self._fast(arr)
-            if fast is not None:
-                return Decoded(fast, np.arange(n, dtype=np.int64))
-        rows = payload_list(payloads)
-        return decode_rows(n, lambda i, notes: self.row(rows[i], notes), self.columns)
+        return decode_batch(payloads, self._fast, self.row, self.columns)
 
     def _fast(self, payloads: pa.BinaryArray) -> pa.Table | None:
         types = [fast_json_type(t) for _, t in self.columns]
@@ -325,15 +336,10 @@ class CsvDecoder:
         return list(range(len(self.columns))), len(self.columns)
 
     def decode(self, payloads: Payloads) -> Decoded:
-        n = len(payloads)
-        arr = binary_array(payloads)
-        if n and not arr.null_count:
-            fast = self._fast(arr)
-            if fast is not None:
-                return Decoded(fast, np.arange(n, dtype=np.int64))
         idx, width = self._index()
-        rows = payload_list(payloads)
-        return decode_rows(n, lambda i, notes: self.row(rows[i], idx, width, notes), self.columns)
+        return decode_batch(
+            payloads, self._fast, lambda p, notes: self.row(p, idx, width, notes), self.columns
+        )
 
     def _fast(self, payloads: pa.BinaryArray) -> pa.Table | None:
         if any(t.kind not in _ARROW_CSV_KINDS for _, t in self.columns):
