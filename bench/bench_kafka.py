@@ -68,6 +68,48 @@ def produce(broker: Broker, topic: str, table: pa.Table, partitions: int) -> int
     return total
 
 
+def raw_consume(broker: Broker, topic: str, partitions: int, n: int) -> None:
+    """The anchor: one confluent-kafka consumer per partition assigned directly, consume(10_000)
+    in a loop taking each message's value (the least any reader built on it does)."""
+    from confluent_kafka import Consumer, Message, TopicPartition
+
+    cs = []
+    for p in range(partitions):
+        c = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": "anchor", "enable.auto.commit": False}
+        )
+        c.assign([TopicPartition(topic, p, 0)])
+        cs.append(c)
+    got = 0
+    while got < n:
+        for c in cs:
+            msgs = c.consume(10_000, timeout=0.05)
+            got += len(list(map(Message.value, msgs)))
+    for c in cs:
+        c.close()
+
+
+def reader_alone(broker: Broker, topic: str, n: int) -> None:
+    """piestream's Kafka reader without a database: read() each partition in turn, as the
+    source executor does each epoch, until every message is an Arrow row."""
+    from piestream.common.epoch import EpochPair
+    from piestream.common.types import parse_type
+    from piestream.connectors.kafka.reader import close_feeds, kafka_connector
+    from piestream.plan.source import SourceSpec
+
+    cols = tuple((c.split()[0], parse_type(c.split()[1])) for c in COLUMNS.split(", "))
+    options = {"connector": "kafka", "topic": topic, "properties.bootstrap.server": broker.bootstrap}
+    reader, _ = kafka_connector(SourceSpec("bench", "kafka", cols, options, encode="json", format="plain"))
+    offsets: dict[str, str | None] = dict.fromkeys(reader.splits())
+    got = 0
+    while got < n:
+        for s, o in offsets.items():
+            r = reader.read(s, o, 250_000, EpochPair(1, 0))
+            offsets[s] = r.offset
+            got += sum(b.num_rows for b in r.batches)
+    close_feeds()
+
+
 def wait_count(db: Database, mv: str, n: int, timeout: float = 1200) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -94,6 +136,10 @@ def main() -> None:
         t0 = time.perf_counter()
         size = produce(broker, "bids", data, args.partitions)
         print(f"produced {n:,} messages ({size / n:.0f} bytes each) in {time.perf_counter() - t0:.1f} s")
+        with Clock() as aclk:
+            raw_consume(broker, "bids", args.partitions, n)
+        with Clock() as rclk:
+            reader_alone(broker, "bids", n)
         with tempfile.TemporaryDirectory() as tmp:
             config = DatabaseConfig(runner="local", barrier_interval=0.25, parallelism=args.parallelism)
             db = Database(Path(tmp) / "d", config=config)
@@ -120,6 +166,8 @@ def main() -> None:
     finally:
         broker.stop()
     print(f"{n:,} bids, {args.partitions} partitions, parallelism {args.parallelism}, aggregate MV")
+    line("anchor: raw confluent-kafka consume loop", n, aclk)
+    line("KafkaReader.read -> Arrow (no database)", n, rclk)
     line("Kafka topic -> table -> MV (all counted)", n, kclk, target=200_000)
     line("Connection.insert of the same rows -> table -> MV", n, iclk)
 

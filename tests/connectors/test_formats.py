@@ -177,3 +177,34 @@ def test_format_pairs_are_checked_per_connector() -> None:
             "CREATE SOURCE s (a int) INCLUDE offset WITH (connector = 'file', path = '/x') "
             "FORMAT PLAIN ENCODE JSON"
         )
+
+
+def test_json_objects_equal_json_dumps_of_each_row() -> None:
+    import datetime as dt
+    import decimal
+
+    import pyarrow as pa
+
+    from piestream.connectors.formats.encode import json_objects, row_json
+
+    t = pa.table(
+        {
+            "i": pa.array([1, None, -7], pa.int64()),
+            "f": pa.array([1.5, 0.1, None], pa.float64()),
+            "b": pa.array([True, False, None]),
+            "s": pa.array(['a"b\\c', "line\nnext\ttab\r", "é \x01 ctl"]),
+            "d": pa.array([dt.date(2024, 1, 2), None, dt.date(1999, 12, 31)]),
+            "ts": pa.array(
+                [dt.datetime(2024, 1, 1, 0, 0, 0), dt.datetime(2024, 1, 1, 0, 0, 1, 120000), None]
+            ),
+            "tz": pa.array([dt.datetime(2024, 1, 1, 3), None, None], pa.timestamp("us", tz="UTC")),
+            "n": pa.array([decimal.Decimal("1.50"), None, decimal.Decimal("-3")], pa.decimal128(10, 2)),
+            "y": pa.array([b"\x00\xff", None, b""], pa.binary()),
+            "l": pa.array([[1, 2], None, []], pa.list_(pa.int32())),
+        }
+    )
+    got = [json.loads(v) for v in json_objects(t, t.column_names).to_pylist()]
+    want = [json.loads(row_json(r)) for r in t.to_pylist()]
+    assert got == want
+    sub = json_objects(t, ["s", "i"]).to_pylist()
+    assert [json.loads(v) for v in sub] == [{"s": r["s"], "i": r["i"]} for r in t.to_pylist()]

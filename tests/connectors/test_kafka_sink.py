@@ -4,15 +4,11 @@ transaction, so a read_committed consumer sees every change once, across a kill 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from crash import kill_when
 from kafka_broker import Broker, kafka, local_db
 from nexmark_sql import wait_until
 
@@ -94,46 +90,14 @@ def test_plain_upsert_and_debezium_sinks(kafka: Broker, tmp_path: Path) -> None:
         db.close()
 
 
-CHILD = textwrap.dedent(
-    """
-    import sys, time
-    from piestream.server.database import Database, DatabaseConfig
-    db = Database(sys.argv[1], config=DatabaseConfig(runner="local", barrier_interval=0.05,
-                                                     background_compaction=False))
-    for stmt in sys.argv[2:]:
-        db.execute(stmt)
-    i = 0
-    while True:
-        db.execute(f"INSERT INTO a SELECT * FROM generate_series({i * 50}, {i * 50 + 49})")
-        print(i, flush=True)
-        i += 1
-    """
-)
-
-
 def test_sigkill_during_sink_delivery_delivers_each_change_once(kafka: Broker, tmp_path: Path) -> None:
     kafka.create_topic("crash_out", 1)
     stmts = [
         "CREATE TABLE a (x INT) APPEND ONLY",
         f"CREATE SINK s FROM a {kafka.with_clause('crash_out')} FORMAT PLAIN ENCODE JSON",
     ]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path / "db"), *stmts],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    acked = -1
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            acked = int(line)
-            if acked >= 15:
-                break
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
+    insert = "INSERT INTO a SELECT * FROM generate_series({i} * 50, {i} * 50 + 49)"
+    acked = kill_when(tmp_path / "db", stmts, insert, lambda i: i >= 15, pause=0)
     db = local_db(tmp_path / "db")
     try:
         n = int(db.execute("SELECT count(*) FROM a")[0].rows[0][0])
@@ -144,3 +108,37 @@ def test_sigkill_during_sink_delivery_delivers_each_change_once(kafka: Broker, t
         assert sorted(xs) == sorted(r[0] for r in db.execute("SELECT x FROM a")[0].rows)
     finally:
         db.close()
+
+
+def test_encoded_changes_per_format() -> None:
+    import pyarrow as pa
+
+    from piestream.connectors.kafka.sink import encode_messages
+    from piestream.connectors.lakehouse import OP_COLUMN
+
+    ops = ["insert", "update_delete", "update_insert", "update_delete", "update_insert", "delete"]
+    data = pa.table({"id": [1, 1, 1, 2, 3, 4], "v": [10, 10, 11, 20, 20, 40], OP_COLUMN: ops})
+
+    def dec(kv: tuple[list, list]) -> list[tuple]:
+        return [(k and json.loads(k), v and json.loads(v)) for k, v in zip(*kv, strict=True)]
+
+    assert dec(
+        encode_messages(data.filter(pa.compute.equal(data[OP_COLUMN], "insert")), "plain", (), "s")
+    ) == [(None, {"id": 1, "v": 10})]
+    # upsert: a same-key update is its new row; a key-changing one deletes the old key
+    assert dec(encode_messages(data, "upsert", ("id",), "s")) == [
+        ({"id": 1}, {"id": 1, "v": 10}),
+        ({"id": 1}, {"id": 1, "v": 11}),
+        ({"id": 2}, None),
+        ({"id": 3}, {"id": 3, "v": 20}),
+        ({"id": 4}, None),
+    ]
+    events = [
+        (k, v["op"], v["before"], v["after"]) for k, v in dec(encode_messages(data, "debezium", ("id",), "s"))
+    ]
+    assert events == [
+        ({"id": 1}, "c", None, {"id": 1, "v": 10}),
+        ({"id": 1}, "u", {"id": 1, "v": 10}, {"id": 1, "v": 11}),
+        ({"id": 3}, "u", {"id": 2, "v": 20}, {"id": 3, "v": 20}),
+        ({"id": 4}, "d", {"id": 4, "v": 40}, None),
+    ]

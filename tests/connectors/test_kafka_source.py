@@ -7,18 +7,14 @@ from __future__ import annotations
 import http.server
 import io
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
 from collections import Counter
 from pathlib import Path
 
 import duckdb
 import pytest
+from crash import kill_when
 from kafka_broker import Broker, kafka, local_db
 from nexmark_sql import wait_until
 
@@ -240,21 +236,6 @@ def test_kafka_json_is_not_a_dict_per_row() -> None:
     assert d.table.num_rows == 1000 and not calls
 
 
-CHILD = textwrap.dedent(
-    """
-    import sys, time
-    from piestream.server.database import Database, DatabaseConfig
-    db = Database(sys.argv[1], config=DatabaseConfig(runner="local", barrier_interval=0.05,
-                                                     background_compaction=False))
-    for stmt in sys.argv[2:]:
-        db.execute(stmt)
-    while True:
-        print(db.execute("SELECT count(*) FROM k")[0].rows[0][0], flush=True)
-        time.sleep(0.02)
-    """
-)
-
-
 def test_sigkill_during_ingest_keeps_each_offset_once(kafka: Broker, tmp_path: Path) -> None:
     n = 6000
     kafka.create_topic("crash", 2)
@@ -264,21 +245,7 @@ def test_sigkill_during_ingest_keeps_each_offset_once(kafka: Broker, tmp_path: P
         f"{kafka.with_clause('crash', ', max.rows.per.epoch = 250')} FORMAT PLAIN ENCODE JSON",
         "CREATE MATERIALIZED VIEW kc AS SELECT p, count(*) AS c, sum(id) AS s FROM k GROUP BY p",
     ]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path / "db"), *stmts],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if int(line) > 1000:
-                break
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
+    kill_when(tmp_path / "db", stmts, "SELECT count(*) FROM k", lambda c: c > 1000)
     db = local_db(tmp_path / "db")
     try:
         assert _count(db, "k") < n  # killed mid-way

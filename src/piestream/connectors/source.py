@@ -26,6 +26,10 @@ from piestream.connectors.formats.decode import (
     CsvDecoder,
     Decoder,
     JsonDecoder,
+    Payloads,
+)
+from piestream.connectors.formats.decode import (
+    payload as payload_at,
 )
 from piestream.connectors.formats.envelope import envelope
 from piestream.connectors.options import InvalidOption
@@ -97,9 +101,9 @@ class RawMessages:
     INCLUDE may ask for (`meta`: "partition", "offset", "timestamp", "key" as Arrow arrays of
     one value per message; `headers`: a header name's values)."""
 
-    values: list[bytes | None]
-    keys: list[bytes | None]
-    positions: list[int]  # e.g. Kafka offsets, for bad-record reports
+    values: Payloads  # a list, or a binary Arrow array (what a fast transport hands over)
+    keys: Payloads
+    positions: Sequence[int] | np.ndarray  # e.g. Kafka offsets, for bad-record reports
     meta: Mapping[str, pa.Array] = field(default_factory=dict)
     headers: Mapping[str, pa.Array] = field(default_factory=dict)
 
@@ -108,11 +112,18 @@ class RawMessages:
     ) -> tuple[pa.RecordBatch | None, np.ndarray | None, list[BadRecord]]:
         """The rows (columns of `parser.spec.columns`), their ops (None: inserts) and the bad
         records of these messages."""
-        if not self.values:
+        if not len(self.values):
             return None, None, []
         p = parser.envelope.parse(self.keys, self.values)
         bad = [
-            BadRecord(split, self.positions[i], _raw(self.values[i]), m, container=container, unit=unit)
+            BadRecord(
+                split,
+                int(self.positions[i]),
+                _raw(payload_at(self.values, i)),
+                m,
+                container=container,
+                unit=unit,
+            )
             for i, m in p.errors
         ]
         if not p.table.num_rows:

@@ -20,7 +20,7 @@ import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +33,45 @@ from piestream.common.text import parse_datum
 from piestream.common.types import DataType, TypeKind
 
 Columns = tuple[tuple[str, DataType], ...]
+#: a batch of message payloads: a list, or a binary Arrow array (a transport's columns)
+Payloads: TypeAlias = Sequence[bytes | None] | pa.BinaryArray
+
+
+def payload(payloads: Payloads, i: int) -> bytes | None:
+    """Payload `i` as bytes (for reports and the row path)."""
+    v = payloads[i]
+    return v.as_py() if isinstance(v, pa.Scalar) else v
+
+
+def payload_list(payloads: Payloads) -> Sequence[bytes | None]:
+    """The payloads as a list of bytes: the row path's input (it works per record anyway)."""
+    return payloads.to_pylist() if isinstance(payloads, pa.Array) else payloads
+
+
+def binary_array(payloads: Payloads) -> pa.BinaryArray:
+    """The payloads as one binary Arrow array (a list is converted in one call)."""
+    if isinstance(payloads, pa.Array):
+        return payloads if payloads.type == pa.binary() else payloads.cast(pa.binary())
+    return pa.array(payloads, pa.binary())
+
+
+def joined_lines(payloads: pa.BinaryArray) -> bytes | None:
+    """The payloads, each followed by a newline, in one buffer built with numpy (no Python
+    per payload); None when a payload holds a newline itself (not one record per line)."""
+    n = len(payloads)
+    offs = np.frombuffer(payloads.buffers()[1], np.int32)[payloads.offset : payloads.offset + n + 1]
+    data = payloads.buffers()[2]
+    lo, hi = int(offs[0]), int(offs[-1])
+    body = np.frombuffer(data, np.uint8)[lo:hi] if data is not None and hi > lo else np.empty(0, np.uint8)
+    if np.any(body == 10):
+        return None
+    out = np.empty(len(body) + n, np.uint8)
+    newline = (offs[1:] - lo) + np.arange(n)  # where each payload's newline lands
+    keep = np.ones(len(out), np.bool_)
+    keep[newline] = False
+    out[keep] = body
+    out[newline] = 10
+    return out.tobytes()
 
 
 class BadValue(Exception):
@@ -155,6 +194,24 @@ def decode_rows(n: int, row: Callable[[int, list[str]], list[Datum] | None], col
     return Decoded(rows_table(rows, columns), np.array(kept, np.int64), errors)
 
 
+def decode_batch(
+    payloads: Payloads,
+    fast: Callable[[pa.BinaryArray], pa.Table | None],
+    row: Callable[[bytes | None, list[str]], list[Datum] | None],
+    columns: Columns,
+) -> Decoded:
+    """`fast` over the whole batch when every payload is present and it can decode them
+    exactly, else the row path with `row(payload, notes)` per record."""
+    n = len(payloads)
+    arr = binary_array(payloads)
+    if n and not arr.null_count:
+        table = fast(arr)
+        if table is not None:
+            return Decoded(table, np.arange(n, dtype=np.int64))
+    rows = payload_list(payloads)
+    return decode_rows(n, lambda i, notes: row(rows[i], notes), columns)
+
+
 # -- JSON ------------------------------------------------------------------------------------------
 
 #: types pyarrow's JSON reader converts exactly as `from_json` does
@@ -184,16 +241,14 @@ def fast_json_type(t: DataType) -> pa.DataType | None:
     return None
 
 
-def read_json_blob(
-    payloads: Sequence[bytes], schema: pa.Schema, unexpected: str = "infer"
-) -> pa.Table | None:
+def read_json_blob(payloads: Payloads, schema: pa.Schema, unexpected: str = "infer") -> pa.Table | None:
     """pyarrow's JSON reader over the newline-joined payloads with an explicit schema (fields it
     does not name are kept as inferred, for case-insensitive matching); None when the batch is
     not one JSON object per payload of those types (the caller takes the row path)."""
-    if not payloads:
+    if not len(payloads):
         return None
-    blob = b"\n".join(payloads) + b"\n"
-    if blob.count(b"\n") != len(payloads):
+    blob = joined_lines(binary_array(payloads))
+    if blob is None:
         return None  # a payload spanning lines (blank payloads show as a short table below)
     try:
         t = pjson.read_json(
@@ -235,15 +290,10 @@ class JsonDecoder:
     columns: Columns
     lenient: bool = False
 
-    def decode(self, payloads: Sequence[bytes | None]) -> Decoded:
-        n = len(payloads)
-        if n and None not in payloads:
-            fast = self._fast(payloads)  # type: ignore[arg-type]
-            if fast is not None:
-                return Decoded(fast, np.arange(n, dtype=np.int64))
-        return decode_rows(n, lambda i, notes: self.row(payloads[i], notes), self.columns)
+    def decode(self, payloads: Payloads) -> Decoded:
+        return decode_batch(payloads, self._fast, self.row, self.columns)
 
-    def _fast(self, payloads: Sequence[bytes]) -> pa.Table | None:
+    def _fast(self, payloads: pa.BinaryArray) -> pa.Table | None:
         types = [fast_json_type(t) for _, t in self.columns]
         if any(t is None for t in types):
             return None
@@ -285,19 +335,17 @@ class CsvDecoder:
             return [pos.get(c.lower()) for c, _ in self.columns], len(self.header)
         return list(range(len(self.columns))), len(self.columns)
 
-    def decode(self, payloads: Sequence[bytes | None]) -> Decoded:
-        n = len(payloads)
-        if n and None not in payloads:
-            fast = self._fast(payloads)  # type: ignore[arg-type]
-            if fast is not None:
-                return Decoded(fast, np.arange(n, dtype=np.int64))
+    def decode(self, payloads: Payloads) -> Decoded:
         idx, width = self._index()
-        return decode_rows(n, lambda i, notes: self.row(payloads[i], idx, width, notes), self.columns)
+        return decode_batch(
+            payloads, self._fast, lambda p, notes: self.row(p, idx, width, notes), self.columns
+        )
 
-    def _fast(self, payloads: Sequence[bytes]) -> pa.Table | None:
+    def _fast(self, payloads: pa.BinaryArray) -> pa.Table | None:
         if any(t.kind not in _ARROW_CSV_KINDS for _, t in self.columns):
             return None
-        if any(b"\n" in p or b'"' in p or not p.strip() for p in payloads):
+        blob = joined_lines(payloads)
+        if blob is None or b'"' in blob or pc.any(pc.match_substring_regex(payloads, r"^\s*$")).as_py():
             return None  # quoting and blank lines: the row path's csv module decides
         idx, width = self._index()
         names = [f"f{i}" for i in range(width)]
@@ -307,7 +355,7 @@ class CsvDecoder:
                 types[f"f{i}"] = t.arrow
         try:
             t = pcsv.read_csv(
-                io.BytesIO(b"\n".join(payloads) + b"\n"),
+                io.BytesIO(blob),
                 read_options=pcsv.ReadOptions(column_names=names, use_threads=False),
                 parse_options=pcsv.ParseOptions(delimiter=self.delimiter, quote_char=False),
                 convert_options=pcsv.ConvertOptions(
@@ -353,9 +401,9 @@ class BytesDecoder:
     columns: Columns
     lenient: bool = False
 
-    def decode(self, payloads: Sequence[bytes | None]) -> Decoded:
+    def decode(self, payloads: Payloads) -> Decoded:
         (name, t), *_ = self.columns
-        arr = pa.array(list(payloads), pa.binary()).cast(t.arrow)
+        arr = binary_array(payloads).cast(t.arrow)
         return Decoded(pa.Table.from_arrays([arr], names=[name]), np.arange(len(payloads), dtype=np.int64))
 
 
@@ -374,9 +422,10 @@ class AvroDecoder:
     confluent: bool = False
     lenient: bool = False
 
-    def decode(self, payloads: Sequence[bytes | None]) -> Decoded:
+    def decode(self, payloads: Payloads) -> Decoded:
         import fastavro
 
+        payloads = payload_list(payloads)
         readers: dict[int | None, Any] = {}
 
         def row(i: int, notes: list[str]) -> list[Datum]:

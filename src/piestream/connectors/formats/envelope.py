@@ -31,9 +31,11 @@ from piestream.connectors.formats.decode import (
     Decoded,
     Decoder,
     JsonDecoder,
+    Payloads,
     decode_rows,
     message,
     object_row,
+    payload_list,
     read_json_blob,
     rows_table,
 )
@@ -52,13 +54,21 @@ class Parsed:
     errors: list[tuple[int, str]] = field(default_factory=list)
 
 
-def _subset(decoder: Decoder, payloads: Sequence[bytes | None], idx: np.ndarray) -> Decoded:
+def _pick(payloads: Payloads, idx: np.ndarray) -> Payloads:
+    if isinstance(payloads, pa.Array):
+        return payloads.take(pa.array(idx, pa.int64()))
+    return [payloads[i] for i in idx.tolist()]
+
+
+def _subset(decoder: Decoder, payloads: Payloads, idx: np.ndarray) -> Decoded:
     """Decode the payloads at `idx`, indices mapped back to the whole batch."""
-    d = decoder.decode([payloads[i] for i in idx.tolist()])
+    d = decoder.decode(_pick(payloads, idx))
     return Decoded(d.table, idx[d.rows], [(int(idx[i]), m) for i, m in d.errors])
 
 
-def _present(values: Sequence[bytes | None]) -> np.ndarray:
+def _present(values: Payloads) -> np.ndarray:
+    if isinstance(values, pa.Array):
+        return np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.bool_)
     if None not in values:  # the usual case, at C speed
         return np.ones(len(values), np.bool_)
     return np.fromiter((v is not None for v in values), np.bool_, len(values))
@@ -68,7 +78,7 @@ def _present(values: Sequence[bytes | None]) -> np.ndarray:
 class PlainEnvelope:
     decoder: Decoder
 
-    def parse(self, keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> Parsed:
+    def parse(self, keys: Payloads, values: Payloads) -> Parsed:
         has = _present(values)
         if has.all():
             d = self.decoder.decode(values)
@@ -81,12 +91,12 @@ class PlainEnvelope:
 class UpsertEnvelope:
     decoder: Decoder  # of the value (and of the key, for tombstones)
 
-    def parse(self, keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> Parsed:
+    def parse(self, keys: Payloads, values: Payloads) -> Parsed:
         has = _present(values)
         ins = _subset(self.decoder, values, np.flatnonzero(has))
-        dels_idx = np.flatnonzero(~has).tolist()
-        missing = [i for i in dels_idx if keys[i] is None]
-        dels = _subset(self.decoder, keys, np.array([i for i in dels_idx if keys[i] is not None], np.int64))
+        keyed = _present(keys)
+        missing = np.flatnonzero(~has & ~keyed).tolist()
+        dels = _subset(self.decoder, keys, np.flatnonzero(~has & keyed))
         errors = ins.errors + dels.errors + [(i, "a tombstone without a key") for i in missing]
         table = pa.concat_tables([ins.table, dels.table.cast(ins.table.schema)])
         rows = np.concatenate([ins.rows, dels.rows])
@@ -104,20 +114,20 @@ class DebeziumEnvelope:
     columns: Columns
     lenient: bool = False
 
-    def parse(self, keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> Parsed:
+    def parse(self, keys: Payloads, values: Payloads) -> Parsed:
         idx = np.flatnonzero(_present(values))  # tombstones follow deletes: no change
-        vals = [values[i] for i in idx.tolist()]
-        fast = self._fast(vals)  # type: ignore[arg-type]
+        vals = _pick(values, idx)
+        fast = self._fast(vals)
         if fast is None:
-            return self._rows(vals, idx)
+            return self._rows(payload_list(vals), idx)
         return _changes(*fast, idx, [])
 
     def _fast(
-        self, payloads: Sequence[bytes]
+        self, payloads: Payloads
     ) -> tuple[pa.Table, pa.Table, np.ndarray, np.ndarray, list[str | None]] | None:
         """pyarrow's reader over the batch, rows as structs of the columns' exact Arrow types."""
         kinds = [t.kind for _, t in self.columns]
-        if not payloads or any(k not in ARROW_JSON_KINDS for k in kinds):
+        if not len(payloads) or any(k not in ARROW_JSON_KINDS for k in kinds):
             return None
         row = pa.struct([(c, t.arrow) for c, t in self.columns])
         inner = [("before", row), ("after", row), ("op", pa.string())]

@@ -32,7 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from piestream.common.epoch import EpochPair
 from piestream.common.errors import PiestreamError
@@ -44,8 +46,16 @@ from piestream.stream.connector import ReadResult, SourceReader
 STARTUP_MODES = ("earliest", "latest")
 #: messages asked of librdkafka per consume() call
 CONSUME_BATCH = 10_000
-#: how long a read waits for messages known to exist before failing the epoch (broker down)
-FETCH_TIMEOUT_S = 30.0
+#: how long a read waits for messages known to exist before giving up for this epoch (broker
+#: down or hung): the epoch commits without them, the topic backs off (`_Health`)
+FETCH_TIMEOUT_S = 2.0
+#: broker calls' timeout (offsets, metadata) on the read path
+BROKER_TIMEOUT_S = 2.0
+#: how long CREATE (and the background partition refresh) waits for the topic's metadata
+LIST_TIMEOUT_S = 10.0
+#: back-off after a failed read: first delay, doubling to the maximum
+BACKOFF_S = 0.5
+MAX_BACKOFF_S = 8.0
 #: messages a feed buffers ahead of what was emitted (beyond: librdkafka's own queue holds them)
 MAX_BUFFERED = 200_000
 #: consumers per partition and process (one per job reading it, typically)
@@ -57,6 +67,7 @@ METADATA_TTL_S = 10.0
 
 
 _RDKAFKA_LOG = logging.getLogger("piestream.kafka.rdkafka")
+log = logging.getLogger(__name__)
 
 
 class KafkaError(PiestreamError):
@@ -81,20 +92,117 @@ class KafkaOffset:
         return cls(int(d["n"]), int(d["e"]))
 
 
+@dataclass
+class _Health:
+    """A topic's reachability in this process: after a failed read every partition of the topic
+    backs off (reads return nothing at once, so the barrier and other jobs never wait on a dead
+    broker) and retries at `retry_at`, the delay doubling per failure."""
+
+    failures: int = 0
+    retry_at: float = 0.0
+    last_error: str | None = None
+    #: the background partition refresh's failure, not yet reported by a read
+    metadata_error: str | None = None
+
+    def due(self) -> bool:
+        return time.monotonic() >= self.retry_at
+
+    def failed(self, what: str, e: BaseException) -> str:
+        self.failures += 1
+        delay = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (self.failures - 1))
+        self.retry_at = time.monotonic() + delay
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        self.last_error = f"{what}: {first} (retrying in {delay:.1f}s)"
+        log.warning("%s", self.last_error)
+        return self.last_error
+
+    def ok(self) -> None:
+        if self.failures:
+            log.info("kafka: reading again after %d failed attempts", self.failures)
+        self.failures = 0
+        self.retry_at = 0.0
+
+
+_HEALTH: dict[tuple[Any, ...], _Health] = {}  # per (settings, topic)
+
+
 # -- consumers -------------------------------------------------------------------------------------
+
+#: message fields a feed can keep beside offsets and values (what INCLUDE / UPSERT ask for)
+KEYS, TIMESTAMPS, HEADERS = "key", "timestamp", "headers"
+
+
+@dataclass
+class _Batch:
+    """Fetched messages of one partition as columns (offsets ascending): the Message objects
+    librdkafka hands out are dropped as soon as their fields are taken, so buffers hold Arrow
+    and numpy, not millions of Python objects."""
+
+    offsets: np.ndarray  # int64
+    values: pa.BinaryArray
+    keys: pa.BinaryArray | None = None
+    timestamps: np.ndarray | None = None  # int64 ms, -1 = none
+    headers: list[Any] | None = None  # per message: confluent-kafka's list of (name, value)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def slice(self, start: int, stop: int) -> _Batch:
+        return _Batch(
+            self.offsets[start:stop],
+            self.values.slice(start, stop - start),
+            None if self.keys is None else self.keys.slice(start, stop - start),
+            None if self.timestamps is None else self.timestamps[start:stop],
+            None if self.headers is None else self.headers[start:stop],
+        )
+
+    @staticmethod
+    def concat(parts: list[_Batch]) -> _Batch:
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+        return _Batch(
+            np.concatenate([b.offsets for b in parts]),
+            pa.concat_arrays([b.values for b in parts]),
+            None if first.keys is None else pa.concat_arrays([b.keys for b in parts]),
+            None if first.timestamps is None else np.concatenate([b.timestamps for b in parts]),
+            None if first.headers is None else [h for b in parts for h in b.headers],  # type: ignore[union-attr]
+        )
+
+
+def message_batch(msgs: list[Any], fields: frozenset[str]) -> _Batch:
+    """A consume() result as columns. One pass per field with `map` over the unbound accessor:
+    confluent-kafka exposes each field only as a method of a Message object, so this is the one
+    per-message step its API forces (no Python code runs per message)."""
+    from confluent_kafka import Message
+
+    n = len(msgs)
+    first, last = msgs[0].offset(), msgs[-1].offset()
+    if last - first == n - 1:  # no gaps (the usual case): the offsets are a range
+        offsets = np.arange(first, last + 1, dtype=np.int64)
+    else:
+        offsets = np.fromiter(map(Message.offset, msgs), np.int64, n)
+    values = pa.array(list(map(Message.value, msgs)), pa.binary())
+    keys = pa.array(list(map(Message.key, msgs)), pa.binary()) if KEYS in fields else None
+    ts = None
+    if TIMESTAMPS in fields:
+        ts = np.fromiter((t if kind else -1 for kind, t in map(Message.timestamp, msgs)), np.int64, n)
+    headers = list(map(Message.headers, msgs)) if HEADERS in fields else None
+    return _Batch(offsets, values, keys, ts, headers)
 
 
 class _Feed:
     """One partition's consumer and the messages fetched ahead of the last emitted one."""
 
-    def __init__(self, config: dict[str, Any], topic: str, partition: int) -> None:
+    def __init__(self, config: dict[str, Any], topic: str, partition: int, fields: frozenset[str]) -> None:
         from confluent_kafka import Consumer
 
         self.topic = topic
         self.partition = partition
+        self.fields = fields
         self.consumer = Consumer(config)
         self.lock = threading.Lock()
-        self.buffer: deque[list[Any]] = deque()  # fetched batches of messages, in offset order
+        self.buffer: deque[_Batch] = deque()  # fetched batches of messages, in offset order
         self.buffered = 0  # messages in `buffer`
         self.at: int | None = None  # the offset the buffer (then the consumer) continues at
         self.used = time.monotonic()
@@ -105,65 +213,66 @@ class _Feed:
 
         if self.at == offset:
             return
-        if self.buffer and self.at is not None and self.at < offset <= self.buffer[-1][-1].offset():
+        if self.buffer and self.at is not None and self.at < offset <= int(self.buffer[-1].offsets[-1]):
             self._pop_below(offset, self.buffered)
             self.at = offset
             return
-        self.buffer.clear()
-        self.buffered = 0
+        self.reset()
         self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
         self.at = offset
 
+    def reset(self) -> None:
+        """Forget the buffer and the position (the next seek assigns)."""
+        self.buffer.clear()
+        self.buffered = 0
+        self.at = None
+
     def _fetch(self, timeout: float) -> int:
         """Append what the consumer has (waiting up to `timeout`); returns how many."""
+        from confluent_kafka import Message
+
         msgs = self.consumer.consume(CONSUME_BATCH, timeout=timeout)
-        for m in msgs:  # per message: librdkafka hands Message objects; errors are per message
-            err = m.error()
-            if err is not None:
-                raise KafkaError(f'topic "{self.topic}" partition {self.partition}: {err.str()}')
-        if msgs:
-            self.buffer.append(msgs)
-            self.buffered += len(msgs)
+        if not msgs:
+            return 0
+        if any(map(Message.error, msgs)):  # errors come as messages; rare, so looked for at C speed
+            err = next(e for e in map(Message.error, msgs) if e is not None)
+            raise KafkaError(f'topic "{self.topic}" partition {self.partition}: {err.str()}')
+        self.buffer.append(message_batch(msgs, self.fields))
+        self.buffered += len(msgs)
         return len(msgs)
 
-    def _pop_below(self, end: int, limit: int) -> list[Any]:
+    def _pop_below(self, end: int, limit: int) -> list[_Batch]:
         """Remove and return up to `limit` buffered messages with offsets below `end`, whole
-        batches sliced (a binary search by offset in the batch that `end` cuts)."""
-        out: list[Any] = []
-        while self.buffer and len(out) < limit:
+        batches sliced where `end` (a binary search by offset) or `limit` cuts them."""
+        out: list[_Batch] = []
+        got = 0
+        while self.buffer and got < limit:
             batch = self.buffer[0]
-            if batch[0].offset() >= end:
+            if batch.offsets[0] >= end:
                 break
-            if batch[-1].offset() < end:
-                cut = len(batch)
-            else:
-                lo, hi = 0, len(batch) - 1  # the first message at or past `end`
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if batch[mid].offset() < end:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                cut = lo
-            cut = min(cut, limit - len(out))
-            out += batch[:cut]
+            cut = min(int(np.searchsorted(batch.offsets, end)), limit - got)
             if cut == len(batch):
-                self.buffer.popleft()
+                out.append(self.buffer.popleft())
             else:
-                self.buffer[0] = batch[cut:]
+                out.append(batch.slice(0, cut))
+                self.buffer[0] = batch.slice(cut, len(batch))
             self.buffered -= cut
+            got += cut
         return out
 
-    def take(self, end: int, budget: int) -> list[Any]:
+    def take(self, end: int, budget: int) -> _Batch | None:
         """The first `budget` messages at or after the current offset and below `end` (all of
-        them exist: `end` is one past a message seen)."""
-        out: list[Any] = []
+        them exist: `end` is one past a message seen); None when there are none."""
+        out: list[_Batch] = []
+        got = 0
         deadline = time.monotonic() + FETCH_TIMEOUT_S
-        while len(out) < budget:
-            out += self._pop_below(end, budget - len(out))
-            if len(out) >= budget or (self.buffer and self.buffer[0][0].offset() >= end):
+        while got < budget:
+            more = self._pop_below(end, budget - got)
+            out += more
+            got += sum(len(b) for b in more)
+            if got >= budget or (self.buffer and self.buffer[0].offsets[0] >= end):
                 break
-            if out and out[-1].offset() >= end - 1:
+            if out and out[-1].offsets[-1] >= end - 1:
                 break
             if time.monotonic() > deadline:
                 raise KafkaError(
@@ -171,13 +280,13 @@ class _Feed:
                     f"within {FETCH_TIMEOUT_S:.0f} s (is the broker reachable?)"
                 )
             self._fetch(0.2)
-        return out
+        return _Batch.concat(out) if out else None
 
     def seen_end(self) -> int | None:
         """One past the highest offset fetched so far (after taking what is queued locally)."""
         while self.buffered < MAX_BUFFERED and self._fetch(0) > 0:
             pass
-        return self.buffer[-1][-1].offset() + 1 if self.buffer else None
+        return int(self.buffer[-1].offsets[-1]) + 1 if self.buffer else None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing an idle consumer must not fail a read
@@ -189,11 +298,17 @@ _FEEDS_LOCK = threading.Lock()
 _FEED_IDS = itertools.count()
 _ADMIN: dict[tuple[Any, ...], Any] = {}  # per (settings, group): a consumer for metadata
 _SPLITS: dict[tuple[Any, ...], tuple[float, list[str]]] = {}  # per (settings, topic): when, splits
+_REFRESHING: set[tuple[Any, ...]] = set()  # (settings, topic) whose partitions are being asked
 _VALID: set[tuple[tuple[str, str], ...]] = set()  # settings librdkafka accepted
 
 
 def _feed(
-    key: tuple[Any, ...], config: dict[str, Any], topic: str, partition: int, offset: int | None
+    key: tuple[Any, ...],
+    config: dict[str, Any],
+    topic: str,
+    partition: int,
+    offset: int | None,
+    fields: frozenset[str],
 ) -> _Feed:
     """A feed of the partition for a read at `offset`, locked: the one continuing there, else
     a new one (jobs reading the same source each keep theirs), else the least recently used."""
@@ -206,7 +321,7 @@ def _feed(
         f = next((f for f in free if offset is not None and f.at == offset), None)
         if f is None:
             if len(pool) < MAX_FEEDS or not free:
-                f = _FEEDS[(*key, next(_FEED_IDS))] = _Feed(config, topic, partition)
+                f = _FEEDS[(*key, next(_FEED_IDS))] = _Feed(config, topic, partition, fields)
             else:
                 f = min(free, key=lambda x: x.used)
         f.lock.acquire()
@@ -224,6 +339,7 @@ def close_feeds() -> None:
             c.close()
         _ADMIN.clear()
         _SPLITS.clear()
+        _HEALTH.clear()
 
 
 # -- the reader ------------------------------------------------------------------------------------
@@ -269,7 +385,7 @@ class KafkaReader:
         from confluent_kafka import KafkaException
 
         try:
-            md = self._admin_consumer().list_topics(self.topic, timeout=10)
+            md = self._admin_consumer().list_topics(self.topic, timeout=LIST_TIMEOUT_S)
         except KafkaException as e:
             raise KafkaError(f'cannot list topic "{self.topic}": {e}') from None
         t = md.topics.get(self.topic)
@@ -282,20 +398,37 @@ class KafkaReader:
         return [str(p) for p in self.partitions()]
 
     def current_splits(self) -> list[str]:
-        """The partitions now, asked of the broker at most every METADATA_TTL_S (new ones append)."""
-        now = time.monotonic()
+        """The partitions now (new ones append), never waiting on the broker: the list is
+        refreshed in a background thread at most every METADATA_TTL_S, and until a first answer
+        (the broker away after a restart) it is empty: the planned splits are read meanwhile."""
         key = (self.config, self.topic)
-        cached = _SPLITS.get(key)
-        if cached is not None and now - cached[0] < METADATA_TTL_S:
-            return list(cached[1])
+        with _FEEDS_LOCK:
+            cached = _SPLITS.get(key)
+            stale = cached is None or time.monotonic() - cached[0] >= METADATA_TTL_S
+            if stale and key not in _REFRESHING:
+                _REFRESHING.add(key)
+                threading.Thread(
+                    target=self._refresh_splits, args=(key,), name="piestream-kafka-metadata", daemon=True
+                ).start()
+        return [] if cached is None else list(cached[1])
+
+    def _refresh_splits(self, key: tuple[Any, ...]) -> None:
         try:
             splits = self.splits()
-        except KafkaError:
-            if cached is None:
-                raise
-            splits = list(cached[1])  # the broker is away: read what we know of
-        _SPLITS[key] = (now, splits)
-        return splits
+        except Exception as e:  # the broker away: keep what is known, ask again after the TTL
+            why = f'kafka topic "{self.topic}": partitions not refreshed: {e}'
+            log.warning("%s", why)
+            _HEALTH.setdefault(key, _Health()).metadata_error = why
+            with _FEEDS_LOCK:
+                old = _SPLITS.get(key)
+                if old is not None:
+                    _SPLITS[key] = (time.monotonic(), old[1])
+        else:
+            with _FEEDS_LOCK:
+                _SPLITS[key] = (time.monotonic(), splits)
+        finally:
+            with _FEEDS_LOCK:
+                _REFRESHING.discard(key)
 
     def _start(self, partition: int) -> int:
         """The first offset of a partition never read, by scan.startup.mode."""
@@ -305,19 +438,58 @@ class KafkaReader:
         tp = TopicPartition(self.topic, partition)
         if self.startup == "timestamp":
             assert self.startup_ms is not None
-            found = c.offsets_for_times([TopicPartition(self.topic, partition, self.startup_ms)], timeout=10)
+            found = c.offsets_for_times(
+                [TopicPartition(self.topic, partition, self.startup_ms)], timeout=BROKER_TIMEOUT_S
+            )
             if found and found[0].offset >= 0:
                 return int(found[0].offset)
-            _, high = c.get_watermark_offsets(tp, timeout=10)
+            _, high = c.get_watermark_offsets(tp, timeout=BROKER_TIMEOUT_S)
             return int(high)
-        low, high = c.get_watermark_offsets(tp, timeout=10)
+        low, high = c.get_watermark_offsets(tp, timeout=BROKER_TIMEOUT_S)
         return int(low if self.startup == "earliest" else high)
 
+    @property
+    def fields(self) -> frozenset[str]:
+        """The message fields beside offsets and values this reader needs kept."""
+        kinds = {k for k, _, _ in self.parser.spec.include}
+        out = {KEYS} if self.need_keys else set()
+        if "timestamp" in kinds:
+            out.add(TIMESTAMPS)
+        if "header" in kinds:
+            out.add(HEADERS)
+        return frozenset(out)
+
     def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
+        """The next messages of a partition. The broker unreachable (or slow past
+        FETCH_TIMEOUT_S): nothing is read, the offset stays, the fault is recorded
+        (rw_streaming_errors, the log) and the topic backs off; the epoch commits."""
+        from confluent_kafka import KafkaException
+
+        health = _HEALTH.setdefault((self.config, self.topic), _Health())
+        noted, health.metadata_error = health.metadata_error, None
+        faults = [] if noted is None else [(KafkaError.sqlstate, noted)]
+        if not health.due():
+            return ReadResult([], offset or "", 0, errors=faults)
+        try:
+            result = self._read(split, offset or None, budget)
+        except (KafkaError, KafkaException) as e:
+            why = health.failed(f'kafka topic "{self.topic}" partition {split}', e)
+            return ReadResult([], offset or "", 0, errors=[*faults, (KafkaError.sqlstate, why)])
+        health.ok()
+        result.errors.extend(faults)
+        return result
+
+    def _read(self, split: str, offset: str | None, budget: int) -> ReadResult:
         p = int(split)
         pos = None if offset is None else KafkaOffset.from_json(offset)
+        fields = self.fields
         feed = _feed(
-            (self.topic, self.config, p), self._config(), self.topic, p, None if pos is None else pos.next
+            (self.topic, self.config, p, fields),
+            self._config(),
+            self.topic,
+            p,
+            None if pos is None else pos.next,
+            fields,
         )
         try:
             if pos is None:  # first epoch: fix where to start; the next one reads from there
@@ -326,45 +498,48 @@ class KafkaReader:
                 end = feed.seen_end()
                 return ReadResult([], KafkaOffset(start, max(start, end or start)).to_json(), 0)
             feed.seek(pos.next)
-            msgs = feed.take(pos.end, budget) if pos.end > pos.next else []
-            nxt = msgs[-1].offset() + 1 if msgs else pos.next
-            if len(msgs) < budget:
+            msgs = feed.take(pos.end, budget) if pos.end > pos.next else None
+            count = 0 if msgs is None else len(msgs)
+            nxt = int(msgs.offsets[-1]) + 1 if msgs is not None else pos.next
+            if count < budget:
                 nxt = max(nxt, pos.end)  # all of [next, end) emitted (gaps: compaction, markers)
             feed.at = nxt
             seen = feed.seen_end()
             new = KafkaOffset(nxt, max(pos.end, nxt, seen or 0))
+        except BaseException:
+            feed.reset()  # what it buffered may be half taken: the next read seeks afresh
+            raise
         finally:
             feed.lock.release()
-        parsed = [self._raw(split, msgs).parse(self.parser, split, container="partition")] if msgs else []
-        return read_result(parsed, new.to_json(), len(msgs))
+        if msgs is None:
+            return read_result([], new.to_json(), 0)
+        parsed = [self._raw(split, msgs).parse(self.parser, split, container="partition")]
+        return read_result(parsed, new.to_json(), count)
 
-    def _raw(self, split: str, msgs: list[Any]) -> RawMessages:
-        """The messages' payloads and metadata. Per message: confluent-kafka hands Message
-        objects, each field behind a method call; only the fields the spec uses are read."""
-        values = [m.value() for m in msgs]
-        first, last = msgs[0].offset(), msgs[-1].offset()
-        if last - first == len(msgs) - 1:  # no gaps (the usual case): the offsets are a range
-            offsets = list(range(first, last + 1))
-        else:
-            offsets = [m.offset() for m in msgs]
-        keys = [m.key() for m in msgs] if self.need_keys else [None] * len(msgs)
+    def _raw(self, split: str, msgs: _Batch) -> RawMessages:
+        """The messages' payloads and metadata as Arrow columns (INCLUDE asks for some)."""
+        n = len(msgs)
+        keys = msgs.keys if msgs.keys is not None else pa.nulls(n, pa.binary())
         meta: dict[str, pa.Array] = {}
         headers: dict[str, pa.Array] = {}
         for kind, _, name in self.parser.spec.include:
             if kind == "key":
-                meta["key"] = pa.array(keys, pa.binary())
+                meta["key"] = keys
             elif kind == "partition":
-                meta["partition"] = pa.array([split] * len(msgs), pa.string())
+                meta["partition"] = pa.array(np.full(n, split, dtype=object), pa.string())
             elif kind == "offset":
-                meta["offset"] = pa.array([str(o) for o in offsets], pa.string())
+                meta["offset"] = pc.cast(pa.array(msgs.offsets), pa.string())
             elif kind == "timestamp":
-                ms = [m.timestamp()[1] for m in msgs]
-                meta["timestamp"] = pa.array(
-                    [None if t is None or t < 0 else t * 1000 for t in ms], pa.int64()
-                ).cast(pa.timestamp("us", tz="UTC"))
+                assert msgs.timestamps is not None
+                ms = msgs.timestamps
+                meta["timestamp"] = pa.array(ms * 1000, pa.int64(), mask=ms < 0).cast(
+                    pa.timestamp("us", tz="UTC")
+                )
             elif kind == "header":
-                headers[name] = pa.array([_header(m.headers(), name) for m in msgs], pa.binary())
-        return RawMessages(values, keys, offsets, meta, headers)
+                assert msgs.headers is not None
+                # per message: confluent-kafka hands headers as a Python list per message
+                headers[name] = pa.array([_header(h, name) for h in msgs.headers], pa.binary())
+        return RawMessages(msgs.values, keys, msgs.offsets, meta, headers)
 
     def ack(self, split: str, offset: str) -> None:
         """Commit a durable offset to ``properties.group.id`` (monitoring only)."""

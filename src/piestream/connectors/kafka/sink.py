@@ -20,9 +20,6 @@ sinks are, `piestream.connectors.lakehouse.publish_lake`).
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
 import json
 import logging
 import time
@@ -30,8 +27,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from piestream.connectors.formats.encode import NULL, json_objects, row_json
 from piestream.connectors.kafka.reader import KafkaError, kafka_properties
 from piestream.connectors.lakehouse import OP_COLUMN
 from piestream.connectors.options import InvalidOption
@@ -124,9 +124,10 @@ class KafkaSinkTable:
         p = self.producer
         p.begin_transaction()
         try:
-            for k, v in encode_messages(data, self.format, self.key, self.sink_name):
+            keys, values = encode_messages(data, self.format, self.key, self.sink_name)
+            for k, v in zip(keys, values, strict=True):  # per message: the producer's API
                 _produce(p, self.topic, k, v)
-            _produce(p, self.marker, None, json.dumps({"sink": self.sink_name, "epoch": epoch}).encode())
+            _produce(p, self.marker, None, row_json({"sink": self.sink_name, "epoch": epoch}))
             p.commit_transaction(TIMEOUT_S)
         except BaseException:
             try:
@@ -191,54 +192,59 @@ def _last_marker(options: Mapping[str, str], marker: str, sink_name: str) -> int
 # -- encoding --------------------------------------------------------------------------------------
 
 
-def _json_default(v: Any) -> Any:
-    if isinstance(v, dt.datetime):
-        return v.isoformat(sep=" ")
-    if isinstance(v, dt.date | dt.time):
-        return v.isoformat()
-    if isinstance(v, dt.timedelta):
-        return str(v)
-    if isinstance(v, decimal.Decimal):
-        return str(v)
-    if isinstance(v, bytes):
-        return base64.b64encode(v).decode()
-    raise TypeError(f"cannot encode {type(v).__name__} as JSON")
-
-
-def _dumps(row: dict[str, Any]) -> bytes:
-    return json.dumps(row, default=_json_default, separators=(",", ":")).encode()
-
-
 def encode_messages(
     data: pa.Table, fmt: str, key: Sequence[str], sink_name: str
-) -> list[tuple[bytes | None, bytes | None]]:
-    """(key, value) messages of one epoch's staged rows. Per row: each message is one JSON
-    document produced by its own call."""
+) -> tuple[list[bytes | None], list[bytes | None]]:
+    """(keys, values) of one epoch's staged rows, encoded per column with Arrow (`json_objects`);
+    a None value is a tombstone. The lists hold one bytes object per message because the
+    producer takes messages one call each."""
     names = [n for n in data.column_names if n != OP_COLUMN]
-    rows = data.select(names).to_pylist()
-    ops = data.column(OP_COLUMN).to_pylist() if OP_COLUMN in data.column_names else ["insert"] * len(rows)
-
-    def k(r: dict[str, Any]) -> bytes | None:
-        return _dumps({c: r[c] for c in key}) if key else None
-
+    n = data.num_rows
+    if OP_COLUMN in data.column_names:
+        ops = np.asarray(data.column(OP_COLUMN).to_numpy(zero_copy_only=False), dtype=object)
+    else:
+        ops = np.full(n, "insert", dtype=object)
+    rows = json_objects(data, names)
+    keys = json_objects(data, key) if key else pa.nulls(n, pa.string())
     if fmt == "plain":
-        return [(None, _dumps(r)) for r in rows]
+        return [None] * n, _bytes(rows)
+    deleted = (ops == "delete") | (ops == "update_delete")
+    # an update's old row followed by its new one under the same key: one message (the new row)
+    nxt_ins = np.zeros(n, np.bool_)
+    nxt_ins[:-1] = ops[1:] == "update_insert"
+    same_key = np.zeros(n, np.bool_)
+    if n > 1 and key:
+        same_key[:-1] = pc.equal(keys.slice(0, n - 1), keys.slice(1)).to_numpy(zero_copy_only=False)
+    paired = (ops == "update_delete") & nxt_ins
     if fmt == "upsert":
-        return [(k(r), None if op == "delete" else _dumps(r)) for r, op in zip(rows, ops, strict=True)]
-    out: list[tuple[bytes | None, bytes | None]] = []
-    source = {"connector": "piestream", "name": sink_name}
-    i = 0
-    while i < len(rows):
-        r, op = rows[i], ops[i]
-        if op == "update_delete" and i + 1 < len(rows) and ops[i + 1] == "update_insert":
-            after = rows[i + 1]
-            ev = {"before": r, "after": after, "op": "u", "source": source}
-            out.append((k(after), _dumps(ev)))
-            i += 2
-            continue
-        if op in ("delete", "update_delete"):
-            out.append((k(r), _dumps({"before": r, "after": None, "op": "d", "source": source})))
-        else:
-            out.append((k(r), _dumps({"before": None, "after": r, "op": "c", "source": source})))
-        i += 1
-    return out
+        keep = ~(paired & same_key)
+        idx = np.flatnonzero(keep)
+        values = pc.if_else(pa.array(deleted[idx]), pa.scalar(None, pa.string()), rows.take(pa.array(idx)))
+        return _bytes(keys.take(pa.array(idx))), _bytes(values)
+    # debezium: a paired update is one "u" event at the old row's position, keyed by the new row
+    second = np.zeros(n, np.bool_)
+    second[1:] = paired[:-1]
+    idx = np.flatnonzero(~second)
+    is_u = paired[idx]
+    is_d = deleted[idx] & ~is_u
+    after_at = np.where(is_u, idx + 1, idx)
+    null = pa.scalar(NULL)
+    before = pc.if_else(pa.array(is_u | is_d), rows.take(pa.array(idx)), null)
+    after = pc.if_else(pa.array(is_d), null, rows.take(pa.array(after_at)))
+    op = np.where(is_u, '"u"', np.where(is_d, '"d"', '"c"'))
+    source = json.dumps({"connector": "piestream", "name": sink_name}, separators=(",", ":"))
+    values = pc.binary_join_element_wise(
+        '{"before":',
+        before,
+        ',"after":',
+        after,
+        ',"op":',
+        pa.array(op, pa.string()),
+        f',"source":{source}}}',
+        "",
+    )
+    return _bytes(keys.take(pa.array(after_at))), _bytes(values)
+
+
+def _bytes(a: pa.Array) -> list[bytes | None]:
+    return a.cast(pa.binary()).to_pylist()

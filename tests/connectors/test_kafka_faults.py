@@ -1,0 +1,82 @@
+"""The Kafka source never wedges: a broker unreachable at CREATE fails that statement clearly;
+the real broker stopped mid-stream (SIGSTOP: connections hang, the hardest case for time-outs)
+leaves other jobs committing, records the fault in rw_streaming_errors, and when it resumes
+ingestion continues exactly (each message once)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from kafka_broker import Broker, free_port, local_db
+from nexmark_sql import wait_until
+
+from piestream.common.errors import PiestreamError
+from piestream.connectors.kafka.reader import close_feeds
+
+
+def _count(db, rel: str) -> int:  # type: ignore[no-untyped-def]
+    return int(db.execute(f"SELECT count(*) FROM {rel}")[0].rows[0][0])
+
+
+def _kafka_errors(db) -> list[str]:  # type: ignore[no-untyped-def]
+    rows = db.execute("SELECT error_message FROM rw_catalog.rw_streaming_errors")[0].rows
+    return [str(r[0]) for r in rows if "kafka topic" in str(r[0])]
+
+
+def test_unreachable_broker_at_create_fails_that_statement_only(tmp_path: Path) -> None:
+    db = local_db(tmp_path / "db")
+    try:
+        db.execute("CREATE TABLE t (v INT)")
+        db.execute("CREATE MATERIALIZED VIEW m AS SELECT count(*) AS c FROM t")
+        nowhere = f"127.0.0.1:{free_port()}"  # nothing listens there
+        with pytest.raises(PiestreamError) as e:
+            db.execute(
+                "CREATE TABLE k (v INT) WITH (connector = 'kafka', topic = 'x', "
+                f"properties.bootstrap.server = '{nowhere}') FORMAT PLAIN ENCODE JSON"
+            )
+        assert e.value.sqlstate == "08006" and 'topic "x"' in str(e.value)
+        db.execute("INSERT INTO t VALUES (1), (2)")
+        db.execute("FLUSH")
+        assert db.execute("SELECT c FROM m")[0].rows == [(2,)]
+    finally:
+        db.close()
+        close_feeds()
+
+
+def test_broker_stopped_mid_stream_then_resumed(tmp_path: Path) -> None:
+    broker = Broker()
+    db = local_db(tmp_path / "db")
+    stopped = False
+    try:
+        broker.create_topic("ev", 2)
+        broker.produce("ev", [{"id": i} for i in range(300)], partition=[i % 2 for i in range(300)])
+        db.execute(f"CREATE TABLE k (id INT) {broker.with_clause('ev')} FORMAT PLAIN ENCODE JSON")
+        db.execute("CREATE MATERIALIZED VIEW kc AS SELECT count(*) AS c, count(DISTINCT id) AS d FROM k")
+        db.execute("CREATE TABLE other (v INT)")
+        db.execute("CREATE MATERIALIZED VIEW oc AS SELECT count(*) AS c FROM other")
+        wait_until(lambda: _count(db, "k") == 300, what="300 rows")
+        # more messages, then the broker stops before (all of) them are read
+        broker.produce("ev", [{"id": i} for i in range(300, 3300)], partition=[i % 2 for i in range(3000)])
+        os.kill(broker.proc.pid, signal.SIGSTOP)
+        stopped = True
+        for i in range(5):  # other jobs keep committing meanwhile
+            db.execute(f"INSERT INTO other VALUES ({i})")
+            db.execute("FLUSH")
+        assert db.execute("SELECT c FROM oc")[0].rows == [(5,)]
+        wait_until(lambda: bool(_kafka_errors(db)), timeout=60, what="the fault in rw_streaming_errors")
+        os.kill(broker.proc.pid, signal.SIGCONT)
+        stopped = False
+        broker.produce("ev", [{"id": i} for i in range(3300, 3600)], partition=[i % 2 for i in range(300)])
+        wait_until(lambda: _count(db, "k") == 3600, timeout=90, what="3600 rows after the broker resumed")
+        db.execute("FLUSH")
+        assert db.execute("SELECT c, d FROM kc")[0].rows == [(3600, 3600)]
+        assert db.execute("SELECT min(id), max(id) FROM k")[0].rows == [(0, 3599)]
+    finally:
+        if stopped:
+            os.kill(broker.proc.pid, signal.SIGCONT)
+        db.close()
+        close_feeds()
+        broker.stop()
