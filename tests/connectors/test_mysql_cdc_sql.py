@@ -280,3 +280,32 @@ def test_upstream_down_is_retried_visibly_and_others_keep_committing(
         )
     finally:
         db.close()
+
+
+def test_snapshot_progress_in_rw_ddl_progress(mariadb: MariaDbServer, tmp_path: Path) -> None:
+    my = mariadb
+    my.sql("CREATE TABLE progress (id int PRIMARY KEY, v int)")
+    my.sql("INSERT INTO progress SELECT seq, seq FROM seq_1_to_2000")
+    my.sql("ANALYZE TABLE progress")
+    db = Database(tmp_path / "db", config=CFG)
+    try:
+        db.execute(
+            "CREATE TABLE progress (id int PRIMARY KEY, v int) "
+            f"WITH ({my.with_options(table_name='progress')}, max.rows.per.epoch = '400')"
+        )
+        q = "SELECT name, progress, rows_done, rows_total FROM rw_catalog.rw_ddl_progress"
+        seen: list[tuple[object, ...]] = []
+
+        def copying() -> bool:
+            rows = [r for r in db.execute(q)[0].rows if r[0] == "progress" and 0 < r[2] < 2000]  # type: ignore[operator]
+            seen.extend(rows)
+            return bool(rows)
+
+        wait_until(copying, what="the copy under way")
+        _, percent, done, total = seen[0]
+        assert done % 400 == 0 and total >= done and total > 1000  # InnoDB's estimate of 2000
+        assert str(percent).endswith("%")
+        wait_until(lambda: db.execute("SELECT count(*) FROM progress")[0].rows == [(2000,)], what="copied")
+        wait_until(lambda: not db.execute(q)[0].rows, what="gone from rw_ddl_progress when copied")
+    finally:
+        db.close()

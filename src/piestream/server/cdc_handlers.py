@@ -125,6 +125,29 @@ def cdc_status_rows(db: Database) -> list[tuple[Any, ...]]:
     return rows
 
 
+def cdc_snapshot_progress(db: Database) -> list[tuple[int, Relation, int, int]]:
+    """``rw_ddl_progress`` of the CDC tables still copying their upstream table: (job id, table,
+    rows copied, rows in all) at the committed epoch; the total is the upstream's estimate, at
+    least what is copied (the copy ends when a chunk comes back short, not at the estimate)."""
+    out = []
+    for rel in sorted(db.catalog.snapshot().relations(), key=lambda r: r.id):
+        if rel.kind is not RelationKind.TABLE or rel.job_id is None or not is_cdc(rel.properties):
+            continue
+        if db.catalog.job_status(rel.job_id) is not None:
+            continue  # failed: rw_streaming_jobs says why
+        off = _committed_offset(db, rel.job_id)
+        if off is not None and off.phase != "snapshot":
+            continue
+        done = off.snapshot_rows if off is not None else 0
+        opts = lower_keys(rel.properties)
+        try:
+            estimate = cdc_connector(opts).estimate_rows(opts, rel.name)
+        except PiestreamError:
+            estimate = None  # unreachable: rw_cdc_sources says so
+        out.append((rel.job_id, rel, done, max(done, estimate or 0)))
+    return out
+
+
 def _committed_offset(db: Database, job_id: int) -> CdcOffset | None:
     storage, committed, vpin, spin = db.snapshot_storage()
     try:

@@ -173,6 +173,8 @@ class CdcConnector:
     drop: Callable[[Mapping[str, str], str], None]
     #: the operations view's row
     status: Callable[[Mapping[str, str], str, CdcOffset | None], CdcStatus]
+    #: the upstream's estimate of the table's rows (the snapshot's progress), None if unknown
+    estimate_rows: Callable[[Mapping[str, str], str], int | None]
 
 
 def lag_seconds(off: CdcOffset | None, lag_bytes: int | None) -> float | None:

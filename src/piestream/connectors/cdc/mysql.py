@@ -812,10 +812,27 @@ def _status(options: Mapping[str, str], name: str, off: CdcOffset | None) -> Cdc
     )
 
 
+def _estimate_rows(options: Mapping[str, str], name: str) -> int | None:
+    """information_schema.TABLES.TABLE_ROWS (InnoDB's estimate)."""
+    cfg = _cfg(options, name)
+    conn = cfg.connect(timeout=2)
+    try:
+        cur = conn.cursor()
+        cur.execute(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (cfg.database, cfg.table),
+        )
+        row = cur.fetchone()
+    finally:
+        conn.close()
+    return int(row[0]) if row is not None and row[0] is not None else None
+
+
 CONNECTOR = CdcConnector(
     check_source=check_source,
     check_table=check_upstream,
     table_options=_table_options,
     drop=_drop,
     status=_status,
+    estimate_rows=_estimate_rows,
 )

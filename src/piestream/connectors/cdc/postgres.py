@@ -734,10 +734,28 @@ def _status(options: Mapping[str, str], name: str, off: CdcOffset | None) -> Cdc
     )
 
 
+def _estimate_rows(options: Mapping[str, str], name: str) -> int | None:
+    """pg_class.reltuples (what the last VACUUM / ANALYZE counted; -1: never counted)."""
+    cfg = _cfg(options, name)
+    conn = cfg.connect(timeout=2)
+    try:
+        cur = conn.cursor()
+        cur.execute(
+            "SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s",
+            (cfg.schema, cfg.table),
+        )
+        row = cur.fetchone()
+    finally:
+        conn.close()
+    return int(row[0]) if row is not None and row[0] is not None and row[0] >= 0 else None
+
+
 CONNECTOR = CdcConnector(
     check_source=check_source,
     check_table=check_upstream,
     table_options=_table_options,
     drop=_drop,
     status=_status,
+    estimate_rows=_estimate_rows,
 )
