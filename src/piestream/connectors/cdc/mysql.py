@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -411,7 +411,7 @@ def _array(values: Sequence[Any], typ: pa.DataType, col: _Column, errors: list[t
 def _numeric(values: Sequence[Any], col: _Column, errors: list[tuple[str, str]]) -> pa.Array:
     """DECIMAL(p, s) (a fixed scale) or BIGINT UNSIGNED as piestream NUMERIC, column-wise: the
     values as decimal128(38, s), whose unscaled integers are the storage's as they are."""
-    scale = col.up.scale or 0 if col.up.data_type == "decimal" else 0
+    scale = (col.up.scale or 0) if col.up.data_type == "decimal" else 0
     arr = _array(values, pa.decimal128(38, scale), col, errors)
     unscaled = arr.view(pa.decimal128(38, 0))
     scales = pa.array(np.full(len(arr), scale, np.int8))
@@ -561,7 +561,8 @@ class MySqlCdcReader(CdcReader):
             pk = self._pk()
             sel = ", ".join(_quote(c.name) for c in columns)
             keys = ", ".join(_quote(k) for k in pk)
-            where, params = "", cast(tuple[Any, ...], ())
+            where = ""
+            params: tuple[Any, ...] = ()
             if off.cursor is not None:
                 kinds = {c.name: c.type.kind for c in columns}
                 params = tuple(
