@@ -11,6 +11,7 @@ import threading
 import pytest
 from cdc_follower import EPOCH, Follower
 from mysql_server import PASSWORD, USER, MariaDbServer
+from nexmark_sql import wait_until
 
 from piestream.common.types import DataType, TypeKind
 from piestream.connectors.cdc import mysql
@@ -77,26 +78,32 @@ def test_locked_snapshot_position_is_exact(mariadb: MariaDbServer) -> None:
     cfg = _reader(my, "r2").cfg
     for lock_free in (False, True):
         stop = threading.Event()
-        start = 100 if lock_free else 100_000
+        written = [0]  # rows the writer committed (counts, not time: the machine may be slow)
 
-        def write(k: int = start, stop: threading.Event = stop) -> None:
+        def write(
+            k: int = 100 if lock_free else 100_000, stop: threading.Event = stop, written: list[int] = written
+        ) -> None:
             conn = my.connect()
             while not stop.is_set():
                 with conn.cursor() as cur:
                     cur.execute("INSERT INTO r2 VALUES (%s, 'w')", (k,))
                 k += 1
+                written[0] += 1
             conn.close()
+
+        def wait_for(n: int, written: list[int] = written) -> None:
+            wait_until(lambda: written[0] >= n, what=f"{n} rows written")
 
         t = threading.Thread(target=write)
         t.start()
         try:
-            stop.wait(0.1)
+            wait_for(20)
             conn, file, pos = mysql.consistent_snapshot(cfg, lock_free=lock_free)
             with conn.cursor() as cur:
                 cur.execute("SELECT id FROM r2")
                 seen = {r[0] for r in cur.fetchall()}
             conn.close()
-            stop.wait(0.1)
+            wait_for(written[0] + 20)
         finally:
             stop.set()
             t.join()

@@ -166,6 +166,12 @@ def test_create_errors_leave_nothing_behind(mariadb: MariaDbServer, tmp_path: Pa
         with pytest.raises(PiestreamError, match="Access denied") as e:
             db.execute(f"CREATE SOURCE bad WITH ({my.with_options(password='wrong')})")
         assert e.value.sqlstate == "08001"
+        with pytest.raises(PiestreamError, match="SSL is required but the server doesn't support it"):
+            db.execute(f"CREATE SOURCE tls WITH ({my.with_options(ssl_mode='required')})")
+        with pytest.raises(PiestreamError, match=r"ssl\.mode must be disabled, preferred or required"):
+            db.execute(f"CREATE SOURCE tls WITH ({my.with_options(ssl_mode='verify-full')})")
+        db.execute(f"CREATE SOURCE tls WITH ({my.with_options(ssl_mode='preferred')})")  # falls back
+        db.execute("DROP SOURCE tls")
         unsupported = "which is not supported"
         cases = [
             ("m1", "id int PRIMARY KEY, p varchar", "odd",
