@@ -24,6 +24,7 @@ fi
 command -v psql >/dev/null 2>&1 || apt_install "the server tests use psql" postgresql-client
 command -v chromedriver >/dev/null 2>&1 || apt_install "the dashboard test uses them" chromium chromium-driver
 [ -x /usr/lib/postgresql/15/bin/initdb ] || apt_install "the postgres-cdc tests start a PostgreSQL 15" postgresql-15
+command -v mariadb-install-db >/dev/null 2>&1 || apt_install "the mysql-cdc tests start a MariaDB" mariadb-server
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # uv first, hash-checked at the version uv.lock pins; then uv installs exactly the lock
 "$PY" scripts/lock.py uv.lock > .venv/uv-requirement.txt

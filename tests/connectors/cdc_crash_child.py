@@ -1,5 +1,5 @@
-"""The process the postgres-cdc kill -9 test kills: creates a CDC table (a small per-epoch budget,
-so the snapshot takes many epochs) and an MV over it, and SIGKILLs itself once the committed
+"""The process the CDC kill -9 tests (postgres-cdc, mysql-cdc) kill: creates a CDC table (a small
+per-epoch budget, so the snapshot takes many epochs) and an MV over it, and SIGKILLs itself once the committed
 state shows the snapshot partly copied ("snapshot") or the stream reached ("stream").
 
     python cdc_crash_child.py DATA_DIR "WITH OPTIONS" snapshot|stream

@@ -7,11 +7,10 @@ from __future__ import annotations
 import itertools
 import time
 
-import pyarrow as pa
 import pytest
+from cdc_follower import Follower
 from pg_server import PgServer
 
-from piestream.common.chunk import Op
 from piestream.common.epoch import EpochPair
 from piestream.common.types import DataType, TypeKind
 from piestream.connectors.cdc import postgres
@@ -35,36 +34,6 @@ def _reader(pg: PgServer, table: str, cols: tuple[tuple[str, DataType], ...]) ->
     reader, _ = postgres.postgres_cdc_connector(spec)
     assert isinstance(reader, postgres.PgCdcReader)
     return reader
-
-
-class Follower:
-    """Applies a reader's output to a dict by key, as the table's upsert semantics do."""
-
-    def __init__(self, reader: postgres.PgCdcReader) -> None:
-        self.reader = reader
-        self.offset: str | None = None
-        self.rows: dict[object, tuple[object, ...]] = {}
-        self.split = reader.splits()[0]
-
-    def step(self, budget: int = 1000, *, ack: bool = True) -> int:
-        res = self.reader.read(self.split, self.offset, budget, EPOCH)
-        assert res.consumed <= budget
-        for b, ops in zip(res.batches, res.ops or [], strict=True):
-            for row, op in zip(pa.Table.from_batches([b]).to_pylist(), ops.tolist(), strict=True):
-                vals = tuple(row.values())
-                if op == Op.INSERT:
-                    self.rows[vals[0]] = vals
-                else:
-                    assert op == Op.DELETE
-                    self.rows.pop(vals[0], None)
-        self.offset = res.offset
-        if ack and CdcOffset.from_json(res.offset).phase == "stream":
-            self.reader.ack(self.split, res.offset)
-        return res.consumed
-
-    def drain(self, budget: int = 1000) -> None:
-        while self.step(budget):
-            pass
 
 
 def _upstream(pg: PgServer, table: str) -> dict[object, tuple[object, ...]]:

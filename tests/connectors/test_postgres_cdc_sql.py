@@ -322,3 +322,31 @@ def test_on_spark(pg: PgServer, tmp_path: Path, spark) -> None:  # type: ignore[
         wait_until(lambda: _same(db, pg, "SELECT * FROM sparked"), timeout=300, what="the stream")
     finally:
         db.close()
+
+
+def test_snapshot_progress_in_rw_ddl_progress(pg: PgServer, tmp_path: Path) -> None:
+    pg.sql("CREATE TABLE progress (id int PRIMARY KEY, v int)")
+    pg.sql("INSERT INTO progress SELECT g, g FROM generate_series(1, 2000) g")
+    pg.sql("ANALYZE progress")
+    db = Database(tmp_path / "db", config=CFG)
+    try:
+        db.execute(
+            "CREATE TABLE progress (id int PRIMARY KEY, v int) "
+            f"WITH ({pg.with_options(table_name='progress')}, max.rows.per.epoch = '400')"
+        )
+        q = "SELECT name, progress, rows_done, rows_total FROM rw_catalog.rw_ddl_progress"
+        seen: list[tuple[object, ...]] = []
+
+        def copying() -> bool:
+            rows = [r for r in db.execute(q)[0].rows if r[0] == "progress" and 0 < r[2] < 2000]  # type: ignore[operator]
+            seen.extend(rows)
+            return bool(rows)
+
+        wait_until(copying, what="the copy under way")
+        _, percent, done, total = seen[0]
+        assert done % 400 == 0 and total == 2000  # ANALYZE counted them
+        assert percent == f"{100 * done / 2000:.2f}%"
+        wait_until(lambda: db.execute("SELECT count(*) FROM progress")[0].rows == [(2000,)], what="copied")
+        wait_until(lambda: not db.execute(q)[0].rows, what="gone from rw_ddl_progress when copied")
+    finally:
+        db.close()

@@ -393,6 +393,24 @@ def test_dirty_groups_reduce_while_buffering() -> None:
     assert dirty.take() is None
 
 
+def test_dirty_groups_wide_decimal_sums_keep_their_type_across_reductions() -> None:
+    """NUMERIC sum deltas (decimal256(75, 28)) too large for the int64 fast path are reduced by
+    Arrow's hash sum, which widens to decimal256(76, 28): the reduced part must keep the spec's
+    type, or the next reduction cannot concatenate it with new parts (an MV's backfill of a
+    table whose values have 20 fraction digits failed its epoch with ArrowInvalid)."""
+    wide = pa.decimal256(75, 28)
+    dirty = DirtyGroups([INT], [DeltaSpec(wide, "sum")])
+    value = Decimal("123.45000000000000000000")  # scale 28 inside the delta: beyond int64
+    n = 1 << 15
+    for _ in range(6):  # past _REDUCE_AT (2^16) twice: a reduced part meets new parts
+        keys = pa.array(np.arange(n, dtype=np.int32) % 7)
+        dirty.add([keys], [pa.array([value] * n, wide)], n)
+    groups = dirty.take()
+    assert groups is not None and groups.n == 7 and groups.deltas[0].type == wide
+    counts = np.bincount(np.arange(n) % 7) * 6
+    assert groups.deltas[0].to_pylist() == [value * int(c) for c in counts]
+
+
 def test_bigint_sums_match_exact_arithmetic_across_the_int64_fast_path() -> None:
     """sum/avg of BIGINT add in int64 while every value fits and in decimals once one does not
     (values near ±2^63, states past 2^62): the outputs equal exact integer arithmetic."""

@@ -1,4 +1,5 @@
-"""piestream.connectors: sources (nexmark, datagen, file, kafka, postgres-cdc) and sinks (parquet, blackhole).
+"""piestream.connectors: sources (nexmark, datagen, file, kafka, postgres-cdc, mysql-cdc) and sinks
+(parquet, blackhole).
 
 Connectors register with the stream layer's registry (`piestream.stream.connector`) by name, so
 the frontend can plan a source from a catalog entry, and an actor build its readers and writers,
@@ -7,6 +8,7 @@ without importing this layer.
 
 from __future__ import annotations
 
+from piestream.connectors.cdc.mysql import mysql_cdc_connector
 from piestream.connectors.cdc.postgres import postgres_cdc_connector
 from piestream.connectors.datagen import datagen_connector
 from piestream.connectors.files import file_connector
@@ -24,6 +26,7 @@ SOURCE_CONNECTORS = {
     "posix_fs": file_connector,
     "kafka": kafka_connector,
     "postgres-cdc": postgres_cdc_connector,
+    "mysql-cdc": mysql_cdc_connector,
 }
 #: (FORMAT, ENCODE) pairs of the connectors that declare their own (RisingWave's
 #: CONNECTORS_COMPATIBLE_FORMATS); the others take PLAIN / NATIVE / NONE

@@ -1,7 +1,7 @@
 """DDL of CDC tables (RisingWave's syntax): a shared source ``CREATE SOURCE pg WITH (connector =
 'postgres-cdc', ...)`` and tables from it, ``CREATE TABLE t (...) FROM pg TABLE 'schema.t'``, or
 the single-table form ``CREATE TABLE t (...) WITH (connector = 'postgres-cdc', ...,
-table.name = '...')``.
+table.name = '...')``; the same with ``connector = 'mysql-cdc'`` (MySQL / MariaDB binlog).
 
 A CDC table is a connector table whose source emits changes (FORMAT DEBEZIUM semantics: the
 table keeps its upstream's primary key, upserts and deletes by it). Each table follows its
@@ -13,7 +13,6 @@ DROP SOURCE drops the slots piestream made.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -21,8 +20,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedTable
-from piestream.connectors.cdc import postgres
-from piestream.connectors.cdc.offset import CdcOffset, lsn_text
+from piestream.connectors.cdc import mysql, postgres
+from piestream.connectors.cdc.common import CdcConnector
+from piestream.connectors.cdc.offset import CdcOffset
 from piestream.connectors.options import lower_keys
 from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.parser import ast
@@ -35,16 +35,29 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CDC_CONNECTORS = frozenset({"postgres-cdc"})
+
+def _connectors() -> dict[str, CdcConnector]:
+    return {"postgres-cdc": postgres.CONNECTOR, "mysql-cdc": mysql.CONNECTOR}
+
+
+CDC_CONNECTORS = frozenset({"postgres-cdc", "mysql-cdc"})
+
+
+def _connector_name(options: Mapping[str, str]) -> str:
+    return lower_keys(options).get("connector", "").strip().lower()
 
 
 def is_cdc(options: Mapping[str, str]) -> bool:
-    return lower_keys(options).get("connector", "").strip().lower() in CDC_CONNECTORS
+    return _connector_name(options) in CDC_CONNECTORS
+
+
+def cdc_connector(options: Mapping[str, str]) -> CdcConnector:
+    return _connectors()[_connector_name(options)]
 
 
 def table_from_source(s: Session, stmt: ast.CreateTable) -> ast.CreateTable:
     """``CREATE TABLE t (...) FROM src TABLE 'schema.t'`` as the single-table form: the source's
-    options, the upstream table, and a slot of the table's own."""
+    options, the upstream table, and a slot (binlog client) of the table's own."""
     assert stmt.from_source is not None
     rel = s.catalog().get_relation(stmt.from_source)
     if rel is None:
@@ -55,31 +68,29 @@ def table_from_source(s: Session, stmt: ast.CreateTable) -> ast.CreateTable:
         )
     opts = dict(rel.properties)
     opts["table.name"] = stmt.from_table or ""
-    opts["slot.name"] = f"{opts.get('slot.name') or 'piestream'}_{stmt.name}".lower()[:63]
+    opts = cdc_connector(opts).table_options(opts, stmt.name)
     return replace(stmt, with_options=opts, from_source=None, from_table=None)
 
 
 def check_cdc_source(spec: SourceSpec) -> None:
-    """CREATE SOURCE of a CDC connector: reachable upstream, publication there (or made)."""
-    postgres.check_source(spec)
+    """CREATE SOURCE of a CDC connector: a reachable upstream set up for CDC."""
+    cdc_connector(spec.options).check_source(spec)
 
 
 def check_cdc_table(spec: SourceSpec, primary_key: list[str]) -> None:
     """CREATE TABLE of a CDC connector: everything checked upstream before the table exists."""
-    postgres.check_upstream(spec, primary_key)
+    cdc_connector(spec.options).check_table(spec, primary_key)
 
 
 def drop_cdc_slots(dropped: Iterable[Relation]) -> None:
-    """After DROP TABLE / SOURCE: drop the replication slots of the dropped CDC tables (the
-    statement has succeeded: a slot that cannot be dropped now is logged, not raised)."""
+    """After DROP TABLE / SOURCE: drop what the dropped CDC tables made upstream (their
+    replication slots; the statement has succeeded: what cannot be dropped now is logged)."""
     for rel in dropped:
         if rel.kind is not RelationKind.TABLE or not is_cdc(rel.properties):
             continue
         opts = lower_keys(rel.properties)
         try:
-            cfg = postgres.pg_config(SourceSpec(rel.name, "postgres-cdc", (), opts))
-            postgres.forget(cfg)
-            postgres.drop_slot(cfg)
+            cdc_connector(opts).drop(opts, rel.name)
         except PiestreamError as e:
             log.warning("DROP %s: could not drop its replication slot: %s", rel.name, e.message)
 
@@ -91,41 +102,50 @@ def cdc_status_rows(db: Database) -> list[tuple[Any, ...]]:
     for rel in sorted(db.catalog.snapshot().relations(), key=lambda r: r.id):
         if rel.kind is not RelationKind.TABLE or rel.job_id is None or not is_cdc(rel.properties):
             continue
-        cfg = postgres.pg_config(SourceSpec(rel.name, "postgres-cdc", (), lower_keys(rel.properties)))
+        opts = lower_keys(rel.properties)
         off = _committed_offset(db, rel.job_id)
         errors = [e for e in db.barriers.errors.entries() if e.job_id == rel.job_id and e.kind == "source"]
         last = max(errors, key=lambda e: e.last_seen) if errors else None
-        confirmed = lag = None
-        seconds = None
-        try:
-            st = postgres.slot_status(cfg)
-        except PiestreamError:
-            st = None  # unreachable: the error column says so
-        if st is not None:
-            confirmed = st.confirmed_lsn
-            if off is not None and off.phase == "stream":
-                lag = max(0, st.current_lsn - off.lsn)
-                if lag and off.commit_ts_us is not None:
-                    now_us = dt.datetime.now(dt.UTC).timestamp() * 1e6
-                    seconds = max(0.0, (now_us - off.commit_ts_us) / 1e6)
-                elif not lag:
-                    seconds = 0.0
+        st = cdc_connector(opts).status(opts, rel.name, off)
         rows.append(
             (
                 rel.name,
-                cfg.qualified,
-                cfg.slot,
+                st.upstream_table,
+                st.slot_name,
                 off.phase if off is not None else "starting",
                 off.snapshot_rows if off is not None else 0,
-                lsn_text(off.lsn) if off is not None else None,
-                lsn_text(confirmed) if confirmed is not None else None,
-                lag,
-                seconds,
+                st.committed,
+                st.confirmed,
+                st.lag_bytes,
+                st.lag_seconds,
                 last.message if last is not None else None,
                 last.last_seen if last is not None else None,
             )
         )
     return rows
+
+
+def cdc_snapshot_progress(db: Database) -> list[tuple[int, Relation, int, int]]:
+    """``rw_ddl_progress`` of the CDC tables still copying their upstream table: (job id, table,
+    rows copied, rows in all) at the committed epoch; the total is the upstream's estimate, at
+    least what is copied (the copy ends when a chunk comes back short, not at the estimate)."""
+    out = []
+    for rel in sorted(db.catalog.snapshot().relations(), key=lambda r: r.id):
+        if rel.kind is not RelationKind.TABLE or rel.job_id is None or not is_cdc(rel.properties):
+            continue
+        if db.catalog.job_status(rel.job_id) is not None:
+            continue  # failed: rw_streaming_jobs says why
+        off = _committed_offset(db, rel.job_id)
+        if off is not None and off.phase != "snapshot":
+            continue
+        done = off.snapshot_rows if off is not None else 0
+        opts = lower_keys(rel.properties)
+        try:
+            estimate = cdc_connector(opts).estimate_rows(opts, rel.name)
+        except PiestreamError:
+            estimate = None  # unreachable: rw_cdc_sources says so
+        out.append((rel.job_id, rel, done, max(done, estimate or 0)))
+    return out
 
 
 def _committed_offset(db: Database, job_id: int) -> CdcOffset | None:

@@ -10,13 +10,16 @@ system catalog names), readable with any SELECT (the binder turns their rows int
 * ``rw_catalog.rw_materialized_views``: the MVs with their definition and that status.
 * ``rw_catalog.rw_ddl_progress``: the jobs still backfilling (a CREATE MATERIALIZED VIEW /
   INDEX / SINK running, or one resumed after a restart): rows done and total (an estimate from
-  storage statistics until done), as a percentage too, vnodes done, and when the statement began.
+  storage statistics until done), as a percentage too, vnodes done, and when the statement began;
+  also the CDC tables still copying their upstream table (rows copied of the upstream's
+  estimate; no vnodes: one copy per table).
 * ``rw_catalog.rw_source_splits``: every split of every running source with its committed
   offset; for Kafka also the next offset to read, the broker's end offset and the lag.
 * ``rw_catalog.rw_cdc_sources``: per CDC table its upstream table, replication slot, phase
-  (snapshot / stream) and rows copied, the committed and the upstream-confirmed LSN, the lag in
-  bytes of WAL and in seconds (since the last applied upstream commit, while WAL is pending),
-  and the last error its source survived.
+  (snapshot / stream) and rows copied, the committed and the upstream-confirmed LSN (MySQL: the
+  binlog client's server id and ``file:position``), the lag in bytes of WAL / binlog and in
+  seconds (since the last applied upstream commit, while log is pending), and the last error its
+  source survived.
 """
 
 from __future__ import annotations
@@ -216,11 +219,11 @@ class RwCatalog:
     def _ddl_progress(self) -> tuple[Schema, list[tuple[Any, ...]]]:
         jobs = self._job_relations()
         tracker = self.db.ddl.progress
+        rows: list[tuple[Any, ...]] = []
         if tracker is None:
-            return DDL_PROGRESS, []
+            return DDL_PROGRESS, rows
         progress = tracker.read([(j, self.db.catalog.job_fragments(j)) for j in sorted(jobs)])
         started = dict(tracker.started)
-        rows = []
         for job_id, p in sorted(progress.items()):
             if p.done or job_id not in jobs or self.db.catalog.job_status(job_id) is not None:
                 continue  # finished, or failed (rw_streaming_jobs says why)
@@ -239,4 +242,9 @@ class RwCatalog:
                     began.started_at if began is not None else None,
                 )
             )
+        from piestream.server.cdc_handlers import cdc_snapshot_progress
+
+        for job_id, rel, done, total in cdc_snapshot_progress(self.db):  # a CDC table's copy
+            percent = min(99.99, 100.0 * done / total) if total else 0.0
+            rows.append((job_id, rel.name, rel.definition, f"{percent:.2f}%", done, total, None, None, None))
         return DDL_PROGRESS, rows

@@ -17,7 +17,10 @@ class CdcOffset:
     None: none yet) are still to copy; "stream": the table is copied. `lsn`: the stream resumes
     with the first transaction committing at or after it (the slot's consistent point at first,
     then the end of the last transaction applied); `applied`: changes of that transaction already
-    applied (a transaction larger than an epoch's budget spans epochs)."""
+    applied (a transaction larger than an epoch's budget spans epochs).
+
+    PostgreSQL: `lsn` is an LSN. MySQL: `file` is the binlog file and `lsn` the position in it
+    (the start of the next transaction to apply)."""
 
     phase: str
     lsn: int
@@ -25,6 +28,7 @@ class CdcOffset:
     applied: int = 0
     snapshot_rows: int = 0  # rows copied so far (progress)
     commit_ts_us: int | None = None  # upstream commit time of the last transaction applied
+    file: str | None = None  # MySQL: the binlog file `lsn` is a position in
 
     def to_json(self) -> str:
         return json.dumps(
@@ -36,6 +40,7 @@ class CdcOffset:
                 "applied": self.applied,
                 "rows": self.snapshot_rows,
                 "ts": self.commit_ts_us,
+                **({"file": self.file} if self.file is not None else {}),
             },
             separators=(",", ":"),
         )
@@ -52,6 +57,8 @@ class CdcOffset:
             tuple(cur) if cur is not None else None,
             int(d["applied"]),
             int(d["rows"]),
+            d.get("ts"),
+            d.get("file"),
         )
 
 

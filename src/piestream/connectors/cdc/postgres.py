@@ -31,7 +31,7 @@ import io
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -41,10 +41,20 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from piestream.common.chunk import Op
-from piestream.common.epoch import EpochPair
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.types import DataType
 from piestream.connectors.cdc import pgoutput as po
+from piestream.connectors.cdc.common import (
+    HEALTH,
+    CdcConnector,
+    CdcError,
+    CdcReader,
+    CdcStatus,
+    Health,
+    Snapshots,
+    UpstreamUnavailable,
+    lag_seconds,
+)
 from piestream.connectors.cdc.offset import CdcOffset, lsn_text, parse_lsn
 from piestream.connectors.options import InvalidOption, parse_bool, parse_int, source_limits
 from piestream.plan.source import SourceLimits, SourceSpec
@@ -58,16 +68,6 @@ _SESSION = (
     "-c bytea_output=hex"
 )
 _REQUIRED = ("hostname", "username", "database.name")
-
-
-class CdcError(PiestreamError):
-    """The upstream refused or lost something piestream needs (the job cannot go on)."""
-
-    sqlstate = "55000"  # object_not_in_prerequisite_state
-
-
-class UpstreamUnavailable(PiestreamError):
-    sqlstate = "08001"
 
 
 @dataclass(frozen=True)
@@ -306,79 +306,42 @@ class _Snapshot:
             self.conn.close()  # ends the transaction; a temporary slot goes with it
 
 
-_SNAPSHOTS: dict[str, _Snapshot] = {}
+_SNAPSHOTS = Snapshots()
 _LOCK = threading.Lock()
 
 
-@dataclass
-class Health:
-    """What the operations view shows of one slot (this process's view)."""
-
-    last_error: str | None = None
-    last_error_at: float | None = None
-    retry_at: float = 0.0
-    failures: int = 0
-    rows: int = 0
-    confirmed_lsn: int | None = None
-
-
-HEALTH: dict[str, Health] = {}
-
-
 @dataclass(frozen=True)
-class PgCdcReader:
+class PgCdcReader(CdcReader):
     cfg: PgCdcConfig
     columns: tuple[tuple[str, DataType], ...]
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
     _pk: list[tuple[str, ...]] = field(default_factory=list, compare=False)
+    connector = "postgres-cdc"
 
     def splits(self) -> list[str]:
         return [self.cfg.qualified]
 
-    # -- read ---------------------------------------------------------------------------------
+    @property
+    def key(self) -> str:
+        return self.cfg.slot
 
-    def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
-        health = HEALTH.setdefault(self.cfg.slot, Health())
-        if time.monotonic() < health.retry_at:
-            return ReadResult([], offset or "", 0)
+    @property
+    def qualified(self) -> str:
+        return self.cfg.qualified
+
+    def transient(self) -> tuple[type[BaseException], ...]:
         import psycopg2
 
-        try:
-            result = self._read(offset or None, budget)
-        except (UpstreamUnavailable, psycopg2.OperationalError, psycopg2.InterfaceError) as e:
-            # a lost connection mid-read is the same fault: nothing read, retried later
-            self._failed(health, e)
-            self._drop_snapshot()
-            _drop_sql_conn(self.cfg)
-            return ReadResult(
-                [], offset or "", 0, errors=[(UpstreamUnavailable.sqlstate, health.last_error or "")]
-            )
-        health.failures = 0
-        health.rows += result.consumed
-        return result
+        return (UpstreamUnavailable, psycopg2.OperationalError, psycopg2.InterfaceError)
 
-    def _failed(self, health: Health, e: Exception) -> None:
-        health.failures += 1
-        delay = min(self.max_backoff_s, self.backoff_s * 2 ** (health.failures - 1))
-        health.retry_at = time.monotonic() + delay
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        health.last_error = f"postgres-cdc {self.cfg.qualified}: {first} (retrying in {delay:.0f}s)"
-        health.last_error_at = time.time()
-        log.warning("%s", health.last_error)
-
-    def _read(self, offset: str | None, budget: int) -> ReadResult:
-        if offset is None:
-            off = self._start()
-        else:
-            off = CdcOffset.from_json(offset)
-        if off.phase == "snapshot":
-            return self._snapshot_chunk(off, budget)
-        return self._stream(off, budget)
+    def reset(self) -> None:
+        _SNAPSHOTS.drop(self.cfg.slot)
+        _drop_sql_conn(self.cfg)
 
     # -- snapshot -------------------------------------------------------------------------------
 
-    def _start(self) -> CdcOffset:
+    def start(self) -> CdcOffset:
         """Create the slot in a transaction that keeps its snapshot (its consistent point C)."""
         import psycopg2
 
@@ -395,25 +358,11 @@ class PgCdcReader:
             assert start is not None
             return CdcOffset("snapshot", start)
         lsn = parse_lsn(cur.fetchone()[1])
-        self._keep_snapshot(_Snapshot(conn, lsn))
+        _SNAPSHOTS.keep(self.cfg.slot, _Snapshot(conn, lsn))
         return CdcOffset("snapshot", lsn)
 
-    def _keep_snapshot(self, snap: _Snapshot) -> None:
-        with _LOCK:
-            old = _SNAPSHOTS.pop(self.cfg.slot, None)
-            _SNAPSHOTS[self.cfg.slot] = snap
-        if old is not None:
-            old.close()
-
-    def _drop_snapshot(self) -> None:
-        with _LOCK:
-            old = _SNAPSHOTS.pop(self.cfg.slot, None)
-        if old is not None:
-            old.close()
-
     def _snapshot(self) -> _Snapshot:
-        with _LOCK:
-            snap = _SNAPSHOTS.get(self.cfg.slot)
+        snap: _Snapshot | None = _SNAPSHOTS.get(self.cfg.slot)
         if snap is not None:
             return snap
         self._slot_lsn(required=True)  # the stream must still be there to copy for it
@@ -423,7 +372,7 @@ class PgCdcReader:
         name = f"{self.cfg.slot[:40]}_snap_{int(time.time() * 1000) % 10**9}"
         cur.execute(f"CREATE_REPLICATION_SLOT {name} TEMPORARY LOGICAL pgoutput USE_SNAPSHOT")
         snap = _Snapshot(conn, parse_lsn(cur.fetchone()[1]))
-        self._keep_snapshot(snap)
+        _SNAPSHOTS.keep(self.cfg.slot, snap)
         return snap
 
     def pk(self, cur: Any) -> tuple[str, ...]:
@@ -431,7 +380,7 @@ class PgCdcReader:
             self._pk.append(upstream_table(cur, self.cfg).pk)
         return self._pk[0]
 
-    def _snapshot_chunk(self, off: CdcOffset, budget: int) -> ReadResult:
+    def snapshot_chunk(self, off: CdcOffset, budget: int) -> ReadResult:
         snap = self._snapshot()
         cur = snap.conn.cursor()
         up = upstream_table(cur, self.cfg)
@@ -458,7 +407,7 @@ class PgCdcReader:
         cols = [po.to_arrow(text.column(i).combine_chunks(), t) for i, (_, t) in enumerate(self.columns)]
         batches = [pa.RecordBatch.from_arrays(cols, names=names)] if n else []
         if n < budget:  # the copy is complete: stream from the slot's start
-            self._drop_snapshot()
+            _SNAPSHOTS.drop(self.cfg.slot)
             new = CdcOffset("stream", off.lsn, None, 0, off.snapshot_rows + n)
         else:
             last = tuple(str(text.column(names.index(k))[n - 1].as_py()) for k in pk)
@@ -494,7 +443,7 @@ class PgCdcReader:
             _drop_sql_conn(self.cfg)
             raise
 
-    def _stream(self, off: CdcOffset, budget: int) -> ReadResult:
+    def stream(self, off: CdcOffset, budget: int) -> ReadResult:
         limit = budget + 1000
         while True:
             rows = self._peek(limit)
@@ -743,9 +692,70 @@ def slot_status(cfg: PgCdcConfig) -> SlotStatus | None:
 
 def forget(cfg: PgCdcConfig) -> None:
     """Close this process's connections of a dropped table."""
-    with _LOCK:
-        snap = _SNAPSHOTS.pop(cfg.slot, None)
-    if snap is not None:
-        snap.close()
+    _SNAPSHOTS.drop(cfg.slot)
     _drop_sql_conn(cfg)
     HEALTH.pop(cfg.slot, None)
+
+
+# -- what the DDL handlers and the operations view ask --------------------------------------------
+
+
+def _table_options(source: dict[str, str], table: str) -> dict[str, str]:
+    """A table from a shared source follows its upstream through a slot of its own."""
+    return {**source, "slot.name": f"{source.get('slot.name') or 'piestream'}_{table}".lower()[:63]}
+
+
+def _cfg(options: Mapping[str, str], name: str) -> PgCdcConfig:
+    return pg_config(SourceSpec(name, "postgres-cdc", (), dict(options)))
+
+
+def _drop(options: Mapping[str, str], name: str) -> None:
+    cfg = _cfg(options, name)
+    forget(cfg)
+    drop_slot(cfg)
+
+
+def _status(options: Mapping[str, str], name: str, off: CdcOffset | None) -> CdcStatus:
+    cfg = _cfg(options, name)
+    try:
+        st = slot_status(cfg)
+    except PiestreamError:
+        st = None  # unreachable: the error column says so
+    lag = None
+    if st is not None and off is not None and off.phase == "stream":
+        lag = max(0, st.current_lsn - off.lsn)
+    return CdcStatus(
+        upstream_table=cfg.qualified,
+        slot_name=cfg.slot,
+        committed=lsn_text(off.lsn) if off is not None else None,
+        confirmed=lsn_text(st.confirmed_lsn) if st is not None and st.confirmed_lsn is not None else None,
+        lag_bytes=lag,
+        lag_seconds=lag_seconds(off, lag),
+    )
+
+
+def _estimate_rows(options: Mapping[str, str], name: str) -> int | None:
+    """pg_class.reltuples (what the last VACUUM / ANALYZE counted; -1: never counted)."""
+    cfg = _cfg(options, name)
+    conn = cfg.connect(timeout=2)
+    try:
+        cur = conn.cursor()
+        cur.execute(
+            "SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s",
+            (cfg.schema, cfg.table),
+        )
+        row = cur.fetchone()
+    finally:
+        conn.close()
+    return int(row[0]) if row is not None and row[0] is not None and row[0] >= 0 else None
+
+
+CONNECTOR = CdcConnector(
+    check_source=check_source,
+    check_table=check_upstream,
+    table_options=_table_options,
+    drop=_drop,
+    status=_status,
+    estimate_rows=_estimate_rows,
+)

@@ -145,6 +145,8 @@ def _reduce_runs(
         back = np.argsort(r.column("_r").to_numpy(), kind="stable")  # run order (usually already)
         take = None if np.array_equal(back, np.arange(len(back))) else pa.array(back)
         for i in rest:
-            col = r.column(f"d{i}_{specs[i].how}").combine_chunks()
+            # Arrow's hash sum widens decimals (decimal256(75, s) -> (76, s)): back to the delta's
+            # type (a checked cast), so a reduced part concatenates with the parts added after it
+            col = r.column(f"d{i}_{specs[i].how}").combine_chunks().cast(sorted_deltas[i].type)
             out[i] = col if take is None else col.take(take)
     return [c for c in out if c is not None]

@@ -1,0 +1,189 @@
+"""What the CDC connectors (``postgres-cdc``, ``mysql-cdc``) share: their errors, the back-off of
+an unreachable upstream, the process-local snapshot transactions, the read's snapshot / stream
+dispatch, and what the DDL handlers and the operations view ask of a connector (`CdcConnector`).
+
+Each connector follows one upstream table per split, snapshot first (a consistent snapshot whose
+position is where the stream starts), then its change log; the split's offset (`CdcOffset`) is
+state, committed with the epoch's rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from piestream.common.epoch import EpochPair
+from piestream.common.errors import PiestreamError
+from piestream.connectors.cdc.offset import CdcOffset
+from piestream.plan.source import SourceSpec
+from piestream.stream.connector import ReadResult
+
+log = logging.getLogger(__name__)
+
+
+class CdcError(PiestreamError):
+    """The upstream refused or lost something piestream needs (the job cannot go on)."""
+
+    sqlstate = "55000"  # object_not_in_prerequisite_state
+
+
+class UpstreamUnavailable(PiestreamError):
+    sqlstate = "08001"
+
+
+@dataclass
+class Health:
+    """What the operations view shows of one followed table (this process's view)."""
+
+    last_error: str | None = None
+    last_error_at: float | None = None
+    retry_at: float = 0.0
+    failures: int = 0
+    rows: int = 0
+    confirmed_lsn: int | None = None
+
+
+#: per followed table (its slot / binlog client name)
+HEALTH: dict[str, Health] = {}
+
+
+class Snapshot(Protocol):
+    """An open consistent-snapshot transaction of this process (the copy runs in it)."""
+
+    def close(self) -> None: ...
+
+
+class Snapshots:
+    """This process's open snapshot transactions by table key: a snapshot lives in a connection,
+    so it is reused by the next epochs' chunks here; elsewhere (a restart, another process) the
+    copy goes on in a fresh one (the connectors' docstrings say why that is still exact)."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any | None:
+        with self._lock:
+            return self._open.get(key)
+
+    def keep(self, key: str, snap: Snapshot) -> None:
+        with self._lock:
+            old = self._open.pop(key, None)
+            self._open[key] = snap
+        if old is not None and old is not snap:
+            old.close()
+
+    def drop(self, key: str) -> None:
+        with self._lock:
+            old = self._open.pop(key, None)
+        if old is not None:
+            old.close()
+
+
+class CdcReader:
+    """The read of a CDC split: back-off while the upstream is unreachable (the read returns
+    nothing and reports the fault, other jobs keep committing), else one snapshot chunk or one
+    batch of the change stream. Subclasses give the connector's steps."""
+
+    connector: str = "cdc"
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+
+    @property
+    def key(self) -> str:
+        """The followed table's name in this process's registries (HEALTH, snapshots)."""
+        raise NotImplementedError
+
+    @property
+    def qualified(self) -> str:
+        raise NotImplementedError
+
+    def transient(self) -> tuple[type[BaseException], ...]:
+        """Errors meaning the upstream is (momentarily) unreachable: retried after a back-off."""
+        return (UpstreamUnavailable,)
+
+    def reset(self) -> None:
+        """Forget this process's connections after a lost one."""
+
+    def start(self) -> CdcOffset:
+        """The first read: the consistent snapshot and where the stream starts."""
+        raise NotImplementedError
+
+    def snapshot_chunk(self, off: CdcOffset, budget: int) -> ReadResult:
+        raise NotImplementedError
+
+    def stream(self, off: CdcOffset, budget: int) -> ReadResult:
+        raise NotImplementedError
+
+    def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
+        health = HEALTH.setdefault(self.key, Health())
+        if time.monotonic() < health.retry_at:
+            return ReadResult([], offset or "", 0)
+        try:
+            off = self.start() if not offset else CdcOffset.from_json(offset)
+            result = self.snapshot_chunk(off, budget) if off.phase == "snapshot" else self.stream(off, budget)
+        except self.transient() as e:
+            # a lost connection mid-read is the same fault: nothing read, retried later
+            self._failed(health, e)
+            self.reset()
+            return ReadResult(
+                [], offset or "", 0, errors=[(UpstreamUnavailable.sqlstate, health.last_error or "")]
+            )
+        health.failures = 0
+        health.rows += result.consumed
+        return result
+
+    def _failed(self, health: Health, e: BaseException) -> None:
+        health.failures += 1
+        delay = min(self.max_backoff_s, self.backoff_s * 2 ** (health.failures - 1))
+        health.retry_at = time.monotonic() + delay
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        health.last_error = f"{self.connector} {self.qualified}: {first} (retrying in {delay:.0f}s)"
+        health.last_error_at = time.time()
+        log.warning("%s", health.last_error)
+
+
+@dataclass(frozen=True)
+class CdcStatus:
+    """One CDC table's row of ``rw_cdc_sources`` as its connector sees it upstream."""
+
+    upstream_table: str
+    slot_name: str  # PostgreSQL: the replication slot; MySQL: the binlog client's server id
+    committed: str | None  # the committed position, in the upstream's notation
+    confirmed: str | None  # what the upstream was told is durable (PostgreSQL only)
+    lag_bytes: int | None
+    lag_seconds: float | None
+
+
+@dataclass(frozen=True)
+class CdcConnector:
+    """What the DDL handlers and the operations view ask of a CDC connector."""
+
+    #: CREATE SOURCE: the upstream answers and is set up for CDC
+    check_source: Callable[[SourceSpec], None]
+    #: CREATE TABLE: everything checked upstream before the table exists
+    check_table: Callable[[SourceSpec, Sequence[str]], object]
+    #: the options of a table ``FROM`` a shared source (its own slot / client id)
+    table_options: Callable[[dict[str, str], str], dict[str, str]]
+    #: after DROP TABLE: free what piestream made upstream
+    drop: Callable[[Mapping[str, str], str], None]
+    #: the operations view's row
+    status: Callable[[Mapping[str, str], str, CdcOffset | None], CdcStatus]
+    #: the upstream's estimate of the table's rows (the snapshot's progress), None if unknown
+    estimate_rows: Callable[[Mapping[str, str], str], int | None]
+
+
+def lag_seconds(off: CdcOffset | None, lag_bytes: int | None) -> float | None:
+    """Seconds since the upstream committed the last applied transaction while log is pending
+    (0 when none is)."""
+    if off is None or off.phase != "stream" or lag_bytes is None:
+        return None
+    if not lag_bytes:
+        return 0.0
+    if off.commit_ts_us is None:
+        return None
+    return max(0.0, time.time() - off.commit_ts_us / 1e6)
