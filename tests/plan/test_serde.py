@@ -60,7 +60,7 @@ from piestream.server.database import Database, DatabaseConfig
 GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "plan_format_v1.json"
 
 
-def _planned(db: Database, sql: str) -> PlannedJob:
+def _planned(db: Database, sql: str, *, emit_on_window_close: bool = False) -> PlannedJob:
     stmt = parse_one(f"CREATE MATERIALIZED VIEW m AS {sql}")
     assert isinstance(stmt, ast.CreateMaterializedView)
     binder = QueryBinder(db.catalog.snapshot())
@@ -76,6 +76,7 @@ def _planned(db: Database, sql: str) -> PlannedJob:
         parallelism=2,
         ids=ids,
         depends_on=sorted(binder.dependencies),
+        emit_on_window_close=emit_on_window_close,
     )
 
 
@@ -163,6 +164,18 @@ def test_every_planned_job_round_trips_exactly(nexmark_db: Database, name: str) 
     assert encode_fragments(back) == text  # stable: decoding and encoding again changes nothing
     for f in frags:
         assert decode_fragment(encode_fragment(f)) == f
+
+
+def test_an_eowc_aggregation_round_trips_and_plans_without_it_encode_as_before(nexmark_db: Database) -> None:
+    frags = _planned(nexmark_db, EXTRA["watermark"], emit_on_window_close=True).job.fragments
+    text = encode_fragments(frags)
+    assert decode_fragments(text) == frags
+    aggs = [n for f in frags for n in f.root.walk() if n.kind == "HashAgg"]
+    assert aggs and all(a.emit_on_window_close and a.append_only for a in aggs)
+    assert '"emit_on_window_close": true' in text
+    # at its default the field is left out: format-3 documents written before it read the same
+    plain = encode_fragments(_planned(nexmark_db, EXTRA["watermark"]).job.fragments)
+    assert "emit_on_window_close" not in plain
 
 
 DATUMS = [

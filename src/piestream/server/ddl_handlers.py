@@ -260,6 +260,7 @@ def _plan_mv(s: Session, stmt: ast.CreateMaterializedView, parallelism: int) -> 
         parallelism=parallelism,
         ids=s.db.ddl.ids(),
         depends_on=sorted(binder.dependencies),
+        emit_on_window_close=stmt.emit_on_window_close,
     )
 
 
