@@ -135,6 +135,11 @@ GOLDEN_V3 = GOLDEN.with_name("plan_format_v3.json")
 #: A format-3 temporal filter (Now feeding a DynamicFilter), the job of `TEMPORAL`.
 GOLDEN_TEMPORAL = GOLDEN.with_name("plan_format_v3_temporal.json")
 TEMPORAL = "SELECT auction, price FROM bid WHERE date_time > now() - INTERVAL '1 hour'"
+#: A format-3 temporal (lookup) join, the job of `TEMPORAL_JOIN`.
+GOLDEN_TEMPORAL_JOIN = GOLDEN.with_name("plan_format_v3_temporal_join.json")
+TEMPORAL_JOIN = (
+    "SELECT ao.a, v.s FROM ao LEFT JOIN v FOR SYSTEM_TIME AS OF PROCTIME() ON ao.a = v.k AND v.x > 0"
+)
 GOLDEN_STATEMENTS = (
     "CREATE TABLE nopk (a INT, b VARCHAR)",
     "CREATE TABLE gent (seq BIGINT) WITH (connector = 'datagen', fields.seq.kind = 'sequence')",
@@ -264,6 +269,10 @@ def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
     kinds |= {n.kind for f in frags for n in f.root.walk()}
     dfs = [n for f in frags for n in f.root.walk() if n.kind == "DynamicFilter"]
     assert dfs and all(d.rhs_non_decreasing for d in dfs)
+    lookup = json.loads(GOLDEN_TEMPORAL_JOIN.read_text())
+    frags = decode_fragments(json.dumps(lookup))
+    assert json.loads(encode_fragments(frags)) == lookup | {"format": PLAN_FORMAT}
+    kinds |= {n.kind for f in frags for n in f.root.walk()}
     assert marked and kinds == set(NODE_KINDS)  # a new node kind needs a stored example here
 
 
@@ -293,6 +302,16 @@ def test_format_3_watermark_golden_is_what_the_planner_writes(nexmark_db: Databa
     if os.environ.get("PIESTREAM_WRITE_GOLDEN"):
         GOLDEN_V3.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     assert doc == json.loads(GOLDEN_V3.read_text())
+
+
+def test_temporal_join_golden_is_what_the_planner_writes(nexmark_db: Database) -> None:
+    """Regenerate `GOLDEN_TEMPORAL_JOIN` (PIESTREAM_WRITE_GOLDEN=1) only on purpose."""
+    frags = _planned(nexmark_db, TEMPORAL_JOIN).job.fragments
+    doc = json.loads(encode_fragments(frags))
+    if os.environ.get("PIESTREAM_WRITE_GOLDEN"):
+        GOLDEN_TEMPORAL_JOIN.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert doc == json.loads(GOLDEN_TEMPORAL_JOIN.read_text())
+    assert decode_fragments(json.dumps(doc)) == frags
 
 
 def test_what_cannot_be_read_is_refused() -> None:
