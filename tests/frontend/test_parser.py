@@ -1079,15 +1079,30 @@ def test_parameters_next_to_other_parameters_are_not_dollar_quotes() -> None:
     assert isinstance(q.expressions[2], exp.Parameter)
 
 
-def test_emit_on_window_close_is_rejected() -> None:
+def test_emit_on_window_close_outside_a_materialized_view_is_rejected() -> None:
     for sql, position in [
         ("SELECT window_start, count(*) FROM TUMBLE(t, ts, INTERVAL '1' MINUTE) GROUP BY window_start "
          "EMIT ON WINDOW CLOSE", 93),
-        ("CREATE MATERIALIZED VIEW mv AS SELECT a FROM t EMIT ON WINDOW CLOSE", 48),
+        ("CREATE VIEW v AS SELECT a FROM t EMIT ON WINDOW CLOSE", 34),
         ("SELECT 1 EMIT ON WINDOW CLOSE", 10),
     ]:  # fmt: skip
         err = fails(sql, FeatureNotSupported)
         assert (err.message, err.position) == ("EMIT ON WINDOW CLOSE is not supported", position)
+
+
+def test_create_materialized_view_emit_on_window_close() -> None:
+    sql = (
+        "CREATE MATERIALIZED VIEW mv AS SELECT window_start, count(*) "
+        "FROM TUMBLE(t, ts, INTERVAL '1' MINUTE) GROUP BY window_start EMIT ON WINDOW CLOSE"
+    )
+    stmt = parse_one(sql)
+    assert isinstance(stmt, ast.CreateMaterializedView) and stmt.emit_on_window_close
+    assert stmt.sql_text.endswith("GROUP BY window_start")  # the query's text stops before EMIT
+    assert stmt.text == sql  # the definition the catalog keeps (and re-plans from) has it
+    plain = parse_one("CREATE MATERIALIZED VIEW mv AS SELECT a FROM t")
+    assert isinstance(plain, ast.CreateMaterializedView) and not plain.emit_on_window_close
+    err = fails("CREATE MATERIALIZED VIEW mv AS SELECT a FROM t EMIT ON WINDOW", SyntaxError_)
+    assert err.position is not None
 
 
 def test_no_command_fallback_and_no_warnings(caplog: pytest.LogCaptureFixture) -> None:

@@ -60,7 +60,7 @@ from piestream.server.database import Database, DatabaseConfig
 GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "plan_format_v1.json"
 
 
-def _planned(db: Database, sql: str) -> PlannedJob:
+def _planned(db: Database, sql: str, *, emit_on_window_close: bool = False) -> PlannedJob:
     stmt = parse_one(f"CREATE MATERIALIZED VIEW m AS {sql}")
     assert isinstance(stmt, ast.CreateMaterializedView)
     binder = QueryBinder(db.catalog.snapshot())
@@ -76,6 +76,7 @@ def _planned(db: Database, sql: str) -> PlannedJob:
         parallelism=2,
         ids=ids,
         depends_on=sorted(binder.dependencies),
+        emit_on_window_close=emit_on_window_close,
     )
 
 
@@ -134,6 +135,11 @@ GOLDEN_V3 = GOLDEN.with_name("plan_format_v3.json")
 #: A format-3 temporal filter (Now feeding a DynamicFilter), the job of `TEMPORAL`.
 GOLDEN_TEMPORAL = GOLDEN.with_name("plan_format_v3_temporal.json")
 TEMPORAL = "SELECT auction, price FROM bid WHERE date_time > now() - INTERVAL '1 hour'"
+#: A format-3 temporal (lookup) join, the job of `TEMPORAL_JOIN`.
+GOLDEN_TEMPORAL_JOIN = GOLDEN.with_name("plan_format_v3_temporal_join.json")
+TEMPORAL_JOIN = (
+    "SELECT ao.a, v.s FROM ao LEFT JOIN v FOR SYSTEM_TIME AS OF PROCTIME() ON ao.a = v.k AND v.x > 0"
+)
 GOLDEN_STATEMENTS = (
     "CREATE TABLE nopk (a INT, b VARCHAR)",
     "CREATE TABLE gent (seq BIGINT) WITH (connector = 'datagen', fields.seq.kind = 'sequence')",
@@ -163,6 +169,18 @@ def test_every_planned_job_round_trips_exactly(nexmark_db: Database, name: str) 
     assert encode_fragments(back) == text  # stable: decoding and encoding again changes nothing
     for f in frags:
         assert decode_fragment(encode_fragment(f)) == f
+
+
+def test_an_eowc_aggregation_round_trips_and_plans_without_it_encode_as_before(nexmark_db: Database) -> None:
+    frags = _planned(nexmark_db, EXTRA["watermark"], emit_on_window_close=True).job.fragments
+    text = encode_fragments(frags)
+    assert decode_fragments(text) == frags
+    aggs = [n for f in frags for n in f.root.walk() if n.kind == "HashAgg"]
+    assert aggs and all(a.emit_on_window_close and a.append_only for a in aggs)
+    assert '"emit_on_window_close": true' in text
+    # at its default the field is left out: format-3 documents written before it read the same
+    plain = encode_fragments(_planned(nexmark_db, EXTRA["watermark"]).job.fragments)
+    assert "emit_on_window_close" not in plain
 
 
 DATUMS = [
@@ -251,6 +269,10 @@ def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
     kinds |= {n.kind for f in frags for n in f.root.walk()}
     dfs = [n for f in frags for n in f.root.walk() if n.kind == "DynamicFilter"]
     assert dfs and all(d.rhs_non_decreasing for d in dfs)
+    lookup = json.loads(GOLDEN_TEMPORAL_JOIN.read_text())
+    frags = decode_fragments(json.dumps(lookup))
+    assert json.loads(encode_fragments(frags)) == lookup | {"format": PLAN_FORMAT}
+    kinds |= {n.kind for f in frags for n in f.root.walk()}
     assert marked and kinds == set(NODE_KINDS)  # a new node kind needs a stored example here
 
 
@@ -282,6 +304,16 @@ def test_format_3_watermark_golden_is_what_the_planner_writes(nexmark_db: Databa
     if os.environ.get("PIESTREAM_WRITE_GOLDEN"):
         GOLDEN_V3.write_text(json.dumps(doc | {"format": 3}, indent=1, sort_keys=True) + "\n")
     assert doc == json.loads(GOLDEN_V3.read_text()) | {"format": PLAN_FORMAT}
+
+
+def test_temporal_join_golden_is_what_the_planner_writes(nexmark_db: Database) -> None:
+    """Regenerate `GOLDEN_TEMPORAL_JOIN` (PIESTREAM_WRITE_GOLDEN=1) only on purpose."""
+    frags = _planned(nexmark_db, TEMPORAL_JOIN).job.fragments
+    doc = json.loads(encode_fragments(frags))
+    if os.environ.get("PIESTREAM_WRITE_GOLDEN"):
+        GOLDEN_TEMPORAL_JOIN.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert doc == json.loads(GOLDEN_TEMPORAL_JOIN.read_text())
+    assert decode_fragments(json.dumps(doc)) == frags
 
 
 def test_what_cannot_be_read_is_refused() -> None:

@@ -67,6 +67,11 @@ _JOIN = {
 
 def to_batch(node: PlanNode, indexes: IndexLookup | None = None) -> BatchPlanNode:
     """The batch plan of an optimized logical plan; `indexes` lets scans use a table's indexes."""
+    if any(isinstance(n, Scan) and n.as_of_proctime for n in node.walk()):
+        raise FeatureNotSupported(  # RisingWave's text
+            "do not support temporal join for batch queries",
+            hint="please use temporal join in streaming queries",
+        )
     return _Planner(indexes).plan(node)
 
 

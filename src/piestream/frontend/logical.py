@@ -54,10 +54,13 @@ class Scan(PlanNode):
 
     relation: Relation
     column_indices: list[int]
+    #: ``FOR SYSTEM_TIME AS OF PROCTIME()``: the right side of a temporal (lookup) join
+    as_of_proctime: bool = False
 
     def explain(self) -> str:
         cols = ", ".join(self.relation.columns[i].name for i in self.column_indices)
-        return f"Scan {{ table: {self.relation.name}, columns: [{cols}] }}"
+        as_of = ", as_of: proctime" if self.as_of_proctime else ""
+        return f"Scan {{ table: {self.relation.name}, columns: [{cols}]{as_of} }}"
 
 
 @dataclass(eq=False)

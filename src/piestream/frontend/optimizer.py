@@ -180,13 +180,16 @@ def _push_join(node: Join, preds: list[Expr]) -> PlanNode:
     above: list[Expr] = []
     cond = conjuncts(node.condition) if node.condition is not None else []
     kind = node.kind
+    # a temporal join's right side stays the table itself (it is looked up, not streamed):
+    # conditions on it stay in the join
+    lookup = isinstance(node.right, Scan) and node.right.as_of_proctime
     for p in preds:
         refs = p.input_refs()
         if kind.keeps_left_only:
             (left_p if refs and max(refs) < nl else above).append(p)
         elif refs and max(refs) < nl and kind in (JoinKind.INNER, JoinKind.LEFT):
             left_p.append(p)
-        elif refs and min(refs) >= nl and kind in (JoinKind.INNER, JoinKind.RIGHT):
+        elif refs and min(refs) >= nl and kind in (JoinKind.INNER, JoinKind.RIGHT) and not lookup:
             right_p.append(remap_refs(p, {r: r - nl for r in refs}))
         elif kind is JoinKind.INNER:
             on.append(p)
@@ -196,7 +199,13 @@ def _push_join(node: Join, preds: list[Expr]) -> PlanNode:
     keep_cond = []
     for c in cond:
         refs = c.input_refs()
-        if kind in (JoinKind.INNER, JoinKind.LEFT_SEMI) and refs and min(refs) >= nl and not _volatile(c):
+        if (
+            kind in (JoinKind.INNER, JoinKind.LEFT_SEMI)
+            and refs
+            and min(refs) >= nl
+            and not _volatile(c)
+            and not lookup
+        ):
             right_p.append(remap_refs(c, {r: r - nl for r in refs}))
         elif kind is JoinKind.INNER and refs and max(refs) < nl and not _volatile(c):
             left_p.append(c)
@@ -292,7 +301,12 @@ def _prune(node: PlanNode, required: set[int]) -> tuple[PlanNode, dict[int, int]
     """A node producing at least the `required` columns, and where each of them went."""
     if isinstance(node, Scan):
         keep = sorted(required)
-        new = Scan(node.schema.project(keep), node.relation, [node.column_indices[i] for i in keep])
+        new = Scan(
+            node.schema.project(keep),
+            node.relation,
+            [node.column_indices[i] for i in keep],
+            node.as_of_proctime,
+        )
         return new, {c: i for i, c in enumerate(keep)}
     if isinstance(node, Project):
         keep = sorted(required)

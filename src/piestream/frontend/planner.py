@@ -97,9 +97,10 @@ def plan_materialized_view(
     depends_on: Sequence[int],
     distributed_by: Sequence[int] | None = None,
     index: IndexInfo | None = None,
+    emit_on_window_close: bool = False,
 ) -> PlannedJob:
     plan = optimize(bound.plan, streaming=True)
-    planner = StreamPlanner(ids.next_table_id)
+    planner = StreamPlanner(ids.next_table_id, emit_on_window_close=emit_on_window_close)
     piece = planner.plan_job(plan)
     sk = list(piece.stream_key)
     if distributed_by:  # an index: distributed by its leading columns, keyed by them first

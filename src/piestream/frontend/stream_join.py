@@ -22,6 +22,7 @@ from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.logical import Join, JoinKind
 from piestream.frontend.stream_piece import ANY, SINGLE, Dist, Piece, and_exprs, conjuncts, refs, upstreams
+from piestream.frontend.temporal_join import is_temporal_join, plan_temporal_join
 from piestream.plan.hash_join import JoinType, build_hash_join, join_stream_key_internal
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ def with_presence_flag(pl: StreamPlanner, p: Piece) -> Piece:
 
 
 def plan_join(pl: StreamPlanner, node: Join) -> Piece:
+    if is_temporal_join(node):
+        return plan_temporal_join(pl, node)
     lp = pl.plan(node.left)
     rp = pl.plan(node.right)
     nl, nr = len(node.left.schema), len(node.right.schema)

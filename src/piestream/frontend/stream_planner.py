@@ -21,6 +21,7 @@ from piestream.expr.expr import Expr, InputRef, Literal
 from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.catalog import Relation, RelationKind, WatermarkInfo
 from piestream.frontend.dynamic_filter_rule import DynamicFilterMatch, match_dynamic_filter
+from piestream.frontend.emit_on_window_close import check_emits_on_window_close, eowc_window_column
 from piestream.frontend.logical import (
     Agg,
     Filter,
@@ -80,8 +81,10 @@ from piestream.stream.connector import plan_source_node
 class StreamPlanner(PlannerBase):
     """Plans one streaming job's logical plan into a tree of stream nodes."""
 
-    def __init__(self, next_table_id: Callable[[], int]) -> None:
+    def __init__(self, next_table_id: Callable[[], int], *, emit_on_window_close: bool = False) -> None:
         super().__init__(next_table_id)
+        #: EMIT ON WINDOW CLOSE: every aggregation an EOWC HashAgg (`frontend.emit_on_window_close`)
+        self.eowc = emit_on_window_close
         self._repeated: list[PlanNode] = []  # logical subtrees to plan once (`frontend.share`)
         self._planned: list[tuple[PlanNode, Piece]] = []
 
@@ -92,11 +95,13 @@ class StreamPlanner(PlannerBase):
         sharing (every reader its own copy, as written)."""
         self._repeated = repeated_aggs(root)
         piece = self.plan(root)
-        if not self._repeated or consumers_exchange(piece.node, self.shared):
-            return piece
-        self._repeated, self._planned = [], []
-        self.shared = set()
-        return self.plan(root)
+        if self._repeated and not consumers_exchange(piece.node, self.shared):
+            self._repeated, self._planned = [], []
+            self.shared = set()
+            piece = self.plan(root)
+        if self.eowc:
+            check_emits_on_window_close(piece.node, piece.watermarks)
+        return piece
 
     def plan(self, node: PlanNode) -> Piece:
         rep = next((r for r in self._repeated if same_plan(r, node)), None)
@@ -308,11 +313,15 @@ class StreamPlanner(PlannerBase):
         g = list(node.group_key)
         # a watermarked group key goes first, so every state table's pk starts with it and the
         # watermark cleans them by Hummock table watermarks; a Project restores the order above
-        first = next((j for j, k in enumerate(g) if k in p.watermarks), 0)
+        if self.eowc:
+            closing = eowc_window_column(g, p.watermarks)
+            first = g.index(closing)
+        else:
+            first = next((j for j, k in enumerate(g) if k in p.watermarks), 0)
         perm = [first] + [j for j in range(len(g)) if j != first] if g else []
         g = [g[j] for j in perm]
         p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
-        if g and not node.calls and p.node.append_only:
+        if g and not node.calls and p.node.append_only and not self.eowc:
             # DISTINCT / GROUP BY without aggregates over an append-only input: the first row of
             # a key stays the answer forever, so keep only the keys (no row counts), and the
             # output stays append-only for the operators above (reference §6.5)
@@ -337,7 +346,15 @@ class StreamPlanner(PlannerBase):
         ]
         names = [node.schema.names[j] for j in perm] + node.schema.names[len(g) :]
         wm = p.watermarks.get(g[0]) if g else None
-        n = hash_agg_node(p.node, g, calls, self.next_table_id, output_names=names, watermark=wm)
+        n = hash_agg_node(
+            p.node,
+            g,
+            calls,
+            self.next_table_id,
+            output_names=names,
+            watermark=wm,
+            emit_on_window_close=self.eowc,
+        )
         # a single-actor input stays single (it needed no shuffle): claiming hash(g) would let a
         # join put this fragment of one actor next to a parallel one
         single = not g or p.dist.kind == "single"

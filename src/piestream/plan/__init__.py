@@ -25,6 +25,7 @@ from piestream.plan import (  # noqa: F401 - every node kind registers itself on
     sink,
     source,
     subscription,
+    temporal_join,
     top_n,
     union,
     values,

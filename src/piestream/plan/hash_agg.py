@@ -191,10 +191,18 @@ class HashAggNode(StreamNode):
     #: the watermark of group key column 0 (plan format 3): groups below it are cleaned from
     #: every state table (Hummock table watermarks on their first pk column) and the cache
     watermark: ColumnWatermark | None = field(default=None, metadata={"since_format": 3})
+    #: EMIT ON WINDOW CLOSE (RisingWave's EOWC HashAgg): nothing is emitted as rows arrive; at
+    #: each barrier the groups whose `watermark`ed key fell below the bound (closed windows) are
+    #: emitted once as Inserts and cleaned, so the output is append-only
+    emit_on_window_close: bool = field(default=False, metadata={"since_format": 3})
 
     def __post_init__(self) -> None:
         if self.watermark is not None and any(t.watermark_col != t.pk[0] for t in self.tables()):
             raise ValueError("a watermarked HashAgg needs every state table cleaned by its first pk column")
+        if self.emit_on_window_close and (self.watermark is None or not self.append_only):
+            raise ValueError(
+                "an EMIT ON WINDOW CLOSE HashAgg needs a watermarked group key and emits only inserts"
+            )
 
     @property
     def is_simple(self) -> bool:
@@ -209,6 +217,9 @@ class HashAggNode(StreamNode):
             return f"SimpleAgg {{ aggs: [{aggs}] }}"
         keys = ", ".join(f"${i}" for i in self.group_key)
         wm = "" if self.watermark is None else f", cleaned_by: ${self.group_key[0]} >= {self.watermark}"
+        if self.emit_on_window_close:
+            closes = f", emit: window ${self.group_key[0]} closes below {self.watermark}"
+            return f"HashAgg [eowc] {{ group_key: [{keys}], aggs: [{aggs}]{closes} }}"
         return f"HashAgg {{ group_key: [{keys}], aggs: [{aggs}]{wm} }}"
 
 
@@ -220,12 +231,14 @@ def hash_agg_node(
     *,
     output_names: Sequence[str] | None = None,
     watermark: ColumnWatermark | None = None,
+    emit_on_window_close: bool = False,
 ) -> HashAggNode:
     """A HashAgg (SimpleAgg if `group_key` is empty) over `input`, with its state tables.
 
     Table ids come from `next_table_id`, in this order: the intermediate table, one
     materialized-input table per call that needs one, one dedup table per DISTINCT column.
-    `watermark`: group key column 0's, if it has one; every table's pk starts with that column."""
+    `watermark`: group key column 0's, if it has one; every table's pk starts with that column.
+    `emit_on_window_close`: emit each group once, when its key falls below the watermark."""
     group_key = tuple(group_key)
     calls = tuple(calls)
     in_schema = input.schema
@@ -247,9 +260,10 @@ def hash_agg_node(
         )
     return HashAggNode(
         watermark=watermark,
+        emit_on_window_close=emit_on_window_close,
         schema=Schema(tuple(fields)),
         stream_key=tuple(range(len(group_key))),
-        append_only=False,
+        append_only=emit_on_window_close,
         input=input,
         group_key=group_key,
         calls=calls,

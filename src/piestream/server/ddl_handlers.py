@@ -255,6 +255,7 @@ def _plan_mv(
         parallelism=parallelism,
         ids=s.db.ddl.ids(),
         depends_on=sorted(binder.dependencies),
+        emit_on_window_close=stmt.emit_on_window_close,
     )
 
 

@@ -57,6 +57,7 @@ def explain(s: Session, stmt: ast.Explain, params: Sequence[Any]) -> QueryResult
             parallelism=s.parallelism,
             ids=ids,
             depends_on=sorted(binder.dependencies),
+            emit_on_window_close=inner.emit_on_window_close,
         )
         return _text_result("EXPLAIN", "QUERY PLAN", explain_stream(planned).splitlines())
     raise FeatureNotSupported(f"EXPLAIN {type(inner).__name__} is not supported")

@@ -29,6 +29,7 @@ from piestream.plan.row_id_gen import RowIdGenNode
 from piestream.plan.sink import SinkNode
 from piestream.plan.source import SourceNode
 from piestream.plan.subscription import SubscriptionLogNode
+from piestream.plan.temporal_join import TemporalJoinNode
 from piestream.plan.top_n import TopNNode
 from piestream.plan.union import UnionNode
 from piestream.plan.values import ValuesNode
@@ -51,6 +52,7 @@ from piestream.stream.executors.row_id_gen import RowIdGenExecutor
 from piestream.stream.executors.sink import SinkExecutor
 from piestream.stream.executors.source import SourceExecutor
 from piestream.stream.executors.subscription import SubscriptionLogExecutor
+from piestream.stream.executors.temporal_join import TemporalJoinExecutor
 from piestream.stream.executors.top_n import TopNExecutor
 from piestream.stream.executors.top_n_append_only import AppendOnlyTopNExecutor
 from piestream.stream.executors.values import ValuesExecutor
@@ -94,6 +96,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     TopNNode: _top_n,
     DedupNode: lambda n, ctx: AppendOnlyDedupExecutor(ctx, n),
     DynamicFilterNode: lambda n, ctx: DynamicFilterExecutor(ctx, n),
+    TemporalJoinNode: lambda n, ctx: TemporalJoinExecutor(ctx, n),
     HopWindowNode: lambda n, ctx: HopWindowExecutor(ctx, n),
     OverWindowNode: lambda n, ctx: OverWindowExecutor(ctx, n),
     GeneralOverWindowNode: lambda n, ctx: GeneralOverWindowExecutor(ctx, n),

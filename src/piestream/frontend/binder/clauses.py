@@ -123,13 +123,13 @@ RULES: dict[type[exp.Expression], Rule] = {
     ),
     # ONLY: piestream has no table inheritance, so ONLY t is t
     # WITH ORDINALITY: read for functions in FROM (`table_functions`), refused after a table
+    # `version`: FOR SYSTEM_TIME AS OF PROCTIME() on a temporal join's right side (from_clause)
     exp.Table: rule(
-        "this alias db catalog joins only ordinality",
+        "this alias db catalog joins only ordinality version",
         laterals="LATERAL VIEW",
         pivots="PIVOT / UNPIVOT",
         hints="table hints",
         system_time="FOR SYSTEM_TIME AS OF",
-        version="FOR SYSTEM_TIME / VERSION AS OF",
         format="table FORMAT",
         pattern="table pattern",
         when="table WHEN",
@@ -191,6 +191,8 @@ RULES: dict[type[exp.Expression], Rule] = {
     exp.Paren: _ONE_ARG,
     # a type name is bound from its PostgreSQL text by piestream's type parser, which refuses what
     # it does not know
+    # read whole by `from_clause.temporal_version` (only AS OF PROCTIME() binds)
+    exp.Version: Rule(frozenset(("this", "kind", "expression")), opaque=True),
     exp.DataType: Rule(
         frozenset({"this", "expressions", "nested", "values", "kind", "nullable"}),
         {"collate": "COLLATE"},

@@ -108,7 +108,15 @@ def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tu
             )
     elif isinstance(j.this, exp.Lateral):
         raise FeatureNotSupported("LATERAL subqueries are not supported", position=position(j))
-    right, rscope = bind_from_item(qb, j.this)
+    if isinstance(j.this, exp.Table) and temporal_version(j.this):
+        if kind not in (JoinKind.INNER, JoinKind.LEFT) or natural or using or on is None:
+            raise FeatureNotSupported(
+                "a temporal join (FOR SYSTEM_TIME AS OF PROCTIME()) must be an INNER or LEFT JOIN ... ON",
+                position=position(j),
+            )
+        right, rscope = _bind_lookup_table(qb, j.this)
+    else:
+        right, rscope = bind_from_item(qb, j.this)
     if natural or using:
         names = natural_join_columns(lscope, rscope) if natural else [i.name for i in using or []]
         return _bind_using_join(left, lscope, right, rscope, kind, names, j)
@@ -120,6 +128,38 @@ def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tu
         if cond.return_type.kind is not TypeKind.BOOLEAN:
             raise DatatypeMismatch("argument of JOIN/ON must be type boolean", position=position(on))
     return Join(_schema_of(scope), left, right, kind, cond), scope
+
+
+def temporal_version(node: exp.Table) -> bool:
+    """Whether `node` carries ``FOR SYSTEM_TIME AS OF PROCTIME()`` (0A000 for any other
+    FOR SYSTEM_TIME / VERSION AS OF: piestream keeps no older versions to read)."""
+    v = node.args.get("version")
+    if v is None:
+        return False
+    e = v.args.get("expression")
+    proctime = isinstance(e, exp.Anonymous) and str(e.this).lower() == "proctime" and not e.expressions
+    if str(v.this).upper() != "TIMESTAMP" or str(v.args.get("kind")).upper() != "AS OF" or not proctime:
+        raise FeatureNotSupported(
+            f"{v.sql('postgres')} is not supported (only FOR SYSTEM_TIME AS OF PROCTIME(), a temporal join)",
+            position=position(node),
+        )
+    return True
+
+
+def _bind_lookup_table(qb: QueryBinder, node: exp.Table) -> tuple[PlanNode, Scope]:
+    """The right side of a temporal join: a table or materialized view, looked up (a Scan
+    marked `as_of_proctime`; the stream planner makes it a TemporalJoin)."""
+    plain = node.copy()
+    plain.set("version", None)
+    plan, scope = bind_table_expr(qb, plain)
+    ok = (RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW)
+    if not isinstance(plan, Scan) or plan.relation.kind not in ok:
+        raise FeatureNotSupported(
+            "the right side of a temporal join (FOR SYSTEM_TIME AS OF PROCTIME()) must be a table "
+            "or materialized view",
+            position=position(node),
+        )
+    return Scan(plan.schema, plan.relation, plan.column_indices, as_of_proctime=True), scope
 
 
 def _lateral_function(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tuple[PlanNode, Scope]:
@@ -217,6 +257,12 @@ def bind_table_expr(qb: QueryBinder, node: exp.Expression) -> tuple[PlanNode, Sc
         return plan, scope
     if isinstance(node, exp.Table) and node.args.get("ordinality"):
         raise SyntaxError_("WITH ORDINALITY takes a function", position=position(node))
+    if isinstance(node, exp.Table) and temporal_version(node):
+        raise FeatureNotSupported(
+            "FOR SYSTEM_TIME AS OF PROCTIME() is supported only on the right side of a JOIN "
+            "(a temporal join)",
+            position=position(node),
+        )
     alias_node = node.args.get("alias")
     alias = alias_node.name if alias_node is not None and alias_node.name else None
     col_aliases = [c.name for c in alias_node.args.get("columns") or []] if alias_node is not None else None

@@ -221,6 +221,8 @@ class CreateMaterializedView(Statement):
     if_not_exists: bool = False
     columns: list[str] | None = None
     with_options: dict[str, str] = field(default_factory=dict)
+    #: ``EMIT ON WINDOW CLOSE``: aggregations emit a window's row once, when it closes
+    emit_on_window_close: bool = False
 
 
 @dataclass(frozen=True)

@@ -144,8 +144,10 @@ class ParserBase(PostgresParser):
         return self._parse_word()
 
     # -- embedded queries ---------------------------------------------------------------------------
-    def _parse_query_with_text(self) -> tuple[exp.Expression, str]:
-        """A query (SELECT, VALUES, set operation, WITH ...) and its text as written."""
+    def _parse_query_with_text(self, *, emit_allowed: bool = False) -> tuple[exp.Expression, str]:
+        """A query (SELECT, VALUES, set operation, WITH ...) and its text as written. An
+        ``EMIT ON WINDOW CLOSE`` after it is left to the caller if `emit_allowed` (CREATE
+        MATERIALIZED VIEW reads it), else refused."""
         start = self._curr
         if not start:
             self._fail("Expecting a query")
@@ -157,9 +159,10 @@ class ParserBase(PostgresParser):
         while isinstance(query, exp.Subquery) and query.is_wrapper:
             inner = query.this
             query = inner.pop() if isinstance(inner, exp.Expression) else query
-        if self._match_text_seq("EMIT", "ON", "WINDOW", "CLOSE", advance=False):
+        end = self._prev
+        if not emit_allowed and self._match_text_seq("EMIT", "ON", "WINDOW", "CLOSE", advance=False):
             raise self._unsupported("EMIT ON WINDOW CLOSE", self._curr)
-        return self.normalized(query), self._find_sql(start, self._prev)
+        return self.normalized(query), self._find_sql(start, end)
 
     def normalized(self, node: exp.Expression) -> exp.Expression:
         """`node` with unquoted identifiers folded to lower case (PostgreSQL's rule)."""

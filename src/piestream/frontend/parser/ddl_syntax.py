@@ -230,7 +230,9 @@ class DdlParser(FunctionParser, RoleParser):
         columns = self._parse_name_list() if self._match(TokenType.L_PAREN, advance=False) else None
         options = self._parse_options() if self._match(TokenType.WITH) else {}
         self._expect("AS")
-        query, text = self._parse_query_with_text()
+        query, text = self._parse_query_with_text(emit_allowed=True)
+        # RisingWave's emit mode: each window's row once, when the watermark passes it
+        eowc = self._match_text_seq("EMIT", "ON", "WINDOW", "CLOSE")
         return ast.CreateMaterializedView(
             name=name,
             query=query,
@@ -238,6 +240,7 @@ class DdlParser(FunctionParser, RoleParser):
             if_not_exists=if_not_exists,
             columns=columns,
             with_options=options,
+            emit_on_window_close=bool(eowc),
         )
 
     def _parse_create_view(self, or_replace: bool) -> ast.CreateView:

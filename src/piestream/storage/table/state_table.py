@@ -138,15 +138,7 @@ class StateTable:
         return KvBatch(full.to_arrow(), values.to_arrow(), self._filter_lens(keys))
 
     def _filter_lens(self, table_keys: Ragged) -> np.ndarray:
-        """Bytes of the first `read_prefix_len_hint` pk columns of each key (the SST filter key)."""
-        if self._hint == 0 or table_keys.n == 0:
-            return np.zeros(table_keys.n, np.uint16)
-        if self._hint == len(self.desc.pk):  # the filter key is the whole pk
-            return (table_keys.lengths - VNODE_LEN).astype(np.uint16)
-        _, ends = memcomparable.decode_keys(
-            table_keys, self.desc.pk_types[: self._hint], list(self.desc.pk_orders[: self._hint]), VNODE_LEN
-        )
-        return (ends - VNODE_LEN).astype(np.uint16)
+        return filter_lens(self.desc, table_keys)
 
     def _check_against_storage(self, ops: list[tuple[bytes, KeyOp]]) -> None:
         # per key: the storage sanity check is a debugging aid, off outside tests
@@ -267,26 +259,7 @@ class StateTable:
     def pk_keys(
         self, pk_columns: Sequence[pa.Array], num_rows: int | None = None
     ) -> tuple[Ragged, np.ndarray]:
-        """(table keys ``vnode | memcomparable(pk)``, filter lengths) of a batch of pks; fewer
-        columns than the pk give prefix keys (they must cover the distribution key)."""
-        n = len(pk_columns[0]) if pk_columns else (num_rows or 0)
-        m = len(pk_columns)
-        pk_bytes = memcomparable.encode_columns(
-            list(pk_columns), self.desc.pk_types[:m], list(self.desc.pk_orders[:m]), num_rows=n
-        )
-        if self.desc.is_singleton:
-            vn = np.zeros(n, np.int64)
-        else:
-            from piestream.encoding.distribution import compute_vnodes
-
-            dcols = [pk_columns[p] for p in self.desc.dist_key_in_pk]
-            dtypes = [self.desc.pk_types[p] for p in self.desc.dist_key_in_pk]
-            vn = compute_vnodes(dcols, dtypes, self.desc.vnode_count)
-        from piestream.encoding.ragged import be_matrix
-
-        key_r = concat_rows([Ragged.fixed(be_matrix(vn.astype(np.uint16), ">u2")), pk_bytes])
-        flen = self._filter_lens(key_r) if self._hint else np.zeros(n, np.uint16)
-        return key_r, flen
+        return pk_keys(self.desc, pk_columns, num_rows)
 
     def get_rows(
         self, pk_columns: Sequence[pa.Array], num_rows: int | None = None
@@ -311,18 +284,7 @@ class StateTable:
                 buffered = np.flatnonzero(kinds != 0)
                 src[buffered] = buffered
                 values = pa.concat_arrays([mem_vals, vals]).take(pa.array(src))
-        if not found.any():
-            return found, DataChunk([pa.nulls(n, t.arrow) for t in self.desc.types], length=n)
-        idx = np.flatnonzero(found)
-        ia = pa.array(idx)
-        rows = self.serde.decode(key_r.take(idx), values.take(ia))
-        if len(idx) == n:
-            return found, DataChunk(rows, length=n)
-        # scatter found rows back to their positions, NULL elsewhere
-        where = np.full(n, -1, np.int64)
-        where[idx] = np.arange(len(idx))
-        take = pa.array(where, mask=~found)
-        return found, DataChunk([col.take(take) for col in rows], length=n)
+        return found, decode_found(self.serde, self.desc, key_r, found, values)
 
     # -- scans ----------------------------------------------------------------------------------
     def _prefix_key(self, prefix: Sequence[Datum], vnode: int) -> bytes:
@@ -597,3 +559,59 @@ def _disjoint(lo: np.ndarray, hi: np.ndarray) -> bool:
 
 def order_of(desc: TableDesc) -> list[OrderType]:
     return list(desc.pk_orders)
+
+
+def filter_lens(desc: TableDesc, table_keys: Ragged) -> np.ndarray:
+    """Bytes of the first `read_prefix_len_hint` pk columns of each key (the SST filter key)."""
+    hint = desc.read_prefix_len_hint
+    if hint == 0 or table_keys.n == 0:
+        return np.zeros(table_keys.n, np.uint16)
+    if hint == len(desc.pk):  # the filter key is the whole pk
+        return (table_keys.lengths - VNODE_LEN).astype(np.uint16)
+    _, ends = memcomparable.decode_keys(
+        table_keys, desc.pk_types[:hint], list(desc.pk_orders[:hint]), VNODE_LEN
+    )
+    return (ends - VNODE_LEN).astype(np.uint16)
+
+
+def pk_keys(
+    desc: TableDesc, pk_columns: Sequence[pa.Array], num_rows: int | None = None
+) -> tuple[Ragged, np.ndarray]:
+    """(table keys ``vnode | memcomparable(pk)``, filter lengths) of a batch of pks; fewer
+    columns than the pk give prefix keys (they must cover the distribution key)."""
+    n = len(pk_columns[0]) if pk_columns else (num_rows or 0)
+    m = len(pk_columns)
+    pk_bytes = memcomparable.encode_columns(
+        list(pk_columns), desc.pk_types[:m], list(desc.pk_orders[:m]), num_rows=n
+    )
+    if desc.is_singleton:
+        vn = np.zeros(n, np.int64)
+    else:
+        from piestream.encoding.distribution import compute_vnodes
+
+        dcols = [pk_columns[p] for p in desc.dist_key_in_pk]
+        dtypes = [desc.pk_types[p] for p in desc.dist_key_in_pk]
+        vn = compute_vnodes(dcols, dtypes, desc.vnode_count)
+    from piestream.encoding.ragged import be_matrix
+
+    key_r = concat_rows([Ragged.fixed(be_matrix(vn.astype(np.uint16), ">u2")), pk_bytes])
+    flen = filter_lens(desc, key_r) if desc.read_prefix_len_hint else np.zeros(n, np.uint16)
+    return key_r, flen
+
+
+def decode_found(
+    serde: RowSerde, desc: TableDesc, key_r: Ragged, found: np.ndarray, values: pa.Array
+) -> DataChunk:
+    """The rows of a batch of point gets as a chunk in key order, NULL where not `found`."""
+    n = key_r.n
+    if not found.any():
+        return DataChunk([pa.nulls(n, t.arrow) for t in desc.types], length=n)
+    idx = np.flatnonzero(found)
+    rows = serde.decode(key_r.take(idx), values.take(pa.array(idx)))
+    if len(idx) == n:
+        return DataChunk(rows, length=n)
+    # scatter found rows back to their positions, NULL elsewhere
+    where = np.full(n, -1, np.int64)
+    where[idx] = np.arange(len(idx))
+    take = pa.array(where, mask=~found)
+    return DataChunk([col.take(take) for col in rows], length=n)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from piestream.common.chunk import DataChunk
@@ -17,6 +18,7 @@ from piestream.common.scalar import Datum, Row
 from piestream.common.vnode import VnodeBitmap
 from piestream.encoding import memcomparable
 from piestream.encoding.keys import TABLE_ID_LEN, VNODE_LEN, next_key
+from piestream.encoding.ragged import Ragged, concat_rows
 from piestream.storage.hummock.store import HummockStorage
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.key_range import UNBOUNDED, SubRange, byte_range
@@ -54,6 +56,17 @@ class StorageTable:
         flen = len(self.serde.encode_pk(list(pk[:hint]))) if hint and len(pk) >= hint else 0
         value = self.storage.get(self._prefix + key, self.epoch, filter_len=flen)
         return None if value is None else self._project(self.serde.decode_row(key, value))
+
+    def get_rows(self, pk_columns: Sequence[pa.Array]) -> tuple[np.ndarray, DataChunk]:
+        """`get_row` of a batch of pks as columns, at the snapshot epoch, in one storage call:
+        (found mask, the projected rows; NULL where not found). A lookup join's probe."""
+        from piestream.storage.table.state_table import decode_found, pk_keys
+
+        key_r, flen = pk_keys(self.desc, pk_columns)
+        user = concat_rows([Ragged.constant(key_r.n, self._prefix), key_r])
+        found, values = self.storage.multi_get_columns(user, self.epoch, filter_lens=flen)
+        rows = decode_found(self.serde, self.desc, key_r, found, values)
+        return found, DataChunk([rows.columns[i] for i in self.output_indices], length=key_r.n)
 
     # -- scans ----------------------------------------------------------------------------------
     def iter_prefix(

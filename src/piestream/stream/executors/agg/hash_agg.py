@@ -9,6 +9,9 @@ the old and new outputs are computed column-at-a-time, and the changes are emitt
   n -> 0: Delete of the previous row; n -> m: U- / U+ if the output changed, else nothing.
 - SimpleAgg (no group key, stream key []): exactly one output row, inserted on the job's first
   barrier even without input (count 0, sum NULL, ...), then U- / U+ on change, never deleted.
+- EMIT ON WINDOW CLOSE (RisingWave's EOWC HashAgg): states are kept as above but nothing is
+  emitted for them; at the barrier the groups whose watermarked key (group key column 0) is below
+  the committed bound are closed windows: emitted once as Inserts, then cleaned with the rest.
 
 The previous output is rebuilt from the stored state, never from memory: the runtime rebuilds
 executors from storage every epoch.
@@ -20,11 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from piestream.common.chunk import DataChunk, StreamChunk, filter_mask
 from piestream.common.errors import NumericOutOfRange, StateConsistencyError
 from piestream.common.order import ASC
-from piestream.common.scalar import to_arrow
+from piestream.common.scalar import Datum, to_arrow
 from piestream.common.types import DataType, TypeKind
 from piestream.encoding import memcomparable
 from piestream.encoding.ragged import Ragged
@@ -108,6 +112,8 @@ class HashAggExecutor(Executor):
     # -- input --------------------------------------------------------------------------------
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
         c = chunk.compact()
+        if self.node.emit_on_window_close:
+            c = self._drop_closed(c)
         n = c.capacity
         if not n:
             return []
@@ -149,11 +155,78 @@ class HashAggExecutor(Executor):
                 deltas[self.spans[i]] = st.deltas(signs, mask, cols)
             self.dirty.add(contrib.key_cols, deltas, n)
 
+    def _drop_closed(self, c: StreamChunk) -> StreamChunk:
+        """EOWC: rows of windows already emitted (below the bound the value table is cleaned
+        to) are dropped: an emitted window is final. The WatermarkFilter drops late rows, so only
+        a retracting input (a join's delete of an old row) brings them; they are counted. Rows
+        below the *current* bound are not late: an EOWC aggregation upstream emits its windows
+        in the epoch they close, and this one closes them at the same barrier."""
+        bound = self._emitted_bound() if c.capacity else None
+        if bound is None:
+            return c
+        closed = _below(c.columns[self.group_key[0]], bound)
+        if not closed.any():
+            return c
+        self.ctx.count("eowc_closed_window_rows", int(closed.sum()))
+        return c.take(np.flatnonzero(~closed))
+
     # -- barrier ------------------------------------------------------------------------------
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         out = self._flush()
+        if self.node.emit_on_window_close:
+            out = self._emit_closed()
         self._clean_by_watermark()
         self.commit_state(barrier)
+        return out
+
+    def _emit_closed(self) -> list[StreamChunk]:
+        """EOWC: the final rows of the groups below the committed bound, as Inserts. They are
+        cleaned in the same epoch (`_clean_by_watermark`), so each is emitted exactly once; an
+        epoch whose bound the value table is already cleaned to reads nothing. The scan reads
+        only open windows (older ones are below the table watermark): bounded state."""
+        wm = self.node.watermark
+        assert wm is not None
+        bound = column_bound(self.ctx, wm)
+        if bound is None or bound == self._emitted_bound():
+            return []
+        g = len(self.group_key)
+        parts: list[DataChunk] = []
+        for chunk in self.value_table.iter_chunks_with_prefix():
+            data = chunk.compact()
+            closed = _below(data.columns[0], bound)
+            if not closed.any():
+                continue
+            mask = pa.array(closed)
+            cols = [col.filter(mask) for col in data.columns]
+            outs = []
+            at = g + 1  # after the row count
+            for st in self.calls:
+                outs.append(self._call_output(st, cols[at : at + st.n_states]))
+                at += st.n_states
+            types = self.schema.types[g:]
+            outs = [o.cast(t.arrow) for o, t in zip(outs, types, strict=True)]
+            parts.append(DataChunk([*cols[:g], *outs]))
+        if not parts:
+            return []
+        closed_rows = DataChunk.concat(parts)
+        self.ctx.count("eowc_emitted_windows", closed_rows.cardinality)
+        return StreamChunk.inserts(closed_rows).split(max(self.ctx.config.chunk_size, EMIT_CHUNK_ROWS))
+
+    def _emitted_bound(self) -> Datum:
+        """The bound the windows were emitted up to: the value table's committed table
+        watermark (one key per vnode, all equal: every actor cleans by the same bound)."""
+        committed = self.ctx.storage.version.table_watermarks.get(self.value_table.desc.table_id)
+        ranges = self.value_table.vnodes.ranges()
+        key = None if committed is None or not ranges else committed.key_for_vnode(ranges[0][0])
+        if key is None:
+            return None
+        return memcomparable.decode_datum(key, 0, self.group_types[0], ASC)[0]
+
+    @staticmethod
+    def _call_output(st: CallState, state: list[pa.Array]) -> pa.Array:
+        out = st.output(state)
+        if st.call.decimal_rules and st.call.return_type.kind is TypeKind.NUMERIC:  # plan format <= 2
+            out = decimal_rules(out)
         return out
 
     def _clean_by_watermark(self) -> None:
@@ -203,13 +276,13 @@ class HashAggExecutor(Executor):
             old_state = prev[at : at + k]
             state = st.combine(old_state, deltas[span], batch)
             new_states += state
-            old_out.append(st.output(old_state))
-            new_out.append(st.output(state))
-            if st.call.decimal_rules and st.call.return_type.kind is TypeKind.NUMERIC:  # plan format <= 2
-                old_out[-1], new_out[-1] = decimal_rules(old_out[-1]), decimal_rules(new_out[-1])
+            old_out.append(self._call_output(st, old_state))
+            new_out.append(self._call_output(st, state))
             at += k
         new_states = [s.cast(t.arrow) for s, t in zip(new_states, self.value_types[g:], strict=True)]
         self._write_states(found, alive, prev, [*groups_cols, *new_states])
+        if self.node.emit_on_window_close:
+            return []  # emitted when the window closes (`_emit_closed`)
         return self._emit(found, alive, groups_cols, old_out, new_out)
 
     def _legacy_special(self, rows: np.ndarray, cols: Sequence[pa.Array | None]) -> None:
@@ -330,3 +403,9 @@ class _FilterMasks:
         m = filter_mask(self.ctx.eval(expr, self.chunk.data, "HashAgg"))
         self._done.append((expr, m))
         return m
+
+
+def _below(col: pa.Array, bound: object) -> np.ndarray:
+    """Which values of a watermarked column are below `bound` (NULL never is: it sorts last)."""
+    less = pc.less(col, pa.scalar(bound, col.type))
+    return np.asarray(pc.fill_null(less, False).to_numpy(zero_copy_only=False), np.bool_)
