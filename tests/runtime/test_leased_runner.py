@@ -21,7 +21,7 @@ import pytest
 
 from piestream.common.errors import DivisionByZero
 from piestream.runtime.epoch_plan import EpochPlan
-from piestream.runtime.lease_task import HELLO, WIRE_VERSION
+from piestream.runtime.lease_task import pack_hello
 from piestream.runtime.leased import LeasedSparkRunner
 from piestream.runtime.wire import FROM_TASK, MAC_BYTES, Channel, new_key
 from piestream.server.database import Database, DatabaseConfig
@@ -144,16 +144,27 @@ def _counts_by_v(db: Database, rows: int, mod: int) -> None:
 
 
 def test_leased_mvs_equal_the_default_runner_and_the_oracle(spark: Any, tmp_path: Path) -> None:
+    """The leased runner's tasks exchange stage output directly (the data plane): no exchanged
+    byte passes the driver, the MVs equal the oracle's, the shuffle runner's and those of the
+    driver-routed exchange (the fallback), which does route every chunk through the driver."""
     epochs = _epochs(random.Random(7), 6)
     leased = _db(spark, tmp_path / "leased")
     runner = leased.barriers.runner
-    assert isinstance(runner, LeasedSparkRunner)
+    assert isinstance(runner, LeasedSparkRunner) and runner.exchange == "direct"
     got = _run_workload(leased, epochs)
     assert runner.leased_epochs >= 4, (runner.leased_epochs, runner.plain_epochs)
     assert runner.lease_pids == {}  # closed with the database
     assert not [t for t in threading.enumerate() if t.name.startswith("piestream-lease")]
     assert got == [expected for _, expected in epochs]
     assert got[-1]["m_join"] and got[-1]["m_mv"]
+    busy = [s for s in leased.barriers.stats if s.rows_in > 0]
+    assert busy and all(s.driver_exchange_bytes == 0 for s in busy)  # control, not data
+    assert sum(s.peer_exchange_bytes for s in busy) > 0  # the chunks went task to task
+    via_driver = LeasedSparkRunner(spark, lease_seconds=60.0, exchange="driver")
+    routed = _db(spark, tmp_path / "via-driver", runner=via_driver)
+    assert _run_workload(routed, epochs) == got and via_driver.leased_epochs >= 4
+    busy = [s for s in routed.barriers.stats if s.rows_in > 0]
+    assert busy and all(s.driver_exchange_bytes > 0 and s.peer_exchange_bytes == 0 for s in busy)
     assert got == _run_workload(_db(spark, tmp_path / "shuffle", "spark-shuffle"), epochs)
 
 
@@ -372,7 +383,7 @@ def test_data_errors_flow_as_with_spark_and_keep_the_lease(spark: Any, tmp_path:
         # key) are turned away ...
         assert runner._listener is not None
         address = runner._listener.getsockname()[:2]
-        hello = HELLO.pack(WIRE_VERSION, 0, 1)
+        hello = pack_hello(0, 1, "127.0.0.1", 1)
         forged = struct.pack("<Q", len(hello)) + b"\0" * MAC_BYTES + hello
         for junk in (struct.pack("<Q", 1 << 62), forged):
             with socket.create_connection(address, timeout=10) as bad:
@@ -458,9 +469,9 @@ def test_a_forged_frame_fails_the_epoch_which_is_retried(spark: Any, tmp_path: P
         _counts_by_v(db, 100, 5)
         expected = Counter(g % 5 for g in range(1, 101))
         assert runner.proxy is not None and runner.leased_epochs > 0
-        # the epoch stats count the driver's traffic: today every exchanged chunk passes it
+        # the epoch stats count the driver's traffic: control and DML, no exchanged chunk
         busy = [s for s in db.barriers.stats if s.rows_in > 0]
-        assert busy and all(s.driver_wire_bytes > s.driver_exchange_bytes > 0 for s in busy)
+        assert busy and all(s.driver_wire_bytes > 0 and s.driver_exchange_bytes == 0 for s in busy)
         first = 101
         for whose in ("task", "driver"):
             failures = len(db.barriers.failures)
