@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from piestream.common.errors import DivisionByZero
+from piestream.plan.fragment import actor_id
 from piestream.runtime.epoch_plan import EpochPlan
 from piestream.runtime.lease_task import pack_hello
 from piestream.runtime.leased import LeasedSparkRunner
@@ -295,6 +296,52 @@ class KillOnce:
         os.write(fd, f"{plan.data_epoch} {actor_id}\n".encode())
         os.close(fd)
         os._exit(1)
+
+
+class FailOnce:
+    """A `TaskHook` that fails an actor of stage 0 run by slot 1 once, after its executors ran
+    (a marker file remembers it happened, across processes): slot 0 then waits in stage 1 for
+    slot 1's output, which never comes."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __call__(self, point: str, plan: EpochPlan, aid: int) -> None:
+        if point != "executed" or len(plan.stages) < 2 or not os.path.exists(self.marker + ".armed"):
+            return
+        if (
+            plan.partition_index(0).get(next((a for a in plan.stages[0] if actor_id(*a) == aid), (-1, -1)))
+            != 1
+        ):
+            return
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        raise RuntimeError("injected actor failure")
+
+
+def test_an_actor_failure_on_the_data_plane_fails_the_epoch_not_the_lease(spark: Any, tmp_path: Path) -> None:
+    """An actor of stage 0 fails on slot 1: its task tells its peers (ABORT), slot 0 stops
+    waiting for its output, the epoch fails and is retried by the barrier manager on the same
+    lease; nothing is lost or duplicated."""
+    marker = str(tmp_path / "failed")
+    runner = LeasedSparkRunner(spark, hook=FailOnce(marker), lease_seconds=60.0, idle_seconds=30.0)
+    db = _db(spark, tmp_path / "db", runner=runner)
+    db.barriers.isolate_failing_jobs = False
+    try:
+        _counts_by_v(db, 100, 5)
+        pids = runner.lease_pids
+        failures = len(db.barriers.failures)
+        Path(marker + ".armed").touch()
+        db.execute("INSERT INTO t SELECT g, g % 5 FROM generate_series(101, 200) AS g; FLUSH")
+        assert Path(marker).exists() and len(db.barriers.failures) > failures
+        assert runner.lease_pids == pids  # the lease stayed in step
+        got = sorted(tuple(r) for r in db.session().execute_one("SELECT v, n FROM m").rows)
+        assert got == sorted(Counter(g % 5 for g in range(1, 201)).items())
+        assert db.session().execute_one("SELECT count(*) FROM t").rows[0][0] == 200
+    finally:
+        db.close()
 
 
 def test_killed_task_worker_costs_a_retry_not_a_row(spark: Any, tmp_path: Path) -> None:

@@ -216,8 +216,10 @@ class PeerMesh:
     def _lose(self, why: str) -> None:
         with self.cv:
             if self.lost is None:
+                # also how every lease ends (its tasks close their links): the run it fails, if
+                # any, reports it to the driver, which logs the epoch's failure
                 self.lost = why
-                log.warning("%s", why)
+                log.info("%s", why)
             self.cv.notify_all()
 
     # -- one run -------------------------------------------------------------------------------

@@ -6,11 +6,15 @@ Python stage costs ~35-60 ms whatever its tasks do: an empty epoch of a 3-stage 
 ~0.1-0.14 s of which the actors' own work is a few ms. `LeasedSparkRunner` instead starts a
 Spark job of ONE stage whose tasks (one per slot, in the slot's own Python worker pool exactly
 like SparkRunner's, so an actor's operator caches are where it runs) connect back to a TCP
-listener of the driver and then loop on commands: "here is the epoch's plan", "run partition
-`slot` of stage k over these elements", "stop". The driver runs the stages like `LocalRunner`
-(`run_stages`), each partition remotely in its slot's task, the partitions of a stage at the
-same time, and routes their output (Arrow IPC chunks) to the next stage itself. A round trip
-costs well under a millisecond.
+listener of the driver and then loop on commands: "here is the epoch's plan", "run the
+epoch over this stage-0 input", "stop". Each task runs its slot's partition of every stage and
+sends each stage's output (Arrow IPC chunks) straight to the tasks running the downstream
+actors (`runtime.data_plane`: each task listens on its executor's host, says where in its
+hello, and the driver hands out the peer table once per lease). The driver carries control,
+not data: plans, DML, and the actors' reports back (`wire_stats`: `driver_exchange_bytes` is
+0). With `exchange="driver"` (the fallback, for a cluster whose executors cannot reach each
+other) the driver instead runs the stages like `LocalRunner` (`run_stages`) and routes every
+stage's output itself. A round trip costs well under a millisecond.
 
 **One job per epoch, or a lease.** With `lease_seconds=0` (the database's default runner,
 "spark") every epoch is exactly one such Spark job: an empty epoch costs one stage, ~40-65 ms
@@ -32,12 +36,15 @@ tasks do not all connect within `connect_timeout` (slots busy, or fewer free cor
 the epoch runs as a plain `SparkRunner` job instead, as do the epochs of the next
 `retry_seconds`: nothing waits on a job that cannot start.
 
-**Failures.** A task that dies, or a socket that fails mid-epoch, ends the lease (its job is
+**Failures.** A task that dies, or a socket that fails mid-epoch (to the driver, or a data
+link between two tasks: the tasks that see it answer LOST), ends the lease (its job is
 cancelled if it does not end by itself) and fails the epoch with an `InternalError`, which the
 barrier manager retries like any failed Spark job; the next epoch starts a fresh lease. An
 actor's failure comes back as the `ActorFailed` (data errors as its report, as with Spark) and
-leaves the lease running. Operator caches follow `actor_task`'s rule unchanged: an actor's cache
-is used only when it reflects the epoch the plan says is committed.
+leaves the lease running: its task tells its peers it gave the run up (ABORT), so none waits
+for its output, and frames of the failed run still on a link are dropped by its number.
+Operator caches follow `actor_task`'s rule unchanged: an actor's cache is used only when it
+reflects the epoch the plan says is committed.
 
 **The wire** (`runtime.lease_task`, with the task's loop; `runtime.wire`, the frames). Every
 frame carries an HMAC-SHA256 under a per-lease key (32 random bytes, drawn here, handed to the
