@@ -213,8 +213,8 @@ def test_the_default_runner_runs_each_epoch_as_one_spark_job(spark: Any, tmp_pat
 
 
 def test_a_bulk_epoch_runs_as_a_shuffle_job(spark: Any, tmp_path: Path) -> None:
-    """An epoch whose DML exceeds `max_dml_bytes` runs as SparkRunner's shuffle job (its data
-    would otherwise pass through the driver); small epochs keep their one-stage job."""
+    """An epoch whose DML exceeds `max_dml_bytes` runs as SparkRunner's shuffle job (the lease's
+    exchange would hold each stage's input in memory); small epochs keep their one-stage job."""
     runner = LeasedSparkRunner(spark, lease_seconds=0.0, max_dml_bytes=4096)
     db = _db(spark, tmp_path / "db", runner=runner)
     try:

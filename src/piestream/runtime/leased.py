@@ -22,8 +22,9 @@ instead of ~100-140 ms. The job of the next epoch is started as soon as an epoch
 (while the driver commits the epoch and waits for the next barrier), so its start is mostly off
 the epoch's path; it gives the slots back after `idle_seconds` without an epoch, or when
 another Spark job waits. An epoch whose DML input exceeds `max_dml_bytes` (a bulk load) runs as
-SparkRunner's shuffle job instead, whose shuffle spills to disk where the driver-routed exchange
-holds a stage's elements in the driver's memory. With `lease_seconds > 0` (runner
+SparkRunner's shuffle job instead, whose shuffle spills to disk where the lease's exchange
+holds a stage's whole input in memory (the receiving tasks', or the driver's with exchange
+"driver"; the data plane's channels are not bounded yet). With `lease_seconds > 0` (runner
 "spark-leased") the job serves the epochs that start within `lease_seconds` of it: an epoch
 then costs the actors' work plus ~1 ms. While such a job runs its tasks hold every task slot,
 so any other Spark job (a batch query, the Spark data source, a benchmark's recompute) waits
@@ -114,7 +115,8 @@ if TYPE_CHECKING:
 LEASE_SECONDS = 30.0  # a lease ends at the first epoch boundary this long after its job started
 IDLE_SECONDS = 1.0  # ... or after this long without an epoch
 MAX_IDLE_SECONDS = 10.0  # the most `spark_runner` lets a job wait for the next epoch
-#: an epoch with more DML input than this runs as a shuffle job (its data would pass the driver)
+#: an epoch with more DML input than this runs as a shuffle job (Spark's shuffle spills; the
+#: lease's exchange would hold each stage's input in memory)
 MAX_DML_BYTES = 64 << 20
 STARTUP_TIMEOUT = 60.0  # ... unless they all run (starting Python workers): then within this
 HELLO_TIMEOUT = 2.0  # a connection's hello must arrive this fast (a task sends it at once)

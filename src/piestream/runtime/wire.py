@@ -1,4 +1,6 @@
-"""Authenticated frames between the driver and a Spark job's tasks (the leased runner's wire).
+"""Authenticated frames between the driver and a Spark job's tasks (the leased runner's wire),
+and between the tasks themselves (its data plane, `runtime.data_plane`: one direction per
+(sender slot, receiver slot) link, `link`).
 
 A frame is ``length (u64 LE) | HMAC-SHA256 (32 bytes) | body``. The MAC covers the sender's
 direction byte, the frame's sequence number on the connection and the body, under a per-job key
