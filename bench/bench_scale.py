@@ -5,7 +5,11 @@ tasks, and the exchange payload among them that passed through it) and the drive
 CPU (its Python side; in local mode the JVM also runs the executors, so it is left out).
 
     .venv/bin/python bench/bench_scale.py [--query q5] [--events 200000] [--epoch-events 20000]
-        [--parallelism 1,2] [--masters local,standalone]
+        [--parallelism 1,2] [--masters local,standalone] [--exchanges driver,direct]
+
+Each parallelism runs with the leased runner's exchanges side by side: "driver" (every
+exchanged chunk routed through the driver: before issue 27's data plane) and "direct" (task to
+task: after), so the driver's bytes per epoch of both are in one table.
 
 Each master runs in a child process of its own (one SparkSession per process). A skeleton of
 issue 27's benchmark: more queries, parallelism 4 / 8 and local-cluster belong on a machine
@@ -35,7 +39,8 @@ def _child(args: argparse.Namespace) -> int:
     from piestream.runtime.spark import spark_session
 
     spark = spark_session(args.master, app_name="piestream-bench-scale")
-    for p in [int(x) for x in args.parallelism.split(",")]:
+    runs = [(int(x), ex) for x in args.parallelism.split(",") for ex in args.exchanges.split(",")]
+    for p, exchange in runs:
         cfg = BenchConfig(
             queries=[args.query],
             events=args.events,
@@ -45,6 +50,7 @@ def _child(args: argparse.Namespace) -> int:
             epoch_events=args.epoch_events,
             spark_baseline=False,
             compact_before_size=False,
+            exchange=exchange,
         )
         stats: list[Any] = []
         with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
@@ -67,6 +73,7 @@ def _child(args: argparse.Namespace) -> int:
         row = {
             "master": args.label,
             "parallelism": p,
+            "exchange": exchange,
             "error": run.error,
             "events_per_s": run.events / run.seconds if run.seconds else 0.0,
             "p50": percentile(run.epochs, 50),
@@ -74,6 +81,7 @@ def _child(args: argparse.Namespace) -> int:
             "epochs": len(run.epochs),
             "wire_bytes": sum(s.driver_wire_bytes for s in timed) / max(len(timed), 1),
             "exchange_bytes": sum(s.driver_exchange_bytes for s in timed) / max(len(timed), 1),
+            "peer_bytes": sum(s.peer_exchange_bytes for s in timed) / max(len(timed), 1),
             "driver_cpu_ms": 1000 * cpu / epochs,
         }
         print("RESULT " + json.dumps(row), flush=True)
@@ -98,6 +106,8 @@ def _run_child(args: argparse.Namespace, master: str, label: str) -> list[dict[s
         str(args.epoch_events),
         "--parallelism",
         args.parallelism,
+        "--exchanges",
+        args.exchanges,
     ]
     print(f"running {label} ({master}) ...", file=sys.stderr, flush=True)
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -114,6 +124,12 @@ def main() -> int:
     ap.add_argument("--epoch-events", type=int, default=20_000)
     ap.add_argument("--parallelism", default="1,2")
     ap.add_argument("--masters", default="local,standalone")
+    ap.add_argument(
+        "--exchanges",
+        default="driver,direct",
+        help="the leased runner's exchanges to compare: driver (chunks routed through the driver, "
+        "the fallback) and direct (task to task, the default)",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--master", default="local[2]", help=argparse.SUPPRESS)
     ap.add_argument("--label", default="local", help=argparse.SUPPRESS)
@@ -138,15 +154,20 @@ def main() -> int:
         f"\n{args.query}, {args.events:,} events, epochs of {args.epoch_events:,} events per source, "
         f"load {os.getloadavg()[0]:.1f}"
     )
-    head = f"{'master':<16}{'par':>4}{'events/s':>12}{'p50 s':>8}{'p99 s':>8}"
-    print(head + f"{'driver wire B/epoch':>22}{'via driver B/epoch':>20}{'driver CPU ms/epoch':>21}")
+    head = f"{'master':<16}{'par':>4}{'exchange':>9}{'events/s':>12}{'p50 s':>8}{'p99 s':>8}"
+    print(
+        head + f"{'driver wire B/epoch':>22}{'via driver B/epoch':>20}{'task to task B/epoch':>22}"
+        f"{'driver CPU ms/epoch':>21}"
+    )
     for r in rows:
+        first = f"{r['master']:<16}{r['parallelism']:>4}{r['exchange']:>9}"
         if r["error"]:
-            print(f"{r['master']:<16}{r['parallelism']:>4}  error: {r['error']}")
+            print(f"{first}  error: {r['error']}")
             continue
         print(
-            f"{r['master']:<16}{r['parallelism']:>4}{r['events_per_s']:>12,.0f}{r['p50']:>8.2f}{r['p99']:>8.2f}"
-            f"{r['wire_bytes']:>22,.0f}{r['exchange_bytes']:>20,.0f}{r['driver_cpu_ms']:>21,.1f}"
+            f"{first}{r['events_per_s']:>12,.0f}{r['p50']:>8.2f}{r['p99']:>8.2f}"
+            f"{r['wire_bytes']:>22,.0f}{r['exchange_bytes']:>20,.0f}{r['peer_bytes']:>22,.0f}"
+            f"{r['driver_cpu_ms']:>21,.1f}"
         )
     return 0
 

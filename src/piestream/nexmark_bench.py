@@ -65,6 +65,8 @@ class BenchConfig:
     #: seconds between the end of an epoch and the start of the next (0: back to back), as a
     #: server's barrier interval spaces them; not part of any epoch's time
     pace: float = 0.0
+    #: how the leased runner's tasks exchange stage output ("direct" | "driver", `runtime.leased`)
+    exchange: str = "direct"
 
 
 @dataclass
@@ -156,6 +158,11 @@ def open_database(path: Path, cfg: BenchConfig, spark: SparkSession | None) -> D
     )
     db = Database(path, spark=spark if cfg.runner != "local" else None, config=config)
     db.barriers.stop()
+    runner = db.barriers.runner
+    if hasattr(runner, "exchange"):  # the leased runners (read per epoch)
+        runner.exchange = cfg.exchange
+    elif cfg.exchange != "direct":
+        raise ValueError(f"runner {cfg.runner!r} has no {cfg.exchange!r} exchange")
     return db
 
 

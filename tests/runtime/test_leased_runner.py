@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from piestream.common.errors import DivisionByZero
+from piestream.plan.fragment import actor_id
 from piestream.runtime.epoch_plan import EpochPlan
-from piestream.runtime.lease_task import HELLO, WIRE_VERSION
+from piestream.runtime.lease_task import pack_hello
 from piestream.runtime.leased import LeasedSparkRunner
 from piestream.runtime.wire import FROM_TASK, MAC_BYTES, Channel, new_key
 from piestream.server.database import Database, DatabaseConfig
@@ -144,16 +145,27 @@ def _counts_by_v(db: Database, rows: int, mod: int) -> None:
 
 
 def test_leased_mvs_equal_the_default_runner_and_the_oracle(spark: Any, tmp_path: Path) -> None:
+    """The leased runner's tasks exchange stage output directly (the data plane): no exchanged
+    byte passes the driver, the MVs equal the oracle's, the shuffle runner's and those of the
+    driver-routed exchange (the fallback), which does route every chunk through the driver."""
     epochs = _epochs(random.Random(7), 6)
     leased = _db(spark, tmp_path / "leased")
     runner = leased.barriers.runner
-    assert isinstance(runner, LeasedSparkRunner)
+    assert isinstance(runner, LeasedSparkRunner) and runner.exchange == "direct"
     got = _run_workload(leased, epochs)
     assert runner.leased_epochs >= 4, (runner.leased_epochs, runner.plain_epochs)
     assert runner.lease_pids == {}  # closed with the database
     assert not [t for t in threading.enumerate() if t.name.startswith("piestream-lease")]
     assert got == [expected for _, expected in epochs]
     assert got[-1]["m_join"] and got[-1]["m_mv"]
+    busy = [s for s in leased.barriers.stats if s.rows_in > 0]
+    assert busy and all(s.driver_exchange_bytes == 0 for s in busy)  # control, not data
+    assert sum(s.peer_exchange_bytes for s in busy) > 0  # the chunks went task to task
+    via_driver = LeasedSparkRunner(spark, lease_seconds=60.0, exchange="driver")
+    routed = _db(spark, tmp_path / "via-driver", runner=via_driver)
+    assert _run_workload(routed, epochs) == got and via_driver.leased_epochs >= 4
+    busy = [s for s in routed.barriers.stats if s.rows_in > 0]
+    assert busy and all(s.driver_exchange_bytes > 0 and s.peer_exchange_bytes == 0 for s in busy)
     assert got == _run_workload(_db(spark, tmp_path / "shuffle", "spark-shuffle"), epochs)
 
 
@@ -201,8 +213,8 @@ def test_the_default_runner_runs_each_epoch_as_one_spark_job(spark: Any, tmp_pat
 
 
 def test_a_bulk_epoch_runs_as_a_shuffle_job(spark: Any, tmp_path: Path) -> None:
-    """An epoch whose DML exceeds `max_dml_bytes` runs as SparkRunner's shuffle job (its data
-    would otherwise pass through the driver); small epochs keep their one-stage job."""
+    """An epoch whose DML exceeds `max_dml_bytes` runs as SparkRunner's shuffle job (the lease's
+    exchange would hold each stage's input in memory); small epochs keep their one-stage job."""
     runner = LeasedSparkRunner(spark, lease_seconds=0.0, max_dml_bytes=4096)
     db = _db(spark, tmp_path / "db", runner=runner)
     try:
@@ -284,6 +296,52 @@ class KillOnce:
         os.write(fd, f"{plan.data_epoch} {actor_id}\n".encode())
         os.close(fd)
         os._exit(1)
+
+
+class FailOnce:
+    """A `TaskHook` that fails an actor of stage 0 run by slot 1 once, after its executors ran
+    (a marker file remembers it happened, across processes): slot 0 then waits in stage 1 for
+    slot 1's output, which never comes."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __call__(self, point: str, plan: EpochPlan, aid: int) -> None:
+        if point != "executed" or len(plan.stages) < 2 or not os.path.exists(self.marker + ".armed"):
+            return
+        if (
+            plan.partition_index(0).get(next((a for a in plan.stages[0] if actor_id(*a) == aid), (-1, -1)))
+            != 1
+        ):
+            return
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        raise RuntimeError("injected actor failure")
+
+
+def test_an_actor_failure_on_the_data_plane_fails_the_epoch_not_the_lease(spark: Any, tmp_path: Path) -> None:
+    """An actor of stage 0 fails on slot 1: its task tells its peers (ABORT), slot 0 stops
+    waiting for its output, the epoch fails and is retried by the barrier manager on the same
+    lease; nothing is lost or duplicated."""
+    marker = str(tmp_path / "failed")
+    runner = LeasedSparkRunner(spark, hook=FailOnce(marker), lease_seconds=60.0, idle_seconds=30.0)
+    db = _db(spark, tmp_path / "db", runner=runner)
+    db.barriers.isolate_failing_jobs = False
+    try:
+        _counts_by_v(db, 100, 5)
+        pids = runner.lease_pids
+        failures = len(db.barriers.failures)
+        Path(marker + ".armed").touch()
+        db.execute("INSERT INTO t SELECT g, g % 5 FROM generate_series(101, 200) AS g; FLUSH")
+        assert Path(marker).exists() and len(db.barriers.failures) > failures
+        assert runner.lease_pids == pids  # the lease stayed in step
+        got = sorted(tuple(r) for r in db.session().execute_one("SELECT v, n FROM m").rows)
+        assert got == sorted(Counter(g % 5 for g in range(1, 201)).items())
+        assert db.session().execute_one("SELECT count(*) FROM t").rows[0][0] == 200
+    finally:
+        db.close()
 
 
 def test_killed_task_worker_costs_a_retry_not_a_row(spark: Any, tmp_path: Path) -> None:
@@ -372,7 +430,7 @@ def test_data_errors_flow_as_with_spark_and_keep_the_lease(spark: Any, tmp_path:
         # key) are turned away ...
         assert runner._listener is not None
         address = runner._listener.getsockname()[:2]
-        hello = HELLO.pack(WIRE_VERSION, 0, 1)
+        hello = pack_hello(0, 1, "127.0.0.1", 1)
         forged = struct.pack("<Q", len(hello)) + b"\0" * MAC_BYTES + hello
         for junk in (struct.pack("<Q", 1 << 62), forged):
             with socket.create_connection(address, timeout=10) as bad:
@@ -458,9 +516,9 @@ def test_a_forged_frame_fails_the_epoch_which_is_retried(spark: Any, tmp_path: P
         _counts_by_v(db, 100, 5)
         expected = Counter(g % 5 for g in range(1, 101))
         assert runner.proxy is not None and runner.leased_epochs > 0
-        # the epoch stats count the driver's traffic: today every exchanged chunk passes it
+        # the epoch stats count the driver's traffic: control and DML, no exchanged chunk
         busy = [s for s in db.barriers.stats if s.rows_in > 0]
-        assert busy and all(s.driver_wire_bytes > s.driver_exchange_bytes > 0 for s in busy)
+        assert busy and all(s.driver_wire_bytes > 0 and s.driver_exchange_bytes == 0 for s in busy)
         first = 101
         for whose in ("task", "driver"):
             failures = len(db.barriers.failures)

@@ -91,9 +91,11 @@ class EpochStats:
     cache_misses: int = 0  # ... and keys they sent to the state store
     cache_bytes: int = 0  # the operator caches' size after the epoch (all workers)
     #: exchange payload (chunks from one actor to another) that passed through the driver
-    #: process, and all bytes on the driver's wire to its tasks (`EpochRunner.wire_stats`)
+    #: process, all bytes on the driver's wire to its tasks, and the bytes the tasks sent each
+    #: other on the leased runner's data plane (`EpochRunner.wire_stats`)
     driver_exchange_bytes: int = 0
     driver_wire_bytes: int = 0
+    peer_exchange_bytes: int = 0
 
     @property
     def cache_hit_rate(self) -> float:

@@ -6,11 +6,15 @@ Python stage costs ~35-60 ms whatever its tasks do: an empty epoch of a 3-stage 
 ~0.1-0.14 s of which the actors' own work is a few ms. `LeasedSparkRunner` instead starts a
 Spark job of ONE stage whose tasks (one per slot, in the slot's own Python worker pool exactly
 like SparkRunner's, so an actor's operator caches are where it runs) connect back to a TCP
-listener of the driver and then loop on commands: "here is the epoch's plan", "run partition
-`slot` of stage k over these elements", "stop". The driver runs the stages like `LocalRunner`
-(`run_stages`), each partition remotely in its slot's task, the partitions of a stage at the
-same time, and routes their output (Arrow IPC chunks) to the next stage itself. A round trip
-costs well under a millisecond.
+listener of the driver and then loop on commands: "here is the epoch's plan", "run the
+epoch over this stage-0 input", "stop". Each task runs its slot's partition of every stage and
+sends each stage's output (Arrow IPC chunks) straight to the tasks running the downstream
+actors (`runtime.data_plane`: each task listens on its executor's host, says where in its
+hello, and the driver hands out the peer table once per lease). The driver carries control,
+not data: plans, DML, and the actors' reports back (`wire_stats`: `driver_exchange_bytes` is
+0). With `exchange="driver"` (the fallback, for a cluster whose executors cannot reach each
+other) the driver instead runs the stages like `LocalRunner` (`run_stages`) and routes every
+stage's output itself. A round trip costs well under a millisecond.
 
 **One job per epoch, or a lease.** With `lease_seconds=0` (the database's default runner,
 "spark") every epoch is exactly one such Spark job: an empty epoch costs one stage, ~40-65 ms
@@ -18,8 +22,9 @@ instead of ~100-140 ms. The job of the next epoch is started as soon as an epoch
 (while the driver commits the epoch and waits for the next barrier), so its start is mostly off
 the epoch's path; it gives the slots back after `idle_seconds` without an epoch, or when
 another Spark job waits. An epoch whose DML input exceeds `max_dml_bytes` (a bulk load) runs as
-SparkRunner's shuffle job instead, whose shuffle spills to disk where the driver-routed exchange
-holds a stage's elements in the driver's memory. With `lease_seconds > 0` (runner
+SparkRunner's shuffle job instead, whose shuffle spills to disk where the lease's exchange
+holds a stage's whole input in memory (the receiving tasks', or the driver's with exchange
+"driver"; the data plane's channels are not bounded yet). With `lease_seconds > 0` (runner
 "spark-leased") the job serves the epochs that start within `lease_seconds` of it: an epoch
 then costs the actors' work plus ~1 ms. While such a job runs its tasks hold every task slot,
 so any other Spark job (a batch query, the Spark data source, a benchmark's recompute) waits
@@ -32,12 +37,15 @@ tasks do not all connect within `connect_timeout` (slots busy, or fewer free cor
 the epoch runs as a plain `SparkRunner` job instead, as do the epochs of the next
 `retry_seconds`: nothing waits on a job that cannot start.
 
-**Failures.** A task that dies, or a socket that fails mid-epoch, ends the lease (its job is
+**Failures.** A task that dies, or a socket that fails mid-epoch (to the driver, or a data
+link between two tasks: the tasks that see it answer LOST), ends the lease (its job is
 cancelled if it does not end by itself) and fails the epoch with an `InternalError`, which the
 barrier manager retries like any failed Spark job; the next epoch starts a fresh lease. An
 actor's failure comes back as the `ActorFailed` (data errors as its report, as with Spark) and
-leaves the lease running. Operator caches follow `actor_task`'s rule unchanged: an actor's cache
-is used only when it reflects the epoch the plan says is committed.
+leaves the lease running: its task tells its peers it gave the run up (ABORT), so none waits
+for its output, and frames of the failed run still on a link are dropped by its number.
+Operator caches follow `actor_task`'s rule unchanged: an actor's cache is used only when it
+reflects the epoch the plan says is committed.
 
 **The wire** (`runtime.lease_task`, with the task's loop; `runtime.wire`, the frames). Every
 frame carries an HMAC-SHA256 under a per-lease key (32 random bytes, drawn here, handed to the
@@ -68,7 +76,8 @@ from typing import TYPE_CHECKING, Any
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
 from piestream.runtime.actor_task import TaskHook
-from piestream.runtime.epoch_plan import EpochPlan, encode_plan
+from piestream.runtime.data_plane import COUNT, RUN, encode_peers
+from piestream.runtime.epoch_plan import EpochPlan, dml_elements, encode_plan
 from piestream.runtime.exchange import (
     REPORT,
     ActorReport,
@@ -79,18 +88,24 @@ from piestream.runtime.exchange import (
     encode_elements,
 )
 from piestream.runtime.lease_task import (
+    ABORTED,
     CONNECT_TIMEOUT,
+    DONE,
+    EPOCH,
     FAILED,
     HELLO,
+    LOST,
     OUT,
+    PEERS,
     PLAN,
-    RUN,
+    RUN_STAGE,
     STAGE,
     STOP,
     WIRE_VERSION,
     lease_task,
+    unpack_hello,
 )
-from piestream.runtime.runners import KEEP_ALIVE_SECONDS, SparkRunner, run_stages
+from piestream.runtime.runners import KEEP_ALIVE_SECONDS, SparkRunner, collect_reports, run_stages
 from piestream.runtime.wire import FROM_DRIVER, Channel, FrameRejected, new_key
 from piestream.stream.connector import Connectors, registered_connectors
 
@@ -100,11 +115,15 @@ if TYPE_CHECKING:
 LEASE_SECONDS = 30.0  # a lease ends at the first epoch boundary this long after its job started
 IDLE_SECONDS = 1.0  # ... or after this long without an epoch
 MAX_IDLE_SECONDS = 10.0  # the most `spark_runner` lets a job wait for the next epoch
-#: an epoch with more DML input than this runs as a shuffle job (its data would pass the driver)
+#: an epoch with more DML input than this runs as a shuffle job (Spark's shuffle spills; the
+#: lease's exchange would hold each stage's input in memory)
 MAX_DML_BYTES = 64 << 20
 STARTUP_TIMEOUT = 60.0  # ... unless they all run (starting Python workers): then within this
 HELLO_TIMEOUT = 2.0  # a connection's hello must arrive this fast (a task sends it at once)
 RETRY_SECONDS = 30.0  # after a lease could not start, epochs run plainly this long before the next try
+#: how a lease's stages exchange their output: "direct" (task to task, `runtime.data_plane`;
+#: the driver carries only control and DML) or "driver" (the driver routes every chunk)
+EXCHANGES = ("direct", "driver")
 RETIRE_GRACE = 3.0  # an ended lease's job gets this long to finish by itself before it is cancelled
 _POLL = 0.2  # how often a waiting driver looks at its job, and the reaper at its lease
 
@@ -136,6 +155,9 @@ class _Lease:
         self.cv = threading.Condition()
         self.conns: dict[int, Channel] = {}
         self.pids: dict[int, int] = {}
+        self.peers: dict[int, tuple[str, int]] = {}  # slot -> its task's data-plane address
+        self.peers_sent = False  # the peer table went to every task
+        self.runs = 0  # epochs (attempts) run on the lease: the data plane's run numbers
         self.gathering = True  # hellos accepted until every slot said it, or the lease ends
         self.ended = False
         self.busy = False  # commands sent whose answers were not all read yet
@@ -143,12 +165,13 @@ class _Lease:
         self.job_error: BaseException | None = None
         self.reaper: threading.Thread | None = None
 
-    def offer(self, slot: int, pid: int, chan: Channel) -> bool:
+    def offer(self, slot: int, pid: int, chan: Channel, peer: tuple[str, int]) -> bool:
         with self.cv:
             if not self.gathering or self.ended or not 0 <= slot < self.slots or slot in self.conns:
                 return False
             self.conns[slot] = chan
             self.pids[slot] = pid
+            self.peers[slot] = peer
             if len(self.conns) == self.slots:
                 self.gathering = False
             self.cv.notify_all()
@@ -210,8 +233,12 @@ class LeasedSparkRunner(SparkRunner):
         startup_timeout: float = STARTUP_TIMEOUT,
         retry_seconds: float = RETRY_SECONDS,
         max_dml_bytes: int = MAX_DML_BYTES,
+        exchange: str = "direct",
     ) -> None:
         super().__init__(spark, hook, task_slots, keep_alive_seconds)
+        if exchange not in EXCHANGES:
+            raise ValueError(f"not an exchange: {exchange!r} (one of {', '.join(EXCHANGES)})")
+        self.exchange = exchange
         self.lease_seconds = lease_seconds
         self.max_dml_bytes = max_dml_bytes
         self.idle_seconds = idle_seconds
@@ -235,12 +262,13 @@ class LeasedSparkRunner(SparkRunner):
         self.plain_epochs = 0
         self._exchange_bytes = 0  # the last epoch's `wire_stats`
         self._wire_bytes = 0
+        self._peer_bytes = 0
 
     # -- EpochRunner ----------------------------------------------------------------------------
     def _run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         """One epoch, under the runner's lock (`SparkRunner.run`)."""
         lease = None if _dml_bytes(dml) > self.max_dml_bytes else self._usable_lease(plan.connectors)
-        self._exchange_bytes = self._wire_bytes = 0
+        self._exchange_bytes = self._wire_bytes = self._peer_bytes = 0
         if lease is None:
             self.plain_epochs += 1
             self._drop_lease()  # a job of ours holding the slots would keep the plain job waiting
@@ -265,11 +293,16 @@ class LeasedSparkRunner(SparkRunner):
         return reports
 
     def wire_stats(self) -> dict[str, int]:
-        """The driver's traffic in the epoch run last: exchange payload routed through the
-        driver (every chunk from one stage to the next, on a lease; none on a plain job, whose
-        shuffle moves them between executors) and all bytes on the wire to the tasks (DML,
-        plan, chunks and reports both ways, framing)."""
-        return {"driver_exchange_bytes": self._exchange_bytes, "driver_wire_bytes": self._wire_bytes}
+        """The driver's traffic in the epoch run last: exchange payload that passed through the
+        driver (none with the direct exchange, nor on a plain job, whose shuffle moves chunks
+        between executors; every chunk from one stage to the next with exchange "driver"), all
+        bytes on the wire to the tasks (DML, plan, reports, framing; chunks too if it routes
+        them) and the bytes the tasks sent each other on the data plane."""
+        return {
+            "driver_exchange_bytes": self._exchange_bytes,
+            "driver_wire_bytes": self._wire_bytes,
+            "peer_exchange_bytes": self._peer_bytes,
+        }
 
     def keep_alive(self) -> list[int]:
         """SparkRunner's keep-alive job, unless a lease's tasks keep the slots' workers busy
@@ -328,6 +361,80 @@ class LeasedSparkRunner(SparkRunner):
         plan = replace(plan, task_slots=self.task_slots)
         conns = dict(lease.conns)
         wire_before = sum(c.bytes_sent + c.bytes_received for c in conns.values())
+        try:
+            if self.exchange == "direct":
+                return self._run_direct(lease, plan, dml, conns)
+            return self._run_via_driver(lease, plan, dml, conns)
+        finally:
+            self._wire_bytes = sum(c.bytes_sent + c.bytes_received for c in conns.values()) - wire_before
+
+    def _run_direct(
+        self,
+        lease: _Lease,
+        plan: EpochPlan,
+        dml: Mapping[int, Sequence[StreamChunk]],
+        conns: dict[int, Channel],
+    ) -> list[ActorReport]:
+        """The epoch on the data plane: every task gets the plan and its stage-0 DML, runs its
+        partitions of every stage, exchanging with its peers directly, and answers with its
+        actors' reports; every answer is read, so the lease stays in step."""
+        lease.busy = True
+        if not lease.peers_sent:
+            table = encode_peers([lease.peers[s] for s in range(lease.slots)])
+            for slot in sorted(conns):
+                self._send(lease, conns[slot], PEERS, table)
+            lease.peers_sent = True
+        parts = dml_elements(plan, dml)
+        lease.runs += 1
+        run = RUN.pack(lease.runs)
+        blob = encode_plan(plan)
+        for slot in sorted(conns):
+            self._send(lease, conns[slot], PLAN, blob)
+            self._send(
+                lease, conns[slot], EPOCH, run, encode_elements(parts[slot] if slot < len(parts) else [])
+            )
+        elements: list[Element] = []
+        failure: BaseException | None = None
+        lost: str | None = None
+        aborted = False
+        for slot in sorted(conns):
+            reply = self._recv(lease, conns[slot])
+            kind = reply[:1]
+            if kind == DONE:
+                (sent,) = COUNT.unpack_from(reply, 1)
+                self._peer_bytes += sent
+                out = decode_elements(reply, 1 + COUNT.size)
+                # reports only: a chunk here would have passed the driver (and fails the epoch)
+                self._exchange_bytes += sum(len(p) for d, p in out if d != REPORT)
+                elements.extend(out)
+                continue
+            text = reply[1:].decode(errors="replace")
+            if kind == LOST:
+                lost = lost or text
+            elif kind == ABORTED:
+                aborted = True  # the peer that gave up first says why
+            elif failure is None:
+                failed = decode_failure(bytes(reply[1:])) if kind == FAILED else None
+                failure = failed if failed is not None else LeasedTaskError(f"slot {slot} failed: {text}")
+        lease.busy = False
+        if lost is not None:
+            self._end_lease(lease, stop=False)
+            raise LeaseLost(f"the leased Spark job's data plane failed: {lost}")
+        if failure is None and aborted:
+            failure = InternalError("a task of the lease gave up the epoch, none said why")
+        if failure is not None:
+            raise failure
+        return collect_reports(plan, elements)
+
+    def _run_via_driver(
+        self,
+        lease: _Lease,
+        plan: EpochPlan,
+        dml: Mapping[int, Sequence[StreamChunk]],
+        conns: dict[int, Channel],
+    ) -> list[ActorReport]:
+        """The epoch with the driver routing every stage's output to the next (exchange
+        "driver")."""
         blob = encode_plan(plan)
         lease.busy = True
         for slot in sorted(conns):
@@ -337,7 +444,7 @@ class LeasedSparkRunner(SparkRunner):
         def stage(k: int, parts: list[list[Element]]) -> list[list[Element]]:
             lease.busy = True
             for i, part in enumerate(parts):
-                self._send(lease, conns[i], RUN, STAGE.pack(k), encode_elements(part))
+                self._send(lease, conns[i], RUN_STAGE, STAGE.pack(k), encode_elements(part))
             outs: list[list[Element]] = []
             failure: BaseException | None = None
             for i in range(len(parts)):  # every answer is read, so the lease stays in step
@@ -362,10 +469,7 @@ class LeasedSparkRunner(SparkRunner):
                 raise failure
             return outs
 
-        try:
-            return run_stages(plan, dml, stage)
-        finally:
-            self._wire_bytes = sum(c.bytes_sent + c.bytes_received for c in conns.values()) - wire_before
+        return run_stages(plan, dml, stage)
 
     def _send(self, lease: _Lease, chan: Channel, *parts: bytes) -> None:
         try:
@@ -568,15 +672,15 @@ class LeasedSparkRunner(SparkRunner):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     # a fixed-size frame: a stranger's length prefix allocates nothing, and it
                     # must verify under the lease's key (a stranger, a task of an ended lease)
-                    version, slot, pid = HELLO.unpack(chan.recv(exact=HELLO.size))
+                    version, slot, pid, data_plane = unpack_hello(chan.recv(exact=HELLO.size))
                     sock.settimeout(None)
-                except (EOFError, OSError, struct.error):  # FrameRejected is an OSError
+                except (EOFError, OSError, struct.error, ValueError):  # FrameRejected is an OSError
                     chan.close()
                     continue
                 if version != WIRE_VERSION:
                     log.warning("refused a task speaking wire version %d (not %d)", version, WIRE_VERSION)
                     chan.close()
-                elif not lease.offer(slot, pid, chan):
+                elif not lease.offer(slot, pid, chan, data_plane):
                     chan.close()  # a task of an ended lease, or a slot connected twice
         finally:
             srv.close()

@@ -1,4 +1,6 @@
-"""Authenticated frames between the driver and a Spark job's tasks (the leased runner's wire).
+"""Authenticated frames between the driver and a Spark job's tasks (the leased runner's wire),
+and between the tasks themselves (its data plane, `runtime.data_plane`: one direction per
+(sender slot, receiver slot) link, `link`).
 
 A frame is ``length (u64 LE) | HMAC-SHA256 (32 bytes) | body``. The MAC covers the sender's
 direction byte, the frame's sequence number on the connection and the body, under a per-job key
@@ -23,6 +25,7 @@ import logging
 import secrets
 import socket
 import struct
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,13 @@ MAX_FRAME = 1 << 34
 # whose frame it is: part of the MAC, so a frame sent back to its sender does not verify
 FROM_DRIVER = b"D"
 FROM_TASK = b"T"
+_LINK = struct.Struct("<II")
+
+
+def link(sender: int, receiver: int) -> bytes:
+    """The direction of frames from task `sender` to task `receiver` on the data plane
+    (`runtime.data_plane`): a frame of one link does not verify on any other, either way."""
+    return b"L" + _LINK.pack(sender, receiver)
 
 
 def new_key() -> bytes:
@@ -63,13 +73,17 @@ class Channel:
     """One side of an authenticated connection: frames out carry `sends`' MACs and sequence
     numbers, frames in must carry the peer's. Counts the bytes each way (the epoch stats)."""
 
-    def __init__(self, sock: socket.socket, key: bytes, sends: bytes, peer: str = "") -> None:
+    def __init__(
+        self, sock: socket.socket, key: bytes, sends: bytes, peer: str = "", receives: bytes | None = None
+    ) -> None:
         if len(key) != KEY_BYTES:
             raise ValueError(f"a wire key has {KEY_BYTES} bytes")
         self.sock = sock
         self._key = key
         self._sends = sends
-        self._receives = FROM_TASK if sends == FROM_DRIVER else FROM_DRIVER
+        if receives is None:  # the driver <-> task wire
+            receives = FROM_TASK if sends == FROM_DRIVER else FROM_DRIVER
+        self._receives = receives
         self._sent = 0
         self._received = 0
         self.peer = peer
@@ -89,17 +103,29 @@ class Channel:
         self.sock.sendall(b"".join([LEN.pack(size), mac, *parts]))
         self.bytes_sent += LEN.size + MAC_BYTES + size
 
-    def recv(self, exact: int | None = None) -> bytearray:
+    def recv(
+        self, exact: int | None = None, direction: Callable[[bytearray], bytes] | None = None
+    ) -> bytearray:
         """The next frame's body, verified. With `exact`, a frame of any other size is refused
-        before its body is read."""
+        before its body is read. With `direction`, the frame must verify under the direction
+        it gives for the body (a data link's hello names its link), which the channel then
+        receives and its reverse sends."""
         (size,) = LEN.unpack(recv_exact(self.sock, LEN.size))
         if (exact is not None and size != exact) or size > MAX_FRAME:
             self.reject(f"a frame of {size} bytes")
         mac = recv_exact(self.sock, MAC_BYTES)
         body = recv_exact(self.sock, size)
-        if not hmac.compare_digest(mac, self._mac(self._receives, self._received, (body,))):
+        receives = self._receives
+        if direction is not None:
+            try:
+                receives = direction(body)
+            except (ValueError, struct.error):
+                self.reject(f"a hello of {size} bytes that names no link")
+        if not hmac.compare_digest(mac, self._mac(receives, self._received, (body,))):
             self.reject(f"a frame of {size} bytes whose HMAC does not verify")
         self._received += 1
+        if direction is not None:
+            self._receives = receives
         self.bytes_received += LEN.size + MAC_BYTES + size
         return body
 

@@ -55,7 +55,7 @@ class DatabaseConfig:
     parallelism: int = 2
     object_store_url: str | None = None  # default: <data dir>/objects
     #: "spark" (one Spark job of one stage per epoch, its tasks run every stage and exchange
-    #: through the driver: `runtime.leased` with leases of one epoch), "spark-shuffle" (one Spark
+    #: directly with each other: `runtime.leased` with leases of one epoch), "spark-shuffle" (one Spark
     #: job per epoch with a Spark shuffle per exchange: `runtime.runners.SparkRunner`),
     #: "spark-leased" (one Spark job serves the epochs of `lease_seconds`) or "local"
     #: (in-process, for tests and debugging)
