@@ -88,6 +88,8 @@ def test_catalog_oids_regtype_arrays_and_array_remove(conn: psycopg.Connection) 
         1259,
     )
     assert conn.execute("SELECT 'pg_catalog.pg_type'::regclass::text").fetchone() == ("pg_type",)
+    side = conn.execute("SELECT relname FROM pg_catalog.pg_class WHERE relnamespace = 'side'::regnamespace")
+    assert side.fetchall() == [("t",), ("t_pkey",)]
     ext = conn.execute("SELECT x.tableoid FROM pg_catalog.pg_namespace x LIMIT 1").fetchone()
     assert ext == (2615,)
     # pgcli's completion queries cast oid arrays to regtype[]

@@ -316,6 +316,9 @@ def _rewrite_cast(node: exp.Cast) -> exp.Expression:
         return exp.Anonymous(this="to_regclass_oid", expressions=[inner])
     if target == "regtype":
         return exp.Anonymous(this="to_regtype_oid", expressions=[inner])
+    if target == "regnamespace" and isinstance(original, exp.Literal) and original.is_string:
+        lookup = exp.select("oid").from_("pg_catalog.pg_namespace").where(exp.column("nspname").eq(inner))
+        return exp.Subquery(this=lookup)
     if target == "regtype[]":  # an oid array / oidvector as the array of its types' names
         return exp.Anonymous(this="regtype_array_pg", expressions=[inner])
     if target == "regclass[]":
