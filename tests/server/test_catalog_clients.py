@@ -146,3 +146,26 @@ def test_psql_describe_index_and_show_view(server: PgServer, conn: psycopg.Conne
     conn.execute("CREATE INDEX acct_balance ON public.acct USING btree (balance)")
     with pytest.raises(psycopg.errors.FeatureNotSupported, match="USING other than btree"):
         conn.execute("CREATE INDEX acct_h ON acct USING hash (balance)")
+
+
+def test_pgcli_completion_queries(server: PgServer, conn: psycopg.Connection) -> None:
+    """pgcli's own PGExecute runs the queries its completer is built from."""
+    from pgcli.pgexecute import PGExecute
+
+    ex = PGExecute(database="dev", user="root", password="", host="127.0.0.1", port=server.port, dsn="")
+    try:
+        assert {"public", "side"} <= set(ex.schemata())
+        tables = set(ex.tables())
+        assert {("public", "acct"), ("side", "t")} <= tables
+        assert {("public", "owners"), ("public", "rich")} <= set(ex.views())  # pgcli lists MVs as views
+        columns = {(s, t, c, ty) for s, t, c, ty, *_ in ex.table_columns()}
+        assert ("public", "acct", "region", "character varying") in columns
+        assert ("side", "t", "a", "integer") in columns
+        assert ("public", "rich", "balance", "numeric") in {tuple(r[:4]) for r in ex.view_columns()}
+        assert list(ex.functions()) == [] and list(ex.datatypes()) == []
+        assert list(ex.databases()) == ["dev"]
+        # its foreign-key query correlates an unnest inside a FROM subquery: refused, not "none"
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            list(ex.foreignkeys())
+    finally:
+        ex.conn.close()

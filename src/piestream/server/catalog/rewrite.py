@@ -175,8 +175,21 @@ def _sub(node: exp.Expression) -> exp.Expression:
     return node.transform(_rewrite)
 
 
+#: SQLite keywords PostgreSQL takes as bare column aliases (pgcli's ``... default``): quoted
+_SQLITE_KEYWORDS = frozenset(
+    {
+        *("default", "order", "group", "index", "key", "table", "values", "action", "column", "plan"),
+        *("query", "temp", "view", "replace", "match", "offset", "limit", "row", "rows", "filter"),
+        *("window", "range", "over", "do", "end", "check", "references", "primary", "unique"),
+        *("natural", "cast", "collate"),
+    }
+)
+
+
 def _rewrite(node: exp.Expression) -> exp.Expression:
     """One node as SQLite takes it (for ``transform``; rewritten nodes have rewritten children)."""
+    if isinstance(node, exp.Identifier) and not node.quoted and node.name.lower() in _SQLITE_KEYWORDS:
+        return exp.Identifier(this=node.name, quoted=True)
     if isinstance(node, exp.Collate):
         return _sub(node.this)
     if (

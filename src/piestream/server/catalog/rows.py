@@ -412,6 +412,10 @@ class CatalogRows:
                 out["pg_matviews"].append(
                     (r.schema_name, r.name, user, None, int(has_index), 1, query_part(r.definition))
                 )
+        out["pg_language"] = [  # PostgreSQL's built-in languages (no function is listed in pg_proc)
+            (oid, name, SUPERUSER_OID, 0, int(name != "c"), 0, 0, 0, None)
+            for oid, name in ((12, "internal"), (13, "c"), (14, "sql"))
+        ]
         out["pg_foreign_server"] = [
             (FOREIGN_SERVER_OID, "piestream_connectors", SUPERUSER_OID, 0, None, None, None, None)
         ]

@@ -91,8 +91,16 @@ _TABLES_TEXT: dict[str, str] = {
         "text, backend_type text"
     ),
     "pg_proc": (
-        "oid oid, proname name, pronamespace oid, proowner oid, prolang oid, prokind char, prorettype "
-        "oid, proargtypes text, proretset bool, proargnames text, prosrc text"
+        "oid oid, proname name, pronamespace oid, proowner oid, prolang oid, procost float4, prorows "
+        "float4, provariadic oid, prosupport oid, prokind char, prosecdef bool, proleakproof bool, "
+        "proisstrict bool, proretset bool, provolatile char, proparallel char, pronargs int2, "
+        "pronargdefaults int2, prorettype oid, proargtypes oidvector, proallargtypes text, proargmodes "
+        "text, proargnames text, proargdefaults text, protrftypes text, prosrc text, probin text, "
+        "prosqlbody text, proconfig text, proacl text"
+    ),
+    "pg_language": (
+        "oid oid, lanname name, lanowner oid, lanispl bool, lanpltrusted bool, lanplcallfoid oid, "
+        "laninline oid, lanvalidator oid, lanacl text"
     ),
     "pg_extension": (
         "oid oid, extname name, extowner oid, extnamespace oid, extrelocatable bool, extversion text, "
@@ -206,7 +214,7 @@ _PG_OIDS = {
     "pg_statistic_ext": 3381, "pg_publication": 6104, "pg_publication_rel": 6106,
     "pg_publication_namespace": 6237, "pg_partitioned_table": 3350, "pg_foreign_table": 3118,
     "pg_foreign_server": 1417, "pg_depend": 2608, "pg_event_trigger": 3466, "pg_range": 3541,
-    "pg_opclass": 2616, "pg_auth_members": 1261, "pg_roles": 12000, "pg_user": 12001,
+    "pg_opclass": 2616, "pg_language": 2612, "pg_auth_members": 1261, "pg_roles": 12000, "pg_user": 12001,
 }  # fmt: skip
 CATALOG_OIDS: dict[str, int] = {name: _PG_OIDS.get(name, 1000 + i) for i, name in enumerate(sorted(TABLES))}
 CATALOG_BY_OID: dict[int, str] = {oid: name for name, oid in CATALOG_OIDS.items()}
