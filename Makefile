@@ -32,8 +32,8 @@ check-lock: $(STAMP)
 	  exit 1; }
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench integrations
+	$(BIN)/ruff format --check src tests bench integrations
 	$(BIN)/mypy
 
 unit: $(STAMP)

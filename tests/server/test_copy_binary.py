@@ -224,3 +224,43 @@ def test_adbc_reads_a_select_and_an_mv(server: PgServer, conn: psycopg.Connectio
         assert mv.to_pylist() == [{"grp": "a", "n": 2, "total": 1.5}, {"grp": "b", "n": 1, "total": 2.5}]
         cur.execute("SELECT k FROM ad WHERE k > 100")
         assert cur.fetch_arrow_table().num_rows == 0
+
+
+def test_adbc_ingest_create_append_replace(server: PgServer, conn: psycopg.Connection) -> None:
+    """ADBC's bulk ingest: CREATE TABLE "public"."t" + binary COPY with no trailer (a last NULL
+    field ends in the bytes a trailer is), the column lookup by ``$1::regclass`` for append."""
+    import pyarrow as pa
+
+    data = pa.table(
+        {"id": pa.array([1, 2, None], pa.int64()), "name": ["x", None, "z"], "v": [0.5, 1.5, None]}
+    )
+    uri = f"postgresql://root@127.0.0.1:{server.port}/dev"
+    with adbc.connect(uri) as ac, ac.cursor() as cur:
+        assert cur.adbc_ingest("ingested", data, mode="create") == 3
+        ac.commit()
+        assert cur.adbc_ingest("ingested", data.slice(0, 2), mode="append") == 2
+        ac.commit()
+        cur.execute("SELECT id, name, v FROM ingested ORDER BY id NULLS LAST, name NULLS LAST")
+        assert cur.fetch_arrow_table().to_pylist() == [
+            {"id": 1, "name": "x", "v": 0.5},
+            {"id": 1, "name": "x", "v": 0.5},
+            {"id": 2, "name": None, "v": 1.5},
+            {"id": 2, "name": None, "v": 1.5},
+            {"id": None, "name": "z", "v": None},
+        ]
+        assert cur.adbc_ingest("ingested", data.slice(2, 1), mode="replace") == 1
+        ac.commit()
+    assert conn.execute("SELECT id, name, v FROM ingested").fetchall() == [(None, "z", None)]
+    # the same stream by hand: no trailer, the last field NULL
+    conn.execute("CREATE TABLE no_trailer (a int, b int)")
+    body = HEADER + struct.pack(">hii", 2, 4, 7) + struct.pack(">i", -1)
+    with conn.cursor() as cur, cur.copy("COPY no_trailer FROM STDIN (FORMAT binary)") as cp:
+        cp.write(body)
+    assert conn.execute("SELECT a, b FROM no_trailer").fetchall() == [(7, None)]
+    after = body + TRAILER + struct.pack(">hii", 2, 4, 7) + struct.pack(">i", -1) + TRAILER
+    with (
+        pytest.raises(psycopg.errors.BadCopyFileFormat, match="after EOF marker"),
+        conn.cursor() as cur,
+        cur.copy("COPY no_trailer FROM STDIN (FORMAT binary)") as cp,
+    ):
+        cp.write(after)

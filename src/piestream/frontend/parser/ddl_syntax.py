@@ -264,7 +264,11 @@ class DdlParser(FunctionParser, RoleParser):
         self._expect("ON")
         table = self._parse_object_name()
         if self._match(TokenType.USING):
-            raise self._unsupported("CREATE INDEX ... USING", self._prev)
+            # the one access method piestream's indexes are: sorted by their keys (pg_dump writes it)
+            method = self._curr
+            if method is None or method.text.lower() != "btree":
+                raise self._unsupported("CREATE INDEX ... USING other than btree", method or self._prev)
+            self._advance()
         self._match_l_paren()
         columns = [self._parse_index_column()]
         while self._match(TokenType.COMMA):

@@ -24,11 +24,11 @@ Relations piestream stores: tables are ``r``, materialized views ``m``, views ``
 sources ``f`` (foreign tables: their rows live outside). A table's user-declared primary key is a
 ``p`` constraint with its index ``<table>_pkey``. OIDs are piestream object ids + 16384.
 
-A catalog query that SQLite cannot run (set-returning functions such as ``unnest`` over arrays,
-PostgreSQL features with no counterpart here) and that reads only system catalogs answers with
-no rows: every such query asks about something piestream does not have (publications, policies,
-extended statistics, array-valued keys), so "none" is the true answer for all of them. A query
-that also reads user relations never goes here: the engine runs it.
+A catalog query that SQLite cannot run (a column or function the emulation lacks, an SRF beside
+GROUP BY, ...) is refused with 0A000, never answered with no rows: "no rows" is what clients
+read as "no primary key" or "no index". Set-returning functions (``unnest``,
+``generate_subscripts``) in select lists and FROM become ``json_each`` joins (``rewrite``).
+A query that also reads user relations never goes here: the engine runs it.
 
 The modules, in the order a query meets them:
 

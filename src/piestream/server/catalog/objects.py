@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 
 from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.parser import parse_one
+from piestream.frontend.parser.ast import CreateIndex
 from piestream.frontend.parser.names import quote_ident
 
 OID_OFFSET = 16384
@@ -54,6 +56,31 @@ def has_user_pk(r: Relation) -> bool:
 
 def pkey_oid(r: Relation) -> int | None:
     return rel_oid(r) + 1_000_000 if has_user_pk(r) else None
+
+
+def index_stored_columns(index: Relation) -> list[str]:
+    """An index's columns as pg_index.indkey lists them: its keys in key order, then the columns
+    it also stores (INCLUDE)."""
+    keys = list(index.index.columns) if index.index is not None else []
+    return [*keys, *(c.name for c in index.visible_columns if c.name not in keys)]
+
+
+def index_keys(index: Relation) -> list[tuple[str, bool]]:
+    """An index's key columns with whether each is DESC (from its CREATE INDEX text)."""
+    stmt = parse_one(index.definition)
+    if isinstance(stmt, CreateIndex):
+        return [(c.name, c.desc) for c in stmt.columns]
+    return [(c, False) for c in (index.index.columns if index.index is not None else ())]
+
+
+def indexdef(index: Relation, base: Relation) -> str:
+    """pg_get_indexdef of a secondary index, in PostgreSQL's form (``CREATE INDEX i ON s.t USING
+    btree (k DESC) INCLUDE (c)``): psql's ``\\d`` shows the part after USING."""
+    keys = [quote_ident(name) + (" DESC" if desc else "") for name, desc in index_keys(index)]
+    stored = index_stored_columns(index)[len(keys) :]
+    table = f"{quote_ident(base.schema_name)}.{quote_ident(base.name)}"
+    include = f" INCLUDE ({', '.join(quote_ident(c) for c in stored)})" if stored else ""
+    return f"CREATE INDEX {quote_ident(index.name)} ON {table} USING btree ({', '.join(keys)}){include}"
 
 
 def pkey_indexdef(r: Relation) -> str:

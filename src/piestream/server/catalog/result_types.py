@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from piestream.common.types import BIGINT, BOOLEAN, DOUBLE, INT, REAL, SMALLINT, VARCHAR, DataType
+from piestream.common.types import BIGINT, BOOLEAN, DOUBLE, INT, REAL, SMALLINT, VARCHAR, DataType, list_of
 from piestream.server.catalog.routing import func_name, type_name
-from piestream.server.catalog.sqlite_functions import FUNCTION_TYPES, SystemFunctions, as_int
+from piestream.server.catalog.sqlite_functions import FUNCTION_TYPES, SystemFunctions, array_items, as_int
 from piestream.server.catalog.tables import INFO_TABLES, TABLES, table_columns
 
 #: pg type name -> the engine type a result column of it is sent as
@@ -30,6 +30,13 @@ _RESULT_TYPE: dict[str, DataType] = {
     "regclass": VARCHAR,
     "regtype": VARCHAR,
 }
+
+
+#: what a FROM item's alias names: a catalog table, or a derived table's (column, type) list
+Scope = str | list[tuple[str, str | None]]
+
+#: element types an emulated array result column can have
+_ARRAY_ELEMS = frozenset({"bool", "int2", "int4", "int8", "oid", "float4", "float8", "text", "name"})
 
 
 def describe(tree: exp.Expr) -> tuple[list[str], list[str | None]]:
@@ -50,7 +57,7 @@ def describe(tree: exp.Expr) -> tuple[list[str], list[str | None]]:
             for alias, table in tables.items():
                 if qual and alias != qual.lower():
                     continue
-                for c, t in table_columns(table):
+                for c, t in _columns_of(table):
                     names.append(c)
                     types.append(t)
             continue
@@ -59,7 +66,7 @@ def describe(tree: exp.Expr) -> tuple[list[str], list[str | None]]:
     return names, types
 
 
-def _expr_type(e: exp.Expression, tables: dict[str, str]) -> str | None:
+def _expr_type(e: exp.Expression, tables: dict[str, Scope]) -> str | None:
     if isinstance(e, exp.Alias | exp.Paren | exp.Collate):
         return _expr_type(e.this, tables)
     if isinstance(e, exp.Column):
@@ -88,6 +95,8 @@ def _expr_type(e: exp.Expression, tables: dict[str, str]) -> str | None:
             "char": "char",
             "float4": "float4",
             "float8": "float8",
+            "regtype[]": "_text",
+            "regclass[]": "_text",
         }.get(target, "text")
     if isinstance(
         e,
@@ -128,6 +137,16 @@ def _expr_type(e: exp.Expression, tables: dict[str, str]) -> str | None:
         return _expr_type(e.this, tables)
     if isinstance(e, exp.Count):
         return "int8"
+    if isinstance(e, exp.ArrayAgg):  # an array of its argument's type
+        arg = e.this.this if isinstance(e.this, exp.Order) else e.this
+        elem = _expr_type(arg, tables) or "text"
+        return "_" + (elem if elem in _ARRAY_ELEMS else "text")
+    if isinstance(e, exp.Explode | exp.Unnest):  # an element of the array it reads
+        array = e.this if isinstance(e, exp.Explode) else (e.expressions or [None])[0]
+        t = _expr_type(array, tables) if array is not None else None
+        return {"int2vector": "int2", "oidvector": "oid"}.get(t or "", t[1:] if t and t[0] == "_" else None)
+    if isinstance(e, exp.Anonymous) and str(e.name).lower() == "generate_subscripts":
+        return "int4"
     if isinstance(e, exp.Sum | exp.Min | exp.Max):
         return _expr_type(e.this, tables)
     if isinstance(e, exp.DPipe | exp.Concat | exp.GroupConcat | exp.Upper | exp.Lower | exp.Substring):
@@ -171,6 +190,13 @@ def convert(
 
 
 def _converter(pg: str, functions: SystemFunctions) -> tuple[DataType, Callable[[Any], Any]]:
+    if pg[:1] == "_" and pg[1:] in _ARRAY_ELEMS:  # an array, from its text ``{a,b}``
+        elem, conv = _converter(pg[1:], functions)
+
+        def to_list(v: Any) -> list[Any] | None:
+            return None if v is None else [None if x == "NULL" else conv(x) for x in array_items(v)]
+
+        return list_of(elem), to_list
     if pg == "bool":
         return BOOLEAN, _to_bool
     if pg in ("int2", "int4", "int8", "oid"):
@@ -184,9 +210,10 @@ def _converter(pg: str, functions: SystemFunctions) -> tuple[DataType, Callable[
     return VARCHAR, _to_text
 
 
-def _scope_tables(select: exp.Select) -> dict[str, str]:
-    """alias (lower case) -> catalog table name, for the FROM and JOINs of one SELECT level."""
-    out: dict[str, str] = {}
+def _scope_tables(select: exp.Select) -> dict[str, Scope]:
+    """alias (lower case) -> catalog table name (or a derived table's typed columns), for the FROM
+    and JOINs of one SELECT level."""
+    out: dict[str, Scope] = {}
     sources: list[exp.Expression] = []
     from_ = select.args.get("from") or select.args.get("from_")
     if from_ is not None:
@@ -196,10 +223,17 @@ def _scope_tables(select: exp.Select) -> dict[str, str]:
     for s in sources:
         if isinstance(s, exp.Table) and isinstance(s.this, exp.Identifier):
             out[(s.alias or s.name).lower()] = s.name.lower()
+        elif isinstance(s, exp.Subquery) and s.alias:  # a derived table: its columns' types
+            names, types = describe(s.this)
+            out[s.alias.lower()] = list(zip(names, types, strict=True))
     return out
 
 
-def _column_type(col: exp.Column, tables: dict[str, str]) -> str | None:
+def _columns_of(table: Scope) -> list[tuple[str, str | None]]:
+    return list(table_columns(table)) if isinstance(table, str) else table
+
+
+def _column_type(col: exp.Column, tables: dict[str, Scope]) -> str | None:
     name = col.name.lower()
     qual = col.table.lower() if col.table else ""
     candidates = (
@@ -208,8 +242,8 @@ def _column_type(col: exp.Column, tables: dict[str, str]) -> str | None:
         else ([qual] if qual in TABLES or qual in INFO_TABLES else list(tables.values()))
     )
     for table in candidates:
-        for c, t in table_columns(table):
-            if c == name:
+        for c, t in _columns_of(table):
+            if c.lower() == name:
                 return t
     return None
 
@@ -224,6 +258,8 @@ def _output_name(e: exp.Expression) -> str:
     if isinstance(e, exp.Cast):
         inner = _output_name(e.this)
         return inner if inner != "?column?" else type_name(e.args["to"])
+    if isinstance(e, exp.Explode | exp.Unnest):
+        return "unnest"
     name = func_name(e)
     if name is not None:
         return name

@@ -34,6 +34,7 @@ for _name in ("CurrentCatalog",):
 _GENERIC_FUNCS = frozenset(
     {
         "array_to_string",
+        "array_remove",
         "array_length",
         "array_upper",
         "array_lower",
@@ -47,7 +48,7 @@ _GENERIC_FUNCS = frozenset(
 _OID_TYPES = frozenset({"oid", "regclass", "regtype", "regproc", "regprocedure", "regnamespace", "regrole"})
 _CATALOG_WORDS = re.compile(
     r"\b(pg_catalog|information_schema|pg_[a-z_]+|version\s*\(|current_database|current_schemas?|format_type"
-    r"|obj_description|col_description|has_[a-z_]+_privilege)\b",
+    r"|obj_description|col_description|has_[a-z_]+_privilege)\b|::\s*reg(?:type|class|proc|namespace|role)\b",
     re.IGNORECASE,
 )
 

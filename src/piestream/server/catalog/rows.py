@@ -29,6 +29,9 @@ from piestream.server.catalog.objects import (
     PUBLIC_NS,
     SUPERUSER_OID,
     has_user_pk,
+    index_keys,
+    index_stored_columns,
+    indexdef,
     pk_names,
     pkey_indexdef,
     query_part,
@@ -288,12 +291,16 @@ class CatalogRows:
                 base = next((b for b in self.rels if r.index is not None and b.id == r.index.index_of), None)
                 if base is not None:
                     keys = list(r.index.columns) if r.index is not None else []
-                    nums = [str(i + 1) for i, c in enumerate(base.visible_columns) if c.name in keys]
+                    # indkey: the key columns in key order, then the columns the index also stores
+                    # (INCLUDE), as attribute numbers of the base relation
+                    position = {c.name: str(i + 1) for i, c in enumerate(base.visible_columns)}
+                    stored = index_stored_columns(r)
+                    nums = [position[n] for n in stored if n in position]
                     out["pg_index"].append(
                         (
                             oid,
                             rel_oid(base),
-                            len(cols),
+                            len(nums),
                             len(keys),
                             0,
                             0,
@@ -307,14 +314,15 @@ class CatalogRows:
                             0,
                             " ".join(nums),
                             None,
-                            None,
-                            None,
+                            " ".join("0" * len(keys)),
+                            # indoption: DESC is 1, and DESC's default NULLS FIRST adds 2
+                            " ".join("3" if desc else "0" for _, desc in index_keys(r)),
                             None,
                             None,
                             0,
                         )
                     )
-                    out["pg_indexes"].append((base.schema_name, base.name, r.name, None, r.definition))
+                    out["pg_indexes"].append((base.schema_name, base.name, r.name, None, indexdef(r, base)))
             if has_user_pk(r):
                 pk_oid = rel_oid(r) + 1_000_000
                 assert r.table is not None
@@ -375,8 +383,8 @@ class CatalogRows:
                         0,
                         " ".join(nums),
                         None,
-                        None,
-                        None,
+                        " ".join("0" * len(nums)),
+                        " ".join("0" * len(nums)),
                         None,
                         None,
                         0,
@@ -430,7 +438,13 @@ class CatalogRows:
                 out["pg_matviews"].append(
                     (r.schema_name, r.name, user, None, int(has_index), 1, query_part(r.definition))
                 )
-        out["pg_foreign_server"] = [(FOREIGN_SERVER_OID, "piestream_connectors")]
+        out["pg_language"] = [  # PostgreSQL's built-in languages (no function is listed in pg_proc)
+            (oid, name, SUPERUSER_OID, 0, int(name != "c"), 0, 0, 0, None)
+            for oid, name in ((12, "internal"), (13, "c"), (14, "sql"))
+        ]
+        out["pg_foreign_server"] = [
+            (FOREIGN_SERVER_OID, "piestream_connectors", SUPERUSER_OID, 0, None, None, None, None)
+        ]
         out["pg_type"] = list(self.types.rows)
         out["tables"] = info_tables
         out["columns"] = info_columns

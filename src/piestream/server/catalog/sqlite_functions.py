@@ -15,9 +15,14 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from piestream.common.composite_text import format_list, parse_list
+from piestream.common.errors import InvalidInput
+from piestream.common.types import VARCHAR, list_of
 from piestream.frontend.catalog import Relation, RelationKind
 from piestream.server.catalog.objects import (
     VERSION_STRING,
+    index_stored_columns,
+    indexdef,
     pk_names,
     pkey_indexdef,
     pkey_oid,
@@ -26,7 +31,7 @@ from piestream.server.catalog.objects import (
 )
 from piestream.server.catalog.pg_types import TypeRegistry, with_typmod
 from piestream.server.catalog.rows import CatalogContext
-from piestream.server.catalog.tables import TABLES
+from piestream.server.catalog.tables import CATALOG_BY_OID, CATALOG_OIDS
 
 #: system functions and their result types (None: from the argument / the values)
 FUNCTION_TYPES: dict[str, str] = {
@@ -86,6 +91,13 @@ FUNCTION_TYPES: dict[str, str] = {
     "regexp_i_like": "bool",
     "regexp_like": "bool",
     "array_contains_pg": "bool",
+    "array_remove": "text",
+    "array_pg": "text",
+    "regtype_array_pg": "_text",
+    "regclass_array_pg": "_text",
+    "array_positions_pg": "text",
+    "array_item_pg": "text",
+    "array_subscript_pg": "int4",
     "regclass_name": "text",
     "regtype_name": "text",
     "to_regclass_oid": "regclass",
@@ -102,7 +114,11 @@ FUNCTION_TYPES: dict[str, str] = {
     "pg_get_triggerdef": "text",
     "pg_get_ruledef": "text",
     "pg_get_functiondef": "text",
+    "acldefault": "text",
 }
+
+
+_TEXT_ARRAY = list_of(VARCHAR)
 
 
 class SystemFunctions:
@@ -158,6 +174,9 @@ class SystemFunctions:
             "pg_get_triggerdef": const(None),
             "pg_get_ruledef": const(None),
             "pg_get_functiondef": const(None),
+            # privileges are not kept as ACLs here: NULL acl columns mean "the default", so pg_dump
+            # (which dumps the difference from acldefault) writes no GRANT / REVOKE
+            "acldefault": const(None),
             "pg_relation_size": const(0),
             "pg_total_relation_size": const(0),
             "pg_table_size": const(0),
@@ -193,7 +212,20 @@ class SystemFunctions:
             "array_upper": lambda a, d=1: _array_len(a),
             "array_lower": lambda a, d=1: 1 if _array_len(a) else None,
             "cardinality": lambda a: _array_len(a) or 0,
-            "array_contains_pg": lambda arr, x: None if arr is None else int(str(x) in _array_items(arr)),
+            "array_contains_pg": lambda arr, x: None if arr is None else int(str(x) in array_items(arr)),
+            "array_remove": _array_remove,
+            "array_pg": lambda *items: array_text(list(items)),
+            "regtype_array_pg": lambda arr: (
+                None
+                if arr is None
+                else array_text([self.types.names.get(as_int(x), x) for x in array_items(arr)])
+            ),
+            "regclass_array_pg": lambda arr: (
+                None if arr is None else array_text([self.regclass_name(x) for x in array_items(arr)])
+            ),
+            "array_positions_pg": _array_positions,
+            "array_item_pg": _array_item,
+            "array_subscript_pg": lambda arr, i: None if arr is None or i >= len(array_items(arr)) else i + 1,
             "json_build_object": lambda *a: json.dumps(dict(zip(a[::2], a[1::2], strict=False))),
             "regexp": lambda pattern, value: _regex(pattern, value, 0),
             "regexp_i_like": lambda value, pattern: _regex(pattern, value, re.IGNORECASE),
@@ -201,7 +233,8 @@ class SystemFunctions:
         }
         for name, fn in fns.items():
             conn.create_function(name, -1, fn, deterministic=False)
-        conn.create_aggregate("array_agg_pg", 1, _ArrayAgg)  # type: ignore[arg-type]
+        conn.create_aggregate("array_agg_pg", -1, _ArrayAgg)  # type: ignore[arg-type]
+        conn.create_aggregate("string_agg", 2, _StringAgg)  # type: ignore[arg-type]
 
     # -- system functions -------------------------------------------------------------------------
     def _rel(self, oid: Any) -> Relation | None:
@@ -241,11 +274,18 @@ class SystemFunctions:
         return query_part(rel.definition)
 
     def _indexdef(self, oid: Any, column: Any = 0, pretty: Any = None) -> str | None:
-        o = as_int(oid)
+        o, k = as_int(oid), as_int(column or 0)
         for r in self._rels:
             if rel_oid(r) == o and r.kind is RelationKind.INDEX:
-                return r.definition
+                if k > 0:  # the k-th indexed column's definition: its name
+                    stored = index_stored_columns(r)
+                    return _quote_ident(stored[k - 1]) if k <= len(stored) else None
+                base = next((b for b in self._rels if r.index is not None and b.id == r.index.index_of), None)
+                return r.definition if base is None else indexdef(r, base)
             if pkey_oid(r) == o:
+                if k > 0:
+                    names = pk_names(r).split(", ")
+                    return _quote_ident(names[k - 1]) if k <= len(names) else None
                 return pkey_indexdef(r)
         return None
 
@@ -262,24 +302,30 @@ class SystemFunctions:
         text = str(name).strip()
         if text.isdigit():
             return int(text)
-        text = text.split(".")[-1].strip('"')
-        for r in self._rels:
-            if r.name == text:
+        parts = [p.strip().strip('"') for p in text.split(".")]
+        name, schema = parts[-1], (parts[-2] if len(parts) > 1 else None)
+        if schema in ("pg_catalog", "information_schema") or (schema is None and name in CATALOG_OIDS):
+            return CATALOG_OIDS.get(name)
+        for r in self._rels:  # a relation, or a table's primary key index (``t_pkey``)
+            schema_ok = r.schema_name == schema if schema is not None else self.ctx.visible(r, self._rels)
+            if not schema_ok:
+                continue
+            if r.name == name:
                 return rel_oid(r)
-        if text in TABLES:
-            return 1000 + sorted(TABLES).index(text)
+            if name == f"{r.name}_pkey" and pkey_oid(r) is not None:
+                return pkey_oid(r)
         return None
 
     def regclass_name(self, oid: Any) -> str | None:
         if oid is None:
             return None
         rel = self._rel(oid)
-        if rel is not None:
-            return rel.name
-        o = as_int(oid)
-        if 1000 <= o < 1000 + len(TABLES):
-            return sorted(TABLES)[o - 1000]
-        return str(oid)
+        if rel is not None:  # as regclass_out prints it: qualified when not on the search_path
+            return rel.name if self.ctx.visible(rel, self._rels) else f"{rel.schema_name}.{rel.name}"
+        pk = next((r for r in self._rels if pkey_oid(r) == as_int(oid)), None)
+        if pk is not None:
+            return f"{pk.name}_pkey"
+        return CATALOG_BY_OID.get(as_int(oid), str(oid))
 
     def _to_regtype(self, name: Any) -> int | None:
         if name is None:
@@ -309,25 +355,63 @@ def _regex(pattern: Any, value: Any, flags: int) -> int | None:
         raise ValueError(f"invalid regular expression: {pattern}") from None
 
 
-def _array_items(arr: Any) -> list[str]:
+def array_items(arr: Any) -> list[str]:
+    """The elements of an array's text: ``{a,"b c",NULL}`` (array_out's form) or an int2vector's /
+    oidvector's ``1 2``; a NULL element is the text ``NULL``."""
     text = str(arr).strip()
     if text.startswith("{") and text.endswith("}"):
-        text = text[1:-1]
-        return [x.strip().strip('"') for x in text.split(",")] if text else []
+        try:
+            items = parse_list(text, _TEXT_ARRAY, lambda s, t: s)
+        except InvalidInput:
+            return [x.strip().strip('"') for x in text[1:-1].split(",")] if text[1:-1] else []
+        return ["NULL" if x is None else str(x) for x in items]
     return text.split()
+
+
+def array_text(items: list[Any]) -> str:
+    """array_out's text of a 1-D array of `items` (None: NULL), quoting what needs quotes."""
+    return format_list(items, _TEXT_ARRAY, lambda v, t: str(v))
 
 
 def _array_len(arr: Any) -> int | None:
     if arr is None:
         return None
-    n = len(_array_items(arr))
+    n = len(array_items(arr))
     return n or None
+
+
+def _array_positions(*arrays: Any) -> str:
+    """The 0-based positions a select list's set-returning calls run over, as JSON for json_each:
+    as many as the longest array has elements (a NULL array has none)."""
+    return json.dumps(list(range(max((len(array_items(a)) for a in arrays if a is not None), default=0))))
+
+
+def _array_item(arr: Any, i: int) -> Any:
+    """`arr`'s element at 0-based `i`, NULL past its end; integers as integers (int2vector, oid[])."""
+    items = [] if arr is None else array_items(arr)
+    if i >= len(items):
+        return None
+    item = items[i]
+    if item == "NULL":
+        return None
+    return (
+        int(item)
+        if (item.lstrip("-").isdigit() and not item.lstrip("-").startswith("0")) or item == "0"
+        else item
+    )
+
+
+def _array_remove(arr: Any, x: Any) -> str | None:
+    """PostgreSQL's ``array_remove``: NULL stays NULL, every element equal to `x` goes."""
+    if arr is None:
+        return None
+    return array_text([i for i in array_items(arr) if x is None or i != str(x)])
 
 
 def _array_to_string(arr: Any, sep: Any, null: Any = None) -> str | None:
     if arr is None:
         return None
-    return str(sep).join(_array_items(arr))
+    return str(sep).join(array_items(arr))
 
 
 def _quote_ident(s: Any) -> str | None:
@@ -351,13 +435,31 @@ def _size_pretty(n: Any) -> str | None:
 
 
 class _ArrayAgg:
-    """array_agg as PostgreSQL's text form of the array (``{a,b}``)."""
+    """array_agg as PostgreSQL's text form of the array (``{a,b}``); arguments after the value are
+    its ORDER BY keys (ascending, NULLs last, as PostgreSQL's default)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[tuple[Any, ...], Any]] = []
+
+    def step(self, value: Any, *keys: Any) -> None:
+        self.items.append((tuple((k is None, k) for k in keys), value))
+
+    def finalize(self) -> str:
+        ordered = sorted(self.items, key=lambda kv: kv[0])
+        return array_text([v for _, v in ordered])
+
+
+class _StringAgg:
+    """string_agg(value, delimiter): SQLite 3.40 has only group_concat; NULL values are skipped."""
 
     def __init__(self) -> None:
         self.items: list[str] = []
+        self.sep = ""
 
-    def step(self, value: Any) -> None:
-        self.items.append("NULL" if value is None else str(value))
+    def step(self, value: Any, sep: Any) -> None:
+        if value is not None:
+            self.items.append(str(value))
+            self.sep = "" if sep is None else str(sep)
 
-    def finalize(self) -> str:
-        return "{" + ",".join(self.items) + "}"
+    def finalize(self) -> str | None:
+        return self.sep.join(self.items) if self.items else None

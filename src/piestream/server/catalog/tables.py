@@ -91,32 +91,74 @@ _TABLES_TEXT: dict[str, str] = {
         "text, backend_type text"
     ),
     "pg_proc": (
-        "oid oid, proname name, pronamespace oid, proowner oid, prolang oid, prokind char, prorettype "
-        "oid, proargtypes text, proretset bool, proargnames text, prosrc text"
+        "oid oid, proname name, pronamespace oid, proowner oid, prolang oid, procost float4, prorows "
+        "float4, provariadic oid, prosupport oid, prokind char, prosecdef bool, proleakproof bool, "
+        "proisstrict bool, proretset bool, provolatile char, proparallel char, pronargs int2, "
+        "pronargdefaults int2, prorettype oid, proargtypes oidvector, proallargtypes text, proargmodes "
+        "text, proargnames text, proargdefaults text, protrftypes text, prosrc text, probin text, "
+        "prosqlbody text, proconfig text, proacl text"
     ),
-    "pg_extension": "oid oid, extname name, extowner oid, extnamespace oid, extversion text",
+    "pg_language": (
+        "oid oid, lanname name, lanowner oid, lanispl bool, lanpltrusted bool, lanplcallfoid oid, "
+        "laninline oid, lanvalidator oid, lanacl text"
+    ),
+    "pg_extension": (
+        "oid oid, extname name, extowner oid, extnamespace oid, extrelocatable bool, extversion text, "
+        "extconfig text, extcondition text"
+    ),
     "pg_enum": "oid oid, enumtypid oid, enumsortorder float4, enumlabel name",
     "pg_sequence": (
         "seqrelid oid, seqtypid oid, seqstart int8, seqincrement int8, seqmax int8, seqmin int8, seqcache"
         " int8, seqcycle bool"
     ),
     "pg_inherits": "inhrelid oid, inhparent oid, inhseqno int4, inhdetachpending bool",
-    "pg_trigger": "oid oid, tgrelid oid, tgname name, tgenabled char, tgisinternal bool",
-    "pg_rewrite": "oid oid, rulename name, ev_class oid, ev_type char",
-    "pg_policy": "oid oid, polname name, polrelid oid, polcmd char, polpermissive bool",
-    "pg_statistic_ext": "oid oid, stxrelid oid, stxname name, stxnamespace oid",
-    "pg_publication": "oid oid, pubname name, puballtables bool",
-    "pg_publication_rel": "oid oid, prpubid oid, prrelid oid",
+    "pg_trigger": (
+        "oid oid, tgrelid oid, tgparentid oid, tgname name, tgfoid oid, tgtype int2, tgenabled char, "
+        "tgisinternal bool, tgconstrrelid oid, tgconstrindid oid, tgconstraint oid, tgdeferrable bool, "
+        "tginitdeferred bool, tgnargs int2, tgattr int2vector, tgargs text, tgqual text, tgoldtable name, "
+        "tgnewtable name"
+    ),
+    "pg_rewrite": (
+        "oid oid, rulename name, ev_class oid, ev_type char, ev_enabled char, is_instead bool, ev_qual text,"
+        " ev_action text"
+    ),
+    "pg_policy": (
+        "oid oid, polname name, polrelid oid, polcmd char, polpermissive bool, polroles text, polqual text,"
+        " polwithcheck text"
+    ),
+    "pg_statistic_ext": (
+        "oid oid, stxrelid oid, stxname name, stxnamespace oid, stxowner oid, stxstattarget int4, "
+        "stxkeys int2vector, stxkind text, stxexprs text"
+    ),
+    "pg_publication": (
+        "oid oid, pubname name, pubowner oid, puballtables bool, pubinsert bool, pubupdate bool, "
+        "pubdelete bool, pubtruncate bool, pubviaroot bool"
+    ),
+    "pg_publication_rel": "oid oid, prpubid oid, prrelid oid, prqual text, prattrs int2vector",
     "pg_publication_namespace": "oid oid, pnpubid oid, pnnspid oid",
-    "pg_partitioned_table": "partrelid oid, partstrat char, partnatts int2",
+    "pg_partitioned_table": (
+        "partrelid oid, partstrat char, partnatts int2, partdefid oid, partattrs int2vector, partclass "
+        "text, partcollation text, partexprs text"
+    ),
     "pg_foreign_table": "ftrelid oid, ftserver oid, ftoptions text",
-    "pg_foreign_server": "oid oid, srvname name",
+    "pg_foreign_server": (
+        "oid oid, srvname name, srvowner oid, srvfdw oid, srvtype text, srvversion text, srvacl text, "
+        "srvoptions text"
+    ),
     "pg_depend": (
         "classid oid, objid oid, objsubid int4, refclassid oid, refobjid oid, refobjsubid int4, deptype char"
     ),
-    "pg_event_trigger": "oid oid, evtname name",
-    "pg_range": "rngtypid oid, rngsubtype oid",
-    "pg_opclass": "oid oid, opcname name, opcmethod oid, opcdefault bool",
+    "pg_event_trigger": (
+        "oid oid, evtname name, evtevent name, evtowner oid, evtfoid oid, evtenabled char, evttags text"
+    ),
+    "pg_range": (
+        "rngtypid oid, rngsubtype oid, rngmultitypid oid, rngcollation oid, rngsubopc oid, rngcanonical "
+        "text, rngsubdiff text"
+    ),
+    "pg_opclass": (
+        "oid oid, opcmethod oid, opcname name, opcnamespace oid, opcowner oid, opcfamily oid, opcintype "
+        "oid, opcdefault bool, opckeytype oid"
+    ),
     "pg_auth_members": "roleid oid, member oid, grantor oid, admin_option bool",
 }
 TABLES: dict[str, list[tuple[str, str]]] = {
@@ -159,6 +201,23 @@ INFO_TABLES: dict[str, list[tuple[str, str]]] = {
 }
 
 CATALOG_TABLE_NAMES = frozenset(TABLES)
+
+#: PostgreSQL's own oids of its catalog tables (``'pg_class'::regclass``, every row's ``tableoid``):
+#: clients compare pg_description.classoid / pg_depend.classid with them. The views and the
+#: catalogs PostgreSQL has no fixed oid for get 1000 + their place in TABLES' sorted names.
+_PG_OIDS = {
+    "pg_class": 1259, "pg_type": 1247, "pg_proc": 1255, "pg_attribute": 1249, "pg_namespace": 2615,
+    "pg_database": 1262, "pg_index": 2610, "pg_constraint": 2606, "pg_description": 2609,
+    "pg_shdescription": 2396, "pg_am": 2601, "pg_attrdef": 2604, "pg_tablespace": 1213,
+    "pg_collation": 3456, "pg_extension": 3079, "pg_enum": 3501, "pg_sequence": 2224,
+    "pg_inherits": 2611, "pg_trigger": 2620, "pg_rewrite": 2618, "pg_policy": 3256,
+    "pg_statistic_ext": 3381, "pg_publication": 6104, "pg_publication_rel": 6106,
+    "pg_publication_namespace": 6237, "pg_partitioned_table": 3350, "pg_foreign_table": 3118,
+    "pg_foreign_server": 1417, "pg_depend": 2608, "pg_event_trigger": 3466, "pg_range": 3541,
+    "pg_opclass": 2616, "pg_language": 2612, "pg_auth_members": 1261, "pg_roles": 12000, "pg_user": 12001,
+}  # fmt: skip
+CATALOG_OIDS: dict[str, int] = {name: _PG_OIDS.get(name, 1000 + i) for i, name in enumerate(sorted(TABLES))}
+CATALOG_BY_OID: dict[int, str] = {oid: name for name, oid in CATALOG_OIDS.items()}
 _SQLITE_TYPE = {
     "bool": "INTEGER",
     "int2": "INTEGER",

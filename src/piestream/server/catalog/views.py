@@ -5,15 +5,16 @@ the system functions registered (``sqlite_functions.py``), rebuilt whenever the 
 session context change. A query is parsed by sqlglot, typed (``result_types.py``), rewritten for
 SQLite (``rewrite.py``) and run; its rows come back in the engine's types.
 
-A catalog query that SQLite cannot run (set-returning functions such as ``unnest`` over arrays,
-PostgreSQL features with no counterpart here) answers with no rows: every such query asks about
-something piestream does not have (publications, policies, extended statistics, array-valued
-keys), so "none" is the true answer for all of them.
+A catalog query that SQLite cannot run (a column or function the emulation lacks, an SRF beside
+GROUP BY, ...) is refused with 0A000, never answered with no rows: "no rows" is what clients
+read as "no primary key" or "no index". Set-returning functions (``unnest``,
+``generate_subscripts``) in select lists and FROM become ``json_each`` joins (``rewrite``).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from piestream.common.errors import SyntaxError_
+from piestream.common.errors import FeatureNotSupported, SyntaxError_
 from piestream.frontend.catalog import Relation
 from piestream.server.catalog.pg_types import TypeRegistry
 from piestream.server.catalog.result_types import convert, describe
@@ -32,6 +33,9 @@ from piestream.server.catalog.tables import INFO_TABLES, TABLES, create_tables
 from piestream.server.results import QueryResult
 
 log = logging.getLogger(__name__)
+
+#: ``::regtype[]`` (pgcli's completion queries): sqlglot parses it only schema-qualified
+_OID_ARRAY_CAST = re.compile(r"::\s*(regtype|regclass|regproc|regnamespace|regrole)\s*\[\s*\]", re.IGNORECASE)
 
 
 class CatalogViews:
@@ -51,7 +55,7 @@ class CatalogViews:
         if ctx is not None:
             self.ctx = ctx
         try:
-            tree = sqlglot.parse_one(sql, read="postgres")
+            tree = sqlglot.parse_one(_OID_ARRAY_CAST.sub(r"::pg_catalog.\1[]", sql), read="postgres")
         except sqlglot.errors.SqlglotError as e:  # ParseError, TokenError (an unterminated string)
             raise SyntaxError_(f"syntax error in catalog query: {str(e).splitlines()[0]}") from None
         if tree is None:
@@ -71,8 +75,10 @@ class CatalogViews:
                     for d, n in zip(cur.description, [*names, *[None] * 99], strict=False)
                 ]
         except (sqlite3.Error, sqlglot.errors.SqlglotError, ValueError, OverflowError) as e:
-            log.debug("catalog query answered with no rows (%s): %s", e, sql)
-            raw_rows = []
+            log.info("catalog query refused (%s): %s", e, sql)
+            raise FeatureNotSupported(
+                f"this query over pg_catalog is not supported by piestream's catalog emulation ({e})"
+            ) from None
         width = len(names)
         types = (types + [None] * width)[:width]
         columns, rows = convert(names, types, raw_rows, self._functions)

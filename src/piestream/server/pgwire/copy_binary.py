@@ -223,26 +223,22 @@ def decode(data: bytes, types: Sequence[DataType]) -> list[pa.Array]:
     if pos > len(data):
         raise BadCopyBinary("invalid COPY file header (missing extension)")
     ncols = len(types)
-    end = _body_end(data, pos)
-    starts, lengths = _layout(buf, pos, end, ncols)
+    starts, lengths = _layout(buf, pos, len(data), ncols)
     arr = np.frombuffer(data, np.uint8)
     return [_column(data, arr, starts[:, k], lengths[:, k], t) for k, t in enumerate(types)]
 
 
-def _body_end(data: bytes, pos: int) -> int:
-    """Where the tuples end: before the trailer (clients always send one; accept its absence)."""
-    if len(data) - pos >= 2 and data[-2:] == TRAILER:
-        return len(data) - 2
-    return len(data)
-
-
 def _layout(buf: memoryview, pos: int, end: int, ncols: int) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, lengths) of every field, shape (rows, ncols); length -1 is NULL."""
-    if pos == end:
+    """(starts, lengths) of every field, shape (rows, ncols); length -1 is NULL.
+
+    The trailer (int16 -1) is optional, as in PostgreSQL (ADBC sends none): two 0xFF bytes at the
+    end are the trailer only if the tuples end there, since a NULL last field ends in them too."""
+    if pos == end or (end - pos == 2 and buf[pos:end] == TRAILER):
         return np.empty((0, ncols), np.int64), np.empty((0, ncols), np.int64)
-    uniform = _uniform_layout(buf, pos, end, ncols)
-    if uniform is not None:
-        return uniform
+    for body_end in (end - 2, end) if buf[end - 2 : end] == TRAILER else (end,):
+        uniform = _uniform_layout(buf, pos, body_end, ncols)
+        if uniform is not None:
+            return uniform
     starts: list[int] = []
     lengths: list[int] = []
     unpack_h = struct.Struct(">h").unpack_from
@@ -252,6 +248,8 @@ def _layout(buf: memoryview, pos: int, end: int, ncols: int) -> tuple[np.ndarray
             raise BadCopyBinary("unexpected EOF in COPY data")
         (count,) = unpack_h(buf, pos)
         if count == -1:
+            if pos + 2 != end:
+                raise BadCopyBinary("received copy data after EOF marker")
             break
         if count != ncols:
             raise BadCopyBinary(f"row field count is {count}, expected {ncols}")

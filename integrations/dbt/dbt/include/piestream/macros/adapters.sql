@@ -1,0 +1,48 @@
+{# piestream's replacements for dbt-postgres macros that use statements piestream does not have. #}
+
+{% macro piestream__truncate_relation(relation) -%}
+  {# piestream has no TRUNCATE; a seed re-run empties its table with DELETE (one epoch) #}
+  {% call statement('truncate_relation') -%}
+    delete from {{ relation }}
+  {%- endcall %}
+{%- endmacro %}
+
+{% macro piestream__rename_relation(from_relation, to_relation) -%}
+  {{ exceptions.raise_compiler_error(
+      "piestream has no ALTER ... RENAME: cannot rename " ~ from_relation ~ " to " ~ to_relation
+      ~ " (piestream's materializations drop and re-create instead)") }}
+{%- endmacro %}
+
+{% macro piestream__drop_relation(relation) -%}
+  {% call statement('drop_relation', auto_begin=False) -%}
+    {%- if relation.type == 'materialized_view' -%}
+      drop materialized view if exists {{ relation }} cascade
+    {%- elif relation.type == 'view' -%}
+      drop view if exists {{ relation }} cascade
+    {%- else -%}
+      drop table if exists {{ relation }} cascade
+    {%- endif -%}
+  {%- endcall %}
+{%- endmacro %}
+
+{% macro piestream__create_materialized_view_as(relation, sql) -%}
+  create materialized view {{ relation }} as (
+    {{ sql }}
+  )
+{%- endmacro %}
+
+{% macro piestream__create_table_as(temporary, relation, sql) -%}
+  {%- set sql_header = config.get('sql_header', none) -%}
+  {{ sql_header if sql_header is not none }}
+  create {% if temporary -%}temporary{%- endif %} table {{ relation }} as (
+    {{ sql }}
+  )
+{%- endmacro %}
+
+{% macro piestream__create_view_as(relation, sql) -%}
+  {%- set sql_header = config.get('sql_header', none) -%}
+  {{ sql_header if sql_header is not none }}
+  create view {{ relation }} as (
+    {{ sql }}
+  )
+{%- endmacro %}

@@ -1,0 +1,3 @@
+{{ config(materialized='table') }}
+-- CREATE TABLE AS: the rows once, at one snapshot
+select id, name from {{ ref('customers') }}

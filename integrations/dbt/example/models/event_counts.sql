@@ -1,0 +1,1 @@
+select kind, count(*) as n from {{ source('app', 'events') }} group by kind

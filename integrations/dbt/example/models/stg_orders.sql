@@ -1,0 +1,2 @@
+{{ config(materialized='view') }}
+select id, customer_id, amount from {{ ref('orders') }}
