@@ -136,7 +136,7 @@ GOLDEN_V3 = GOLDEN.with_name("plan_format_v3.json")
 GOLDEN_TEMPORAL = GOLDEN.with_name("plan_format_v3_temporal.json")
 TEMPORAL = "SELECT auction, price FROM bid WHERE date_time > now() - INTERVAL '1 hour'"
 #: A format-3 temporal (lookup) join, the job of `TEMPORAL_JOIN`.
-GOLDEN_TEMPORAL_JOIN = GOLDEN.with_name("plan_format_v3_temporal_join.json")
+GOLDEN_TEMPORAL_JOIN = GOLDEN.with_name("plan_format_v4_temporal_join.json")
 TEMPORAL_JOIN = (
     "SELECT ao.a, v.s FROM ao LEFT JOIN v FOR SYSTEM_TIME AS OF PROCTIME() ON ao.a = v.k AND v.x > 0"
 )
