@@ -120,7 +120,7 @@ def test_strict_mode_fails_the_statement_and_survives_a_restart(tmp_path: Path) 
             conn.sql("ALTER SYSTEM SET streaming_strict_mode = maybe")
         assert info.value.sqlstate == "22023"
         with pytest.raises(FeatureNotSupported):
-            conn.sql("ALTER TABLE dz ADD COLUMN y INT")
+            conn.sql("ALTER TABLE dz ALTER COLUMN x TYPE BIGINT")
 
 
 Q102_TABLES = (
