@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,7 +137,9 @@ def test_metrics_move_with_the_work(served: tuple[PgServer, Dashboard]) -> None:
     assert has(second, "pgwire_statement_duration_seconds_bucket", kind="query")
     assert value(second, "pgwire_statement_errors_total") >= 1
     assert value(second, "pgwire_active_sessions") >= 1  # the scrape happened inside the session
-    after, _ = scrape(dash)
+    deadline = time.monotonic() + 30  # the server ends the session after the client has gone
+    while (value(after := scrape(dash)[0], "pgwire_active_sessions")) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert value(after, "pgwire_active_sessions") == 0
 
     # the Grafana dashboard in the repo queries only series the server exports
