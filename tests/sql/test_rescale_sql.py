@@ -153,7 +153,8 @@ def test_a_source_table_reassigns_its_splits_exactly_once(tmp_path: Path) -> Non
             "datagen.split.num = '4', max.rows.per.epoch = '40')"  # 10 rows per split and epoch
         )
         s.execute(
-            "CREATE MATERIALIZED VIEW c AS SELECT count(*) AS n, count(DISTINCT id) AS d, sum(id) AS t FROM src"
+            "CREATE MATERIALIZED VIEW c AS SELECT count(*) AS n, count(DISTINCT id) AS d, sum(id) AS t "
+            "FROM src"
         )
         steps = ["4", "8", "1", "3"]
         notices: list[str] = []
