@@ -133,6 +133,13 @@ def test_what_cannot_be_rescaled_is_refused(tmp_path: Path) -> None:
         assert _sqlstate(s, "ALTER MATERIALIZED VIEW t SET PARALLELISM = 3") == "42809"
         assert _sqlstate(s, "ALTER SOURCE t SET PARALLELISM = 3") == "42809"
         assert _sqlstate(s, "ALTER TABLE nope SET PARALLELISM = 3") == "42P01"
+        s.execute(
+            "CREATE TABLE w (v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '10' SECOND) APPEND ONLY"
+        )
+        with pytest.raises(PiestreamError, match="watermark filter") as e:
+            s.execute("ALTER TABLE w SET PARALLELISM = 3")  # its state is per actor index
+        assert e.value.sqlstate == "0A000"
+        assert _parallelisms(s, "w") == {2}  # the refusal changed nothing
         s.execute("INSERT INTO t VALUES (1, 5, 0), (2, -1, 0)")
         s.execute("ALTER TABLE t SET PARALLELISM = 3")
         s.execute("INSERT INTO t VALUES (3, 7, 1)")
