@@ -12,6 +12,7 @@ import pytest
 from sqldiff import diff_text, duck_connect, norm_rows
 
 from piestream.common.errors import PiestreamError
+from piestream.connectors.sinks import read_sink
 from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
 
@@ -181,6 +182,32 @@ def test_a_source_table_reassigns_its_splits_exactly_once(tmp_path: Path) -> Non
         assert (n, d, t) == (400, 400, 400 * 401 // 2)
         assert any("source split" in m for m in notices)
         assert _parallelisms(s, "src") == {3}
+
+
+def test_a_sink_follows_its_table_and_writes_each_row_once(tmp_path: Path) -> None:
+    """A sink reading a table without a shuffle follows ALTER TABLE (2 -> 4 -> 1 -> 3); its staged
+    output is per (epoch, actor) and published once, so every row reaches the files exactly once."""
+    cfg = DatabaseConfig(runner="local", barrier_interval=3600, parallelism=2, background_compaction=False)
+    out = tmp_path / "out"
+    with Database(tmp_path / "d", config=cfg) as db:
+        s = db.session()
+        s.execute("CREATE TABLE log (id BIGINT, g INT) APPEND ONLY")
+        s.execute(
+            f"CREATE SINK o AS SELECT id, g FROM log WITH (connector = 'parquet', path = '{out}', "
+            "type = 'append-only')"
+        )
+        assert _sqlstate(s, "ALTER SINK o SET PARALLELISM = 3") == "0A000"  # follows log
+        want = []
+        for step, p in enumerate(["4", "1", "3", "3"]):
+            rows = [(step * 100 + i, i % 3) for i in range(25)]
+            want.extend(rows)
+            s.execute("INSERT INTO log VALUES " + ", ".join(f"({a}, {b})" for a, b in rows))
+            s.execute("FLUSH")
+            s.execute(f"ALTER TABLE log SET PARALLELISM = {p}")
+            assert _parallelisms(s, "o") == {int(p)}
+        s.execute("FLUSH")
+        got = read_sink(str(out))
+        assert sorted(zip(got.column("id").to_pylist(), got.column("g").to_pylist(), strict=True)) == want
 
 
 @pytest.mark.spark
