@@ -141,6 +141,24 @@ def test_what_cannot_be_rescaled_is_refused(tmp_path: Path) -> None:
             s.execute("ALTER TABLE w SET PARALLELISM = 3")  # its state is per actor index
         assert e.value.sqlstate == "0A000"
         assert _parallelisms(s, "w") == {2}  # the refusal changed nothing
+        gen = (
+            "(id BIGINT PRIMARY KEY) WITH (connector = 'datagen', fields.id.kind = 'sequence', "
+            "fields.id.start = '1', fields.id.end = '9', datagen.split.num = '2')"
+        )
+        s.execute("SET streaming_parallelism = 1")
+        s.execute(f"CREATE TABLE fused {gen}")  # source and table in one fragment, no pk shuffle
+        with pytest.raises(PiestreamError, match="primary key") as e:
+            s.execute("ALTER TABLE fused SET PARALLELISM = 2")
+        assert e.value.sqlstate == "0A000"
+        s.execute("SET streaming_parallelism = 2")
+        s.execute(f"CREATE TABLE shuffled {gen}")  # the source shuffles by pk into the table
+        s.execute("ALTER TABLE shuffled SET PARALLELISM = 3")
+        assert _parallelisms(s, "shuffled") == {2, 3}  # the source stays at one actor per split
+        for _ in range(100):  # it reads on, each row once, into the actor owning its pk's vnode
+            s.execute("FLUSH")
+            if s.execute_one("SELECT count(*) FROM shuffled").rows == [(9,)]:
+                break
+        assert sorted(s.execute_one("SELECT id FROM shuffled").rows) == [(i,) for i in range(1, 10)]
         s.execute("INSERT INTO t VALUES (1, 5, 0), (2, -1, 0)")
         s.execute("ALTER TABLE t SET PARALLELISM = 3")
         s.execute("INSERT INTO t VALUES (3, 7, 1)")
