@@ -215,7 +215,13 @@ def check_statement(s: Session, stmt: ast.Statement) -> None:
             if rel is not None and rel.kind.value == stmt.kind:
                 require_owner(s, rel)
     elif isinstance(
-        stmt, ast.RebuildJob | ast.AlterAddColumn | ast.AlterDropColumn | ast.AlterRename | ast.CommentOn
+        stmt,
+        ast.RebuildJob
+        | ast.AlterAddColumn
+        | ast.AlterDropColumn
+        | ast.AlterRename
+        | ast.AlterParallelism
+        | ast.CommentOn,
     ):
         rel = _lookup(s, stmt.name)
         if rel is not None:

@@ -432,6 +432,16 @@ class AlterSourceRateLimit(Statement):
 
 
 @dataclass(frozen=True)
+class AlterParallelism(Statement):
+    """ALTER {TABLE | MATERIALIZED VIEW | SINK | SOURCE} name SET PARALLELISM {TO | =} n |
+    ADAPTIVE | DEFAULT (RisingWave's); `value` as written (the handler checks it)."""
+
+    kind: str  # "table" | "materialized view" | "sink" | "source"
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
 class AlterAddColumn(Statement):
     """ALTER TABLE [IF EXISTS] name ADD [COLUMN] [IF NOT EXISTS] column_def."""
 

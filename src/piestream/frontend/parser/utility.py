@@ -140,6 +140,15 @@ class UtilityParser(RoleParser):
             if not cascade:
                 self._match_text_seq("RESTRICT")
             return ast.AlterDropColumn(name, column, if_exists, column_if_exists, cascade)
+        if kind in ("table", "materialized view", "sink", "source") and self._match_text_seq(
+            "SET", "PARALLELISM"
+        ):
+            if if_exists:
+                raise self._unsupported(f"ALTER {kind.upper()} IF EXISTS ... SET PARALLELISM", alter)
+            if not (self._match(TokenType.EQ) or self._match_text_seq("TO")):
+                self._fail("Expecting TO or =")
+            value = "default" if self._match(TokenType.DEFAULT) else self._parse_set_value()
+            return ast.AlterParallelism(kind, name, value)
         if kind in ("table", "source") and self._match(TokenType.SET):
             setting = self._parse_variable_name()
             if setting.lower() != "source_rate_limit" or if_exists:
