@@ -134,7 +134,7 @@ class UtilityParser(RoleParser):
                 raise self._unsupported(f"ALTER {kind.upper()} ... ADD {self._curr.text.upper()}", alter)
             not_exists = self._match_text_seq("IF", "NOT", "EXISTS")
             first = self._curr
-            column = self._parse_column_definition()
+            column = self._parse_column_definition()  # type: ignore[attr-defined]
             text = self._find_sql(first, self._prev) if first is not None else ""
             return ast.AlterAddColumn(kind, name, column, if_exists, not_exists, text)
         if kind == "table" and self._match_text_seq("DROP"):
