@@ -163,6 +163,9 @@ class RoleCatalog:
         with self._lock:
             self.store.put(_OWNER_NS, str(relation_id), json.dumps({"v": FORMAT_VERSION, "owner": oid}))
             self._s.owners[relation_id] = oid
+            acl = self._s.acls.get(relation_id, {})
+            if oid in acl:  # the new owner's grants merge into what it has as owner (PostgreSQL)
+                self._write_acl(_ACL_NS, relation_id, {g: p for g, p in acl.items() if g != oid})
 
     def privileges(self, relation_id: int, oid: int) -> frozenset[str]:
         """What `oid` was granted on the relation (directly or through PUBLIC)."""
@@ -197,6 +200,9 @@ class RoleCatalog:
         with self._lock:
             self.store.put(_SCHEMA_OWNER_NS, schema, json.dumps({"v": FORMAT_VERSION, "owner": oid}))
             self._s.schema_owners[schema] = oid
+            acl = self._s.schema_acls.get(schema)
+            if acl is not None and oid in acl:  # merged into the owner's (PostgreSQL's aclnewowner)
+                self._write_acl(_SCHEMA_ACL_NS, schema, {g: p for g, p in acl.items() if g != oid})
 
     def schema_privileges(self, schema: str, oid: int) -> frozenset[str]:
         """What `oid` was granted on the schema (directly or through PUBLIC)."""

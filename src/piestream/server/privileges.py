@@ -157,12 +157,13 @@ def _require_create_in(s: Session, name: str) -> None:
 
 
 # -- what a statement reads -------------------------------------------------------------------
-def _lookup(s: Session, name: str) -> Relation | None:
+def _lookup(s: Session, name: str, *, usage: bool = True) -> Relation | None:
     """The relation `name` (an `ObjectName`, maybe qualified) resolves to as the session resolves
     it (its search_path and database); None where it names none (the statement reports that).
-    A qualified name needs USAGE on its schema (42501 even when it names nothing, as PostgreSQL)."""
+    A qualified name needs USAGE on its schema (42501 even when it names nothing, as PostgreSQL);
+    not `usage`: the bookkeeping around a CREATE (CREATE alone lets a role create there)."""
     schema = object_name(name).schema
-    if schema is not None:
+    if schema is not None and usage:
         require_schema(s, schema, "USAGE")
     try:
         return s.committed_catalog().get_relation(name)
@@ -338,7 +339,7 @@ def existing(s: Session, stmt: ast.Statement) -> int | None:
     """Before a CREATE: the id of a relation of that name already there (CREATE ... IF NOT EXISTS
     then creates nothing, and nobody's relation changes hands)."""
     if isinstance(stmt, _CREATES):
-        rel = _lookup(s, stmt.name)
+        rel = _lookup(s, stmt.name, usage=False)
         return rel.id if rel is not None else None
     if isinstance(stmt, ast.CreateSchema):
         return 0 if stmt.name in _user_schemas(s) else None
@@ -360,7 +361,7 @@ def after_statement(s: Session, stmt: ast.Statement, existed: int | None = None)
         _forget_dropped(s)
     elif isinstance(stmt, _CREATES):
         name = stmt.name
-        rel = _lookup(s, name)
+        rel = _lookup(s, name, usage=False)
         if rel is not None and rel.id == existed:
             return
         if rel is None:
@@ -371,7 +372,7 @@ def after_statement(s: Session, stmt: ast.Statement, existed: int | None = None)
         names, s.pending_owned = s.pending_owned, []
         if isinstance(stmt, ast.Commit) and role is not None and role.oid >= 0:
             for name in names:
-                rel = _lookup(s, name)
+                rel = _lookup(s, name, usage=False)
                 if rel is not None:
                     s.db.roles.set_owner(rel.id, role.oid)
     elif isinstance(stmt, ast.Drop):
