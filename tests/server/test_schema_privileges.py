@@ -71,6 +71,12 @@ def test_schema_privileges(tmp_path: Path) -> None:
                 root.execute("REVOKE CREATE ON SCHEMA team FROM bob")
             assert alice.execute("SELECT count(*) FROM team.t").fetchone() == (2,)
             assert alice.execute("SELECT count(*) FROM team.b").fetchone() == (0,)
+            asked = alice.execute(
+                "SELECT has_schema_privilege('team', 'USAGE'), has_schema_privilege('team', 'CREATE'), "
+                "has_schema_privilege('bob', 'team', 'USAGE'), has_table_privilege('team.t', 'SELECT'), "
+                "has_table_privilege('team.t', 'INSERT'), has_schema_privilege('public', 'CREATE')"
+            ).fetchone()
+            assert asked == (True, False, False, True, False, False)
             assert denied(bob, "CREATE TABLE team.c (k INT)") == "permission denied for schema team"
 
             # the schema's new owner: may create in it, drop what others own there, grant on it
