@@ -121,7 +121,8 @@ class Session:
         database): what a new streaming job binds against."""
         snap = self.db.catalog.snapshot()
         snap.database = self.database
-        snap.search_path = parse_search_path(self.setting("search_path"), self.user or "")
+        path = parse_search_path(self.setting("search_path"), self.user or "")
+        snap.search_path = privileges.usable_search_path(self, path)
         snap.temp_schema = self.temp_schema
         snap.schemas.add(self.temp_schema)
         return snap
@@ -301,6 +302,7 @@ _DDL_COMMITS_BLOCK: dict[type[ast.Statement], str] = {
     ast.AlterRole: "ALTER ROLE",
     ast.DropRole: "DROP ROLE",
     ast.Grant: "GRANT / REVOKE",
+    ast.AlterOwner: "ALTER ... OWNER TO",
 }
 
 #: Statements refused inside a block, as PostgreSQL refuses them.
@@ -404,4 +406,5 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.AlterRole: privileges.alter_role,
     ast.DropRole: privileges.drop_role,
     ast.Grant: privileges.grant,
+    ast.AlterOwner: privileges.alter_owner,
 }

@@ -98,6 +98,11 @@ class UtilityParser(RoleParser):
             return ast.AlterSystem(name, value)
         if self._match_texts(("USER", "ROLE")):
             return self._parse_alter_role()
+        if self._match_text_seq("SCHEMA"):
+            schema = self._parse_name_part()
+            if not self._match_text_seq("OWNER"):
+                raise self._unsupported("this form of ALTER SCHEMA", alter)
+            return self._parse_owner_to("schema", schema)
         kind = self._parse_alter_kind()
         if kind is None:
             word = self._curr.text.upper() if self._curr else ""
@@ -106,6 +111,8 @@ class UtilityParser(RoleParser):
         name = self._parse_object_name()
         if kind == "materialized view" and self._match_text_seq("REBUILD") and not if_exists:
             return ast.RebuildJob("materialized view", name)
+        if kind != "index" and not if_exists and self._match_text_seq("OWNER"):
+            return self._parse_owner_to(kind, name)
         if self._match_text_seq("RENAME"):
             if self._match_text_seq("TO"):
                 return ast.AlterRename(kind, name, self._parse_name_part(), if_exists=if_exists)
