@@ -3,7 +3,6 @@ PostgreSQL's SQLSTATEs and texts, the pg catalog, COPY, transaction blocks, owne
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 import psycopg
@@ -171,7 +170,6 @@ def test_only_the_owner_alters(dsn: str, conn: psycopg.Connection[Any]) -> None:
         assert (e.sqlstate, e.diag.message_primary) == ("42501", "permission denied for table owned")
 
 
-@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
 def test_psql_describe_shows_defaults_and_comments(server: PgServer, conn: psycopg.Connection[Any]) -> None:
     from test_psql import psql
 
