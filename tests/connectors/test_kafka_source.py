@@ -363,6 +363,6 @@ def test_alter_source_rate_limit_pauses_and_resumes(kafka: Broker, tmp_path: Pat
         with pytest.raises(PiestreamError, match=">= 0"):
             db.execute("ALTER TABLE rt SET source_rate_limit = -1")
         with pytest.raises(PiestreamError, match="is not supported"):
-            db.execute("ALTER TABLE rt SET parallelism = 2")
+            db.execute("ALTER TABLE rt SET backfill_rate_limit = 2")
     finally:
         db.close()

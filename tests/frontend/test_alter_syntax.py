@@ -28,6 +28,12 @@ def test_statements() -> None:
     for kind in ("materialized view", "view", "source", "sink", "index"):
         assert parse_one(f"ALTER {kind} x RENAME TO y") == ast.AlterRename(kind, "x", "y")
     assert parse_one("ALTER MATERIALIZED VIEW m REBUILD") == ast.RebuildJob("materialized view", "m")
+    for kind in ("table", "materialized view", "sink", "source"):
+        assert parse_one(f"ALTER {kind} x SET PARALLELISM = 4") == ast.AlterParallelism(kind, "x", "4")
+    assert parse_one("ALTER TABLE x SET PARALLELISM TO adaptive") == ast.AlterParallelism(
+        "table", "x", "adaptive"
+    )
+    assert parse_one("ALTER SINK x SET PARALLELISM = DEFAULT") == ast.AlterParallelism("sink", "x", "default")
     assert parse_one("TRUNCATE TABLE a, s.b") == ast.Truncate(("a", "b"))
     assert parse_one("COMMENT ON COLUMN s.t.c IS 'x'") == ast.CommentOn("column", "t", "c", "x")
     assert parse_one("COMMENT ON MATERIALIZED VIEW m IS NULL") == ast.CommentOn(

@@ -700,7 +700,7 @@ def test_transaction_statements() -> None:
         ("REVOKE GRANT OPTION FOR SELECT ON t FROM u", "REVOKE GRANT OPTION FOR"),
         ("ALTER TABLE t ALTER COLUMN c TYPE bigint", "this form of ALTER TABLE"),
         ("ALTER TABLE t ADD CONSTRAINT c UNIQUE (a)", "ALTER TABLE ... ADD CONSTRAINT"),
-        ("ALTER SOURCE s SET parallelism = 2", "ALTER SOURCE ... SET parallelism"),
+        ("ALTER SOURCE s SET backfill_rate_limit = 2", "ALTER SOURCE ... SET backfill_rate_limit"),
         ("ALTER SYSTEM RESET x", "ALTER SYSTEM RESET"),
         ("ALTER MATERIALIZED VIEW m SET SCHEMA s", "this form of ALTER MATERIALIZED VIEW"),
         ("ALTER FUNCTION f RENAME TO g", "ALTER FUNCTION"),

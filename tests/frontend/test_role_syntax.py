@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError, SyntaxError_
-from piestream.frontend.parser import AlterRole, CreateRole, DropRole, Grant, RoleOptions, parse_one
+from piestream.frontend.parser import (
+    AlterOwner,
+    AlterRole,
+    CreateRole,
+    DropRole,
+    Grant,
+    RoleOptions,
+    parse_one,
+)
 
 
 def test_create_alter_drop_role() -> None:
@@ -34,12 +42,28 @@ def test_grant_and_revoke() -> None:
     assert isinstance(grant, Grant)
     assert [getattr(n, "schema", None) for n in grant.relations] == [None, "public"]
     assert parse_one("GRANT ALL PRIVILEGES ON MATERIALIZED VIEW mv TO bob") == Grant(
-        ("INSERT", "SELECT", "UPDATE", "DELETE"), ["mv"], ["bob"], kind="materialized view"
+        ("INSERT", "SELECT", "UPDATE", "DELETE", "TRUNCATE"), ["mv"], ["bob"], kind="materialized view"
     )
     assert parse_one("REVOKE UPDATE, DELETE ON t FROM bob CASCADE") == Grant(
         ("UPDATE", "DELETE"), ["t"], ["bob"], revoke=True
     )
     assert parse_one("GRANT SELECT ON SOURCE s TO bob").kind == "source"  # type: ignore[attr-defined]
+    assert parse_one("GRANT TRUNCATE ON t TO bob") == Grant(("TRUNCATE",), ["t"], ["bob"])
+
+
+def test_schema_privileges_and_owners() -> None:
+    assert parse_one("GRANT USAGE, CREATE ON SCHEMA s, t TO bob, PUBLIC") == Grant(
+        ("USAGE", "CREATE"), ["s", "t"], ["bob", "public"], kind="schema"
+    )
+    assert parse_one("REVOKE ALL PRIVILEGES ON SCHEMA s FROM bob") == Grant(
+        ("USAGE", "CREATE"), ["s"], ["bob"], revoke=True, kind="schema"
+    )
+    assert parse_one("GRANT SELECT ON ALL TABLES IN SCHEMA s TO bob") == Grant(
+        ("SELECT",), ["s"], ["bob"], kind="all tables in schema"
+    )
+    assert parse_one("ALTER SCHEMA s OWNER TO bob") == AlterOwner("schema", "s", "bob")
+    assert parse_one("ALTER TABLE s.t OWNER TO CURRENT_USER") == AlterOwner("table", "t", "current_user")
+    assert parse_one("ALTER MATERIALIZED VIEW m OWNER TO bob") == AlterOwner("materialized view", "m", "bob")
 
 
 @pytest.mark.parametrize(
@@ -50,11 +74,11 @@ def test_grant_and_revoke() -> None:
         ("CREATE ROLE r IN ROLE a", "role option IN"),
         ("ALTER ROLE r SET search_path = x", "ALTER ROLE ... SET / RESET"),
         ("GRANT SELECT (a) ON t TO u", "column privileges"),
-        ("GRANT TRUNCATE ON t TO u", "privilege TRUNCATE"),
+        ("GRANT REFERENCES ON t TO u", "privilege REFERENCES"),
         ("GRANT SELECT ON t TO u WITH GRANT OPTION", "WITH GRANT OPTION"),
-        ("GRANT SELECT ON ALL TABLES IN SCHEMA public TO u", "GRANT / REVOKE ON ALL ... IN SCHEMA"),
-        ("GRANT USAGE ON SCHEMA s TO u", "privilege USAGE"),
-        ("GRANT SELECT ON SCHEMA s TO u", "GRANT / REVOKE ON SCHEMA"),
+        ("GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO u", "GRANT / REVOKE ON ALL SEQUENCES IN SCHEMA"),
+        ("GRANT USAGE ON DATABASE dev TO u", "GRANT / REVOKE ON DATABASE"),
+        ("ALTER SCHEMA s RENAME TO s2", "this form of ALTER SCHEMA"),
         ("GRANT SELECT ON t TO GROUP g", "GRANT TO GROUP"),
         ("GRANT admins TO bob", "GRANT / REVOKE of role membership"),
     ],

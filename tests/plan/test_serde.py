@@ -140,6 +140,9 @@ GOLDEN_TEMPORAL_JOIN = GOLDEN.with_name("plan_format_v4_temporal_join.json")
 TEMPORAL_JOIN = (
     "SELECT ao.a, v.s FROM ao LEFT JOIN v FOR SYSTEM_TIME AS OF PROCTIME() ON ao.a = v.k AND v.x > 0"
 )
+#: A format-4 AsOf join (new in format 4, so no older plan holds one), the job of `ASOF_JOIN`.
+GOLDEN_ASOF_JOIN = GOLDEN.with_name("plan_format_v4_asof_join.json")
+ASOF_JOIN = "SELECT v.k, v.s, ao.b FROM v ASOF LEFT JOIN ao ON v.k = ao.a AND v.s >= ao.b"
 GOLDEN_STATEMENTS = (
     "CREATE TABLE nopk (a INT, b VARCHAR)",
     "CREATE TABLE gent (seq BIGINT) WITH (connector = 'datagen', fields.seq.kind = 'sequence')",
@@ -273,6 +276,10 @@ def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
     frags = decode_fragments(json.dumps(lookup))
     assert json.loads(encode_fragments(frags)) == lookup | {"format": PLAN_FORMAT}
     kinds |= {n.kind for f in frags for n in f.root.walk()}
+    asof = json.loads(GOLDEN_ASOF_JOIN.read_text())
+    frags = decode_fragments(json.dumps(asof))
+    assert json.loads(encode_fragments(frags)) == asof
+    kinds |= {n.kind for f in frags for n in f.root.walk()}
     assert marked and kinds == set(NODE_KINDS)  # a new node kind needs a stored example here
 
 
@@ -314,6 +321,18 @@ def test_temporal_join_golden_is_what_the_planner_writes(nexmark_db: Database) -
         GOLDEN_TEMPORAL_JOIN.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     assert doc == json.loads(GOLDEN_TEMPORAL_JOIN.read_text())
     assert decode_fragments(json.dumps(doc)) == frags
+
+
+def test_asof_join_golden_is_what_the_planner_writes(nexmark_db: Database) -> None:
+    """Regenerate `GOLDEN_ASOF_JOIN` (PIESTREAM_WRITE_GOLDEN=1) only on purpose."""
+    frags = _planned(nexmark_db, ASOF_JOIN).job.fragments
+    doc = json.loads(encode_fragments(frags))
+    if os.environ.get("PIESTREAM_WRITE_GOLDEN"):
+        GOLDEN_ASOF_JOIN.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert doc == json.loads(GOLDEN_ASOF_JOIN.read_text())
+    assert decode_fragments(json.dumps(doc)) == frags
+    joins = [n for f in frags for n in f.root.walk() if n.kind == "AsOfJoin"]
+    assert len(joins) == 1 and joins[0].outer and joins[0].op == ">="
 
 
 def test_what_cannot_be_read_is_refused() -> None:

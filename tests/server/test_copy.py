@@ -5,7 +5,6 @@ COPY with its line number and applies nothing."""
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 from pathlib import Path
 
 import psycopg
@@ -80,7 +79,6 @@ def test_copy_to_stdout_table_and_query(conn: psycopg.Connection) -> None:
     assert rows == [("1", "a,b"), ("2", None), ("3", 'q"t')]
 
 
-@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
 def test_psql_backslash_copy_in_and_out(server: PgServer, conn: psycopg.Connection, tmp_path: Path) -> None:
     conn.execute("CREATE TABLE ps (id int PRIMARY KEY, label varchar)")
     src = tmp_path / "in.csv"

@@ -1,9 +1,12 @@
 """dbt (dbt-core's dbtRunner) with the dbt-piestream adapter on integrations/dbt/example against
-a server: ``dbt seed``, ``dbt run`` (twice), ``dbt test``, and the models' rows, including a
-materialized view that keeps up with rows inserted after it was built."""
+a server: ``dbt seed``, ``dbt run`` (twice: unchanged streaming jobs kept, a changed one and the
+CTAS table rebuilt), ``dbt test``, ``dbt docs generate``, and the models' rows, including a
+materialized view that keeps up with rows inserted after it was built, a sink, a connector table
+and indexes."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from decimal import Decimal
@@ -60,27 +63,47 @@ def test_seed_run_test_and_the_models_rows(
         (2, "bob", "south"),
         (3, "cid", "north"),
     ]
-    for _ in range(2):  # a second run re-creates every model
-        ran = dbt(project, server, monkeypatch, "run")
+    oids = "SELECT relname, oid FROM pg_catalog.pg_class WHERE relnamespace = 'public'::regnamespace"
+    built = {}
+    counts_sql = project / "models" / "event_counts.sql"
+    original = counts_sql.read_text()
+    for i in range(2):
+        if i == 1:  # the second run: one model's SQL changed, the others not
+            counts_sql.write_text(original.replace("group by kind", "where kind <> 'view' group by kind"))
+        try:
+            ran = dbt(project, server, monkeypatch, "run")
+        finally:
+            counts_sql.write_text(original)
         assert ran.success, ran.exception
         assert sorted(r.node.name for r in ran.result) == [  # type: ignore[union-attr]
             "big_orders",
+            "big_orders_sink",
             "customer_snapshot",
             "event_counts",
             "region_totals",
+            "region_totals_by_orders",
             "stg_orders",
+            "ticks",
         ]
-    kinds = dict(
-        rows(
-            dsn,
-            "SELECT relname, relkind FROM pg_catalog.pg_class WHERE relnamespace = 'public'::regnamespace",
-        )
-    )
-    assert kinds["region_totals"] == "m" and kinds["big_orders"] == "m" and kinds["event_counts"] == "m"
-    assert kinds["customer_snapshot"] == "r" and kinds["stg_orders"] == "v"
+        built[i] = dict(rows(dsn, oids))
+    first, second = built[0], built[1]
+    # unchanged streaming jobs, views, connectors and indexes are kept (same oid), not rebuilt
+    for kept in ("region_totals", "big_orders", "stg_orders", "ticks", "region_totals_by_orders"):
+        assert second[kept] == first[kept], kept
+    assert second["event_counts"] != first["event_counts"]  # its SQL changed: rebuilt
+    assert second["customer_snapshot"] != first["customer_snapshot"]  # a table: built and swapped in
+    assert not [n for n in second if "__dbt_" in n]  # no intermediate / backup left
+    assert rows(dsn, "SHOW SINKS") == [("big_orders_sink",)]
+    assert rows(dsn, "SELECT indexname FROM pg_catalog.pg_indexes WHERE tablename = 'region_totals'") == [
+        ("region_totals_by_orders",)
+    ]
+    (big_index,) = rows(dsn, "SELECT indexdef FROM pg_catalog.pg_indexes WHERE tablename = 'big_orders'")
+    assert "(amount)" in str(big_index[0])  # the model's `indexes:` config
+    ticks = [(1,), (2,), (3,), (4,)]
+    assert wait_for(dsn, "SELECT n FROM ticks ORDER BY n", ticks) == ticks
     totals = "SELECT region, orders, total FROM region_totals ORDER BY region"
     assert rows(dsn, totals) == [("north", 3, Decimal("8.5")), ("south", 1, Decimal("7.25"))]
-    assert rows(dsn, "SELECT kind, n FROM event_counts ORDER BY kind") == [("click", 2), ("view", 1)]
+    assert rows(dsn, "SELECT kind, n FROM event_counts ORDER BY kind") == [("click", 2)]  # the new SQL
     assert rows(dsn, "SELECT id FROM big_orders ORDER BY id") == [(10,), (12,)]
 
     tested = dbt(project, server, monkeypatch, "test")
@@ -100,10 +123,19 @@ def test_seed_run_test_and_the_models_rows(
     ]
     assert rows(dsn, "SELECT count(*) FROM customer_snapshot") == [(3,)]
 
-    # a seed re-run empties and refills its table (piestream has no TRUNCATE: DELETE)
+    # a seed re-run empties (TRUNCATE) and refills its table
     reseeded = dbt(project, server, monkeypatch, "seed", "--select", "customers")
     assert reseeded.success, reseeded.exception
     assert rows(dsn, "SELECT count(*) FROM customers") == [(3,)]
+
+    docs = dbt(project, server, monkeypatch, "docs", "generate")
+    assert docs.success, docs.exception
+    catalog = json.loads((project / "target" / "catalog.json").read_text())
+    assert catalog["errors"] is None
+    region = catalog["nodes"]["model.piestream_example.region_totals"]
+    assert region["metadata"]["type"] == "MATERIALIZED VIEW"
+    assert list(region["columns"]) == ["region", "orders", "total"]
+    assert catalog["nodes"]["model.piestream_example.customer_snapshot"]["metadata"]["type"] == "BASE TABLE"
 
 
 def test_incremental_with_is_incremental_is_refused(

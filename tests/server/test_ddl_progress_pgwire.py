@@ -4,7 +4,6 @@ and psql prints them."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -53,7 +52,6 @@ def test_psycopg_sees_progress_notices_while_create_runs(server: PgServer) -> No
     assert "of ~" in progress[-1][1] and "rows (" in progress[-1][1]
 
 
-@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
 def test_psql_prints_progress_notices(server: PgServer) -> None:
     cmd = ["psql", "-X", "-h", "127.0.0.1", "-p", str(server.port), "-U", "root", "-d", "dev"]
     sql = "CREATE MATERIALIZED VIEW per_g2 AS SELECT k FROM big WHERE g = 3"

@@ -59,6 +59,7 @@ def test_users_ownership_and_grants(server: PgServer, data_dir: Path) -> None:
         root.execute("CREATE USER alice WITH PASSWORD 'alice-pw'")
         root.execute("CREATE USER bob PASSWORD 'bob-pw'")
         root.execute("CREATE ROLE auditors PASSWORD 'aud-pw'")  # a ROLE is NOLOGIN by default
+        root.execute("GRANT CREATE ON SCHEMA public TO alice, bob")  # PostgreSQL 15: PUBLIC has not it
         with pytest.raises(psycopg.errors.DuplicateObject, match='role "bob" already exists'):
             root.execute("CREATE USER bob")
         rows = root.execute("SELECT rolname, rolsuper, rolcanlogin FROM pg_roles ORDER BY oid").fetchall()
@@ -126,7 +127,7 @@ def test_users_ownership_and_grants(server: PgServer, data_dir: Path) -> None:
         ).fetchall()
         assert privs == [("alice", "bob", "INSERT", "NO"), ("alice", "bob", "SELECT", "NO")]
         assert alice.execute("SELECT relacl FROM pg_class WHERE relname = 't'").fetchone() == (
-            "{alice=arwd/alice,bob=ar/alice}",
+            "{alice=arwdD/alice,bob=ar/alice}",
         )
         assert denied(bob, "UPDATE t SET v = 0 WHERE k = 1") == "permission denied for table t"
         assert alice.execute("SELECT s FROM mv").fetchone() == (60,)
@@ -166,6 +167,8 @@ def test_users_ownership_and_grants(server: PgServer, data_dir: Path) -> None:
                 == 'role "bob" cannot be dropped because some objects depend on it'
             )
             assert "owner of materialized view bob_mv" in (e.value.diag.message_detail or "")
+            assert "privileges for schema public" in (e.value.diag.message_detail or "")
+            root.execute("REVOKE CREATE ON SCHEMA public FROM bob")
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 connect(server, "bob", "bob-pw").execute("DROP USER alice")
         bob.execute("DROP MATERIALIZED VIEW bob_mv")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,8 +10,6 @@ import psycopg
 import pytest
 
 from piestream.server.pgwire import PgServer
-
-pytestmark = pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
 
 
 def psql(server: PgServer, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

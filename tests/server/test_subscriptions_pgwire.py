@@ -3,8 +3,6 @@ subscription cursor; a client that reconnects resumes exactly where it stopped."
 
 from __future__ import annotations
 
-import shutil
-
 import psycopg
 import pytest
 from test_psql import psql
@@ -45,7 +43,6 @@ def test_psycopg_fetch_and_resume_after_reconnect(dsn: str) -> None:
             c.execute("FETCH 1 FROM missing")
 
 
-@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
 def test_psql_declare_and_fetch(server: PgServer, dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("CREATE TABLE pt (k int PRIMARY KEY, v int)")

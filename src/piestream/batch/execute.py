@@ -16,6 +16,7 @@ from piestream.batch import agg, basic, join, scan, sort, window
 from piestream.batch.chunks import concat_chunks
 from piestream.batch.context import BatchContext
 from piestream.batch.plan import (
+    BatchAsOfJoin,
     BatchFilter,
     BatchHashAgg,
     BatchHashJoin,
@@ -49,6 +50,7 @@ _EXECUTORS: dict[type[BatchPlanNode], Executor] = {
     BatchLimit: basic.execute_limit,
     BatchMaxOneRow: basic.execute_max_one_row,
     BatchHashJoin: join.execute_hash_join,
+    BatchAsOfJoin: join.execute_asof_join,
     BatchNestedLoopJoin: join.execute_nested_loop_join,
     BatchHashAgg: agg.execute_hash_agg,
     BatchSort: sort.execute_sort,

@@ -19,12 +19,14 @@ import pyarrow as pa
 from piestream.batch.chunks import concat_chunks, eval_expr, null_columns, take_rows, true_mask
 from piestream.batch.context import BatchContext
 from piestream.batch.keys import join_key_codes
-from piestream.batch.plan import BatchHashJoin, BatchNestedLoopJoin
+from piestream.batch.plan import BatchAsOfJoin, BatchHashJoin, BatchNestedLoopJoin
 from piestream.common.chunk import DataChunk
 from piestream.common.errors import InternalError
 from piestream.common.types import BIGINT, DOUBLE, NUMERIC, DataType, TypeKind
 from piestream.expr.expr import Expr
 from piestream.expr.functions.cast import cast_array
+from piestream.stream.executors.join.asof import asof_match
+from piestream.stream.executors.join.kernels import take_or_null
 
 #: Candidate pairs gathered at once (bounds the memory of a many-to-many or cross join).
 PAIR_BLOCK = 1 << 20
@@ -59,6 +61,26 @@ def execute_hash_join(node: BatchHashJoin, inputs: list[DataChunk], ctx: BatchCo
         return take_rows(left, np.flatnonzero(hit if node.kind == "left_semi" else ~hit))
     blocks = _key_pairs(lens, l_code, r_order, r_starts)
     return _finish(node.kind, left, right, ltypes, rtypes, blocks, node.condition)
+
+
+def execute_asof_join(node: BatchAsOfJoin, inputs: list[DataChunk], ctx: BatchContext) -> DataChunk:
+    """The streaming AsOf join's kernel over both inputs whole (`asof_match`)."""
+    left, right = inputs
+    lt, rt = node.left.schema.types, node.right.schema.types
+    m = asof_match(
+        [left.columns[k] for k in node.left_keys],
+        [right.columns[k] for k in node.right_keys],
+        [lt[k] for k in node.left_keys],
+        left.columns[node.left_col],
+        right.columns[node.right_col],
+        lt[node.left_col],
+        node.op,
+    )
+    if not node.outer:
+        hit = np.flatnonzero(m >= 0)
+        left, m = take_rows(left, hit), m[hit]
+    rcols = [take_or_null(c, m, t.arrow) for c, t in zip(right.columns, rt, strict=True)]
+    return DataChunk([*left.columns, *rcols], length=left.capacity)
 
 
 def execute_nested_loop_join(

@@ -288,6 +288,40 @@ class BatchHashJoin(BatchPlanNode):
 
 
 @dataclass(frozen=True)
+class BatchAsOfJoin(BatchPlanNode):
+    """``left ASOF [LEFT] JOIN right``: each left row with the right row of equal `left_keys` /
+    `right_keys` nearest by ``left[left_col] <op> right[right_col]`` (none: dropped, or
+    NULL-padded when `outer`). Output: left ++ right."""
+
+    child_fields = ("left", "right")
+
+    left: BatchPlanNode
+    right: BatchPlanNode
+    left_keys: tuple[int, ...]
+    right_keys: tuple[int, ...]
+    left_col: int
+    right_col: int
+    op: str
+    outer: bool = False
+
+    def validate(self) -> None:
+        if len(self.left_keys) != len(self.right_keys) or not self.left_keys:
+            raise ValueError("BatchAsOfJoin: needs equally many (>= 1) left and right keys")
+        _check_cols("BatchAsOfJoin", (*self.left_keys, self.left_col), len(self.left.schema))
+        _check_cols("BatchAsOfJoin", (*self.right_keys, self.right_col), len(self.right.schema))
+
+    def derive_schema(self) -> Schema:
+        return self.left.schema.concat(self.right.schema)
+
+    def explain(self) -> str:
+        nl = len(self.left.schema)
+        eqs = [f"${lk} = ${rk + nl}" for lk, rk in zip(self.left_keys, self.right_keys, strict=True)]
+        eqs.append(f"${self.left_col} {self.op} ${self.right_col + nl}")
+        kind = "left" if self.outer else "inner"
+        return f"BatchAsOfJoin {{ type: {kind}, on: {' AND '.join(eqs)} }}"
+
+
+@dataclass(frozen=True)
 class BatchNestedLoopJoin(BatchPlanNode):
     """A join without equi keys: every pair is tested against `condition` (None = cross join)."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from piestream.batch.plan import (
     BatchAggCall,
+    BatchAsOfJoin,
     BatchFilter,
     BatchHashAgg,
     BatchHashJoin,
@@ -34,6 +35,7 @@ from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.logical import (
     Agg,
+    AsOfJoin,
     Filter,
     HopWindow,
     Join,
@@ -98,6 +100,17 @@ def _to_batch(node: PlanNode, pl: _Planner) -> BatchPlanNode:
         return BatchProjectSet(schema=node.schema, input=pl.plan(node.input), items=tuple(node.items))
     if isinstance(node, Join):
         return _join(node, pl)
+    if isinstance(node, AsOfJoin):
+        return BatchAsOfJoin(
+            left=pl.plan(node.left),
+            right=pl.plan(node.right),
+            left_keys=node.left_keys,
+            right_keys=node.right_keys,
+            left_col=node.left_col,
+            right_col=node.right_col,
+            op=node.op,
+            outer=node.outer,
+        )
     if isinstance(node, Agg):
         calls = tuple(
             BatchAggCall(c.kind, c.args, c.return_type, c.distinct, c.filter, tuple(c.order_by), c.delimiter)

@@ -129,6 +129,33 @@ class Join(PlanNode):
         return f"Join {{ type: {self.kind.value}, on: {self.condition} }}"
 
 
+@dataclass(eq=False)
+class AsOfJoin(PlanNode):
+    """``left ASOF [LEFT] JOIN right ON l.k = r.k AND ... AND l.t <op> r.t``: each left row
+    joins the one right row of its keys nearest by the inequality column (RisingWave's AsOf
+    join). Output left ++ right. Its own node, not a `Join`: no rule may push a filter into
+    either side or split its condition (filtering the right side changes which row is nearest).
+    """
+
+    child_fields = ("left", "right")
+
+    left: PlanNode
+    right: PlanNode
+    outer: bool  # ASOF LEFT JOIN: unmatched left rows are NULL-padded
+    left_keys: tuple[int, ...]
+    right_keys: tuple[int, ...]  # of the right input
+    left_col: int  # the inequality's left column
+    right_col: int  # ... and right column (of the right input)
+    op: str  # `left_col <op> right_col`: one of < <= > >=
+
+    def explain(self) -> str:
+        nl = len(self.left.schema)
+        eqs = [f"${lk} = ${nl + rk}" for lk, rk in zip(self.left_keys, self.right_keys, strict=True)]
+        kind = "left outer" if self.outer else "inner"
+        on = " AND ".join([*eqs, f"${self.left_col} {self.op} ${nl + self.right_col}"])
+        return f"AsOfJoin {{ type: {kind}, on: {on} }}"
+
+
 @dataclass(frozen=True)
 class AggCall:
     """One aggregate of an `Agg` node (args index the Agg's input)."""

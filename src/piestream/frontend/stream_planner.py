@@ -18,12 +18,14 @@ from piestream.common.errors import FeatureNotSupported
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, INT, SERIAL, Field
 from piestream.expr.expr import Expr, InputRef, Literal
+from piestream.frontend.asof_join import plan_asof_join
 from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.catalog import Relation, RelationKind, WatermarkInfo
 from piestream.frontend.dynamic_filter_rule import DynamicFilterMatch, match_dynamic_filter
 from piestream.frontend.emit_on_window_close import check_emits_on_window_close, eowc_window_column
 from piestream.frontend.logical import (
     Agg,
+    AsOfJoin,
     Filter,
     HopWindow,
     Join,
@@ -428,6 +430,9 @@ class StreamPlanner(PlannerBase):
         piece = Piece(ow, p.dist, w + len(node.calls), p.non_null)
         # logical order: input's logical columns, the window values, then hidden
         return self.reorder(piece, [*range(p.width), *range(w, w + len(node.calls))])
+
+    def _plan_asofjoin(self, node: AsOfJoin) -> Piece:
+        return plan_asof_join(self, node)
 
     def _plan_join(self, node: Join) -> Piece:
         return plan_join(self, node)

@@ -23,14 +23,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 
-from piestream.common.errors import DependentObjectsStillExist, DuplicateObject, PiestreamError
+from piestream.common.errors import (
+    DependentObjectsStillExist,
+    DuplicateObject,
+    FeatureNotSupported,
+    PiestreamError,
+)
 from piestream.frontend.catalog import Relation
 from piestream.frontend.planner import Ids, PlannedJob
 from piestream.meta.barrier_manager import BarrierManager, TransactionCommit
 from piestream.meta.catalog_store import CatalogStore
 from piestream.meta.ddl_progress import BackfillProgress, DdlProgressTracker, NoticeTimer
 from piestream.meta.hummock_manager import HummockManager
+from piestream.meta.rescale import RescalePlan, plan_rescale
 from piestream.plan.fragment import DispatchEdge, Fragment
 
 
@@ -88,6 +95,31 @@ class DdlController:
         with self.barriers.paused():
             self.catalog.replace_all(swaps, fragments)
             self.barriers.add_fragments(fragments)
+
+    def rescale(self, relation: Relation, parallelism: int) -> RescalePlan:
+        """ALTER ... SET PARALLELISM: the job's fragments (and the no-shuffle groups it leads)
+        get `parallelism`, the edges into them follow, and the relations whose root fragment
+        changed record it, in one meta-store transaction between two epochs; the next epoch runs
+        the new actors over the same vnode-keyed state (`piestream.meta.rescale`)."""
+        if relation.job_id is None:
+            raise PiestreamError(f'"{relation.name}" has no streaming job', sqlstate="55000")
+        with self.lock, self.barriers.paused():
+            if self.progress is not None and self.progress.backfilling(relation.job_id):
+                raise FeatureNotSupported(
+                    f'cannot change the parallelism of "{relation.name}" while its backfill runs',
+                    hint="Wait until rw_catalog.rw_ddl_progress no longer lists it.",
+                )
+            plan = plan_rescale(self.barriers.graph, relation.job_id, parallelism, relation.name)
+            if not plan.changed:
+                return plan
+            swaps = [
+                (r, replace(r, parallelism=plan.parallelism[r.fragment_id]))
+                for r in self.catalog.snapshot().relations()
+                if r.fragment_id is not None and r.fragment_id in plan.parallelism
+            ]
+            self.catalog.replace_all(swaps, plan.fragments)
+            self.barriers.add_fragments(plan.fragments)
+            return plan
 
     def _with_edges_into(self, planned: PlannedJob) -> dict[int, Fragment]:
         """The upstream fragments a new job reads, each with its new output edge into the job."""

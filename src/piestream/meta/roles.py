@@ -5,6 +5,12 @@ next to (not inside) the relation's catalog entry. A role's password is a SCRAM-
 string (``SCRAM-SHA-256$iter:salt$StoredKey:ServerKey``), never the password. Each record is
 JSON with a format version. A relation without an owner record (created before roles existed)
 belongs to the bootstrap superuser.
+
+Schemas have the same two records, keyed by schema name (namespaces ``schema_owner`` and
+``schema_acl``). ``public`` belongs to the bootstrap superuser and, as in PostgreSQL 15, grants
+PUBLIC only USAGE; a data directory whose roles predate schema privileges (non-superusers that could
+create in public) keeps PostgreSQL 14's ``public`` (USAGE and CREATE for PUBLIC), as pg_upgrade
+keeps an old cluster's ACL. That choice is written once, at the first open.
 """
 
 from __future__ import annotations
@@ -21,10 +27,16 @@ _ROLE_NS = "role"
 _OWNER_NS = "rel_owner"
 _ACL_NS = "rel_acl"
 _SEQ_NS = "role_seq"
+_SCHEMA_OWNER_NS = "schema_owner"  # schema name -> owner oid
+_SCHEMA_ACL_NS = "schema_acl"  # schema name -> {grantee oid: [USAGE, CREATE]}
 
 BOOTSTRAP_SUPERUSER = "root"  # RisingWave's default superuser
 BOOTSTRAP_OID = 10  # PostgreSQL's bootstrap superuser oid
 PUBLIC = "public"  # the pseudo-role every role belongs to
+PUBLIC_SCHEMA = "public"
+#: what PUBLIC may do in schema public in a new data directory (PostgreSQL 15: no CREATE)
+PUBLIC_SCHEMA_DEFAULT = frozenset({"USAGE"})
+SCHEMA_PRIVILEGES = ("USAGE", "CREATE")
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,8 @@ class _State:
     roles: dict[str, Role] = field(default_factory=dict)
     owners: dict[int, int] = field(default_factory=dict)  # relation id -> role oid
     acls: dict[int, dict[int, frozenset[str]]] = field(default_factory=dict)  # rel -> grantee oid -> privs
+    schema_owners: dict[str, int] = field(default_factory=dict)  # schema name -> role oid
+    schema_acls: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)
 
 
 def _decode(raw: bytes | str) -> dict[str, Any]:
@@ -69,9 +83,19 @@ class RoleCatalog:
         for key, raw in store.scan(_ACL_NS):
             acl = _decode(raw)["acl"]
             self._s.acls[int(key)] = {int(g): frozenset(p) for g, p in acl.items()}
+        for key, raw in store.scan(_SCHEMA_OWNER_NS):
+            self._s.schema_owners[key] = int(_decode(raw)["owner"])
+        for key, raw in store.scan(_SCHEMA_ACL_NS):
+            acl = _decode(raw)["acl"]
+            self._s.schema_acls[key] = {int(g): frozenset(p) for g, p in acl.items()}
         if BOOTSTRAP_SUPERUSER not in self._s.roles:
             self._put(
                 Role(BOOTSTRAP_OID, BOOTSTRAP_SUPERUSER, superuser=True, createdb=True, createrole=True)
+            )
+        if store.get(_SCHEMA_ACL_NS, PUBLIC_SCHEMA) is None:
+            old = any(not r.superuser for r in self._s.roles.values())  # roles made before schemas had ACLs
+            self._write_acl(
+                _SCHEMA_ACL_NS, PUBLIC_SCHEMA, {0: PUBLIC_SCHEMA_DEFAULT | ({"CREATE"} if old else set())}
             )
 
     # -- roles ----------------------------------------------------------------------------------
@@ -139,6 +163,9 @@ class RoleCatalog:
         with self._lock:
             self.store.put(_OWNER_NS, str(relation_id), json.dumps({"v": FORMAT_VERSION, "owner": oid}))
             self._s.owners[relation_id] = oid
+            acl = self._s.acls.get(relation_id, {})
+            if oid in acl:  # the new owner's grants merge into what it has as owner (PostgreSQL)
+                self._write_acl(_ACL_NS, relation_id, {g: p for g, p in acl.items() if g != oid})
 
     def privileges(self, relation_id: int, oid: int) -> frozenset[str]:
         """What `oid` was granted on the relation (directly or through PUBLIC)."""
@@ -159,24 +186,64 @@ class RoleCatalog:
     ) -> None:
         """Add (or, with `revoke`, remove) `privs` for each grantee (oid 0 = PUBLIC)."""
         with self._lock:
-            acl = dict(self._s.acls.get(relation_id, {}))
-            for g in grantees:
-                now = acl.get(g, frozenset())
-                now = now - privs if revoke else now | privs
-                if now:
-                    acl[g] = now
-                else:
-                    acl.pop(g, None)
-            self._write_acl(relation_id, acl)
+            acl = _changed(self._s.acls.get(relation_id, {}), grantees, privs, revoke)
+            self._write_acl(_ACL_NS, relation_id, acl)
 
-    def _write_acl(self, relation_id: int, acl: dict[int, frozenset[str]]) -> None:
-        if acl:
+    # -- schemas ---------------------------------------------------------------------------------
+    def schema_owner(self, schema: str) -> int:
+        return self._s.schema_owners.get(schema, BOOTSTRAP_OID)
+
+    def schema_owners(self) -> dict[str, int]:
+        return dict(self._s.schema_owners)
+
+    def set_schema_owner(self, schema: str, oid: int) -> None:
+        with self._lock:
+            self.store.put(_SCHEMA_OWNER_NS, schema, json.dumps({"v": FORMAT_VERSION, "owner": oid}))
+            self._s.schema_owners[schema] = oid
+            acl = self._s.schema_acls.get(schema)
+            if acl is not None and oid in acl:  # merged into the owner's (PostgreSQL's aclnewowner)
+                self._write_acl(_SCHEMA_ACL_NS, schema, {g: p for g, p in acl.items() if g != oid})
+
+    def schema_privileges(self, schema: str, oid: int) -> frozenset[str]:
+        """What `oid` was granted on the schema (directly or through PUBLIC)."""
+        acl = self._s.schema_acls.get(schema, {})
+        return acl.get(oid, frozenset()) | acl.get(0, frozenset())
+
+    def schema_grants(self) -> dict[str, dict[int, frozenset[str]]]:
+        return {name: dict(acl) for name, acl in self._s.schema_acls.items()}
+
+    def change_schema_grants(
+        self, schema: str, grantees: list[int], privs: frozenset[str], revoke: bool
+    ) -> None:
+        with self._lock:
+            acl = _changed(self._s.schema_acls.get(schema, {}), grantees, privs, revoke)
+            self._write_acl(_SCHEMA_ACL_NS, schema, acl)
+
+    def forget_schema(self, schema: str) -> None:
+        """A dropped schema: its owner and grants go with it (a new one of that name starts afresh)."""
+        with self._lock, self.store.transaction():
+            self.store.delete(_SCHEMA_OWNER_NS, schema)
+            self.store.delete(_SCHEMA_ACL_NS, schema)
+            self._s.schema_owners.pop(schema, None)
+            self._s.schema_acls.pop(schema, None)
+
+    def schemas_owned_by(self, oid: int) -> list[str]:
+        return sorted(n for n, o in self._s.schema_owners.items() if o == oid)
+
+    def schemas_granted_to(self, oid: int) -> list[str]:
+        return sorted(n for n, acl in self._s.schema_acls.items() if acl.get(oid))
+
+    def _write_acl(self, ns: str, key: Any, acl: dict[int, frozenset[str]]) -> None:
+        """Store one object's grants (a relation's by id, a schema's by name); none: no record,
+        except for a schema (an empty record says PUBLIC lost its default)."""
+        cache: dict[Any, dict[int, frozenset[str]]] = self._s.acls if ns == _ACL_NS else self._s.schema_acls
+        if acl or ns == _SCHEMA_ACL_NS:
             body = {"v": FORMAT_VERSION, "acl": {str(g): sorted(p) for g, p in acl.items()}}
-            self.store.put(_ACL_NS, str(relation_id), json.dumps(body))
-            self._s.acls[relation_id] = acl
+            self.store.put(ns, str(key), json.dumps(body))
+            cache[key] = acl
         else:
-            self.store.delete(_ACL_NS, str(relation_id))
-            self._s.acls.pop(relation_id, None)
+            self.store.delete(ns, str(key))
+            cache.pop(key, None)
 
     def known_relations(self) -> set[int]:
         """Relations with an owner or grant record."""
@@ -187,4 +254,19 @@ class RoleCatalog:
         with self._lock:
             self.store.delete(_OWNER_NS, str(relation_id))
             self._s.owners.pop(relation_id, None)
-            self._write_acl(relation_id, {})
+            self._write_acl(_ACL_NS, relation_id, {})
+
+
+def _changed(
+    acl: dict[int, frozenset[str]], grantees: list[int], privs: frozenset[str], revoke: bool
+) -> dict[int, frozenset[str]]:
+    """`acl` with `privs` added for (or, with `revoke`, removed from) each grantee."""
+    out = dict(acl)
+    for g in grantees:
+        now = out.get(g, frozenset())
+        now = now - privs if revoke else now | privs
+        if now:
+            out[g] = now
+        else:
+            out.pop(g, None)
+    return out

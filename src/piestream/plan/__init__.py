@@ -8,6 +8,7 @@ executors; nothing here imports an executor.
 """
 
 from piestream.plan import (  # noqa: F401 - every node kind registers itself on import
+    asof_join,
     backfill,
     dedup,
     dynamic_filter,

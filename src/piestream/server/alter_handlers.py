@@ -388,3 +388,38 @@ def comment_on(s: Session, stmt: ast.CommentOn, params: Sequence[Any] = ()) -> Q
             new = replace(rel, columns=tuple(cols))
         s.db.ddl.alter([(rel, new)])
         return command("COMMENT")
+
+
+def set_parallelism(s: Session, stmt: ast.AlterParallelism, params: Sequence[Any] = ()) -> QueryResult:
+    """ALTER {TABLE | MATERIALIZED VIEW | SINK | SOURCE} name SET PARALLELISM = n (RisingWave's):
+    the job's fragments run n actors from the next epoch, over the same vnode-keyed state (no
+    data is copied), and keep n across restarts. ADAPTIVE (and DEFAULT, which means it) is
+    refused: piestream has no parallelism that follows the cluster's task slots."""
+    if stmt.kind == "source":
+        rel = s.committed_catalog().get_relation(stmt.name)
+        if rel is not None and rel.kind is RelationKind.SOURCE:
+            raise FeatureNotSupported(
+                f'cannot change the parallelism of source "{rel.name}": a source without a table '
+                "runs inside each job that reads it",
+                hint="Alter the materialized views or sinks that read it, or a table with a connector.",
+            )
+        kind = "table"  # a table with a connector is RisingWave's "SOURCE-table"
+    else:
+        kind = stmt.kind
+    value = stmt.value.strip().lower()
+    if value in ("adaptive", "default"):
+        raise FeatureNotSupported(
+            "SET PARALLELISM = ADAPTIVE is not supported: piestream has no parallelism that "
+            "follows the cluster's task slots",
+            hint="Give a number of actors, e.g. SET PARALLELISM = 4.",
+        )
+    if not value.isdigit() or int(value) < 1:
+        raise PiestreamError(f'parallelism must be a positive integer, got "{stmt.value}"', sqlstate="22023")
+    rel = _target(s, stmt.name, kind, False)
+    assert rel is not None
+    if stmt.kind == "source" and not rel.properties.get("connector"):
+        raise WrongObjectType(f'"{rel.name}" is not a source')
+    plan = s.db.ddl.rescale(rel, int(value))
+    r = command(_tag(stmt.kind))
+    r.notices.extend(plan.capped)
+    return r

@@ -260,7 +260,9 @@ def _select_rows(
 ) -> tuple[pa.Table, int]:
     """The table's full rows (hidden columns too) matching WHERE, then `extra` expressions."""
     cols = [exp.column(c.name, table=alias or rel.name) for c in rel.columns]
-    q = exp.select(*cols, *extra).from_(exp.to_table(rel.name).as_(alias) if alias else rel.name)
+    # qualified: the table need not be on the session's search_path (DELETE FROM s.t)
+    table = exp.table_(exp.to_identifier(rel.name), db=exp.to_identifier(rel.schema_name))
+    q = exp.select(*cols, *extra).from_(table.as_(alias) if alias else table)
     if where is not None:
         q = q.where(where)
     bound = bind(s, q, params)

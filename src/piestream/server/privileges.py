@@ -4,9 +4,17 @@ statement passes before it runs (PostgreSQL's rules and messages, 42501).
 A relation's owner (its creator) and superusers may do everything with it; others need the
 privilege granted to them or to PUBLIC: SELECT to read it (in a query, a view, an MV, a sink, COPY
 TO), INSERT / UPDATE / DELETE to change a table. DROP, CREATE INDEX, ALTER ... REBUILD and GRANT
-need ownership. A view or MV reads its inputs with its owner's rights: a reader needs SELECT on
+need ownership (DROP: of the relation or of its schema). TRUNCATE needs the TRUNCATE privilege.
+A view or MV reads its inputs with its owner's rights: a reader needs SELECT on
 the view or MV only. The embedded Python API (a session with no user) is the data directory's
 owner and passes every check.
+
+Schemas (PostgreSQL's rules): the owner (the creator; public's is the bootstrap superuser) may do
+everything; others need USAGE to name what a schema holds (a qualified name in a schema without it
+is 42501 ``permission denied for schema s``; search_path skips such schemas, as PostgreSQL's does)
+and CREATE to create in it (or rename in it). CREATE SCHEMA needs CREATE on the database, which
+only superusers have (its owner is the bootstrap superuser). PUBLIC has USAGE on public, not CREATE
+(PostgreSQL 15), so a new user creates in public only once granted CREATE ON SCHEMA public.
 
 Relations a statement reads are taken from its parsed tree (every table reference not naming a
 CTE): names only, one walk per statement, no binder involvement.
@@ -27,9 +35,10 @@ from piestream.common.errors import (
     PiestreamError,
     UndefinedTable,
 )
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import DEFAULT_SCHEMA, TEMP_SCHEMA, Relation, RelationKind
 from piestream.frontend.parser import ast
-from piestream.frontend.parser.names import table_name
+from piestream.frontend.parser.ast import RELATION_PRIVILEGES, SCHEMA_PRIVILEGES
+from piestream.frontend.parser.names import object_name, table_name
 from piestream.meta.roles import BOOTSTRAP_SUPERUSER, PUBLIC, Role
 from piestream.server.results import QueryResult, command
 
@@ -64,6 +73,10 @@ def must_own(rel: Relation) -> InsufficientPrivilege:
     return InsufficientPrivilege(f"must be owner of {rel.kind.value} {rel.name}")
 
 
+class InvalidGrantOperation(PiestreamError):
+    sqlstate = "0LP01"
+
+
 # -- whose session ----------------------------------------------------------------------------
 def current_role(s: Session) -> Role | None:
     """The session's role; None for the embedded owner (no checks). A role dropped while its
@@ -89,16 +102,69 @@ def require(s: Session, rel: Relation, privilege: str) -> None:
         raise permission_denied(rel)
 
 
-def require_owner(s: Session, rel: Relation) -> None:
+def require_owner(s: Session, rel: Relation, *, or_schema_owner: bool = False) -> None:
+    """Ownership of `rel` (with `or_schema_owner`, ownership of its schema does too: DROP)."""
     role = current_role(s)
-    if role is not None and not _owns(s, role, rel):
-        raise must_own(rel)
+    if role is None or _owns(s, role, rel):
+        return
+    if or_schema_owner and _owns_schema(s, role, rel.schema_name):
+        return
+    raise must_own(rel)
+
+
+# -- schemas ----------------------------------------------------------------------------------
+def _owns_schema(s: Session, role: Role, schema: str) -> bool:
+    return role.superuser or s.db.roles.schema_owner(schema) == role.oid
+
+
+def _user_schemas(s: Session) -> set[str]:
+    return {DEFAULT_SCHEMA, *(c.name for c in s.db.catalog.schemas())}
+
+
+def has_schema_privilege(s: Session, role: Role | None, schema: str, privilege: str) -> bool:
+    """USAGE / CREATE on `schema`. Built-in schemas: USAGE for all; temporary ones: their
+    session's; a schema that does not exist passes (the statement reports it)."""
+    if role is None or role.superuser:
+        return True
+    if schema in _SYSTEM_SCHEMAS:
+        return privilege == "USAGE"
+    if schema == TEMP_SCHEMA or schema.startswith(TEMP_SCHEMA) or schema not in _user_schemas(s):
+        return True
+    return _owns_schema(s, role, schema) or privilege in s.db.roles.schema_privileges(schema, role.oid)
+
+
+def require_schema(s: Session, schema: str, privilege: str) -> None:
+    if not has_schema_privilege(s, current_role(s), schema, privilege):
+        raise InsufficientPrivilege(f"permission denied for schema {schema}")
+
+
+def usable_search_path(s: Session, path: tuple[str, ...]) -> tuple[str, ...]:
+    """search_path without the schemas the session's role has no USAGE on (PostgreSQL skips
+    them: unqualified names never resolve there, nothing is created there)."""
+    role = current_role(s)
+    if role is None or role.superuser:
+        return path
+    return tuple(p for p in path if has_schema_privilege(s, role, p, "USAGE"))
+
+
+def _require_create_in(s: Session, name: str) -> None:
+    """CREATE on the schema a CREATE of `name` puts it in (errors of the name: the handler's)."""
+    try:
+        schema = s.catalog().creation_schema(name)
+    except PiestreamError:
+        return
+    require_schema(s, schema, "CREATE")
 
 
 # -- what a statement reads -------------------------------------------------------------------
-def _lookup(s: Session, name: str) -> Relation | None:
+def _lookup(s: Session, name: str, *, usage: bool = True) -> Relation | None:
     """The relation `name` (an `ObjectName`, maybe qualified) resolves to as the session resolves
-    it (its search_path and database); None where it names none (the statement reports that)."""
+    it (its search_path and database); None where it names none (the statement reports that).
+    A qualified name needs USAGE on its schema (42501 even when it names nothing, as PostgreSQL);
+    not `usage`: the bookkeeping around a CREATE (CREATE alone lets a role create there)."""
+    schema = object_name(name).schema
+    if schema is not None and usage:
+        require_schema(s, schema, "USAGE")
     try:
         return s.committed_catalog().get_relation(name)
     except PiestreamError:  # another database: the statement's own binding refuses it
@@ -189,42 +255,66 @@ def check_statement(s: Session, stmt: ast.Statement) -> None:
         if stmt.table is not None:
             _target(s, stmt.table, "SELECT" if stmt.to_client else "INSERT")
         _require_select(s, [stmt.query])
-    elif isinstance(stmt, ast.CreateMaterializedView):
+    elif isinstance(stmt, ast.CreateSchema):
+        raise InsufficientPrivilege(f"permission denied for database {s.database}")
+    elif isinstance(stmt, ast.DropSchema):
+        for name in stmt.names:
+            if name in _user_schemas(s) and not _owns_schema(s, role, name):
+                raise InsufficientPrivilege(f"must be owner of schema {name}")
+    elif isinstance(stmt, ast.CreateMaterializedView):  # (PostgreSQL checks the query's reads first)
         _require_select(s, [stmt.query])
+        _require_create_in(s, stmt.name)
     elif isinstance(stmt, ast.CreateView):
+        if not stmt.temporary:
+            _require_create_in(s, stmt.name)
         if stmt.or_replace and (old := _lookup(s, stmt.name)) is not None:
             require_owner(s, old)
         _require_select(s, [stmt.query])
     elif isinstance(stmt, ast.CreateTable):
         _require_select(s, [stmt.as_query])
+        if not stmt.temporary:
+            _require_create_in(s, stmt.name)
+    elif isinstance(stmt, ast.CreateSource):
+        _require_create_in(s, stmt.name)
     elif isinstance(stmt, ast.CreateSink):
+        _require_create_in(s, stmt.name)
         if stmt.from_relation is not None:
             _target(s, stmt.from_relation, "SELECT")
         _require_select(s, [stmt.query])
         if stmt.into_table is not None:
             _target(s, stmt.into_table, "INSERT")
     elif isinstance(stmt, ast.CreateSubscription):
+        _require_create_in(s, stmt.name)
         _target(s, stmt.from_relation, "SELECT")
     elif isinstance(stmt, ast.CreateIndex):
         rel = _lookup(s, stmt.table)
         if rel is not None:
             require_owner(s, rel)
+            require_schema(s, rel.schema_name, "CREATE")  # an index goes to its table's schema
     elif isinstance(stmt, ast.Drop):
         for name in stmt.names:
             rel = _lookup(s, name)
             if rel is not None and rel.kind.value == stmt.kind:
-                require_owner(s, rel)
+                require_owner(s, rel, or_schema_owner=True)
     elif isinstance(
-        stmt, ast.RebuildJob | ast.AlterAddColumn | ast.AlterDropColumn | ast.AlterRename | ast.CommentOn
+        stmt,
+        ast.RebuildJob
+        | ast.AlterAddColumn
+        | ast.AlterDropColumn
+        | ast.AlterRename
+        | ast.AlterParallelism
+        | ast.CommentOn,
     ):
         rel = _lookup(s, stmt.name)
         if rel is not None:
             require_owner(s, rel)
+            if isinstance(stmt, ast.AlterRename) and stmt.column is None:
+                require_schema(s, rel.schema_name, "CREATE")  # PostgreSQL: a new name in the schema
     elif isinstance(stmt, ast.Truncate):
         for name in stmt.names:
             rel = _lookup(s, name)
             if rel is not None:
-                require_owner(s, rel)
+                require(s, rel, "TRUNCATE")
     elif isinstance(stmt, ast.AlterSystem):
         raise InsufficientPrivilege("must be superuser to execute ALTER SYSTEM command")
     elif isinstance(stmt, ast.DeclareCursor):  # its query runs at DECLARE
@@ -255,8 +345,10 @@ def existing(s: Session, stmt: ast.Statement) -> int | None:
     """Before a CREATE: the id of a relation of that name already there (CREATE ... IF NOT EXISTS
     then creates nothing, and nobody's relation changes hands)."""
     if isinstance(stmt, _CREATES):
-        rel = _lookup(s, stmt.name)
+        rel = _lookup(s, stmt.name, usage=False)
         return rel.id if rel is not None else None
+    if isinstance(stmt, ast.CreateSchema):
+        return 0 if stmt.name in _user_schemas(s) else None
     return None
 
 
@@ -264,9 +356,18 @@ def after_statement(s: Session, stmt: ast.Statement, existed: int | None = None)
     """After a statement succeeded: its creator owns what it created (a CREATE TABLE in a
     transaction block once COMMIT made it), a DROP's relations take their grants along."""
     role = current_role(s)
-    if isinstance(stmt, _CREATES):
+    if isinstance(stmt, ast.CreateSchema):
+        if existed is None and role is not None and role.oid >= 0:
+            s.db.roles.set_schema_owner(stmt.name, role.oid)
+    elif isinstance(stmt, ast.DropSchema):
+        live = _user_schemas(s)
+        for name in stmt.names:
+            if name not in live:
+                s.db.roles.forget_schema(name)
+        _forget_dropped(s)
+    elif isinstance(stmt, _CREATES):
         name = stmt.name
-        rel = _lookup(s, name)
+        rel = _lookup(s, name, usage=False)
         if rel is not None and rel.id == existed:
             return
         if rel is None:
@@ -277,13 +378,17 @@ def after_statement(s: Session, stmt: ast.Statement, existed: int | None = None)
         names, s.pending_owned = s.pending_owned, []
         if isinstance(stmt, ast.Commit) and role is not None and role.oid >= 0:
             for name in names:
-                rel = _lookup(s, name)
+                rel = _lookup(s, name, usage=False)
                 if rel is not None:
                     s.db.roles.set_owner(rel.id, role.oid)
     elif isinstance(stmt, ast.Drop):
-        live = {r.id for r in s.db.catalog.snapshot().relations()}
-        for rel_id in s.db.roles.known_relations() - live:
-            s.db.roles.forget_relation(rel_id)
+        _forget_dropped(s)
+
+
+def _forget_dropped(s: Session) -> None:
+    live = {r.id for r in s.db.catalog.snapshot().relations()}
+    for rel_id in s.db.roles.known_relations() - live:
+        s.db.roles.forget_relation(rel_id)
 
 
 # -- CREATE / ALTER / DROP USER | ROLE -------------------------------------------------------------
@@ -427,6 +532,8 @@ def drop_role(s: Session, stmt: ast.DropRole, params: Sequence[Any] = ()) -> Que
             for r in roles.granted_to(target.oid)
             if r in names
         ]
+        deps += [f"owner of schema {n}" for n in roles.schemas_owned_by(target.oid)]
+        deps += [f"privileges for schema {n}" for n in roles.schemas_granted_to(target.oid)]
         if deps:
             raise DependentObjectsStillExist(
                 f'role "{name}" cannot be dropped because some objects depend on it', detail="\n".join(deps)
@@ -436,31 +543,123 @@ def drop_role(s: Session, stmt: ast.DropRole, params: Sequence[Any] = ()) -> Que
 
 
 # -- GRANT / REVOKE ---------------------------------------------------------------------------
+def _grantee_oids(s: Session, names: Sequence[str]) -> list[int]:
+    out: list[int] = []
+    for g in names:
+        if g == PUBLIC:
+            out.append(0)
+            continue
+        r = s.db.roles.get(g)
+        if r is None:
+            raise UndefinedObject(f'role "{g}" does not exist')
+        out.append(r.oid)
+    return out
+
+
+def _check_privilege_types(privileges: Sequence[str], allowed: Sequence[str], kind: str) -> None:
+    for p in privileges:
+        if p not in allowed:
+            raise InvalidGrantOperation(f"invalid privilege type {p} for {kind}")
+
+
+def _existing_schema(s: Session, name: str) -> str:
+    if name in _SYSTEM_SCHEMAS or name.startswith(TEMP_SCHEMA):
+        raise FeatureNotSupported(f'privileges on schema "{name}" are not supported (a built-in schema)')
+    if name not in _user_schemas(s):
+        raise PiestreamError(f'schema "{name}" does not exist', sqlstate="3F000")
+    return name
+
+
+def _grant_schemas(s: Session, stmt: ast.Grant) -> QueryResult:
+    _check_privilege_types(stmt.privileges, SCHEMA_PRIVILEGES, "schema")
+    role = current_role(s)
+    schemas = [_existing_schema(s, n) for n in stmt.relations]
+    for n in schemas:
+        if role is not None and not _owns_schema(s, role, n):
+            raise InsufficientPrivilege(f"permission denied for schema {n}")
+    grantees = _grantee_oids(s, stmt.grantees)
+    for n in schemas:
+        s.db.roles.change_schema_grants(n, grantees, frozenset(stmt.privileges), revoke=stmt.revoke)
+    return command("REVOKE" if stmt.revoke else "GRANT")
+
+
 def grant(s: Session, stmt: ast.Grant, params: Sequence[Any] = ()) -> QueryResult:
+    if stmt.kind == "schema":
+        return _grant_schemas(s, stmt)
+    _check_privilege_types(stmt.privileges, RELATION_PRIVILEGES, "table" if stmt.kind is None else stmt.kind)
     roles = s.db.roles
+    role = current_role(s)
     targets: list[Relation] = []
-    for name in stmt.relations:
+    if stmt.kind == "all tables in schema":
+        for name in stmt.relations:
+            require_schema(s, _existing_schema(s, name), "USAGE")
+            rels = s.committed_catalog().relations_in(name)
+            targets += sorted((r for r in rels if r.kind in _GRANT_KINDS["table"]), key=lambda r: r.id)
+        for t in targets:
+            if role is not None and not _owns(s, role, t):
+                raise permission_denied(t)
+    for name in stmt.relations if stmt.kind != "all tables in schema" else ():
         rel = _lookup(s, name)
         if rel is None:
             raise UndefinedTable(f'relation "{name}" does not exist')
         allowed = _GRANT_KINDS[stmt.kind or "table"]
         if rel.kind not in allowed:
-            if rel.kind in (RelationKind.SINK, RelationKind.INDEX, RelationKind.SUBSCRIPTION):
-                raise FeatureNotSupported(f"privileges on a {rel.kind.value} are not supported ({rel.name})")
+            if rel.kind is RelationKind.INDEX:  # PostgreSQL's: an index is read through its table
+                raise PiestreamError(f'"{rel.name}" is an index', sqlstate="42809")
+            if rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION):
+                raise FeatureNotSupported(
+                    f"privileges on a {rel.kind.value} are not supported ({rel.name}): it has no rows "
+                    "to read or write; its owner alone may drop or alter it"
+                )
             raise PiestreamError(f'"{rel.name}" is not a {stmt.kind}', sqlstate="42809")
-        role = current_role(s)
         if role is not None and not _owns(s, role, rel):
             raise permission_denied(rel)
         targets.append(rel)
-    grantees: list[int] = []
-    for g in stmt.grantees:
-        if g == PUBLIC:
-            grantees.append(0)
-            continue
-        r = roles.get(g)
-        if r is None:
-            raise UndefinedObject(f'role "{g}" does not exist')
-        grantees.append(r.oid)
+    grantees = _grantee_oids(s, stmt.grantees)
     for rel in targets:
         roles.change_grants(rel.id, grantees, frozenset(stmt.privileges), revoke=stmt.revoke)
     return command("REVOKE" if stmt.revoke else "GRANT")
+
+
+# -- ALTER ... OWNER TO -----------------------------------------------------------------------
+#: relation kinds each ALTER keyword takes for OWNER TO (ALTER TABLE takes any, as PostgreSQL)
+_ALTER_KINDS: dict[str, tuple[RelationKind, ...]] = {
+    **_GRANT_KINDS,
+    "table": (*_GRANT_KINDS["table"], RelationKind.SINK),
+    "sink": (RelationKind.SINK,),
+}
+
+
+def alter_owner(s: Session, stmt: ast.AlterOwner, params: Sequence[Any] = ()) -> QueryResult:
+    """ALTER SCHEMA | TABLE | ... name OWNER TO role: the owner (or a superuser) hands it over;
+    a non-superuser only to a role it is (no role membership), which needs CREATE where the
+    object lives (PostgreSQL's checks and messages)."""
+    roles = s.db.roles
+    actor = current_role(s)
+    name = stmt.owner
+    if name in ("current_user", "session_user"):
+        name = s.user or BOOTSTRAP_SUPERUSER
+    new = roles.get(name)
+    if new is None:
+        raise UndefinedObject(f'role "{name}" does not exist')
+    if stmt.kind == "schema":
+        schema = _existing_schema(s, stmt.name)
+        if actor is not None and not actor.superuser:
+            if not _owns_schema(s, actor, schema):
+                raise InsufficientPrivilege(f"must be owner of schema {schema}")
+            if new.oid != actor.oid:  # (and only superusers have CREATE on the database)
+                raise InsufficientPrivilege(f'must be member of role "{new.name}"')
+        roles.set_schema_owner(schema, new.oid)
+        return command("ALTER SCHEMA")
+    rel = _lookup(s, stmt.name)
+    if rel is None:
+        raise UndefinedTable(f'relation "{stmt.name}" does not exist')
+    if rel.kind not in _ALTER_KINDS[stmt.kind]:
+        raise PiestreamError(f'"{rel.name}" is not a {stmt.kind}', sqlstate="42809")
+    if actor is not None and not actor.superuser:
+        require_owner(s, rel)
+        if new.oid != actor.oid:
+            raise InsufficientPrivilege(f'must be member of role "{new.name}"')
+        require_schema(s, rel.schema_name, "CREATE")
+    roles.set_owner(rel.id, new.oid)
+    return command(f"ALTER {stmt.kind.upper()}")

@@ -121,7 +121,8 @@ class Session:
         database): what a new streaming job binds against."""
         snap = self.db.catalog.snapshot()
         snap.database = self.database
-        snap.search_path = parse_search_path(self.setting("search_path"), self.user or "")
+        path = parse_search_path(self.setting("search_path"), self.user or "")
+        snap.search_path = privileges.usable_search_path(self, path)
         snap.temp_schema = self.temp_schema
         snap.schemas.add(self.temp_schema)
         return snap
@@ -295,11 +296,13 @@ _DDL_COMMITS_BLOCK: dict[type[ast.Statement], str] = {
     ast.AlterAddColumn: "ALTER TABLE",
     ast.AlterDropColumn: "ALTER TABLE",
     ast.AlterRename: "ALTER",
+    ast.AlterParallelism: "ALTER",
     ast.CommentOn: "COMMENT",
     ast.CreateRole: "CREATE ROLE",
     ast.AlterRole: "ALTER ROLE",
     ast.DropRole: "DROP ROLE",
     ast.Grant: "GRANT / REVOKE",
+    ast.AlterOwner: "ALTER ... OWNER TO",
 }
 
 #: Statements refused inside a block, as PostgreSQL refuses them.
@@ -387,6 +390,7 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.RebuildJob: ddl_handlers.rebuild,
     ast.AlterAddColumn: alter_handlers.add_column,
     ast.AlterRename: alter_handlers.rename,
+    ast.AlterParallelism: alter_handlers.set_parallelism,
     ast.AlterDropColumn: alter_handlers.drop_column,
     ast.Truncate: alter_handlers.truncate,
     ast.CommentOn: alter_handlers.comment_on,
@@ -402,4 +406,5 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.AlterRole: privileges.alter_role,
     ast.DropRole: privileges.drop_role,
     ast.Grant: privileges.grant,
+    ast.AlterOwner: privileges.alter_owner,
 }

@@ -15,6 +15,8 @@ system catalog names), readable with any SELECT (the binder turns their rows int
   estimate; no vnodes: one copy per table).
 * ``rw_catalog.rw_source_splits``: every split of every running source with its committed
   offset; for Kafka also the next offset to read, the broker's end offset and the lag.
+* ``rw_catalog.rw_fragments``: every running fragment: its job, parallelism, vnode count, the
+  vnode ranges of its actors and its upstream fragments (ALTER ... SET PARALLELISM changes them).
 * ``rw_catalog.rw_cdc_sources``: per CDC table its upstream table, replication slot, phase
   (snapshot / stream) and rows copied, the committed and the upstream-confirmed LSN (MySQL: the
   binlog client's server id and ``file:position``), the lag in bytes of WAL / binlog and in
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, DOUBLE, INT, TIMESTAMPTZ, VARCHAR, DataType, Field
 from piestream.frontend.catalog import Relation, RelationKind
+from piestream.meta.rescale import actor_vnode_ranges
 
 if TYPE_CHECKING:
     from piestream.server.database import Database
@@ -97,6 +100,15 @@ CDC_SOURCES = _schema(
     ("last_error", VARCHAR),
     ("last_error_at", TIMESTAMPTZ),
 )
+FRAGMENTS = _schema(
+    ("fragment_id", INT),
+    ("job_id", INT),
+    ("job_name", VARCHAR),
+    ("parallelism", INT),
+    ("vnode_count", INT),
+    ("actor_vnodes", VARCHAR),  # "actor index: first-last" vnode ranges per actor
+    ("upstream_fragment_ids", VARCHAR),
+)
 MVS = _schema(
     ("id", INT),
     ("name", VARCHAR),
@@ -120,8 +132,29 @@ class RwCatalog:
             "rw_ddl_progress": self._ddl_progress,
             "rw_source_splits": self._source_splits,
             "rw_cdc_sources": self._cdc_sources,
+            "rw_fragments": self._fragments,
         }.get(name)
         return None if fn is None else fn()
+
+    def _fragments(self) -> tuple[Schema, list[tuple[Any, ...]]]:
+        """Every running fragment with its parallelism and its actors' vnode ranges."""
+        jobs = self._job_relations()
+        rows = []
+        for fid, f in sorted(self.db.barriers.graph.fragments.items()):
+            rel = jobs.get(f.job_id)
+            ups = ", ".join(map(str, f.upstream_fragment_ids()))
+            rows.append(
+                (
+                    fid,
+                    f.job_id,
+                    rel.name if rel else None,
+                    f.parallelism,
+                    f.vnode_count,
+                    actor_vnode_ranges(f),
+                    ups,
+                )
+            )
+        return FRAGMENTS, rows
 
     def _cdc_sources(self) -> tuple[Schema, list[tuple[Any, ...]]]:
         from piestream.server.cdc_handlers import cdc_status_rows

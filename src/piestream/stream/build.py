@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from piestream.common.errors import InternalError
+from piestream.plan.asof_join import AsOfJoinNode
 from piestream.plan.backfill import BackfillNode
 from piestream.plan.dedup import DedupNode
 from piestream.plan.dynamic_filter import DynamicFilterNode
@@ -42,6 +43,7 @@ from piestream.stream.executors.dynamic_filter import DynamicFilterExecutor
 from piestream.stream.executors.filter import FilterExecutor
 from piestream.stream.executors.general_over_window import GeneralOverWindowExecutor
 from piestream.stream.executors.hop_window import HopWindowExecutor
+from piestream.stream.executors.join.asof_executor import AsOfJoinExecutor
 from piestream.stream.executors.join.executor import HashJoinExecutor
 from piestream.stream.executors.materialize import MaterializeExecutor
 from piestream.stream.executors.now import NowExecutor
@@ -93,6 +95,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     RowIdGenNode: lambda n, ctx: RowIdGenExecutor(ctx, n),
     HashAggNode: lambda n, ctx: HashAggExecutor(ctx, n),
     HashJoinNode: lambda n, ctx: HashJoinExecutor(ctx, n),
+    AsOfJoinNode: lambda n, ctx: AsOfJoinExecutor(ctx, n),
     TopNNode: _top_n,
     DedupNode: lambda n, ctx: AppendOnlyDedupExecutor(ctx, n),
     DynamicFilterNode: lambda n, ctx: DynamicFilterExecutor(ctx, n),

@@ -20,6 +20,7 @@ from piestream.common.schema import Schema
 from piestream.common.types import Field, TypeKind
 from piestream.expr.bind import bind_call, coerce_to, common_type, literal
 from piestream.expr.expr import Expr, InputRef, Literal
+from piestream.frontend.binder.asof import bind_asof_join
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.scope import AmbiguousColumn, Scope, ScopeColumn
 from piestream.frontend.binder.table_functions import bind_function_item, function_of, reads_columns
@@ -87,6 +88,8 @@ def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tu
     side = str(j.args.get("side") or "").upper()
     kind_word = str(j.args.get("kind") or "").upper()
     method = str(j.args.get("method") or "").upper()
+    if method == "ASOF":
+        return _bind_asof(qb, left, lscope, j, side, kind_word)
     if kind_word not in _PLAIN_KINDS or side not in _JOIN_SIDES or method not in ("", "NATURAL"):
         words = " ".join(w for w in (method, side, kind_word) if w)
         raise FeatureNotSupported(f"{words} JOIN is not supported", position=position(j))
@@ -128,6 +131,28 @@ def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tu
         if cond.return_type.kind is not TypeKind.BOOLEAN:
             raise DatatypeMismatch("argument of JOIN/ON must be type boolean", position=position(on))
     return Join(_schema_of(scope), left, right, kind, cond), scope
+
+
+def _bind_asof(
+    qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join, side: str, kind_word: str
+) -> tuple[PlanNode, Scope]:
+    """``ASOF [LEFT] JOIN ... ON`` (binder/asof); RIGHT / FULL / USING are refused."""
+    on = j.args.get("on")
+    if (
+        side not in ("", "LEFT")
+        or kind_word not in ("", "INNER", "OUTER")
+        or j.args.get("using")
+        or on is None
+    ):
+        raise FeatureNotSupported(
+            "only ASOF JOIN ... ON and ASOF LEFT JOIN ... ON are supported", position=position(j)
+        )
+    right, rscope = bind_from_item(qb, j.this)
+    scope = lscope.concat(rscope)
+    cond = ExprBinder(scope, params=qb.params, context="JOIN conditions").bind(on)
+    if cond.return_type.kind is not TypeKind.BOOLEAN:
+        raise DatatypeMismatch("argument of JOIN/ON must be type boolean", position=position(on))
+    return bind_asof_join(_schema_of(scope), left, right, side == "LEFT", cond, position(j)), scope
 
 
 def temporal_version(node: exp.Table) -> bool:

@@ -7,6 +7,7 @@ or `FeatureNotSupported` (0A000) for valid SQL piestream does not implement.
 """
 
 from piestream.frontend.parser.ast import (
+    AlterOwner,
     AlterRole,
     Assignment,
     Begin,
@@ -62,6 +63,7 @@ from piestream.frontend.parser.script import DIALECT, parse, parse_one
 
 __all__ = [
     "DIALECT",
+    "AlterOwner",
     "AlterRole",
     "Assignment",
     "Begin",

@@ -432,6 +432,16 @@ class AlterSourceRateLimit(Statement):
 
 
 @dataclass(frozen=True)
+class AlterParallelism(Statement):
+    """ALTER {TABLE | MATERIALIZED VIEW | SINK | SOURCE} name SET PARALLELISM {TO | =} n |
+    ADAPTIVE | DEFAULT (RisingWave's); `value` as written (the handler checks it)."""
+
+    kind: str  # "table" | "materialized view" | "sink" | "source"
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
 class AlterAddColumn(Statement):
     """ALTER TABLE [IF EXISTS] name ADD [COLUMN] [IF NOT EXISTS] column_def."""
 
@@ -617,7 +627,8 @@ EXPLAINABLE = (Query, Insert, Update, Delete, CreateTable, CreateMaterializedVie
 # ---------------------------------------------------------------------------------------------
 
 #: Privileges GRANT / REVOKE take on a relation, in PostgreSQL's ACL order.
-RELATION_PRIVILEGES = ("INSERT", "SELECT", "UPDATE", "DELETE")
+RELATION_PRIVILEGES = ("INSERT", "SELECT", "UPDATE", "DELETE", "TRUNCATE")
+SCHEMA_PRIVILEGES = ("USAGE", "CREATE")
 
 
 @dataclass(frozen=True)
@@ -661,10 +672,22 @@ class DropRole(Statement):
 class Grant(Statement):
     """GRANT privileges ON [TABLE | ...] rel, ... TO role, ... (`revoke`: REVOKE ... FROM ...).
 
-    `privileges` are upper-case names from RELATION_PRIVILEGES (ALL expands to all of them)."""
+    `privileges` are upper-case names as written (ALL expands to RELATION_PRIVILEGES, or to
+    SCHEMA_PRIVILEGES for a schema); the handler refuses those the object kind has not (0LP01).
+    `kind` "schema": `relations` are schema names; "all tables in schema": every table, view,
+    MV and source of the schemas named."""
 
     privileges: tuple[str, ...]
     relations: Sequence[str]  # `ObjectName`s, maybe schema-qualified
     grantees: list[str]
     revoke: bool = False
     kind: str | None = None  # the object kind written (TABLE, MATERIALIZED VIEW, ...), if any
+
+
+@dataclass(frozen=True)
+class AlterOwner(Statement):
+    """ALTER {SCHEMA | TABLE | MATERIALIZED VIEW | VIEW | SOURCE | SINK} name OWNER TO role."""
+
+    kind: str  # "schema" | "table" | "materialized view" | "view" | "source" | "sink"
+    name: str
+    owner: str  # a role name, or "current_user" / "session_user"

@@ -1,7 +1,8 @@
-"""Roles and privileges: CREATE / ALTER / DROP USER | ROLE, GRANT / REVOKE on relations.
+"""Roles and privileges: CREATE / ALTER / DROP USER | ROLE, GRANT / REVOKE on relations and schemas,
+ALTER ... OWNER TO.
 
 PostgreSQL's syntax, the subset piestream implements; the rest of it (role membership, column
-privileges, schemas, GRANT OPTION, VALID UNTIL, CONNECTION LIMIT ...) is refused with 0A000.
+privileges, GRANT OPTION, VALID UNTIL, CONNECTION LIMIT ...) is refused with 0A000.
 """
 
 from __future__ import annotations
@@ -111,43 +112,55 @@ class RoleParser(ParserBase):
         if revoke and self._match_text_seq("GRANT", "OPTION", "FOR"):
             raise self._unsupported("REVOKE GRANT OPTION FOR", start)
         privileges: list[str] = []
-        if self._match(TokenType.ALL):
+        all_privileges = bool(self._match(TokenType.ALL))
+        if all_privileges:
             self._match_text_seq("PRIVILEGES")
-            privileges = list(ast.RELATION_PRIVILEGES)
         else:
             while True:
                 tok = self._curr
                 word = tok.text.upper() if tok else ""
-                if word in ast.RELATION_PRIVILEGES:
+                if word in ast.RELATION_PRIVILEGES or word in ast.SCHEMA_PRIVILEGES:
                     self._advance()
                     if self._match(TokenType.L_PAREN, advance=False):
                         raise self._unsupported("column privileges", tok)
                     if word not in privileges:
                         privileges.append(word)
-                elif word in ("TRUNCATE", "REFERENCES", "TRIGGER", "USAGE", "CREATE", "CONNECT",
-                              "TEMPORARY", "TEMP", "EXECUTE", "MAINTAIN"):  # fmt: skip
+                elif word in ("REFERENCES", "TRIGGER", "CONNECT", "TEMPORARY", "TEMP", "EXECUTE",
+                              "MAINTAIN"):  # fmt: skip
                     raise self._unsupported(f"privilege {word}", tok)
                 elif tok and not privileges and self._next and self._next.text.upper() in ("TO", "FROM", ","):
                     raise self._unsupported("GRANT / REVOKE of role membership", start)
                 else:
-                    self._fail("Expecting a privilege (SELECT, INSERT, UPDATE, DELETE or ALL)")
+                    self._fail(
+                        "Expecting a privilege (SELECT, INSERT, UPDATE, DELETE, TRUNCATE, USAGE, CREATE, ALL)"
+                    )
                 if not self._match(TokenType.COMMA):
                     break
         self._expect("ON")
         kind: str | None = None
-        if self._match_text_seq("ALL"):
-            raise self._unsupported("GRANT / REVOKE ON ALL ... IN SCHEMA", start)
-        for words in _OBJECT_KINDS:
-            if self._match_text_seq(*words):
-                kind = " ".join(words).lower()
-                break
+        if self._match(TokenType.ALL):
+            if not self._match_text_seq("TABLES", "IN", "SCHEMA"):
+                word = self._curr.text.upper() if self._curr else ""
+                raise self._unsupported(f"GRANT / REVOKE ON ALL {word} IN SCHEMA", start)
+            kind = "all tables in schema"
+        elif self._match_text_seq("SCHEMA"):
+            kind = "schema"
         else:
-            word = self._curr.text.upper() if self._curr else ""
-            if word in ("SCHEMA", "DATABASE", "FUNCTION", "SEQUENCE", "SINK", "PROCEDURE", "ROUTINE"):
-                raise self._unsupported(f"GRANT / REVOKE ON {word}", self._curr)
-        relations = [self._parse_object_name()]
+            for words in _OBJECT_KINDS:
+                if self._match_text_seq(*words):
+                    kind = " ".join(words).lower()
+                    break
+            else:
+                word = self._curr.text.upper() if self._curr else ""
+                if word in ("DATABASE", "FUNCTION", "SEQUENCE", "SINK", "PROCEDURE", "ROUTINE"):
+                    raise self._unsupported(f"GRANT / REVOKE ON {word}", self._curr)
+        in_schema = kind in ("schema", "all tables in schema")
+        if all_privileges:
+            privileges = list(ast.SCHEMA_PRIVILEGES if kind == "schema" else ast.RELATION_PRIVILEGES)
+        parse_name = self._parse_name_part if in_schema else self._parse_object_name
+        relations = [parse_name()]
         while self._match(TokenType.COMMA):
-            relations.append(self._parse_object_name())
+            relations.append(parse_name())
         self._expect("FROM" if revoke else "TO")
         grantees = [self._parse_role_grantee()]
         while self._match(TokenType.COMMA):
@@ -171,3 +184,14 @@ class RoleParser(ParserBase):
             self._advance()
             return "public"
         return self._parse_role_name()
+
+    def _parse_owner_to(self, kind: str, name: str) -> ast.AlterOwner:
+        """The rest of ALTER kind name OWNER TO role (OWNER consumed)."""
+        self._expect("TO")
+        if self._curr and self._curr.token_type != TokenType.IDENTIFIER and self._curr.text.upper() in (
+            "CURRENT_USER", "SESSION_USER", "CURRENT_ROLE",
+        ):  # fmt: skip
+            word = self._curr.text.lower()
+            self._advance()
+            return ast.AlterOwner(kind, name, "session_user" if word == "session_user" else "current_user")
+        return ast.AlterOwner(kind, name, self._parse_role_name())

@@ -98,6 +98,11 @@ class UtilityParser(RoleParser):
             return ast.AlterSystem(name, value)
         if self._match_texts(("USER", "ROLE")):
             return self._parse_alter_role()
+        if self._match_text_seq("SCHEMA"):
+            schema = self._parse_name_part()
+            if not self._match_text_seq("OWNER"):
+                raise self._unsupported("this form of ALTER SCHEMA", alter)
+            return self._parse_owner_to("schema", schema)
         kind = self._parse_alter_kind()
         if kind is None:
             word = self._curr.text.upper() if self._curr else ""
@@ -106,6 +111,8 @@ class UtilityParser(RoleParser):
         name = self._parse_object_name()
         if kind == "materialized view" and self._match_text_seq("REBUILD") and not if_exists:
             return ast.RebuildJob("materialized view", name)
+        if kind != "index" and not if_exists and self._match_text_seq("OWNER"):
+            return self._parse_owner_to(kind, name)
         if self._match_text_seq("RENAME"):
             if self._match_text_seq("TO"):
                 return ast.AlterRename(kind, name, self._parse_name_part(), if_exists=if_exists)
@@ -140,6 +147,15 @@ class UtilityParser(RoleParser):
             if not cascade:
                 self._match_text_seq("RESTRICT")
             return ast.AlterDropColumn(name, column, if_exists, column_if_exists, cascade)
+        if kind in ("table", "materialized view", "sink", "source") and self._match_text_seq(
+            "SET", "PARALLELISM"
+        ):
+            if if_exists:
+                raise self._unsupported(f"ALTER {kind.upper()} IF EXISTS ... SET PARALLELISM", alter)
+            if not (self._match(TokenType.EQ) or self._match_text_seq("TO")):
+                self._fail("Expecting TO or =")
+            value = "default" if self._match(TokenType.DEFAULT) else self._parse_set_value()
+            return ast.AlterParallelism(kind, name, value)
         if kind in ("table", "source") and self._match(TokenType.SET):
             setting = self._parse_variable_name()
             if setting.lower() != "source_rate_limit" or if_exists:

@@ -15,7 +15,7 @@ from typing import Any
 from piestream.common.text import format_datum
 from piestream.common.types import DataType, TypeKind
 from piestream.frontend.catalog import DEFAULT_SCHEMA, ColumnCatalog, Relation, RelationKind
-from piestream.frontend.parser.ast import RELATION_PRIVILEGES
+from piestream.frontend.parser.ast import RELATION_PRIVILEGES, SCHEMA_PRIVILEGES
 from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
     BTREE_AM,
@@ -56,6 +56,8 @@ class CatalogContext:
     roles: list[Role] = field(default_factory=list)  # pg_roles / pg_user (empty: just `user`)
     owners: dict[int, int] = field(default_factory=dict)  # relation id -> owner's role oid
     acls: dict[int, dict[int, frozenset[str]]] = field(default_factory=dict)  # rel -> grantee -> privs
+    schema_owners: dict[str, int] = field(default_factory=dict)  # schema -> owner's oid (none: 10)
+    schema_acls: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)  # schema -> grants
 
     def user_name(self, oid: int) -> str:
         """pg_get_userbyid: a role's name (PostgreSQL shows 'unknown (OID=n)' for none)."""
@@ -111,10 +113,14 @@ class CatalogRows:
         out: dict[str, list[tuple[Any, ...]]] = {name: [] for name in TABLES}
         out["pg_namespace"] = [
             (PG_CATALOG_NS, "pg_catalog", SUPERUSER_OID, None),
-            (PUBLIC_NS, "public", SUPERUSER_OID, None),
+            (PUBLIC_NS, "public", *self._schema_owner_acl("public")),
             (INFORMATION_SCHEMA_NS, "information_schema", SUPERUSER_OID, None),
             (PG_TOAST_NS, "pg_toast", SUPERUSER_OID, None),
-            *((oid, name, SUPERUSER_OID, None) for name, oid in ctx.schemas.items() if oid != PUBLIC_NS),
+            *(
+                (oid, name, *self._schema_owner_acl(name))
+                for name, oid in ctx.schemas.items()
+                if oid != PUBLIC_NS
+            ),
         ]
         out["pg_am"] = [(HEAP_AM, "heap", "heap_tableam_handler", "t"), (BTREE_AM, "btree", "bthandler", "i")]
         out["pg_tablespace"] = [
@@ -458,6 +464,20 @@ class CatalogRows:
         self._relacl(out["pg_class"])
         return out
 
+    def _schema_owner_acl(self, schema: str) -> tuple[int, str | None]:
+        """pg_namespace.nspowner and nspacl (aclitem text; NULL: the owner's default, no grants)."""
+        ctx = self.ctx
+        owner_oid = ctx.schema_owners.get(schema, SUPERUSER_OID)
+        grants = ctx.schema_acls.get(schema)
+        if grants is None:
+            return owner_oid, None
+        owner = ctx.user_name(owner_oid)
+        items = [f"{owner}=UC/{owner}"]
+        for oid, privs in sorted(grants.items(), key=lambda g: (g[0] == 0, g[0])):
+            letters = "".join(_ACL_LETTERS[p] for p in SCHEMA_PRIVILEGES if p in privs)
+            items.append(f"{'' if oid == 0 else ctx.user_name(oid)}={letters}/{owner}")
+        return owner_oid, "{" + ",".join(items) + "}"
+
     def _granted(self, r: Relation) -> list[tuple[str, str, str]]:
         """(grantor, grantee, privilege) of a relation: its owner's own, then the grants."""
         ctx = self.ctx
@@ -504,7 +524,9 @@ class CatalogRows:
 _PRIVILEGED_KINDS = frozenset(
     {RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW, RelationKind.VIEW, RelationKind.SOURCE}
 )
-_ACL_LETTERS = {"INSERT": "a", "SELECT": "r", "UPDATE": "w", "DELETE": "d"}
+_ACL_LETTERS = {
+    "INSERT": "a", "SELECT": "r", "UPDATE": "w", "DELETE": "d", "TRUNCATE": "D", "USAGE": "U", "CREATE": "C",
+}  # fmt: skip
 
 _PG_LEN_KINDS = frozenset(k for k in TypeKind if k not in (TypeKind.LIST, TypeKind.STRUCT))
 

@@ -19,7 +19,11 @@ from piestream.common.composite_text import format_list, parse_list
 from piestream.common.errors import InvalidInput
 from piestream.common.types import VARCHAR, list_of
 from piestream.frontend.catalog import Relation, RelationKind
+from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
+    INFORMATION_SCHEMA_NS,
+    PG_CATALOG_NS,
+    SUPERUSER_OID,
     VERSION_STRING,
     index_stored_columns,
     indexdef,
@@ -121,6 +125,12 @@ FUNCTION_TYPES: dict[str, str] = {
 _TEXT_ARRAY = list_of(VARCHAR)
 
 
+def _privilege_words(text: Any) -> frozenset[str]:
+    """``'USAGE, CREATE'`` / ``'select with grant option'``: the privileges asked (any suffices)."""
+    words = (w.strip().upper().removesuffix(" WITH GRANT OPTION") for w in str(text).split(","))
+    return frozenset(w.strip() for w in words)
+
+
 class SystemFunctions:
     """The system functions over one built catalog: its relations, types and session context."""
 
@@ -159,8 +169,8 @@ class SystemFunctions:
             "obj_description": self._obj_description,
             "col_description": self._col_description,
             "shobj_description": const(None),
-            "has_table_privilege": const(1),
-            "has_schema_privilege": const(1),
+            "has_table_privilege": self._has_table_privilege,
+            "has_schema_privilege": self._has_schema_privilege,
             "has_database_privilege": const(1),
             "has_column_privilege": const(1),
             "pg_has_role": const(1),
@@ -244,6 +254,60 @@ class SystemFunctions:
     def _current_schemas(self, implicit: Any = 0) -> str:
         found = [n for n in self.ctx.search_path if n in self.ctx.schemas]
         return "{" + ",".join(["pg_catalog", *found] if implicit else found) + "}"
+
+    # -- has_*_privilege: (object, privilege) or (role, object, privilege), as PostgreSQL ------------
+    def _asker(self, args: tuple[Any, ...]) -> tuple[Role | None, tuple[Any, ...]]:
+        """The role asked about (the current user's when not given) and the other arguments."""
+        ctx = self.ctx
+        who: Any = args[0] if len(args) == 3 else ctx.user
+        rest = args[1:] if len(args) == 3 else args
+        for r in ctx.roles:
+            if r.name == who or (isinstance(who, int) and r.oid == who):
+                return r, rest
+        return None, rest
+
+    def _has_schema_privilege(self, *args: Any) -> int | None:
+        ctx = self.ctx
+        role, (schema, privilege) = self._asker(args)
+        if isinstance(schema, int):
+            builtin = {PG_CATALOG_NS: "pg_catalog", INFORMATION_SCHEMA_NS: "information_schema"}
+            schema = builtin.get(schema) or next((n for n, oid in ctx.schemas.items() if oid == schema), None)
+        if schema is None:
+            return None
+        wanted = _privilege_words(privilege)
+        if schema in ("pg_catalog", "information_schema"):
+            return int("USAGE" in wanted)
+        if schema not in ctx.schemas:
+            return None
+        if role is None:
+            return 0 if ctx.roles else 1
+        owner = ctx.schema_owners.get(schema, SUPERUSER_OID)
+        acl = ctx.schema_acls.get(schema, {})
+        held = acl.get(role.oid, frozenset()) | acl.get(0, frozenset())
+        return int(role.superuser or role.oid == owner or bool(wanted & held))
+
+    def _has_table_privilege(self, *args: Any) -> int | None:
+        ctx = self.ctx
+        role, (table, privilege) = self._asker(args)
+        rel = self._rel(table) if isinstance(table, int) else self._rel_named(str(table))
+        if rel is None:
+            return None
+        if role is None:
+            return 0 if ctx.roles else 1
+        acl = ctx.acls.get(rel.id, {})
+        held = acl.get(role.oid, frozenset()) | acl.get(0, frozenset())
+        owner = ctx.owners.get(rel.id, SUPERUSER_OID)
+        return int(role.superuser or role.oid == owner or bool(_privilege_words(privilege) & held))
+
+    def _rel_named(self, name: str) -> Relation | None:
+        """A relation as a (maybe schema-qualified) name names it, through search_path."""
+        schema, _, rel = name.rpartition(".")
+        for r in self._rels:
+            if r.name == rel and (
+                r.schema_name == schema or (not schema and self.ctx.visible(r, self._rels))
+            ):
+                return r
+        return None
 
     def _table_is_visible(self, oid: Any) -> int:
         rel = self._rel(oid)  # a catalog table's (or a primary key index's) oid: visible

@@ -413,6 +413,8 @@ class Connection:
             roles=self.server.database.roles.roles(),
             owners=self.server.database.roles.owners(),
             acls=self.server.database.roles.all_grants(),
+            schema_owners=self.server.database.roles.schema_owners(),
+            schema_acls=self.server.database.roles.schema_grants(),
         )
 
     def _catalog(self) -> CatalogSnapshot:

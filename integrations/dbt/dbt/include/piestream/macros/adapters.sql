@@ -1,16 +1,18 @@
 {# piestream's replacements for dbt-postgres macros that use statements piestream does not have. #}
 
 {% macro piestream__truncate_relation(relation) -%}
-  {# piestream has no TRUNCATE; a seed re-run empties its table with DELETE (one epoch) #}
+  {# a seed re-run empties its table (TRUNCATE is transactional: inside dbt's block) #}
   {% call statement('truncate_relation') -%}
-    delete from {{ relation }}
+    truncate table {{ relation }}
   {%- endcall %}
 {%- endmacro %}
 
 {% macro piestream__rename_relation(from_relation, to_relation) -%}
-  {{ exceptions.raise_compiler_error(
-      "piestream has no ALTER ... RENAME: cannot rename " ~ from_relation ~ " to " ~ to_relation
-      ~ " (piestream's materializations drop and re-create instead)") }}
+  {% do adapter.drop_relation(to_relation) %}
+  {% call statement('rename_relation') -%}
+    alter {{ 'materialized view' if from_relation.type == 'materialized_view' else ('view' if from_relation.type == 'view' else 'table') }}
+      {{ from_relation }} rename to {{ adapter.quote(to_relation.identifier) }}
+  {%- endcall %}
 {%- endmacro %}
 
 {% macro piestream__drop_relation(relation) -%}

@@ -1,0 +1,2 @@
+{{ config(materialized='index') }}
+create index {{ this.identifier }} on {{ ref('region_totals') }} (orders)
