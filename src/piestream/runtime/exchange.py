@@ -67,6 +67,17 @@ def encode_chunk(port: str, source_actor: int, seq: int, chunk: StreamChunk) -> 
     return _KIND_CHUNK + sink.getvalue().to_pybytes()
 
 
+def chunk_source(payload: bytes) -> int:
+    """The source actor of an encoded chunk, from its schema alone (the batch is not read)."""
+    try:
+        if payload[:1] != _KIND_CHUNK:
+            raise ValueError("not a chunk")
+        with pa.ipc.open_stream(pa.py_buffer(payload)[1:]) as r:
+            return int(r.schema.metadata[b"src"])
+    except (pa.ArrowInvalid, KeyError, TypeError, ValueError) as e:
+        raise MalformedPayload(f"malformed chunk: {e}") from None
+
+
 def decode_chunk(payload: bytes) -> ChunkEnvelope:
     with pa.ipc.open_stream(pa.py_buffer(payload)[1:]) as r:
         batch = r.read_next_batch()

@@ -17,12 +17,16 @@ import logging
 import os
 import socket
 import struct
+import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
-from piestream.runtime.actor_task import TaskHook, run_partition
+from piestream.plan.fragment import actor_id
+from piestream.plan.node import ExchangeNode
+from piestream.runtime.actor_task import PortInputs, TaskHook, run_actors, run_partition, sorted_inputs
 from piestream.runtime.data_plane import COUNT, RUN, PeerAborted, PeerLost, PeerMesh, decode_peers, stage_of
 from piestream.runtime.epoch_plan import EpochPlan, decode_plan
 from piestream.runtime.exchange import (
@@ -30,6 +34,7 @@ from piestream.runtime.exchange import (
     ActorFailed,
     Element,
     MalformedPayload,
+    decode_chunk,
     decode_elements,
     encode_elements,
     encode_failure,
@@ -44,9 +49,11 @@ CONNECT_TIMEOUT = 10.0  # every slot's task must say hello within this, or the e
 
 #: the hello's format: (wire version, slot, pid, address family (4 or 6), the data plane's
 #: address (packed, 16 bytes) and port); a driver refuses any other version
-WIRE_VERSION = 2
+WIRE_VERSION = 3  # 3: DONE carries the run's channel stats
 HELLO = struct.Struct("<BqqB16sH")
 STAGE = struct.Struct("<I")
+#: a run's data-plane channels: credit waits, bytes spilled, the most bytes a link held
+CHANNEL_STATS = struct.Struct("<QQQ")
 
 # frames: driver -> task
 PEERS = b"T"  # + data_plane.encode_peers: every slot's data-plane address (once per lease)
@@ -55,7 +62,7 @@ EPOCH = b"E"  # + run + elements (stage-0 input): run this slot's partitions of 
 RUN_STAGE = b"R"  # + stage + elements: run this slot's partition of the stage over them
 STOP = b"S"
 # task -> driver
-DONE = b"D"  # + bytes sent to peers + elements: the reports of an EPOCH
+DONE = b"D"  # + bytes sent to peers + CHANNEL_STATS + elements: the reports of an EPOCH
 OUT = b"O"  # + elements: a RUN_STAGE partition's output
 FAILED = b"F"  # + encode_failure bytes: an actor failed (not a data error)
 ABORTED = b"A"  # + text: a peer gave the run up (its own answer says why)
@@ -144,7 +151,7 @@ def lease_loop(
                 continue
             if kind == PEERS:
                 try:
-                    mesh.connect(decode_peers(memoryview(frame)[1:]))
+                    mesh.connect(*decode_peers(memoryview(frame)[1:]))
                 except MalformedPayload as e:
                     log.error("slot %d: %s; ending the lease", slot, e)
                     break
@@ -179,12 +186,14 @@ def _epoch(
 ) -> list[bytes]:
     """Run an EPOCH command: this slot's partitions of every stage; the answer's frame parts."""
     (run,) = RUN.unpack_from(frame, 1)
+    mesh.begin(run)  # what a failed earlier run left is dropped; the channel counters restart
     sent = mesh.bytes_sent
     try:
         dml = decode_elements(frame, 1 + RUN.size)
         del frame
         reports = run_direct(plan, slot, run, dml, mesh, hook, control)
-        return [DONE, COUNT.pack(mesh.bytes_sent - sent), encode_elements(reports)]
+        stats = CHANNEL_STATS.pack(mesh.credit_waits, mesh.spilled_bytes, mesh.peak_link_bytes)
+        return [DONE, COUNT.pack(mesh.bytes_sent - sent), stats, encode_elements(reports)]
     except Exception as e:
         mesh.abort(run)  # no peer waits for an END of this run that never comes
         if isinstance(e, ActorFailed):
@@ -206,39 +215,98 @@ def run_direct(
     control: Channel,
 ) -> list[Element]:
     """This slot's partition of every stage it has one in (partition p of a stage runs in slot
-    p), in stage order: a stage starts when every runner of every earlier stage has ended its
-    output to this slot; its output goes straight to the slots running the destination actors
-    (kept here for this slot's own). Returns the actors' reports (for the driver)."""
+    p), in stage order. Each actor is fed while its input arrives (`PeerMesh.pull`, in the
+    deterministic order); its output goes, as it is produced, straight to the slots running
+    the destination actors (this slot's own through its local spools). Returns the actors'
+    reports (for the driver)."""
     where = stage_of(plan)
     runners = [plan.num_partitions(s) for s in range(len(plan.stages))]
-    inbox: dict[int, list[Element]] = {0: dml}
+    local: dict[tuple[int, ...], list[tuple[str, int, int, StreamChunk]]] = {}
+    for dest, payload in dml:  # the driver's DML: per element (a chunk), not per row
+        env = decode_chunk(payload)
+        local.setdefault(tuple(dest), []).append((env.port, env.source_actor, env.seq, env.chunk))
     reports: list[Element] = []
 
-    def file(elements: list[Element], after: int) -> None:
-        for e in elements:  # per element (a whole chunk), not per row
-            loc = where.get(tuple(e[0]))
-            if loc is None or loc[0] <= after:
-                raise InternalError(f"slot {slot}: an element for {e[0]} arrived at stage {after + 1}")
-            inbox.setdefault(loc[0], []).append(e)
+    def inputs_of(me: tuple[int, int]) -> PortInputs:
+        return streamed_inputs(plan, me, slot, run, where, mesh, control, local.pop(me, []))
 
     for s, n in enumerate(runners):
         if slot >= n:
             continue
-        need = [(p, k) for k in range(s) for p in range(runners[k]) if p != slot]
-        if need:
-            file(mesh.take(run, need, control), s - 1)
-        out: dict[int, list[Element]] = {}
-        for e in run_partition(plan, s, slot, inbox.pop(s, []), hook):
-            if tuple(e[0]) == REPORT:
-                reports.append(e)
+        sender = mesh.sender(run, s)
+        mine = plan.actors_of_partition(s, slot)
+        for dest, payload in run_actors(plan, mine, inputs_of, hook, time.perf_counter()):
+            dest = tuple(dest)
+            if dest == REPORT:
+                reports.append((dest, payload))
                 continue
-            loc = where.get(tuple(e[0]))
-            if loc is None or loc[0] <= s:
-                raise InternalError(f"stage {s} emitted an element for {e[0]}, no later stage runs")
-            if loc[1] == slot:
-                inbox.setdefault(loc[0], []).append(e)
+            loc = where.get(dest)
+            if loc is None or loc[0] < s or (loc[0] == s and loc[1] != slot):
+                raise InternalError(f"stage {s} emitted an element for {dest}, no later actor runs")
+            if loc[1] == slot:  # a later stage's actor here, or a fused one of this stage
+                mesh.put_local(run, dest, payload)
             else:
-                out.setdefault(loc[1], []).append(e)
+                sender.add(loc[1], (dest, payload))
         later = max(runners[s + 1 :], default=0)
-        mesh.send(run, s, out, [q for q in range(later) if q != slot])
+        sender.end([q for q in range(later) if q != slot])
+    if local:
+        raise InternalError(f"slot {slot}: DML for {sorted(local)}, which no stage 0 actor here runs")
+    left = mesh.leftover(run)
+    if left:
+        raise InternalError(f"slot {slot}: input no actor took (run, actor, source): {left[:5]}")
     return reports
+
+
+def streamed_inputs(
+    plan: EpochPlan,
+    me: tuple[int, int],
+    slot: int,
+    run: int,
+    where: dict[tuple[int, ...], tuple[int, int]],
+    mesh: PeerMesh,
+    control: Channel,
+    dml: list[tuple[str, int, int, StreamChunk]],
+) -> PortInputs:
+    """Actor `me`'s input in the deterministic order (`actor_task.PortInputs`): ports by name;
+    within a port the driver's DML (source -1) first, then every upstream actor in ascending
+    id, each group as it arrives (from this slot's spools or a peer's link), checked to be in
+    sequence order."""
+    frag = plan.fragment(me[0])
+    groups: dict[str, list[tuple[int, tuple[int, int] | None]]] = {}
+    for node in frag.root.walk():
+        if not isinstance(node, ExchangeNode) or node.port in groups:
+            continue
+        up = node.upstream_fragment_id
+        sources = groups[node.port] = []
+        if up not in plan.fragments:
+            continue
+        for j in range(plan.fragment(up).parallelism):
+            loc = where.get((up, j))
+            if loc is not None:  # an actor on this slot ran earlier: its output is filed
+                sources.append((actor_id(up, j), None if loc[1] == slot else loc))
+    own = dict(sorted_inputs(dml))
+    for port in sorted({*groups, *own}):
+        sources = sorted(groups.get(port, []))
+        yield port, _port_chunks(own.get(port, []), sources, port, me, run, mesh, control)
+
+
+def _port_chunks(
+    dml: Iterable[StreamChunk],
+    sources: list[tuple[int, tuple[int, int] | None]],
+    port: str,
+    me: tuple[int, int],
+    run: int,
+    mesh: PeerMesh,
+    control: Channel,
+) -> Iterator[StreamChunk]:
+    yield from dml
+    for source, end in sources:
+        last = -1
+        for payload in mesh.pull(run, me, source, end, control):  # per chunk, not per row
+            env = decode_chunk(payload)
+            if env.port != port or env.seq <= last:
+                raise InternalError(
+                    f"actor {me}: chunk {env.seq} of {source} on port {env.port!r} after {last} on {port!r}"
+                )
+            last = env.seq
+            yield env.chunk

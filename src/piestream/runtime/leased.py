@@ -76,7 +76,7 @@ from typing import TYPE_CHECKING, Any
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
 from piestream.runtime.actor_task import TaskHook
-from piestream.runtime.data_plane import COUNT, RUN, encode_peers
+from piestream.runtime.data_plane import COUNT, RUN, WINDOW_BYTES, encode_peers
 from piestream.runtime.epoch_plan import EpochPlan, dml_elements, encode_plan
 from piestream.runtime.exchange import (
     REPORT,
@@ -89,6 +89,7 @@ from piestream.runtime.exchange import (
 )
 from piestream.runtime.lease_task import (
     ABORTED,
+    CHANNEL_STATS,
     CONNECT_TIMEOUT,
     DONE,
     EPOCH,
@@ -234,11 +235,14 @@ class LeasedSparkRunner(SparkRunner):
         retry_seconds: float = RETRY_SECONDS,
         max_dml_bytes: int = MAX_DML_BYTES,
         exchange: str = "direct",
+        channel_window: int = WINDOW_BYTES,
     ) -> None:
         super().__init__(spark, hook, task_slots, keep_alive_seconds)
         if exchange not in EXCHANGES:
             raise ValueError(f"not an exchange: {exchange!r} (one of {', '.join(EXCHANGES)})")
         self.exchange = exchange
+        #: bytes each data-plane link holds in memory at most (`runtime.data_plane`)
+        self.channel_window = channel_window
         self.lease_seconds = lease_seconds
         self.max_dml_bytes = max_dml_bytes
         self.idle_seconds = idle_seconds
@@ -263,6 +267,12 @@ class LeasedSparkRunner(SparkRunner):
         self._exchange_bytes = 0  # the last epoch's `wire_stats`
         self._wire_bytes = 0
         self._peer_bytes = 0
+        #: the data plane's channels over all leased epochs: the tasks' credit waits (a reader
+        #: stopped reading its link: back-pressure), bytes spilled to disk, and the most bytes
+        #: one link held in memory in any epoch
+        self.credit_waits = 0
+        self.spilled_bytes = 0
+        self.peak_link_bytes = 0
 
     # -- EpochRunner ----------------------------------------------------------------------------
     def _run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
@@ -380,7 +390,7 @@ class LeasedSparkRunner(SparkRunner):
         actors' reports; every answer is read, so the lease stays in step."""
         lease.busy = True
         if not lease.peers_sent:
-            table = encode_peers([lease.peers[s] for s in range(lease.slots)])
+            table = encode_peers([lease.peers[s] for s in range(lease.slots)], self.channel_window)
             for slot in sorted(conns):
                 self._send(lease, conns[slot], PEERS, table)
             lease.peers_sent = True
@@ -402,8 +412,12 @@ class LeasedSparkRunner(SparkRunner):
             kind = reply[:1]
             if kind == DONE:
                 (sent,) = COUNT.unpack_from(reply, 1)
+                waits, spilled, peak = CHANNEL_STATS.unpack_from(reply, 1 + COUNT.size)
                 self._peer_bytes += sent
-                out = decode_elements(reply, 1 + COUNT.size)
+                self.credit_waits += waits
+                self.spilled_bytes += spilled
+                self.peak_link_bytes = max(self.peak_link_bytes, peak)
+                out = decode_elements(reply, 1 + COUNT.size + CHANNEL_STATS.size)
                 # reports only: a chunk here would have passed the driver (and fails the epoch)
                 self._exchange_bytes += sum(len(p) for d, p in out if d != REPORT)
                 elements.extend(out)
