@@ -220,10 +220,11 @@ class PeerMesh:
         self._want: GroupKey | None = None  # the group the consumer drains now
         self.bytes_sent = 0
         #: since the last `begin`: reader waits for credit (back-pressure), bytes spilled to
-        #: disk, the most bytes one link held in memory
+        #: disk, the most bytes one link held in memory, the largest element filed
         self.credit_waits = 0
         self.spilled_bytes = 0
         self.peak_link_bytes = 0
+        self.largest_element = 0
         self._threads: list[threading.Thread] = []
         self._start(self._accept_loop, "piestream-data-accept")
 
@@ -335,8 +336,9 @@ class PeerMesh:
         """File one element into its group's spool under the link's window (module docstring)."""
         size = len(payload)
         with self.cv:
+            self.largest_element = max(self.largest_element, size)
             while True:
-                if self.closing or self.lost is not None or key[0] < self.run:
+                if self.closing or self.lost is not None or key[0] < self.run or key[0] in self._aborted:
                     return  # the run (or the mesh) is over: nobody takes it
                 spool = self._spools.get(key)
                 if spool is None:
@@ -387,7 +389,7 @@ class PeerMesh:
                     del d[r]
             for key in [k for k in self._spools if k[0] < run]:
                 self._drop(key)
-            self.credit_waits = self.spilled_bytes = self.peak_link_bytes = 0
+            self.credit_waits = self.spilled_bytes = self.peak_link_bytes = self.largest_element = 0
             self.cv.notify_all()
 
     def _drop(self, key: GroupKey) -> None:
@@ -438,6 +440,12 @@ class PeerMesh:
                 if self._want == key:
                     self._want = None
                 self.cv.notify_all()
+
+    def idle(self) -> None:
+        """The consumer drains no group now (an actor that failed mid-input left its own)."""
+        with self.cv:
+            self._want = None
+            self.cv.notify_all()
 
     def leftover(self, run: int) -> list[GroupKey]:
         """Groups of `run` still holding elements (none once every actor took its input)."""
