@@ -350,8 +350,8 @@ def streamed_inputs(
                 continue
             if loc[1] == slot:  # an actor on this slot ran earlier: its output is filed
                 sources.append((actor_id(up, j), None))
-            elif loc[0] < stage:  # a peer's earlier stage: complete at its END
-                sources.append((actor_id(up, j), loc))
+            elif loc[0] < stage:  # a peer's earlier stage: complete at its END(slot, stage)
+                sources.append((actor_id(up, j), (loc[1], loc[0])))
             # else: another slot's actor of this stage, over a no-shuffle edge: never sends here
     for port in sorted({*groups, *dml_ports}):
         own = dml.take(me, port) if port in dml_ports else iter(())
