@@ -10,8 +10,11 @@ import threading
 import time
 from collections.abc import Iterator
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
+from piestream.common.chunk import StreamChunk
 from piestream.runtime.data_plane import (
     DATA_PLANE_VERSION,
     LINK_HELLO,
@@ -21,7 +24,7 @@ from piestream.runtime.data_plane import (
     decode_peers,
     encode_peers,
 )
-from piestream.runtime.exchange import MalformedPayload
+from piestream.runtime.exchange import Element, MalformedPayload, decode_chunk, encode_chunk
 from piestream.runtime.wire import Channel, FrameRejected, link, new_key
 
 
@@ -32,7 +35,7 @@ def meshes() -> Iterator[tuple[list[PeerMesh], socket.socket]]:
     ms = [PeerMesh(key, s, "127.0.0.1") for s in range(3)]
     table = [(m.host, m.port) for m in ms]
     for m in ms:
-        m.connect(decode_peers(encode_peers(table)))
+        m.connect(*decode_peers(encode_peers(table)))
     _wait(lambda: all(len(m.inc) == 2 for m in ms))
     quiet, other = socket.socketpair()
     yield ms, quiet
@@ -49,50 +52,62 @@ def _wait(cond, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
         time.sleep(0.01)
 
 
-def _el(actor: int, n: int) -> tuple[tuple[int, ...], bytes]:
-    return ((7, actor), b"C" + bytes([n]) * 100)
+def _el(actor: int, source: int, seq: int, rows: int = 10, port: str = "fragment:5") -> Element:
+    chunk = StreamChunk(np.zeros(rows, np.int8), [pa.array(np.arange(rows, dtype=np.int64) + seq)])
+    return ((7, actor), encode_chunk(port, source, seq, chunk))
 
 
-def test_stage_output_reaches_its_receivers_once_every_sender_ended(meshes) -> None:  # type: ignore[no-untyped-def]
+def _seqs(m: PeerMesh, run: int, actor: int, source: int, end: tuple[int, int] | None, quiet) -> list[int]:  # type: ignore[no-untyped-def]
+    return [decode_chunk(p).seq for p in m.pull(run, (7, actor), source, end, quiet)]
+
+
+def test_stage_output_reaches_its_receivers_group_by_group(meshes) -> None:  # type: ignore[no-untyped-def]
     ms, quiet = meshes
     for m in ms:
         m.begin(1)
-    ms[0].send(1, 0, {1: [_el(1, 1), _el(1, 2)], 2: [_el(2, 3)]}, [1, 2])
-    got: list[object] = []
-    # slot 1 needs stage 0 of slots 0 and 2: it waits for slot 2's END
-    t = threading.Thread(target=lambda: got.extend(ms[1].take(1, [(0, 0), (2, 0)], quiet)))
+    ms[0].send(1, 0, {1: [_el(1, 10, 0), _el(1, 10, 1)], 2: [_el(2, 10, 2)]}, [1, 2])
+    got: list[int] = []
+    # slot 1 takes source 20's group first: it runs on slot 2, so it waits for slot 2's END
+    t = threading.Thread(target=lambda: got.extend(_seqs(ms[1], 1, 1, 20, (2, 0), quiet)))
     t.start()
     time.sleep(0.3)
     assert t.is_alive() and not got
-    ms[2].send(1, 0, {1: [_el(1, 4)]}, [0, 1])
+    ms[2].send(1, 0, {1: [_el(1, 20, 0)]}, [0, 1])
     t.join(10)
-    assert sorted(got) == sorted([_el(1, 1), _el(1, 2), _el(1, 4)])  # type: ignore[type-var]
-    assert ms[2].take(1, [(0, 0)], quiet) == [_el(2, 3)]
+    assert got == [0]
+    assert _seqs(ms[1], 1, 1, 10, (0, 0), quiet) == [0, 1]  # filed meanwhile, in order
+    assert _seqs(ms[2], 1, 2, 10, (0, 0), quiet) == [2]
     assert ms[0].bytes_sent > 300 and ms[1].bytes_sent == 0
+    assert all(m.leftover(1) == [] for m in ms)
+    # a task's own output for its later actors goes through its local spools
+    ms[1].put_local(1, (7, 3), _el(3, 30, 0)[1])
+    assert ms[1].leftover(1) == [(1, (7, 3), 30)]
+    assert _seqs(ms[1], 1, 3, 30, None, quiet) == [0]
 
 
 def test_a_count_that_does_not_match_fails_the_run(meshes) -> None:  # type: ignore[no-untyped-def]
     ms, quiet = meshes
     for m in ms:
         m.begin(1)
-    ms[0].send(1, 0, {1: [_el(1, 1)]}, [])  # data, no END ...
+    ms[0].send(1, 0, {1: [_el(1, 10, 1)]}, [])  # data, no END ...
     ms[0].send(1, 0, {}, [1])  # ... then an END that says none was sent
     with pytest.raises(PeerLost, match="sent 1 elements of stage 0, its END says 0"):
-        ms[1].take(1, [(0, 0)], quiet)
+        _seqs(ms[1], 1, 1, 10, (0, 0), quiet)
 
 
 def test_an_abort_releases_the_waiters_and_the_next_run_drops_its_frames(meshes) -> None:  # type: ignore[no-untyped-def]
     ms, quiet = meshes
     for m in ms:
         m.begin(1)
-    ms[0].send(1, 0, {1: [_el(1, 1)]}, [])  # part of run 1's output, then slot 0 gives up
+    ms[0].send(1, 0, {1: [_el(1, 10, 1)]}, [])  # part of run 1's output, then slot 0 gives up
     ms[0].abort(1)
     with pytest.raises(PeerAborted, match="slot 0 gave up"):
-        ms[1].take(1, [(0, 0)], quiet)
+        _seqs(ms[1], 1, 1, 10, (0, 0), quiet)
     for m in ms:  # the retry: nothing of run 1 is in its input
         m.begin(2)
-    ms[0].send(2, 0, {1: [_el(1, 9)]}, [1])
-    assert ms[1].take(2, [(0, 0)], quiet) == [_el(1, 9)]
+    ms[0].send(2, 0, {1: [_el(1, 10, 9)]}, [1])
+    assert _seqs(ms[1], 2, 1, 10, (0, 0), quiet) == [9]
+    assert ms[1].leftover(1) == [] and ms[1].leftover(2) == []
 
 
 def test_a_dead_peer_or_driver_fails_the_run_instead_of_wedging_it(meshes) -> None:  # type: ignore[no-untyped-def]
@@ -102,14 +117,76 @@ def test_a_dead_peer_or_driver_fails_the_run_instead_of_wedging_it(meshes) -> No
     a, b = socket.socketpair()
     b.close()  # the driver's connection closed: readable
     with pytest.raises(PeerLost, match="driver ended the lease"):
-        ms[1].take(1, [(0, 0)], a)
+        _seqs(ms[1], 1, 1, 10, (0, 0), a)
     a.close()
     ms[0].close()  # slot 0's task dies mid-run
     with pytest.raises(PeerLost, match="lost its link from slot 0"):
-        ms[1].take(1, [(0, 0)], quiet)
+        _seqs(ms[1], 1, 1, 10, (0, 0), quiet)
     with pytest.raises(PeerLost):
-        ms[2].send(1, 1, {0: [_el(0, 1)]}, [0])  # sending to it fails too, or ...
-        ms[2].take(1, [(0, 0)], quiet)  # ... its link in is lost
+        ms[2].send(1, 1, {0: [_el(0, 10, 1)]}, [0])  # sending to it fails too, or ...
+        _seqs(ms[2], 1, 1, 10, (0, 0), quiet)  # ... its link in is lost
+
+
+WINDOW = 64 << 10
+
+
+def test_out_of_order_input_spills_to_disk_instead_of_deadlocking(meshes) -> None:  # type: ignore[no-untyped-def]
+    """A join's ports fed from two stages of one sender, a 64 KiB window: the receiver drains
+    port "fragment:3" (the sender's stage 1) first, while the sender still sends its stage 0
+    ("fragment:5", 2 MB). A reader that stopped its socket whenever the window is full would
+    deadlock here (the sender never gets to stage 1, the receiver never takes stage 0); the
+    out-of-order stage 0 goes to disk instead, within the window in memory."""
+    ms, quiet = meshes
+    for m in ms:
+        m.begin(1)
+        m.window = WINDOW
+    stage0 = [_el(1, 50, i, rows=4096, port="fragment:5") for i in range(64)]  # 32 KiB each
+    stage1 = [_el(1, 30, i, rows=512, port="fragment:3") for i in range(8)]
+
+    def sender() -> None:
+        ms[0].send(1, 0, {1: stage0}, [1])
+        ms[0].send(1, 1, {1: stage1}, [1])
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    got: list[list[int]] = []
+    done = threading.Event()
+
+    def consumer() -> None:
+        got.append(_seqs(ms[1], 1, 1, 30, (0, 1), quiet))  # port fragment:3 first ...
+        got.append(_seqs(ms[1], 1, 1, 50, (0, 0), quiet))  # ... then fragment:5
+        done.set()
+
+    threading.Thread(target=consumer, daemon=True).start()
+    assert done.wait(60), "the receiver deadlocked"
+    t.join(10)
+    assert got == [list(range(8)), list(range(64))]
+    largest = max(len(p) for _, p in stage0 + stage1)
+    assert ms[1].spilled_bytes > 1 << 20  # most of stage 0 waited on disk
+    assert 0 < ms[1].peak_link_bytes <= WINDOW + largest
+    assert ms[1].leftover(1) == []
+
+
+def test_a_full_window_stops_the_link_and_the_sender(meshes) -> None:  # type: ignore[no-untyped-def]
+    """While the consumer holds its group's input, the link's reader stops at the window (a
+    credit wait) and TCP stops the sender; credit returns as the consumer takes."""
+    ms, quiet = meshes
+    for m in ms:
+        m.begin(1)
+        m.window = WINDOW
+    elements = [_el(1, 10, i, rows=8192) for i in range(400)]  # 64 KiB each, 25 MB in all
+    t = threading.Thread(target=lambda: ms[0].send(1, 0, {1: elements}, [1]), daemon=True)
+    t.start()
+    pulled = ms[1].pull(1, (7, 1), 10, (0, 0), quiet)
+    first = decode_chunk(next(pulled)).seq  # the consumer drains this group now ...
+    _wait(lambda: ms[1].credit_waits > 0)  # ... but takes nothing more: the reader waits
+    time.sleep(0.5)
+    assert t.is_alive()  # the sender is held back: 25 MB do not fit the window and TCP's buffers
+    rest = [decode_chunk(p).seq for p in pulled]
+    t.join(30)
+    assert [first, *rest] == list(range(400))
+    assert ms[1].spilled_bytes == 0  # in order: nothing went to disk
+    assert ms[1].peak_link_bytes <= WINDOW + max(len(p) for _, p in elements)
 
 
 def test_strangers_and_frames_of_another_link_are_turned_away(meshes) -> None:  # type: ignore[no-untyped-def]
@@ -138,6 +215,9 @@ def test_strangers_and_frames_of_another_link_are_turned_away(meshes) -> None:  
 
 def test_a_garbage_peer_table_is_refused() -> None:
     with pytest.raises(MalformedPayload):
-        decode_peers(b'{"format": 2, "peers": []}')
+        decode_peers(b'{"format": 1, "peers": []}')  # a table without the links' window
+    with pytest.raises(MalformedPayload):
+        decode_peers(b'{"format": 2, "peers": [], "window": 0}')
+    assert decode_peers(encode_peers([("127.0.0.1", 5)], 4096)) == ([("127.0.0.1", 5)], 4096)
     with pytest.raises(MalformedPayload):
         decode_peers(b"\x80not json")

@@ -212,19 +212,42 @@ def test_the_default_runner_runs_each_epoch_as_one_spark_job(spark: Any, tmp_pat
     assert ahead >= len(seen) // 2, (ahead, len(seen))
 
 
-def test_a_bulk_epoch_runs_as_a_shuffle_job(spark: Any, tmp_path: Path) -> None:
-    """An epoch whose DML exceeds `max_dml_bytes` runs as SparkRunner's shuffle job (the lease's
-    exchange would hold each stage's input in memory); small epochs keep their one-stage job."""
-    runner = LeasedSparkRunner(spark, lease_seconds=0.0, max_dml_bytes=4096)
-    db = _db(spark, tmp_path / "db", runner=runner)
+def test_a_bulk_epoch_streams_through_tiny_channels(spark: Any, tmp_path: Path) -> None:
+    """A 300K-row epoch (it used to run as a shuffle job) runs on the default runner's lease
+    with 64 KiB channel windows: the DML streams to the tasks in frames, the links' windows
+    fill (credit waits, or out-of-order input spilled to disk) yet no link holds more than its
+    window plus one element, and the MVs equal their queries, among them a join of one
+    stage's output (an aggregation) with another's (a table)."""
+    window = 64 << 10
+    runner = LeasedSparkRunner(spark, lease_seconds=0.0, channel_window=window)
+    db = _db(spark, tmp_path / "db", kind="spark", runner=runner)
+    queries = {
+        "m": "SELECT v, count(*) AS n, sum(k) AS s FROM t GROUP BY v",
+        "j": "SELECT x.v, x.n, names.name FROM (SELECT v, count(*) AS n FROM t GROUP BY v) AS x "
+        "JOIN names ON x.v = names.v",
+    }
     try:
-        _counts_by_v(db, 5000, 7)
-        assert runner.plain_epochs >= 1
-        leased = runner.leased_epochs
-        db.execute("INSERT INTO t VALUES (6000, 1); FLUSH")
-        assert runner.leased_epochs > leased
-        got = sorted(tuple(r) for r in db.session().execute_one("SELECT v, n FROM m").rows)
-        assert got == sorted(Counter([g % 7 for g in range(1, 5001)] + [1]).items())
+        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+        db.execute("CREATE TABLE names (v BIGINT PRIMARY KEY, name VARCHAR)")
+        for name, q in queries.items():
+            db.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        db.execute("INSERT INTO names SELECT g, 'n' || g FROM generate_series(0, 999) AS g; FLUSH")
+        db.execute("INSERT INTO t SELECT g, g % 1000 FROM generate_series(1, 300000) AS g; FLUSH")
+        db.execute("UPDATE t SET v = 1000 - v WHERE k % 3 = 0; DELETE FROM names WHERE v < 10; FLUSH")
+        assert runner.plain_epochs == 0 and runner.leased_epochs >= 3, (
+            runner.leased_epochs,
+            runner.plain_epochs,
+        )
+        s = db.session()
+        for name, q in queries.items():
+            got = sorted(tuple(r) for r in s.execute_one(f"SELECT * FROM {name}").rows)
+            assert got == sorted(tuple(r) for r in s.execute_one(q).rows), name
+        assert len(got) == 990
+        busy = [st for st in db.barriers.stats if st.rows_in > 0]
+        assert all(st.driver_exchange_bytes == 0 for st in busy)
+        assert max(st.peer_exchange_bytes for st in busy) > 20 * window  # far more than a window
+        assert runner.credit_waits + runner.spilled_bytes > 0, "the windows never filled"
+        assert 0 < runner.peak_link_bytes <= window + runner.largest_element
     finally:
         db.close()
 

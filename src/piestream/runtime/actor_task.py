@@ -21,7 +21,7 @@ A `TaskHook` (tests: fault injection; benchmarks: probes) is called at fixed poi
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from piestream.common.chunk import StreamChunk
@@ -58,6 +58,11 @@ class TaskHook(Protocol):
     def __call__(self, point: str, plan: EpochPlan, actor_id: int) -> None: ...
 
 
+#: an actor's input: (port, its chunks) in the deterministic order (ports by name; within a
+#: port source actors ascending, each in sequence order), chunks possibly still arriving
+PortInputs = Iterable[tuple[str, Iterable[StreamChunk]]]
+
+
 def run_partition(
     plan: EpochPlan,
     stage: int,
@@ -78,28 +83,58 @@ def run_partition(
         else:
             forward.append((dest, payload))
     done: set[tuple[int, ...]] = set()
+
+    def inputs_of(me: tuple[int, int]) -> PortInputs:
+        done.add(me)
+        return sorted_inputs(received[me])
+
+    def fused(dest: tuple[int, ...], payload: bytes) -> bool:
+        inbox = received.get(tuple(dest))
+        if inbox is None:
+            return False
+        # a fused downstream actor of this task (no-shuffle edge, `epoch_plan`): its input is
+        # complete once this actor is done, and it runs after it
+        if tuple(dest) in done:
+            raise InternalError(f"actor {dest} of this task ran before its input")
+        env = decode_chunk(payload)
+        inbox.append((env.port, env.source_actor, env.seq, env.chunk))
+        return True
+
+    yield from run_actors(plan, mine, inputs_of, hook, started, fused)
+    yield from forward
+
+
+def sorted_inputs(received: list[tuple[str, int, int, StreamChunk]]) -> PortInputs:
+    """Received chunks as an actor's input: sorted by (port, source actor, sequence)."""
+    received.sort(key=lambda r: (r[0], r[1], r[2]))
+    inputs: dict[str, list[StreamChunk]] = {}
+    for port, _, _, chunk in received:
+        inputs.setdefault(port, []).append(chunk)
+    return list(inputs.items())
+
+
+def run_actors(
+    plan: EpochPlan,
+    mine: list[tuple[int, int]],
+    inputs_of: Callable[[tuple[int, int]], PortInputs],
+    hook: TaskHook | None,
+    started: float,
+    fused: Callable[[tuple[int, ...], bytes], bool] | None = None,
+) -> Iterator[Element]:
+    """Run the actors `mine` one after the other, each over `inputs_of(actor)`; an element
+    `fused` takes (for a later actor of `mine`) is not yielded."""
     for me in mine:
         try:
-            for dest, payload in _run_actor(plan, me, received[me], hook, started):
-                inbox = received.get(tuple(dest))
-                if inbox is None:
+            for dest, payload in _run_actor(plan, me, inputs_of(me), hook, started):
+                if fused is None or not fused(dest, payload):
                     yield dest, payload
-                    continue
-                # a fused downstream actor of this task (no-shuffle edge, `epoch_plan`): its
-                # input is complete once this actor is done, and it runs after it
-                if tuple(dest) in done:
-                    raise InternalError(f"actor {dest} of this task ran before its input {me}")
-                env = decode_chunk(payload)
-                inbox.append((env.port, env.source_actor, env.seq, env.chunk))
         except Exception as e:
             failed = ActorFailed(client_error(e, "streaming epoch failed"), me[0], actor_id(*me))
             if not _is_data_error(failed):
                 raise failed from e
             yield REPORT, encode_failure(failed)  # the epoch fails; its other actors need not run
             break
-        done.add(me)
         started = time.perf_counter()
-    yield from forward
 
 
 def _is_data_error(failed: ActorFailed) -> bool:
@@ -110,16 +145,19 @@ def _is_data_error(failed: ActorFailed) -> bool:
 def _run_actor(
     plan: EpochPlan,
     me: tuple[int, int],
-    received: list[tuple[str, int, int, StreamChunk]],
+    inputs: PortInputs,
     hook: TaskHook | None,
     started: float,
 ) -> Iterator[Element]:
     fragment_id, actor_index = me
     frag = plan.fragment(fragment_id)
-    received.sort(key=lambda r: (r[0], r[1], r[2]))
-    inputs: dict[str, list[StreamChunk]] = {}
-    for port, _, _, chunk in received:
-        inputs.setdefault(port, []).append(chunk)
+    rows_in = 0
+
+    def counted(chunks: Iterable[StreamChunk]) -> Iterator[StreamChunk]:
+        nonlocal rows_in
+        for c in chunks:  # per chunk, not per row
+            rows_in += c.cardinality
+            yield c
 
     aid = actor_id(fragment_id, actor_index)
     if hook is not None:
@@ -147,7 +185,7 @@ def _run_actor(
     actor = Actor(ctx, frag.root)
     actor.init(EpochPair(plan.data_epoch, plan.committed_epoch))
     t1 = time.perf_counter()
-    out = actor.run_epoch(inputs, plan.barrier)
+    out = actor.run_epoch_streamed(((port, counted(chunks)) for port, chunks in inputs), plan.barrier)
     t2 = time.perf_counter()
     if hook is not None:
         hook("executed", plan, aid)
@@ -176,7 +214,7 @@ def _run_actor(
                     hook("emitting", plan, aid)
     t5 = time.perf_counter()
     stats = {
-        "rows_in": float(sum(c.cardinality for _, _, _, c in received)),
+        "rows_in": float(rows_in),
         "rows_out": float(rows_out),
         "seconds": t5 - started,  # from the task's start for its first actor (input read)
         "build_s": t1 - t0,  # executors built and initialised from committed state

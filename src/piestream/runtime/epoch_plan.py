@@ -51,7 +51,16 @@ from piestream.encoding.distribution import compute_vnodes
 from piestream.plan.fragment import DispatchKind, Fragment, StreamGraph, actor_id
 from piestream.plan.node import DmlNode
 from piestream.plan.serde import decode_fragment
-from piestream.runtime.exchange import REPORT, Destination, Element, MalformedPayload, encode_chunk
+from piestream.runtime.data_plane import FRAME_BYTES
+from piestream.runtime.exchange import (
+    REPORT,
+    Destination,
+    Element,
+    MalformedPayload,
+    chunk_header,
+    encode_chunk,
+    encode_elements,
+)
 from piestream.storage.hummock.store import StorageOptions
 from piestream.storage.hummock.version import HummockVersion
 from piestream.stream.connector import Connectors, registered_connectors
@@ -299,6 +308,31 @@ def dml_elements(plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> l
                     dest = (frag.fragment_id, actor)
                     parts[index[dest]].append((dest, payload))
     return parts
+
+
+def dml_frames(
+    plan: EpochPlan, slot: int, elements: list[Element], frame_bytes: int = FRAME_BYTES
+) -> list[bytes]:
+    """Slot `slot`'s stage-0 input (`dml_elements`) as the leased runner's DML frames of about
+    `frame_bytes` each, in the order the slot's actors take it: by actor (the order they run),
+    then port, then sequence."""
+    if not elements:
+        return []
+    order: dict[tuple[int, ...], int] = {a: k for k, a in enumerate(plan.actors_of_partition(0, slot))}
+    keyed = [(order.get(tuple(e[0]), len(order)), chunk_header(e[1]), e) for e in elements]
+    keyed.sort(key=lambda x: (x[0], x[1][0], x[1][2]))  # per element (a chunk), not per row
+    frames: list[bytes] = []
+    batch: list[Element] = []
+    size = 0
+    for _, _, e in keyed:
+        batch.append(e)
+        size += len(e[1])
+        if size >= frame_bytes:
+            frames.append(encode_elements(batch))
+            batch, size = [], 0
+    if batch:
+        frames.append(encode_elements(batch))
+    return frames
 
 
 def route_dml(

@@ -67,6 +67,24 @@ def encode_chunk(port: str, source_actor: int, seq: int, chunk: StreamChunk) -> 
     return _KIND_CHUNK + sink.getvalue().to_pybytes()
 
 
+def chunk_header(payload: bytes) -> tuple[str, int, int]:
+    """An encoded chunk's (port, source actor, sequence), from its schema alone (the batch is
+    not read)."""
+    try:
+        if payload[:1] != _KIND_CHUNK:
+            raise ValueError("not a chunk")
+        with pa.ipc.open_stream(pa.py_buffer(payload)[1:]) as r:
+            meta = r.schema.metadata
+        return meta[b"port"].decode(), int(meta[b"src"]), int(meta[b"seq"])
+    except (pa.ArrowInvalid, KeyError, TypeError, ValueError) as e:
+        raise MalformedPayload(f"malformed chunk: {e}") from None
+
+
+def chunk_source(payload: bytes) -> int:
+    """An encoded chunk's source actor (`chunk_header`)."""
+    return chunk_header(payload)[1]
+
+
 def decode_chunk(payload: bytes) -> ChunkEnvelope:
     with pa.ipc.open_stream(pa.py_buffer(payload)[1:]) as r:
         batch = r.read_next_batch()
@@ -174,6 +192,11 @@ def encode_failure(failed: ActorFailed) -> bytes:
         "error": error_marker(failed.error),
     }
     return _KIND_FAILURE + json.dumps(doc, separators=(",", ":")).encode()
+
+
+def is_failure(payload: bytes) -> bool:
+    """Whether a report payload is a failure's (`encode_failure`)."""
+    return payload[:1] == _KIND_FAILURE
 
 
 def decode_failure(payload: bytes) -> ActorFailed | None:

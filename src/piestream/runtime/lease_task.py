@@ -4,35 +4,46 @@ per epoch (`epoch_plan.encode_plan`); elements as the exchange's own bytes with 
 Nothing read from the socket is unpickled; the per-job key and the connector registry (code)
 come in the task's closure.
 
-By default (exchange "direct") the driver sends a task the epoch's plan and its stage-0 DML,
-and the task runs its partition of every stage itself, its output going straight to the tasks
-that run the downstream actors (`runtime.data_plane`); it answers once, with its actors'
-reports. With exchange "driver" the driver runs the stages one by one (`RUN_STAGE`) and routes each
+By default (exchange "direct") the driver sends a task the epoch's plan and its stage-0 DML
+(in frames the task reads as its actors take them: `DmlStream`), and the task runs its
+partition of every stage itself, each actor fed while its input arrives, its output going
+straight to the tasks that run the downstream actors over bounded channels
+(`runtime.data_plane`); it answers once, with its actors' reports and its channels' stats.
+With exchange "driver" the driver runs the stages one by one (`RUN_STAGE`) and routes each
 stage's output (`OUT`) itself."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import socket
 import struct
+import time
 import traceback
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
-from piestream.runtime.actor_task import TaskHook, run_partition
-from piestream.runtime.data_plane import COUNT, RUN, PeerAborted, PeerLost, PeerMesh, decode_peers, stage_of
+from piestream.plan.fragment import actor_id
+from piestream.plan.node import DmlNode, ExchangeNode
+from piestream.runtime.actor_task import PortInputs, TaskHook, run_actors, run_partition
+from piestream.runtime.data_plane import COUNT, PeerAborted, PeerLost, PeerMesh, decode_peers, stage_of
 from piestream.runtime.epoch_plan import EpochPlan, decode_plan
 from piestream.runtime.exchange import (
     REPORT,
     ActorFailed,
     Element,
     MalformedPayload,
+    chunk_header,
+    decode_chunk,
     decode_elements,
     encode_elements,
     encode_failure,
+    is_failure,
 )
 from piestream.runtime.runners import worker_gc_checkpoint
 from piestream.runtime.wire import FROM_TASK, Channel, FrameRejected
@@ -44,18 +55,23 @@ CONNECT_TIMEOUT = 10.0  # every slot's task must say hello within this, or the e
 
 #: the hello's format: (wire version, slot, pid, address family (4 or 6), the data plane's
 #: address (packed, 16 bytes) and port); a driver refuses any other version
-WIRE_VERSION = 2
+WIRE_VERSION = 3  # 3: an epoch's DML in frames after its EPOCH; DONE with channel stats
 HELLO = struct.Struct("<BqqB16sH")
 STAGE = struct.Struct("<I")
+#: a run's data-plane channels: credit waits, bytes spilled, the most bytes a link held, the
+#: largest element
+CHANNEL_STATS = struct.Struct("<QQQQ")
+RUN_FRAMES = struct.Struct("<QQ")  # an EPOCH's run and the number of DML frames after it
 
 # frames: driver -> task
 PEERS = b"T"  # + data_plane.encode_peers: every slot's data-plane address (once per lease)
 PLAN = b"P"  # + encode_plan bytes
-EPOCH = b"E"  # + run + elements (stage-0 input): run this slot's partitions of every stage
+EPOCH = b"E"  # + run + DML frame count: run this slot's partitions of every stage, ...
+DML = b"M"  # + elements: ... over the stage-0 input of that many frames that follow it
 RUN_STAGE = b"R"  # + stage + elements: run this slot's partition of the stage over them
 STOP = b"S"
 # task -> driver
-DONE = b"D"  # + bytes sent to peers + elements: the reports of an EPOCH
+DONE = b"D"  # + bytes sent to peers + CHANNEL_STATS + elements: the reports of an EPOCH
 OUT = b"O"  # + elements: a RUN_STAGE partition's output
 FAILED = b"F"  # + encode_failure bytes: an actor failed (not a data error)
 ABORTED = b"A"  # + text: a peer gave the run up (its own answer says why)
@@ -144,7 +160,7 @@ def lease_loop(
                 continue
             if kind == PEERS:
                 try:
-                    mesh.connect(decode_peers(memoryview(frame)[1:]))
+                    mesh.connect(*decode_peers(memoryview(frame)[1:]))
                 except MalformedPayload as e:
                     log.error("slot %d: %s; ending the lease", slot, e)
                     break
@@ -178,15 +194,21 @@ def _epoch(
     plan: EpochPlan, slot: int, frame: bytearray, mesh: PeerMesh, hook: TaskHook | None, control: Channel
 ) -> list[bytes]:
     """Run an EPOCH command: this slot's partitions of every stage; the answer's frame parts."""
-    (run,) = RUN.unpack_from(frame, 1)
+    run, frames = RUN_FRAMES.unpack_from(frame, 1)
+    mesh.begin(run)  # what a failed earlier run left is dropped; the channel counters restart
     sent = mesh.bytes_sent
+    dml = DmlStream(control, frames)
     try:
-        dml = decode_elements(frame, 1 + RUN.size)
-        del frame
         reports = run_direct(plan, slot, run, dml, mesh, hook, control)
-        return [DONE, COUNT.pack(mesh.bytes_sent - sent), encode_elements(reports)]
+        stats = CHANNEL_STATS.pack(
+            mesh.credit_waits, mesh.spilled_bytes, mesh.peak_link_bytes, mesh.largest_element
+        )
+        return [DONE, COUNT.pack(mesh.bytes_sent - sent), stats, encode_elements(reports)]
     except Exception as e:
         mesh.abort(run)  # no peer waits for an END of this run that never comes
+        mesh.idle()
+        with contextlib.suppress(Exception):  # the wire stays in step (a broken one is lost)
+            dml.drain()
         if isinstance(e, ActorFailed):
             return [FAILED, encode_failure(e)]
         if isinstance(e, PeerAborted):
@@ -196,49 +218,164 @@ def _epoch(
         return [CRASHED, traceback.format_exc().encode()]
 
 
+class DmlStream:
+    """An EPOCH's stage-0 input: the driver's DML frames, read from its connection as this
+    slot's stage-0 actors take them (the driver sends them in that order: by actor, then port,
+    then sequence), so a bulk epoch is never held whole here; TCP holds the driver back."""
+
+    def __init__(self, control: Channel, frames: int) -> None:
+        self.control = control
+        self.left = frames
+        self.buf: deque[Element] = deque()
+
+    def _next(self) -> Element | None:
+        while not self.buf and self.left:
+            frame = self.control.recv()
+            self.left -= 1
+            if frame[:1] != DML:
+                raise MalformedPayload(f"a frame of kind {bytes(frame[:1])!r} among an epoch's DML")
+            self.buf.extend(decode_elements(frame, 1))
+        return self.buf[0] if self.buf else None
+
+    def take(self, dest: tuple[int, ...], port: str) -> Iterator[StreamChunk]:
+        """`dest`'s DML on `port`, in sequence order, as it arrives."""
+        last = -1
+        while (head := self._next()) is not None and tuple(head[0]) == dest:
+            env_port, _, seq = chunk_header(head[1])
+            if env_port != port:
+                return
+            if seq <= last:
+                raise InternalError(f"DML for {dest} out of order: {seq} after {last}")
+            last = seq
+            self.buf.popleft()
+            yield decode_chunk(head[1]).chunk
+
+    def finish(self, slot: int, strict: bool = True) -> None:
+        """Stage 0 is done: the rest is read (the wire stays in step); none may be left if
+        `strict` (with a failed actor, its partition-mates' DML is)."""
+        head = self._next()
+        self.drain()
+        if head is not None and strict:
+            raise InternalError(f"slot {slot}: DML for {head[0]}, which no stage-0 actor here took")
+
+    def drain(self) -> None:
+        self.buf.clear()
+        while self.left:
+            self.control.recv()
+            self.left -= 1
+
+
 def run_direct(
     plan: EpochPlan,
     slot: int,
     run: int,
-    dml: list[Element],
+    dml: DmlStream,
     mesh: PeerMesh,
     hook: TaskHook | None,
     control: Channel,
 ) -> list[Element]:
     """This slot's partition of every stage it has one in (partition p of a stage runs in slot
-    p), in stage order: a stage starts when every runner of every earlier stage has ended its
-    output to this slot; its output goes straight to the slots running the destination actors
-    (kept here for this slot's own). Returns the actors' reports (for the driver)."""
+    p), in stage order. Each actor is fed while its input arrives (`PeerMesh.pull`, in the
+    deterministic order); its output goes, as it is produced, straight to the slots running
+    the destination actors (this slot's own through its local spools). Returns the actors'
+    reports (for the driver)."""
     where = stage_of(plan)
     runners = [plan.num_partitions(s) for s in range(len(plan.stages))]
-    inbox: dict[int, list[Element]] = {0: dml}
     reports: list[Element] = []
 
-    def file(elements: list[Element], after: int) -> None:
-        for e in elements:  # per element (a whole chunk), not per row
-            loc = where.get(tuple(e[0]))
-            if loc is None or loc[0] <= after:
-                raise InternalError(f"slot {slot}: an element for {e[0]} arrived at stage {after + 1}")
-            inbox.setdefault(loc[0], []).append(e)
+    def inputs_of(me: tuple[int, int]) -> PortInputs:
+        return streamed_inputs(plan, me, slot, run, where, mesh, control, dml)
 
+    failed = False  # an actor's data error: the epoch fails with it (its report), the rest runs
     for s, n in enumerate(runners):
         if slot >= n:
             continue
-        need = [(p, k) for k in range(s) for p in range(runners[k]) if p != slot]
-        if need:
-            file(mesh.take(run, need, control), s - 1)
-        out: dict[int, list[Element]] = {}
-        for e in run_partition(plan, s, slot, inbox.pop(s, []), hook):
-            if tuple(e[0]) == REPORT:
-                reports.append(e)
+        sender = mesh.sender(run, s)
+        mine = plan.actors_of_partition(s, slot)
+        for dest, payload in run_actors(plan, mine, inputs_of, hook, time.perf_counter()):
+            dest = tuple(dest)
+            if dest == REPORT:
+                reports.append((dest, payload))
+                failed = failed or is_failure(payload)
                 continue
-            loc = where.get(tuple(e[0]))
-            if loc is None or loc[0] <= s:
-                raise InternalError(f"stage {s} emitted an element for {e[0]}, no later stage runs")
-            if loc[1] == slot:
-                inbox.setdefault(loc[0], []).append(e)
+            loc = where.get(dest)
+            if loc is None or loc[0] < s or (loc[0] == s and loc[1] != slot):
+                raise InternalError(f"stage {s} emitted an element for {dest}, no later actor runs")
+            if loc[1] == slot:  # a later stage's actor here, or a fused one of this stage
+                mesh.put_local(run, dest, payload)
             else:
-                out.setdefault(loc[1], []).append(e)
+                sender.add(loc[1], (dest, payload))
+        mesh.idle()
         later = max(runners[s + 1 :], default=0)
-        mesh.send(run, s, out, [q for q in range(later) if q != slot])
+        sender.end([q for q in range(later) if q != slot])
+        if s == 0:
+            dml.finish(slot, strict=not failed)
+    dml.finish(slot, strict=not failed)
+    left = mesh.leftover(run)
+    if left and not failed:  # a failed actor's partition-mates did not run: their input waits
+        raise InternalError(f"slot {slot}: input no actor took (run, actor, source): {left[:5]}")
     return reports
+
+
+def streamed_inputs(
+    plan: EpochPlan,
+    me: tuple[int, int],
+    slot: int,
+    run: int,
+    where: dict[tuple[int, ...], tuple[int, int]],
+    mesh: PeerMesh,
+    control: Channel,
+    dml: DmlStream,
+) -> PortInputs:
+    """Actor `me`'s input in the deterministic order (`actor_task.PortInputs`): ports by name;
+    within a port the driver's DML (source -1) first, then every upstream actor in ascending
+    id, each group as it arrives (from the driver's connection, this slot's spools or a peer's
+    link), checked to be in sequence order."""
+    frag = plan.fragment(me[0])
+    stage = where[me][0]
+    groups: dict[str, list[tuple[int, tuple[int, int] | None]]] = {}
+    dml_ports: set[str] = set()
+    for node in frag.root.walk():
+        if isinstance(node, DmlNode):
+            dml_ports.add(node.port)
+        if not isinstance(node, ExchangeNode) or node.port in groups:
+            continue
+        up = node.upstream_fragment_id
+        sources = groups[node.port] = []
+        if up not in plan.fragments:
+            continue
+        for j in range(plan.fragment(up).parallelism):
+            loc = where.get((up, j))
+            if loc is None:
+                continue
+            if loc[1] == slot:  # an actor on this slot ran earlier: its output is filed
+                sources.append((actor_id(up, j), None))
+            elif loc[0] < stage:  # a peer's earlier stage: complete at its END(slot, stage)
+                sources.append((actor_id(up, j), (loc[1], loc[0])))
+            # else: another slot's actor of this stage, over a no-shuffle edge: never sends here
+    for port in sorted({*groups, *dml_ports}):
+        own = dml.take(me, port) if port in dml_ports else iter(())
+        sources = sorted(groups.get(port, []))
+        yield port, _port_chunks(own, sources, port, me, run, mesh, control)
+
+
+def _port_chunks(
+    dml: Iterable[StreamChunk],
+    sources: list[tuple[int, tuple[int, int] | None]],
+    port: str,
+    me: tuple[int, int],
+    run: int,
+    mesh: PeerMesh,
+    control: Channel,
+) -> Iterator[StreamChunk]:
+    yield from dml
+    for source, end in sources:
+        last = -1
+        for payload in mesh.pull(run, me, source, end, control):  # per chunk, not per row
+            env = decode_chunk(payload)
+            if env.port != port or env.seq <= last:
+                raise InternalError(
+                    f"actor {me}: chunk {env.seq} of {source} on port {env.port!r} after {last} on {port!r}"
+                )
+            last = env.seq
+            yield env.chunk

@@ -21,10 +21,11 @@ stage's output itself. A round trip costs well under a millisecond.
 instead of ~100-140 ms. The job of the next epoch is started as soon as an epoch's job is done
 (while the driver commits the epoch and waits for the next barrier), so its start is mostly off
 the epoch's path; it gives the slots back after `idle_seconds` without an epoch, or when
-another Spark job waits. An epoch whose DML input exceeds `max_dml_bytes` (a bulk load) runs as
-SparkRunner's shuffle job instead, whose shuffle spills to disk where the lease's exchange
-holds a stage's whole input in memory (the receiving tasks', or the driver's with exchange
-"driver"; the data plane's channels are not bounded yet). With `lease_seconds > 0` (runner
+another Spark job waits. A bulk epoch runs on the lease too: the driver sends each task its
+DML in frames that the task reads as its stage-0 actors take them (`lease_task.DmlStream`),
+and the data plane's channels are bounded (`channel_window` bytes in memory per link,
+`runtime.data_plane`), so no process holds a stage's whole input (with exchange "driver" the
+driver still routes, and holds, each stage's output). With `lease_seconds > 0` (runner
 "spark-leased") the job serves the epochs that start within `lease_seconds` of it: an epoch
 then costs the actors' work plus ~1 ms. While such a job runs its tasks hold every task slot,
 so any other Spark job (a batch query, the Spark data source, a benchmark's recompute) waits
@@ -69,15 +70,15 @@ import struct
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
 from piestream.runtime.actor_task import TaskHook
-from piestream.runtime.data_plane import COUNT, RUN, encode_peers
-from piestream.runtime.epoch_plan import EpochPlan, dml_elements, encode_plan
+from piestream.runtime.data_plane import COUNT, WINDOW_BYTES, encode_peers
+from piestream.runtime.epoch_plan import EpochPlan, dml_elements, dml_frames, encode_plan
 from piestream.runtime.exchange import (
     REPORT,
     ActorReport,
@@ -89,7 +90,9 @@ from piestream.runtime.exchange import (
 )
 from piestream.runtime.lease_task import (
     ABORTED,
+    CHANNEL_STATS,
     CONNECT_TIMEOUT,
+    DML,
     DONE,
     EPOCH,
     FAILED,
@@ -98,6 +101,7 @@ from piestream.runtime.lease_task import (
     OUT,
     PEERS,
     PLAN,
+    RUN_FRAMES,
     RUN_STAGE,
     STAGE,
     STOP,
@@ -115,9 +119,6 @@ if TYPE_CHECKING:
 LEASE_SECONDS = 30.0  # a lease ends at the first epoch boundary this long after its job started
 IDLE_SECONDS = 1.0  # ... or after this long without an epoch
 MAX_IDLE_SECONDS = 10.0  # the most `spark_runner` lets a job wait for the next epoch
-#: an epoch with more DML input than this runs as a shuffle job (Spark's shuffle spills; the
-#: lease's exchange would hold each stage's input in memory)
-MAX_DML_BYTES = 64 << 20
 STARTUP_TIMEOUT = 60.0  # ... unless they all run (starting Python workers): then within this
 HELLO_TIMEOUT = 2.0  # a connection's hello must arrive this fast (a task sends it at once)
 RETRY_SECONDS = 30.0  # after a lease could not start, epochs run plainly this long before the next try
@@ -232,15 +233,16 @@ class LeasedSparkRunner(SparkRunner):
         connect_timeout: float = CONNECT_TIMEOUT,
         startup_timeout: float = STARTUP_TIMEOUT,
         retry_seconds: float = RETRY_SECONDS,
-        max_dml_bytes: int = MAX_DML_BYTES,
         exchange: str = "direct",
+        channel_window: int = WINDOW_BYTES,
     ) -> None:
         super().__init__(spark, hook, task_slots, keep_alive_seconds)
         if exchange not in EXCHANGES:
             raise ValueError(f"not an exchange: {exchange!r} (one of {', '.join(EXCHANGES)})")
         self.exchange = exchange
+        #: bytes each data-plane link holds in memory at most (`runtime.data_plane`)
+        self.channel_window = channel_window
         self.lease_seconds = lease_seconds
-        self.max_dml_bytes = max_dml_bytes
         self.idle_seconds = idle_seconds
         self.connect_timeout = connect_timeout
         self.startup_timeout = startup_timeout
@@ -254,6 +256,7 @@ class LeasedSparkRunner(SparkRunner):
         self._reaper: threading.Thread | None = None
         self._retiring: list[_Lease] = []
         self._job_threads: ThreadPoolExecutor | None = None
+        self._dml_threads: ThreadPoolExecutor | None = None
         self._leases = 0
         self._last_epoch = time.monotonic()
         self._last_check = 0.0
@@ -263,11 +266,18 @@ class LeasedSparkRunner(SparkRunner):
         self._exchange_bytes = 0  # the last epoch's `wire_stats`
         self._wire_bytes = 0
         self._peer_bytes = 0
+        #: the data plane's channels over all leased epochs: the tasks' credit waits (a reader
+        #: stopped reading its link: back-pressure), bytes spilled to disk, and the most bytes
+        #: one link held in memory in any epoch (at most the window plus the largest element)
+        self.credit_waits = 0
+        self.spilled_bytes = 0
+        self.peak_link_bytes = 0
+        self.largest_element = 0
 
     # -- EpochRunner ----------------------------------------------------------------------------
     def _run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         """One epoch, under the runner's lock (`SparkRunner.run`)."""
-        lease = None if _dml_bytes(dml) > self.max_dml_bytes else self._usable_lease(plan.connectors)
+        lease = self._usable_lease(plan.connectors)
         self._exchange_bytes = self._wire_bytes = self._peer_bytes = 0
         if lease is None:
             self.plain_epochs += 1
@@ -345,6 +355,9 @@ class LeasedSparkRunner(SparkRunner):
         if self._job_threads is not None:
             self._job_threads.shutdown(wait=True)
             self._job_threads = None
+        if self._dml_threads is not None:
+            self._dml_threads.shutdown(wait=True)
+            self._dml_threads = None
         super().close()
         self._closed = threading.Event()
 
@@ -380,19 +393,45 @@ class LeasedSparkRunner(SparkRunner):
         actors' reports; every answer is read, so the lease stays in step."""
         lease.busy = True
         if not lease.peers_sent:
-            table = encode_peers([lease.peers[s] for s in range(lease.slots)])
+            table = encode_peers([lease.peers[s] for s in range(lease.slots)], self.channel_window)
             for slot in sorted(conns):
                 self._send(lease, conns[slot], PEERS, table)
             lease.peers_sent = True
         parts = dml_elements(plan, dml)
         lease.runs += 1
-        run = RUN.pack(lease.runs)
         blob = encode_plan(plan)
+        frames = {slot: dml_frames(plan, slot, parts[slot] if slot < len(parts) else []) for slot in conns}
         for slot in sorted(conns):
             self._send(lease, conns[slot], PLAN, blob)
-            self._send(
-                lease, conns[slot], EPOCH, run, encode_elements(parts[slot] if slot < len(parts) else [])
-            )
+            self._send(lease, conns[slot], EPOCH, RUN_FRAMES.pack(lease.runs, len(frames[slot])))
+        streaming = self._send_dml(lease, conns, frames)
+        try:
+            return self._direct_answers(lease, plan, conns)
+        finally:
+            for f in streaming:  # done: every task read all its DML before it answered
+                f.result()
+
+    def _send_dml(
+        self, lease: _Lease, conns: dict[int, Channel], frames: dict[int, list[bytes]]
+    ) -> list[Future[None]]:
+        """Each slot's DML frames; a bulk epoch's from a thread per slot (a task reads them as
+        its stage 0 takes them: one slot's must not wait for another's)."""
+        if all(len(f) <= 1 for f in frames.values()):
+            for slot in sorted(conns):
+                for frame in frames[slot]:
+                    self._send(lease, conns[slot], DML, frame)
+            return []
+        if self._dml_threads is None:
+            self._dml_threads = ThreadPoolExecutor(8, thread_name_prefix="piestream-lease-dml")
+
+        def send(slot: int) -> None:
+            for frame in frames[slot]:
+                self._send(lease, conns[slot], DML, frame)
+
+        return [self._dml_threads.submit(send, slot) for slot in sorted(conns) if frames[slot]]
+
+    def _direct_answers(self, lease: _Lease, plan: EpochPlan, conns: dict[int, Channel]) -> list[ActorReport]:
+        """Every task's answer to an EPOCH (all are read, so the lease stays in step)."""
         elements: list[Element] = []
         failure: BaseException | None = None
         lost: str | None = None
@@ -402,8 +441,13 @@ class LeasedSparkRunner(SparkRunner):
             kind = reply[:1]
             if kind == DONE:
                 (sent,) = COUNT.unpack_from(reply, 1)
+                waits, spilled, peak, largest = CHANNEL_STATS.unpack_from(reply, 1 + COUNT.size)
                 self._peer_bytes += sent
-                out = decode_elements(reply, 1 + COUNT.size)
+                self.credit_waits += waits
+                self.spilled_bytes += spilled
+                self.peak_link_bytes = max(self.peak_link_bytes, peak)
+                self.largest_element = max(self.largest_element, largest)
+                out = decode_elements(reply, 1 + COUNT.size + CHANNEL_STATS.size)
                 # reports only: a chunk here would have passed the driver (and fails the epoch)
                 self._exchange_bytes += sum(len(p) for d, p in out if d != REPORT)
                 elements.extend(out)
@@ -712,11 +756,6 @@ class LeasedSparkRunner(SparkRunner):
                     self._end_lease(lease, stop=True)
             finally:
                 self._lock.release()
-
-
-def _dml_bytes(dml: Mapping[int, Sequence[StreamChunk]]) -> int:
-    """The size of an epoch's DML input (Arrow buffers)."""
-    return sum(col.nbytes for chunks in dml.values() for c in chunks for col in c.columns)
 
 
 def _driver_host(sc: Any) -> str:

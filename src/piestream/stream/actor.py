@@ -8,7 +8,7 @@ so each executor's held-back output reaches its parent before the parent sees th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -99,9 +99,16 @@ class Actor:
 
     def run_epoch(self, inputs: Mapping[str, Sequence[StreamChunk]], barrier: Barrier) -> list[StreamChunk]:
         """All of an epoch: every port's chunks in order (ports sorted by name), then the barrier."""
+        return self.run_epoch_streamed(((port, inputs[port]) for port in sorted(inputs)), barrier)
+
+    def run_epoch_streamed(
+        self, inputs: Iterable[tuple[str, Iterable[StreamChunk]]], barrier: Barrier
+    ) -> list[StreamChunk]:
+        """`run_epoch` over input that arrives while it runs: ports in the order given (by
+        name), each port's chunks as they come, then the barrier."""
         out: list[StreamChunk] = []
-        for port in sorted(inputs):
-            for chunk in coalesced(inputs[port]):
+        for port, chunks in inputs:
+            for chunk in coalesced(chunks):
                 out += self.feed(port, chunk)
         out += self.barrier(barrier)
         return out
@@ -113,7 +120,7 @@ class Actor:
 COALESCE_ROWS = 1 << 16
 
 
-def coalesced(chunks: Sequence[StreamChunk]) -> Iterator[StreamChunk]:
+def coalesced(chunks: Iterable[StreamChunk]) -> Iterator[StreamChunk]:
     """`chunks` in order, consecutive small ones concatenated (same rows, same order: executors
     are functions of their input in arrival order, not of where chunks end)."""
     batch: list[StreamChunk] = []
