@@ -226,11 +226,11 @@ def _band_watermarks(band: IntervalBand, jt: JoinType, lp: Piece, rp: Piece, out
     side = jt.output_side
     keeps_left = side == 0 or jt in (JoinType.INNER, JoinType.LEFT_OUTER)
     keeps_right = side == 1 or jt in (JoinType.INNER, JoinType.RIGHT_OUTER)
-    if keeps_left and band.clean_left is not None and band.left_col in out:
-        own = lp.watermarks[band.left_col]
+    own = lp.watermarks.get(band.left_col)
+    if keeps_left and band.clean_left is not None and own is not None and band.left_col in out:
         out_wms[out.index(band.left_col)] = own.lower_with(band.clean_left)
     rcol = band.right_col if side == 1 else lw + band.right_col
-    if keeps_right and band.clean_right is not None and rcol in out:
-        own = rp.watermarks[band.right_col]
+    own = rp.watermarks.get(band.right_col)
+    if keeps_right and band.clean_right is not None and own is not None and rcol in out:
         out_wms[out.index(rcol)] = own.lower_with(band.clean_right)
     return out_wms
