@@ -51,6 +51,9 @@ MVS = {
     # a LEFT interval join: a cleaned left row keeps its NULL-padded row, never a wrong one
     "m_left": f"SELECT {_COLS} FROM a LEFT JOIN b ON a.k = b.k "
     "AND b.t BETWEEN a.t - INTERVAL '4' SECOND AND a.t + INTERVAL '1' SECOND",
+    # a semi interval join (EXISTS): a cleaned row's emission is final
+    "m_semi": "SELECT a.k, a.v, a.t FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k "
+    "AND b.t BETWEEN a.t - INTERVAL '3' SECOND AND a.t + INTERVAL '2' SECOND)",
     # downstream of the join: a window aggregation cleaned by the join's output watermark
     "m_agg": "WITH j AS (SELECT a.t AS ta, b.v AS bv FROM a JOIN b ON a.k = b.k "
     "AND b.t BETWEEN a.t - INTERVAL '5' SECOND AND a.t) "
