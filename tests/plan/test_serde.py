@@ -101,6 +101,11 @@ CREATE SOURCE wgen (seq BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 
     datagen.rows.per.second = '0', datagen.split.num = '2');
 """
 
+#: A format-4 interval join (HashJoin's `interval` band, left out of plans without one).
+INTERVAL_JOIN = (
+    "SELECT a.seq, b.seq AS s2 FROM wgen a LEFT JOIN wgen b "
+    "ON a.seq = b.seq AND b.ts BETWEEN a.ts - INTERVAL '5' SECOND AND a.ts"
+)
 EXTRA = {
     "literals": "SELECT k, s || 'x' AS s2, iv + INTERVAL '1 day 2 hours' AS iv2, 1.5::NUMERIC * k AS n, "
     "TIMESTAMP '2024-01-01 10:00:00' AS ts, DATE '2024-02-29' AS d, TIME '12:34:56.789' AS t, "
@@ -124,12 +129,15 @@ EXTRA = {
     "set_ops": "SELECT k FROM v INTERSECT ALL SELECT a FROM ao",
     "watermark": "SELECT seq % 3 AS r, window_start, count(*) AS c "
     "FROM HOP(wgen, ts, INTERVAL '1' SECOND, INTERVAL '2' SECOND) GROUP BY seq % 3, window_start",
+    "interval": INTERVAL_JOIN,
 }
 JOBS = {**{q: nq.sql for q, nq in QUERIES.items()}, **EXTRA}
 #: Jobs whose stored format-1 documents were added after the first ones (node kinds added later).
 LATER_GOLDEN_JOBS = ("srf", "frames")
 #: The stored format-1 document holds these jobs: between them every node kind.
-GOLDEN_JOBS = tuple(j for j in EXTRA if j not in LATER_GOLDEN_JOBS and j not in ("set_ops", "watermark"))
+GOLDEN_JOBS = tuple(
+    j for j in EXTRA if j not in LATER_GOLDEN_JOBS and j not in ("set_ops", "watermark", "interval")
+)
 #: The stored format-3 document: a job with a WatermarkFilter and a watermark-cleaned HashAgg.
 GOLDEN_V3 = GOLDEN.with_name("plan_format_v3.json")
 #: A format-3 temporal filter (Now feeding a DynamicFilter), the job of `TEMPORAL`.
@@ -143,6 +151,7 @@ TEMPORAL_JOIN = (
 #: A format-4 AsOf join (new in format 4, so no older plan holds one), the job of `ASOF_JOIN`.
 GOLDEN_ASOF_JOIN = GOLDEN.with_name("plan_format_v4_asof_join.json")
 ASOF_JOIN = "SELECT v.k, v.s, ao.b FROM v ASOF LEFT JOIN ao ON v.k = ao.a AND v.s >= ao.b"
+GOLDEN_INTERVAL_JOIN = GOLDEN.with_name("plan_format_v4_interval_join.json")
 GOLDEN_STATEMENTS = (
     "CREATE TABLE nopk (a INT, b VARCHAR)",
     "CREATE TABLE gent (seq BIGINT) WITH (connector = 'datagen', fields.seq.kind = 'sequence')",
@@ -347,3 +356,22 @@ def test_what_cannot_be_read_is_refused() -> None:
         from_json({"@": "Project", "colour": "red"})
     with pytest.raises(PlanFormatError, match="cannot serialize object"):
         to_json(object())
+
+
+def test_interval_join_golden_is_what_the_planner_writes(nexmark_db: Database) -> None:
+    """Regenerate `GOLDEN_INTERVAL_JOIN` (PIESTREAM_WRITE_GOLDEN=1) only on purpose."""
+    frags = _planned(nexmark_db, INTERVAL_JOIN).job.fragments
+    doc = json.loads(encode_fragments(frags))
+    if os.environ.get("PIESTREAM_WRITE_GOLDEN"):
+        GOLDEN_INTERVAL_JOIN.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert doc == json.loads(GOLDEN_INTERVAL_JOIN.read_text())
+    assert decode_fragments(json.dumps(doc)) == frags
+    joins = [n for f in frags for n in f.root.walk() if n.kind == "HashJoin"]
+    assert len(joins) == 1 and joins[0].interval is not None
+    band = joins[0].interval
+    assert (band.lower_usecs, band.upper_usecs) == (-5_000_000, 0) and band.clean_left and band.clean_right
+    # a join without a band leaves the field out: its document reads as before
+    plain = encode_fragments(
+        _planned(nexmark_db, INTERVAL_JOIN.replace("BETWEEN", "NOT BETWEEN")).job.fragments
+    )
+    assert '"IntervalBand"' in json.dumps(doc) and '"IntervalBand"' not in plain

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 from piestream.common.types import BOOLEAN, TypeKind
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.binder.rewrite import remap_refs
+from piestream.frontend.interval_join import derive_band
 from piestream.frontend.logical import Join, JoinKind
 from piestream.frontend.stream_piece import ANY, SINGLE, Dist, Piece, and_exprs, conjuncts, refs, upstreams
 from piestream.frontend.temporal_join import is_temporal_join, plan_temporal_join
-from piestream.plan.hash_join import JoinType, build_hash_join, join_stream_key_internal
+from piestream.frontend.watermark_derive import Watermarks
+from piestream.plan.hash_join import IntervalBand, JoinType, build_hash_join, join_stream_key_internal
 
 if TYPE_CHECKING:
     from piestream.frontend.stream_planner import StreamPlanner
@@ -128,6 +130,15 @@ def plan_join(pl: StreamPlanner, node: Join) -> Piece:
         right_keys.insert(0, right_keys.pop(wm_pair))
         null_safe.insert(0, null_safe.pop(wm_pair))
         watermark = lp.watermarks[left_keys[0]].lower_with(rp.watermarks[right_keys[0]])
+    # an interval join: a time band between two watermarked columns cleans both sides' state
+    band = derive_band(
+        residual_logical,
+        nl,
+        lp.watermarks,
+        rp.watermarks,
+        left_append_only=lp.node.append_only,
+        right_append_only=rp.node.append_only,
+    )
     if left_keys:
         lp = pl.require(lp, Dist("hash", tuple(left_keys)))
         rp = pl.require(rp, Dist("hash", tuple(right_keys)))
@@ -173,6 +184,7 @@ def plan_join(pl: StreamPlanner, node: Join) -> Piece:
         null_safe=null_safe,
         output_indices=out,
         watermark=watermark,
+        interval=band,
     )
     if not left_keys or (lp.dist.kind == "single" and rp.dist.kind == "single"):
         dist = SINGLE
@@ -198,4 +210,27 @@ def plan_join(pl: StreamPlanner, node: Join) -> Piece:
         for col in key_cols:
             if col in out:
                 wms[out.index(col)] = watermark
+    if band is not None:
+        wms.update(_band_watermarks(band, jt, lp, rp, out))
     return Piece(n, dist, len(logical), non_null, wms)
+
+
+def _band_watermarks(band: IntervalBand, jt: JoinType, lp: Piece, rp: Piece, out: list[int]) -> Watermarks:
+    """The time columns' watermarks of an interval join's output. A future output row comes from
+    a future row of one side (at or above its watermark) joined to, or un-padding, rows of the
+    other side within the band, so a left time is >= min(W_l, W_r - upper): the lower of the
+    left watermark and `clean_left` (right times symmetrically). Only sides never NULL-padded
+    carry one."""
+    lw = len(lp.schema)
+    out_wms: Watermarks = {}
+    side = jt.output_side
+    keeps_left = side == 0 or jt in (JoinType.INNER, JoinType.LEFT_OUTER)
+    keeps_right = side == 1 or jt in (JoinType.INNER, JoinType.RIGHT_OUTER)
+    own = lp.watermarks.get(band.left_col)
+    if keeps_left and band.clean_left is not None and own is not None and band.left_col in out:
+        out_wms[out.index(band.left_col)] = own.lower_with(band.clean_left)
+    rcol = band.right_col if side == 1 else lw + band.right_col
+    own = rp.watermarks.get(band.right_col)
+    if keeps_right and band.clean_right is not None and own is not None and rcol in out:
+        out_wms[out.index(rcol)] = own.lower_with(band.clean_right)
+    return out_wms

@@ -34,7 +34,7 @@ _US |= {"hour": 3_600_000_000, "day": 86_400_000_000}
 WATERMARK_TYPES = (TIMESTAMP, TIMESTAMPTZ)
 
 
-def _fixed_usecs(e: Expr, t: DataType) -> int | None:
+def fixed_usecs(e: Expr, t: DataType) -> int | None:
     """A literal interval's width in microseconds, if it is fixed for values of type `t`
     (months never are; days only for TIMESTAMP, where a day is always 24 hours)."""
     if not isinstance(e, Literal) or not isinstance(e.value, Interval):
@@ -57,14 +57,14 @@ def derive_expr(e: Expr, wms: Watermarks) -> ColumnWatermark | None:
         a, b = args
         if e.name == "add" and isinstance(a, Literal):
             a, b = b, a
-        us = _fixed_usecs(b, t)
+        us = fixed_usecs(b, t)
         inner = derive_expr(a, wms)
         if us is None or inner is None:
             return None
         return inner.then(WatermarkStep("add", us if e.name == "add" else -us))
     if e.name == "tumble_start" and len(args) in (2, 3):
-        size = _fixed_usecs(args[1], t)
-        offset = _fixed_usecs(args[2], t) if len(args) == 3 else 0
+        size = fixed_usecs(args[1], t)
+        offset = fixed_usecs(args[2], t) if len(args) == 3 else 0
         inner = derive_expr(args[0], wms)
         if not size or size <= 0 or offset is None or inner is None:
             return None

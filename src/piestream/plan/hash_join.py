@@ -16,7 +16,7 @@ from piestream.common.schema import Schema
 from piestream.common.types import DataType
 from piestream.expr.expr import Expr
 from piestream.plan.node import StreamNode, node_kind
-from piestream.plan.watermark import ColumnWatermark
+from piestream.plan.watermark import ColumnWatermark, WatermarkStep
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.schemas import join_degree_table, join_table
 
@@ -77,6 +77,53 @@ _SIDE_KINDS: dict[JoinType, tuple[SideKind, SideKind]] = {
 }
 
 
+@dataclass(frozen=True)
+class IntervalBand:
+    """An interval join's time band, derived from the ON condition (RisingWave's interval join):
+    ``right.t - left.t`` lies in [`lower_usecs`, `upper_usecs`] for every matching pair (None:
+    unbounded that way), between two watermarked time columns. The band stays in the join's
+    residual condition (it decides matches); it only tells which rows can never match again.
+
+    A left row is dead once no future right row can reach it: future right times are >= W_r, a
+    match needs ``right.t <= left.t + upper``, so left rows with ``left.t < W_r - upper`` are
+    cleaned (`clean_left`); symmetrically right rows with ``right.t < W_l + lower``
+    (`clean_right`). An input that is not append-only is cleaned only below its own watermark
+    too (a row below it is never retracted), so a retraction always finds its row.
+    Cleaning is silent: a cleaned row's output (joined or NULL-padded) stays as it was."""
+
+    left_col: int  # the left input's time column
+    right_col: int  # the right input's time column (an index into the right input)
+    lower_usecs: int | None
+    upper_usecs: int | None
+    clean_left: ColumnWatermark | None  # left rows whose time is below this bound are dead
+    clean_right: ColumnWatermark | None
+
+
+def interval_band(
+    left_col: int,
+    right_col: int,
+    lower_usecs: int | None,
+    upper_usecs: int | None,
+    *,
+    left_wm: ColumnWatermark,
+    right_wm: ColumnWatermark,
+    left_append_only: bool,
+    right_append_only: bool,
+) -> IntervalBand:
+    """The band with its cleaning bounds (see `IntervalBand`) from the two time columns'
+    watermarks."""
+    clean_left = clean_right = None
+    if upper_usecs is not None:
+        clean_left = right_wm.then(WatermarkStep("add", -upper_usecs))
+        if not left_append_only:
+            clean_left = clean_left.lower_with(left_wm)
+    if lower_usecs is not None:
+        clean_right = left_wm.then(WatermarkStep("add", lower_usecs))
+        if not right_append_only:
+            clean_right = clean_right.lower_with(right_wm)
+    return IntervalBand(left_col, right_col, lower_usecs, upper_usecs, clean_left, clean_right)
+
+
 @node_kind("HashJoin")
 @dataclass(frozen=True, kw_only=True)
 class HashJoinNode(StreamNode):
@@ -102,6 +149,9 @@ class HashJoinNode(StreamNode):
     #: below it never match nor change again, so all four tables are cleaned by it (Hummock
     #: table watermarks on their first pk column, join key 0)
     watermark: ColumnWatermark | None = field(default=None, metadata={"since_format": 3})
+    #: an interval join's band: each side's rows below the other side's watermark minus the
+    #: band are deleted at the barrier (added in format 4; left out of the document while None)
+    interval: IntervalBand | None = field(default=None, metadata={"since_format": 4})
 
     def __post_init__(self) -> None:
         if self.watermark is not None and any(t.watermark_col != t.pk[0] for t in self.tables()):
@@ -130,7 +180,18 @@ class HashJoinNode(StreamNode):
         pred = " AND ".join(eqs) or "true"
         out = ", ".join(f"${i}" for i in self.output_indices)
         wm = "" if self.watermark is None else f", cleaned_by: ${self.left_keys[0]} >= {self.watermark}"
-        return f"HashJoin {{ type: {self.join_type.value}, predicate: {pred}, output: [{out}]{wm} }}"
+        if self.interval is not None:
+            band = self.interval
+            rt = f"${ln + band.right_col}"
+            lo = "" if band.lower_usecs is None else f"{band.lower_usecs:+d}us"
+            hi = "" if band.upper_usecs is None else f"{band.upper_usecs:+d}us"
+            wm += f", interval: {rt} - ${band.left_col} in [{lo or '-inf'}, {hi or '+inf'}]"
+            if band.clean_left is not None:
+                wm += f", clean_left: ${band.left_col} < {band.clean_left}"
+            if band.clean_right is not None:
+                wm += f", clean_right: {rt} < {band.clean_right}"
+        name = "IntervalJoin" if self.interval is not None else "HashJoin"
+        return f"{name} {{ type: {self.join_type.value}, predicate: {pred}, output: [{out}]{wm} }}"
 
 
 # -- planner helpers ------------------------------------------------------------------------------
@@ -209,6 +270,7 @@ def build_hash_join(
     null_safe: Sequence[bool] | None = None,
     output_indices: Sequence[int] | None = None,
     watermark: ColumnWatermark | None = None,
+    interval: IntervalBand | None = None,
 ) -> HashJoinNode:
     """The planner's entry point: a HashJoinNode with its schema, stream key, append-only
     property and state tables derived from the inputs (`left.schema`, `left.stream_key`, ...).
@@ -238,6 +300,7 @@ def build_hash_join(
         tables = tuple(replace(t, watermark_col=t.pk[0]) for t in tables)  # type: ignore[assignment]
     return HashJoinNode(
         watermark=watermark,
+        interval=interval,
         schema=internal.project(out),
         stream_key=map_stream_key(key, out),
         # only an inner join of two append-only inputs never retracts

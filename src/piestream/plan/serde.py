@@ -39,7 +39,7 @@ from piestream.expr.window import FrameBound, WindowFrame, WindowFunctionCall
 from piestream.plan.agg_call import AggCall, AggKind
 from piestream.plan.fragment import DispatchEdge, DispatchKind, Fragment
 from piestream.plan.hash_agg import AggTables, DistinctTable, MaterializedInputTable
-from piestream.plan.hash_join import JoinType
+from piestream.plan.hash_join import IntervalBand, JoinType
 from piestream.plan.materialize import ConflictBehavior
 from piestream.plan.node import NODE_KINDS
 from piestream.plan.numeric_rules import keep_decimal_rules
@@ -91,6 +91,7 @@ DATACLASSES: dict[str, type] = {
     "ColumnWatermark": ColumnWatermark,
     "WatermarkSource": WatermarkSource,
     "WatermarkStep": WatermarkStep,
+    "IntervalBand": IntervalBand,
 }
 ENUMS: dict[str, type[enum.Enum]] = {
     "ConflictBehavior": ConflictBehavior,

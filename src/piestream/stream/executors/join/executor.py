@@ -21,10 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from piestream.common.chunk import DataChunk, Op, StreamChunk, filter_mask
 from piestream.common.epoch import EpochPair
 from piestream.common.errors import StateConsistencyError
+from piestream.common.scalar import Datum
 from piestream.common.types import BIGINT, DataType
 from piestream.plan.hash_join import HashJoinNode, SideKind
 from piestream.storage.table.state_table import StateTable
@@ -157,8 +159,50 @@ class HashJoinExecutor(Executor):
                 for cache in self.caches:
                     if cache is not None:
                         cache.clean_below(bound)
+        band = self.node.interval
+        if band is not None:
+            for side, col, clean in (
+                (0, band.left_col, band.clean_left),
+                (1, band.right_col, band.clean_right),
+            ):
+                if clean is not None:
+                    bound = column_bound(self.ctx, clean)
+                    if bound is not None:
+                        self._clean_side(self.sides[side], col, bound)
         self.commit_state(barrier)
         return []
+
+    def _clean_side(self, side: _Side, time_col: int, bound: Datum) -> None:
+        """An interval join's cleaning: delete `side`'s rows whose time is below `bound` (no
+        future row of the other side can match them, see `IntervalBand`), with their degrees and
+        cached runs. Silent: their output stays. The time column is not a pk prefix (rows are
+        keyed by join key), so this is one columnar scan of the side's state per barrier, which
+        the cleaning itself keeps bounded by the band plus the watermark delay."""
+        chunks = list(side.state.iter_chunks_with_prefix())
+        rows = DataChunk.concat(chunks) if chunks else None
+        n = 0 if rows is None else rows.capacity
+        if rows is None or not n:
+            return
+        cols = [as_type(c, t) for c, t in zip(rows.columns, side.arrow_types, strict=True)]
+        t = cols[time_col]
+        dead = filter_mask(pc.less(t, pa.scalar(bound, t.type)))
+        if not dead.any():
+            return
+        ops = np.full(n, Op.DELETE, np.int8)
+        if side.degree is not None:
+            degrees = self._degrees(side, cols, list(side.degree.iter_chunks_with_prefix()))
+            pk_cols = [cols[p] for p in side.state.desc.pk]
+            side.degree.write_chunk(StreamChunk(ops, [*pk_cols, pa.array(degrees, BIGINT.arrow)], dead, n))
+        side.state.write_chunk(StreamChunk(ops, cols, dead, n))
+        cache = self.caches[side.pos]
+        if cache is not None and cache.active:
+            take = pa.array(np.flatnonzero(dead), pa.int64())
+            gone = [c.take(take) for c in cols]
+            m = len(take)
+            key_types = [side.types[k] for k in side.keys]
+            gid, keys, _ = group_by_key([gone[k] for k in side.keys], key_types, np.arange(m), m)
+            cache.write(np.full(m, -1, np.int64), gone, gid, keys)
+            self.ctx.charge_caches()
 
     # -- reading ----------------------------------------------------------------------------------
     def _read(
