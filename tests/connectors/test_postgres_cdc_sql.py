@@ -350,3 +350,34 @@ def test_snapshot_progress_in_rw_ddl_progress(pg: PgServer, tmp_path: Path) -> N
         wait_until(lambda: not db.execute(q)[0].rows, what="gone from rw_ddl_progress when copied")
     finally:
         db.close()
+
+
+def test_upstream_truncate_deletes_every_row_and_mvs_follow(pg: PgServer, tmp_path: Path) -> None:
+    pg.sql("CREATE TABLE trunc (id int PRIMARY KEY, cust int, amount numeric, note text)")
+    pg.sql("INSERT INTO trunc SELECT g, g % 5, g * 1.25, 'o' || g FROM generate_series(1, 300) g")
+    db = Database(tmp_path / "db", config=CFG)
+    try:
+        db.execute(
+            "CREATE TABLE trunc (id int PRIMARY KEY, cust int, amount numeric, note varchar) "
+            f"WITH ({pg.with_options(table_name='trunc')}, max.rows.per.epoch = '40')"
+        )
+        per_cust = "SELECT cust, count(*), sum(amount) FROM trunc GROUP BY cust"
+        db.execute(f"CREATE MATERIALIZED VIEW trunc_cust AS {per_cust}")
+        wait_until(lambda: _same(db, pg, "SELECT * FROM trunc"), what="the snapshot")
+        rng = random.Random(11)
+        _random_dml(pg, rng, "trunc", 20)
+        # changes, the TRUNCATE and new rows in one transaction, spread over epochs by the budget
+        pg.sql(
+            "BEGIN; UPDATE trunc SET cust = 9 WHERE id < 50; TRUNCATE trunc; "
+            "INSERT INTO trunc SELECT g, g % 3, g, 'n' || g FROM generate_series(250, 280) g; COMMIT"
+        )
+        _random_dml(pg, rng, "trunc", 20)
+        wait_until(lambda: _same(db, pg, "SELECT * FROM trunc"), what="after the TRUNCATE")
+        assert sorted(db.execute("SELECT * FROM trunc_cust")[0].rows) == sorted(
+            tuple(r) for r in pg.sql(per_cust)
+        )
+        pg.sql("TRUNCATE trunc")  # a transaction of its own
+        wait_until(lambda: db.execute("SELECT * FROM trunc_cust")[0].rows == [], what="emptied")
+        assert db.execute("SELECT count(*) FROM trunc")[0].rows == [(0,)]
+    finally:
+        db.close()
