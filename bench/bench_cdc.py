@@ -26,6 +26,7 @@ from pg_server import PgServer, start_server
 
 from piestream.common.epoch import EpochPair
 from piestream.common.types import BIGINT, INT, NUMERIC, TIMESTAMPTZ, VARCHAR
+from piestream.connectors.cdc.offset import CdcOffset
 from piestream.connectors.cdc.postgres import check_upstream, postgres_cdc_connector
 from piestream.plan.source import SourceSpec
 from piestream.server.database import Database, DatabaseConfig
@@ -59,7 +60,7 @@ def main() -> None:
         print(
             f"anchor: PostgreSQL COPY TO STDOUT alone: {args.rows / (time.perf_counter() - t0):,.0f} rows/s"
         )
-        _reader_alone(pg, args.rows, args.chunk)
+        _reader_alone(pg, args.rows, args.chunk, args.changes)
         with tempfile.TemporaryDirectory(prefix="piestream-cdc-") as tmp:
             cfg = DatabaseConfig(runner="local", barrier_interval=0.5, background_compaction=True)
             with Database(Path(tmp), config=cfg) as db:
@@ -95,9 +96,11 @@ def main() -> None:
         pg.destroy()
 
 
-def _reader_alone(pg: PgServer, rows: int, chunk: int) -> None:
-    """The connector's snapshot without the rest of piestream: chunks of `chunk` rows, COPY to
-    Arrow columns (what a source executor gets per epoch)."""
+def _reader_alone(pg: PgServer, rows: int, chunk: int, changes: int) -> None:
+    """The connector without the rest of piestream: the snapshot in chunks of `chunk` rows, COPY
+    to Arrow columns (what a source executor gets per epoch); then one read of `changes` upstream
+    updates from the slot (twice: unacknowledged, a peek reads the same again), with the CPU
+    seconds of this process beside the wall time (the rest is PostgreSQL's logical decoding)."""
     t = {"bigint": BIGINT, "int": INT, "numeric": NUMERIC, "varchar": VARCHAR, "timestamptz": TIMESTAMPTZ}
     cols = (
         ("id", "bigint"),
@@ -122,6 +125,19 @@ def _reader_alone(pg: PgServer, rows: int, chunk: int) -> None:
         offset, done = res.offset, done + res.consumed
     dt = time.perf_counter() - t0
     print(f"reader alone: {rows} rows in {dt:.1f}s = {rows / dt:,.0f} rows/s (load {os.getloadavg()[0]:.1f})")
+    while CdcOffset.from_json(offset or "").phase != "stream":  # a last, short chunk ends the copy
+        offset = reader.read("orders", offset, chunk, EpochPair(2, 1)).offset
+    step = 1000
+    for lo in range(0, min(changes, rows), step):
+        pg.sql(f"UPDATE orders SET cust = cust + 1 WHERE id > {lo} AND id <= {lo + step}")
+    for _ in range(2):
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = reader.read("orders", offset, changes, EpochPair(2, 1))
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        print(
+            f"stream reader alone: {res.consumed} changes in {dt:.2f}s = {res.consumed / dt:,.0f} changes/s "
+            f"(this process's CPU {dc:.2f}s = {res.consumed / max(dc, 1e-6):,.0f} per CPU second)"
+        )
     pg.sql("SELECT pg_drop_replication_slot('bench_reader')")
 
 

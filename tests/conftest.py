@@ -40,3 +40,25 @@ def spark() -> Iterator[object]:
     session = spark_session("local[2,4]", app_name="piestream-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    """A headless Chromium (Debian's chromium + chromium-driver, installed by scripts/setup.sh)
+    driven by selenium: the dashboard's page tests."""
+    import shutil
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert chromium and driver, "chromium and chromium-driver are missing: run scripts/setup.sh as root"
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        opts.add_argument(arg)
+    b = webdriver.Chrome(service=Service(driver), options=opts)
+    try:
+        yield b
+    finally:
+        b.quit()

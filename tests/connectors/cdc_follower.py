@@ -15,7 +15,8 @@ EPOCH = EpochPair(2, 1)
 
 
 class Follower:
-    """Applies a reader's output to a dict by key, as the table's upsert semantics do."""
+    """Applies a reader's output to a dict by key, as the table's upsert semantics do (an
+    upstream TRUNCATE empties it)."""
 
     def __init__(self, reader: Any) -> None:
         self.reader = reader
@@ -26,7 +27,9 @@ class Follower:
     def step(self, budget: int = 1000, *, ack: bool = True) -> int:
         res = self.reader.read(self.split, self.offset, budget, EPOCH)
         assert res.consumed <= budget
-        for b, ops in zip(res.batches, res.ops or [], strict=True):
+        for k, (b, ops) in enumerate(zip(res.batches, res.ops or [], strict=True)):
+            if k in res.truncate_at:
+                self.rows.clear()
             for row, op in zip(pa.Table.from_batches([b]).to_pylist(), ops.tolist(), strict=True):
                 vals = tuple(row.values())
                 if op == Op.INSERT:
@@ -34,6 +37,8 @@ class Follower:
                 else:
                     assert op == Op.DELETE
                     self.rows.pop(vals[0], None)
+        if len(res.batches) in res.truncate_at:
+            self.rows.clear()
         self.offset = res.offset
         if ack and hasattr(self.reader, "ack") and CdcOffset.from_json(res.offset).phase == "stream":
             self.reader.ack(self.split, res.offset)

@@ -14,6 +14,7 @@ from piestream.storage.object_store import InMemoryObjectStore
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.storage_table import StorageTable
 from piestream.stream.actor import Actor
+from piestream.stream.cache.registry import ActorCaches
 from piestream.stream.executor import ActorContext, StreamingConfig
 from piestream.stream.message import Barrier
 
@@ -29,7 +30,7 @@ class EpochHarness:
         self.parallelism = parallelism
         self.committed = 0
         self.ms = 1_000_000
-        self.cache: dict[str, object] = {}
+        self.cache = ActorCaches()
 
     def run(self, span_ms: int = 1000, *, commit: bool = True, cache: bool = True) -> list[StreamChunk]:
         """One epoch of `span_ms` (the barrier's wall-clock span); committed unless told not to."""
@@ -45,7 +46,7 @@ class EpochHarness:
             storage,
             StreamingConfig(sanity_check_storage=True),
             committed_epoch=self.committed,
-            cache=self.cache if cache else {},
+            cache=self.cache if cache else ActorCaches(),
         )
         actor = Actor(ctx, self.node)
         actor.init(EpochPair(data_epoch, self.committed))

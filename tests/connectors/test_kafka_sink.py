@@ -86,8 +86,23 @@ def test_plain_upsert_and_debezium_sinks(kafka: Broker, tmp_path: Path) -> None:
             db.execute(f"CREATE SINK bad FROM t {kafka.with_clause('ups_out')} FORMAT UPSERT ENCODE JSON")
         with pytest.raises(PiestreamError, match="ENCODE AVRO is not supported"):
             db.execute(f"CREATE SINK bad FROM a {kafka.with_clause('plain_out')} FORMAT PLAIN ENCODE AVRO")
+        # DROP SINK deletes the sink's marker topic (piestream's alone), never the sink's topic
+        markers = {s: _topics(kafka, f"__piestream_sink_{s}_") for s in ("sp", "su", "sd")}
+        assert all(len(m) == 1 for m in markers.values()), markers
+        db.execute("DROP SINK sp")
+        assert not _topics(kafka, "__piestream_sink_sp_") and _topics(kafka, "plain_out")
+        db.execute("DROP TABLE t CASCADE")  # its sinks go with it, and their marker topics
+        assert not _topics(kafka, "__piestream_sink_su_") and not _topics(kafka, "__piestream_sink_sd_")
+        assert _topics(kafka, "ups_out") and _topics(kafka, "dbz_out")
     finally:
         db.close()
+
+
+def _topics(b: Broker, prefix: str) -> list[str]:
+    from confluent_kafka.admin import AdminClient
+
+    names = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics
+    return [t for t in names if t.startswith(prefix)]
 
 
 def test_sigkill_during_sink_delivery_delivers_each_change_once(kafka: Broker, tmp_path: Path) -> None:

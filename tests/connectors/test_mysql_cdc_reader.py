@@ -156,3 +156,29 @@ def test_a_purged_binlog_fails_the_table(mariadb: MariaDbServer) -> None:
     gone = CdcOffset("stream", stale.lsn, file="binlog.000000").to_json()
     with pytest.raises(mysql.CdcError, match="no longer on the server"):
         f.reader.read(f.split, gone, 100, EPOCH)
+
+
+def test_upstream_truncate_is_a_change_at_its_place_and_reads_repeat(mariadb: MariaDbServer) -> None:
+    my = mariadb
+    _make(my, "r7", 30)
+    reader = _reader(my, "r7")
+    f = Follower(reader)
+    f.drain()
+    my.sql("BEGIN; INSERT INTO r7 VALUES (100, 'a'); UPDATE r7 SET v = 'x' WHERE id = 1; COMMIT")
+    my.sql("TRUNCATE TABLE r7")  # a statement of its own (an implicit commit)
+    my.sql("INSERT INTO r7 VALUES (1, 'after'), (200, 'b')")
+    my.sql(f"TRUNCATE {my.database}.r7")
+    before = f.offset
+    first = reader.read(f.split, before, 1000, EPOCH)
+    again = reader.read(f.split, before, 1000, EPOCH)  # a retried epoch: the same
+    assert first.truncate_at == again.truncate_at == [1, 2] and first.consumed == again.consumed == 6
+    assert [b.to_pylist() for b in first.batches] == [b.to_pylist() for b in again.batches]
+    assert [b.num_rows for b in first.batches] == [2, 2]
+    for budget in (1, 2, 3):  # budgets that cut before, at and after each TRUNCATE
+        g = Follower(reader)
+        g.rows, g.offset = dict(f.rows), before
+        g.drain(budget)
+        assert g.rows == {} == _upstream(my, "r7")
+    my.sql("INSERT INTO r7 VALUES (7, 'new')")
+    f.drain()
+    assert f.rows == _upstream(my, "r7") == {7: (7, "new")}

@@ -161,3 +161,33 @@ def test_upstream_down_backs_off_and_a_dropped_slot_fails(pg: PgServer) -> None:
     pg.sql("INSERT INTO r4 VALUES (2)")
     with pytest.raises(postgres.CdcError, match="no longer exists upstream"):
         f.step()
+
+
+def test_upstream_truncate_is_a_change_at_its_place_and_reads_repeat(pg: PgServer) -> None:
+    pg.sql("CREATE TABLE r6 (id int PRIMARY KEY, v text)")
+    pg.sql("INSERT INTO r6 SELECT g, 'v' || g FROM generate_series(1, 30) g")
+    reader = _reader(pg, "r6", (("id", INT), ("v", TEXT)))
+    f = Follower(reader)
+    f.drain()
+    pg.sql(
+        "BEGIN; INSERT INTO r6 VALUES (100, 'a'); UPDATE r6 SET v = 'x' WHERE id = 1; TRUNCATE r6; "
+        "INSERT INTO r6 VALUES (1, 'after'), (200, 'b'); COMMIT"
+    )
+    pg.sql("INSERT INTO r6 VALUES (300, 'c')")
+    pg.sql("TRUNCATE r6")  # a transaction of its own, last in the read
+    before = f.offset
+    first = reader.read(f.split, before, 1000, EPOCH)
+    again = reader.read(f.split, before, 1000, EPOCH)  # a retried epoch: the same
+    assert first.truncate_at == again.truncate_at == [1, 2] and first.consumed == again.consumed == 7
+    assert [b.to_pylist() for b in first.batches] == [b.to_pylist() for b in again.batches]
+    assert [b.num_rows for b in first.batches] == [2, 3]
+    # budgets that cut before, at and after each TRUNCATE: the same end state
+    for budget in (1, 2, 3):
+        g = Follower(reader)
+        g.rows, g.offset = dict(f.rows), before
+        while g.step(budget, ack=False):  # not acknowledged: the slot keeps the changes
+            pass
+        assert g.rows == {} == _upstream(pg, "r6")
+    pg.sql("INSERT INTO r6 VALUES (7, 'new')")
+    f.drain()
+    assert f.rows == _upstream(pg, "r6") == {7: (7, "new")}

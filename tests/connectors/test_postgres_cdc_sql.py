@@ -350,3 +350,70 @@ def test_snapshot_progress_in_rw_ddl_progress(pg: PgServer, tmp_path: Path) -> N
         wait_until(lambda: not db.execute(q)[0].rows, what="gone from rw_ddl_progress when copied")
     finally:
         db.close()
+
+
+def test_upstream_truncate_deletes_every_row_and_mvs_follow(pg: PgServer, tmp_path: Path) -> None:
+    pg.sql("CREATE TABLE trunc (id int PRIMARY KEY, cust int, amount numeric, note text)")
+    pg.sql("INSERT INTO trunc SELECT g, g % 5, g * 1.25, 'o' || g FROM generate_series(1, 300) g")
+    db = Database(tmp_path / "db", config=CFG)
+    try:
+        db.execute(
+            "CREATE TABLE trunc (id int PRIMARY KEY, cust int, amount numeric, note varchar) "
+            f"WITH ({pg.with_options(table_name='trunc')}, max.rows.per.epoch = '40')"
+        )
+        per_cust = "SELECT cust, count(*), sum(amount) FROM trunc GROUP BY cust"
+        db.execute(f"CREATE MATERIALIZED VIEW trunc_cust AS {per_cust}")
+        wait_until(lambda: _same(db, pg, "SELECT * FROM trunc"), what="the snapshot")
+        rate = db.execute("SELECT rows_per_second FROM rw_catalog.rw_cdc_sources")[0].rows[0][0]
+        assert rate is not None and rate > 0  # 300 rows in the last seconds
+        rng = random.Random(11)
+        _random_dml(pg, rng, "trunc", 20)
+        # changes, the TRUNCATE and new rows in one transaction, spread over epochs by the budget
+        pg.sql(
+            "BEGIN; UPDATE trunc SET cust = 9 WHERE id < 50; TRUNCATE trunc; "
+            "INSERT INTO trunc SELECT g, g % 3, g, 'n' || g FROM generate_series(250, 280) g; COMMIT"
+        )
+        _random_dml(pg, rng, "trunc", 20)
+        wait_until(lambda: _same(db, pg, "SELECT * FROM trunc"), what="after the TRUNCATE")
+        assert sorted(db.execute("SELECT * FROM trunc_cust")[0].rows) == sorted(
+            tuple(r) for r in pg.sql(per_cust)
+        )
+        pg.sql("TRUNCATE trunc")  # a transaction of its own
+        wait_until(lambda: db.execute("SELECT * FROM trunc_cust")[0].rows == [], what="emptied")
+        assert db.execute("SELECT count(*) FROM trunc")[0].rows == [(0,)]
+    finally:
+        db.close()
+
+
+def test_dashboard_shows_cdc_tables(pg: PgServer, tmp_path: Path, browser) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+
+    from piestream.server.dashboard import Dashboard
+
+    pg.sql("CREATE TABLE shown (id int PRIMARY KEY, v int)")
+    pg.sql("INSERT INTO shown SELECT g, g FROM generate_series(1, 500) g")
+    db = Database(tmp_path / "db", config=CFG)
+    try:
+        db.execute(
+            f"CREATE TABLE shown (id int PRIMARY KEY, v int) WITH ({pg.with_options(table_name='shown')})"
+        )
+        wait_until(lambda: _same(db, pg, "SELECT * FROM shown"), what="the snapshot")
+        pg.sql("UPDATE shown SET v = 0 WHERE id < 100")
+        wait_until(lambda: _same(db, pg, "SELECT * FROM shown"), what="the stream")
+        dash = Dashboard(db, port=0).start()
+        try:
+            browser.get(dash.url)
+            rows = browser.find_elements(By.CSS_SELECTOR, "#cdc-sources tr")
+            cells = [[c.text for c in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+            mine = [c for c in cells if c and c[0] == "shown"]
+            assert len(mine) == 1, cells
+            _name, upstream, slot, phase, copied, committed, _lag, _lag_s, rate, error, _at = mine[0]
+            assert upstream == "public.shown" and slot and phase == "stream" and copied == "500"
+            assert "/" in committed and not error  # an LSN
+            assert float(rate.replace(",", "")) > 0  # the copy and the updates, just now
+            browser.save_screenshot(str(tmp_path / "cdc.png"))
+        finally:
+            dash.stop()
+        assert (tmp_path / "cdc.png").stat().st_size > 10_000
+    finally:
+        db.close()

@@ -6,14 +6,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from source_harness import EpochHarness
 
 from piestream.common.epoch import EpochPair
+from piestream.common.order import ASC
 from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, Field
+from piestream.common.types import BIGINT, VARCHAR, Field
+from piestream.plan.materialize import ConflictBehavior, MaterializeNode
 from piestream.plan.source import SourceLimits, SourceNode, SourceSpec, dead_letter_table, source_state_table
+from piestream.storage.table.desc import ColumnDesc, TableDesc
 from piestream.stream.connector import BadRecord, ReadResult, register_source_connector
 from piestream.stream.executors.source import SourceError, owned_splits
 
@@ -143,3 +147,76 @@ def test_new_splits_are_picked_up_each_read_once_by_its_owner() -> None:
     assert seen[2:] == [[3, 2001], [1003, 3001]]
     state = {k: json.loads(v)["o"] for a in actors for k, v in a.rows(source_state_table(7))}
     assert state == {"0": "4", "1": "4", "2": "2", "3": "2"}
+
+
+@dataclass(frozen=True)
+class Truncating:
+    """A CDC-like upstream of (id, v) rows: epoch 1 inserts ids 1..5; epoch 2 inserts 6, is
+    truncated, then inserts id 1 again; then nothing."""
+
+    def splits(self) -> list[str]:
+        return ["t"]
+
+    def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
+        def batch(ids: list[int], v: str) -> pa.RecordBatch:
+            return pa.RecordBatch.from_arrays(
+                [pa.array(ids, pa.int64()), pa.array([v] * len(ids))], names=["id", "v"]
+            )
+
+        ins = np.int8(1)
+        if offset is None:
+            return ReadResult([batch([1, 2, 3, 4, 5], "a")], "1", 5, ops=[np.full(5, ins)])
+        if offset == "1":
+            before, after = batch([6], "b"), batch([1], "c")
+            return ReadResult([before, after], "2", 3, ops=[np.full(1, ins)] * 2, truncate_at=[1])
+        return ReadResult([], offset, 0)
+
+
+register_source_connector("truncating", lambda spec: (Truncating(), SourceLimits()))
+
+
+def test_an_upstream_truncate_deletes_every_row_once_in_a_retried_epoch_too() -> None:
+    schema = Schema((Field("id", BIGINT), Field("v", VARCHAR)))
+    cols = (("id", BIGINT), ("v", VARCHAR))
+    table = TableDesc(
+        table_id=20,
+        columns=tuple(ColumnDesc(n, t) for n, t in cols),
+        pk=(0,),
+        pk_orders=(ASC,),
+        dist_key=(0,),
+        read_prefix_len_hint=1,
+        name="t",
+    )
+    source = SourceNode(
+        schema=schema,
+        stream_key=(0,),
+        append_only=False,
+        spec=SourceSpec("t", "truncating", cols, {}, format="debezium"),
+        limits=SourceLimits(),
+        state_table=source_state_table(21),
+        split_ids=("t",),
+        truncates=table,
+    )
+    h = EpochHarness(
+        MaterializeNode(
+            schema=schema,
+            stream_key=(0,),
+            append_only=False,
+            input=source,
+            table=table,
+            conflict=ConflictBehavior.OVERWRITE,
+        )
+    )
+
+    def changes(chunks) -> list[tuple[int, int, str]]:  # type: ignore[no-untyped-def]
+        return [(int(op), *row) for c in chunks for op, row in zip(c.ops, c.to_rows(), strict=True)]
+
+    h.run()
+    assert sorted(h.rows(table)) == [(i, "a") for i in range(1, 6)]
+    attempt = changes(h.run(commit=False))  # an attempt that never commits
+    retry = changes(h.run(cache=False))  # its retry, without the worker's cache
+    deletes = sorted([(2, i, "a") for i in range(1, 6)] + [(2, 6, "b")])
+    for out in (attempt, retry):  # each stored row deleted once (with the stored row), then 1
+        assert out[0] == (1, 6, "b") and sorted(out[1:-1]) == deletes and out[-1] == (1, 1, "c")
+    assert h.rows(table) == [(1, "c")]
+    assert changes(h.run()) == []

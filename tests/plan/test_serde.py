@@ -375,3 +375,34 @@ def test_interval_join_golden_is_what_the_planner_writes(nexmark_db: Database) -
         _planned(nexmark_db, INTERVAL_JOIN.replace("BETWEEN", "NOT BETWEEN")).job.fragments
     )
     assert '"IntervalBand"' in json.dumps(doc) and '"IntervalBand"' not in plain
+
+
+def test_a_cdc_source_node_keeps_its_truncated_table_and_others_encode_as_before() -> None:
+    from piestream.common.order import ASC
+    from piestream.common.schema import Schema
+    from piestream.common.types import Field
+    from piestream.plan.serde import from_json, to_json
+    from piestream.plan.source import SourceLimits, SourceNode, SourceSpec, source_state_table
+    from piestream.storage.table.desc import ColumnDesc, TableDesc
+
+    table = TableDesc(
+        table_id=20,
+        columns=(ColumnDesc("id", BIGINT),),
+        pk=(0,),
+        pk_orders=(ASC,),
+        dist_key=(0,),
+        read_prefix_len_hint=1,
+        name="t",
+    )
+    plain = SourceNode(
+        schema=Schema((Field("id", BIGINT),)),
+        stream_key=(0,),
+        append_only=False,
+        spec=SourceSpec("t", "postgres-cdc", (("id", BIGINT),), {}),
+        limits=SourceLimits(),
+        state_table=source_state_table(21),
+        split_ids=("t",),
+    )
+    cdc = SourceNode(**{**plain.__dict__, "truncates": table})
+    assert "truncates" not in to_json(plain)  # a field of format 4 at its default: left out
+    assert from_json(to_json(cdc)) == cdc and from_json(to_json(plain)) == plain

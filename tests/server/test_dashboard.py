@@ -4,32 +4,12 @@ with the MV's operators and state tables, and a screenshot is saved in the test'
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from piestream.server.dashboard import Dashboard
 from piestream.server.database import Database, DatabaseConfig
-
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    assert chromium and driver, "chromium and chromium-driver are missing: run scripts/setup.sh as root"
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        opts.add_argument(arg)
-    b = webdriver.Chrome(service=Service(driver), options=opts)
-    try:
-        yield b
-    finally:
-        b.quit()
 
 
 def test_dashboard_shows_relations_fragments_and_epochs(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections import defaultdict
+import time
+from collections import defaultdict, deque
 from collections.abc import Sequence
 
 #: seconds: from a millisecond statement to a minute-long epoch (Prometheus' defaults, widened)
@@ -71,21 +72,44 @@ class LabelledHistograms:
 
 class FragmentTotals:
     """Sums of the numbers actors report each epoch (rows in/out, seconds, cache lookups ...),
-    per fragment, since the server started: counters, as Prometheus wants them."""
+    per fragment, since the server started: counters, as Prometheus wants them. The last
+    `window_s` seconds of each fragment's sums are kept too, for rates (`rate`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, window_s: float = 10.0) -> None:
         self._by: dict[int, defaultdict[str, float]] = {}
+        self._history: dict[int, deque[tuple[float, dict[str, float]]]] = {}
         self._lock = threading.Lock()
+        self.window_s = window_s
 
     def add(self, fragment_id: int, stats: dict[str, float], names: Sequence[str]) -> None:
+        now = time.monotonic()
         with self._lock:
             acc = self._by.get(fragment_id)
             if acc is None:
                 acc = self._by[fragment_id] = defaultdict(float)
+                # the fragment's start: its rate counts from its first epoch
+                self._history[fragment_id] = deque([(now, {})])
             for name in names:
                 v = stats.get(name)
                 if v is not None:
                     acc[name] += v
+            h = self._history[fragment_id]
+            h.append((now, dict(acc)))  # per actor report, once per epoch: a few per second
+            while len(h) > 2 and h[1][0] < now - self.window_s:
+                h.popleft()
+
+    def rate(self, fragment_id: int, name: str) -> float | None:
+        """`name`'s increase per second since the oldest kept sum (at most `window_s` before the
+        last epoch, or the fragment's start); None when not seen yet. It falls towards 0 while
+        no epoch commits."""
+        now = time.monotonic()
+        with self._lock:
+            h = self._history.get(fragment_id)
+            if not h:
+                return None
+            t0, first = h[0]
+            last = h[-1][1]
+        return (last.get(name, 0.0) - first.get(name, 0.0)) / max(now - t0, 1e-3)
 
     def snapshot(self) -> dict[int, dict[str, float]]:
         with self._lock:

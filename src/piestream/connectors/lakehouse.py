@@ -176,6 +176,15 @@ def create_lake_table(
     return create_iceberg_table(options, schema)
 
 
+def drop_lake_target(connector: str, options: Mapping[str, str]) -> None:
+    """After DROP SINK: remove what piestream made for the sink's delivery alone (a Kafka sink's
+    marker topic). Published output (the topic, the lake table) stays."""
+    if connector == "kafka":
+        from piestream.connectors.kafka.sink import delete_marker_topic
+
+        delete_marker_topic(options)
+
+
 def check_columns(existing: Sequence[str], schema: pa.Schema, where: str) -> None:
     if list(existing) != schema.names:
         raise InvalidOption(

@@ -325,7 +325,7 @@ def plan_table(
     parallelism: int,
     ids: Ids,
     properties: dict[str, str] | None = None,
-    source_node: Callable[[Schema, tuple[int, ...]], StreamNode] | None = None,
+    source_node: Callable[[Schema, tuple[int, ...], TableDesc], StreamNode] | None = None,
     watermark: WatermarkInfo | None = None,
 ) -> PlannedJob:
     """A table: DML (and/or a connector source) -> [WatermarkFilter] -> [RowIdGen] ->
@@ -356,7 +356,7 @@ def plan_table(
     schema = Schema(tuple(Field(c.name, c.data_type) for c in cols))
     node: StreamNode
     if source_node is not None:
-        node = source_node(schema, pk)
+        node = source_node(schema, pk, desc)
     else:
         node = DmlNode(schema=schema, stream_key=pk, append_only=append_only, table_id=table_id, dist_key=pk)
     if watermark is not None:

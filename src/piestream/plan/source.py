@@ -102,6 +102,9 @@ class SourceNode(StreamNode):
     state_table: TableDesc
     split_ids: tuple[str, ...]  # fixed when the job was planned
     dead_letter: TableDesc | None = None  # written here but owned by the source's catalog entry
+    #: the table a CDC source feeds: an upstream TRUNCATE deletes its rows (read at the committed
+    #: epoch, never written here); None for other sources
+    truncates: TableDesc | None = field(default=None, metadata={"since_format": 4})
 
     @property
     def source_name(self) -> str:

@@ -120,9 +120,20 @@ def cdc_status_rows(db: Database) -> list[tuple[Any, ...]]:
                 st.lag_seconds,
                 last.message if last is not None else None,
                 last.last_seen if last is not None else None,
+                _rows_per_second(db, rel.job_id),
             )
         )
     return rows
+
+
+def _rows_per_second(db: Database, job_id: int) -> float | None:
+    """The rows the job's source emitted per second in the last committed epochs (the actors'
+    reports, summed on the driver)."""
+    for fid, f in db.barriers.graph.fragments.items():
+        if f.job_id == job_id and any(isinstance(n, SourceNode) for n in f.root.walk()):
+            rate = db.barriers.metrics.fragments.rate(fid, "rows.source")
+            return None if rate is None else round(rate, 1)
+    return None
 
 
 def cdc_snapshot_progress(db: Database) -> list[tuple[int, Relation, int, int]]:

@@ -115,10 +115,13 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
     conflict = table_conflict(stmt)
     parallelism = s.parallelism
 
-    def source_node(schema, pk):  # type: ignore[no-untyped-def]
-        node: StreamNode = plan_source_node(
+    def source_node(schema, pk, table):  # type: ignore[no-untyped-def]
+        src = plan_source_node(
             spec, schema=schema, stream_key=pk, state_table_id=ids.next_table_id(), dead_letter=dead
         )
+        if is_cdc(spec.options):  # an upstream TRUNCATE deletes the table's rows
+            src = replace(src, truncates=table)
+        node: StreamNode = src
         if stmt.primary_key and parallelism > 1:  # the table is stored by its pk
             node = ExchangeMarker(
                 schema=schema,

@@ -3,7 +3,8 @@
 After each committed epoch the driver publishes the sink output that epoch's committed state
 names (`piestream.connectors.sinks.publish_committed`), and does so again on startup for the last
 committed epoch, so sinks are exactly once across crashes. A dropped sink's staged output is
-deleted with it (`discard_staging`): nothing would ever publish it.
+deleted with it (`discard_staging`): nothing would ever publish it; so is what piestream made for
+its delivery alone (a Kafka sink's marker topic).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from piestream.connectors.lakehouse import LAKE_CONNECTORS, LakeTable, open_lake_table, publish_lake
+from piestream.common.errors import PiestreamError
+from piestream.connectors.lakehouse import (
+    LAKE_CONNECTORS,
+    LakeTable,
+    drop_lake_target,
+    open_lake_table,
+    publish_lake,
+)
 from piestream.connectors.sinks import STAGING, publish_committed
 from piestream.frontend.catalog import Relation
 from piestream.plan.sink import SinkNode
@@ -100,7 +108,13 @@ def discard_staging(data_dir: Path, dropped: Iterable[Relation]) -> None:
     directory piestream made for a lake sink goes whole. Published output stays."""
     root = os.path.abspath(data_dir / "sink_staging")
     for rel in dropped:
-        if rel.sink is None or not rel.sink.path:
+        if rel.sink is None:
+            continue
+        try:
+            drop_lake_target(rel.sink.connector, rel.properties)
+        except PiestreamError as e:  # the sink is dropped all the same; say what was left
+            log.warning("DROP SINK %s: %s", rel.name, e)
+        if not rel.sink.path:
             continue
         shutil.rmtree(os.path.join(rel.sink.path, STAGING), ignore_errors=True)
         if rel.sink.connector in LAKE_CONNECTORS and os.path.dirname(os.path.abspath(rel.sink.path)) == root:

@@ -20,8 +20,8 @@ system catalog names), readable with any SELECT (the binder turns their rows int
 * ``rw_catalog.rw_cdc_sources``: per CDC table its upstream table, replication slot, phase
   (snapshot / stream) and rows copied, the committed and the upstream-confirmed LSN (MySQL: the
   binlog client's server id and ``file:position``), the lag in bytes of WAL / binlog and in
-  seconds (since the last applied upstream commit, while log is pending), and the last error its
-  source survived.
+  seconds (since the last applied upstream commit, while log is pending), the last error its
+  source survived, and the rows (changes) per second its source emitted over the last ~10 s.
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ CDC_SOURCES = _schema(
     ("lag_seconds", DOUBLE),
     ("last_error", VARCHAR),
     ("last_error_at", TIMESTAMPTZ),
+    ("rows_per_second", DOUBLE),
 )
 FRAGMENTS = _schema(
     ("fragment_id", INT),

@@ -57,6 +57,9 @@ class ReadResult:
     #: faults the reader survived and retries (an unreachable upstream), as (SQLSTATE, message):
     #: recorded in rw_streaming_errors; the epoch commits what the read returned
     errors: list[tuple[str, str]] = field(default_factory=list)
+    #: upstream TRUNCATEs (CDC), as batch indexes k: every row of the table the source feeds is
+    #: deleted before batch k is applied (k may be len(batches)); ascending
+    truncate_at: list[int] = field(default_factory=list)
 
 
 @runtime_checkable

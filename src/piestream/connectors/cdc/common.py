@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+import pyarrow as pa
+
 from piestream.common.epoch import EpochPair
 from piestream.common.errors import PiestreamError
 from piestream.connectors.cdc.offset import CdcOffset
@@ -175,6 +178,34 @@ class CdcConnector:
     status: Callable[[Mapping[str, str], str, CdcOffset | None], CdcStatus]
     #: the upstream's estimate of the table's rows (the snapshot's progress), None if unknown
     estimate_rows: Callable[[Mapping[str, str], str], int | None]
+
+
+def changes_result(
+    batch: pa.RecordBatch | None,
+    ops: np.ndarray,
+    truncates: Sequence[int],
+    offset: str,
+    consumed: int,
+    errors: list[tuple[str, str]] | None = None,
+) -> ReadResult:
+    """A stream read's result: the changes `batch` with their `ops`, and the upstream TRUNCATEs
+    of the table at row positions `truncates` (the batch is cut there: ``truncate_at`` names
+    batches). `consumed`: the upstream changes taken (a TRUNCATE is one, as a row's change is; an
+    update that changes the key is one change but two ops)."""
+    n = len(ops)
+    batches: list[pa.RecordBatch] = []
+    op_list: list[np.ndarray] = []
+    at: list[int] = []
+    start = 0
+    for cut in [*truncates, n]:
+        if cut > start:
+            assert batch is not None
+            batches.append(batch.slice(start, cut - start))
+            op_list.append(ops[start:cut])
+            start = cut
+        if len(at) < len(truncates):
+            at.append(len(batches))
+    return ReadResult(batches, offset, consumed, ops=op_list, errors=errors or [], truncate_at=at)
 
 
 def lag_seconds(off: CdcOffset | None, lag_bytes: int | None) -> float | None:

@@ -23,7 +23,8 @@ is state: the binlog file and position of the next transaction to apply, committ
   epochs. MySQL keeps no per-client position: nothing is acknowledged upstream, the binlog must
   simply outlive piestream's lag (a purged file fails the job, never a silent re-copy).
 - Inserts and updates become upserts, deletes a DELETE of the key; an update that changes the
-  key also deletes the old key. Upstream TRUNCATE fails the job with a clear error.
+  key also deletes the old key. Upstream TRUNCATE deletes every row of the table (the source
+  executor's `ReadResult.truncate_at`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from piestream.connectors.cdc.common import (
     CdcStatus,
     Snapshots,
     UpstreamUnavailable,
+    changes_result,
     lag_seconds,
 )
 from piestream.connectors.cdc.offset import CdcOffset
@@ -666,6 +668,8 @@ class _Changes:
         self._began = False
         self._seen = 0
         self._checked = False
+        self.truncates: list[int] = []  # upstream TRUNCATEs, as positions among the changes
+        self.used = 0  # upstream changes taken (the budget's unit; a key change is two ops)
 
     def feed(self, stream: Any) -> None:
         from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
@@ -682,7 +686,13 @@ class _Changes:
                 if q == "BEGIN":
                     self._in_group, self._began = True, True
                 elif q == "COMMIT" or not self._began:  # a commit, or a DDL statement of its own
-                    self._truncate_check(ev)
+                    if self._truncates_table(ev):
+                        if self.used >= self.budget:
+                            return  # the next read starts before it
+                        # a statement of its own (an implicit commit): the position moves past
+                        # it with `_end`, so a read from before it sees it, one from after never
+                        self.truncates.append(len(self.ops))
+                        self.used += 1
                     self._end(stream, ev)
             elif isinstance(ev, XidEvent):
                 self._end(stream, ev)
@@ -694,16 +704,12 @@ class _Changes:
                 if not self._rows(ev, kind):
                     return
 
-    def _truncate_check(self, ev: Any) -> None:
+    def _truncates_table(self, ev: Any) -> bool:
         m = _TRUNCATE.match(ev.query)
         if m is None:
-            return
+            return False
         db = m.group("db") or (ev.schema.decode() if isinstance(ev.schema, bytes) else str(ev.schema))
-        if (db, m.group("t")) == (self.reader.cfg.database, self.reader.cfg.table):
-            raise CdcError(
-                f'mysql-cdc: upstream TRUNCATE of "{self.reader.cfg.qualified}" is not supported '
-                "(drop and recreate the table to copy it again)"
-            )
+        return (db, m.group("t")) == (self.reader.cfg.database, self.reader.cfg.table)
 
     def _end(self, stream: Any, ev: Any) -> None:
         self.file, self.pos = stream.log_file, ev.packet.log_pos
@@ -722,10 +728,11 @@ class _Changes:
             return True
         if not self._checked:
             self._check_columns(todo[0]["after_values" if kind == "update" else "values"])
-        room = self.budget - len(self.ops)
+        room = self.budget - self.used
         if room <= 0:
             return False
         take = todo[:room]
+        self.used += len(take)
         if kind == "insert":
             self.rows.extend(r["values"] for r in take)
             self.ops.extend([Op.INSERT] * len(take))
@@ -758,13 +765,16 @@ class _Changes:
             "stream", self.pos, None, self.applied, self.off.snapshot_rows, self.commit_ts, self.file
         )
         n = len(self.ops)
-        if not n:
+        if not self.used:
             return ReadResult([], off.to_json(), 0)
-        columns = self.reader._columns()
         errors: list[tuple[str, str]] = []
-        cols = [[r[c.name] for r in self.rows] for c in columns]  # one pass per column
-        batch = _batch(columns, cols, errors)
-        return ReadResult([batch], off.to_json(), n, ops=[np.asarray(self.ops, np.int8)], errors=errors)
+        batch = None
+        if n:
+            columns = self.reader._columns()
+            cols = [[r[c.name] for r in self.rows] for c in columns]  # one pass per column
+            batch = _batch(columns, cols, errors)
+        ops = np.asarray(self.ops, np.int8)
+        return changes_result(batch, ops, self.truncates, off.to_json(), self.used, errors)
 
 
 def mysql_cdc_connector(spec: SourceSpec) -> tuple[SourceReader, SourceLimits]:

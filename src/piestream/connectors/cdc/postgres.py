@@ -53,6 +53,7 @@ from piestream.connectors.cdc.common import (
     Health,
     Snapshots,
     UpstreamUnavailable,
+    changes_result,
     lag_seconds,
 )
 from piestream.connectors.cdc.offset import CdcOffset, lsn_text, parse_lsn
@@ -524,6 +525,8 @@ class _Changes:
         self._skip = True
         self._seen = 0  # changes of the current transaction so far
         self._last: dict[tuple[object, ...], list[str | None]] = {}  # rows by key in this read
+        self.truncates: list[int] = []  # upstream TRUNCATEs, as positions among the changes
+        self.used = 0  # upstream changes taken (the budget's unit; a key change is two ops)
 
     def feed(self, messages: Iterator[po.Message]) -> None:
         for m in messages:  # per message: the log is a sequence
@@ -544,16 +547,23 @@ class _Changes:
                 self._seen += 1
                 if self._seen <= self.applied:
                     continue  # applied by an earlier epoch
-                if len(self.ops) >= self.budget:
+                if self.used >= self.budget:
                     self.full = True
                     return
                 self._change(m)
+                self.used += 1
                 self.applied = self._seen
             elif isinstance(m, po.Truncate) and self._oid in m.oids:
-                raise CdcError(
-                    f'postgres-cdc: upstream TRUNCATE of "{self.reader.cfg.qualified}" is not supported '
-                    "(drop and recreate the table to copy it again)"
-                )
+                self._seen += 1  # a change of its transaction, as a row is (a budget may cut it)
+                if self._seen <= self.applied:
+                    continue
+                if self.used >= self.budget:
+                    self.full = True
+                    return
+                self.truncates.append(len(self.ops))  # every row goes, here in the sequence
+                self._last.clear()
+                self.used += 1
+                self.applied = self._seen
 
     def _relation(self, m: po.Relation) -> None:
         up = {c.name: i for i, c in enumerate(m.columns)}
@@ -610,11 +620,15 @@ class _Changes:
     def result(self) -> ReadResult:
         n = len(self.ops)
         off = CdcOffset("stream", self.lsn, None, self.applied, self.off.snapshot_rows, self.commit_ts)
-        if not n:
+        if not self.used:
             return ReadResult([], off.to_json(), 0)
-        cols = [po.to_arrow(c, t) for c, (_, t) in zip(self.rows.columns, self.reader.columns, strict=True)]
-        batch = pa.RecordBatch.from_arrays(cols, names=self.names)
-        return ReadResult([batch], off.to_json(), n, ops=[np.asarray(self.ops, np.int8)])
+        batch = None
+        if n:
+            types = [t for _, t in self.reader.columns]
+            cols = [po.to_arrow(c, t) for c, t in zip(self.rows.columns, types, strict=True)]
+            batch = pa.RecordBatch.from_arrays(cols, names=self.names)
+        ops = np.asarray(self.ops, np.int8)
+        return changes_result(batch, ops, self.truncates, off.to_json(), self.used)
 
 
 def _csv_columns(data: bytes, names: list[str]) -> pa.Table:

@@ -87,6 +87,22 @@ def create_marker_topic(options: Mapping[str, str]) -> Callable[[], None]:
     return undo
 
 
+def delete_marker_topic(options: Mapping[str, str], timeout: float = 5.0) -> None:
+    """After DROP SINK: delete the sink's marker topic (piestream's alone: only its epoch
+    markers are in it); the sink's own topic stays. A topic already gone is no error."""
+    marker = options.get("marker.topic")
+    if not marker:
+        return
+    admin = _admin(options)  # kept until the futures resolve (its end cancels them)
+    try:
+        for f in admin.delete_topics([marker], operation_timeout=timeout).values():
+            f.result(timeout=timeout)
+    except Exception as e:
+        if "UNKNOWN_TOPIC" in str(e):
+            return
+        raise KafkaError(f'cannot delete the sink marker topic "{marker}": {e}') from None
+
+
 class KafkaSinkTable:
     """The driver's handle of one Kafka sink: its transactional producer."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from piestream.common.epoch import epoch_to_unix_ms
@@ -118,6 +118,26 @@ def _subscriptions(o: Overview) -> str:
     return _listing("subscriptions", headers, rows, "No subscriptions.")
 
 
+def _cdc(o: Overview) -> str:
+    """The CDC tables (``rw_catalog.rw_cdc_sources``): where each is, how far behind, how fast."""
+
+    def num(v: Any, fmt: str) -> str:
+        return "" if v is None else format(v, fmt)
+
+    rows = []
+    for name, upstream, slot, phase, copied, committed, _confirmed, lag_b, lag_s, err, err_at, rate in o.cdc:
+        rows.append(
+            f"<tr><td>{escape(name)}</td><td>{escape(upstream)}</td><td>{escape(slot)}</td>"
+            f"<td>{escape(phase)}</td><td class='num'>{copied:,}</td><td>{escape(committed or '')}</td>"
+            f"<td class='num'>{'' if lag_b is None else format_bytes(lag_b)}</td>"
+            f"<td class='num'>{num(lag_s, '.1f')}</td><td class='num'>{num(rate, ',.1f')}</td>"
+            f"<td class='error'>{escape(err or '')}</td><td>{escape(str(err_at or '')[:19])}</td></tr>"
+        )
+    headers = ["table", "upstream", "slot", "phase", "rows copied", "committed position", "lag"]
+    headers += ["lag (s)", "rows/s", "last error", "at"]
+    return _listing("cdc-sources", headers, rows, "No CDC tables.")
+
+
 def _duration(ms: int) -> str:
     seconds = ms / 1000
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
@@ -159,6 +179,7 @@ def overview_page(db: Database) -> str:
         f"<h2>Streaming errors</h2>{_error_records(o)}"
         f"<h3>Failed epochs</h3>{_errors(o)}"
         f"<h2>Backfill progress</h2>{_backfills(o)}"
+        f"<h2>CDC tables</h2>{_cdc(o)}"
         f"<h2>State tables</h2>{_state_tables(o)}"
         f"<h2>Functions</h2>{_functions(o)}"
     )

@@ -20,6 +20,9 @@ exactly-once and deterministic, whatever the connector:
 - **Emitted in `barrier()`**, before the state commits: the executor has no input, so the whole
   epoch's reading happens when the barrier arrives. Output is inserts, or the changes a
   reader's ops say (FORMAT UPSERT / DEBEZIUM; the node is then not append-only).
+- **Upstream TRUNCATE** (CDC): a reader marks where in its batches the upstream table was
+  emptied (`ReadResult.truncate_at`); there the executor deletes every key of the table it
+  feeds (`SourceNode.truncates`, read at the committed epoch) and of the read's earlier rows.
 - **Splits made later** (new Kafka partitions): a reader with ``current_splits()`` names them
   each epoch; they follow the planned ones, owned by position as those are.
 - **Bad records are never dropped silently.** A reader reports malformed records; with
@@ -45,11 +48,12 @@ import pyarrow as pa
 
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.epoch import EpochPair, physical_ms
-from piestream.common.errors import PiestreamError
+from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.scalar import Row
 from piestream.plan.source import SourceLimits, SourceNode
 from piestream.storage.table.state_table import StateTable
-from piestream.stream.connector import CURRENT_SPLITS, BadRecord, SourceReader
+from piestream.storage.table.storage_table import StorageTable
+from piestream.stream.connector import CURRENT_SPLITS, BadRecord, ReadResult, SourceReader
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
 
@@ -145,7 +149,7 @@ class SourceExecutor(Executor):
                     self.ctx.errors.add(
                         SOURCE_ERROR, f"Source {self.node.source_name}", sqlstate, message, 1, ""
                     )
-                out += self._chunks(result.batches, result.ops)
+                out += self._changes(result)
                 consumed = result.consumed
                 new_offset = result.offset
             new_credit = min(allowance - consumed, 1.0) if limits.rate_limit else 0.0
@@ -201,6 +205,49 @@ class SourceExecutor(Executor):
                 self.dead.insert_row(row)
             elif tuple(old) != row:
                 self.dead.update_row(old, row)
+
+    def _changes(self, result: ReadResult) -> list[StreamChunk]:
+        """The read's rows as chunks, with an upstream TRUNCATE's deletes where it happened."""
+        if not result.truncate_at:
+            return self._chunks(result.batches, result.ops)
+        out: list[StreamChunk] = []
+        at = set(result.truncate_at)
+        for k, b in enumerate([*result.batches, None]):
+            if k in at:
+                out += self._truncate(result.batches[:k])
+            if b is not None:
+                out += self._chunks([b], None if result.ops is None else [result.ops[k]])
+        return out
+
+    def _truncate(self, earlier: list[pa.RecordBatch]) -> list[StreamChunk]:
+        """Deletes of every key the table may hold now: its rows at the committed epoch (the
+        same version for every attempt of the epoch, so a retry deletes the same keys) and the
+        keys of this read's earlier rows. A delete of a key not stored is dropped by the
+        table's Materialize, which emits the stored row for the others."""
+        desc = self.node.truncates
+        if desc is None:
+            raise FeatureNotSupported(
+                f"source {self.node.source_name}: the upstream table was truncated, and this "
+                "table's plan (made before upstream TRUNCATE was followed) cannot delete its rows",
+                hint="Drop and recreate the table to copy it again.",
+            )
+        key = list(self.node.stream_key)
+        types = self.schema.types
+        stored = StorageTable(desc, self.ctx.storage, self.ctx.committed_epoch, list(desc.pk))
+        parts = [list(chunk.columns) for chunk in stored.scan()]
+        parts += [[b.column(i) for i in key] for b in earlier if b.num_rows]
+        out: list[StreamChunk] = []
+        size = self.node.limits.chunk_size or self.ctx.config.chunk_size
+        for p in parts:
+            n = len(p[0])
+            if not n:
+                continue
+            cols = [pa.nulls(n, t.arrow) for t in types]
+            for i, a in zip(key, p, strict=True):
+                cols[i] = a if a.type == types[i].arrow else a.cast(types[i].arrow)
+            chunk = StreamChunk(np.full(n, Op.DELETE, np.int8), cols, length=n)
+            out += chunk.split(size) if n > size else [chunk]
+        return out
 
     def _chunks(
         self, batches: list[pa.RecordBatch], ops: list[np.ndarray] | None = None
