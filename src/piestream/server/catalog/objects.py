@@ -43,6 +43,12 @@ def rel_oid(rel: Relation) -> int:
     return rel.id + OID_OFFSET
 
 
+def rule_oid(rel: Relation) -> int:
+    """The oid of a view's / MV's ``_RETURN`` rule (pg_rewrite), whose pg_depend rows name what
+    the query reads."""
+    return rel_oid(rel) + 2_000_000
+
+
 def pk_names(r: Relation) -> str:
     assert r.table is not None
     return ", ".join(r.columns[i].name for i in r.table.pk)

@@ -15,6 +15,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+import sqlglot
+from sqlglot import exp
+
 from piestream.common.composite_text import format_list, parse_list
 from piestream.common.errors import InvalidInput
 from piestream.common.types import VARCHAR, list_of
@@ -23,6 +26,7 @@ from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
     INFORMATION_SCHEMA_NS,
     PG_CATALOG_NS,
+    PUBLIC_NS,
     SUPERUSER_OID,
     VERSION_STRING,
     index_stored_columns,
@@ -79,6 +83,7 @@ FUNCTION_TYPES: dict[str, str] = {
     "pg_backend_pid": "int4",
     "pg_is_in_recovery": "bool",
     "quote_ident": "text",
+    "quote_literal": "text",
     "pg_relation_is_publishable": "bool",
     "pg_get_function_result": "text",
     "pg_get_function_arguments": "text",
@@ -103,6 +108,7 @@ FUNCTION_TYPES: dict[str, str] = {
     "array_item_pg": "text",
     "array_subscript_pg": "int4",
     "regclass_name": "text",
+    "regproc_name": "text",
     "regtype_name": "text",
     "to_regclass_oid": "regclass",
     "to_regtype_oid": "regtype",
@@ -201,14 +207,16 @@ class SystemFunctions:
             "to_regtype_oid": self._to_regtype,
             "to_regclass_oid": self._to_regclass,
             "regclass_name": self.regclass_name,
+            "regproc_name": lambda oid: None if oid is None else ("-" if as_int(oid) == 0 else str(oid)),
             "regtype_name": lambda oid: self.types.names.get(as_int(oid), None if oid is None else str(oid)),
             "current_setting": lambda name, *a: ctx.settings.get(str(name).lower()),
-            "set_config": lambda name, value, *a: value,
+            "set_config": self._set_config,
             "pg_backend_pid": const(ctx.pid),
             "pg_is_in_recovery": const(0),
             "pg_my_temp_schema": const(0),
             "pg_is_other_temp_schema": const(0),
             "quote_ident": _quote_ident,
+            "quote_literal": _quote_literal,
             "pg_relation_is_publishable": const(0),
             "pg_get_function_result": const(None),
             "pg_get_function_arguments": const(None),
@@ -319,7 +327,19 @@ class SystemFunctions:
         name = self.types.names.get(as_int(oid), "???")
         return name if typmod is None else with_typmod(name, as_int(typmod))
 
+    def _set_config(self, name: Any, value: Any, is_local: Any = 0) -> Any:
+        """set_config(name, value, false) changes the session's setting, as SET does (pg_dump's
+        ``set_config('search_path', '', false)``); a transaction-local one is refused."""
+        if is_local:
+            raise ValueError("set_config(..., true) is not supported")
+        if self.ctx.set_setting is None:
+            raise ValueError("set_config is not supported here")
+        self.ctx.set_setting(str(name), "" if value is None else str(value))
+        return value
+
     def _obj_description(self, oid: Any, catalog: Any = None) -> str | None:
+        if as_int(oid) == PUBLIC_NS and str(catalog) == "pg_namespace":
+            return "standard public schema"  # initdb's (catalog.rows' pg_description row)
         rel = self._rel(oid) if oid is not None else None
         return None if rel is None else rel.comment
 
@@ -335,7 +355,34 @@ class SystemFunctions:
         rel = self._rel(oid)
         if rel is None:
             return None
-        return query_part(rel.definition)
+        return self._qualified(rel, query_part(rel.definition))
+
+    def _qualified(self, rel: Relation, text: str) -> str:
+        """A view's / MV's query with the relations it reads schema-qualified where their schema
+        is not on the search_path (PostgreSQL's pg_get_viewdef does so; pg_dump sets an empty
+        search_path, so its dump restores whatever search_path the restore runs with). Names are
+        resolved through what the relation depends on; the rest of the text stays as written."""
+        deps = [r for r in self._rels if r.id in rel.depends_on]
+        try:
+            tree = sqlglot.parse_one(text.rstrip().rstrip(";"), read="postgres")
+        except sqlglot.errors.SqlglotError:
+            return text
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        inserts: list[tuple[int, str]] = []
+        for t in tree.find_all(exp.Table):
+            ident = t.this
+            if t.db or not isinstance(ident, exp.Identifier) or t.name.lower() in ctes:
+                continue
+            start = ident.meta.get("start")
+            found = {r.schema_name for r in deps if r.name == t.name}
+            if start is None or len(found) != 1:
+                continue
+            schema = found.pop()
+            if schema not in self.ctx.search_path:
+                inserts.append((int(start), _quote_ident(schema) or schema))
+        for at, schema in sorted(inserts, reverse=True):
+            text = text[:at] + schema + "." + text[at:]
+        return text
 
     def _indexdef(self, oid: Any, column: Any = 0, pretty: Any = None) -> str | None:
         o, k = as_int(oid), as_int(column or 0)
@@ -476,6 +523,16 @@ def _array_to_string(arr: Any, sep: Any, null: Any = None) -> str | None:
     if arr is None:
         return None
     return str(sep).join(array_items(arr))
+
+
+def _quote_literal(s: Any) -> str | None:
+    """PostgreSQL's quote_literal: quotes doubled, and E'' with doubled backslashes if any."""
+    if s is None:
+        return None
+    text = str(s).replace("'", "''")
+    if "\\" in text:
+        return "E'" + text.replace("\\", "\\\\") + "'"
+    return "'" + text + "'"
 
 
 def _quote_ident(s: Any) -> str | None:

@@ -29,7 +29,7 @@ from piestream.server.catalog.result_types import convert, describe
 from piestream.server.catalog.rewrite import rewrite_for_sqlite
 from piestream.server.catalog.rows import CatalogContext, CatalogRows
 from piestream.server.catalog.sqlite_functions import SystemFunctions
-from piestream.server.catalog.tables import INFO_TABLES, TABLES, create_tables
+from piestream.server.catalog.tables import INFO_TABLES, TABLES, create_tables, table_columns
 from piestream.server.results import QueryResult
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,10 @@ class CatalogViews:
         for table, data in rows.all().items():
             schema = "information_schema" if table in INFO_TABLES and table not in TABLES else "pg_catalog"
             if data:
-                marks = ",".join("?" * len(data[0]))
+                width = len(table_columns(table))
+                if len(data[0]) < width:  # the columns after the ones rows.py fills are NULL
+                    data = [(*row, *[None] * (width - len(row))) for row in data]
+                marks = ",".join("?" * width)
                 conn.executemany(f"INSERT INTO {schema}.{table} VALUES ({marks})", data)
         self.types = rows.types
         return conn
