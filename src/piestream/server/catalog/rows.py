@@ -15,7 +15,7 @@ from typing import Any
 
 from piestream.common.text import format_datum
 from piestream.common.types import DataType, TypeKind
-from piestream.frontend.catalog import DEFAULT_SCHEMA, ColumnCatalog, Relation, RelationKind
+from piestream.frontend.catalog import DEFAULT_SCHEMA, ColumnCatalog, FunctionCatalog, Relation, RelationKind
 from piestream.frontend.parser.ast import RELATION_PRIVILEGES, SCHEMA_PRIVILEGES
 from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
@@ -29,7 +29,9 @@ from piestream.server.catalog.objects import (
     PG_CATALOG_NS,
     PG_TOAST_NS,
     PUBLIC_NS,
+    PYTHON_LANG,
     SUPERUSER_OID,
+    function_oid,
     has_user_pk,
     index_keys,
     index_stored_columns,
@@ -63,6 +65,7 @@ class CatalogContext:
     schema_acls: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)  # schema -> grants
     #: set_config(name, value, false): the session's setting changes (pgwire sets it; None: not kept)
     set_setting: Callable[[str, str], None] | None = field(default=None, compare=False)
+    functions: list[FunctionCatalog] = field(default_factory=list)  # CREATE FUNCTION's (pg_proc)
 
     def user_name(self, oid: int) -> str:
         """pg_get_userbyid: a role's name (PostgreSQL shows 'unknown (OID=n)' for none)."""
@@ -463,10 +466,13 @@ class CatalogRows:
                 out["pg_matviews"].append(
                     (r.schema_name, r.name, user, None, int(has_index), 1, query_part(r.definition))
                 )
-        out["pg_language"] = [  # PostgreSQL's built-in languages (no function is listed in pg_proc)
-            (oid, name, SUPERUSER_OID, 0, int(name != "c"), 0, 0, 0, None)
-            for oid, name in ((12, "internal"), (13, "c"), (14, "sql"))
+        out[
+            "pg_language"
+        ] = [  # PostgreSQL's built-in languages, and python (CREATE FUNCTION ... LANGUAGE python)
+            (oid, name, SUPERUSER_OID, int(oid == PYTHON_LANG), int(name != "c"), 0, 0, 0, None)
+            for oid, name in ((12, "internal"), (13, "c"), (14, "sql"), (PYTHON_LANG, "python"))
         ]
+        out["pg_proc"] = [self._proc_row(f) for f in ctx.functions]
         if out["pg_foreign_table"]:  # the sources' server and its wrapper (pg_dump writes both)
             fdw = FOREIGN_SERVER_OID - 1
             out["pg_foreign_server"] = [
@@ -485,6 +491,17 @@ class CatalogRows:
         out["table_privileges"] = self._table_privileges()
         self._relacl(out["pg_class"])
         return out
+
+    def _proc_row(self, f: FunctionCatalog) -> tuple[Any, ...]:
+        """A user function's pg_proc row (volatile, parallel unsafe, as CREATE FUNCTION's defaults)."""
+        args = [self.types.oid_of(t) for t in f.arg_types]
+        names = "{" + ",".join(n or '""' for n in f.arg_names) + "}" if any(f.arg_names) else None
+        return (
+            function_oid(f), f.name, self.ctx.schemas.get(f.schema_name, PUBLIC_NS), SUPERUSER_OID,
+            14 if f.language == "sql" else PYTHON_LANG, 100.0, 0.0, 0, 0, "f", 0, 0, int(f.strict), 0,
+            "v", "u", len(args), 0, self.types.oid_of(f.return_type), " ".join(map(str, args)), None,
+            None, names, None, None, f.body, None, None, None, None,
+        )  # fmt: skip
 
     def _schema_owner_acl(self, schema: str) -> tuple[int, str | None]:
         """pg_namespace.nspowner and nspacl (aclitem text; NULL: the owner's default, no grants)."""

@@ -21,7 +21,7 @@ from sqlglot import exp
 from piestream.common.composite_text import format_list, parse_list
 from piestream.common.errors import InvalidInput
 from piestream.common.types import VARCHAR, list_of
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import FunctionCatalog, Relation, RelationKind
 from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
     INFORMATION_SCHEMA_NS,
@@ -29,6 +29,7 @@ from piestream.server.catalog.objects import (
     PUBLIC_NS,
     SUPERUSER_OID,
     VERSION_STRING,
+    function_oid,
     index_stored_columns,
     indexdef,
     pk_names,
@@ -218,9 +219,9 @@ class SystemFunctions:
             "quote_ident": _quote_ident,
             "quote_literal": _quote_literal,
             "pg_relation_is_publishable": const(0),
-            "pg_get_function_result": const(None),
-            "pg_get_function_arguments": const(None),
-            "pg_get_function_identity_arguments": const(None),
+            "pg_get_function_result": self._function_result,
+            "pg_get_function_arguments": self._function_arguments,
+            "pg_get_function_identity_arguments": self._function_arguments,
             "pg_get_statisticsobjdef_columns": const(None),
             "pg_postmaster_start_time": const(None),
             "txid_current": const(1),
@@ -326,6 +327,23 @@ class SystemFunctions:
             return None
         name = self.types.names.get(as_int(oid), "???")
         return name if typmod is None else with_typmod(name, as_int(typmod))
+
+    def _function(self, oid: Any) -> FunctionCatalog | None:
+        o = as_int(oid)
+        return next((f for f in self.ctx.functions if function_oid(f) == o), None)
+
+    def _function_result(self, oid: Any) -> str | None:
+        f = self._function(oid)
+        return None if f is None else self._format_type(self.types.oid_of(f.return_type))
+
+    def _function_arguments(self, oid: Any) -> str | None:
+        """``a integer, b character varying`` (an unnamed argument: its type alone)."""
+        f = self._function(oid)
+        if f is None:
+            return None
+        types = [self._format_type(self.types.oid_of(t)) or "" for t in f.arg_types]
+        names = list(f.arg_names) + [""] * len(types)
+        return ", ".join(f"{_quote_ident(n)} {t}" if n else t for n, t in zip(names, types, strict=False))
 
     def _set_config(self, name: Any, value: Any, is_local: Any = 0) -> Any:
         """set_config(name, value, false) changes the session's setting, as SET does (pg_dump's

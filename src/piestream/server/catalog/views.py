@@ -95,6 +95,7 @@ class CatalogViews:
             self.ctx.database,
             tuple(sorted(self.ctx.settings.items())),
             tuple(self.ctx.activity),
+            tuple(f.id for f in self.ctx.functions),
         )
         if self._conn is not None and key == self._key:
             return self._conn

@@ -407,6 +407,7 @@ class Connection:
             schema_owners=self.server.database.roles.schema_owners(),
             schema_acls=self.server.database.roles.schema_grants(),
             set_setting=self.session.set_config,
+            functions=[f for fs in self.session.catalog().functions.values() for f in fs],
         )
 
     def _catalog(self) -> CatalogSnapshot:
