@@ -322,7 +322,7 @@ def test_a_cancelled_lock_wait_does_not_take_the_lock(dsn: str, conn: psycopg.Co
 # -- user functions in pg_proc (last: the dumps above have none) -----------------------------------
 
 
-def test_user_functions_are_in_pg_proc(server: PgServer, conn: psycopg.Connection) -> None:
+def test_user_functions_are_in_pg_proc(server: PgServer, conn: psycopg.Connection, dsn: str) -> None:
     conn.execute("CREATE FUNCTION add_one(x INT) RETURNS INT LANGUAGE sql AS 'SELECT x + 1'")
     conn.execute(
         "CREATE FUNCTION twice(INT, y VARCHAR) RETURNS VARCHAR LANGUAGE python AS $$\n"
@@ -342,13 +342,26 @@ def test_user_functions_are_in_pg_proc(server: PgServer, conn: psycopg.Connectio
     out = psql(server, "-c", "\\df").stdout
     assert " public | add_one | integer           | x integer                    | func" in out
     assert " public | twice   | character varying | integer, y character varying | func" in out
-    # pg_dump reads a function's definition through SQL-level PREPARE / EXECUTE, which piestream
-    # does not run: the dump fails, naming why, rather than leaving the functions out
-    res = subprocess.run(
-        [PG_DUMP, "-h", "127.0.0.1", "-p", str(server.port), "-U", "root", "--schema-only", "dev"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    # pg_dump reads each function's definition through SQL-level PREPARE / EXECUTE
+    script = _dump(server, "--schema-only")
+    assert (
+        "CREATE FUNCTION public.add_one(x integer) RETURNS integer\n"
+        "    LANGUAGE sql\n    AS $$SELECT x + 1$$;" in script
     )
-    assert res.returncode != 0 and "PREPARE dumpFunc" in res.stderr
+    assert (
+        "CREATE FUNCTION public.twice(integer, y character varying) RETURNS character varying\n"
+        "    LANGUAGE python\n" in script
+    )
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("PREPARE fn(pg_catalog.oid) AS SELECT proname FROM pg_catalog.pg_proc WHERE oid = $1")
+        oid = c.execute("SELECT oid FROM pg_proc WHERE proname = 'add_one'").fetchone()
+        assert oid is not None
+        assert c.execute(f"EXECUTE fn('{oid[0]}')").fetchall() == [("add_one",)]
+        assert c.execute("EXECUTE fn(1)").fetchall() == []
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+            c.execute("EXECUTE nope(1)")
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            c.execute("PREPARE mine AS SELECT * FROM acct")  # not a catalog query
+        c.execute("DEALLOCATE fn")
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+            c.execute("EXECUTE fn(1)")

@@ -498,7 +498,7 @@ class CatalogRows:
         names = "{" + ",".join(n or '""' for n in f.arg_names) + "}" if any(f.arg_names) else None
         return (
             function_oid(f), f.name, self.ctx.schemas.get(f.schema_name, PUBLIC_NS), SUPERUSER_OID,
-            14 if f.language == "sql" else PYTHON_LANG, 100.0, 0.0, 0, 0, "f", 0, 0, int(f.strict), 0,
+            14 if f.language == "sql" else PYTHON_LANG, 100.0, 0.0, 0, "-", "f", 0, 0, int(f.strict), 0,
             "v", "u", len(args), 0, self.types.oid_of(f.return_type), " ".join(map(str, args)), None,
             None, names, None, None, f.body, None, None, None, None,
         )  # fmt: skip

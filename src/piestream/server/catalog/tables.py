@@ -93,7 +93,7 @@ _TABLES_TEXT: dict[str, str] = {
     ),
     "pg_proc": (
         "oid oid, proname name, pronamespace oid, proowner oid, prolang oid, procost float4, prorows "
-        "float4, provariadic oid, prosupport oid, prokind char, prosecdef bool, proleakproof bool, "
+        "float4, provariadic oid, prosupport text, prokind char, prosecdef bool, proleakproof bool, "
         "proisstrict bool, proretset bool, provolatile char, proparallel char, pronargs int2, "
         "pronargdefaults int2, prorettype oid, proargtypes oidvector, proallargtypes text, proargmodes "
         "text, proargnames text, proargdefaults text, protrftypes text, prosrc text, probin text, "

@@ -318,6 +318,11 @@ class Connection:
         stmt = p.stmt
         if p.deallocate is not None:
             return self.extended.deallocate(p.deallocate)
+        if p.sql_prepare is not None:
+            return self.extended.sql_prepare(*p.sql_prepare)
+        if p.sql_execute is not None:
+            name, args = p.sql_execute
+            return self.run_statement(self.extended.sql_prepared(name, len(args)), args)
         txn = self.session.txn
         if txn is not None and txn.failed and p.catalog:
             raise InFailedSqlTransaction(
