@@ -342,6 +342,12 @@ def test_user_functions_are_in_pg_proc(server: PgServer, conn: psycopg.Connectio
     out = psql(server, "-c", "\\df").stdout
     assert " public | add_one | integer           | x integer                    | func" in out
     assert " public | twice   | character varying | integer, y character varying | func" in out
+    assert psql(server, "-c", "\\sf add_one").stdout == (
+        "CREATE OR REPLACE FUNCTION public.add_one(x integer)\n RETURNS integer\n LANGUAGE sql\n"
+        "AS $function$SELECT x + 1$function$\n"
+    )
+    missing = psql(server, "-c", "\\sf nope", check=False)
+    assert missing.returncode != 0 and 'function "nope" does not exist' in missing.stderr
     # pg_dump reads each function's definition through SQL-level PREPARE / EXECUTE
     script = _dump(server, "--schema-only")
     assert (

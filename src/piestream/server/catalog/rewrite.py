@@ -348,8 +348,10 @@ def _rewrite_cast(node: exp.Cast) -> exp.Expression:
     if target == "regnamespace" and isinstance(original, exp.Literal) and original.is_string:
         lookup = exp.select("oid").from_("pg_catalog.pg_namespace").where(exp.column("nspname").eq(inner))
         return exp.Subquery(this=lookup)
-    if target == "regproc":  # no function has an oid the emulation names: 0 is '-', as in PostgreSQL
-        return exp.Anonymous(this="regproc_name", expressions=[inner])
+    if target in ("regproc", "regprocedure"):
+        if isinstance(original, exp.Literal) and original.is_string:  # psql \sf's 'f'::regproc::oid
+            return exp.Anonymous(this="to_regproc_oid", expressions=[inner])
+        return exp.Anonymous(this="regproc_name", expressions=[inner])  # 0 is '-', as in PostgreSQL
     if target == "regtype[]":  # an oid array / oidvector as the array of its types' names
         return exp.Anonymous(this="regtype_array_pg", expressions=[inner])
     if target == "regclass[]":

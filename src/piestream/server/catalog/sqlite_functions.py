@@ -19,7 +19,7 @@ import sqlglot
 from sqlglot import exp
 
 from piestream.common.composite_text import format_list, parse_list
-from piestream.common.errors import InvalidInput
+from piestream.common.errors import InvalidInput, PiestreamError, UndefinedFunction
 from piestream.common.types import VARCHAR, list_of
 from piestream.frontend.catalog import FunctionCatalog, Relation, RelationKind
 from piestream.meta.roles import Role
@@ -110,6 +110,7 @@ FUNCTION_TYPES: dict[str, str] = {
     "array_subscript_pg": "int4",
     "regclass_name": "text",
     "regproc_name": "text",
+    "to_regproc_oid": "oid",
     "regtype_name": "text",
     "to_regclass_oid": "regclass",
     "to_regtype_oid": "regtype",
@@ -145,6 +146,8 @@ class SystemFunctions:
         self._rels = rels
         self.types = types
         self.ctx = ctx
+        #: an error a function raised that the client gets as it is (not as "not supported")
+        self.error: PiestreamError | None = None
 
     def register(self, conn: sqlite3.Connection) -> None:
         """Make the system functions (and ``array_agg_pg``) callable in `conn`'s SQL."""
@@ -190,7 +193,7 @@ class SystemFunctions:
             "pg_get_partkeydef": const(None),
             "pg_get_triggerdef": const(None),
             "pg_get_ruledef": const(None),
-            "pg_get_functiondef": const(None),
+            "pg_get_functiondef": self._functiondef,
             # privileges are not kept as ACLs here: NULL acl columns mean "the default", so pg_dump
             # (which dumps the difference from acldefault) writes no GRANT / REVOKE
             "acldefault": const(None),
@@ -208,7 +211,8 @@ class SystemFunctions:
             "to_regtype_oid": self._to_regtype,
             "to_regclass_oid": self._to_regclass,
             "regclass_name": self.regclass_name,
-            "regproc_name": lambda oid: None if oid is None else ("-" if as_int(oid) == 0 else str(oid)),
+            "regproc_name": self._regproc_name,
+            "to_regproc_oid": self._to_regproc_oid,
             "regtype_name": lambda oid: self.types.names.get(as_int(oid), None if oid is None else str(oid)),
             "current_setting": lambda name, *a: ctx.settings.get(str(name).lower()),
             "set_config": self._set_config,
@@ -331,6 +335,43 @@ class SystemFunctions:
     def _function(self, oid: Any) -> FunctionCatalog | None:
         o = as_int(oid)
         return next((f for f in self.ctx.functions if function_oid(f) == o), None)
+
+    def _regproc_name(self, oid: Any) -> str | None:
+        if oid is None:
+            return None
+        f = self._function(oid)
+        return f.name if f is not None else ("-" if as_int(oid) == 0 else str(oid))
+
+    def _to_regproc_oid(self, name: Any) -> int | None:
+        """``'f'::regproc`` / ``'s.f(int)'::regprocedure``: the function's oid (42883 if none)."""
+        text = str(name).split("(", 1)[0].strip()
+        schema, _, fname = text.rpartition(".")
+        found = [
+            f
+            for f in self.ctx.functions
+            if f.name == fname.strip('"') and (not schema or f.schema_name == schema.strip('"'))
+        ]
+        if len(found) != 1:
+            self.error = (
+                UndefinedFunction(f'function "{text}" does not exist')
+                if not found
+                else PiestreamError(f'more than one function named "{text}"', sqlstate="42725")
+            )
+            raise self.error
+        return function_oid(found[0])
+
+    def _functiondef(self, oid: Any) -> str | None:
+        r"""PostgreSQL's pg_get_functiondef layout (psql \sf)."""
+        f = self._function(oid)
+        if f is None:
+            return None
+        strict = " STRICT\n" if f.strict else ""
+        schema = _quote_ident(f.schema_name)
+        return (
+            f"CREATE OR REPLACE FUNCTION {schema}.{_quote_ident(f.name)}({self._function_arguments(oid)})\n"
+            f" RETURNS {self._function_result(oid)}\n LANGUAGE {f.language}\n{strict}"
+            f"AS $function${f.body}$function$\n"
+        )
 
     def _function_result(self, oid: Any) -> str | None:
         f = self._function(oid)

@@ -65,6 +65,7 @@ class CatalogViews:
         conn = self._connection()
         names, types = describe(tree)
         rewritten = rewrite_for_sqlite(tree)
+        self._functions.error = None
         try:
             text = rewritten.sql(dialect="sqlite")
             cur = conn.execute(text, _sqlite_params(params))
@@ -75,6 +76,8 @@ class CatalogViews:
                     for d, n in zip(cur.description, [*names, *[None] * 99], strict=False)
                 ]
         except (sqlite3.Error, sqlglot.errors.SqlglotError, ValueError, OverflowError) as e:
+            if self._functions.error is not None:
+                raise self._functions.error from None
             log.info("catalog query refused (%s): %s", e, sql)
             raise FeatureNotSupported(
                 f"this query over pg_catalog is not supported by piestream's catalog emulation ({e})"
