@@ -217,6 +217,8 @@ def take(
     """Lock each named relation of the session's catalog in `mode` (`block`: to the block's end,
     else to the statement's end). A name that resolves to nothing is skipped when `missing_ok`
     (the statement itself reports it), else 42P01."""
+    if not names:
+        return
     catalog = s.catalog()
     timeout = duration_seconds(s.setting("lock_timeout"))
     for name in names:
