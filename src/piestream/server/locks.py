@@ -3,7 +3,8 @@
 ``LOCK TABLE t IN <mode> MODE`` (pg_dump takes ACCESS SHARE on every table it dumps, inside its
 REPEATABLE READ block) and the locks statements take implicitly — ACCESS SHARE for a SELECT,
 ROW EXCLUSIVE for INSERT / UPDATE / DELETE / COPY FROM, SHARE for CREATE INDEX, SHARE UPDATE
-EXCLUSIVE for COMMENT ON, ACCESS EXCLUSIVE for DROP / ALTER / TRUNCATE — are recorded here per
+EXCLUSIVE for COMMENT ON and ALTER ... SET PARALLELISM, EXCLUSIVE for ALTER MATERIALIZED VIEW ...
+REBUILD, ACCESS EXCLUSIVE for DROP / ALTER / TRUNCATE — are recorded here per
 relation id. A session's own locks never conflict with each other. LOCK TABLE (only inside a
 transaction block, as in PostgreSQL) holds its lock until COMMIT / ROLLBACK or the client leaves.
 The implicit locks are held while their statement runs — PostgreSQL holds them to the end of the
@@ -163,9 +164,7 @@ _ACCESS_EXCLUSIVE = (
     ast.AlterAddColumn,
     ast.AlterDropColumn,
     ast.AlterRename,
-    ast.AlterParallelism,
     ast.AlterOwner,
-    ast.RebuildJob,
 )
 
 
@@ -183,6 +182,12 @@ def implicit_locks(stmt: ast.Statement) -> tuple[str, list[str]] | None:
         if not stmt.to_client:
             return "ROW EXCLUSIVE", [stmt.table] if stmt.table else []
         return "ACCESS SHARE", [stmt.table] if stmt.table else _query_tables(stmt.query)
+    if isinstance(stmt, ast.RebuildJob):
+        # as REFRESH MATERIALIZED VIEW CONCURRENTLY: reads go on (and are refused with 55000 while
+        # the backfill runs, by the MV itself), LOCK ... ACCESS SHARE (pg_dump) does not wait
+        return "EXCLUSIVE", [stmt.name]
+    if isinstance(stmt, ast.AlterParallelism):
+        return "SHARE UPDATE EXCLUSIVE", [stmt.name]  # an online rescale: reads and writes go on
     if isinstance(stmt, ast.CreateIndex):
         return "SHARE", [stmt.table]
     if isinstance(stmt, ast.CommentOn):
