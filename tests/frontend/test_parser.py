@@ -71,7 +71,7 @@ from piestream.frontend.parser import (
 )
 from piestream.frontend.parser.ast import CreateSchema, DropSchema
 from piestream.frontend.parser.dialect import Piestream
-from piestream.frontend.parser.names import ObjectName, schema_of
+from piestream.frontend.parser.names import ObjectName, object_name, schema_of
 
 
 def one(sql: str, kind: type[Statement]) -> Statement:
@@ -713,12 +713,23 @@ def test_transaction_statements() -> None:
         ("LISTEN ch", "LISTEN"),
         ("COMMENT ON FUNCTION f IS 'x'", "COMMENT ON FUNCTION"),
         ("CALL p()", "CALL"),
-        ("LOCK TABLE t", "LOCK"),
     ],
 )
 def test_unsupported_statements(sql: str, message: str) -> None:
     err = fails(sql, FeatureNotSupported)
     assert (err.sqlstate, err.message, err.position) == ("0A000", f"{message} is not supported", 1)
+
+
+def test_lock_table() -> None:
+    stmt = parse_one("LOCK TABLE public.t IN ACCESS SHARE MODE")
+    assert isinstance(stmt, ast.LockTable) and stmt.mode == "ACCESS SHARE" and not stmt.nowait
+    assert [object_name(n).qualified for n in stmt.names] == ["public.t"]
+    assert parse_one("LOCK a, ONLY b") == ast.LockTable(("a", "b"), "ACCESS EXCLUSIVE")
+    assert parse_one("LOCK TABLE ONLY t * IN SHARE ROW EXCLUSIVE MODE NOWAIT") == ast.LockTable(
+        ("t",), "SHARE ROW EXCLUSIVE", nowait=True
+    )
+    fails("LOCK TABLE t IN SHARED MODE", SyntaxError_)
+    fails("LOCK TABLE t IN ACCESS SHARE", SyntaxError_)
 
 
 def test_copy_subscription_and_cursor_statements() -> None:

@@ -79,7 +79,10 @@ def test_tags_catalog_and_copy(conn: psycopg.Connection[Any]) -> None:
         "col_description('ev2'::regclass, 1)"
     ).fetchone()
     assert row == ("the table", "a number", None)
-    descs = c.execute("SELECT objsubid, description FROM pg_description ORDER BY objsubid").fetchall()
+    descs = c.execute(
+        "SELECT objsubid, description FROM pg_description WHERE classoid = 'pg_class'::regclass "
+        "ORDER BY objsubid"
+    ).fetchall()
     assert descs == [(0, "the table"), (3, "a number")]
     c.execute("COMMENT ON TABLE ev2 IS NULL")
     assert c.execute("SELECT obj_description('ev2'::regclass, 'pg_class')").fetchone() == (None,)

@@ -322,3 +322,21 @@ class ProgramLimitExceeded(PiestreamError):
     """A configured limit was reached (54000), e.g. a transaction's write buffer."""
 
     sqlstate = "54000"
+
+
+class LockNotAvailable(PiestreamError):
+    """LOCK ... NOWAIT, or lock_timeout passed, while another session holds a conflicting lock (55P03)."""
+
+    sqlstate = "55P03"
+
+
+class DeadlockDetected(PiestreamError):
+    """Two sessions wait for each other's table locks (40P01): this one's statement is aborted."""
+
+    sqlstate = "40P01"
+
+
+class QueryCanceled(PiestreamError):
+    """The client cancelled the statement, or statement_timeout passed (57014)."""
+
+    sqlstate = "57014"

@@ -29,6 +29,7 @@ from piestream.meta.roles import RoleCatalog
 from piestream.meta.store import MetaStore
 from piestream.runtime.leased import check_runner_kind, spark_runner
 from piestream.runtime.runners import EpochRunner, LocalRunner
+from piestream.server.locks import LockManager
 from piestream.server.sink_publisher import attach as attach_sink_publisher
 from piestream.server.source_acker import attach as attach_source_acker
 from piestream.server.system_tables import RwCatalog
@@ -153,6 +154,7 @@ class Database:
         )
         self.catalog = CatalogStore(self.meta)
         self.roles = RoleCatalog(self.meta)  # users, relation owners, grants
+        self.locks = LockManager()  # sessions' table locks (LOCK TABLE, DDL, DML, SELECT)
         self.spark = spark
         if runner is None:
             if self.config.runner == "local":

@@ -18,6 +18,7 @@ statement is adding a row, not another branch.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from piestream.common.errors import (
     InFailedSqlTransaction,
     NoActiveSqlTransaction,
     PiestreamError,
+    QueryCanceled,
     ReadOnlySqlTransaction,
     client_error,
 )
@@ -39,6 +41,7 @@ from piestream.frontend.catalog import (
     parse_search_path,
 )
 from piestream.frontend.parser import ast, parse
+from piestream.frontend.parser.names import quote_ident
 from piestream.server import (
     alter_handlers,
     cdc_handlers,
@@ -48,6 +51,7 @@ from piestream.server import (
     ddl_handlers,
     dml,
     function_handlers,
+    locks,
     privileges,
     query,
     subscriptions,
@@ -80,10 +84,20 @@ class Session:
         self.temp_schema = f"{TEMP_SCHEMA}_{uuid.uuid4().hex[:12]}"
         #: sends a NOTICE to the client at once, while a statement still runs (pgwire sets it)
         self.notice: Callable[[str], None] | None = None
+        #: set when the client cancels the running statement (pgwire sets it per statement): a
+        #: statement waiting for a table lock gives up
+        self.interrupt: threading.Event | None = None
 
     # -- settings -------------------------------------------------------------------------------
     def setting(self, name: str) -> str:
         return self.settings.get(name.lower(), "")
+
+    def set_config(self, name: str, value: str) -> None:
+        """set_config(name, value, false) from a catalog query: as ``SET name = 'value'``."""
+        # search_path's value is a list: 'a, b' names two schemas, as SET search_path = a, b
+        parts = [p.strip() for p in value.split(",")] if name.lower() == "search_path" else [value]
+        literals = ", ".join("'" + p.replace("'", "''") + "'" for p in parts)
+        utility.variables(self, parse(f"SET {quote_ident(name.lower())} = {literals}")[0], ())
 
     @property
     def parallelism(self) -> int:
@@ -110,6 +124,12 @@ class Session:
         if self.txn is None:
             return "I"
         return "E" if self.txn.failed else "T"
+
+    def interrupted(self) -> PiestreamError | None:
+        """The error a waiting statement ends with when the client cancelled it, else None."""
+        if self.interrupt is not None and self.interrupt.is_set():
+            return QueryCanceled("canceling statement due to user request")
+        return None
 
     def fail_transaction(self) -> None:
         """An error happened (here or in the protocol layer): the block only takes ROLLBACK now."""
@@ -146,6 +166,7 @@ class Session:
     def close(self) -> None:
         """The client left: an open transaction is rolled back, its temporary relations go."""
         self._end_transaction()
+        self.db.locks.release(id(self))
         drop_temporary(self.db, self.temp_schema)
 
     def _end_transaction(self, *, committed: bool = False) -> None:
@@ -175,6 +196,9 @@ class Session:
             if handler is None:
                 raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
             privileges.check_statement(self, stmt)
+            implicit = locks.implicit_locks(stmt)
+            if implicit is not None:
+                locks.take(self, *implicit)
             existed = privileges.existing(self, stmt)
             result = handler(self, stmt, params)
             privileges.after_statement(self, stmt, existed)
@@ -190,6 +214,8 @@ class Session:
             if err.sqlstate == "XX000":  # not a statement too deep to bind (54001)
                 log.exception("statement failed with an internal error")
             raise err from e
+        finally:
+            self.db.locks.release(id(self), statement_only=True)
 
     def _outside_block(self, stmt: ast.Statement) -> str | None:
         """DDL that cannot be part of a transaction inside a block: COMMIT what the block did so
@@ -250,12 +276,21 @@ class Session:
             return command("COMMIT")
         finally:
             self._end_transaction(committed=committed)  # committed, refused or failed: the block is over
+            self.db.locks.release(id(self))
 
     def _rollback(self, stmt: ast.Rollback, params: Sequence[Any]) -> QueryResult:
         if self.txn is None:
             return _notice(command("ROLLBACK"), "there is no transaction in progress")
         self._end_transaction()
+        self.db.locks.release(id(self))
         return command("ROLLBACK")
+
+    def _lock(self, stmt: ast.LockTable, params: Sequence[Any]) -> QueryResult:
+        """LOCK TABLE: held until the block ends (`server.locks`); only inside a block, as in
+        PostgreSQL (a lock that ended with its statement would protect nothing)."""
+        self._block("LOCK TABLE")
+        locks.take(self, stmt.mode, list(stmt.names), block=True, nowait=stmt.nowait, missing_ok=False)
+        return command("LOCK TABLE")
 
     def _savepoint(self, stmt: ast.Savepoint, params: Sequence[Any]) -> QueryResult:
         self._block("SAVEPOINT").savepoint(stmt.name)
@@ -402,6 +437,7 @@ HANDLERS: dict[type[ast.Statement], Handler] = {
     ast.ReleaseSavepoint: Session._release,
     ast.RollbackToSavepoint: Session._rollback_to,
     ast.Discard: Session._discard,
+    ast.LockTable: Session._lock,
     ast.CreateRole: privileges.create_role,
     ast.AlterRole: privileges.alter_role,
     ast.DropRole: privileges.drop_role,

@@ -19,6 +19,7 @@ DEFAULT_SETTINGS: dict[str, str] = {
     "server_version": "13.14.0",
     "server_version_num": "130014",
     "standard_conforming_strings": "on",
+    "lock_timeout": "0",  # how long a table lock is waited for (0: until it is granted)
     "statement_timeout": "0",
     "streaming_parallelism": "",
     "timezone": "UTC",
@@ -26,3 +27,19 @@ DEFAULT_SETTINGS: dict[str, str] = {
     "transaction_isolation": "repeatable read",
     "transaction_read_only": "off",
 }
+
+
+def duration_seconds(value: str) -> float:
+    """statement_timeout / lock_timeout: milliseconds, or a number with a unit (ms, s, min, h); 0 disables."""
+    text = value.strip().lower().strip("'")
+    units = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
+    for unit in sorted(units, key=len, reverse=True):
+        if text.endswith(unit):
+            try:
+                return float(text[: -len(unit)].strip()) * units[unit]
+            except ValueError:
+                return 0.0
+    try:
+        return float(text) / 1000.0
+    except ValueError:
+        return 0.0

@@ -483,6 +483,29 @@ class Truncate(Statement):
     names: tuple[str, ...]
 
 
+#: LOCK TABLE's modes, weakest first (PostgreSQL's table-level lock modes)
+LOCK_MODES: tuple[str, ...] = (
+    "ACCESS SHARE",
+    "ROW SHARE",
+    "ROW EXCLUSIVE",
+    "SHARE UPDATE EXCLUSIVE",
+    "SHARE",
+    "SHARE ROW EXCLUSIVE",
+    "EXCLUSIVE",
+    "ACCESS EXCLUSIVE",
+)
+
+
+@dataclass(frozen=True)
+class LockTable(Statement):
+    """LOCK [TABLE] [ONLY] name [, ...] [IN mode MODE] [NOWAIT]; `mode` as
+    `LOCK_MODES` spells it (ACCESS EXCLUSIVE when not given, as in PostgreSQL)."""
+
+    names: tuple[str, ...]
+    mode: str = "ACCESS EXCLUSIVE"
+    nowait: bool = False
+
+
 @dataclass(frozen=True)
 class CommentOn(Statement):
     """COMMENT ON {TABLE | MATERIALIZED VIEW | VIEW | SOURCE | SINK | INDEX | COLUMN} name IS

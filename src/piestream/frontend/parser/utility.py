@@ -178,6 +178,29 @@ class UtilityParser(RoleParser):
         return None
 
     # -- TRUNCATE, COMMENT ON ------------------------------------------------------------------
+    def _parse_lock_statement(self) -> ast.LockTable:
+        self._match(TokenType.TABLE)
+        self._match_text_seq("ONLY")  # piestream has no table inheritance: ONLY changes nothing
+        names = [self._parse_object_name()]
+        self._match(TokenType.STAR)
+        while self._match(TokenType.COMMA):
+            self._match_text_seq("ONLY")
+            names.append(self._parse_object_name())
+            self._match(TokenType.STAR)
+        mode = "ACCESS EXCLUSIVE"
+        if self._match(TokenType.IN):
+            words = []
+            while self._curr and self._curr.text.upper() != "MODE":
+                words.append(self._curr.text.upper())
+                self._advance()
+            if not self._match_text_seq("MODE"):
+                self._fail("Expecting MODE")
+            mode = " ".join(words)
+            if mode not in ast.LOCK_MODES:
+                self._fail(f"Expecting a lock mode, got {mode or 'nothing'}")
+        nowait = bool(self._match_text_seq("NOWAIT"))
+        return ast.LockTable(tuple(names), mode, nowait)
+
     def _parse_truncate_statement(self) -> ast.Truncate:
         start = self._prev
         self._match(TokenType.TABLE)

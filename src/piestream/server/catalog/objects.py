@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import FunctionCatalog, Relation, RelationKind
 from piestream.frontend.parser import parse_one
 from piestream.frontend.parser.ast import CreateIndex
 from piestream.frontend.parser.names import quote_ident
@@ -25,6 +25,7 @@ SUPERUSER_OID = 10
 DATABASE_OID = 16384 - 1
 HEAP_AM, BTREE_AM = 2, 403
 FOREIGN_SERVER_OID = 16383 - 100  # the one "server" every source reads through
+PYTHON_LANG = 16383 - 200  # pg_language's row for LANGUAGE python
 SERVER_VERSION = "13.14.0"
 VERSION_STRING = (
     f"PostgreSQL {SERVER_VERSION}-piestream on x86_64-pc-linux-gnu, compiled by piestream (Python)"
@@ -41,6 +42,17 @@ KIND_CHAR = {
 
 def rel_oid(rel: Relation) -> int:
     return rel.id + OID_OFFSET
+
+
+def function_oid(f: FunctionCatalog) -> int:
+    """A user function's pg_proc oid (functions and relations share the id sequence)."""
+    return f.id + OID_OFFSET
+
+
+def rule_oid(rel: Relation) -> int:
+    """The oid of a view's / MV's ``_RETURN`` rule (pg_rewrite), whose pg_depend rows name what
+    the query reads."""
+    return rel_oid(rel) + 2_000_000
 
 
 def pk_names(r: Relation) -> str:

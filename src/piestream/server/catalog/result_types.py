@@ -137,6 +137,8 @@ def _expr_type(e: exp.Expression, tables: dict[str, Scope]) -> str | None:
         return _expr_type(e.this, tables)
     if isinstance(e, exp.Count):
         return "int8"
+    if isinstance(e, exp.Anonymous) and str(e.name).lower() == "array_agg" and len(e.expressions) == 1:
+        e = exp.ArrayAgg(this=e.expressions[0])  # pg_catalog.array_agg(...) parses as a call
     if isinstance(e, exp.ArrayAgg):  # an array of its argument's type
         arg = e.this.this if isinstance(e.this, exp.Order) else e.this
         elem = _expr_type(arg, tables) or "text"

@@ -193,6 +193,16 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Collate):
         return _sub(node.this)
     if (
+        isinstance(node, exp.Bracket)
+        and isinstance(node.this, exp.Column)
+        and node.this.name.lower().endswith("name")
+        and len(node.expressions) == 1
+    ):
+        # a `name` is a fixed char array in PostgreSQL: pg_dump's ``typname[0] = '_'`` reads its
+        # first byte (sqlglot keeps the index 1-based minus 1: typname[0] arrives as -1)
+        start = exp.Add(this=_sub(node.expressions[0]), expression=exp.Literal.number(2))
+        return exp.Substring(this=_sub(node.this), start=start, length=exp.Literal.number(1))
+    if (
         isinstance(node, exp.Dot)
         and isinstance(node.this, exp.Identifier)
         and node.this.name.lower() == "pg_catalog"
@@ -254,6 +264,12 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
         )
     if isinstance(node, exp.Array) and not any(isinstance(e, exp.Query) for e in node.expressions):
         return exp.Anonymous(this="array_pg", expressions=[_sub(e) for e in node.expressions])
+    if (
+        isinstance(node, exp.Anonymous)
+        and str(node.name).lower() == "array_agg"
+        and len(node.expressions) == 1
+    ):
+        node = exp.ArrayAgg(this=node.expressions[0])  # pg_catalog.array_agg(...) parses as a call
     if isinstance(node, exp.ArrayAgg):
         keys: list[exp.Expression] = []
         arg = node.this
@@ -332,6 +348,10 @@ def _rewrite_cast(node: exp.Cast) -> exp.Expression:
     if target == "regnamespace" and isinstance(original, exp.Literal) and original.is_string:
         lookup = exp.select("oid").from_("pg_catalog.pg_namespace").where(exp.column("nspname").eq(inner))
         return exp.Subquery(this=lookup)
+    if target in ("regproc", "regprocedure"):
+        if isinstance(original, exp.Literal) and original.is_string:  # psql \sf's 'f'::regproc::oid
+            return exp.Anonymous(this="to_regproc_oid", expressions=[inner])
+        return exp.Anonymous(this="regproc_name", expressions=[inner])  # 0 is '-', as in PostgreSQL
     if target == "regtype[]":  # an oid array / oidvector as the array of its types' names
         return exp.Anonymous(this="regtype_array_pg", expressions=[inner])
     if target == "regclass[]":
@@ -352,7 +372,6 @@ def _rewrite_cast(node: exp.Cast) -> exp.Expression:
         "integer",
         "int",
         "bigint",
-        "regproc",
         "regnamespace",
     ):
         return exp.Cast(this=inner, to=exp.DataType.build("INTEGER"))

@@ -40,6 +40,7 @@ _GENERIC_FUNCS = frozenset(
         "array_lower",
         "cardinality",
         "quote_ident",
+        "quote_literal",
         "json_build_object",
         "regexp_like",
     }

@@ -9,12 +9,13 @@ rows show who is asking (`CatalogContext`): the user, the database, the session'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from piestream.common.text import format_datum
 from piestream.common.types import DataType, TypeKind
-from piestream.frontend.catalog import DEFAULT_SCHEMA, ColumnCatalog, Relation, RelationKind
+from piestream.frontend.catalog import DEFAULT_SCHEMA, ColumnCatalog, FunctionCatalog, Relation, RelationKind
 from piestream.frontend.parser.ast import RELATION_PRIVILEGES, SCHEMA_PRIVILEGES
 from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
@@ -24,10 +25,13 @@ from piestream.server.catalog.objects import (
     HEAP_AM,
     INFORMATION_SCHEMA_NS,
     KIND_CHAR,
+    OID_OFFSET,
     PG_CATALOG_NS,
     PG_TOAST_NS,
     PUBLIC_NS,
+    PYTHON_LANG,
     SUPERUSER_OID,
+    function_oid,
     has_user_pk,
     index_keys,
     index_stored_columns,
@@ -36,9 +40,10 @@ from piestream.server.catalog.objects import (
     pkey_indexdef,
     query_part,
     rel_oid,
+    rule_oid,
 )
 from piestream.server.catalog.pg_types import TypeRegistry
-from piestream.server.catalog.tables import TABLES
+from piestream.server.catalog.tables import CATALOG_OIDS, TABLES
 
 
 @dataclass
@@ -58,6 +63,9 @@ class CatalogContext:
     acls: dict[int, dict[int, frozenset[str]]] = field(default_factory=dict)  # rel -> grantee -> privs
     schema_owners: dict[str, int] = field(default_factory=dict)  # schema -> owner's oid (none: 10)
     schema_acls: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)  # schema -> grants
+    #: set_config(name, value, false): the session's setting changes (pgwire sets it; None: not kept)
+    set_setting: Callable[[str, str], None] | None = field(default=None, compare=False)
+    functions: list[FunctionCatalog] = field(default_factory=list)  # CREATE FUNCTION's (pg_proc)
 
     def user_name(self, oid: int) -> str:
         """pg_get_userbyid: a role's name (PostgreSQL shows 'unknown (OID=n)' for none)."""
@@ -122,6 +130,8 @@ class CatalogRows:
                 if oid != PUBLIC_NS
             ),
         ]
+        # initdb's comment on public: pg_dump then writes no COMMENT ON SCHEMA public (a fresh database)
+        out["pg_description"] = [(PUBLIC_NS, CATALOG_OIDS["pg_namespace"], 0, "standard public schema")]
         out["pg_am"] = [(HEAP_AM, "heap", "heap_tableam_handler", "t"), (BTREE_AM, "btree", "bthandler", "i")]
         out["pg_tablespace"] = [
             (1663, "pg_default", SUPERUSER_OID, None, None),
@@ -173,6 +183,7 @@ class CatalogRows:
         info_tables: list[tuple[Any, ...]] = []
         info_columns: list[tuple[Any, ...]] = []
         info_views: list[tuple[Any, ...]] = []
+        rel_ids = {r.id for r in self.rels}
         for r in self.rels:
             ns = ctx.schemas.get(r.schema_name, PUBLIC_NS)
             kind = KIND_CHAR.get(r.kind)
@@ -436,7 +447,18 @@ class CatalogRows:
             elif r.kind is RelationKind.SOURCE:
                 out["pg_foreign_table"].append((oid, FOREIGN_SERVER_OID, None))
                 info_tables.append(_info_table(ctx.database, r, "FOREIGN", "NO"))
-            elif r.kind is RelationKind.VIEW:
+            if r.kind in (RelationKind.VIEW, RelationKind.MATERIALIZED_VIEW):
+                # its _RETURN rule, and what the rule depends on: pg_dump orders its output by them
+                rule = rule_oid(r)
+                out["pg_rewrite"].append((rule, "_RETURN", oid, "1", "O", 1, None, None))
+                pg_rewrite, pg_class = CATALOG_OIDS["pg_rewrite"], CATALOG_OIDS["pg_class"]
+                out["pg_depend"].append((pg_rewrite, rule, 0, pg_class, oid, 0, "i"))
+                out["pg_depend"].extend(
+                    (pg_rewrite, rule, 0, pg_class, dep + OID_OFFSET, 0, "n")
+                    for dep in sorted(set(r.depends_on))
+                    if dep in rel_ids
+                )
+            if r.kind is RelationKind.VIEW:
                 out["pg_views"].append((r.schema_name, r.name, user, query_part(r.definition)))
                 info_tables.append(_info_table(ctx.database, r, "VIEW", "NO"))
                 info_views.append((ctx.database, r.schema_name, r.name, query_part(r.definition)))
@@ -444,13 +466,19 @@ class CatalogRows:
                 out["pg_matviews"].append(
                     (r.schema_name, r.name, user, None, int(has_index), 1, query_part(r.definition))
                 )
-        out["pg_language"] = [  # PostgreSQL's built-in languages (no function is listed in pg_proc)
-            (oid, name, SUPERUSER_OID, 0, int(name != "c"), 0, 0, 0, None)
-            for oid, name in ((12, "internal"), (13, "c"), (14, "sql"))
+        out[
+            "pg_language"
+        ] = [  # PostgreSQL's built-in languages, and python (CREATE FUNCTION ... LANGUAGE python)
+            (oid, name, SUPERUSER_OID, int(oid == PYTHON_LANG), int(name != "c"), 0, 0, 0, None)
+            for oid, name in ((12, "internal"), (13, "c"), (14, "sql"), (PYTHON_LANG, "python"))
         ]
-        out["pg_foreign_server"] = [
-            (FOREIGN_SERVER_OID, "piestream_connectors", SUPERUSER_OID, 0, None, None, None, None)
-        ]
+        out["pg_proc"] = [self._proc_row(f) for f in ctx.functions]
+        if out["pg_foreign_table"]:  # the sources' server and its wrapper (pg_dump writes both)
+            fdw = FOREIGN_SERVER_OID - 1
+            out["pg_foreign_server"] = [
+                (FOREIGN_SERVER_OID, "piestream_connectors", SUPERUSER_OID, fdw, None, None, None, None)
+            ]
+            out["pg_foreign_data_wrapper"] = [(fdw, "piestream", SUPERUSER_OID, 0, 0, None, None)]
         out["pg_type"] = list(self.types.rows)
         out["tables"] = info_tables
         out["columns"] = info_columns
@@ -463,6 +491,17 @@ class CatalogRows:
         out["table_privileges"] = self._table_privileges()
         self._relacl(out["pg_class"])
         return out
+
+    def _proc_row(self, f: FunctionCatalog) -> tuple[Any, ...]:
+        """A user function's pg_proc row (volatile, parallel unsafe, as CREATE FUNCTION's defaults)."""
+        args = [self.types.oid_of(t) for t in f.arg_types]
+        names = "{" + ",".join(n or '""' for n in f.arg_names) + "}" if any(f.arg_names) else None
+        return (
+            function_oid(f), f.name, self.ctx.schemas.get(f.schema_name, PUBLIC_NS), SUPERUSER_OID,
+            14 if f.language == "sql" else PYTHON_LANG, 100.0, 0.0, 0, "-", "f", 0, 0, int(f.strict), 0,
+            "v", "u", len(args), 0, self.types.oid_of(f.return_type), " ".join(map(str, args)), None,
+            None, names, None, None, f.body, None, None, None, None,
+        )  # fmt: skip
 
     def _schema_owner_acl(self, schema: str) -> tuple[int, str | None]:
         """pg_namespace.nspowner and nspacl (aclitem text; NULL: the owner's default, no grants)."""

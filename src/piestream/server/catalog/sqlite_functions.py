@@ -15,16 +15,21 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+import sqlglot
+from sqlglot import exp
+
 from piestream.common.composite_text import format_list, parse_list
-from piestream.common.errors import InvalidInput
+from piestream.common.errors import InvalidInput, PiestreamError, UndefinedFunction
 from piestream.common.types import VARCHAR, list_of
-from piestream.frontend.catalog import Relation, RelationKind
+from piestream.frontend.catalog import FunctionCatalog, Relation, RelationKind
 from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
     INFORMATION_SCHEMA_NS,
     PG_CATALOG_NS,
+    PUBLIC_NS,
     SUPERUSER_OID,
     VERSION_STRING,
+    function_oid,
     index_stored_columns,
     indexdef,
     pk_names,
@@ -79,6 +84,7 @@ FUNCTION_TYPES: dict[str, str] = {
     "pg_backend_pid": "int4",
     "pg_is_in_recovery": "bool",
     "quote_ident": "text",
+    "quote_literal": "text",
     "pg_relation_is_publishable": "bool",
     "pg_get_function_result": "text",
     "pg_get_function_arguments": "text",
@@ -103,6 +109,8 @@ FUNCTION_TYPES: dict[str, str] = {
     "array_item_pg": "text",
     "array_subscript_pg": "int4",
     "regclass_name": "text",
+    "regproc_name": "text",
+    "to_regproc_oid": "oid",
     "regtype_name": "text",
     "to_regclass_oid": "regclass",
     "to_regtype_oid": "regtype",
@@ -138,6 +146,8 @@ class SystemFunctions:
         self._rels = rels
         self.types = types
         self.ctx = ctx
+        #: an error a function raised that the client gets as it is (not as "not supported")
+        self.error: PiestreamError | None = None
 
     def register(self, conn: sqlite3.Connection) -> None:
         """Make the system functions (and ``array_agg_pg``) callable in `conn`'s SQL."""
@@ -183,7 +193,7 @@ class SystemFunctions:
             "pg_get_partkeydef": const(None),
             "pg_get_triggerdef": const(None),
             "pg_get_ruledef": const(None),
-            "pg_get_functiondef": const(None),
+            "pg_get_functiondef": self._functiondef,
             # privileges are not kept as ACLs here: NULL acl columns mean "the default", so pg_dump
             # (which dumps the difference from acldefault) writes no GRANT / REVOKE
             "acldefault": const(None),
@@ -201,18 +211,21 @@ class SystemFunctions:
             "to_regtype_oid": self._to_regtype,
             "to_regclass_oid": self._to_regclass,
             "regclass_name": self.regclass_name,
+            "regproc_name": self._regproc_name,
+            "to_regproc_oid": self._to_regproc_oid,
             "regtype_name": lambda oid: self.types.names.get(as_int(oid), None if oid is None else str(oid)),
             "current_setting": lambda name, *a: ctx.settings.get(str(name).lower()),
-            "set_config": lambda name, value, *a: value,
+            "set_config": self._set_config,
             "pg_backend_pid": const(ctx.pid),
             "pg_is_in_recovery": const(0),
             "pg_my_temp_schema": const(0),
             "pg_is_other_temp_schema": const(0),
             "quote_ident": _quote_ident,
+            "quote_literal": _quote_literal,
             "pg_relation_is_publishable": const(0),
-            "pg_get_function_result": const(None),
-            "pg_get_function_arguments": const(None),
-            "pg_get_function_identity_arguments": const(None),
+            "pg_get_function_result": self._function_result,
+            "pg_get_function_arguments": self._function_arguments,
+            "pg_get_function_identity_arguments": self._function_arguments,
             "pg_get_statisticsobjdef_columns": const(None),
             "pg_postmaster_start_time": const(None),
             "txid_current": const(1),
@@ -319,7 +332,73 @@ class SystemFunctions:
         name = self.types.names.get(as_int(oid), "???")
         return name if typmod is None else with_typmod(name, as_int(typmod))
 
+    def _function(self, oid: Any) -> FunctionCatalog | None:
+        o = as_int(oid)
+        return next((f for f in self.ctx.functions if function_oid(f) == o), None)
+
+    def _regproc_name(self, oid: Any) -> str | None:
+        if oid is None:
+            return None
+        f = self._function(oid)
+        return f.name if f is not None else ("-" if as_int(oid) == 0 else str(oid))
+
+    def _to_regproc_oid(self, name: Any) -> int | None:
+        """``'f'::regproc`` / ``'s.f(int)'::regprocedure``: the function's oid (42883 if none)."""
+        text = str(name).split("(", 1)[0].strip()
+        schema, _, fname = text.rpartition(".")
+        found = [
+            f
+            for f in self.ctx.functions
+            if f.name == fname.strip('"') and (not schema or f.schema_name == schema.strip('"'))
+        ]
+        if len(found) != 1:
+            self.error = (
+                UndefinedFunction(f'function "{text}" does not exist')
+                if not found
+                else PiestreamError(f'more than one function named "{text}"', sqlstate="42725")
+            )
+            raise self.error
+        return function_oid(found[0])
+
+    def _functiondef(self, oid: Any) -> str | None:
+        r"""PostgreSQL's pg_get_functiondef layout (psql \sf)."""
+        f = self._function(oid)
+        if f is None:
+            return None
+        strict = " STRICT\n" if f.strict else ""
+        schema = _quote_ident(f.schema_name)
+        return (
+            f"CREATE OR REPLACE FUNCTION {schema}.{_quote_ident(f.name)}({self._function_arguments(oid)})\n"
+            f" RETURNS {self._function_result(oid)}\n LANGUAGE {f.language}\n{strict}"
+            f"AS $function${f.body}$function$\n"
+        )
+
+    def _function_result(self, oid: Any) -> str | None:
+        f = self._function(oid)
+        return None if f is None else self._format_type(self.types.oid_of(f.return_type))
+
+    def _function_arguments(self, oid: Any) -> str | None:
+        """``a integer, b character varying`` (an unnamed argument: its type alone)."""
+        f = self._function(oid)
+        if f is None:
+            return None
+        types = [self._format_type(self.types.oid_of(t)) or "" for t in f.arg_types]
+        names = list(f.arg_names) + [""] * len(types)
+        return ", ".join(f"{_quote_ident(n)} {t}" if n else t for n, t in zip(names, types, strict=False))
+
+    def _set_config(self, name: Any, value: Any, is_local: Any = 0) -> Any:
+        """set_config(name, value, false) changes the session's setting, as SET does (pg_dump's
+        ``set_config('search_path', '', false)``); a transaction-local one is refused."""
+        if is_local:
+            raise ValueError("set_config(..., true) is not supported")
+        if self.ctx.set_setting is None:
+            raise ValueError("set_config is not supported here")
+        self.ctx.set_setting(str(name), "" if value is None else str(value))
+        return value
+
     def _obj_description(self, oid: Any, catalog: Any = None) -> str | None:
+        if as_int(oid) == PUBLIC_NS and str(catalog) == "pg_namespace":
+            return "standard public schema"  # initdb's (catalog.rows' pg_description row)
         rel = self._rel(oid) if oid is not None else None
         return None if rel is None else rel.comment
 
@@ -335,7 +414,34 @@ class SystemFunctions:
         rel = self._rel(oid)
         if rel is None:
             return None
-        return query_part(rel.definition)
+        return self._qualified(rel, query_part(rel.definition))
+
+    def _qualified(self, rel: Relation, text: str) -> str:
+        """A view's / MV's query with the relations it reads schema-qualified where their schema
+        is not on the search_path (PostgreSQL's pg_get_viewdef does so; pg_dump sets an empty
+        search_path, so its dump restores whatever search_path the restore runs with). Names are
+        resolved through what the relation depends on; the rest of the text stays as written."""
+        deps = [r for r in self._rels if r.id in rel.depends_on]
+        try:
+            tree = sqlglot.parse_one(text.rstrip().rstrip(";"), read="postgres")
+        except sqlglot.errors.SqlglotError:
+            return text
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        inserts: list[tuple[int, str]] = []
+        for t in tree.find_all(exp.Table):
+            ident = t.this
+            if t.db or not isinstance(ident, exp.Identifier) or t.name.lower() in ctes:
+                continue
+            start = ident.meta.get("start")
+            found = {r.schema_name for r in deps if r.name == t.name}
+            if start is None or len(found) != 1:
+                continue
+            schema = found.pop()
+            if schema not in self.ctx.search_path:
+                inserts.append((int(start), _quote_ident(schema) or schema))
+        for at, schema in sorted(inserts, reverse=True):
+            text = text[:at] + schema + "." + text[at:]
+        return text
 
     def _indexdef(self, oid: Any, column: Any = 0, pretty: Any = None) -> str | None:
         o, k = as_int(oid), as_int(column or 0)
@@ -476,6 +582,16 @@ def _array_to_string(arr: Any, sep: Any, null: Any = None) -> str | None:
     if arr is None:
         return None
     return str(sep).join(array_items(arr))
+
+
+def _quote_literal(s: Any) -> str | None:
+    """PostgreSQL's quote_literal: quotes doubled, and E'' with doubled backslashes if any."""
+    if s is None:
+        return None
+    text = str(s).replace("'", "''")
+    if "\\" in text:
+        return "E'" + text.replace("\\", "\\\\") + "'"
+    return "'" + text + "'"
 
 
 def _quote_ident(s: Any) -> str | None:

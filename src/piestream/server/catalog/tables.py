@@ -33,7 +33,8 @@ _TABLES_TEXT: dict[str, str] = {
         " typcategory char, typispreferred bool, typisdefined bool, typdelim char, typrelid oid, typelem "
         "oid, typarray oid, typinput text, typoutput text, typreceive text, typsend text, typbasetype "
         "oid, typtypmod int4, typndims int4, typcollation oid, typnotnull bool, typdefault text, typalign"
-        " char, typstorage char"
+        " char, typstorage char, typacl text, typsubscript oid, typmodin oid, typmodout oid, typanalyze "
+        "oid"
     ),
     "pg_database": (
         "oid oid, datname name, datdba oid, encoding int4, datlocprovider char, datistemplate bool, "
@@ -92,7 +93,7 @@ _TABLES_TEXT: dict[str, str] = {
     ),
     "pg_proc": (
         "oid oid, proname name, pronamespace oid, proowner oid, prolang oid, procost float4, prorows "
-        "float4, provariadic oid, prosupport oid, prokind char, prosecdef bool, proleakproof bool, "
+        "float4, provariadic oid, prosupport text, prokind char, prosecdef bool, proleakproof bool, "
         "proisstrict bool, proretset bool, provolatile char, proparallel char, pronargs int2, "
         "pronargdefaults int2, prorettype oid, proargtypes oidvector, proallargtypes text, proargmodes "
         "text, proargnames text, proargdefaults text, protrftypes text, prosrc text, probin text, "
@@ -160,6 +161,61 @@ _TABLES_TEXT: dict[str, str] = {
         "oid, opcdefault bool, opckeytype oid"
     ),
     "pg_auth_members": "roleid oid, member oid, grantor oid, admin_option bool",
+    # empty: piestream has none of these objects (pg_dump reads them all)
+    "pg_init_privs": "objoid oid, classoid oid, objsubid int4, privtype char, initprivs text",
+    "pg_cast": "oid oid, castsource oid, casttarget oid, castfunc oid, castcontext char, castmethod char",
+    "pg_transform": "oid oid, trftype oid, trflang oid, trffromsql oid, trftosql oid",
+    "pg_operator": (
+        "oid oid, oprname name, oprnamespace oid, oprowner oid, oprkind char, oprcanmerge bool, "
+        "oprcanhash bool, oprleft oid, oprright oid, oprresult oid, oprcom oid, oprnegate oid, oprcode "
+        "oid, oprrest oid, oprjoin oid"
+    ),
+    "pg_opfamily": "oid oid, opfmethod oid, opfname name, opfnamespace oid, opfowner oid",
+    "pg_conversion": (
+        "oid oid, conname name, connamespace oid, conowner oid, conforencoding int4, contoencoding int4, "
+        "conproc oid, condefault bool"
+    ),
+    "pg_ts_parser": (
+        "oid oid, prsname name, prsnamespace oid, prsstart oid, prstoken oid, prsend oid, prsheadline oid, "
+        "prslextype oid"
+    ),
+    "pg_ts_template": "oid oid, tmplname name, tmplnamespace oid, tmplinit oid, tmpllexize oid",
+    "pg_ts_dict": (
+        "oid oid, dictname name, dictnamespace oid, dictowner oid, dicttemplate oid, dictinitoption text"
+    ),
+    "pg_ts_config": "oid oid, cfgname name, cfgnamespace oid, cfgowner oid, cfgparser oid",
+    "pg_foreign_data_wrapper": (
+        "oid oid, fdwname name, fdwowner oid, fdwhandler oid, fdwvalidator oid, fdwacl text, fdwoptions text"
+    ),
+    "pg_user_mapping": "oid oid, umuser oid, umserver oid, umoptions text",
+    "pg_user_mappings": "umid oid, srvid oid, srvname name, umuser oid, usename name, umoptions text",
+    "pg_default_acl": "oid oid, defaclrole oid, defaclnamespace oid, defaclobjtype char, defaclacl text",
+    "pg_aggregate": (
+        "aggfnoid oid, aggkind char, aggnumdirectargs int2, aggtransfn oid, aggfinalfn oid, aggcombinefn "
+        "oid, aggserialfn oid, aggdeserialfn oid, aggmtransfn oid, aggminvtransfn oid, aggmfinalfn oid, "
+        "aggfinalextra bool, aggmfinalextra bool, aggfinalmodify char, aggmfinalmodify char, aggsortop "
+        "oid, aggtranstype oid, aggtransspace int4, aggmtranstype oid, aggmtransspace int4, agginitval "
+        "text, aggminitval text"
+    ),
+    "pg_subscription": (
+        "oid oid, subdbid oid, subname name, subowner oid, subenabled bool, subbinary bool, substream "
+        "char, subtwophasestate char, subdisableonerr bool, subconninfo text, subslotname name, "
+        "subsynccommit text, subpublications text"
+    ),
+    "pg_largeobject_metadata": "oid oid, lomowner oid, lomacl text",
+    "pg_seclabel": "objoid oid, classoid oid, objsubid int4, provider text, label text",
+    "pg_shseclabel": "objoid oid, classoid oid, provider text, label text",
+    "pg_seclabels": (
+        "objoid oid, classoid oid, objsubid int4, objtype text, objnamespace oid, objname text, provider "
+        "text, label text"
+    ),
+    "pg_amop": (
+        "oid oid, amopfamily oid, amoplefttype oid, amoprighttype oid, amopstrategy int2, amoppurpose "
+        "char, amopopr oid, amopmethod oid, amopsortfamily oid"
+    ),
+    "pg_amproc": (
+        "oid oid, amprocfamily oid, amproclefttype oid, amprocrighttype oid, amprocnum int2, amproc oid"
+    ),
 }
 TABLES: dict[str, list[tuple[str, str]]] = {
     name: [tuple(c.split()) for c in cols.split(", ")]  # type: ignore[misc]
@@ -215,6 +271,12 @@ _PG_OIDS = {
     "pg_publication_namespace": 6237, "pg_partitioned_table": 3350, "pg_foreign_table": 3118,
     "pg_foreign_server": 1417, "pg_depend": 2608, "pg_event_trigger": 3466, "pg_range": 3541,
     "pg_opclass": 2616, "pg_language": 2612, "pg_auth_members": 1261, "pg_roles": 12000, "pg_user": 12001,
+    "pg_init_privs": 3394, "pg_cast": 2605, "pg_transform": 3576, "pg_operator": 2617,
+    "pg_opfamily": 2753, "pg_conversion": 2607, "pg_ts_parser": 3601, "pg_ts_template": 3764,
+    "pg_ts_dict": 3600, "pg_ts_config": 3602, "pg_foreign_data_wrapper": 2328, "pg_user_mapping": 1418,
+    "pg_default_acl": 826, "pg_aggregate": 2600, "pg_subscription": 6100,
+    "pg_largeobject_metadata": 2995, "pg_seclabel": 3596, "pg_shseclabel": 3592, "pg_amop": 2602,
+    "pg_amproc": 2603,
 }  # fmt: skip
 CATALOG_OIDS: dict[str, int] = {name: _PG_OIDS.get(name, 1000 + i) for i, name in enumerate(sorted(TABLES))}
 CATALOG_BY_OID: dict[int, str] = {oid: name for name, oid in CATALOG_OIDS.items()}

@@ -29,7 +29,7 @@ from piestream.server.catalog.result_types import convert, describe
 from piestream.server.catalog.rewrite import rewrite_for_sqlite
 from piestream.server.catalog.rows import CatalogContext, CatalogRows
 from piestream.server.catalog.sqlite_functions import SystemFunctions
-from piestream.server.catalog.tables import INFO_TABLES, TABLES, create_tables
+from piestream.server.catalog.tables import INFO_TABLES, TABLES, create_tables, table_columns
 from piestream.server.results import QueryResult
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ class CatalogViews:
         conn = self._connection()
         names, types = describe(tree)
         rewritten = rewrite_for_sqlite(tree)
+        self._functions.error = None
         try:
             text = rewritten.sql(dialect="sqlite")
             cur = conn.execute(text, _sqlite_params(params))
@@ -75,6 +76,8 @@ class CatalogViews:
                     for d, n in zip(cur.description, [*names, *[None] * 99], strict=False)
                 ]
         except (sqlite3.Error, sqlglot.errors.SqlglotError, ValueError, OverflowError) as e:
+            if self._functions.error is not None:
+                raise self._functions.error from None
             log.info("catalog query refused (%s): %s", e, sql)
             raise FeatureNotSupported(
                 f"this query over pg_catalog is not supported by piestream's catalog emulation ({e})"
@@ -95,6 +98,7 @@ class CatalogViews:
             self.ctx.database,
             tuple(sorted(self.ctx.settings.items())),
             tuple(self.ctx.activity),
+            tuple(f.id for f in self.ctx.functions),
         )
         if self._conn is not None and key == self._key:
             return self._conn
@@ -116,7 +120,10 @@ class CatalogViews:
         for table, data in rows.all().items():
             schema = "information_schema" if table in INFO_TABLES and table not in TABLES else "pg_catalog"
             if data:
-                marks = ",".join("?" * len(data[0]))
+                width = len(table_columns(table))
+                if len(data[0]) < width:  # the columns after the ones rows.py fills are NULL
+                    data = [(*row, *[None] * (width - len(row))) for row in data]
+                marks = ",".join("?" * width)
                 conn.executemany(f"INSERT INTO {schema}.{table} VALUES ({marks})", data)
         self.types = rows.types
         return conn

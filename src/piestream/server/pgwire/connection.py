@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from piestream.common.errors import (
     InFailedSqlTransaction,
     PiestreamError,
+    QueryCanceled,
     clean_text,
     client_error,
 )
@@ -62,6 +63,7 @@ from piestream.server.pgwire.tls import is_loopback, refuse_clear_text
 from piestream.server.privileges import check_statement
 from piestream.server.results import QueryResult
 from piestream.server.session import Session
+from piestream.server.settings import duration_seconds
 
 if TYPE_CHECKING:
     from piestream.server.pgwire.server import PgServer
@@ -69,28 +71,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class QueryCanceled(PiestreamError):
-    sqlstate = "57014"
-
-
 class Terminate(Exception):
     """The client said goodbye (or the server is shutting down): close the connection."""
-
-
-def _timeout_seconds(value: str) -> float:
-    """statement_timeout: milliseconds, or a number with a unit (ms, s, min, h); 0 disables."""
-    text = value.strip().lower().strip("'")
-    units = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
-    for unit in sorted(units, key=len, reverse=True):
-        if text.endswith(unit):
-            try:
-                return float(text[: -len(unit)].strip()) * units[unit]
-            except ValueError:
-                return 0.0
-    try:
-        return float(text) / 1000.0
-    except ValueError:
-        return 0.0
 
 
 class Connection:
@@ -336,6 +318,11 @@ class Connection:
         stmt = p.stmt
         if p.deallocate is not None:
             return self.extended.deallocate(p.deallocate)
+        if p.sql_prepare is not None:
+            return self.extended.sql_prepare(*p.sql_prepare)
+        if p.sql_execute is not None:
+            name, args = p.sql_execute
+            return self.run_statement(self.extended.sql_prepared(name, len(args)), args)
         txn = self.session.txn
         if txn is not None and txn.failed and p.catalog:
             raise InFailedSqlTransaction(
@@ -367,12 +354,19 @@ class Connection:
 
     def _wait(self, fn: Callable[[], QueryResult], *, cancellable: bool = True) -> QueryResult:
         assert self.session is not None
-        timeout = _timeout_seconds(self.session.settings.get("statement_timeout", "0"))
+        timeout = duration_seconds(self.session.settings.get("statement_timeout", "0"))
         if not cancellable:
             timeout = 0.0
         self._cancel.clear()
         done = threading.Event()
-        future: Future[QueryResult] = self._worker.submit(fn)
+        interrupt = threading.Event()  # this statement's: a lock wait gives up when it is set
+        session = self.session
+
+        def run() -> QueryResult:
+            session.interrupt = interrupt
+            return fn()
+
+        future: Future[QueryResult] = self._worker.submit(run)
         future.add_done_callback(lambda _: done.set())
         deadline = time.monotonic() + timeout if timeout > 0 else None
         while not done.is_set():
@@ -381,8 +375,10 @@ class Connection:
                 break
             self._send_progress()
             if self._cancel.is_set() and cancellable:
+                interrupt.set()
                 raise QueryCanceled("canceling statement due to user request")
             if deadline is not None and time.monotonic() >= deadline:
+                interrupt.set()
                 raise QueryCanceled("canceling statement due to statement timeout")
         self._send_progress()
         return future.result()
@@ -415,6 +411,8 @@ class Connection:
             acls=self.server.database.roles.all_grants(),
             schema_owners=self.server.database.roles.schema_owners(),
             schema_acls=self.server.database.roles.schema_grants(),
+            set_setting=self.session.set_config,
+            functions=[f for fs in self.session.catalog().functions.values() for f in fs],
         )
 
     def _catalog(self) -> CatalogSnapshot:

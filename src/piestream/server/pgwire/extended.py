@@ -68,6 +68,25 @@ class ExtendedQuery:
             self.statements = {k: v for k, v in self.statements.items() if k == ""}
         return QueryResult("DEALLOCATE ALL" if not name else "DEALLOCATE")
 
+    def sql_prepare(self, name: str, p: Prepared) -> QueryResult:
+        """SQL ``PREPARE name AS query`` (a catalog query): a statement EXECUTE runs."""
+        if name in self.statements:
+            raise PiestreamError(f'prepared statement "{name}" already exists', sqlstate="42P05")
+        n = max_parameter(p.text)
+        self.statements[name] = PreparedStatement(p, [0] * n, [None] * n)
+        return QueryResult("PREPARE")
+
+    def sql_prepared(self, name: str, nargs: int) -> Prepared:
+        """The statement SQL ``EXECUTE name (...)`` runs, checked against its argument count."""
+        statement = self.statements.get(name)
+        if statement is None:
+            raise PiestreamError(f'prepared statement "{name}" does not exist', sqlstate="26000")
+        if len(statement.oids) != nargs:
+            raise PiestreamError(
+                f'wrong number of parameters for prepared statement "{name}"', sqlstate="42601"
+            )
+        return statement.prepared
+
     def parse(self, r: MessageReader) -> None:
         """Parse: a prepared statement, its parameter types declared or inferred."""
         name = r.cstring()

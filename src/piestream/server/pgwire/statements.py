@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+import sqlglot
 from sqlglot import exp
 
-from piestream.common.errors import PiestreamError
+from piestream.common.errors import FeatureNotSupported, PiestreamError, SyntaxError_
 from piestream.common.types import DataType
 from piestream.frontend.parser import ast, parse, parse_one
 from piestream.server.catalog import is_catalog_query, looks_like_catalog
@@ -29,16 +31,26 @@ class Prepared:
     stmt: ast.Statement | None = None  # an engine statement
     catalog: bool = False  # answered from the emulated pg_catalog
     deallocate: str | None = None  # DEALLOCATE name (or "" for ALL): drops prepared statements
+    #: SQL-level ``PREPARE name [(types)] AS query`` of a catalog query: (name, the query)
+    sql_prepare: tuple[str, Prepared] | None = None
+    #: SQL-level ``EXECUTE name [(literal, ...)]``: (name, the argument values)
+    sql_execute: tuple[str, list[Any]] | None = None
     param_types: list[DataType | None] = field(default_factory=list)  # per $n: declared or inferred
 
     @property
     def empty(self) -> bool:
-        return self.stmt is None and not self.catalog and self.deallocate is None
+        return (
+            self.stmt is None
+            and not self.catalog
+            and self.deallocate is None
+            and self.sql_prepare is None
+            and self.sql_execute is None
+        )
 
     @property
     def returns_rows(self) -> bool:
         """Whether running it yields rows (known without running it)."""
-        if self.catalog:
+        if self.catalog or self.sql_execute is not None:
             return True
         if isinstance(self.stmt, ast.Fetch):
             return not self.stmt.move
@@ -54,6 +66,8 @@ class Prepared:
         )
 
 
+_PREPARE = re.compile(r"^\s*prepare\s+\"?([\w$]+)\"?\s*(?:\([^)]*\))?\s*as\s+(.*?)\s*;?\s*$", re.I | re.S)
+_EXECUTE = re.compile(r"^\s*execute\s+\"?([\w$]+)\"?\s*(?:\((.*)\))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 _DEALLOCATE = re.compile(r"^\s*deallocate\s+(?:prepare\s+)?(?:(all)|\"?([\w$]+)\"?)\s*;?\s*$", re.IGNORECASE)
 
 
@@ -88,6 +102,9 @@ def prepare_one(sql: str, is_user_relation: Callable[[str], bool]) -> Prepared:
     d = _DEALLOCATE.match(stripped)
     if d is not None:
         return Prepared(sql, deallocate="" if d.group(1) else d.group(2))
+    sql_level = _sql_prepare_or_execute(sql, stripped, is_user_relation)
+    if sql_level is not None:
+        return sql_level
     try:
         stmt = parse_one(sql)
     except PiestreamError:
@@ -95,6 +112,37 @@ def prepare_one(sql: str, is_user_relation: Callable[[str], bool]) -> Prepared:
             return Prepared(sql, catalog=True)
         raise
     return _route(stmt, sql, is_user_relation)
+
+
+def _sql_prepare_or_execute(
+    sql: str, stripped: str, is_user_relation: Callable[[str], bool]
+) -> Prepared | None:
+    """SQL-level PREPARE / EXECUTE, of catalog queries only (pg_dump prepares its per-function
+    query); other statements stay 0A000 (the parser's refusal)."""
+    m = _PREPARE.match(stripped)
+    if m is not None:
+        body = prepare_one(m.group(2), is_user_relation)
+        if not body.catalog:
+            raise FeatureNotSupported("PREPARE is supported for catalog queries only")
+        return Prepared(sql, sql_prepare=(m.group(1).lower(), body))
+    m = _EXECUTE.match(stripped)
+    if m is None:
+        return None
+    values: list[Any] = []
+    if m.group(2) and m.group(2).strip():
+        try:
+            args = sqlglot.parse_one(f"SELECT {m.group(2)}", read="postgres").expressions
+        except sqlglot.errors.SqlglotError as e:
+            raise SyntaxError_(f"syntax error in EXECUTE arguments: {str(e).splitlines()[0]}") from None
+        for a in args:
+            a = a.this if isinstance(a, exp.Cast) else a
+            if isinstance(a, exp.Null):
+                values.append(None)
+            elif isinstance(a, exp.Literal):
+                values.append(a.this if a.is_string else int(a.this) if a.this.isdigit() else float(a.this))
+            else:
+                raise FeatureNotSupported("EXECUTE arguments must be constants")
+    return Prepared(sql, sql_execute=(m.group(1).lower(), values))
 
 
 def strip_comments(sql: str) -> str:
