@@ -501,8 +501,8 @@ class LeasedSparkRunner(SparkRunner):
         or None (run the epoch plainly). A lease whose tasks got another connector registry than
         `connectors` (one was registered since) is ended: the registry is code, in the closure."""
         lease = self._lease
-        if lease is not None and lease.connectors != connectors:
-            self._end_lease(lease, stop=True)
+        if lease is not None and (lease.connectors != connectors or lease.slots != self.task_slots):
+            self._end_lease(lease, stop=True)  # ... or the cluster's slots changed since it began
             lease = None
         if lease is not None and lease.gathering:  # started after the last epoch
             return self._await_lease(lease)

@@ -163,7 +163,7 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
             parallelism=s.parallelism,
             ids=s.db.ddl.ids(),
         )
-        planned.relation = in_schema(planned.relation, schema)
+        planned.relation = in_schema(s.with_policy(planned).relation, schema)
         if s.txn is not None:
             s.txn.create_table(planned)  # created by COMMIT, in the epoch holding its rows
         else:
@@ -208,7 +208,7 @@ def create_materialized_view(
         schema = creation_schema(s, stmt.name)
         planned = _plan_mv(s, stmt, s.parallelism)
         check_not_temporary(s, planned.relation.depends_on, "materialized views")
-        planned.relation = in_schema(planned.relation, schema)
+        planned.relation = in_schema(s.with_policy(planned).relation, schema)
         check_upstreams_created(s, planned.relation.depends_on)
         s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
         return command("CREATE MATERIALIZED VIEW")
@@ -296,9 +296,12 @@ def rebuild(s: Session, stmt: ast.RebuildJob, params: Sequence[Any] = ()) -> Que
             r = db.catalog.get(r.name, r.schema_name) or r
             definition = parse_one(r.definition)
             assert isinstance(definition, ast.CreateMaterializedView)
-            planned = _plan_mv(s, definition, r.parallelism or s.parallelism, as_of=r.id)
-            # views and indexes name it by id; it stays in its schema
-            planned.relation = replace(planned.relation, id=r.id, schema_name=r.schema_name)
+            parallelism = db.cluster_slots() if r.adaptive else (r.parallelism or s.parallelism)
+            planned = _plan_mv(s, definition, parallelism, as_of=r.id)
+            # views and indexes name it by id; it stays in its schema and keeps its policy
+            planned.relation = replace(
+                planned.relation, id=r.id, schema_name=r.schema_name, adaptive=r.adaptive
+            )
             db.ddl.rebuild_job(r, planned)
         return command("ALTER MATERIALIZED VIEW")
 
@@ -390,7 +393,7 @@ def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) 
             distributed_by=dist,
             index=IndexInfo(table.id, tuple(key_cols)),
         )
-        planned.relation = in_schema(planned.relation, table.schema_name)
+        planned.relation = in_schema(s.with_policy(planned).relation, table.schema_name)
         check_upstreams_created(s, [table.id])
         s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
         return command("CREATE INDEX")
