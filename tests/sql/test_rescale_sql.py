@@ -75,11 +75,11 @@ def _round(s: Session, duck: Any, rng: random.Random, keys: set[int]) -> None:
     _check_all(s, duck)
 
 
-def _drive(path: Path, cfg: DatabaseConfig, spark: Any = None, rounds: int = 3) -> None:
+def _drive(path: Path, cfg: DatabaseConfig, spark: Any = None, rounds: int = 3, runner: Any = None) -> None:
     rng = random.Random(7)
     duck = duck_connect()
     keys: set[int] = set()
-    with Database(path, spark=spark, config=cfg) as db:
+    with Database(path, spark=spark, config=cfg, runner=runner) as db:
         s = db.session()
         for ddl in TABLES:
             s.execute(ddl)
@@ -99,7 +99,7 @@ def _drive(path: Path, cfg: DatabaseConfig, spark: Any = None, rounds: int = 3) 
         assert _parallelisms(s, "t") == {3} and _parallelisms(s, "u") == {1}
         for _ in range(rounds):
             _round(s, duck, rng, keys)
-    with Database(path, spark=spark, config=cfg) as db:  # the catalog kept the new parallelism
+    with Database(path, spark=spark, config=cfg, runner=runner) as db:  # the catalog kept the new parallelism
         s = db.session()
         _check_all(s, duck)
         assert _parallelisms(s, "t") == {3} and 1 in _parallelisms(s, "agg")

@@ -21,6 +21,9 @@ run still on a link (a failed run's) are dropped by their run number. A link tha
 carries a frame that does not verify is lost: the task's run fails with `PeerLost`, and the
 driver ends the lease (a new one starts for the retry).
 
+With Spark's network encryption on, every link is TLS as well (`runtime.link_tls`: a per-lease
+certificate both ends present; the HMAC stays).
+
 Each incoming link has a reader thread that files its frames by run; nothing read from a link
 is unpickled (elements are `exchange.encode_elements`, headers are fixed structs).
 """
@@ -41,6 +44,7 @@ from typing import Any
 
 from piestream.common.errors import InternalError
 from piestream.runtime.exchange import Element, MalformedPayload, decode_elements, encode_elements
+from piestream.runtime.link_tls import LinkTls
 from piestream.runtime.wire import Channel, link
 
 log = logging.getLogger(__name__)
@@ -100,9 +104,12 @@ def stage_of(plan: Any) -> dict[tuple[int, ...], tuple[int, int]]:
 class PeerMesh:
     """One task's side of the data plane: its listener, its links to and from every peer."""
 
-    def __init__(self, key: bytes, slot: int, host: str) -> None:
+    def __init__(self, key: bytes, slot: int, host: str, tls: LinkTls | None = None) -> None:
         self.key = key
         self.slot = slot
+        # with TLS (`runtime.link_tls`): every link is wrapped, both ends present the lease's cert
+        self._tls_client = None if tls is None else tls.context(server_side=False)
+        self._tls_server = None if tls is None else tls.context(server_side=True)
         srv = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         srv.bind((host, 0))
         srv.listen(64)
@@ -133,7 +140,9 @@ class PeerMesh:
                 continue
             try:
                 sock = socket.create_connection((host, port), timeout=HELLO_TIMEOUT)
-            except OSError as e:
+                if self._tls_client is not None:
+                    sock = self._tls_client.wrap_socket(sock)  # the handshake, within the timeout
+            except OSError as e:  # ssl.SSLError is one
                 self._lose(f"slot {self.slot} could not reach slot {q} at {host}:{port}: {e}")
                 continue
             chan = Channel(
@@ -157,9 +166,17 @@ class PeerMesh:
                 continue
             except OSError:
                 return
-            chan = Channel(sock, self.key, b"", f"a peer at {addr[0]}:{addr[1]}", b"")
             try:
                 sock.settimeout(HELLO_TIMEOUT)
+                if self._tls_server is not None:  # a peer without the lease's certificate ends here
+                    sock = self._tls_server.wrap_socket(sock, server_side=True)
+            except OSError as e:  # ssl.SSLError is one
+                log.info("slot %d refused a link from %s:%s: %s", self.slot, addr[0], addr[1], e)
+                with contextlib.suppress(OSError):
+                    sock.close()
+                continue
+            chan = Channel(sock, self.key, b"", f"a peer at {addr[0]}:{addr[1]}", b"")
+            try:
                 body = chan.recv(exact=LINK_HELLO.size, direction=self._hello_link)
                 version, sender, _ = LINK_HELLO.unpack(body)
                 sock.settimeout(None)
