@@ -293,6 +293,12 @@ def test_adaptive_is_the_default_and_follows_the_slots_across_rescales_and_a_res
         s.execute("CREATE MATERIALIZED VIEW adapt AS SELECT v, count(*) AS n FROM t GROUP BY v")
         assert _policies(s)["fixed3"] == "FIXED(3)" and _policies(s)["adapt"] == "ADAPTIVE"
         assert 5 in _parallelisms(s, "adapt")
+        s.execute(
+            "CREATE MATERIALIZED VIEW w3 WITH (streaming_parallelism = 3) AS "
+            "SELECT max(w) AS m FROM u GROUP BY g"
+        )
+        assert _policies(s)["w3"] == "FIXED(3)"
+        assert _sqlstate(s, "CREATE MATERIALIZED VIEW w4 WITH (foo = 1) AS SELECT 1 AS x") == "0A000"
         with pytest.raises(PiestreamError) as e:
             s.execute("SET streaming_parallelism = many")
         assert e.value.sqlstate == "22023"

@@ -103,10 +103,11 @@ class Session:
         fixed = self._fixed_parallelism()
         return fixed if fixed is not None else self.db.cluster_slots()
 
-    def with_policy(self, planned: PlannedJob) -> PlannedJob:
-        """`planned` with its relation ADAPTIVE if jobs created now are (`adaptive`) and its
-        fragments can be rescaled at all (`meta.rescale.can_rescale`), else FIXED."""
-        adaptive = self.adaptive and can_rescale(planned.job.fragments)
+    def with_policy(self, planned: PlannedJob, adaptive: bool | None = None) -> PlannedJob:
+        """`planned` with its relation ADAPTIVE if jobs created now are (`adaptive`; or the
+        statement says so) and its fragments can be rescaled at all
+        (`meta.rescale.can_rescale`), else FIXED."""
+        adaptive = (self.adaptive if adaptive is None else adaptive) and can_rescale(planned.job.fragments)
         planned.relation = replace(planned.relation, adaptive=adaptive)
         return planned
 
