@@ -152,17 +152,20 @@ class DdlController:
             return False
         try:
             with self.barriers.paused():
-                for rel in todo:
+                for old in todo:
+                    now = self.catalog.get(old.name, old.schema_name)  # as it is, under the lock
+                    if now is None or not now.adaptive or now.job_id != old.job_id:
+                        continue  # dropped, or made FIXED since the snapshot
                     try:
-                        plan = self.rescale(rel, slots)
+                        plan = self.rescale(now, slots)
                         log.info(
                             "adaptive %s: %d task slots, fragments %s",
-                            rel.name,
+                            now.name,
                             slots,
                             dict(plan.parallelism),
                         )
                     except PiestreamError as e:  # e.g. still backfilling: the next check retries
-                        self._refused(rel, slots, e)
+                        self._refused(now, slots, e)
         finally:
             self.lock.release()
         return True
