@@ -1,18 +1,18 @@
-"""Scale-out: one Nexmark query at parallelism 1 and 2 on Spark local mode and on a Spark
+"""Scale-out: one Nexmark query at parallelism 1, 2 and 4 on Spark local mode and on a Spark
 standalone cluster (a Master and two one-core Workers on 127.0.0.1, from the pinned pyspark),
 side by side: events/s, epoch p50 / p99, and per epoch the driver's bytes (on its wire to the
 tasks, and the exchange payload among them that passed through it) and the driver process's
 CPU (its Python side; in local mode the JVM also runs the executors, so it is left out).
 
     .venv/bin/python bench/bench_scale.py [--query q5] [--events 200000] [--epoch-events 20000]
-        [--parallelism 1,2] [--masters local,standalone] [--exchanges driver,direct]
+        [--parallelism 1,2,4] [--masters local,standalone] [--exchanges driver,direct]
 
 Each parallelism runs with the leased runner's exchanges side by side: "driver" (every
 exchanged chunk routed through the driver: before issue 27's data plane) and "direct" (task to
 task: after), so the driver's bytes per epoch of both are in one table.
 
 Each master runs in a child process of its own (one SparkSession per process). A skeleton of
-issue 27's benchmark: more queries, parallelism 4 / 8 and local-cluster belong on a machine
+issue 27's benchmark: more queries, parallelism 8 and local-cluster belong on a machine
 with more cores. Figures are wall-clock on whatever else the machine runs (load printed).
 """
 
@@ -122,7 +122,7 @@ def main() -> int:
     ap.add_argument("--query", default="q5")
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--epoch-events", type=int, default=20_000)
-    ap.add_argument("--parallelism", default="1,2")
+    ap.add_argument("--parallelism", default="1,2,4")
     ap.add_argument("--masters", default="local,standalone")
     ap.add_argument(
         "--exchanges",

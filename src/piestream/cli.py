@@ -409,7 +409,13 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="seconds between checkpoints (epochs); default 1.0",
     )
-    p.add_argument("--parallelism", type=int, default=2, help="actors per streaming fragment (default 2)")
+    p.add_argument(
+        "--parallelism",
+        type=int,
+        default=None,
+        help="actors per fragment of new streaming jobs, FIXED (default: ADAPTIVE, as many as the "
+        "cluster has task slots, following executors as they join and leave)",
+    )
     p.add_argument(
         "--backfill-rows-per-epoch",
         type=int,

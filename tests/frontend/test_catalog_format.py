@@ -90,3 +90,15 @@ def test_a_newer_format_is_refused_clearly() -> None:
         CatalogFormatError, match=rf'catalog entry "t" has format {RELATION_FORMAT + 1}; this piestream reads'
     ):
         Relation.from_json(d)
+
+
+def test_adaptive_round_trips_and_older_formats_read_as_fixed() -> None:
+    from dataclasses import replace
+
+    table = replace(relations()[0], adaptive=True)
+    d = json.loads(json.dumps(table.to_json()))
+    assert d["adaptive"] is True and Relation.from_json(d) == table
+    assert "adaptive" not in relations()[0].to_json()  # FIXED: no key at all
+    old = {k: v for k, v in d.items() if k != "adaptive"} | {"format": 6}  # written before ADAPTIVE
+    rel = Relation.from_json(old)
+    assert rel.adaptive is False and rel.parallelism == 2

@@ -6,8 +6,9 @@ on a loopback S3 server, the meta store with the driver.
 1. MVs (an aggregation, a join, a top-n) over random DML equal their queries (DuckDB over the
    tables' contents) after every round, and both executors ran the actors.
 2. Chaos: a Worker and its executor are SIGKILLed while inserts stream in: every acknowledged
-   insert is there, the MVs equal their queries, epochs go on with one slot, and a Worker that
-   joins afterwards gets work (its executor runs Python workers).
+   insert is there, the MVs equal their queries, epochs go on with one slot, the ADAPTIVE table
+   follows the cluster's task slots (Spark's own count of them) down to 1 and back to 2, and a
+   Worker that joins afterwards gets work (its executor runs Python workers).
 """
 
 from __future__ import annotations
@@ -121,6 +122,11 @@ def test_mvs_equal_their_queries_on_a_standalone_cluster(
     assert all(python_children(pid) >= 1 for pid in executors), executors
 
 
+def _table_parallelism(conn: psycopg.Connection[Any]) -> set[int]:
+    rows = _rows(conn, "SELECT parallelism FROM rw_catalog.rw_fragments WHERE job_name = 'c'")
+    return {p for (p,) in rows}
+
+
 def test_a_worker_killed_mid_stream_loses_nothing_and_a_new_one_gets_work(
     cluster: StandaloneCluster, server: ServerProcess
 ) -> None:
@@ -154,6 +160,12 @@ def test_a_worker_killed_mid_stream_loses_nothing_and_a_new_one_gets_work(
             assert time.monotonic() < deadline, f"epochs stopped: {len(acked)} acked, errors {errors[-3:]}"
             time.sleep(0.1)
 
+    def wait_parallelism(conn: psycopg.Connection[Any], n: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while _table_parallelism(conn) != {n}:
+            assert time.monotonic() < deadline, f"table c stays at {_table_parallelism(conn)}, not {n}"
+            wait_acked(1)
+
     with psycopg.connect(server.dsn, autocommit=True) as c:
         c.execute(tables["c"])  # type: ignore[call-overload]
         for name, q in CHAOS_MVS.items():
@@ -164,9 +176,17 @@ def test_a_worker_killed_mid_stream_loses_nothing_and_a_new_one_gets_work(
             wait_acked(3)
             victim = cluster.workers[1]
             assert executor_pids(victim), "the victim Worker runs no executor"
+            # ADAPTIVE (the default): the table's fragments run one actor per task slot
+            assert (
+                dict(_rows(c, "SELECT name, parallelism FROM rw_catalog.rw_streaming_jobs"))["c"]
+                == "ADAPTIVE"
+            )
+            assert _table_parallelism(c) == {2}
             victim.kill()  # the Worker and its executor JVM, mid-stream
             wait_acked(3)  # epochs go on, on the slot that remains
+            wait_parallelism(c, 1)  # ... and the adaptive job follows the cluster down to it
             newcomer = cluster.add_workers(1)[0]
+            wait_parallelism(c, 2)  # ... and up again when a Worker joins
             deadline = time.monotonic() + 90
             while not any(python_children(p) for p in executor_pids(newcomer)):
                 assert time.monotonic() < deadline, "the new Worker's executor never ran an actor"

@@ -1,6 +1,9 @@
 """ALTER ... SET PARALLELISM: MVs (agg, join, top-n) equal their DuckDB query after DML before
 and after rescaling up and down, across a restart; rw_fragments shows the parallelism; what
-cannot be rescaled safely is refused with 0A000."""
+cannot be rescaled safely is refused with 0A000. ADAPTIVE (the default for new jobs) follows the
+runner's task slots: here the in-process runner's, whose `cluster_slots` (the one call the
+database reads slots through) is changed by the test; tests/server/test_standalone_cluster.py
+changes a real cluster's."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from sqldiff import diff_text, duck_connect, norm_rows
 
 from piestream.common.errors import PiestreamError
 from piestream.connectors.sinks import read_sink
+from piestream.runtime.runners import LocalRunner
 from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
 
@@ -71,11 +75,11 @@ def _round(s: Session, duck: Any, rng: random.Random, keys: set[int]) -> None:
     _check_all(s, duck)
 
 
-def _drive(path: Path, cfg: DatabaseConfig, spark: Any = None, rounds: int = 3) -> None:
+def _drive(path: Path, cfg: DatabaseConfig, spark: Any = None, rounds: int = 3, runner: Any = None) -> None:
     rng = random.Random(7)
     duck = duck_connect()
     keys: set[int] = set()
-    with Database(path, spark=spark, config=cfg) as db:
+    with Database(path, spark=spark, config=cfg, runner=runner) as db:
         s = db.session()
         for ddl in TABLES:
             s.execute(ddl)
@@ -95,7 +99,7 @@ def _drive(path: Path, cfg: DatabaseConfig, spark: Any = None, rounds: int = 3) 
         assert _parallelisms(s, "t") == {3} and _parallelisms(s, "u") == {1}
         for _ in range(rounds):
             _round(s, duck, rng, keys)
-    with Database(path, spark=spark, config=cfg) as db:  # the catalog kept the new parallelism
+    with Database(path, spark=spark, config=cfg, runner=runner) as db:  # the catalog kept the new parallelism
         s = db.session()
         _check_all(s, duck)
         assert _parallelisms(s, "t") == {3} and 1 in _parallelisms(s, "agg")
@@ -126,9 +130,10 @@ def test_what_cannot_be_rescaled_is_refused(tmp_path: Path) -> None:
         s.execute(TABLES[0])
         s.execute("CREATE MATERIALIZED VIEW filtered AS SELECT k, v FROM t WHERE v > 0")
         s.execute("CREATE VIEW plain AS SELECT 1 AS x")
-        assert _sqlstate(s, "ALTER TABLE t SET PARALLELISM = ADAPTIVE") == "0A000"
-        assert _sqlstate(s, "ALTER TABLE t SET PARALLELISM = DEFAULT") == "0A000"
         assert _sqlstate(s, "ALTER TABLE t SET PARALLELISM = 0") == "22023"
+        assert _sqlstate(s, "ALTER TABLE t SET PARALLELISM = lots") == "22023"
+        # ADAPTIVE refuses what a number refuses: it follows t
+        assert _sqlstate(s, "ALTER MATERIALIZED VIEW filtered SET PARALLELISM = ADAPTIVE") == "0A000"
         # every fragment reads t without a shuffle: it follows t, and says so
         assert _sqlstate(s, "ALTER MATERIALIZED VIEW filtered SET PARALLELISM = 3") == "0A000"
         assert _sqlstate(s, "ALTER MATERIALIZED VIEW t SET PARALLELISM = 3") == "42809"
@@ -233,3 +238,88 @@ def test_rescaling_on_spark(tmp_path: Path, spark: Any) -> None:
     """The leased runner's stages and the task-to-task data plane follow the new actor counts."""
     cfg = DatabaseConfig(runner="spark", barrier_interval=3600, parallelism=2, background_compaction=False)
     _drive(tmp_path / "d", cfg, spark=spark, rounds=1)
+
+
+def _policies(s: Session) -> dict[str, str]:
+    rows = s.execute_one("SELECT name, parallelism FROM rw_catalog.rw_streaming_jobs").rows
+    return dict(rows)
+
+
+def _adaptive_round(s: Session, duck: Any, rng: random.Random, keys: set[int]) -> None:
+    _round(s, duck, rng, keys)
+    _round(s, duck, rng, keys)
+
+
+def test_adaptive_is_the_default_and_follows_the_slots_across_rescales_and_a_restart(tmp_path: Path) -> None:
+    """New jobs are ADAPTIVE (no --parallelism, no streaming_parallelism): they run as many actors
+    as the runner has slots. An MV rescaled 2 -> 4 -> 1 -> ADAPTIVE under inserts, updates and
+    deletes equals its query at every step; when the slot count changes the ADAPTIVE jobs follow
+    (the FIXED ones do not), and after a restart the policies are kept and followed again."""
+    cfg = DatabaseConfig(runner="local", barrier_interval=3600, background_compaction=False)
+    rng = random.Random(27)
+    duck = duck_connect()
+    keys: set[int] = set()
+    path = tmp_path / "d"
+    with Database(path, config=cfg) as db:
+        s = db.session()
+        assert s.execute_one("SHOW streaming_parallelism").rows == [("adaptive",)]
+        for ddl in TABLES:
+            s.execute(ddl)
+            duck.execute(ddl)
+        for name, q in MVS.items():
+            s.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        assert set(_policies(s).values()) == {"ADAPTIVE"}
+        assert _parallelisms(s, "agg") == {2} and _parallelisms(s, "t") == {2}  # 2 slots
+        _adaptive_round(s, duck, rng, keys)
+        for p in ("2", "4", "1"):
+            s.execute(f"ALTER MATERIALIZED VIEW agg SET PARALLELISM = {p}")
+            assert _policies(s)["agg"] == f"FIXED({p})"
+            assert int(p) in _parallelisms(s, "agg")
+            _adaptive_round(s, duck, rng, keys)
+        s.execute("ALTER MATERIALIZED VIEW agg SET PARALLELISM = ADAPTIVE")
+        assert _policies(s)["agg"] == "ADAPTIVE" and 2 in _parallelisms(s, "agg")
+        s.execute("ALTER MATERIALIZED VIEW joined SET PARALLELISM = 3")  # FIXED from now on
+        _adaptive_round(s, duck, rng, keys)
+        runner = db.barriers.runner
+        assert isinstance(runner, LocalRunner)
+        runner.slots = 5  # the cluster grew: at the next epoch boundary the ADAPTIVE jobs follow
+        _adaptive_round(s, duck, rng, keys)
+        assert _parallelisms(s, "t") == {5} and _parallelisms(s, "u") == {5}
+        assert 5 in _parallelisms(s, "agg") and 5 in _parallelisms(s, "per_g")
+        assert _parallelisms(s, "joined") == {3, 5}  # its join stays; its scans of t follow t
+        s.execute("SET streaming_parallelism = 3")  # explicit in the session: FIXED
+        s.execute("CREATE MATERIALIZED VIEW fixed3 AS SELECT g, count(*) AS n FROM u GROUP BY g")
+        s.execute("SET streaming_parallelism = adaptive")
+        s.execute("CREATE MATERIALIZED VIEW adapt AS SELECT v, count(*) AS n FROM t GROUP BY v")
+        assert _policies(s)["fixed3"] == "FIXED(3)" and _policies(s)["adapt"] == "ADAPTIVE"
+        assert 5 in _parallelisms(s, "adapt")
+        s.execute(
+            "CREATE MATERIALIZED VIEW w3 WITH (streaming_parallelism = 3) AS "
+            "SELECT max(w) AS m FROM u GROUP BY g"
+        )
+        assert _policies(s)["w3"] == "FIXED(3)"
+        assert _sqlstate(s, "CREATE MATERIALIZED VIEW w4 WITH (foo = 1) AS SELECT 1 AS x") == "0A000"
+        with pytest.raises(PiestreamError) as e:
+            s.execute("SET streaming_parallelism = many")
+        assert e.value.sqlstate == "22023"
+        runner.slots = 1  # it shrank
+        _adaptive_round(s, duck, rng, keys)
+        assert _parallelisms(s, "t") == {1} and _parallelisms(s, "agg") == {1}
+        assert _parallelisms(s, "adapt") == {1} and 3 in _parallelisms(s, "fixed3")
+    with Database(path, config=cfg) as db:  # restarted on 2 slots: kept policies, followed again
+        s = db.session()
+        _check_all(s, duck)
+        policies = _policies(s)
+        assert policies["agg"] == policies["t"] == policies["adapt"] == "ADAPTIVE"
+        assert policies["joined"] == "FIXED(3)" and policies["fixed3"] == "FIXED(3)"
+        _adaptive_round(s, duck, rng, keys)
+        assert _parallelisms(s, "t") == {2} and 2 in _parallelisms(s, "agg")
+        assert 3 in _parallelisms(s, "joined") and 3 in _parallelisms(s, "fixed3")
+        s.execute("ALTER TABLE t SET PARALLELISM = 4")
+        _adaptive_round(s, duck, rng, keys)
+    fixed = DatabaseConfig(runner="local", barrier_interval=3600, parallelism=3, background_compaction=False)
+    with Database(path, config=fixed) as db:  # --parallelism given: new jobs are FIXED at it
+        s = db.session()
+        _check_all(s, duck)
+        s.execute("CREATE MATERIALIZED VIEW later AS SELECT g, max(v) AS m FROM t GROUP BY g")
+        assert _policies(s)["later"] == "FIXED(3)" and _policies(s)["t"] == "FIXED(4)"

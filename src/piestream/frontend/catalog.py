@@ -153,7 +153,10 @@ class SubscriptionInfo:
 #: default and the id they were added at) and its storage may hold values stored before them
 #: (`TableDesc.value_required`), which a format-5 reader would take for corruption; a relation
 #: may carry a COMMENT. A format-5 reader refuses them by number.
-RELATION_FORMAT = 6
+#: Format 7: a streaming job's relation may be ``"adaptive"`` (its fragments follow the cluster's
+#: task slots: `meta.rescale`), which a format-6 reader would run at a fixed parallelism; it
+#: refuses them by number. Entries of format 6 and before read as fixed at their parallelism.
+RELATION_FORMAT = 7
 
 
 class CatalogFormatError(PiestreamError):
@@ -190,6 +193,8 @@ class Relation:
     schema_name: str = DEFAULT_SCHEMA
     fragment_id: int | None = None  # the job's root fragment: where a reader of its changes attaches
     parallelism: int | None = None  # actors of that fragment
+    #: ADAPTIVE: the job's fragments follow the cluster's task slots (else FIXED at `parallelism`)
+    adaptive: bool = False
     conflict: ConflictBehavior | None = None  # tables: what an insert of an existing pk does
     row_id_index: int | None = None  # tables without a pk: the hidden `_row_id` column
     owned_by: int | None = None  # dropped with this relation (a source's dead-letter table)
@@ -252,6 +257,7 @@ class Relation:
             "schema": self.schema_name,
             "fragment_id": self.fragment_id,
             "parallelism": self.parallelism,
+            **({"adaptive": True} if self.adaptive else {}),
             "conflict": None if self.conflict is None else self.conflict.value,
             "row_id_index": self.row_id_index,
             "owned_by": self.owned_by,
@@ -308,6 +314,7 @@ class Relation:
             schema_name=d.get("schema", DEFAULT_SCHEMA),
             fragment_id=typed.get("fragment_id"),
             parallelism=typed.get("parallelism"),
+            adaptive=bool(d.get("adaptive", False)),
             conflict=None if typed.get("conflict") is None else ConflictBehavior(typed["conflict"]),
             row_id_index=typed.get("row_id_index"),
             owned_by=typed.get("owned_by"),

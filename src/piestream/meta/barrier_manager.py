@@ -303,6 +303,9 @@ class BarrierManager:
         self.metrics = BarrierMetrics()
         self.on_commit: list[Callable[[int], None]] = []
         self.epoch_inputs: list[Callable[[], EpochInput | None]] = []  # asked at each epoch's start
+        #: called by the background loop before each epoch, holding no lock (changes it makes
+        #: land between two epochs: ADAPTIVE jobs following the cluster's slots)
+        self.between_epochs: list[Callable[[], object]] = []
         self.last_error: BaseException | None = None
         self.failures: deque[EpochFailure] = deque(maxlen=200)
         self.errors = StreamingErrorLog()  # errors jobs survived (rw_catalog.rw_streaming_errors)
@@ -700,6 +703,8 @@ class BarrierManager:
         while not self._stop.is_set():
             started = time.monotonic()
             try:
+                for fn in self.between_epochs:
+                    fn()
                 self.run_epoch()
             except Exception:
                 log.exception("barrier failed")

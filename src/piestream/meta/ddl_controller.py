@@ -20,6 +20,7 @@ sessions never plan against a catalog the other is changing.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -40,6 +41,8 @@ from piestream.meta.hummock_manager import HummockManager
 from piestream.meta.rescale import RescalePlan, plan_rescale
 from piestream.plan.fragment import DispatchEdge, Fragment
 
+log = logging.getLogger(__name__)
+
 
 class DdlController:
     def __init__(self, catalog: CatalogStore, barriers: BarrierManager, hummock: HummockManager) -> None:
@@ -49,6 +52,7 @@ class DdlController:
         self.lock = threading.RLock()
         self.progress: DdlProgressTracker | None = None  # set by the database (reads storage)
         self.notice_interval = 5.0  # seconds between progress notices to the client
+        self._refusals: dict[int | None, int] = {}  # ADAPTIVE jobs that could not follow: slots
 
     def backfill_progress(self, job_id: int) -> BackfillProgress | None:
         """The job's backfill progress at the committed epoch (None: nothing to backfill)."""
@@ -96,11 +100,12 @@ class DdlController:
             self.catalog.replace_all(swaps, fragments)
             self.barriers.add_fragments(fragments)
 
-    def rescale(self, relation: Relation, parallelism: int) -> RescalePlan:
+    def rescale(self, relation: Relation, parallelism: int, *, adaptive: bool | None = None) -> RescalePlan:
         """ALTER ... SET PARALLELISM: the job's fragments (and the no-shuffle groups it leads)
         get `parallelism`, the edges into them follow, and the relations whose root fragment
         changed record it, in one meta-store transaction between two epochs; the next epoch runs
-        the new actors over the same vnode-keyed state (`piestream.meta.rescale`)."""
+        the new actors over the same vnode-keyed state (`piestream.meta.rescale`). `adaptive`
+        (when given) is recorded on the job's relation: ADAPTIVE (True) or FIXED (False)."""
         if relation.job_id is None:
             raise PiestreamError(f'"{relation.name}" has no streaming job', sqlstate="55000")
         with self.lock, self.barriers.paused():
@@ -110,16 +115,67 @@ class DdlController:
                     hint="Wait until rw_catalog.rw_ddl_progress no longer lists it.",
                 )
             plan = plan_rescale(self.barriers.graph, relation.job_id, parallelism, relation.name)
-            if not plan.changed:
+            news: dict[tuple[str, str], tuple[Relation, Relation]] = {}
+            for r in self.catalog.snapshot().relations():
+                new = r
+                if r.fragment_id is not None and r.fragment_id in plan.parallelism:
+                    new = replace(new, parallelism=plan.parallelism[r.fragment_id])
+                if adaptive is not None and r.job_id == relation.job_id and r.adaptive != adaptive:
+                    new = replace(new, adaptive=adaptive)
+                if new is not r:
+                    news[r.key] = (r, new)
+            if not news and not plan.changed:
                 return plan
-            swaps = [
-                (r, replace(r, parallelism=plan.parallelism[r.fragment_id]))
-                for r in self.catalog.snapshot().relations()
-                if r.fragment_id is not None and r.fragment_id in plan.parallelism
-            ]
-            self.catalog.replace_all(swaps, plan.fragments)
+            self.catalog.replace_all(news.values(), plan.fragments)
             self.barriers.add_fragments(plan.fragments)
             return plan
+
+    def follow_slots(self, slots: int) -> bool:
+        """ADAPTIVE jobs follow the cluster's task slots: each whose fragments would change runs
+        `slots` actors from the next epoch (capped and refused where ALTER ... SET PARALLELISM
+        caps and refuses: a refused job keeps its parallelism and the refusal is logged once).
+        All land between the same two epochs. False if a DDL statement runs (try again later)."""
+        graph = self.barriers.graph
+        running = {f.job_id for f in graph.fragments.values()}
+        todo = []
+        for rel in self.catalog.snapshot().relations():
+            if not rel.adaptive or rel.job_id not in running or self.catalog.job_status(rel.job_id):
+                continue
+            try:
+                if plan_rescale(graph, rel.job_id, slots, rel.name, following=True).changed:
+                    todo.append(rel)
+            except PiestreamError as e:
+                self._refused(rel, slots, e)
+        if not todo:
+            return True
+        if not self.lock.acquire(blocking=False):  # never wait for a DDL from the barrier loop
+            return False
+        try:
+            with self.barriers.paused():
+                for old in todo:
+                    now = self.catalog.get(old.name, old.schema_name)  # as it is, under the lock
+                    if now is None or not now.adaptive or now.job_id != old.job_id:
+                        continue  # dropped, or made FIXED since the snapshot
+                    try:
+                        plan = self.rescale(now, slots)
+                        log.info(
+                            "adaptive %s: %d task slots, fragments %s",
+                            now.name,
+                            slots,
+                            dict(plan.parallelism),
+                        )
+                    except PiestreamError as e:  # e.g. still backfilling: the next check retries
+                        self._refused(now, slots, e)
+        finally:
+            self.lock.release()
+        return True
+
+    def _refused(self, rel: Relation, slots: int, e: PiestreamError) -> None:
+        if self._refusals.get(rel.job_id) != slots:
+            self._refusals[rel.job_id] = slots
+            log.warning(
+                "adaptive %s stays at its parallelism for %d task slots: %s", rel.name, slots, e.message
+            )
 
     def _with_edges_into(self, planned: PlannedJob) -> dict[int, Fragment]:
         """The upstream fragments a new job reads, each with its new output edge into the job."""

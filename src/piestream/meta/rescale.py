@@ -27,13 +27,14 @@ may change (it says which relation to alter instead).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.vnode import split_vnodes
 from piestream.plan.fragment import DispatchKind, Fragment, StreamGraph
 from piestream.plan.materialize import MaterializeNode
+from piestream.plan.node import InputPortNode
 from piestream.plan.row_id_gen import RowIdGenNode
 from piestream.plan.source import SourceNode
 from piestream.plan.watermark import WatermarkFilterNode
@@ -83,6 +84,24 @@ def _roots(graph: StreamGraph, group: set[int]) -> set[int]:
     return group - fed
 
 
+def _gathered(graph: StreamGraph) -> set[int]:
+    """Fragments that run one actor by their plan, not by a parallelism: fed by a SIMPLE edge
+    (everything gathered into actor 0: a top-n over all rows, or a job planned at parallelism 1,
+    whose edges carry no distribution key to hash by) or reading nothing (VALUES)."""
+    out = {
+        e.downstream_fragment_id
+        for f in graph.fragments.values()
+        for e in f.outputs
+        if e.kind is DispatchKind.SIMPLE
+    }
+    for fid, f in graph.fragments.items():
+        nodes = list(f.root.walk())
+        leaf_only = not any(isinstance(n, InputPortNode | SourceNode) for n in nodes)
+        if f.parallelism == 1 and leaf_only:
+            out.add(fid)
+    return out
+
+
 def _refuse_unsafe(f: Fragment, name: str) -> None:
     nodes = list(f.root.walk())
     if any(isinstance(n, WatermarkFilterNode) for n in nodes):
@@ -104,19 +123,35 @@ def _refuse_unsafe(f: Fragment, name: str) -> None:
         )
 
 
-def plan_rescale(graph: StreamGraph, job_id: int, parallelism: int, name: str) -> RescalePlan:
-    """The fragments to replace so that job `job_id` runs at `parallelism` (see the module doc)."""
+def can_rescale(fragments: Iterable[Fragment]) -> bool:
+    """Whether none of a new job's fragments is one `plan_rescale` refuses to change (such a job
+    is created FIXED even where ADAPTIVE is the default: it could never follow the slots)."""
+    try:
+        for f in fragments:
+            _refuse_unsafe(f, "")
+    except FeatureNotSupported:
+        return False
+    return True
+
+
+def plan_rescale(
+    graph: StreamGraph, job_id: int, parallelism: int, name: str, *, following: bool = False
+) -> RescalePlan:
+    """The fragments to replace so that job `job_id` runs at `parallelism` (see the module doc).
+    `following` (an ADAPTIVE job following the slots): a job whose every fragment follows its
+    upstream is left alone, not refused."""
     own = {fid for fid, f in graph.fragments.items() if f.job_id == job_id}
     if not own:
         raise PiestreamError(f'"{name}" has no running streaming job', sqlstate="55000")
     new_par: dict[int, int] = {}
     capped: list[str] = []
     followed: list[int] = []  # fragments left alone because another job's fragment leads them
+    gathered = _gathered(graph)
     for group in no_shuffle_groups(graph):
         if not group & own:
             continue
         frags = [graph.fragments[fid] for fid in sorted(group)]
-        if any(f.singleton for f in frags):
+        if any(f.singleton or f.fragment_id in gathered for f in frags):
             continue
         roots = _roots(graph, group)
         foreign = sorted({graph.fragments[r].job_id for r in roots} - {job_id})
@@ -137,7 +172,7 @@ def plan_rescale(graph: StreamGraph, job_id: int, parallelism: int, name: str) -
         for f in frags:
             _refuse_unsafe(f, name)
             new_par[f.fragment_id] = target
-    if not new_par and own <= set(followed):
+    if not new_par and own <= set(followed) and not following:
         raise FeatureNotSupported(
             f'cannot change the parallelism of "{name}": every fragment of it reads its upstream '
             "without a shuffle, so its parallelism follows the upstream's",

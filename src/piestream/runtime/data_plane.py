@@ -45,6 +45,9 @@ later actors goes through the same spools (link = its own slot), so it is bounde
 
 Nothing read from a link is unpickled (elements are `exchange.encode_elements`, headers are
 fixed structs).
+
+With Spark's network encryption on, every link is TLS as well (`runtime.link_tls`: a per-lease
+certificate both ends present; the HMAC stays).
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ from piestream.runtime.exchange import (
     decode_elements,
     encode_elements,
 )
+from piestream.runtime.link_tls import LinkTls
 from piestream.runtime.wire import Channel, link
 
 log = logging.getLogger(__name__)
@@ -194,10 +198,15 @@ class PeerMesh:
     """One task's side of the data plane: its listener, its links to and from every peer, and
     the spools its incoming elements wait in (bounded per link, see the module docstring)."""
 
-    def __init__(self, key: bytes, slot: int, host: str, window: int = WINDOW_BYTES) -> None:
+    def __init__(
+        self, key: bytes, slot: int, host: str, tls: LinkTls | None = None, window: int = WINDOW_BYTES
+    ) -> None:
         self.key = key
         self.slot = slot
         self.window = window
+        # with TLS (`runtime.link_tls`): every link is wrapped, both ends present the lease's cert
+        self._tls_client = None if tls is None else tls.context(server_side=False)
+        self._tls_server = None if tls is None else tls.context(server_side=True)
         srv = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         srv.bind((host, 0))
         srv.listen(64)
@@ -243,7 +252,9 @@ class PeerMesh:
                 continue
             try:
                 sock = socket.create_connection((host, port), timeout=HELLO_TIMEOUT)
-            except OSError as e:
+                if self._tls_client is not None:
+                    sock = self._tls_client.wrap_socket(sock)  # the handshake, within the timeout
+            except OSError as e:  # ssl.SSLError is one
                 self._lose(f"slot {self.slot} could not reach slot {q} at {host}:{port}: {e}")
                 continue
             chan = Channel(
@@ -267,9 +278,17 @@ class PeerMesh:
                 continue
             except OSError:
                 return
-            chan = Channel(sock, self.key, b"", f"a peer at {addr[0]}:{addr[1]}", b"")
             try:
                 sock.settimeout(HELLO_TIMEOUT)
+                if self._tls_server is not None:  # a peer without the lease's certificate ends here
+                    sock = self._tls_server.wrap_socket(sock, server_side=True)
+            except OSError as e:  # ssl.SSLError is one
+                log.info("slot %d refused a link from %s:%s: %s", self.slot, addr[0], addr[1], e)
+                with contextlib.suppress(OSError):
+                    sock.close()
+                continue
+            chan = Channel(sock, self.key, b"", f"a peer at {addr[0]}:{addr[1]}", b"")
+            try:
                 body = chan.recv(exact=LINK_HELLO.size, direction=self._hello_link)
                 version, sender, _ = LINK_HELLO.unpack(body)
                 sock.settimeout(None)

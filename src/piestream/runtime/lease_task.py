@@ -45,6 +45,7 @@ from piestream.runtime.exchange import (
     encode_failure,
     is_failure,
 )
+from piestream.runtime.link_tls import LinkTls
 from piestream.runtime.runners import worker_gc_checkpoint
 from piestream.runtime.wire import FROM_TASK, Channel, FrameRejected
 from piestream.stream.connector import Connectors
@@ -103,11 +104,17 @@ def unpack_hello(body: bytes | bytearray) -> tuple[int, int, int, tuple[str, int
 
 
 def lease_task(
-    host: str, port: int, key: bytes, slot: int, hook: TaskHook | None, connectors: Connectors
+    host: str,
+    port: int,
+    key: bytes,
+    slot: int,
+    hook: TaskHook | None,
+    connectors: Connectors,
+    tls: LinkTls | None = None,
 ) -> Any:
     """The long-lived task of `slot` (a module function with bound arguments: Spark pickles it
-    by reference, not the module's globals by value)."""
-    return functools.partial(lease_loop, host, port, key, slot, hook, connectors)
+    by reference, not the module's globals by value); with `tls`, its data-plane links are TLS."""
+    return functools.partial(lease_loop, host, port, key, slot, hook, connectors, tls=tls)
 
 
 def lease_loop(
@@ -118,6 +125,8 @@ def lease_loop(
     hook: TaskHook | None,
     connectors: Connectors,
     it: Iterable[Any],
+    *,
+    tls: LinkTls | None = None,
 ) -> list[tuple[int, int, int]]:
     """Connect, say hello, run commands until told to stop or the driver goes away (either way
     the task ends normally, so Spark keeps its Python worker)."""
@@ -135,7 +144,7 @@ def lease_loop(
     runs = 0
     try:
         # the data plane listens on the address this connection leaves from: it routes
-        mesh = PeerMesh(key, slot, sock.getsockname()[0])
+        mesh = PeerMesh(key, slot, sock.getsockname()[0], tls)
     except OSError:
         chan.close()
         raise

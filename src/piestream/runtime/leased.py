@@ -57,7 +57,10 @@ exchange's own bytes (Arrow IPC chunks, JSON reports) with their destination: no
 a socket is unpickled. A connection whose hello does not verify under the current lease's key
 (a stranger, a task of an ended lease) is closed at once; a frame that does not verify later is
 dropped, logged and its connection closed: the lease ends and the epoch fails as a lost task's
-would (retried). The listener binds to the driver's host (127.0.0.1 in local mode).
+would (retried). The listener binds to the driver's host (127.0.0.1 in local mode). With
+Spark's ``spark.network.crypto.enabled`` or ``spark.ssl.enabled`` on (or ``tls=True``), each
+lease also gets a self-signed certificate in its closure and the tasks' data-plane links are
+TLS (`runtime.link_tls`).
 """
 
 from __future__ import annotations
@@ -109,6 +112,7 @@ from piestream.runtime.lease_task import (
     lease_task,
     unpack_hello,
 )
+from piestream.runtime.link_tls import new_link_tls, spark_wants_tls
 from piestream.runtime.runners import KEEP_ALIVE_SECONDS, SparkRunner, collect_reports, run_stages
 from piestream.runtime.wire import FROM_DRIVER, Channel, FrameRejected, new_key
 from piestream.stream.connector import Connectors, registered_connectors
@@ -235,8 +239,11 @@ class LeasedSparkRunner(SparkRunner):
         retry_seconds: float = RETRY_SECONDS,
         exchange: str = "direct",
         channel_window: int = WINDOW_BYTES,
+        tls: bool | None = None,
     ) -> None:
         super().__init__(spark, hook, task_slots, keep_alive_seconds)
+        #: TLS on the data plane's links (`runtime.link_tls`); None: when Spark encrypts its own
+        self.tls = spark_wants_tls(self.sc) if tls is None else tls
         if exchange not in EXCHANGES:
             raise ValueError(f"not an exchange: {exchange!r} (one of {', '.join(EXCHANGES)})")
         self.exchange = exchange
@@ -545,8 +552,8 @@ class LeasedSparkRunner(SparkRunner):
         or None (run the epoch plainly). A lease whose tasks got another connector registry than
         `connectors` (one was registered since) is ended: the registry is code, in the closure."""
         lease = self._lease
-        if lease is not None and lease.connectors != connectors:
-            self._end_lease(lease, stop=True)
+        if lease is not None and (lease.connectors != connectors or lease.slots != self.task_slots):
+            self._end_lease(lease, stop=True)  # ... or the cluster's slots changed since it began
             lease = None
         if lease is not None and lease.gathering:  # started after the last epoch
             return self._await_lease(lease)
@@ -568,6 +575,7 @@ class LeasedSparkRunner(SparkRunner):
         if connectors is None:
             connectors = registered_connectors()
         lease = _Lease(new_key(), n, f"piestream-lease-{id(self)}-{self._leases}", connectors)
+        tls = new_link_tls() if self.tls and self.exchange == "direct" else None
         self._lease = lease
         host, port = self._task_address()
 
@@ -576,7 +584,9 @@ class LeasedSparkRunner(SparkRunner):
             try:
                 src = self.sc.parallelize(range(n), n)
                 outs = [
-                    self._in_slot(src, p, lease_task(host, port, lease.key, p, self.hook, connectors), False)
+                    self._in_slot(
+                        src, p, lease_task(host, port, lease.key, p, self.hook, connectors, tls), False
+                    )
                     for p in range(n)
                 ]
                 job = self.sc.union(outs)

@@ -30,6 +30,7 @@ from piestream.runtime.exchange import (
     decode_failure,
     decode_report,
 )
+from piestream.runtime.spark import cluster_task_slots
 
 if TYPE_CHECKING:
     from pyspark.core.rdd import RDD
@@ -95,12 +96,21 @@ def run_stages(
     return collect_reports(plan, [e for out in outs for e in out])
 
 
+#: The slots of the in-process runner (no cluster to ask): the parallelism jobs had before ADAPTIVE.
+DEFAULT_SLOTS = 2
+
+
 class LocalRunner:
     """Runs every actor in this process, stage by stage."""
 
     def __init__(self, hook: TaskHook | None = None, task_slots: int = 0) -> None:
         self.hook = hook  # called at fixed points of every task (tests inject faults with it)
         self.task_slots = task_slots  # partitions per stage at most (0: one per actor)
+        #: what ADAPTIVE jobs follow in-process, where there is no cluster: the default parallelism
+        self.slots = DEFAULT_SLOTS
+
+    def cluster_slots(self) -> int:
+        return self.slots
 
     def run(self, plan: EpochPlan, dml: Mapping[int, Sequence[StreamChunk]]) -> list[ActorReport]:
         if not plan.stages:
@@ -142,8 +152,14 @@ class SparkRunner:
         self.spark = spark
         self.sc = spark.sparkContext
         self.hook = hook  # pickled into each epoch's tasks (tests inject faults with it)
-        # a task costs tens of ms whatever it does: a stage has at most one task per core
-        self.task_slots = self.sc.defaultParallelism if task_slots is None else task_slots
+        # a task costs tens of ms whatever it does: a stage has at most one task per core. Unless
+        # given, the slots are the cluster's (`cluster_task_slots`) and follow it between epochs
+        # once `cluster_slots` saw a change (executors joined or were lost)
+        self._follow_slots = task_slots is None
+        if task_slots is None:
+            task_slots = cluster_task_slots(self.sc) or self.sc.defaultParallelism
+        self.task_slots = task_slots
+        self._slots_seen = task_slots
         self.keep_alive_seconds = keep_alive_seconds
         self._lock = threading.Lock()  # one Spark job of this runner at a time (epoch or keep-alive)
         self._last_job = time.monotonic()
@@ -158,10 +174,20 @@ class SparkRunner:
             return []
         self._start_keeper()
         with self._lock:
+            if self._slots_seen != self.task_slots:  # the epoch runs on the slots last seen
+                self.task_slots = self._slots_seen
             try:
                 return self._run(plan, dml)
             finally:
                 self._last_job = time.monotonic()
+
+    def cluster_slots(self) -> int:
+        """The task slots ADAPTIVE jobs follow: the cluster's now (`cluster_task_slots`; the last
+        ones seen while no executor is registered), or the `task_slots` the runner was given. The
+        runner's own stages follow from the next epoch on."""
+        if self._follow_slots:
+            self._slots_seen = cluster_task_slots(self.sc) or self._slots_seen
+        return self._slots_seen
 
     def close(self) -> None:
         """Stop keeping the slots' workers alive (a later `run` starts again)."""

@@ -10,7 +10,7 @@ import os
 import sys
 import warnings
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,6 +69,18 @@ def spark_session(
     spark.sparkContext.setLogLevel("ERROR")
     pin_jvm_classes(spark)
     return spark
+
+
+def cluster_task_slots(sc: Any) -> int:
+    """How many tasks the cluster's executors can run at once now (their cores over
+    ``spark.task.cpus``): what Spark's barrier execution mode counts before it starts a stage, and
+    what ADAPTIVE streaming jobs follow. It changes as executors register and are lost; 0 while
+    none is registered (a cluster still starting) or when the context is gone."""
+    try:
+        jsc = sc._jsc.sc()
+        return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
+    except Exception:  # the context is stopping: no slots to speak of
+        return 0
 
 
 #: Classes PySpark looks up by their short name on every RDD it builds (several per epoch).

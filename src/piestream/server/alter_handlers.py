@@ -48,6 +48,7 @@ from piestream.frontend.schema_change import renamed_columns, with_table_desc
 from piestream.plan.backfill import BackfillNode
 from piestream.server.ddl_handlers import WrongObjectType
 from piestream.server.results import QueryResult, command
+from piestream.server.settings import ADAPTIVE_WORDS
 
 if TYPE_CHECKING:
     from piestream.server.session import Session
@@ -391,10 +392,11 @@ def comment_on(s: Session, stmt: ast.CommentOn, params: Sequence[Any] = ()) -> Q
 
 
 def set_parallelism(s: Session, stmt: ast.AlterParallelism, params: Sequence[Any] = ()) -> QueryResult:
-    """ALTER {TABLE | MATERIALIZED VIEW | SINK | SOURCE} name SET PARALLELISM = n (RisingWave's):
-    the job's fragments run n actors from the next epoch, over the same vnode-keyed state (no
-    data is copied), and keep n across restarts. ADAPTIVE (and DEFAULT, which means it) is
-    refused: piestream has no parallelism that follows the cluster's task slots."""
+    """ALTER {TABLE | MATERIALIZED VIEW | SINK | SOURCE} name SET PARALLELISM = n | ADAPTIVE
+    (RisingWave's): the job's fragments run n actors from the next epoch, over the same
+    vnode-keyed state (no data is copied), and keep n across restarts (FIXED). ADAPTIVE (or
+    AUTO / DEFAULT, which mean it) runs as many as the cluster has task slots now and follows
+    them as executors join and leave (`DdlController.follow_slots`)."""
     if stmt.kind == "source":
         rel = s.committed_catalog().get_relation(stmt.name)
         if rel is not None and rel.kind is RelationKind.SOURCE:
@@ -407,19 +409,15 @@ def set_parallelism(s: Session, stmt: ast.AlterParallelism, params: Sequence[Any
     else:
         kind = stmt.kind
     value = stmt.value.strip().lower()
-    if value in ("adaptive", "default"):
-        raise FeatureNotSupported(
-            "SET PARALLELISM = ADAPTIVE is not supported: piestream has no parallelism that "
-            "follows the cluster's task slots",
-            hint="Give a number of actors, e.g. SET PARALLELISM = 4.",
-        )
-    if not value.isdigit() or int(value) < 1:
+    adaptive = value in ADAPTIVE_WORDS
+    if not adaptive and (not value.isdigit() or int(value) < 1):
         raise PiestreamError(f'parallelism must be a positive integer, got "{stmt.value}"', sqlstate="22023")
     rel = _target(s, stmt.name, kind, False)
     assert rel is not None
     if stmt.kind == "source" and not rel.properties.get("connector"):
         raise WrongObjectType(f'"{rel.name}" is not a source')
-    plan = s.db.ddl.rescale(rel, int(value))
+    n = s.db.cluster_slots() if adaptive else int(value)
+    plan = s.db.ddl.rescale(rel, n, adaptive=adaptive)
     r = command(_tag(stmt.kind))
     r.notices.extend(plan.capped)
     return r

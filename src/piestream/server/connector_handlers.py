@@ -122,7 +122,8 @@ def plan_connector_table(s: Session, stmt: ast.CreateTable) -> tuple[PlannedJob,
         if is_cdc(spec.options):  # an upstream TRUNCATE deletes the table's rows
             src = replace(src, truncates=table)
         node: StreamNode = src
-        if stmt.primary_key and parallelism > 1:  # the table is stored by its pk
+        # the table is stored by its pk (an ADAPTIVE one may get more actors later)
+        if stmt.primary_key and (parallelism > 1 or s.adaptive):
             node = ExchangeMarker(
                 schema=schema,
                 stream_key=pk,
@@ -158,7 +159,7 @@ def create_connector_table(s: Session, stmt: ast.CreateTable, params: Sequence[A
             return skipped
         schema = creation_schema(s, stmt.name)
         planned, dead = plan_connector_table(s, stmt)
-        planned.relation = in_schema(planned.relation, schema)
+        planned.relation = in_schema(s.with_policy(planned).relation, schema)
         res = command("CREATE TABLE")
         companions = []
         if dead is not None:
@@ -385,7 +386,7 @@ def _create_sink(
         if drop_table is not None:
             undo.append(drop_table)
     planned.relation = replace(
-        planned.relation,
+        s.with_policy(planned).relation,
         schema_name=schema,
         sink=SinkInfo(connector, node.sink_type, sink_output_path(connector, opts), node.state_table),
     )

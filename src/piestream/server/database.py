@@ -13,11 +13,13 @@ import datetime as dt
 import fcntl
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.errors import PiestreamError
+from piestream.common.vnode import VNODE_COUNT
 from piestream.connectors import ensure_registered
 from piestream.meta.barrier_manager import BarrierManager
 from piestream.meta.catalog_store import CatalogStore, JobStatus
@@ -28,7 +30,7 @@ from piestream.meta.inbox import Inbox
 from piestream.meta.roles import RoleCatalog
 from piestream.meta.store import MetaStore
 from piestream.runtime.leased import check_runner_kind, spark_runner
-from piestream.runtime.runners import EpochRunner, LocalRunner
+from piestream.runtime.runners import DEFAULT_SLOTS, EpochRunner, LocalRunner
 from piestream.server.locks import LockManager
 from piestream.server.sink_publisher import attach as attach_sink_publisher
 from piestream.server.source_acker import attach as attach_source_acker
@@ -48,12 +50,15 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DATA_DIR = "./piestream-data"
 _NS_SYSTEM = "system"  # ALTER SYSTEM settings in the meta store
+SLOT_CHECK_SECONDS = 1.0  # how often the barrier loop asks the cluster for its task slots
 
 
 @dataclass
 class DatabaseConfig:
     barrier_interval: float = 1.0
-    parallelism: int = 2
+    #: actors per fragment of a new streaming job (FIXED); None: ADAPTIVE, following the
+    #: cluster's task slots (RisingWave's default)
+    parallelism: int | None = None
     object_store_url: str | None = None  # default: <data dir>/objects
     #: "spark" (one Spark job of one stage per epoch, its tasks run every stage and exchange
     #: directly with each other: `runtime.leased` with leases of one epoch), "spark-shuffle" (one Spark
@@ -189,6 +194,8 @@ class Database:
             [r.job_id for r in self.catalog.snapshot().relations() if r.job_id is not None]
         )
         self.barriers.on_commit.append(self.ddl.progress.on_commit)
+        self._slots_checked = 0.0
+        self.barriers.between_epochs.append(self.follow_slots)
         self.ddl.notice_interval = self.config.progress_notice_interval
         self.inbox = Inbox(self.data_dir, self.catalog, self.meta)  # writes from Spark jobs
         self.barriers.epoch_inputs.append(self.inbox.collect)
@@ -202,6 +209,27 @@ class Database:
 
         drop_temporary(self)  # temporary relations of sessions before a crash: gone with them
         self._closed = False
+
+    # -- ADAPTIVE parallelism --------------------------------------------------------------------
+    def cluster_slots(self) -> int:
+        """The task slots ADAPTIVE jobs follow: the runner's view of the cluster (Spark: the
+        tasks its executors run at once, `runtime.spark.cluster_task_slots`; in-process: 2),
+        at most a fragment's vnode count."""
+        fn = getattr(self.barriers.runner, "cluster_slots", None)
+        slots = fn() if fn is not None else DEFAULT_SLOTS
+        return max(1, min(int(slots), VNODE_COUNT))
+
+    def follow_slots(self, force: bool = False) -> None:
+        """Between epochs (the barrier loop; FLUSH with `force`), at most every
+        SLOT_CHECK_SECONDS: ADAPTIVE jobs are rescaled to the cluster's current task slots."""
+        now = time.monotonic()
+        if not force and now - self._slots_checked < SLOT_CHECK_SECONDS:
+            return
+        self._slots_checked = now
+        try:
+            self.ddl.follow_slots(self.cluster_slots())
+        except Exception:  # never stop the barrier loop: the next check tries again
+            log.exception("ADAPTIVE jobs could not follow the cluster's slots")
 
     # -- streaming errors and system settings ---------------------------------------------------
     def _jobs_failed(self, job_ids: list[int], error: PiestreamError, fragment_id: int | None) -> None:

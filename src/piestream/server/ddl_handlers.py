@@ -8,7 +8,7 @@ stores and starts the job atomically — and removes it again if its first epoch
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -41,6 +41,7 @@ from piestream.frontend.watermark_derive import bind_watermark
 from piestream.meta.catalog_store import SchemaCatalog
 from piestream.server.cdc_handlers import drop_cdc_slots
 from piestream.server.results import QueryResult, command
+from piestream.server.settings import parallelism_setting
 from piestream.server.sink_publisher import discard_staging
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
             parallelism=s.parallelism,
             ids=s.db.ddl.ids(),
         )
-        planned.relation = in_schema(planned.relation, schema)
+        planned.relation = in_schema(s.with_policy(planned).relation, schema)
         if s.txn is not None:
             s.txn.create_table(planned)  # created by COMMIT, in the epoch holding its rows
         else:
@@ -206,9 +207,15 @@ def create_materialized_view(
         if skipped is not None:
             return skipped
         schema = creation_schema(s, stmt.name)
-        planned = _plan_mv(s, stmt, s.parallelism)
+        given = _mv_parallelism(stmt)
+        if given is None:  # the session's
+            adaptive, parallelism = s.adaptive, s.parallelism
+        else:
+            adaptive = given.fixed is None
+            parallelism = s.db.cluster_slots() if given.fixed is None else given.fixed
+        planned = _plan_mv(s, stmt, parallelism)
         check_not_temporary(s, planned.relation.depends_on, "materialized views")
-        planned.relation = in_schema(planned.relation, schema)
+        planned.relation = in_schema(s.with_policy(planned, adaptive).relation, schema)
         check_upstreams_created(s, planned.relation.depends_on)
         s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
         return command("CREATE MATERIALIZED VIEW")
@@ -232,6 +239,25 @@ def check_upstreams_created(s: Session, depends_on: Sequence[int]) -> None:
             todo.extend(rel.depends_on)
         else:
             check_created(s.db, rel)
+
+
+@dataclass(frozen=True)
+class _Parallelism:
+    fixed: int | None  # None: ADAPTIVE
+
+
+def _mv_parallelism(stmt: ast.CreateMaterializedView) -> _Parallelism | None:
+    """``WITH (streaming_parallelism = n | adaptive)`` of a CREATE MATERIALIZED VIEW (None: not
+    given, the session's applies); any other option is refused, never ignored."""
+    opts = {k.lower(): v for k, v in stmt.with_options.items()}
+    unknown = sorted(set(opts) - {"streaming_parallelism"})
+    if unknown:
+        raise FeatureNotSupported(
+            f"CREATE MATERIALIZED VIEW ... WITH ({', '.join(unknown)}) is not supported"
+        )
+    if "streaming_parallelism" not in opts:
+        return None
+    return _Parallelism(parallelism_setting(opts["streaming_parallelism"]))
 
 
 def _plan_mv(
@@ -296,9 +322,12 @@ def rebuild(s: Session, stmt: ast.RebuildJob, params: Sequence[Any] = ()) -> Que
             r = db.catalog.get(r.name, r.schema_name) or r
             definition = parse_one(r.definition)
             assert isinstance(definition, ast.CreateMaterializedView)
-            planned = _plan_mv(s, definition, r.parallelism or s.parallelism, as_of=r.id)
-            # views and indexes name it by id; it stays in its schema
-            planned.relation = replace(planned.relation, id=r.id, schema_name=r.schema_name)
+            parallelism = db.cluster_slots() if r.adaptive else (r.parallelism or s.parallelism)
+            planned = _plan_mv(s, definition, parallelism, as_of=r.id)
+            # views and indexes name it by id; it stays in its schema and keeps its policy
+            planned.relation = replace(
+                planned.relation, id=r.id, schema_name=r.schema_name, adaptive=r.adaptive
+            )
             db.ddl.rebuild_job(r, planned)
         return command("ALTER MATERIALIZED VIEW")
 
@@ -390,7 +419,7 @@ def create_index(s: Session, stmt: ast.CreateIndex, params: Sequence[Any] = ()) 
             distributed_by=dist,
             index=IndexInfo(table.id, tuple(key_cols)),
         )
-        planned.relation = in_schema(planned.relation, table.schema_name)
+        planned.relation = in_schema(s.with_policy(planned).relation, table.schema_name)
         check_upstreams_created(s, [table.id])
         s.db.ddl.create_job(planned, backfill=True, notice=s.notice)
         return command("CREATE INDEX")

@@ -21,6 +21,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from piestream.common.errors import (
@@ -42,6 +43,8 @@ from piestream.frontend.catalog import (
 )
 from piestream.frontend.parser import ast, parse
 from piestream.frontend.parser.names import quote_ident
+from piestream.frontend.planner import PlannedJob
+from piestream.meta.rescale import can_rescale
 from piestream.server import (
     alter_handlers,
     cdc_handlers,
@@ -59,7 +62,7 @@ from piestream.server import (
 )
 from piestream.server.ddl_handlers import drop_temporary
 from piestream.server.results import QueryResult, command
-from piestream.server.settings import DEFAULT_SETTINGS
+from piestream.server.settings import DEFAULT_SETTINGS, parallelism_setting
 from piestream.server.transaction import Transaction, parse_bytes
 
 if TYPE_CHECKING:
@@ -72,7 +75,8 @@ class Session:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.settings = dict(DEFAULT_SETTINGS)
-        self.settings["streaming_parallelism"] = str(db.config.parallelism)
+        fixed = db.config.parallelism
+        self.settings["streaming_parallelism"] = "adaptive" if fixed is None else str(fixed)
         self.txn: Transaction | None = None  # the open transaction block
         #: the role the session runs as (pgwire sets it at login); None: the embedded owner of the
         #: data directory (Python API), who may do everything
@@ -100,9 +104,32 @@ class Session:
         utility.variables(self, parse(f"SET {quote_ident(name.lower())} = {literals}")[0], ())
 
     @property
+    def adaptive(self) -> bool:
+        """Whether a streaming job created now is ADAPTIVE (RisingWave's default): unless
+        `streaming_parallelism` is set to a number in the session, or the server was started with
+        ``--parallelism`` (`DatabaseConfig.parallelism`) and the session leaves it unset."""
+        return self._fixed_parallelism() is None
+
+    @property
     def parallelism(self) -> int:
-        v = self.settings.get("streaming_parallelism") or str(self.db.config.parallelism)
-        return max(1, int(v)) if v.isdigit() else self.db.config.parallelism
+        """The actors a streaming job created now gets: the fixed number, or for an ADAPTIVE
+        one the cluster's task slots (`Database.cluster_slots`)."""
+        fixed = self._fixed_parallelism()
+        return fixed if fixed is not None else self.db.cluster_slots()
+
+    def with_policy(self, planned: PlannedJob, adaptive: bool | None = None) -> PlannedJob:
+        """`planned` with its relation ADAPTIVE if jobs created now are (`adaptive`; or the
+        statement says so) and its fragments can be rescaled at all
+        (`meta.rescale.can_rescale`), else FIXED."""
+        adaptive = (self.adaptive if adaptive is None else adaptive) and can_rescale(planned.job.fragments)
+        planned.relation = replace(planned.relation, adaptive=adaptive)
+        return planned
+
+    def _fixed_parallelism(self) -> int | None:
+        v = self.settings.get("streaming_parallelism", "")
+        if v.strip():
+            return parallelism_setting(v)
+        return self.db.config.parallelism
 
     @property
     def implicit_flush(self) -> bool:
@@ -244,6 +271,7 @@ class Session:
 
     # -- session-level statements ---------------------------------------------------------------
     def _flush(self, stmt: ast.Statement, params: Sequence[Any]) -> QueryResult:
+        self.db.follow_slots(force=True)  # as the barrier loop does between epochs
         self.db.barriers.flush()
         return command("FLUSH")
 

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from piestream.common.errors import PiestreamError
+
+#: what `streaming_parallelism` and ``SET PARALLELISM`` take for ADAPTIVE (RisingWave's keywords;
+#: 0 is its older session value for it)
+ADAPTIVE_WORDS = ("adaptive", "auto", "default")
+
 DEFAULT_SETTINGS: dict[str, str] = {
     "application_name": "",
     "client_encoding": "UTF8",
@@ -43,3 +49,18 @@ def duration_seconds(value: str) -> float:
         return float(text) / 1000.0
     except ValueError:
         return 0.0
+
+
+def parallelism_setting(value: str) -> int | None:
+    """A `streaming_parallelism` value: a number of actors (FIXED), or None for ADAPTIVE
+    (``adaptive``, ``auto``, ``default`` or 0, as in RisingWave); anything else is refused."""
+    v = value.strip().strip("'").lower()
+    if v in ADAPTIVE_WORDS or v == "0":
+        return None
+    if not v.isdigit():
+        raise PiestreamError(
+            f'invalid value for parameter "streaming_parallelism": "{value}"',
+            sqlstate="22023",
+            hint="A positive number of actors, or ADAPTIVE.",
+        )
+    return int(v)

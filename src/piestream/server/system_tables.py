@@ -6,7 +6,8 @@ system catalog names), readable with any SELECT (the binder turns their rows int
   kind, the fragment, the error type (``expression`` / ``consistency`` / ``job failed``), the
   executor, SQLSTATE, message, count, a sample row, first and last time.
 * ``rw_catalog.rw_streaming_jobs``: every streaming job (tables, MVs, indexes, sinks) with its
-  status (``running`` / ``failed``) and, for a failed one, its error and since when.
+  status (``running`` / ``failed``), for a failed one its error and since when, and its
+  parallelism policy: ``ADAPTIVE`` (follows the cluster's task slots) or ``FIXED(n)``.
 * ``rw_catalog.rw_materialized_views``: the MVs with their definition and that status.
 * ``rw_catalog.rw_ddl_progress``: the jobs still backfilling (a CREATE MATERIALIZED VIEW /
   INDEX / SINK running, or one resumed after a restart): rows done and total (an estimate from
@@ -64,6 +65,7 @@ JOBS = _schema(
     ("error_sqlstate", VARCHAR),
     ("error_message", VARCHAR),
     ("failed_since", TIMESTAMPTZ),
+    ("parallelism", VARCHAR),  # ADAPTIVE (follows the cluster's task slots) or FIXED(n)
 )
 DDL_PROGRESS = _schema(
     ("ddl_id", INT),
@@ -199,7 +201,8 @@ class RwCatalog:
         rows = []
         for job_id, rel in sorted(self._job_relations().items()):
             status, sqlstate, message, since = self._status(rel)
-            rows.append((job_id, rel.name, rel.kind.value, status, sqlstate, message, since))
+            policy = "ADAPTIVE" if rel.adaptive else f"FIXED({rel.parallelism or ''})"
+            rows.append((job_id, rel.name, rel.kind.value, status, sqlstate, message, since, policy))
         return JOBS, rows
 
     def _source_splits(self) -> tuple[Schema, list[tuple[Any, ...]]]:

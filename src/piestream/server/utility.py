@@ -14,7 +14,7 @@ from piestream.frontend.optimizer import optimize
 from piestream.frontend.parser import ast
 from piestream.frontend.planner import Ids, explain_stream, plan_materialized_view
 from piestream.server.results import QueryResult, command
-from piestream.server.settings import DEFAULT_SETTINGS
+from piestream.server.settings import DEFAULT_SETTINGS, parallelism_setting
 from piestream.server.transaction import parse_bytes
 
 if TYPE_CHECKING:
@@ -81,6 +81,8 @@ def variables(s: Session, stmt: ast.Statement, params: Sequence[Any] = ()) -> Qu
         else:
             if name == "transaction_buffer_limit":
                 parse_bytes(stmt.value, name)  # refuse a bad value now, not at the next write
+            if name == "streaming_parallelism":
+                parallelism_setting(stmt.value)
             s.settings[name] = stmt.value
         return command("SET")
     if isinstance(stmt, ast.ResetAll):

@@ -65,7 +65,8 @@ def _relations(o: Overview) -> str:
         keys = f"{o.state_keys.get(r.table.table_id, 0):,}" if r.table is not None else ""
         rows.append(
             f"<tr><td>{escape(r.kind.value)}</td><td>{name}</td><td class='num'>{len(r.visible_columns)}</td>"
-            f"<td class='num'>{r.parallelism or ''}</td><td class='num'>{size}</td>"
+            f"<td class='num'>{r.parallelism or ''}{' adaptive' if r.adaptive else ''}</td>"
+            f"<td class='num'>{size}</td>"
             f"<td class='num'>{keys}</td>"
             f"<td><code>{escape(r.definition[:120])}</code></td></tr>"
         )
