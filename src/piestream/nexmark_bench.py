@@ -256,6 +256,12 @@ def run_piestream(
     db = open_database(workdir / f"db-{name}", cfg, spark)
     prof = cProfile.Profile() if cfg.profile else None
     try:
+        if q.setup:  # e.g. q13's side input, committed before the job reads an event
+            session = db.session()
+            session.execute("SET implicit_flush = false")  # epochs run only when asked
+            for stmt in q.setup:
+                session.execute(stmt)
+            session.execute("FLUSH")
         db.execute(source_ddl(q.tables, cfg))
         offsets = SourceOffsets(db)  # none yet: sources are read by the job's own source nodes
         progress.update(f"{name}: planning ...", force=True)

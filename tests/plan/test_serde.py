@@ -35,7 +35,7 @@ from piestream.common.types import (
     parse_type,
     struct_of,
 )
-from piestream.connectors.nexmark.queries import QUERIES
+from piestream.connectors.nexmark.queries import QUERIES, setup_sql
 from piestream.connectors.nexmark.tables_sql import nexmark_ddl
 from piestream.expr.expr import FuncCall, InputRef, Literal
 from piestream.frontend.binder import QueryBinder
@@ -87,6 +87,7 @@ def nexmark_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     )
     db.execute(nexmark_ddl(kind="table"))
     db.execute(SETUP)
+    db.execute(";".join(setup_sql(QUERIES)))  # after SETUP: the goldens' relation ids stay
     yield db
     db.close()
 
@@ -152,6 +153,9 @@ TEMPORAL_JOIN = (
 GOLDEN_ASOF_JOIN = GOLDEN.with_name("plan_format_v4_asof_join.json")
 ASOF_JOIN = "SELECT v.k, v.s, ao.b FROM v ASOF LEFT JOIN ao ON v.k = ao.a AND v.s >= ao.b"
 GOLDEN_INTERVAL_JOIN = GOLDEN.with_name("plan_format_v4_interval_join.json")
+#: A format-4 Expand (GROUPING SETS; new in format 4), the job of `EXPAND`.
+GOLDEN_EXPAND = GOLDEN.with_name("plan_format_v4_expand.json")
+EXPAND = "SELECT k, s, grouping(k, s) AS g, count(*) AS c FROM v GROUP BY ROLLUP (k, s)"
 GOLDEN_STATEMENTS = (
     "CREATE TABLE nopk (a INT, b VARCHAR)",
     "CREATE TABLE gent (seq BIGINT) WITH (connector = 'datagen', fields.seq.kind = 'sequence')",
@@ -285,10 +289,10 @@ def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
     frags = decode_fragments(json.dumps(lookup))
     assert json.loads(encode_fragments(frags)) == lookup | {"format": PLAN_FORMAT}
     kinds |= {n.kind for f in frags for n in f.root.walk()}
-    asof = json.loads(GOLDEN_ASOF_JOIN.read_text())
-    frags = decode_fragments(json.dumps(asof))
-    assert json.loads(encode_fragments(frags)) == asof
-    kinds |= {n.kind for f in frags for n in f.root.walk()}
+    for doc in (json.loads(GOLDEN_ASOF_JOIN.read_text()), json.loads(GOLDEN_EXPAND.read_text())):
+        frags = decode_fragments(json.dumps(doc))
+        assert json.loads(encode_fragments(frags)) == doc
+        kinds |= {n.kind for f in frags for n in f.root.walk()}
     assert marked and kinds == set(NODE_KINDS)  # a new node kind needs a stored example here
 
 
@@ -406,3 +410,15 @@ def test_a_cdc_source_node_keeps_its_truncated_table_and_others_encode_as_before
     cdc = SourceNode(**{**plain.__dict__, "truncates": table})
     assert "truncates" not in to_json(plain)  # a field of format 4 at its default: left out
     assert from_json(to_json(cdc)) == cdc and from_json(to_json(plain)) == plain
+
+
+def test_expand_golden_is_what_the_planner_writes(nexmark_db: Database) -> None:
+    """Regenerate `GOLDEN_EXPAND` (PIESTREAM_WRITE_GOLDEN=1) only on purpose."""
+    frags = _planned(nexmark_db, EXPAND).job.fragments
+    doc = json.loads(encode_fragments(frags))
+    if os.environ.get("PIESTREAM_WRITE_GOLDEN"):
+        GOLDEN_EXPAND.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert doc == json.loads(GOLDEN_EXPAND.read_text())
+    assert decode_fragments(json.dumps(doc)) == frags
+    (expand,) = [n for f in frags for n in f.root.walk() if n.kind == "Expand"]
+    assert expand.subsets == ((0, 1), (0,)) and expand.key_cols == (0, 1)

@@ -19,7 +19,7 @@ import pytest
 from sqldiff import diff_text, duck_connect, norm_rows
 
 from piestream.connectors.nexmark.config import NexmarkConfig
-from piestream.connectors.nexmark.queries import QUERIES
+from piestream.connectors.nexmark.queries import QUERIES, setup_sql
 from piestream.connectors.nexmark.spark_baseline import event_table
 from piestream.connectors.nexmark.tables_sql import nexmark_ddl
 from piestream.server.database import Database, DatabaseConfig
@@ -55,6 +55,8 @@ _DUCK_WINDOWS = {
     _REGEX: "(CASE WHEN regexp_matches(url, '(&|^)channel_id=([^&]*)') "
     "THEN regexp_extract(url, '(&|^)channel_id=([^&]*)', 2) END)",
     "0.908 * price": "CAST(0.908 AS DECIMAL(4, 3)) * price",
+    # q13: the side input never changes, so the lookup join is the plain join
+    " FOR SYSTEM_TIME AS OF PROCTIME()": "",
 }
 _TO_CHAR = {"'YYYY-MM-DD'": "'%Y-%m-%d'", "'HH:MI'": "'%I:%M'", "'HH:mm'": "'%I:%m'"}
 
@@ -75,6 +77,23 @@ def _events(table: str) -> pa.Table:
     )
 
 
+def _side_input(s: Session) -> None:
+    """q13's side input, committed before any Nexmark event arrives (the lookup join reads the
+    version committed before each row's epoch)."""
+    s.execute("SET implicit_flush = false")  # the barriers are stopped: FLUSH commits
+    for stmt in setup_sql(QUERIES):
+        s.execute(stmt)
+    s.execute("FLUSH")
+    s.execute("SET implicit_flush = true")
+
+
+def _duck_with_side_input() -> Any:
+    duck = duck_connect()
+    for stmt in setup_sql(QUERIES):
+        duck.execute(stmt)
+    return duck
+
+
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One database: the three tables, every query as an MV, all N events ingested."""
@@ -82,6 +101,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Any:
     db = Database(tmp_path_factory.mktemp("nexmark") / "d", config=cfg)
     db.barriers.stop()
     s = db.session()
+    _side_input(s)
     s.execute(nexmark_ddl(kind="table", split_num=2, event_num=N, events_per_second=0, primary_keys=True))
     created, refused = [], {}
     for name, q in QUERIES.items():
@@ -97,7 +117,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Any:
         if all(counts[t] == events[t].num_rows for t in events):
             break
         s.execute("FLUSH")
-    duck = duck_connect()
+    duck = _duck_with_side_input()
     for t, rows in events.items():
         duck.register(f"{t}_arrow", rows)
         duck.execute(f"CREATE TABLE {t} AS SELECT * FROM {t}_arrow")
@@ -148,6 +168,7 @@ def planner(tmp_path_factory: pytest.TempPathFactory) -> Any:
     db.barriers.stop()
     s = db.session()
     s.execute(nexmark_ddl(kind="table", split_num=2, event_num=1, events_per_second=0, primary_keys=True))
+    _side_input(s)  # after the three tables: the plans' ids stay
     yield s
     db.close()
 
@@ -177,6 +198,7 @@ def sourced(tmp_path_factory: pytest.TempPathFactory) -> Any:
     db = Database(tmp_path_factory.mktemp("nexmark_src") / "d", config=cfg)
     db.barriers.stop()
     s = db.session()
+    _side_input(s)
     s.execute(
         nexmark_ddl(kind="source", split_num=2, event_num=N, events_per_second=0, max_rows_per_epoch=400)
     )
@@ -192,7 +214,7 @@ def sourced(tmp_path_factory: pytest.TempPathFactory) -> Any:
         epochs += 1
         assert epochs < 200, "the sources did not finish"
     s.execute("FLUSH")  # the executors clean by the last committed watermark
-    duck = duck_connect()
+    duck = _duck_with_side_input()
     for t in ("person", "auction", "bid"):
         duck.register(f"{t}_arrow", _events(t))
         duck.execute(f"CREATE TABLE {t} AS SELECT * FROM {t}_arrow")

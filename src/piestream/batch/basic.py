@@ -7,6 +7,7 @@ import pyarrow as pa
 from piestream.batch.chunks import concat_chunks, eval_expr, filter_chunk, true_mask
 from piestream.batch.context import BatchContext
 from piestream.batch.plan import (
+    BatchExpand,
     BatchFilter,
     BatchLimit,
     BatchMaxOneRow,
@@ -17,6 +18,7 @@ from piestream.batch.plan import (
 from piestream.common.chunk import DataChunk
 from piestream.common.errors import PiestreamError
 from piestream.expr.table_function import project_set
+from piestream.stream.executors.expand import expand_columns
 
 
 class CardinalityViolation(PiestreamError):
@@ -41,6 +43,16 @@ def execute_project_set(node: BatchProjectSet, inputs: list[DataChunk], ctx: Bat
     (chunk,) = inputs
     _, rid, cols = project_set(node.items, chunk)
     return DataChunk([*cols, pa.array(rid, pa.int64())], length=len(rid))
+
+
+def execute_expand(node: BatchExpand, inputs: list[DataChunk], ctx: BatchContext) -> DataChunk:
+    (chunk,) = inputs
+    n = chunk.capacity
+    parts = [
+        DataChunk(expand_columns(chunk.columns, n, s, node.key_cols, i), length=n)
+        for i, s in enumerate(node.subsets)
+    ]
+    return concat_chunks(parts, node.schema.types)
 
 
 def execute_union(node: BatchUnion, inputs: list[DataChunk], ctx: BatchContext) -> DataChunk:

@@ -17,6 +17,7 @@ from piestream.batch.chunks import concat_chunks
 from piestream.batch.context import BatchContext
 from piestream.batch.plan import (
     BatchAsOfJoin,
+    BatchExpand,
     BatchFilter,
     BatchHashAgg,
     BatchHashJoin,
@@ -47,6 +48,7 @@ _EXECUTORS: dict[type[BatchPlanNode], Executor] = {
     BatchProject: basic.execute_project,
     BatchProjectSet: basic.execute_project_set,
     BatchUnion: basic.execute_union,
+    BatchExpand: basic.execute_expand,
     BatchLimit: basic.execute_limit,
     BatchMaxOneRow: basic.execute_max_one_row,
     BatchHashJoin: join.execute_hash_join,

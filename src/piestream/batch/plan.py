@@ -581,6 +581,31 @@ class BatchHopWindow(BatchPlanNode):
 
 
 @dataclass(frozen=True)
+class BatchExpand(BatchPlanNode):
+    """GROUPING SETS' row copier: each row once per set, the `key_cols` outside the set NULL,
+    then the set's index (BIGINT flag); see `piestream.plan.expand`."""
+
+    child_fields = ("input",)
+
+    input: BatchPlanNode
+    subsets: tuple[tuple[int, ...], ...]
+    key_cols: tuple[int, ...]
+
+    def validate(self) -> None:
+        width = len(self.input.schema)
+        _check_cols("BatchExpand", self.key_cols, width)
+        for s in self.subsets:
+            _check_cols("BatchExpand", s, width)
+
+    def derive_schema(self) -> Schema:
+        return self.input.schema.concat(Schema.of(("flag", BIGINT)))
+
+    def explain(self) -> str:
+        sets = ", ".join("[" + ", ".join(f"${c}" for c in s) + "]" for s in self.subsets)
+        return f"BatchExpand {{ column_subsets: [{sets}] }}"
+
+
+@dataclass(frozen=True)
 class BatchOverWindow(BatchPlanNode):
     """Window functions (`piestream.expr.window`) per partition in `order_by` order; output =
     input columns then one column per call, rows in (partition, order) order."""
@@ -617,6 +642,7 @@ __all__ = [
     "JOIN_KINDS",
     "WINDOW_KINDS",
     "BatchAggCall",
+    "BatchExpand",
     "BatchFilter",
     "BatchHashAgg",
     "BatchHashJoin",

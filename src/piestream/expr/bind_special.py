@@ -14,7 +14,17 @@ from piestream.common.errors import (
     UndefinedColumn,
     UndefinedFunction,
 )
-from piestream.common.types import BOOLEAN, INT, JSONB, VARCHAR, DataType, TypeKind, list_of, struct_of
+from piestream.common.types import (
+    BOOLEAN,
+    DOUBLE,
+    INT,
+    JSONB,
+    VARCHAR,
+    DataType,
+    TypeKind,
+    list_of,
+    struct_of,
+)
 from piestream.expr.bind import (
     arg_type,
     bind_generic,
@@ -512,3 +522,26 @@ def _jsonb_path_exists(name: str, args: list[Expr]) -> Expr:
     from piestream.expr.table_function import _jsonpath_args
 
     return _call(name, list(_jsonpath_args(name, args)), BOOLEAN)
+
+
+# -- ordered-set aggregates' finishing step (expr/functions/ordered_set.py) -----------------------
+
+
+@binder("percentile_cont_of", "percentile_disc_of", "mode_of")
+def _ordered_set_finish(name: str, args: list[Expr]) -> Expr:
+    """(list of the group's ordered inputs [, fraction]): percentile_cont gives float8, the others
+    the element type; the fraction is float8."""
+    _arity(name, args, 1 if name == "mode_of" else 2, 1 if name == "mode_of" else 2)
+    t = arg_type(args[0])
+    elem = t.elem if t is not None and t.kind is TypeKind.LIST else None
+    if elem is None:
+        raise no_such(name, args)
+    rest = [coerce_to(a, DOUBLE) for a in args[1:]]
+    ret = DOUBLE if name == "percentile_cont_of" else elem
+    if name == "percentile_cont_of":
+        if elem.kind is TypeKind.INTERVAL:
+            raise FeatureNotSupported("percentile_cont of interval is not supported")
+        if not can_cast(elem, DOUBLE, CastContext.IMPLICIT):
+            raise UndefinedFunction(f"function percentile_cont({type_name(elem)}) does not exist")
+        args = [cast(args[0], list_of(DOUBLE))]
+    return _call(name, [args[0], *rest], ret)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from piestream.batch.plan import (
     BatchAggCall,
     BatchAsOfJoin,
+    BatchExpand,
     BatchFilter,
     BatchHashAgg,
     BatchHashJoin,
@@ -36,6 +37,7 @@ from piestream.frontend.catalog import Relation, RelationKind
 from piestream.frontend.logical import (
     Agg,
     AsOfJoin,
+    Expand,
     Filter,
     HopWindow,
     Join,
@@ -132,6 +134,10 @@ def _to_batch(node: PlanNode, pl: _Planner) -> BatchPlanNode:
         return BatchSort(input=pl.plan(node.input), order=tuple(node.order))
     if isinstance(node, Union):
         return BatchUnion(schema=node.schema, inputs=tuple(pl.plan(i) for i in node.union_inputs))
+    if isinstance(node, Expand):
+        return BatchExpand(
+            input=pl.plan(node.input), subsets=tuple(node.subsets), key_cols=tuple(node.key_cols)
+        )
     if isinstance(node, HopWindow):
         return BatchHopWindow(
             input=pl.plan(node.input),

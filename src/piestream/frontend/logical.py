@@ -193,6 +193,24 @@ class Agg(PlanNode):
 
 
 @dataclass(eq=False)
+class Expand(PlanNode):
+    """GROUPING SETS' row copier (RisingWave's Expand): each input row once per grouping set
+    `i`, with the `key_cols` not in `subsets[i]` set to NULL; output = input columns, then the
+    set's index `flag` (BIGINT). An Agg grouped by (key columns, flag) above it computes every
+    set at once, and retracts like any Agg."""
+
+    child_fields = ("input",)
+
+    input: PlanNode
+    subsets: list[tuple[int, ...]]
+    key_cols: tuple[int, ...]
+
+    def explain(self) -> str:
+        sets = ", ".join("[" + ", ".join(f"${c}" for c in s) + "]" for s in self.subsets)
+        return f"Expand {{ column_subsets: [{sets}] }}"
+
+
+@dataclass(eq=False)
 class TopN(PlanNode):
     """ORDER BY ... LIMIT/OFFSET, per group (ROW_NUMBER() <= N) or over everything."""
 

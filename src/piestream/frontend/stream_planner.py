@@ -26,6 +26,7 @@ from piestream.frontend.emit_on_window_close import check_emits_on_window_close,
 from piestream.frontend.logical import (
     Agg,
     AsOfJoin,
+    Expand,
     Filter,
     HopWindow,
     Join,
@@ -59,6 +60,7 @@ from piestream.plan.agg_call import AggCall as StreamAggCall
 from piestream.plan.backfill import BackfillNode, backfill_state_table
 from piestream.plan.dedup import build_dedup
 from piestream.plan.dynamic_filter import build_dynamic_filter
+from piestream.plan.expand import ExpandNode
 from piestream.plan.filter import FilterNode
 from piestream.plan.general_over_window import build_general_over_window
 from piestream.plan.hash_agg import hash_agg_node
@@ -387,6 +389,32 @@ class StreamPlanner(PlannerBase):
             table_id=self.next_table_id(),
         )
         return Piece(n, p.dist, p.width, p.non_null)
+
+    def _plan_expand(self, node: Expand) -> Piece:
+        p = self.plan(node.input)
+        w = len(p.schema)
+        nulled = set(node.key_cols)
+        keep = [k for k in p.stream_key if k in nulled]  # key columns the copies may NULL
+        copy_at = {k: w + 1 + i for i, k in enumerate(keep)}
+        fields = [
+            *p.schema.fields,
+            Field("flag", BIGINT),
+            *(Field(f"_{p.schema[k].name}", p.schema[k].data_type) for k in keep),
+        ]
+        expand = ExpandNode(
+            schema=Schema(tuple(fields)),
+            stream_key=(*(copy_at.get(k, k) for k in p.stream_key), w),
+            append_only=p.node.append_only,
+            input=p.node,
+            subsets=tuple(tuple(s) for s in node.subsets),
+            key_cols=tuple(node.key_cols),
+            keep=tuple(keep),
+        )
+        dist = p.dist.mapped({i: i for i in range(w) if i not in nulled})
+        non_null = frozenset(c for c in p.non_null if c not in nulled) | {w}
+        piece = Piece(expand, dist, len(fields), non_null)
+        # logical order: input's logical columns, flag, then hidden
+        return self.reorder(piece, [*range(p.width), w])
 
     def _plan_hopwindow(self, node: HopWindow) -> Piece:
         p = self.plan(node.input)

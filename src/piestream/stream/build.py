@@ -15,6 +15,7 @@ from piestream.plan.asof_join import AsOfJoinNode
 from piestream.plan.backfill import BackfillNode
 from piestream.plan.dedup import DedupNode
 from piestream.plan.dynamic_filter import DynamicFilterNode
+from piestream.plan.expand import ExpandNode
 from piestream.plan.filter import FilterNode
 from piestream.plan.general_over_window import GeneralOverWindowNode
 from piestream.plan.hash_agg import HashAggNode
@@ -40,6 +41,7 @@ from piestream.stream.executors.agg.hash_agg import HashAggExecutor
 from piestream.stream.executors.backfill import BackfillExecutor
 from piestream.stream.executors.dedup import AppendOnlyDedupExecutor
 from piestream.stream.executors.dynamic_filter import DynamicFilterExecutor
+from piestream.stream.executors.expand import ExpandExecutor
 from piestream.stream.executors.filter import FilterExecutor
 from piestream.stream.executors.general_over_window import GeneralOverWindowExecutor
 from piestream.stream.executors.hop_window import HopWindowExecutor
@@ -101,6 +103,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     DynamicFilterNode: lambda n, ctx: DynamicFilterExecutor(ctx, n),
     TemporalJoinNode: lambda n, ctx: TemporalJoinExecutor(ctx, n),
     HopWindowNode: lambda n, ctx: HopWindowExecutor(ctx, n),
+    ExpandNode: lambda n, ctx: ExpandExecutor(ctx, n),
     OverWindowNode: lambda n, ctx: OverWindowExecutor(ctx, n),
     GeneralOverWindowNode: lambda n, ctx: GeneralOverWindowExecutor(ctx, n),
     BackfillNode: lambda n, ctx: BackfillExecutor(ctx, n),

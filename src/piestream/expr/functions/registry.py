@@ -171,6 +171,7 @@ def _load() -> None:
             logic,
             math,
             numeric_rules,
+            ordered_set,
             regexp,
             string,
             struct_array,

@@ -17,13 +17,21 @@ from sqlglot import exp
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.order import OrderType
 from piestream.common.schema import Schema
-from piestream.common.types import Field, TypeKind
+from piestream.common.types import INT, Field, TypeKind
 from piestream.expr.bind import agg_signature, bind_call, coerce_to, fold_constants
 from piestream.expr.expr import Expr, InputRef, Literal, UnknownLiteral
 from piestream.frontend.binder.expr_binder import AGG_FUNCS, AGG_NAMES, ExprBinder, position
+from piestream.frontend.binder.grouping_sets import (
+    check_grouping_args,
+    expand_group_by,
+    grouping_value,
+    has_grouping_sets,
+    order_sets,
+    plan_grouping_sets,
+)
 from piestream.frontend.binder.scope import GroupingError, Scope, ScopeColumn
 from piestream.frontend.binder.windows import WindowBinding
-from piestream.frontend.logical import Agg, AggCall, Filter, Project
+from piestream.frontend.logical import Agg, AggCall, Filter, PlanNode, Project
 
 if TYPE_CHECKING:
     from piestream.frontend.binder.query import QueryBinder
@@ -39,6 +47,17 @@ class AggRef(Expr):
 
     def eval(self, chunk: Any) -> Any:
         raise GroupingError("aggregate placeholder left in a plan")
+
+
+@dataclass(frozen=True)
+class GroupingRef(Expr):
+    """Placeholder for GROUPING(args) (`args` index the group expressions) until the Agg exists."""
+
+    args: tuple[int, ...]
+    return_type: Any
+
+    def eval(self, chunk: Any) -> Any:
+        raise GroupingError("GROUPING placeholder left in a plan")
 
 
 @dataclass(frozen=True)
@@ -65,7 +84,7 @@ def contains_agg(node: exp.Expression | int) -> bool:
         if n is not node and isinstance(n, exp.Subquery | exp.Select):
             continue
         is_agg = type(n) in AGG_FUNCS or (isinstance(n, exp.Anonymous) and str(n.this).lower() in AGG_NAMES)
-        if is_agg and not isinstance(n.parent, exp.Window):
+        if (is_agg and not isinstance(n.parent, exp.Window)) or isinstance(n, exp.Grouping):
             return True
         stack.extend(n.iter_expressions())
     return False
@@ -78,6 +97,8 @@ class AggBinding:
         self.pre: list[Expr] = []  # projection under the Agg: group exprs, then agg inputs
         self.calls: list[AggCall] = []
         self.deferred: list[exp.Expression] = []
+        self.group_exprs: list[Expr] = []
+        self.sets: list[tuple[int, ...]] | None = None  # GROUPING SETS / ROLLUP / CUBE
 
     @classmethod
     def detect(
@@ -99,6 +120,10 @@ class AggBinding:
 
     # -- the agg hook ---------------------------------------------------------------------------
     def _on_agg(self, node: exp.Expression, eb: ExprBinder) -> Expr:
+        if isinstance(node, exp.Grouping):
+            inner = ExprBinder(self.qb.scope, params=self.qb.params, context="GROUPING")
+            args = [inner.bind(a) for a in node.expressions]
+            return GroupingRef(tuple(check_grouping_args(args, self.group_exprs, node)), INT)
         filt = None
         if isinstance(node, exp.Filter):
             filt = node.expression.this
@@ -205,25 +230,33 @@ class AggBinding:
         group_exprs = list(group_exprs or [])
         gb = ExprBinder(scope, params=qb.params, context="GROUP BY")
         group = self.node.args.get("group")
-        for g in group.expressions if group is not None and not explicit else []:
+
+        def bind_group_item(g: exp.Expression) -> Expr:
             if isinstance(g, exp.Literal) and not g.is_string:
                 k = int(str(g.this))
                 if not 1 <= k <= len(items):
                     raise GroupingError(
                         f"GROUP BY position {k} is not in select list", sqlstate="42P10", position=position(g)
                     )
-                e = bind_item(gb, items[k - 1][0])
-            elif (
+                return bind_item(gb, items[k - 1][0])
+            if (
                 isinstance(g, exp.Column)
                 and not g.table
                 and scope.find(None, g.name) is None
                 and g.name in names
             ):
-                e = bind_item(gb, items[names.index(g.name)][0])
-            else:
-                e = gb.bind(g)
+                return bind_item(gb, items[names.index(g.name)][0])
+            return gb.bind(g)
+
+        group_items = list(group.expressions) if group is not None and not explicit else []
+        if has_grouping_sets(group_items):
+            group_exprs, sets = expand_group_by(group_items, bind_group_item)
+            self.sets = order_sets(sets)
+        for g_node in [] if self.sets is not None else group_items:
+            e = bind_group_item(g_node)
             if e not in group_exprs:
                 group_exprs.append(e)
+        self.group_exprs = group_exprs
         for e in group_exprs:
             self._add_pre(e)
         windows = WindowBinding(qb, self.node, on_agg=self._on_agg)
@@ -264,13 +297,23 @@ class AggBinding:
         )
         out_fields = [Field(_group_name(e, scope, i), e.return_type) for i, e in enumerate(group_exprs)]
         out_fields += [Field(f"{c.kind}", c.return_type) for c in self.calls]
-        agg = Agg(Schema(tuple(out_fields)), pre_plan, list(range(g)), self.calls)
+        agg: PlanNode
+        flag: Expr | None = None
+        first_call = g
+        if self.sets is not None:  # the flag column follows the group columns
+            agg = plan_grouping_sets(pre_plan, g, self.sets, self.calls, out_fields)
+            out_fields.insert(g, agg.schema[g])
+            flag, first_call = InputRef(g, agg.schema[g].data_type), g + 1
+        else:
+            agg = Agg(Schema(tuple(out_fields)), pre_plan, list(range(g)), self.calls)
         mapping: dict[Any, Expr] = {e: InputRef(i, e.return_type) for i, e in enumerate(group_exprs)}
 
         def rewrite(e: Expr) -> Expr:
             def fn(x: Expr) -> Expr | None:
                 if isinstance(x, AggRef):
-                    return InputRef(g + x.slot, x.return_type)
+                    return InputRef(first_call + x.slot, x.return_type)
+                if isinstance(x, GroupingRef):
+                    return grouping_value(x.args, self.sets, flag)
                 if isinstance(x, DeferredSubquery):
                     return x
                 try:
@@ -326,7 +369,7 @@ def _check_grouped(e: Expr, mapping: dict[Any, Expr], scope: Scope) -> None:
                 return
         except TypeError:
             pass
-        if isinstance(x, AggRef | DeferredSubquery):
+        if isinstance(x, AggRef | DeferredSubquery | GroupingRef):
             return
         if isinstance(x, InputRef):
             c = scope.columns[x.index]

@@ -552,6 +552,14 @@ class ExprBinder:
     def _bind_star(self, node: exp.Star) -> Expr:
         raise SyntaxError_("* is not allowed here", position=position(node))
 
+    def _bind_grouping(self, node: exp.Grouping) -> Expr:
+        """GROUPING(a, ...): the grouping binder's hook reads it (binder/grouping_sets.py)."""
+        if self.on_agg is None:
+            raise GroupingError(
+                f"grouping operations are not allowed in {self.context}", position=position(node)
+            )
+        return self.on_agg(node, self)
+
     def _agg(self, node: exp.Expression) -> Expr:
         if self.on_agg is None:
             raise GroupingError(

@@ -32,6 +32,7 @@ from piestream.frontend.binder.column_names import output_name
 from piestream.frontend.binder.expr_binder import ExprBinder, position
 from piestream.frontend.binder.from_clause import bind_from
 from piestream.frontend.binder.jsonb_aggs import jsonb_aggs_as_array_aggs
+from piestream.frontend.binder.ordered_set_aggs import ordered_set_aggs_as_array_aggs
 from piestream.frontend.binder.scope import Scope, ScopeColumn
 from piestream.frontend.binder.subquery import SubqueryRewriter, quantified_as_in
 from piestream.frontend.binder.table_functions import apply_select_srfs
@@ -121,7 +122,7 @@ class QueryBinder:
 
     def _bind_query(self, node: exp.Expression) -> BoundQuery:
         if not self.checked:
-            node = jsonb_aggs_as_array_aggs(quantified_as_in(node))
+            node = ordered_set_aggs_as_array_aggs(jsonb_aggs_as_array_aggs(quantified_as_in(node)))
             check_supported(node)
             self.checked = True
         with_ = node.args.get("with_") or node.args.get("with")
