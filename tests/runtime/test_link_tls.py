@@ -12,9 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
+from piestream.common.chunk import StreamChunk
 from piestream.runtime.data_plane import DATA_PLANE_VERSION, LINK_HELLO, PeerMesh
+from piestream.runtime.exchange import encode_chunk
 from piestream.runtime.link_tls import LinkTls, new_link_tls, spark_wants_tls
 from piestream.runtime.wire import Channel, link, new_key
 
@@ -53,8 +57,10 @@ def test_links_are_tls_with_the_lease_certificate_and_carry_frames() -> None:
         quiet, other = socket.socketpair()
         for m in ms:
             m.begin(1)
-        ms[0].send(1, 0, {1: [((7, 1), b"C" + b"x" * 100)]}, [1])
-        assert ms[1].take(1, [(0, 0)], quiet) == [((7, 1), b"C" + b"x" * 100)]
+        chunk = StreamChunk(np.zeros(100, np.int8), [pa.array(np.arange(100, dtype=np.int64))])
+        payload = encode_chunk("fragment:5", 10, 0, chunk)
+        ms[0].send(1, 0, {1: [((7, 1), payload)]}, [1])
+        assert list(ms[1].pull(1, (7, 1), 10, (0, 0), quiet)) == [payload]
         quiet.close()
         other.close()
     finally:
