@@ -126,6 +126,13 @@ def test_errors_have_postgres_states_and_texts(conn: psycopg.Connection[Any]) ->
     assert _err(c, "ALTER TABLE er ALTER COLUMN a TYPE bigint").sqlstate == "0A000"
     assert _err(c, "ALTER TABLE er ADD COLUMN t TIMESTAMPTZ DEFAULT now()").sqlstate == "0A000"
     assert _err(c, "ALTER TABLE nope ADD COLUMN x INT").sqlstate == "42P01"
+    c.execute("CREATE TABLE er_gen (id BIGINT) WITH (connector = 'datagen', datagen.rows.per.second = '1')")
+    e = _err(c, "ALTER TABLE er_gen ADD COLUMN x INT")
+    assert e.sqlstate == "0A000"
+    assert str(e.diag.message_primary).startswith(
+        'ALTER TABLE ADD COLUMN on table "er_gen" with a connector (datagen) is not supported'
+    )
+    c.execute("DROP TABLE er_gen")
     # a refused ALTER changed nothing
     names = [
         r[0] for r in c.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'er'")

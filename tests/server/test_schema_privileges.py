@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from pgwire_helpers import error_fields
 from test_privileges import ROOT_PW, _server, connect, denied
 
 
@@ -166,3 +167,75 @@ def test_an_older_data_directory_keeps_create_on_public(tmp_path: Path) -> None:
     assert RoleCatalog(store).schema_privileges("public", 99999) == {"USAGE", "CREATE"}
     fresh = RoleCatalog(MetaStore(tmp_path / "new.db"))
     assert fresh.schema_privileges("public", 99999) == {"USAGE"}
+
+
+def _parse_describe(port: int, sql: str) -> tuple[str, str] | list[str]:
+    """Parse + Describe (statement) + Sync as carol: the columns described, or (SQLSTATE, message)."""
+    from piestream.server.pgwire.client import SimpleClient
+    from piestream.server.pgwire.protocol import cstr, int16
+
+    client = SimpleClient("127.0.0.1", port, "carol", "dev", "c-pw")
+    try:
+        ch = client.channel
+        ch.send(b"P", cstr("") + cstr(sql) + int16(0))
+        ch.send(b"D", b"S" + cstr(""))
+        ch.send(b"S")
+        ch.flush()
+        out: tuple[str, str] | list[str] = []
+        while True:
+            kind, r = ch.read_message()
+            if kind == b"E" and not out:
+                fields = error_fields(r.rest())
+                out = (fields["C"], fields["M"])
+            elif kind == b"T":
+                out = []
+                for _ in range(r.int16()):
+                    out.append(r.cstring())
+                    r.bytes_(18)
+            elif kind == b"Z":
+                return out
+    finally:
+        client.close()
+
+
+def test_columns_of_relations_a_role_may_not_name_or_use_stay_hidden(tmp_path: Path) -> None:
+    """Describe (extended protocol), DESCRIBE / SHOW CREATE / SHOW COLUMNS and
+    information_schema show no column of a relation in a schema without USAGE; information_schema
+    lists only relations the role owns or holds a privilege on (PostgreSQL's rule)."""
+    srv = _server(tmp_path)
+    try:
+        with connect(srv, "root", ROOT_PW) as root:
+            root.execute("CREATE USER carol PASSWORD 'c-pw'")
+            root.execute("CREATE SCHEMA vault")
+            root.execute("CREATE TABLE vault.secret (k INT PRIMARY KEY, ssn VARCHAR)")
+            root.execute("CREATE TABLE open_t (k INT, note VARCHAR)")
+        with connect(srv, "carol", "c-pw") as carol:
+            # Parse + Describe of the statement (the extended protocol, as PG's parse analysis)
+            assert _parse_describe(srv.port, "SELECT * FROM vault.secret") == (
+                "42501",
+                "permission denied for schema vault",
+            )
+            for sql in (
+                "DESCRIBE vault.secret",
+                "SHOW CREATE TABLE vault.secret",
+                "SHOW COLUMNS FROM vault.secret",
+            ):
+                assert denied(carol, sql) == "permission denied for schema vault"
+            info = (
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema IN ('public', 'vault')"
+            )
+            tables = (
+                "SELECT table_name FROM information_schema.tables WHERE table_schema IN ('public', 'vault')"
+            )
+            assert carol.execute(info).fetchall() == []  # no privilege on open_t either
+            assert carol.execute(tables).fetchall() == []
+            with connect(srv, "root", ROOT_PW) as root:
+                root.execute("GRANT SELECT ON open_t TO carol")
+                root.execute("GRANT DELETE ON vault.secret TO carol")  # no column privilege
+                assert len(root.execute(info).fetchall()) == 4  # a superuser sees all
+            assert sorted(carol.execute(info).fetchall()) == [("open_t", "k"), ("open_t", "note")]
+            assert sorted(carol.execute(tables).fetchall()) == [("open_t",), ("secret",)]
+            assert _parse_describe(srv.port, "SELECT * FROM open_t") == ["k", "note"]
+    finally:
+        srv.stop()

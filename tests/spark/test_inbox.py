@@ -217,3 +217,21 @@ def test_vacuum_keeps_replaced_objects_for_the_retention_time(tmp_path: Path) ->
         assert db.hummock.vacuum() == 0  # the default (300 s) keeps them
         assert db.hummock.vacuum(now=time.time() + 299) == 0
         assert db.hummock.vacuum(now=time.time() + 301) == len(replaced)
+
+
+def test_rows_written_for_the_columns_before_add_column_read_its_default(tmp_path: Path) -> None:
+    """A Spark write planned before ALTER TABLE ADD COLUMN (its manifest names the old columns)
+    and published after it: its rows read the added column's default, as an INSERT omitting it."""
+    path = tmp_path / "db"
+    with Database(path, config=SLOW) as db:
+        s = db.session()
+        s.execute("CREATE TABLE t (k int PRIMARY KEY, v varchar)")
+        rel = _relation(db, "t")  # what the Spark job planned with
+        s.execute("INSERT INTO t VALUES (100, 'before')")
+        s.execute("ALTER TABLE t ADD COLUMN w int DEFAULT 7")
+        s.execute("ALTER TABLE t ADD COLUMN x varchar")
+        _publish(path, rel, range(3), "w-old")
+        db.barriers.flush()
+        rows = s.execute("SELECT k, v, w, x FROM t ORDER BY k")[0].rows
+        assert rows == [(0, "v0", 7, None), (1, "v1", 7, None), (2, "v2", 7, None), (100, "before", 7, None)]
+        assert [k for k, _ in db.meta.scan(CONSUMED_NS)] == ["w-old"]

@@ -357,6 +357,7 @@ class Inbox:
 
     def _load(self, m: Manifest) -> tuple[int, list[StreamChunk]]:
         from piestream.common.chunk import Op, StreamChunk
+        from piestream.common.scalar import constant_array
         from piestream.frontend.catalog import RelationKind
 
         rel = self.catalog.get(m.table)
@@ -377,8 +378,12 @@ class Inbox:
                 raise InboxError(f"{part.path}: schema {table.schema} differs from {expected}")
             for batch in table.to_batches():
                 n = batch.num_rows
+                # a column the write omits (or one added by ALTER TABLE after the write was
+                # planned) holds its DEFAULT, else NULL, as an INSERT omitting it
                 cols = [
-                    batch.column(positions[c.name]) if c.name in positions else pa.nulls(n, c.data_type.arrow)
+                    batch.column(positions[c.name])
+                    if c.name in positions
+                    else constant_array(c.default, c.data_type, n)
                     for c in rel.columns
                 ]
                 if m.has_ops:

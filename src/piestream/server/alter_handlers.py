@@ -119,7 +119,13 @@ def add_column(s: Session, stmt: ast.AlterAddColumn, params: Sequence[Any] = ())
         if col.primary_key:
             raise FeatureNotSupported("ALTER TABLE ADD COLUMN ... PRIMARY KEY is not supported")
         if rel.properties.get("connector") or rel.source is not None:
-            raise FeatureNotSupported("ALTER TABLE ADD COLUMN on a table with a connector is not supported")
+            connector = rel.properties.get("connector") or "a shared source's"
+            raise FeatureNotSupported(
+                f'ALTER TABLE ADD COLUMN on table "{rel.name}" with a connector ({connector}) is not '
+                "supported: its running job decodes the connector's records into the columns it was "
+                "created with. Create a new table with the column, or use a source (ALTER SOURCE ... "
+                "ADD COLUMN: jobs created after it decode the column)"
+            )
         if rel.table is None or rel.job_id is None:
             raise FeatureNotSupported(f"ALTER TABLE ADD COLUMN on {rel.kind.value} {rel.name}")
         default = bind_default(col.default, col.type)

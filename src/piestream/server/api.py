@@ -34,7 +34,9 @@ import pyarrow as pa
 
 from piestream.common.errors import PiestreamError, client_error
 from piestream.common.types import DataType
+from piestream.server import remote
 from piestream.server.database import DEFAULT_DATA_DIR, Database, DatabaseConfig
+from piestream.server.remote import ServerAddress, is_url
 from piestream.server.results import QueryResult
 from piestream.server.subscriptions import ChangeBatch
 
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import SparkSession
 
+    from piestream.server.pgwire.client import SimpleClient
     from piestream.server.session import Session
 
 #: Rows a Result's repr shows (a notebook cell stays small).
@@ -52,14 +55,30 @@ _open: dict[Path, tuple[Database, int]] = {}  # data dir -> (database, connectio
 
 
 def connect(
-    data_dir: str | Path | None = None, spark: SparkSession | None = None, **config: Any
-) -> Connection:
-    """Open (or join) the database in `data_dir` (default ``./piestream-data``).
+    data_dir: str | Path | None = None,
+    spark: SparkSession | None = None,
+    *,
+    user: str | None = None,
+    password: str | None = None,
+    **config: Any,
+) -> Connection | RemoteConnection:
+    """Open (or join) the database in `data_dir` (default ``./piestream-data``), or log in to
+    a running server when `data_dir` is a URL (``postgresql://alice@host:4566/dev``).
+
+    Embedded (a data directory): this process owns the database and acts as its superuser;
+    nothing is privilege-checked. A server URL: a `RemoteConnection` of role `user` (or the
+    URL's), authenticated as any pgwire client, every statement checked by the server.
 
     `spark`: a SparkSession to run the streaming jobs on (default: piestream's local-mode
     session). `config`: `DatabaseConfig` fields, e.g. ``runner="local"``, ``barrier_interval=0.5``
     — they apply when this call opens the database, not when it joins an open one.
     """
+    if is_url(data_dir):
+        if spark is not None or config:
+            raise TypeError("spark and config apply to an embedded database, not to a server URL")
+        return RemoteConnection(ServerAddress.parse(str(data_dir), user, password))
+    if user is not None or password is not None:
+        raise TypeError("user and password are for a server URL (postgresql://host:port/dev)")
     fields = {f.name for f in dataclasses.fields(DatabaseConfig)}
     unknown = sorted(set(config) - fields)
     if unknown:
@@ -369,8 +388,98 @@ class Result:
         )
 
 
+class RemoteConnection:
+    """One session of a role on a running server (the `Connection` API without `function`,
+    `subscribe` and `spark`, which need the database in this process)."""
+
+    def __init__(self, address: ServerAddress) -> None:
+        self.address = address
+        self._client: SimpleClient | None = address.login("piestream python")
+
+    @property
+    def client(self) -> SimpleClient:
+        if self._client is None:
+            raise RuntimeError("the connection is closed")
+        return self._client
+
+    @property
+    def user(self) -> str:
+        return self.address.user
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run a SQL script on the server; one Result per statement (stops at the first error).
+        With `params` the script must be one statement (``$1`` ... bind them)."""
+        results = self.client.query(query, remote.param_texts(params))
+        return [Result(remote.typed_result(r)) for r in results]
+
+    def sql(self, query: str, params: Sequence[Any] = ()) -> Any:
+        """Run a SQL script and return the last statement's Result."""
+        results = self.execute(query, params)
+        return results[-1] if results else Result(QueryResult("EMPTY"))
+
+    def insert(self, table: str, data: pa.Table | pd.DataFrame | dict[str, Any]) -> int:
+        """Bulk-insert rows given as columns, as one binary ``COPY table (columns) FROM STDIN``
+        (INSERT on the table is checked by the server). Returns the row count."""
+        if isinstance(data, dict):
+            data = pa.table(data)
+        elif not isinstance(data, pa.Table):
+            data = pa.Table.from_pandas(data, preserve_index=False)
+        return remote.insert_arrow(self.client, table, data)
+
+    def flush(self) -> None:
+        """FLUSH on the server: every write so far is committed and visible."""
+        self.client.query("FLUSH")
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.client.in_transaction
+
+    def begin(self) -> None:
+        self.client.query("BEGIN")
+
+    def commit(self) -> None:
+        self.client.query("COMMIT")
+
+    def rollback(self) -> None:
+        self.client.query("ROLLBACK")
+
+    @contextmanager
+    def transaction(self) -> Iterator[RemoteConnection]:
+        """BEGIN ... COMMIT around the block (ROLLBACK if an exception leaves it)."""
+        self.begin()
+        try:
+            yield self
+        except BaseException:
+            if self.in_transaction:
+                self.rollback()
+            raise
+        if self.in_transaction:
+            self.commit()
+
+    def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            client.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._client is None
+
+    def __enter__(self) -> RemoteConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        a = self.address
+        state = "closed" if self.closed else "open"
+        return f"<piestream.RemoteConnection {a.user}@{a.host}:{a.port}/{a.database} ({state})>"
+
+
 def register_spark(spark: SparkSession) -> None:
-    """Make ``spark.read.format("piestream")`` / ``df.write.format("piestream")`` available."""
-    from piestream.connectors.spark import register
+    """Make ``spark.read.format("piestream")`` / ``df.write.format("piestream")`` available
+    (on a data directory, or through a server as a role with option ``url``)."""
+    from piestream.server.spark_source import register
 
     register(spark)

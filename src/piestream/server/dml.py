@@ -195,6 +195,19 @@ def _untyped(texts: list[str | None], target: DataType) -> pa.Array:
 BULK_CHUNK_ROWS = 1 << 18
 
 
+def cast_to_column(col: pa.ChunkedArray | pa.Array, t: DataType, name: str) -> pa.Array:
+    """`col` cast by Arrow to column `name`'s type `t` (42804 when Arrow cannot)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.type == t.arrow:
+        return arr
+    try:
+        return arr.cast(t.arrow)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise PiestreamError(
+            f'column "{name}" is of type {t} but the data is {arr.type}: {e}', sqlstate="42804"
+        ) from None
+
+
 def insert_arrow(s: Session, name: str, data: pa.Table) -> QueryResult:
     """Bulk INSERT of an Arrow table (the Python API's `Connection.insert`): columns are matched
     by name, cast to the column types by Arrow, missing columns are NULL; the rows go to the
@@ -208,16 +221,7 @@ def insert_arrow(s: Session, name: str, data: pa.Table) -> QueryResult:
     cols = []
     for c in rel.columns:
         if c.name in data.column_names:
-            arr = data.column(c.name).combine_chunks()
-            if arr.type != c.data_type.arrow:
-                try:
-                    arr = arr.cast(c.data_type.arrow)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                    raise PiestreamError(
-                        f'column "{c.name}" is of type {c.data_type} but the data is {arr.type}: {e}',
-                        sqlstate="42804",
-                    ) from None
-            cols.append(arr)
+            cols.append(cast_to_column(data.column(c.name), c.data_type, c.name))
         else:
             cols.append(omitted_column(c, n))
     _check_not_null_pk(rel, cols)

@@ -327,6 +327,24 @@ def check_statement(s: Session, stmt: ast.Statement) -> None:
                 require(s, of, "SELECT")
     elif isinstance(stmt, ast.Explain):
         check_statement(s, stmt.statement)
+    elif isinstance(stmt, ast.Describe | ast.ShowCreate):  # a relation's columns: its schema's USAGE
+        _lookup(s, stmt.name)
+    elif isinstance(stmt, ast.ShowObjects) and stmt.from_ is not None:
+        if stmt.kind in ("columns", "indexes"):
+            _lookup(s, stmt.from_)
+        else:  # SHOW TABLES FROM s
+            require_schema(s, stmt.from_, "USAGE")
+
+
+def check_names(s: Session, stmt: ast.Statement) -> None:
+    """What PostgreSQL checks at parse analysis, before a statement runs (extended protocol's
+    Parse and Describe): a qualified name needs USAGE on its schema, so describing a query's
+    result cannot show the columns of a relation the role may not even name (42501)."""
+    role = current_role(s)
+    if role is None or role.superuser:
+        return
+    if isinstance(stmt, ast.Query):
+        read_relations(s, stmt.query)
 
 
 # -- owners of what a statement created -------------------------------------------------------

@@ -112,6 +112,10 @@ class Options:
         table = options.get("table") or options.get("path")
         if not table:
             raise InvalidInput('the piestream data source needs option("table", <name>)')
+        if options.get("url"):  # reading the data dir instead would skip the server's checks
+            raise FeatureNotSupported(
+                "option url (a server) needs the data source that piestream.register_spark(spark) registers"
+            )
         data_dir = str(Path(options.get("data_dir") or DEFAULT_DATA_DIR).resolve())
         wait = (options.get("wait_ingested") or "auto").lower()
         if wait not in ("auto", "true", "false"):

@@ -74,6 +74,15 @@ class CatalogContext:
                 return r.name
         return self.user if not self.roles else f"unknown (OID={oid})"
 
+    def has_any(self, rel: Relation, privileges: frozenset[str]) -> bool:
+        """Whether the user owns `rel` or holds one of `privileges` on it (itself or through
+        PUBLIC): what information_schema shows a relation's rows for (a superuser: all)."""
+        me = next((r for r in self.roles if r.name == self.user), None)
+        if me is None or me.superuser or self.owners.get(rel.id, SUPERUSER_OID) == me.oid:
+            return True
+        grants = self.acls.get(rel.id, {})
+        return bool((grants.get(me.oid, frozenset()) | grants.get(0, frozenset())) & privileges)
+
     def visible(self, rel: Relation, rels: list[Relation]) -> bool:
         """PostgreSQL's pg_table_is_visible: `rel` is what its unqualified name resolves to."""
         for sch in self.search_path:
@@ -191,6 +200,10 @@ class CatalogRows:
                 continue  # sinks store no rows and have no columns to show
             oid = rel_oid(r)
             cols = r.visible_columns
+            # PostgreSQL's information_schema.columns: relations the user owns or may read or
+            # write a column of; .tables: any privilege (pg_class / pg_attribute show all)
+            column_rows = ctx.has_any(r, _COLUMN_PRIVILEGES)
+            table_rows = ctx.has_any(r, _ANY_PRIVILEGE)
             indexes = [
                 i
                 for i in self.rels
@@ -276,7 +289,7 @@ class CatalogRows:
                         "",
                     )
                 )
-                if kind != "i":
+                if kind != "i" and column_rows:
                     info_columns.append(
                         (
                             ctx.database,
@@ -443,10 +456,12 @@ class CatalogRows:
                 )
             if r.kind is RelationKind.TABLE:
                 out["pg_tables"].append((r.schema_name, r.name, user, None, int(has_index), 0, 0, 0))
-                info_tables.append(_info_table(ctx.database, r, "BASE TABLE", "YES"))
+                if table_rows:
+                    info_tables.append(_info_table(ctx.database, r, "BASE TABLE", "YES"))
             elif r.kind is RelationKind.SOURCE:
                 out["pg_foreign_table"].append((oid, FOREIGN_SERVER_OID, None))
-                info_tables.append(_info_table(ctx.database, r, "FOREIGN", "NO"))
+                if table_rows:
+                    info_tables.append(_info_table(ctx.database, r, "FOREIGN", "NO"))
             if r.kind in (RelationKind.VIEW, RelationKind.MATERIALIZED_VIEW):
                 # its _RETURN rule, and what the rule depends on: pg_dump orders its output by them
                 rule = rule_oid(r)
@@ -460,8 +475,9 @@ class CatalogRows:
                 )
             if r.kind is RelationKind.VIEW:
                 out["pg_views"].append((r.schema_name, r.name, user, query_part(r.definition)))
-                info_tables.append(_info_table(ctx.database, r, "VIEW", "NO"))
-                info_views.append((ctx.database, r.schema_name, r.name, query_part(r.definition)))
+                if table_rows:
+                    info_tables.append(_info_table(ctx.database, r, "VIEW", "NO"))
+                    info_views.append((ctx.database, r.schema_name, r.name, query_part(r.definition)))
             elif r.kind is RelationKind.MATERIALIZED_VIEW:
                 out["pg_matviews"].append(
                     (r.schema_name, r.name, user, None, int(has_index), 1, query_part(r.definition))
@@ -563,6 +579,8 @@ class CatalogRows:
 _PRIVILEGED_KINDS = frozenset(
     {RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW, RelationKind.VIEW, RelationKind.SOURCE}
 )
+_COLUMN_PRIVILEGES = frozenset({"SELECT", "INSERT", "UPDATE"})
+_ANY_PRIVILEGE = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"})
 _ACL_LETTERS = {
     "INSERT": "a", "SELECT": "r", "UPDATE": "w", "DELETE": "d", "TRUNCATE": "D", "USAGE": "U", "CREATE": "C",
 }  # fmt: skip

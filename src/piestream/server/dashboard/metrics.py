@@ -11,6 +11,7 @@ docs/grafana/piestream.json is a dashboard over them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from piestream.plan.fragment import StreamGraph
     from piestream.server.database import Database
     from piestream.server.pgwire.server import PgServer
+
+log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -79,6 +82,7 @@ class PiestreamCollector(Collector):
         yield from self._state(rels)
         yield from self._errors(rels)
         yield from self._backfill(rels)
+        yield from self._source_lag(rels)
         yield from self._pgwire()
 
     # -- barriers and epochs --------------------------------------------------------------------
@@ -272,6 +276,55 @@ class PiestreamCollector(Collector):
                 done.add_metric([b.relation], b.rows_done)
                 total.add_metric([b.relation], b.rows_total)
         yield from (done, total, ratio)
+
+    # -- source lag -----------------------------------------------------------------------------
+    def _source_lag(self, rels: list[Relation]) -> Iterator[Metric]:
+        """Kafka partitions as RisingWave exports them (the broker's high watermark and the last
+        message read: lag = high watermark - latest message id - 1), and CDC tables' lag behind
+        their upstream in bytes and seconds — what rw_source_splits / rw_cdc_sources show, asked
+        of the brokers and upstreams at scrape time."""
+        from piestream.server.cdc_handlers import cdc_status_rows
+        from piestream.server.system_tables import RwCatalog
+
+        labels = ["source_id", "source_name", "partition"]
+        high = GaugeMetricFamily(
+            "source_kafka_high_watermark", "a partition's end offset at the broker", labels=labels
+        )
+        latest = GaugeMetricFamily(
+            "source_latest_message_id",
+            "the offset of the last message committed from a partition",
+            labels=labels,
+        )
+        cdc_labels = ["table_name", "slot_name"]
+        lag_bytes = GaugeMetricFamily(
+            "source_cdc_lag_bytes",
+            "WAL / binlog bytes the upstream has beyond what is committed",
+            labels=cdc_labels,
+        )
+        lag_seconds = GaugeMetricFamily(
+            "source_cdc_lag_seconds",
+            "how far the last committed upstream transaction is behind now (0 when caught up)",
+            labels=cdc_labels,
+        )
+        job_ids = {r.job_id: r.id for r in rels if r.job_id is not None}
+        try:
+            splits = RwCatalog(self.db).rows("rw_source_splits")
+            cdc = cdc_status_rows(self.db)
+        except Exception:  # a scrape never fails for an upstream's sake; the views say why
+            log.warning("source lag not read for /metrics", exc_info=True)
+            splits, cdc = None, []
+        for job, _, source, connector, split, _, nxt, end, _ in splits[1] if splits else []:
+            if connector != "kafka" or nxt is None or end is None:
+                continue
+            lv = [str(job_ids.get(job, job)), source, split]
+            high.add_metric(lv, end)
+            latest.add_metric(lv, nxt - 1)
+        for table, _, slot, *_, nbytes, seconds, _, _ in cdc:
+            if nbytes is not None:
+                lag_bytes.add_metric([table, slot], nbytes)
+            if seconds is not None:
+                lag_seconds.add_metric([table, slot], seconds)
+        yield from (high, latest, lag_bytes, lag_seconds)
 
     # -- wire protocol --------------------------------------------------------------------------
     def _pgwire(self) -> Iterator[Metric]:

@@ -12,11 +12,21 @@ import hashlib
 import hmac
 import secrets
 import socket
+import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from piestream.common.errors import PiestreamError
 from piestream.server.pgwire.auth import md5_expected
-from piestream.server.pgwire.protocol import PROTOCOL_V3, Channel, MessageReader, cstr, int32
+from piestream.server.pgwire.protocol import (
+    PROTOCOL_V3,
+    SSL_REQUEST,
+    Channel,
+    MessageReader,
+    cstr,
+    int16,
+    int32,
+)
 
 
 @dataclass
@@ -27,6 +37,7 @@ class TextResult:
     rows: list[tuple[str | None, ...]] = field(default_factory=list)
     tag: str = ""
     notices: list[str] = field(default_factory=list)
+    copy_data: list[bytes] = field(default_factory=list)  # a COPY TO STDOUT's CopyData payloads
 
 
 def _error(r: MessageReader) -> PiestreamError:
@@ -57,17 +68,44 @@ class SimpleClient:
         database: str = "dev",
         password: str | None = None,
         timeout: float | None = 10.0,
+        application_name: str = "piestream sql",
+        sslmode: str = "prefer",
+        sslrootcert: str | None = None,
     ) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock: socket.socket = socket.create_connection((host, port), timeout=timeout)
+        if sslmode not in ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"):
+            raise PiestreamError(f'invalid sslmode value: "{sslmode}"', sqlstate="08P01")
+        if sslmode in ("prefer", "require", "verify-ca", "verify-full"):
+            self.sock = self._start_tls(host, sslmode, sslrootcert)
         self.sock.settimeout(None)
         self.channel = Channel(self.sock)
         self.user = user
         self.password = password
+        self.status = b"I"  # the last ReadyForQuery's transaction status
         body = int32(PROTOCOL_V3) + cstr("user") + cstr(user) + cstr("database") + cstr(database)
-        body += cstr("application_name") + cstr("piestream sql") + b"\0"
+        body += cstr("application_name") + cstr(application_name) + b"\0"
         self.channel.send_raw(int32(len(body) + 4) + body)
         self.channel.flush()
         self._authenticate()
+
+    def _start_tls(self, host: str, sslmode: str, rootcert: str | None) -> socket.socket:
+        """SSLRequest as libpq sends it: 'S' wraps the socket (checked against `rootcert` for
+        verify-*), 'N' is an error unless TLS was only preferred."""
+        self.sock.sendall(int32(8) + int32(SSL_REQUEST))
+        answer = self.sock.recv(1)
+        if answer != b"S":
+            if sslmode == "prefer":
+                return self.sock
+            self.sock.close()
+            raise PiestreamError("server does not support SSL, but SSL was required", sqlstate="08P01")
+        if sslmode.startswith("verify"):
+            ctx = ssl.create_default_context(cafile=rootcert)
+            ctx.check_hostname = sslmode == "verify-full"
+        else:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        return ctx.wrap_socket(self.sock, server_hostname=host)
 
     def _authenticate(self) -> None:
         ch = self.channel
@@ -77,6 +115,7 @@ class SimpleClient:
             if kind == b"E":
                 raise _error(r)
             if kind == b"Z":
+                self.status = r.byte()
                 return
             if kind != b"R":
                 continue
@@ -117,17 +156,34 @@ class SimpleClient:
         proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
         return f"{without_proof},p={base64.b64encode(proof).decode()}"
 
-    def query(self, sql: str) -> list[TextResult]:
-        """Run a script; raises the first error (statements before it have run)."""
-        self.channel.send(b"Q", cstr(sql))
-        self.channel.flush()
+    def query(
+        self, sql: str, params: Sequence[str | None] | None = None, copy_in: bytes = b""
+    ) -> list[TextResult]:
+        """Run a script; raises the first error (statements before it have run). With `params`
+        (text values, None = NULL) the one statement goes through the extended protocol, so
+        ``$1`` placeholders bind. `copy_in`: the CopyData messages a ``COPY ... FROM STDIN``
+        sends (ready-framed, e.g. `copy_binary.encode_messages`)."""
+        ch = self.channel
+        if params is None:
+            ch.send(b"Q", cstr(sql))
+        else:
+            values = b"".join(int32(-1) if v is None else int32(len(b := v.encode())) + b for v in params)
+            ch.send(b"P", cstr("") + cstr(sql) + int16(0))
+            ch.send(b"B", cstr("") + cstr("") + int16(0) + int16(len(params)) + values + int16(0))
+            ch.send(b"D", b"P" + cstr(""))
+            ch.send(b"E", cstr("") + int32(0))
+            ch.send(b"S")
+        ch.flush()
+        return self._results(copy_in)
+
+    def _results(self, copy_in: bytes) -> list[TextResult]:
         results: list[TextResult] = []
         current = TextResult()
         error: PiestreamError | None = None
         while True:
             kind, r = self.channel.read_message()
             if kind == b"T":
-                current = TextResult()
+                current = TextResult(notices=current.notices)
                 for _ in range(r.int16()):
                     name = r.cstring()
                     r.bytes_(6)
@@ -140,6 +196,12 @@ class SimpleClient:
                     n = r.int32()
                     values.append(None if n < 0 else r.bytes_(n).decode("utf-8", "replace"))
                 current.rows.append(tuple(values))
+            elif kind == b"d":
+                current.copy_data.append(r.rest())
+            elif kind == b"G":
+                self.channel.send_raw(copy_in)
+                self.channel.send(b"c")
+                self.channel.flush()
             elif kind == b"C":
                 current.tag = r.cstring()
                 results.append(current)
@@ -151,11 +213,17 @@ class SimpleClient:
             elif kind == b"I":
                 results.append(TextResult(tag=""))
             elif kind == b"Z":
+                self.status = r.byte()
                 break
         if error is not None:
             error.results = results  # type: ignore[attr-defined]
             raise error
         return results
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the last ReadyForQuery said a transaction block is open (or failed)."""
+        return self.status in (b"T", b"E")
 
     def close(self) -> None:
         try:

@@ -27,6 +27,7 @@ from piestream.server.pgwire.protocol import (
 )
 from piestream.server.pgwire.rows import describe_columns, send_rows
 from piestream.server.pgwire.statements import Prepared, max_parameter, prepare_one
+from piestream.server.privileges import check_names
 from piestream.server.query import bind as bind_query
 from piestream.server.results import QueryResult
 
@@ -114,7 +115,7 @@ class ExtendedQuery:
             try:
                 self._statement_columns(statement)
             except PiestreamError as e:
-                if e.sqlstate in ("42P01", "42703", "42883"):
+                if e.sqlstate in ("42P01", "42703", "42883", "42501"):
                     raise
         self.statements[name] = statement
         self.conn.channel.send(b"1")
@@ -198,6 +199,7 @@ class ExtendedQuery:
         assert self.conn.session is not None
         dummies = [Literal(None, t) if t is not None else None for t in statement.types]
         if isinstance(p.stmt, ast.Query):
+            check_names(self.conn.session, p.stmt)  # before its columns are bound
             bound = bind_query(self.conn.session, p.stmt.query, dummies)
             columns = list(zip(bound.names, bound.types, strict=True))
         elif isinstance(p.stmt, ast.Fetch):  # describing must not consume the cursor's rows
