@@ -143,6 +143,13 @@ TEMPORAL_JOIN = (
 #: A format-4 AsOf join (new in format 4, so no older plan holds one), the job of `ASOF_JOIN`.
 GOLDEN_ASOF_JOIN = GOLDEN.with_name("plan_format_v4_asof_join.json")
 ASOF_JOIN = "SELECT v.k, v.s, ao.b FROM v ASOF LEFT JOIN ao ON v.k = ao.a AND v.s >= ao.b"
+#: A format-4 EowcSort (new in format 4) under an EOWC over-window with a SESSION frame (its
+#: `WindowFrame.gap`, a format-4 field), the job of `EOWC_SESSION` planned with EMIT ON WINDOW CLOSE.
+GOLDEN_EOWC_SORT = GOLDEN.with_name("plan_format_v4_eowc_sort.json")
+EOWC_SESSION = (
+    "SELECT seq % 3 AS r, ts, first_value(ts) OVER (PARTITION BY seq % 3 ORDER BY ts "
+    "SESSION WITH GAP INTERVAL '2' SECOND) AS s0 FROM wgen"
+)
 GOLDEN_STATEMENTS = (
     "CREATE TABLE nopk (a INT, b VARCHAR)",
     "CREATE TABLE gent (seq BIGINT) WITH (connector = 'datagen', fields.seq.kind = 'sequence')",
@@ -280,6 +287,10 @@ def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
     frags = decode_fragments(json.dumps(asof))
     assert json.loads(encode_fragments(frags)) == asof
     kinds |= {n.kind for f in frags for n in f.root.walk()}
+    eowc = json.loads(GOLDEN_EOWC_SORT.read_text())
+    frags = decode_fragments(json.dumps(eowc))
+    assert json.loads(encode_fragments(frags)) == eowc
+    kinds |= {n.kind for f in frags for n in f.root.walk()}
     assert marked and kinds == set(NODE_KINDS)  # a new node kind needs a stored example here
 
 
@@ -333,6 +344,23 @@ def test_asof_join_golden_is_what_the_planner_writes(nexmark_db: Database) -> No
     assert decode_fragments(json.dumps(doc)) == frags
     joins = [n for f in frags for n in f.root.walk() if n.kind == "AsOfJoin"]
     assert len(joins) == 1 and joins[0].outer and joins[0].op == ">="
+
+
+def test_eowc_sort_golden_is_what_the_planner_writes(nexmark_db: Database) -> None:
+    """Regenerate `GOLDEN_EOWC_SORT` (PIESTREAM_WRITE_GOLDEN=1) only on purpose."""
+    frags = _planned(nexmark_db, EOWC_SESSION, emit_on_window_close=True).job.fragments
+    doc = json.loads(encode_fragments(frags))
+    if os.environ.get("PIESTREAM_WRITE_GOLDEN"):
+        GOLDEN_EOWC_SORT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert doc == json.loads(GOLDEN_EOWC_SORT.read_text())
+    assert decode_fragments(json.dumps(doc)) == frags
+    nodes = [n for f in frags for n in f.root.walk()]
+    sorts = [n for n in nodes if n.kind == "EowcSort"]
+    assert len(sorts) == 1 and sorts[0].append_only
+    frame = next(n for n in nodes if n.kind == "GeneralOverWindow").calls[0].frame
+    assert frame.mode == "session" and frame.gap is not None
+    # a frame without a gap leaves the field out: earlier format-4 documents read the same
+    assert '"gap"' not in encode_fragments(_planned(nexmark_db, EXTRA["frames"]).job.fragments)
 
 
 def test_what_cannot_be_read_is_refused() -> None:

@@ -22,7 +22,12 @@ from piestream.frontend.asof_join import plan_asof_join
 from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.catalog import Relation, RelationKind, WatermarkInfo
 from piestream.frontend.dynamic_filter_rule import DynamicFilterMatch, match_dynamic_filter
-from piestream.frontend.emit_on_window_close import check_emits_on_window_close, eowc_window_column
+from piestream.frontend.emit_on_window_close import (
+    check_over_window_order,
+    emits_final_rows,
+    eowc_sort_column,
+    eowc_window_column,
+)
 from piestream.frontend.logical import (
     Agg,
     AsOfJoin,
@@ -59,6 +64,7 @@ from piestream.plan.agg_call import AggCall as StreamAggCall
 from piestream.plan.backfill import BackfillNode, backfill_state_table
 from piestream.plan.dedup import build_dedup
 from piestream.plan.dynamic_filter import build_dynamic_filter
+from piestream.plan.eowc_sort import build_eowc_sort
 from piestream.plan.filter import FilterNode
 from piestream.plan.general_over_window import build_general_over_window
 from piestream.plan.hash_agg import hash_agg_node
@@ -101,9 +107,18 @@ class StreamPlanner(PlannerBase):
             self._repeated, self._planned = [], []
             self.shared = set()
             piece = self.plan(root)
-        if self.eowc:
-            check_emits_on_window_close(piece.node, piece.watermarks)
+        if self.eowc and not emits_final_rows(piece.node):
+            piece = self.eowc_sort(piece, eowc_sort_column(piece.watermarks, piece.width))
         return piece
+
+    def eowc_sort(self, p: Piece, col: int) -> Piece:
+        """An EowcSort over `p` by its watermarked column `col` (hash-distributed by the stream
+        key where `p` has no distribution, which is what a materialized view above wants)."""
+        if p.dist.kind not in ("hash", "single"):
+            p = self.require(p, Dist("hash", tuple(p.stream_key)) if p.stream_key else SINGLE)
+        keys = p.dist.keys if p.dist.kind == "hash" else ()
+        node = build_eowc_sort(p.node, col, p.watermarks[col], keys, table_id=self.next_table_id())
+        return Piece(node, p.dist, p.width, p.non_null, p.watermarks)
 
     def plan(self, node: PlanNode) -> Piece:
         rep = next((r for r in self._repeated if same_plan(r, node)), None)
@@ -417,6 +432,13 @@ class StreamPlanner(PlannerBase):
         p = self.plan(node.input)
         g = list(node.partition_by)
         p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
+        if self.eowc:  # RisingWave's EOWC over-window: computed over the final rows, in order
+            p = self.eowc_sort(p, check_over_window_order(node.order_by, p.watermarks))
+        elif any(c.frame is not None and c.frame.mode == "session" for c in node.calls):
+            raise FeatureNotSupported(
+                "Session frame is not yet supported in general streaming mode. "
+                "Please consider using Emit-On-Window-Close mode."
+            )
         w = len(p.schema)
         n_in = len(node.input.schema)
         ow = build_general_over_window(

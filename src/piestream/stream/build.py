@@ -15,6 +15,7 @@ from piestream.plan.asof_join import AsOfJoinNode
 from piestream.plan.backfill import BackfillNode
 from piestream.plan.dedup import DedupNode
 from piestream.plan.dynamic_filter import DynamicFilterNode
+from piestream.plan.eowc_sort import EowcSortNode
 from piestream.plan.filter import FilterNode
 from piestream.plan.general_over_window import GeneralOverWindowNode
 from piestream.plan.hash_agg import HashAggNode
@@ -40,6 +41,7 @@ from piestream.stream.executors.agg.hash_agg import HashAggExecutor
 from piestream.stream.executors.backfill import BackfillExecutor
 from piestream.stream.executors.dedup import AppendOnlyDedupExecutor
 from piestream.stream.executors.dynamic_filter import DynamicFilterExecutor
+from piestream.stream.executors.eowc_sort import EowcSortExecutor
 from piestream.stream.executors.filter import FilterExecutor
 from piestream.stream.executors.general_over_window import GeneralOverWindowExecutor
 from piestream.stream.executors.hop_window import HopWindowExecutor
@@ -98,6 +100,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     AsOfJoinNode: lambda n, ctx: AsOfJoinExecutor(ctx, n),
     TopNNode: _top_n,
     DedupNode: lambda n, ctx: AppendOnlyDedupExecutor(ctx, n),
+    EowcSortNode: lambda n, ctx: EowcSortExecutor(ctx, n),
     DynamicFilterNode: lambda n, ctx: DynamicFilterExecutor(ctx, n),
     TemporalJoinNode: lambda n, ctx: TemporalJoinExecutor(ctx, n),
     HopWindowNode: lambda n, ctx: HopWindowExecutor(ctx, n),
