@@ -24,6 +24,7 @@ from test_eowc_sql import _TUMBLE, duck_sql
 from test_watermark_sql import ALL, SOURCE, T0, Harness, Model, _rows
 
 from piestream.common.errors import PiestreamError
+from piestream.connectors.sinks import read_sink
 from piestream.plan.eowc_sort import EowcSortNode
 
 _SESSION = "PARTITION BY k ORDER BY ts SESSION WITH GAP INTERVAL '2' SECOND"
@@ -120,13 +121,19 @@ def _answers(model: Model) -> dict[str, Counter[tuple[object, ...]]]:
     return out
 
 
-def test_eowc_sort_views_equal_duckdb_over_final_rows_at_every_epoch(h: Harness) -> None:
+def test_eowc_sort_views_equal_duckdb_over_final_rows_at_every_epoch(h: Harness, tmp_path: Path) -> None:
     rng = random.Random(33)
     for name, (sql, _, _, append_only) in MVS.items():
         h.db.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql} EMIT ON WINDOW CLOSE")
         rel = h.db.catalog.get(name)
         assert rel is not None and rel.append_only == append_only, name
         assert any(isinstance(n, EowcSortNode) for n in h.plans(name)), name
+    # a sink of an EOWC query: append-only (no force needed), what the view holds
+    out = tmp_path / "sink"
+    h.db.execute(
+        f"CREATE SINK o_sink AS {MVS['o_rows'][0]} EMIT ON WINDOW CLOSE "
+        f"WITH (connector = 'parquet', path = '{out}', type = 'append-only')"
+    )
     model = Model()
     seen: dict[str, Counter[tuple[object, ...]]] = {}
     base = T0
@@ -146,6 +153,8 @@ def test_eowc_sort_views_equal_duckdb_over_final_rows_at_every_epoch(h: Harness)
             h.restart()
     assert model.late > 10
     assert all(sum(c.values()) > 2 for c in seen.values()), {n: sum(c.values()) for n, c in seen.items()}
+    sunk = read_sink(str(out)).to_pylist()
+    assert norm_rows([(r["k"], r["v"], r["ts"]) for r in sunk]) == seen["o_rows"]  # each row once
     sessions = {r[3] for r in seen["o_session"]}
     assert len(sessions) > 5 and any(r[5] > 1 for r in seen["o_session"])  # real sessions
 
@@ -166,7 +175,8 @@ def test_explain_shows_the_eowc_sort(h: Harness) -> None:
         r[0]
         for r in h.db.execute(f"EXPLAIN CREATE MATERIALIZED VIEW x AS {sql} EMIT ON WINDOW CLOSE")[0].rows
     ]
-    sort = [i for i, line in enumerate(lines) if "EowcSort { sort_column: ts, emit: rows below wm(table" in line]
+    marker = "EowcSort { sort_column: ts, emit: rows below wm(table"
+    sort = [i for i, line in enumerate(lines) if marker in line]
     over = [i for i, line in enumerate(lines) if "OverWindow" in line and "SESSION WITH GAP" in line]
     assert sort and over and over[0] < sort[0], lines  # the sort feeds the window
 

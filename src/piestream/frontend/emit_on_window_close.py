@@ -47,12 +47,13 @@ def eowc_window_column(group_key: Sequence[int], watermarks: Watermarks) -> int:
 
 def emits_final_rows(node: StreamNode) -> bool:
     """Whether `node` emits only final rows already: an EOWC HashAgg, or an OverWindow over an
-    EowcSort (EOWC over-window), under Projects, Filters and exchanges only."""
+    EowcSort (EOWC over-window), or an aggregation over one of those, under Projects, Filters and
+    exchanges only."""
     top = node
     while isinstance(top, ProjectNode | FilterNode | ExchangeMarker):
         top = top.input
-    if isinstance(top, HashAggNode) and top.emit_on_window_close:
-        return True
+    if isinstance(top, HashAggNode):  # an EOWC one, or one planned over final rows
+        return top.emit_on_window_close or emits_final_rows(top.input)
     return isinstance(top, GeneralOverWindowNode) and isinstance(top.input, EowcSortNode)
 
 

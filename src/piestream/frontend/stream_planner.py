@@ -330,7 +330,8 @@ class StreamPlanner(PlannerBase):
         g = list(node.group_key)
         # a watermarked group key goes first, so every state table's pk starts with it and the
         # watermark cleans them by Hummock table watermarks; a Project restores the order above
-        if self.eowc:
+        eowc = self.eowc and not (not any(k in p.watermarks for k in g) and emits_final_rows(p.node))
+        if eowc:
             closing = eowc_window_column(g, p.watermarks)
             first = g.index(closing)
         else:
@@ -338,7 +339,7 @@ class StreamPlanner(PlannerBase):
         perm = [first] + [j for j in range(len(g)) if j != first] if g else []
         g = [g[j] for j in perm]
         p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
-        if g and not node.calls and p.node.append_only and not self.eowc:
+        if g and not node.calls and p.node.append_only and not eowc:
             # DISTINCT / GROUP BY without aggregates over an append-only input: the first row of
             # a key stays the answer forever, so keep only the keys (no row counts), and the
             # output stays append-only for the operators above (reference §6.5)
@@ -370,7 +371,7 @@ class StreamPlanner(PlannerBase):
             self.next_table_id,
             output_names=names,
             watermark=wm,
-            emit_on_window_close=self.eowc,
+            emit_on_window_close=eowc,
         )
         # a single-actor input stays single (it needed no shuffle): claiming hash(g) would let a
         # join put this fragment of one actor next to a parallel one

@@ -231,3 +231,10 @@ class Piestream(Postgres):
             return core
 
     Parser = PiestreamParser
+
+    class Generator(Postgres.Generator):
+        def windowspec_sql(self, expression: exp.WindowSpec) -> str:
+            """RisingWave's session frame reads back as written (`_parse_window`)."""
+            if str(expression.args.get("kind") or "").upper() == "SESSION":
+                return f"SESSION WITH GAP {self.sql(expression, 'start')}"
+            return super().windowspec_sql(expression)
