@@ -33,6 +33,7 @@ from typing import ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
+from sqlglot.generators.postgres import PostgresGenerator
 from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import Token, TokenType
 
@@ -232,7 +233,7 @@ class Piestream(Postgres):
 
     Parser = PiestreamParser
 
-    class Generator(Postgres.Generator):
+    class Generator(PostgresGenerator):
         def windowspec_sql(self, expression: exp.WindowSpec) -> str:
             """RisingWave's session frame reads back as written (`_parse_window`)."""
             if str(expression.args.get("kind") or "").upper() == "SESSION":
