@@ -203,3 +203,47 @@ def test_refusals(h: Harness) -> None:
         assert err.value.sqlstate == "0A000", sql
         assert message in str(err.value), (sql, str(err.value))
         assert h.db.catalog.get("x") is None
+
+
+def test_batch_select_computes_session_frames(h: Harness) -> None:
+    """A SESSION frame in a plain SELECT (RisingWave: batch mode), over integer and timestamp
+    orders with NULLs and ties, equals DuckDB's sessions."""
+    rng = random.Random(7)
+    rows = [
+        (
+            rng.randint(0, 3),
+            rng.choice([None, *range(40)]),
+            rng.randint(-5, 5),
+            T0 + dt.timedelta(seconds=rng.randint(0, 60)),
+        )
+        for _ in range(150)
+    ]
+    values = ", ".join(
+        f"({k}, {'NULL::INT' if n is None else n}, {v}, TIMESTAMP '{ts.isoformat(sep=' ')}')"
+        for k, n, v, ts in rows
+    )
+    table = f"(VALUES {values}) AS b(k, n, v, ts)"  # a batch query of constants: no DML epochs
+    duck = duck_connect()
+    duck.execute("CREATE TABLE b (k INT, n INT, v INT, ts TIMESTAMP)")
+    duck.executemany("INSERT INTO b VALUES (?, ?, ?, ?)", rows)
+    for col, gap, duck_gap in (("n", "3", "3"), ("ts", "INTERVAL '4' SECOND", "INTERVAL '4 seconds'")):
+        got = h.query(
+            f"SELECT k, {col}, v, first_value({col}) OVER w, last_value({col}) OVER w, count(*) OVER w, "
+            f"sum(v) OVER w, min(v) OVER w, max(v) OVER w FROM {table} "
+            f"WINDOW w AS (PARTITION BY k ORDER BY {col} SESSION WITH GAP {gap})"
+        )
+        # a session starts at a partition's first row or >= gap after the previous value; the
+        # NULLs (last in ascending order) are one session
+        want = norm_rows(
+            duck.execute(
+                f"""WITH a AS (SELECT *, lag({col}) OVER (PARTITION BY k ORDER BY {col}) AS p,
+                    row_number() OVER (PARTITION BY k ORDER BY {col}) AS rn FROM b),
+                c AS (SELECT *, sum(CASE WHEN rn = 1 OR ({col} IS NULL) <> (p IS NULL)
+                    OR {col} >= p + {duck_gap} THEN 1 ELSE 0 END)
+                    OVER (PARTITION BY k ORDER BY {col} ROWS UNBOUNDED PRECEDING) AS sid FROM a)
+                SELECT k, {col}, v, min({col}) OVER s, max({col}) OVER s, count(*) OVER s, sum(v) OVER s,
+                    min(v) OVER s, max(v) OVER s FROM c WINDOW s AS (PARTITION BY k, sid)"""
+            ).fetchall()
+        )
+        assert got == want, f"{col}:\n{diff_text(got, want)}"
+        assert len({r[3] for r in got}) > 8
