@@ -1116,6 +1116,25 @@ def test_create_materialized_view_emit_on_window_close() -> None:
     assert err.position is not None
 
 
+def test_create_sink_emit_on_window_close_and_session_frames() -> None:
+    sql = "CREATE SINK k AS SELECT a FROM t EMIT ON WINDOW CLOSE WITH (connector = 'blackhole')"
+    stmt = parse_one(sql)
+    assert isinstance(stmt, ast.CreateSink) and stmt.emit_on_window_close
+    assert stmt.with_options == {"connector": "blackhole"} and stmt.text == sql
+    plain = parse_one("CREATE SINK k AS SELECT a FROM t WITH (connector = 'blackhole')")
+    assert isinstance(plain, ast.CreateSink) and not plain.emit_on_window_close
+    # RisingWave's SESSION frame: a WindowSpec of kind SESSION holding the gap
+    q = query_of(
+        "SELECT first_value(ts) OVER (PARTITION BY k ORDER BY ts SESSION WITH GAP INTERVAL '10' SECOND), "
+        "count(*) OVER w FROM t WINDOW w AS (ORDER BY ts SESSION WITH GAP 5)"
+    )
+    specs = [w.args.get("spec") for w in q.find_all(exp.Window)]
+    sessions = [sp for sp in specs if sp is not None]
+    assert [sp.args["kind"] for sp in sessions] == ["SESSION", "SESSION"]
+    assert isinstance(sessions[0].args["start"], exp.Interval) and sessions[1].args["start"].sql() == "5"
+    assert query_of(q.sql(dialect=Piestream)) == q  # regenerated text reads back the same
+
+
 def test_no_command_fallback_and_no_warnings(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG, logger="sqlglot"):
         for sql in ["EXPLAIN SELECT 1", "SHOW TABLES", "RESET ALL", "SELECT 1 FROM t WHERE a[1] = 2"]:

@@ -8,8 +8,11 @@ Frames (`WindowFrame`) are PostgreSQL's ROWS and RANGE frames: bounds UNBOUNDED 
 PRECEDING, CURRENT ROW, n FOLLOWING, UNBOUNDED FOLLOWING. A RANGE offset bound compares the single
 ORDER BY value with ``value -/+ offset`` (the binder builds those bound expressions, so integer,
 numeric, float, date and timestamp orders take PostgreSQL's offset types); rows whose ORDER BY
-value is NULL are peers only of each other, as in PostgreSQL. The default frame with ORDER BY is
-RANGE UNBOUNDED PRECEDING .. CURRENT ROW (peers included), without it the whole partition.
+value is NULL are peers only of each other, as in PostgreSQL. RisingWave's SESSION frame
+(``SESSION WITH GAP g``, one ascending ORDER BY value) is the row's session: a partition's rows
+split where a value is >= the previous row's value + g (RisingWave's rule), NULLs one session.
+The default frame with ORDER BY is RANGE UNBOUNDED PRECEDING .. CURRENT ROW (peers included),
+without it the whole partition.
 
 `evaluate` takes the rows of one or more whole partitions sorted in window order (`SortedRows`:
 partition starts, peer starts) and computes the calls for chosen target rows only, which is what
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -75,13 +78,17 @@ class WindowFrame:
     """ROWS or RANGE BETWEEN `start` AND `end`. A RANGE frame with offsets also holds the ORDER BY
     value in the bounds' type (`key`) and the ORDER BY direction."""
 
-    mode: str  # "rows" | "range"
+    mode: str  # "rows" | "range" | "session"
     start: FrameBound
     end: FrameBound
     key: Expr | None = None
     order: OrderType = ASC
+    #: a SESSION frame's ``key + gap``: a row whose key reaches the previous row's starts a session
+    gap: Expr | None = field(default=None, metadata={"since_format": 4})
 
     def __str__(self) -> str:
+        if self.mode == "session":
+            return f"SESSION WITH GAP {self.gap}"
         return f"{self.mode.upper()} BETWEEN {self.start} AND {self.end}"
 
     @property
@@ -124,7 +131,7 @@ class WindowFunctionCall:
             return self.offset, 0
         frame = self.frame or WHOLE_PARTITION
         s, e = frame.start, frame.end
-        if frame.mode == "range" and frame.has_offsets:
+        if frame.mode == "session" or (frame.mode == "range" and frame.has_offsets):
             return None, None
         # a row i's frame is [i - s_off, i + e_off]; it holds a changed row c iff c - e_off <= i <= c + s_off
         s_off = {UNBOUNDED_PRECEDING: None, PRECEDING: s.offset, CURRENT_ROW: 0, FOLLOWING: -s.offset}[s.kind]
@@ -255,6 +262,9 @@ def _take(arr: pa.Array, idx: np.ndarray, out: pa.DataType) -> pa.Array:
 def frame_bounds(frame: WindowFrame, rows: SortedRows, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First and last row of each target's frame (start > end: an empty frame)."""
     first, last = rows.part_first[t], rows.part_last[t]
+    if frame.mode == "session":
+        starts = session_starts(frame, rows)
+        return _first(starts, rows.pos)[t], _last(starts, rows.pos)[t]
     search = _RangeSearch(frame, rows, t) if frame.mode == "range" and frame.has_offsets else None
     bounds = []
     for b, is_start in ((frame.start, True), (frame.end, False)):
@@ -273,6 +283,24 @@ def frame_bounds(frame: WindowFrame, rows: SortedRows, t: np.ndarray) -> tuple[n
     start = np.maximum(bounds[0], first)
     end = np.minimum(bounds[1], last)
     return start, end
+
+
+def session_starts(frame: WindowFrame, rows: SortedRows) -> np.ndarray:
+    """Per row: whether it starts a session (a partition start, or a key >= the previous row's
+    key + gap; a NULL key starts one unless the previous key is NULL too)."""
+    assert frame.key is not None and frame.gap is not None
+    n = rows.n
+    starts = rows.part_start.copy()
+    if n <= 1:
+        return starts
+    key = _column(frame.key.eval(rows.chunk))
+    reach = _column(frame.gap.eval(rows.chunk)).cast(key.type)
+    far = pc.greater_equal(key.slice(1), reach.slice(0, n - 1))
+    valid = key.is_valid().to_numpy(zero_copy_only=False)
+    both_null = ~valid[1:] & ~valid[:-1]
+    apart = pc.fill_null(far, True).to_numpy(zero_copy_only=False).astype(np.bool_)
+    starts[1:] |= apart & ~both_null
+    return starts
 
 
 class _RangeSearch:

@@ -1,12 +1,12 @@
 """EMIT ON WINDOW CLOSE (RisingWave's emit mode) in the stream planner: which group key column
-closes an aggregation's windows, and whether a planned job emits only closed windows.
+closes an aggregation's windows, and which column an EowcSort buffers by.
 
 In an EOWC job every aggregation becomes an EOWC HashAgg (`HashAggNode.emit_on_window_close`):
 it emits a group's row once, when the group's watermarked key falls below the watermark's
-bound, and never retracts it. So the job's output is "the query over the closed windows" only
-if nothing above the top aggregation could change rows again: Projects, Filters and exchanges.
-Other shapes RisingWave supports (a sort buffer, EowcSort, above joins and plain scans; EOWC
-over-window and sinks) are refused with 0A000 by name. The error texts are RisingWave's.
+bound, and never retracts it. An OVER window gets an EowcSort below it (its input's final rows,
+in window order). A job whose top (under Projects, Filters and exchanges) is neither gets an
+EowcSort above it, as RisingWave does: a query without aggregation, a join above aggregations.
+The error texts are RisingWave's.
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from piestream.common.errors import FeatureNotSupported
+from piestream.common.order import OrderType
 from piestream.frontend.stream_piece import ExchangeMarker
 from piestream.frontend.watermark_derive import Watermarks
+from piestream.plan.eowc_sort import EowcSortNode
 from piestream.plan.filter import FilterNode
+from piestream.plan.general_over_window import GeneralOverWindowNode
 from piestream.plan.hash_agg import HashAggNode
 from piestream.plan.node import StreamNode
 from piestream.plan.project import ProjectNode
@@ -42,23 +45,38 @@ def eowc_window_column(group_key: Sequence[int], watermarks: Watermarks) -> int:
     return marked[0]
 
 
-def check_emits_on_window_close(node: StreamNode, watermarks: Watermarks) -> None:
-    """0A000 unless `node` is an EOWC HashAgg under Projects, Filters and exchanges only."""
+def emits_final_rows(node: StreamNode) -> bool:
+    """Whether `node` emits only final rows already: an EOWC HashAgg, or an OverWindow over an
+    EowcSort (EOWC over-window), or an aggregation over one of those, under Projects, Filters and
+    exchanges only."""
     top = node
     while isinstance(top, ProjectNode | FilterNode | ExchangeMarker):
         top = top.input
-    if isinstance(top, HashAggNode) and top.emit_on_window_close:
-        return
-    if not watermarks:
+    if isinstance(top, HashAggNode):  # an EOWC one, or one planned over final rows
+        return top.emit_on_window_close or emits_final_rows(top.input)
+    return isinstance(top, GeneralOverWindowNode) and isinstance(top.input, EowcSortNode)
+
+
+def eowc_sort_column(piece_watermarks: Watermarks, width: int) -> int:
+    """The column an EowcSort above a query buffers by: its first watermarked column (a visible
+    one if any), or RisingWave's error if the query has none."""
+    if not piece_watermarks:
         raise FeatureNotSupported(
             CANNOT_EXECUTE,
             hint="Try define a watermark column in the source, or avoid aggregation without GROUP BY",
         )
-    below = "the query has no aggregation"
-    if any(isinstance(n, HashAggNode) for n in top.walk()):
-        below = f"{top.kind} above the aggregation is not supported"
-    raise FeatureNotSupported(
-        f"{CANNOT_EXECUTE} piestream emits on window close only from an aggregation over a "
-        f"watermarked GROUP BY column at the top of the query ({below})",
-        hint="RisingWave's sort buffer (EowcSort) for other queries is not implemented.",
-    )
+    cols = sorted(piece_watermarks)
+    visible = [c for c in cols if c < width]
+    return (visible or cols)[0]
+
+
+def check_over_window_order(order_by: Sequence[tuple[int, OrderType]], watermarks: Watermarks) -> int:
+    """EOWC over-window: the single ORDER BY column must be watermarked and ascending (RisingWave's
+    rule), so rows leave the EowcSort in window order; returns that column."""
+    if len(order_by) != 1 or order_by[0][0] not in watermarks or order_by[0][1].descending:
+        raise FeatureNotSupported(
+            "Only support window functions order by single column and that column should be "
+            "watermark column in EMIT ON WINDOW CLOSE mode",
+            hint="piestream sorts an EOWC over-window's input by its ascending watermarked ORDER BY column",
+        )
+    return order_by[0][0]

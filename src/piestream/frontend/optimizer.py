@@ -416,7 +416,7 @@ def window_frame_exprs(c: WindowCall) -> list[Expr]:
     f = c.frame
     if f is None:
         return []
-    return [e for e in (f.key, f.start.value, f.end.value) if e is not None]
+    return [e for e in (f.key, f.start.value, f.end.value, f.gap) if e is not None]
 
 
 def remap_window_call(c: WindowCall, m: dict[int, int]) -> WindowCall:
@@ -427,6 +427,7 @@ def remap_window_call(c: WindowCall, m: dict[int, int]) -> WindowCall:
             key=remap_refs(frame.key, m),
             start=_remap_bound(frame.start, m),
             end=_remap_bound(frame.end, m),
+            gap=remap_refs(frame.gap, m) if frame.gap is not None else None,
         )
     return replace(
         c,

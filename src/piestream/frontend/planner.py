@@ -177,13 +177,14 @@ def plan_sink(
     key_names: Sequence[str] | None = None,
     distribute_by_key: bool = True,
     properties: dict[str, str] | None = None,
+    emit_on_window_close: bool = False,
 ) -> PlannedJob:
     """CREATE SINK: the query's change stream into a sink node built by `make_sink(input,
     column names, key)`. The key is `key_names` (visible columns) or the stream key; with
     `distribute_by_key` the rows are hash-distributed by it, so one key's changes of an epoch
     meet in one actor (what an upsert or changelog sink needs to keep them in order)."""
     plan = optimize(bound.plan, streaming=True)
-    planner = StreamPlanner(ids.next_table_id)
+    planner = StreamPlanner(ids.next_table_id, emit_on_window_close=emit_on_window_close)
     piece = planner.plan_job(plan)
     width = len(bound.names)
     names = _unique_names(

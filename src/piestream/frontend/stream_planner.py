@@ -22,7 +22,12 @@ from piestream.frontend.asof_join import plan_asof_join
 from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.catalog import Relation, RelationKind, WatermarkInfo
 from piestream.frontend.dynamic_filter_rule import DynamicFilterMatch, match_dynamic_filter
-from piestream.frontend.emit_on_window_close import check_emits_on_window_close, eowc_window_column
+from piestream.frontend.emit_on_window_close import (
+    check_over_window_order,
+    emits_final_rows,
+    eowc_sort_column,
+    eowc_window_column,
+)
 from piestream.frontend.logical import (
     Agg,
     AsOfJoin,
@@ -60,6 +65,7 @@ from piestream.plan.agg_call import AggCall as StreamAggCall
 from piestream.plan.backfill import BackfillNode, backfill_state_table
 from piestream.plan.dedup import build_dedup
 from piestream.plan.dynamic_filter import build_dynamic_filter
+from piestream.plan.eowc_sort import build_eowc_sort
 from piestream.plan.expand import ExpandNode
 from piestream.plan.filter import FilterNode
 from piestream.plan.general_over_window import build_general_over_window
@@ -103,9 +109,18 @@ class StreamPlanner(PlannerBase):
             self._repeated, self._planned = [], []
             self.shared = set()
             piece = self.plan(root)
-        if self.eowc:
-            check_emits_on_window_close(piece.node, piece.watermarks)
+        if self.eowc and not emits_final_rows(piece.node):
+            piece = self.eowc_sort(piece, eowc_sort_column(piece.watermarks, piece.width))
         return piece
+
+    def eowc_sort(self, p: Piece, col: int) -> Piece:
+        """An EowcSort over `p` by its watermarked column `col` (hash-distributed by the stream
+        key where `p` has no distribution, which is what a materialized view above wants)."""
+        if p.dist.kind not in ("hash", "single"):
+            p = self.require(p, Dist("hash", tuple(p.stream_key)) if p.stream_key else SINGLE)
+        keys = p.dist.keys if p.dist.kind == "hash" else ()
+        node = build_eowc_sort(p.node, col, p.watermarks[col], keys, table_id=self.next_table_id())
+        return Piece(node, p.dist, p.width, p.non_null, p.watermarks)
 
     def plan(self, node: PlanNode) -> Piece:
         rep = next((r for r in self._repeated if same_plan(r, node)), None)
@@ -317,7 +332,8 @@ class StreamPlanner(PlannerBase):
         g = list(node.group_key)
         # a watermarked group key goes first, so every state table's pk starts with it and the
         # watermark cleans them by Hummock table watermarks; a Project restores the order above
-        if self.eowc:
+        eowc = self.eowc and not (not any(k in p.watermarks for k in g) and emits_final_rows(p.node))
+        if eowc:
             closing = eowc_window_column(g, p.watermarks)
             first = g.index(closing)
         else:
@@ -325,7 +341,7 @@ class StreamPlanner(PlannerBase):
         perm = [first] + [j for j in range(len(g)) if j != first] if g else []
         g = [g[j] for j in perm]
         p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
-        if g and not node.calls and p.node.append_only and not self.eowc:
+        if g and not node.calls and p.node.append_only and not eowc:
             # DISTINCT / GROUP BY without aggregates over an append-only input: the first row of
             # a key stays the answer forever, so keep only the keys (no row counts), and the
             # output stays append-only for the operators above (reference §6.5)
@@ -357,7 +373,7 @@ class StreamPlanner(PlannerBase):
             self.next_table_id,
             output_names=names,
             watermark=wm,
-            emit_on_window_close=self.eowc,
+            emit_on_window_close=eowc,
         )
         # a single-actor input stays single (it needed no shuffle): claiming hash(g) would let a
         # join put this fragment of one actor next to a parallel one
@@ -445,6 +461,13 @@ class StreamPlanner(PlannerBase):
         p = self.plan(node.input)
         g = list(node.partition_by)
         p = self.require(p, Dist("hash", tuple(g)) if g else SINGLE)
+        if self.eowc:  # RisingWave's EOWC over-window: computed over the final rows, in order
+            p = self.eowc_sort(p, check_over_window_order(node.order_by, p.watermarks))
+        elif any(c.frame is not None and c.frame.mode == "session" for c in node.calls):
+            raise FeatureNotSupported(
+                "Session frame is not yet supported in general streaming mode. "
+                "Please consider using Emit-On-Window-Close mode."
+            )
         w = len(p.schema)
         n_in = len(node.input.schema)
         ow = build_general_over_window(

@@ -12,6 +12,7 @@ from piestream.plan import (  # noqa: F401 - every node kind registers itself on
     backfill,
     dedup,
     dynamic_filter,
+    eowc_sort,
     expand,
     filter,
     general_over_window,

@@ -18,7 +18,8 @@ from piestream.common.errors import InternalError
 from piestream.common.order import OrderType
 from piestream.common.schema import Schema
 from piestream.common.types import Field
-from piestream.expr.window import WindowFunctionCall
+from piestream.expr.window import CURRENT_ROW, PRECEDING, WindowFunctionCall
+from piestream.plan.eowc_sort import EowcSortNode
 from piestream.plan.node import StreamNode, node_kind
 from piestream.plan.over_window import over_window_stream_key
 from piestream.storage.table.desc import TableDesc
@@ -39,8 +40,8 @@ class GeneralOverWindowNode(StreamNode):
     state_table: TableDesc
 
     def __post_init__(self) -> None:
-        if self.append_only:
-            raise InternalError("OverWindow output is never append-only: window values move")
+        if self.append_only and not looks_back_over_final_rows(self.input, self.calls):
+            raise InternalError("OverWindow output is append-only only over an EowcSort, looking back")
         if len(self.state_table.columns) != len(self.schema):
             raise InternalError("OverWindow state holds the output rows")
 
@@ -53,6 +54,22 @@ class GeneralOverWindowNode(StreamNode):
         order = ", ".join(f"{names[c]} {o}" for c, o in self.order_by)
         calls = ", ".join(str(c) for c in self.calls)
         return f"OverWindow {{ calls: [{calls}], partition_by: [{part}], order_by: [{order}] }}"
+
+
+def looks_back_over_final_rows(input: StreamNode, calls: Sequence[WindowFunctionCall]) -> bool:
+    """Whether the output is append-only: over an EowcSort every partition grows only at its end
+    (a row arrives after every row ordered before it: its ORDER BY value is the watermarked one),
+    so when no call reaches the rows before a change, no value emitted changes again."""
+    return isinstance(input, EowcSortNode) and all(_looks_back(c) for c in calls)
+
+
+def _looks_back(call: WindowFunctionCall) -> bool:
+    """No row ordered before a change sees it (a RANGE frame ending at CURRENT ROW or before sees
+    only the change's peers, which arrive with it)."""
+    f = call.frame
+    if f is not None and f.mode == "range" and f.end.kind in (CURRENT_ROW, PRECEDING):
+        return True
+    return call.reach()[0] == 0
 
 
 def build_general_over_window(
@@ -78,7 +95,7 @@ def build_general_over_window(
     return GeneralOverWindowNode(
         schema=out,
         stream_key=over_window_stream_key(input.stream_key, partition_by),
-        append_only=False,
+        append_only=looks_back_over_final_rows(input, calls),
         input=input,
         partition_by=tuple(partition_by),
         order_by=tuple(order_by),

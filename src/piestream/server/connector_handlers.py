@@ -376,6 +376,7 @@ def _create_sink(
         key_names=key_names,
         distribute_by_key=connector != "blackhole" and sink_type != "append-only",
         properties=opts,
+        emit_on_window_close=stmt.emit_on_window_close,
     )
     node = made[0]
     if connector in LAKE_CONNECTORS:

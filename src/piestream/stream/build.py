@@ -15,6 +15,7 @@ from piestream.plan.asof_join import AsOfJoinNode
 from piestream.plan.backfill import BackfillNode
 from piestream.plan.dedup import DedupNode
 from piestream.plan.dynamic_filter import DynamicFilterNode
+from piestream.plan.eowc_sort import EowcSortNode
 from piestream.plan.expand import ExpandNode
 from piestream.plan.filter import FilterNode
 from piestream.plan.general_over_window import GeneralOverWindowNode
@@ -41,6 +42,7 @@ from piestream.stream.executors.agg.hash_agg import HashAggExecutor
 from piestream.stream.executors.backfill import BackfillExecutor
 from piestream.stream.executors.dedup import AppendOnlyDedupExecutor
 from piestream.stream.executors.dynamic_filter import DynamicFilterExecutor
+from piestream.stream.executors.eowc_sort import EowcSortExecutor
 from piestream.stream.executors.expand import ExpandExecutor
 from piestream.stream.executors.filter import FilterExecutor
 from piestream.stream.executors.general_over_window import GeneralOverWindowExecutor
@@ -100,6 +102,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     AsOfJoinNode: lambda n, ctx: AsOfJoinExecutor(ctx, n),
     TopNNode: _top_n,
     DedupNode: lambda n, ctx: AppendOnlyDedupExecutor(ctx, n),
+    EowcSortNode: lambda n, ctx: EowcSortExecutor(ctx, n),
     DynamicFilterNode: lambda n, ctx: DynamicFilterExecutor(ctx, n),
     TemporalJoinNode: lambda n, ctx: TemporalJoinExecutor(ctx, n),
     HopWindowNode: lambda n, ctx: HopWindowExecutor(ctx, n),

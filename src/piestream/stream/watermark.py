@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from piestream.common.order import ASC
 from piestream.common.scalar import Datum
+from piestream.common.types import DataType
+from piestream.encoding import memcomparable
 from piestream.plan.watermark import ColumnWatermark
 from piestream.storage.table.desc import TableDesc
 from piestream.storage.table.state_table import StateTable
@@ -61,3 +68,21 @@ def committed_watermarks(ctx: ActorContext, tables: list[TableDesc]) -> dict[int
 def column_bound(ctx: ActorContext, wm: ColumnWatermark) -> Datum:
     """The committed bound of a watermarked column (None while a filter has no watermark yet)."""
     return wm.bound(committed_watermarks(ctx, [s.table for s in wm.sources]))
+
+
+def cleaned_bound(ctx: ActorContext, table: StateTable, first_pk_type: DataType) -> Datum:
+    """The bound `table` was cleaned to by its committed table watermark (one key per vnode, all
+    equal: every actor cleans by the same bound), None before any: what an EOWC operator has
+    emitted up to."""
+    committed = ctx.storage.version.table_watermarks.get(table.desc.table_id)
+    ranges = table.vnodes.ranges()
+    key = None if committed is None or not ranges else committed.key_for_vnode(ranges[0][0])
+    if key is None:
+        return None
+    return memcomparable.decode_datum(key, 0, first_pk_type, ASC)[0]
+
+
+def below(col: pa.Array, bound: object) -> np.ndarray:
+    """Which values of a watermarked column are below `bound` (NULL never is: it sorts last)."""
+    less = pc.less(col, pa.scalar(bound, col.type))
+    return np.asarray(pc.fill_null(less, False).to_numpy(zero_copy_only=False), np.bool_)

@@ -351,6 +351,8 @@ class WindowBinding:
         mode = str(spec.args.get("kind") or "").lower()
         if mode == "groups":
             raise FeatureNotSupported("GROUPS frames are not supported", position=pos)
+        if mode == "session":
+            return _session_frame(spec.args["start"], order_idx, cols, pos)
         if mode not in ("rows", "range"):
             raise FeatureNotSupported(f"window frame {mode.upper()} is not supported", position=pos)
         start = _bound_parts(spec.args.get("start"), spec.args.get("start_side"))
@@ -381,6 +383,21 @@ class WindowBinding:
             for (k, _), v in zip((start, end), bounds_exprs, strict=True)
         ]
         return WindowFrame("range", fb[0], fb[1], key, order)
+
+
+def _session_frame(
+    gap: exp.Expression, order_idx: list[tuple[int, OrderType]], cols: list[Expr], pos: int | None
+) -> WindowFrame:
+    """RisingWave's ``SESSION WITH GAP gap``: one ascending ORDER BY column; the gap has RANGE's
+    offset type for it (an interval for timestamps, an integer for integers)."""
+    if len(order_idx) != 1:
+        raise WindowingError("SESSION frame requires exactly one ORDER BY column", position=pos)
+    key_col, order = order_idx[0]
+    if order.descending:
+        raise FeatureNotSupported("SESSION frame with a descending ORDER BY is not supported", position=pos)
+    key, (reach,) = _range_bounds(cols[key_col], [(FOLLOWING, gap)], order, pos)
+    whole = WHOLE_PARTITION
+    return WindowFrame("session", whole.start, whole.end, key, order, gap=reach)
 
 
 class _Columns:

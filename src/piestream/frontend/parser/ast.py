@@ -265,6 +265,8 @@ class CreateSink(Statement):
     sql_text: str | None = None
     into_table: str | None = None
     format_encode: FormatEncode | None = None
+    #: ``AS query EMIT ON WINDOW CLOSE``: the query planned in EOWC mode, as for an MV
+    emit_on_window_close: bool = False
 
 
 @dataclass(frozen=True)

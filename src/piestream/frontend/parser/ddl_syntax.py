@@ -306,9 +306,10 @@ class DdlParser(FunctionParser, RoleParser):
         if self._match(TokenType.FROM):
             from_relation = self._parse_object_name()
         elif self._match(TokenType.ALIAS):
-            query, text = self._parse_query_with_text()
+            query, text = self._parse_query_with_text(emit_allowed=True)
         else:
             self._fail("Expecting FROM or AS")
+        eowc = query is not None and self._match_text_seq("EMIT", "ON", "WINDOW", "CLOSE")
         clauses = self._parse_clauses(table=False)
         return ast.CreateSink(
             name=name,
@@ -319,6 +320,7 @@ class DdlParser(FunctionParser, RoleParser):
             sql_text=text,
             into_table=into,
             format_encode=clauses.format_encode,
+            emit_on_window_close=bool(eowc),
         )
 
     def _parse_create_subscription(self) -> ast.CreateSubscription:

@@ -19,6 +19,8 @@ What differs from sqlglot's Postgres dialect, and why:
   JSONPath (``j -> 'a.b'`` a path of two keys, ``j -> '1'`` an index), which is not PostgreSQL's
   jsonb operator: its operand is one key (text) or one array index (integer). And ``->`` is never
   a lambda arrow: ``count(x -> 'k')`` is jsonb access in a function argument.
+- Window specs take RisingWave's session frame, ``OVER (PARTITION BY ... ORDER BY t SESSION WITH
+  GAP <expr>)``, as a `exp.WindowSpec` of kind ``SESSION`` with the gap as its start.
 - Functions whose sqlglot builders rewrite their arguments (TO_CHAR's format string becomes
   strftime, GENERATE_SERIES' step an interval, DIV a cast, ARRAY_PREPEND's arguments swap, ...)
   parse as plain `exp.Anonymous` calls with PostgreSQL's name and arguments as written.
@@ -31,6 +33,7 @@ from typing import ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
+from sqlglot.generators.postgres import PostgresGenerator
 from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import Token, TokenType
 
@@ -147,6 +150,23 @@ class PiestreamParser(DdlParser, DmlParser, UtilityParser, ParserBase):
         ),
     }
 
+    _session_gap: exp.Expr | None = None
+
+    def _parse_partition_and_order(self) -> tuple[list[exp.Expr], exp.Expr | None]:
+        """... then RisingWave's ``SESSION WITH GAP <expr>``, kept for `_parse_window`."""
+        out = super()._parse_partition_and_order()
+        if self._match_text_seq("SESSION", "WITH", "GAP"):
+            self._session_gap = self._parse_bitwise()
+        return out
+
+    def _parse_window(self, this: exp.Expr | None, alias: bool = False) -> exp.Expr | None:
+        outer, self._session_gap = self._session_gap, None
+        window = super()._parse_window(this, alias)
+        gap, self._session_gap = self._session_gap, outer
+        if gap is not None and isinstance(window, exp.Window):
+            window.set("spec", exp.WindowSpec(kind="SESSION", start=gap))
+        return window
+
     def parse_tokens(self, tokens: list[Token], sql: str) -> ast.Statement:
         """Parse the tokens of exactly one statement (no ``;``) taken from `sql`."""
         self.reset()
@@ -212,3 +232,10 @@ class Piestream(Postgres):
             return core
 
     Parser = PiestreamParser
+
+    class Generator(PostgresGenerator):
+        def windowspec_sql(self, expression: exp.WindowSpec) -> str:
+            """RisingWave's session frame reads back as written (`_parse_window`)."""
+            if str(expression.args.get("kind") or "").upper() == "SESSION":
+                return f"SESSION WITH GAP {self.sql(expression, 'start')}"
+            return super().windowspec_sql(expression)

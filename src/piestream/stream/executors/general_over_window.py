@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.common.chunk import DataChunk, Op, StreamChunk
+from piestream.common.errors import InternalError
 from piestream.common.order import ASC as _ASC
 from piestream.encoding.memcomparable import encode_columns_arrow
 from piestream.expr.window import RANKING, SortedRows, evaluate, starts_of
@@ -37,7 +38,7 @@ from piestream.stream.message import Barrier
 
 class GeneralOverWindowExecutor(Executor):
     def __init__(self, ctx: ActorContext, node: GeneralOverWindowNode) -> None:
-        super().__init__(ctx, node.schema, node.stream_key, False)
+        super().__init__(ctx, node.schema, node.stream_key, node.append_only)
         self.state = self.table(node.state_table)
         self.desc = node.state_table
         self.n_in = len(node.input.schema)
@@ -66,6 +67,8 @@ class GeneralOverWindowExecutor(Executor):
         out = self._apply() if self.pending else None
         self.pending = []
         if out is not None and out.capacity:
+            if self.append_only and (out.ops != Op.INSERT).any():  # over an EowcSort, looking back
+                raise InternalError("an append-only OverWindow changed a value it emitted")
             self.state.write_chunk(out)
         self.commit_state(barrier)
         if out is None or not out.capacity:

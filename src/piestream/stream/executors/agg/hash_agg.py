@@ -23,7 +23,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from piestream.common.chunk import DataChunk, StreamChunk, filter_mask
 from piestream.common.errors import NumericOutOfRange, StateConsistencyError
@@ -51,7 +50,7 @@ from piestream.stream.executors.agg.states import (
     make_call_state,
 )
 from piestream.stream.message import Barrier
-from piestream.stream.watermark import column_bound
+from piestream.stream.watermark import below, cleaned_bound, column_bound
 
 _ROW_COUNT = DeltaSpec(pa.int64(), "sum")
 #: The barrier's changes go downstream in chunks of this many rows (or the configured chunk size
@@ -164,7 +163,7 @@ class HashAggExecutor(Executor):
         bound = self._emitted_bound() if c.capacity else None
         if bound is None:
             return c
-        closed = _below(c.columns[self.group_key[0]], bound)
+        closed = below(c.columns[self.group_key[0]], bound)
         if not closed.any():
             return c
         self.ctx.count("eowc_closed_window_rows", int(closed.sum()))
@@ -193,7 +192,7 @@ class HashAggExecutor(Executor):
         parts: list[DataChunk] = []
         for chunk in self.value_table.iter_chunks_with_prefix():
             data = chunk.compact()
-            closed = _below(data.columns[0], bound)
+            closed = below(data.columns[0], bound)
             if not closed.any():
                 continue
             mask = pa.array(closed)
@@ -213,14 +212,8 @@ class HashAggExecutor(Executor):
         return StreamChunk.inserts(closed_rows).split(max(self.ctx.config.chunk_size, EMIT_CHUNK_ROWS))
 
     def _emitted_bound(self) -> Datum:
-        """The bound the windows were emitted up to: the value table's committed table
-        watermark (one key per vnode, all equal: every actor cleans by the same bound)."""
-        committed = self.ctx.storage.version.table_watermarks.get(self.value_table.desc.table_id)
-        ranges = self.value_table.vnodes.ranges()
-        key = None if committed is None or not ranges else committed.key_for_vnode(ranges[0][0])
-        if key is None:
-            return None
-        return memcomparable.decode_datum(key, 0, self.group_types[0], ASC)[0]
+        """The bound the windows were emitted up to: the value table's cleaned bound."""
+        return cleaned_bound(self.ctx, self.value_table, self.group_types[0])
 
     @staticmethod
     def _call_output(st: CallState, state: list[pa.Array]) -> pa.Array:
@@ -403,9 +396,3 @@ class _FilterMasks:
         m = filter_mask(self.ctx.eval(expr, self.chunk.data, "HashAgg"))
         self._done.append((expr, m))
         return m
-
-
-def _below(col: pa.Array, bound: object) -> np.ndarray:
-    """Which values of a watermarked column are below `bound` (NULL never is: it sorts last)."""
-    less = pc.less(col, pa.scalar(bound, col.type))
-    return np.asarray(pc.fill_null(less, False).to_numpy(zero_copy_only=False), np.bool_)
