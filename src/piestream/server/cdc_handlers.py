@@ -13,11 +13,12 @@ DROP SOURCE drops the slots piestream made.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
 from piestream.common.errors import FeatureNotSupported, PiestreamError, UndefinedTable
 from piestream.connectors.cdc import mysql, postgres
@@ -95,7 +96,25 @@ def drop_cdc_slots(dropped: Iterable[Relation]) -> None:
             log.warning("DROP %s: could not drop its replication slot: %s", rel.name, e.message)
 
 
-def cdc_status_rows(db: Database) -> list[tuple[Any, ...]]:
+class CdcStatusRow(NamedTuple):
+    """One row of ``rw_catalog.rw_cdc_sources`` (the fields are the view's columns, in order:
+    the view, the dashboard and ``/metrics`` read them by name)."""
+
+    table_name: str
+    upstream_table: str
+    slot_name: str
+    phase: str  # "starting" (no offset committed yet) | "snapshot" | "stream"
+    rows_copied: int
+    committed_lsn: str | None
+    confirmed_lsn: str | None
+    lag_bytes: int | None
+    lag_seconds: float | None
+    last_error: str | None
+    last_error_at: dt.datetime | None
+    rows_per_second: float | None
+
+
+def cdc_status_rows(db: Database) -> list[CdcStatusRow]:
     """``rw_catalog.rw_cdc_sources``: per CDC table its upstream, slot, phase and rows copied,
     the committed position (state) and what the upstream has (confirmed, lag), the last error."""
     rows = []
@@ -108,19 +127,19 @@ def cdc_status_rows(db: Database) -> list[tuple[Any, ...]]:
         last = max(errors, key=lambda e: e.last_seen) if errors else None
         st = cdc_connector(opts).status(opts, rel.name, off)
         rows.append(
-            (
-                rel.name,
-                st.upstream_table,
-                st.slot_name,
-                off.phase if off is not None else "starting",
-                off.snapshot_rows if off is not None else 0,
-                st.committed,
-                st.confirmed,
-                st.lag_bytes,
-                st.lag_seconds,
-                last.message if last is not None else None,
-                last.last_seen if last is not None else None,
-                _rows_per_second(db, rel.job_id),
+            CdcStatusRow(
+                table_name=rel.name,
+                upstream_table=st.upstream_table,
+                slot_name=st.slot_name,
+                phase=off.phase if off is not None else "starting",
+                rows_copied=off.snapshot_rows if off is not None else 0,
+                committed_lsn=st.committed,
+                confirmed_lsn=st.confirmed,
+                lag_bytes=st.lag_bytes,
+                lag_seconds=st.lag_seconds,
+                last_error=last.message if last is not None else None,
+                last_error_at=last.last_seen if last is not None else None,
+                rows_per_second=_rows_per_second(db, rel.job_id),
             )
         )
     return rows

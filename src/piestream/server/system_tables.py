@@ -162,7 +162,8 @@ class RwCatalog:
     def _cdc_sources(self) -> tuple[Schema, list[tuple[Any, ...]]]:
         from piestream.server.cdc_handlers import cdc_status_rows
 
-        return CDC_SOURCES, cdc_status_rows(self.db)
+        rows: list[tuple[Any, ...]] = list(cdc_status_rows(self.db))  # named rows, the view's columns
+        return CDC_SOURCES, rows
 
     def _job_relations(self) -> dict[int, Relation]:
         rels = self.db.catalog.snapshot().relations()

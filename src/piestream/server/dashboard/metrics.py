@@ -284,7 +284,7 @@ class PiestreamCollector(Collector):
         their upstream in bytes and seconds — what rw_source_splits / rw_cdc_sources show, asked
         of the brokers and upstreams at scrape time."""
         from piestream.server.cdc_handlers import cdc_status_rows
-        from piestream.server.system_tables import CDC_SOURCES, RwCatalog
+        from piestream.server.system_tables import RwCatalog
 
         labels = ["source_id", "source_name", "partition"]
         high = GaugeMetricFamily(
@@ -319,14 +319,11 @@ class PiestreamCollector(Collector):
             lv = [str(job_ids.get(job, job)), source, split]
             high.add_metric(lv, end)
             latest.add_metric(lv, nxt - 1)
-        cols = {f.name: i for i, f in enumerate(CDC_SOURCES.fields)}  # by name: the view grows
         for row in cdc:
-            table, slot = row[cols["table_name"]], row[cols["slot_name"]]
-            nbytes, seconds = row[cols["lag_bytes"]], row[cols["lag_seconds"]]
-            if nbytes is not None:
-                lag_bytes.add_metric([table, slot], nbytes)
-            if seconds is not None:
-                lag_seconds.add_metric([table, slot], seconds)
+            if row.lag_bytes is not None:
+                lag_bytes.add_metric([row.table_name, row.slot_name], row.lag_bytes)
+            if row.lag_seconds is not None:
+                lag_seconds.add_metric([row.table_name, row.slot_name], row.lag_seconds)
         yield from (high, latest, lag_bytes, lag_seconds)
 
     # -- wire protocol --------------------------------------------------------------------------

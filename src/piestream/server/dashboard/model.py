@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from piestream.frontend.catalog import FunctionCatalog, Relation
 from piestream.plan.backfill import BackfillNode
 from piestream.plan.fragment import Fragment
 from piestream.plan.node import ExchangeNode
-from piestream.server.cdc_handlers import cdc_status_rows
+from piestream.server.cdc_handlers import CdcStatusRow, cdc_status_rows
 
 if TYPE_CHECKING:
     from piestream.meta.barrier_manager import EpochStats
@@ -75,7 +75,7 @@ class Overview:
     committed_epoch: int = 0
     table_names: dict[int, str] = field(default_factory=dict)
     #: per CDC table its ``rw_catalog.rw_cdc_sources`` row
-    cdc: list[tuple[Any, ...]] = field(default_factory=list)
+    cdc: list[CdcStatusRow] = field(default_factory=list)
 
 
 def state_sizes(db: Database) -> tuple[dict[int, int], dict[int, int]]:

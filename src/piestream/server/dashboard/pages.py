@@ -125,15 +125,17 @@ def _cdc(o: Overview) -> str:
     def num(v: Any, fmt: str) -> str:
         return "" if v is None else format(v, fmt)
 
-    rows = []
-    for name, upstream, slot, phase, copied, committed, _confirmed, lag_b, lag_s, err, err_at, rate in o.cdc:
-        rows.append(
-            f"<tr><td>{escape(name)}</td><td>{escape(upstream)}</td><td>{escape(slot)}</td>"
-            f"<td>{escape(phase)}</td><td class='num'>{copied:,}</td><td>{escape(committed or '')}</td>"
-            f"<td class='num'>{'' if lag_b is None else format_bytes(lag_b)}</td>"
-            f"<td class='num'>{num(lag_s, '.1f')}</td><td class='num'>{num(rate, ',.1f')}</td>"
-            f"<td class='error'>{escape(err or '')}</td><td>{escape(str(err_at or '')[:19])}</td></tr>"
-        )
+    rows = [
+        f"<tr><td>{escape(c.table_name)}</td><td>{escape(c.upstream_table)}</td>"
+        f"<td>{escape(c.slot_name)}</td><td>{escape(c.phase)}</td>"
+        f"<td class='num'>{c.rows_copied:,}</td><td>{escape(c.committed_lsn or '')}</td>"
+        f"<td class='num'>{'' if c.lag_bytes is None else format_bytes(c.lag_bytes)}</td>"
+        f"<td class='num'>{num(c.lag_seconds, '.1f')}</td>"
+        f"<td class='num'>{num(c.rows_per_second, ',.1f')}</td>"
+        f"<td class='error'>{escape(c.last_error or '')}</td>"
+        f"<td>{escape(str(c.last_error_at or '')[:19])}</td></tr>"
+        for c in o.cdc
+    ]
     headers = ["table", "upstream", "slot", "phase", "rows copied", "committed position", "lag"]
     headers += ["lag (s)", "rows/s", "last error", "at"]
     return _listing("cdc-sources", headers, rows, "No CDC tables.")
