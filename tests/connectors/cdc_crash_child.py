@@ -3,17 +3,34 @@ per-epoch budget, so the snapshot takes many epochs) and an MV over it, and SIGK
 state shows the snapshot partly copied ("snapshot") or the stream reached ("stream").
 
     python cdc_crash_child.py DATA_DIR "WITH OPTIONS" snapshot|stream
+
+The tests start it with `run_until_killed`.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def run_until_killed(data: Path, with_options: str, kill_when: str) -> str:
+    """Run this script on `data` until it SIGKILLs itself at `kill_when`; its output."""
+    proc = subprocess.run(
+        [sys.executable, __file__, str(data), with_options, kill_when],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    assert f"killing in {kill_when}" in proc.stdout, proc.stdout
+    return proc.stdout
 
 
 def main() -> None:

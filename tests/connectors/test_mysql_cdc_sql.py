@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import signal
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from cdc_crash_child import run_until_killed
 from mysql_server import MariaDbServer
 from nexmark_sql import wait_until
 
@@ -21,7 +19,6 @@ from piestream.common.errors import PiestreamError
 from piestream.server.database import Database, DatabaseConfig
 
 CFG = DatabaseConfig(runner="local", barrier_interval=0.05, background_compaction=False)
-CHILD = Path(__file__).parent / "cdc_crash_child.py"
 
 
 def _norm(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
@@ -204,18 +201,6 @@ def test_create_errors_leave_nothing_behind(mariadb: MariaDbServer, tmp_path: Pa
         db.close()
 
 
-def _run_child(data: Path, my: MariaDbServer, table: str, kill_when: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, str(CHILD), str(data), my.with_options(table_name=table), kill_when],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
-    return proc.stdout
-
-
 @pytest.mark.parametrize("kill_when", ["snapshot", "stream"])
 def test_kill_9_resumes_exactly(mariadb: MariaDbServer, tmp_path: Path, kill_when: str) -> None:
     my = mariadb
@@ -223,8 +208,7 @@ def test_kill_9_resumes_exactly(mariadb: MariaDbServer, tmp_path: Path, kill_whe
     my.sql(f"CREATE TABLE {table} (id int PRIMARY KEY, cust int, amount decimal(12,2), note text)")
     my.sql(f"INSERT INTO {table} SELECT seq, seq % 5, seq, concat('o', seq) FROM seq_1_to_3000")
     data = tmp_path / "db"
-    out = _run_child(data, my, table, kill_when)
-    assert f"killing in {kill_when}" in out, out
+    run_until_killed(data, my.with_options(table_name=table), kill_when)
     _random_dml(my, random.Random(3), table, 60)  # while piestream is down
     db = Database(data, config=CFG)
     try:

@@ -13,12 +13,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 
+from piestream.common.chunk import Op
 from piestream.common.epoch import EpochPair
 from piestream.common.errors import PiestreamError
 from piestream.connectors.cdc.offset import CdcOffset
@@ -109,8 +110,15 @@ class CdcReader:
         """Errors meaning the upstream is (momentarily) unreachable: retried after a back-off."""
         return (UpstreamUnavailable,)
 
+    def splits(self) -> list[str]:
+        """One split: the followed table (RisingWave's CDC source has one split too)."""
+        return [self.qualified]
+
     def reset(self) -> None:
         """Forget this process's connections after a lost one."""
+
+    def end_snapshot(self) -> None:
+        """Close this process's snapshot transaction (the copy is complete)."""
 
     def start(self) -> CdcOffset:
         """The first read: the consistent snapshot and where the stream starts."""
@@ -139,6 +147,26 @@ class CdcReader:
         health.failures = 0
         health.rows += result.consumed
         return result
+
+    def chunk_result(
+        self,
+        off: CdcOffset,
+        batches: list[pa.RecordBatch],
+        n: int,
+        budget: int,
+        last_key: Callable[[], tuple[str, ...]],
+        errors: list[tuple[str, str]] | None = None,
+    ) -> ReadResult:
+        """A snapshot chunk's result: `n` rows copied (inserts) after `off`'s cursor. A chunk
+        shorter than the budget ends the copy (the stream starts at the snapshot's position,
+        which `off` keeps); else the cursor moves to the chunk's last key (`last_key()`, text)."""
+        if n < budget:
+            self.end_snapshot()
+            new = replace(off, phase="stream", cursor=None, snapshot_rows=off.snapshot_rows + n)
+        else:
+            new = replace(off, cursor=last_key(), snapshot_rows=off.snapshot_rows + n)
+        ops = [np.full(n, Op.INSERT, np.int8)] if n else []
+        return ReadResult(batches, new.to_json(), n, ops=ops, errors=errors or [])
 
     def _failed(self, health: Health, e: BaseException) -> None:
         health.failures += 1
@@ -178,6 +206,46 @@ class CdcConnector:
     status: Callable[[Mapping[str, str], str, CdcOffset | None], CdcStatus]
     #: the upstream's estimate of the table's rows (the snapshot's progress), None if unknown
     estimate_rows: Callable[[Mapping[str, str], str], int | None]
+
+
+class Changes:
+    """One stream read's changes of the followed table, what both change logs keep alike: the
+    budget (upstream changes taken, `used`; a key change is one change but two ops), the changes
+    of the current transaction already applied (`applied`: a transaction larger than a budget
+    spans reads), the ops in log order and the upstream TRUNCATEs among them. A connector's
+    subclass feeds it its log and says where the log stands (`position`) and how its rows
+    become columns (`batch`)."""
+
+    def __init__(self, off: CdcOffset, budget: int) -> None:
+        self.off = off
+        self.budget = budget
+        self.applied = off.applied
+        self.commit_ts = off.commit_ts_us
+        self.ops: list[int] = []
+        self.truncates: list[int] = []  # upstream TRUNCATEs, as positions among the ops
+        self.used = 0
+
+    def truncate(self) -> None:
+        """An upstream TRUNCATE of the table here in the log: every row goes."""
+        self.truncates.append(len(self.ops))
+        self.used += 1
+
+    def position(self) -> CdcOffset:
+        """The offset after the changes taken."""
+        raise NotImplementedError
+
+    def batch(self, errors: list[tuple[str, str]]) -> pa.RecordBatch:
+        """The rows of `ops`, converted column-wise (a value that does not fit: `errors`)."""
+        raise NotImplementedError
+
+    def result(self) -> ReadResult:
+        off = self.position().to_json()
+        if not self.used:
+            return ReadResult([], off, 0)
+        errors: list[tuple[str, str]] = []
+        batch = self.batch(errors) if self.ops else None
+        ops = np.asarray(self.ops, np.int8)
+        return changes_result(batch, ops, self.truncates, off, self.used, errors)
 
 
 def changes_result(

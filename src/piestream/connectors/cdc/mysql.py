@@ -52,9 +52,9 @@ from piestream.connectors.cdc.common import (
     CdcError,
     CdcReader,
     CdcStatus,
+    Changes,
     Snapshots,
     UpstreamUnavailable,
-    changes_result,
     lag_seconds,
 )
 from piestream.connectors.cdc.offset import CdcOffset
@@ -501,9 +501,6 @@ class MySqlCdcReader(CdcReader):
     _up: list[UpstreamTable] = field(default_factory=list, compare=False)
     connector = "mysql-cdc"
 
-    def splits(self) -> list[str]:
-        return [self.cfg.qualified]
-
     @property
     def key(self) -> str:
         return self.cfg.key
@@ -516,6 +513,9 @@ class MySqlCdcReader(CdcReader):
         return (UpstreamUnavailable,)
 
     def reset(self) -> None:
+        _SNAPSHOTS.drop(self.cfg.key)
+
+    def end_snapshot(self) -> None:
         _SNAPSHOTS.drop(self.cfg.key)
 
     def _columns(self, cur: Any | None = None) -> list[_Column]:
@@ -595,15 +595,12 @@ class MySqlCdcReader(CdcReader):
         if n:
             cols = list(zip(*rows, strict=True))  # the rows transposed to columns (in C)
             batches.append(_batch(columns, cols, errors))
-        if n < budget:  # the copy is complete: stream from the snapshot's position
-            _SNAPSHOTS.drop(self.cfg.key)
-            new = replace(off, phase="stream", cursor=None, snapshot_rows=off.snapshot_rows + n)
-        else:
-            names = [c.name for c in columns]
-            last = tuple(_cursor_text(rows[-1][names.index(k)]) for k in pk)
-            new = replace(off, cursor=last, snapshot_rows=off.snapshot_rows + n)
-        ops = [np.full(n, Op.INSERT, np.int8)] if n else []
-        return ReadResult(batches, new.to_json(), n, ops=ops, errors=errors)
+        names = [c.name for c in columns]
+
+        def last() -> tuple[str, ...]:
+            return tuple(_cursor_text(rows[-1][names.index(k)]) for k in pk)
+
+        return self.chunk_result(off, batches, n, budget, last, errors)
 
     # -- stream ---------------------------------------------------------------------------------
 
@@ -650,26 +647,20 @@ def _cursor_text(v: Any) -> str:
 _TRUNCATE = re.compile(r"^\s*TRUNCATE\s+(?:TABLE\s+)?(?:`?(?P<db>[^`.\s]+)`?\.)?`?(?P<t>[^`\s;]+)`?", re.I)
 
 
-class _Changes:
-    """One read's changes of the followed table: skips what the offset says is applied, stops
-    after `budget` changes, and converts the rows column-wise at the end."""
+class _Changes(Changes):
+    """One read's changes of the followed table from binlog events: skips what the offset says
+    is applied, stops after `budget` changes, and converts the rows column-wise at the end."""
 
     def __init__(self, reader: MySqlCdcReader, off: CdcOffset, budget: int) -> None:
+        super().__init__(off, budget)
         self.reader = reader
-        self.off = off
-        self.budget = budget
         self.file = off.file
         self.pos = off.lsn
-        self.applied = off.applied
-        self.commit_ts = off.commit_ts_us
         self.rows: list[dict[str, Any]] = []
-        self.ops: list[int] = []
         self._in_group = False
         self._began = False
         self._seen = 0
         self._checked = False
-        self.truncates: list[int] = []  # upstream TRUNCATEs, as positions among the changes
-        self.used = 0  # upstream changes taken (the budget's unit; a key change is two ops)
 
     def feed(self, stream: Any) -> None:
         from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
@@ -691,8 +682,7 @@ class _Changes:
                             return  # the next read starts before it
                         # a statement of its own (an implicit commit): the position moves past
                         # it with `_end`, so a read from before it sees it, one from after never
-                        self.truncates.append(len(self.ops))
-                        self.used += 1
+                        self.truncate()
                     self._end(stream, ev)
             elif isinstance(ev, XidEvent):
                 self._end(stream, ev)
@@ -760,21 +750,15 @@ class _Changes:
             )
         self._checked = True
 
-    def result(self) -> ReadResult:
-        off = CdcOffset(
+    def position(self) -> CdcOffset:
+        return CdcOffset(
             "stream", self.pos, None, self.applied, self.off.snapshot_rows, self.commit_ts, self.file
         )
-        n = len(self.ops)
-        if not self.used:
-            return ReadResult([], off.to_json(), 0)
-        errors: list[tuple[str, str]] = []
-        batch = None
-        if n:
-            columns = self.reader._columns()
-            cols = [[r[c.name] for r in self.rows] for c in columns]  # one pass per column
-            batch = _batch(columns, cols, errors)
-        ops = np.asarray(self.ops, np.int8)
-        return changes_result(batch, ops, self.truncates, off.to_json(), self.used, errors)
+
+    def batch(self, errors: list[tuple[str, str]]) -> pa.RecordBatch:
+        columns = self.reader._columns()
+        cols = [[r[c.name] for r in self.rows] for c in columns]  # one pass per column
+        return _batch(columns, cols, errors)
 
 
 def mysql_cdc_connector(spec: SourceSpec) -> tuple[SourceReader, SourceLimits]:

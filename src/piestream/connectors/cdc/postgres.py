@@ -36,7 +36,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -50,10 +49,10 @@ from piestream.connectors.cdc.common import (
     CdcError,
     CdcReader,
     CdcStatus,
+    Changes,
     Health,
     Snapshots,
     UpstreamUnavailable,
-    changes_result,
     lag_seconds,
 )
 from piestream.connectors.cdc.offset import CdcOffset, lsn_text, parse_lsn
@@ -320,9 +319,6 @@ class PgCdcReader(CdcReader):
     _pk: list[tuple[str, ...]] = field(default_factory=list, compare=False)
     connector = "postgres-cdc"
 
-    def splits(self) -> list[str]:
-        return [self.cfg.qualified]
-
     @property
     def key(self) -> str:
         return self.cfg.slot
@@ -339,6 +335,9 @@ class PgCdcReader(CdcReader):
     def reset(self) -> None:
         _SNAPSHOTS.drop(self.cfg.slot)
         _drop_sql_conn(self.cfg)
+
+    def end_snapshot(self) -> None:
+        _SNAPSHOTS.drop(self.cfg.slot)
 
     # -- snapshot -------------------------------------------------------------------------------
 
@@ -407,13 +406,11 @@ class PgCdcReader(CdcReader):
         n = text.num_rows
         cols = [po.to_arrow(text.column(i).combine_chunks(), t) for i, (_, t) in enumerate(self.columns)]
         batches = [pa.RecordBatch.from_arrays(cols, names=names)] if n else []
-        if n < budget:  # the copy is complete: stream from the slot's start
-            _SNAPSHOTS.drop(self.cfg.slot)
-            new = CdcOffset("stream", off.lsn, None, 0, off.snapshot_rows + n)
-        else:
-            last = tuple(str(text.column(names.index(k))[n - 1].as_py()) for k in pk)
-            new = CdcOffset("snapshot", off.lsn, last, 0, off.snapshot_rows + n)
-        return ReadResult(batches, new.to_json(), n, ops=[np.full(n, Op.INSERT, np.int8)] if n else [])
+
+        def last() -> tuple[str, ...]:
+            return tuple(str(text.column(names.index(k))[n - 1].as_py()) for k in pk)
+
+        return self.chunk_result(off, batches, n, budget, last)
 
     # -- stream ---------------------------------------------------------------------------------
 
@@ -504,20 +501,16 @@ class PgCdcReader(CdcReader):
         HEALTH.setdefault(self.cfg.slot, Health()).confirmed_lsn = off.lsn
 
 
-class _Changes:
-    """One read's changes of the followed table: skips what the offset says is applied, stops
-    after `budget` changes, and converts the rows column-wise at the end."""
+class _Changes(Changes):
+    """One read's changes of the followed table from pgoutput messages: skips what the offset
+    says is applied, stops after `budget` changes, and converts the rows column-wise at the end."""
 
     def __init__(self, reader: PgCdcReader, off: CdcOffset, budget: int) -> None:
+        super().__init__(off, budget)
         self.reader = reader
         self.names = [n for n, _ in reader.columns]
-        self.off = off
-        self.budget = budget
         self.rows = po.RowBuffer(len(self.names))
-        self.ops: list[int] = []
         self.lsn = off.lsn
-        self.applied = off.applied  # changes of the current transaction applied (earlier or now)
-        self.commit_ts = off.commit_ts_us
         self.full = False
         self._oid: int | None = None
         self._map: list[int] = []  # upstream column index per piestream column
@@ -525,8 +518,6 @@ class _Changes:
         self._skip = True
         self._seen = 0  # changes of the current transaction so far
         self._last: dict[tuple[object, ...], list[str | None]] = {}  # rows by key in this read
-        self.truncates: list[int] = []  # upstream TRUNCATEs, as positions among the changes
-        self.used = 0  # upstream changes taken (the budget's unit; a key change is two ops)
 
     def feed(self, messages: Iterator[po.Message]) -> None:
         for m in messages:  # per message: the log is a sequence
@@ -560,9 +551,8 @@ class _Changes:
                 if self.used >= self.budget:
                     self.full = True
                     return
-                self.truncates.append(len(self.ops))  # every row goes, here in the sequence
+                self.truncate()  # every row goes, here in the sequence
                 self._last.clear()
-                self.used += 1
                 self.applied = self._seen
 
     def _relation(self, m: po.Relation) -> None:
@@ -617,18 +607,13 @@ class _Changes:
                 self._emit(Op.DELETE, [None if v is po.UNCHANGED else v for v in old])
         self._emit(Op.INSERT, new)
 
-    def result(self) -> ReadResult:
-        n = len(self.ops)
-        off = CdcOffset("stream", self.lsn, None, self.applied, self.off.snapshot_rows, self.commit_ts)
-        if not self.used:
-            return ReadResult([], off.to_json(), 0)
-        batch = None
-        if n:
-            types = [t for _, t in self.reader.columns]
-            cols = [po.to_arrow(c, t) for c, t in zip(self.rows.columns, types, strict=True)]
-            batch = pa.RecordBatch.from_arrays(cols, names=self.names)
-        ops = np.asarray(self.ops, np.int8)
-        return changes_result(batch, ops, self.truncates, off.to_json(), self.used)
+    def position(self) -> CdcOffset:
+        return CdcOffset("stream", self.lsn, None, self.applied, self.off.snapshot_rows, self.commit_ts)
+
+    def batch(self, errors: list[tuple[str, str]]) -> pa.RecordBatch:
+        types = [t for _, t in self.reader.columns]
+        cols = [po.to_arrow(c, t) for c, t in zip(self.rows.columns, types, strict=True)]
+        return pa.RecordBatch.from_arrays(cols, names=self.names)
 
 
 def _csv_columns(data: bytes, names: list[str]) -> pa.Table:
