@@ -1,9 +1,11 @@
 """postgres-cdc snapshot: a PostgreSQL 15 table of `--rows` rows (started here, as the tests do)
 copied into a piestream CDC table with an MV over it; prints the copy's rows/s (CREATE to the MV
 holding every row), and the time of the upstream COPY alone as the anchor. Then `--changes`
-upstream changes streamed, with the time until the MV equals PostgreSQL's own answer.
+upstream changes streamed, with the time until the MV equals PostgreSQL's own answer. Then
+`--rate` changes/s sustained for `--seconds` (transactions every 50 ms), with the MV's freshness
+(upstream commit to the MV showing it) at p50 / p90, in seconds and in barrier intervals.
 
-    .venv/bin/python bench/bench_cdc.py [--rows 2000000] [--changes 20000]
+    .venv/bin/python bench/bench_cdc.py [--rows 2000000] [--changes 20000] [--rate 20000]
 
 Local runner (in-process), parallelism 1 (a CDC table is one split). Wall-clock figures on a
 shared machine: the load average is printed.
@@ -15,6 +17,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,6 +40,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--changes", type=int, default=20_000)
     ap.add_argument("--chunk", type=int, default=200_000, help="rows per epoch (max.rows.per.epoch)")
+    ap.add_argument("--rate", type=int, default=20_000, help="sustained upstream changes per second")
+    ap.add_argument("--seconds", type=float, default=10.0, help="how long the sustained stream runs")
     args = ap.parse_args()
     pg = start_server()
     try:
@@ -92,8 +97,67 @@ def main() -> None:
                     time.sleep(0.1)
                 dt = time.perf_counter() - t0
                 print(f"stream: {n} updates applied in {dt:.1f}s = {n / dt:,.0f} changes/s (one transaction)")
+                _freshness(db, pg, args.rate, args.seconds, min(args.rows, 1_000_000), cfg.barrier_interval)
     finally:
         pg.destroy()
+
+
+def _freshness(db: Database, pg: PgServer, rate: int, seconds: float, rows: int, interval: float) -> None:
+    """`rate` upstream changes per second for `seconds`: every 50 ms one transaction updates
+    rate/20 rows and stamps row 1 with its sequence number; a tiny MV over row 1 shows which
+    transaction the MV has reached. Freshness of transaction i: the first time the MV shows
+    i or later, minus i's commit time (polled every 10 ms)."""
+    db.execute("CREATE MATERIALIZED VIEW marker AS SELECT cust FROM orders WHERE id = 1")
+    per_txn = max(1, rate // 20)
+    committed: dict[int, float] = {}
+    stop = threading.Event()
+
+    def write() -> None:
+        with psycopg.connect(pg.dsn(), autocommit=True) as c:
+            i, lo = 0, 2
+            start = time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                i += 1
+                hi = lo + per_txn
+                if hi > rows:
+                    lo, hi = 2, 2 + per_txn
+                with c.transaction():
+                    c.execute(f"UPDATE orders SET amount = amount + 1 WHERE id >= {lo} AND id < {hi}")
+                    c.execute(f"UPDATE orders SET cust = {-i} WHERE id = 1")
+                committed[i] = time.perf_counter()
+                lo = hi
+                time.sleep(max(0.0, start + i * 0.05 - time.perf_counter()))
+        stop.set()
+
+    seen: dict[int, float] = {}
+    t0 = time.perf_counter()
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    last = 0
+    while not stop.is_set() or last < max(committed, default=0):
+        rows_ = db.execute("SELECT cust FROM marker")[0].rows
+        now = time.perf_counter()
+        v = -int(rows_[0][0]) if rows_ and rows_[0][0] is not None and rows_[0][0] < 0 else 0
+        for j in range(last + 1, v + 1):
+            seen[j] = now
+        last = max(last, v)
+        if now - t0 > seconds + 120:
+            break
+        time.sleep(0.01)
+    writer.join()
+    lags = sorted(seen[i] - committed[i] for i in seen if i in committed)
+    wall = max(committed.values()) - t0 if committed else 0.0
+    up_rate = len(committed) * per_txn / wall if wall else 0.0
+    if not lags:
+        print("sustained stream: the MV showed no transaction")
+        return
+    p50, p90 = lags[len(lags) // 2], lags[int(len(lags) * 0.9)]
+    print(
+        f"sustained stream: {len(committed)} transactions of {per_txn} changes, upstream at "
+        f"{up_rate:,.0f} changes/s (asked {rate:,}); MV freshness p50 {p50:.2f}s = "
+        f"{p50 / interval:.1f} barrier intervals, p90 {p90:.2f}s = {p90 / interval:.1f} "
+        f"(load {os.getloadavg()[0]:.1f})"
+    )
 
 
 def _reader_alone(pg: PgServer, rows: int, chunk: int, changes: int) -> None:
