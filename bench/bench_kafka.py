@@ -7,12 +7,17 @@ the tests do); producing the topic is not timed. Wall and process CPU seconds (t
 in its own process, piestream and the client share this one).
 
     .venv/bin/python bench/bench_kafka.py [--messages 4000000] [--partitions 4] [--parallelism 2]
+        [--runner local|spark]
+
+With ``--runner spark`` (local[2]) the actors run in Spark's Python workers, in parallel: the
+CPU seconds printed are then the driver's only.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
 import sys
 import tempfile
@@ -126,6 +131,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=4_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--parallelism", type=int, default=2)
+    ap.add_argument("--runner", choices=("local", "spark"), default="local")
     args = ap.parse_args()
     logging.getLogger("piestream").setLevel(logging.ERROR)
     n = args.messages
@@ -141,8 +147,13 @@ def main() -> None:
         with Clock() as rclk:
             reader_alone(broker, "bids", n)
         with tempfile.TemporaryDirectory() as tmp:
-            config = DatabaseConfig(runner="local", barrier_interval=0.25, parallelism=args.parallelism)
-            db = Database(Path(tmp) / "d", config=config)
+            config = DatabaseConfig(runner=args.runner, barrier_interval=0.25, parallelism=args.parallelism)
+            spark = None
+            if args.runner == "spark":
+                from piestream.runtime.spark import spark_session
+
+                spark = spark_session("local[2]", app_name="piestream-bench-kafka")
+            db = Database(Path(tmp) / "d", config=config, spark=spark)
             try:
                 with_ = (
                     f"WITH (connector = 'kafka', topic = 'bids', properties.bootstrap.server = "
@@ -165,7 +176,10 @@ def main() -> None:
                 db.close()
     finally:
         broker.stop()
-    print(f"{n:,} bids, {args.partitions} partitions, parallelism {args.parallelism}, aggregate MV")
+    print(
+        f"{n:,} bids, {args.partitions} partitions, parallelism {args.parallelism}, runner {args.runner}, "
+        f"aggregate MV; load average {os.getloadavg()}"
+    )
     line("anchor: raw confluent-kafka consume loop", n, aclk)
     line("KafkaReader.read -> Arrow (no database)", n, rclk)
     line("Kafka topic -> table -> MV (all counted)", n, kclk, target=200_000)

@@ -9,6 +9,7 @@ anchor) against the per-column Arrow encoding the sink uses, then the sink's who
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def main() -> None:
         assert sink.last_epoch() == 1
     finally:
         broker.stop()
-    print(f"{n:,} bid rows, FORMAT PLAIN ENCODE JSON")
+    print(f"{n:,} bid rows, FORMAT PLAIN ENCODE JSON; load average {os.getloadavg()}")
     line("anchor: json.dumps per row", n, rclk)
     line("encode_messages (per column, Arrow)", n, vclk)
     line("sink commit: encode + produce + commit", n, cclk, target=200_000)

@@ -14,7 +14,7 @@ from kafka_broker import Broker, free_port, local_db
 from nexmark_sql import wait_until
 
 from piestream.common.errors import PiestreamError
-from piestream.connectors.kafka.reader import close_feeds
+from piestream.connectors.kafka.reader import KafkaOffset, close_feeds
 
 
 def _count(db, rel: str) -> int:  # type: ignore[no-untyped-def]
@@ -78,5 +78,51 @@ def test_broker_stopped_mid_stream_then_resumed(tmp_path: Path) -> None:
         if stopped:
             os.kill(broker.proc.pid, signal.SIGCONT)
         db.close()
+        close_feeds()
+        broker.stop()
+
+
+def _reader(broker: Broker, topic: str):  # type: ignore[no-untyped-def]
+    from piestream.common.types import parse_type
+    from piestream.connectors.kafka.reader import kafka_connector
+    from piestream.plan.source import SourceSpec
+
+    options = {"connector": "kafka", "topic": topic, "properties.bootstrap.server": broker.bootstrap}
+    spec = SourceSpec("s", "kafka", (("id", parse_type("INT")),), options, encode="json", format="plain")
+    return kafka_connector(spec)[0]
+
+
+def test_a_retried_read_returns_the_same_rows_or_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which rows a read emits depends only on its committed offset and budget: with the broker
+    hung (SIGSTOP) a retry of the same read raises SourceUnavailable (never fewer rows, never an
+    empty answer that would differ from the first attempt); once it resumes, the retry returns
+    exactly the first attempt's rows."""
+    from piestream.common.epoch import EpochPair
+    from piestream.connectors.kafka import reader as kreader
+    from piestream.stream.connector import SourceUnavailable
+
+    monkeypatch.setattr(kreader, "FETCH_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(kreader, "BROKER_TIMEOUT_S", 0.5)
+    broker = Broker()
+    try:
+        broker.create_topic("rr", 1)
+        broker.produce("rr", [{"id": i} for i in range(500)], partition=0)
+        r = _reader(broker, "rr")
+        e = EpochPair(1, 0)
+        committed = KafkaOffset(0, 500).to_json()  # next 0; 500 messages known to exist
+        a = r.read("0", committed, 120, e)
+        rows = [b.to_pylist() for b in a.batches]
+        assert a.consumed == 120 and [x["id"] for x in rows[0]] == list(range(120))
+        close_feeds()  # the retry runs in another worker: nothing buffered
+        os.kill(broker.proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(SourceUnavailable) as err:
+                r.read("0", committed, 120, e)
+            assert err.value.sqlstate == "08006" and 'kafka topic "rr"' in err.value.message
+        finally:
+            os.kill(broker.proc.pid, signal.SIGCONT)
+        again = r.read("0", committed, 120, e)
+        assert [b.to_pylist() for b in again.batches] == rows and again.offset == a.offset
+    finally:
         close_feeds()
         broker.stop()

@@ -228,3 +228,16 @@ def test_an_epoch_plan_round_trips_without_its_connectors() -> None:
     for bad in (data[:-1], b"[]", data.replace(b'"format":1', b'"format":9'), b"\x80\x04K\x01."):
         with pytest.raises(MalformedPayload):
             decode_plan(bad, plan.connectors)
+
+
+def test_paused_sources_cross_the_plan_only_when_some_are_paused() -> None:
+    """`StreamingConfig.paused_sources` is optional in the plan: omitted when empty (the plan
+    format stays; a plan without it reads), carried when a source is paused."""
+    from piestream.runtime.epoch_plan import _config_doc, _streaming_config
+
+    plain = StreamingConfig(chunk_size=17)
+    assert "paused_sources" not in _config_doc(plain)
+    assert _streaming_config(json.loads(json.dumps(_config_doc(plain)))) == plain
+    paused = StreamingConfig(chunk_size=17, paused_sources=("k", "s2"))
+    doc = json.loads(json.dumps(_config_doc(paused)))
+    assert doc["paused_sources"] == ["k", "s2"] and _streaming_config(doc) == paused

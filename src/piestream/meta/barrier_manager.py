@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -60,12 +60,16 @@ from piestream.runtime.runners import EpochRunner, epoch_error
 from piestream.storage.hummock.store import StorageOptions
 from piestream.storage.hummock.version import HummockVersion, TableWatermark
 from piestream.storage.table.desc import TableDesc
+from piestream.stream.connector import unavailable_source
 from piestream.stream.executor import StreamingConfig
 from piestream.stream.message import Barrier, BarrierKind
 
 log = logging.getLogger(__name__)
 
 MAX_EPOCH_ATTEMPTS = 3
+#: a source whose upstream was unreachable is paused this long, doubling per failure
+SOURCE_BACKOFF_S = 0.5
+MAX_SOURCE_BACKOFF_S = 8.0
 
 
 @dataclass(frozen=True)
@@ -314,6 +318,8 @@ class BarrierManager:
         self.failed_jobs: dict[int, PiestreamError] = {}  # isolated since this process started
         #: isolate a job that keeps failing (False: the epoch gives up its input instead)
         self.isolate_failing_jobs = True
+        #: sources paused after their upstream was unreachable: name -> (failures, until when)
+        self.paused_sources: dict[str, tuple[int, float]] = {}
 
     # -- graph ----------------------------------------------------------------------------------
     @property
@@ -519,8 +525,14 @@ class BarrierManager:
         )
 
     def _plan(
-        self, graph: StreamGraph, data_epoch: int, barrier: Barrier, version: HummockVersion
+        self,
+        graph: StreamGraph,
+        data_epoch: int,
+        barrier: Barrier,
+        version: HummockVersion,
+        paused: tuple[str, ...] = (),
     ) -> EpochPlan:
+        config = replace(self.config, paused_sources=paused) if paused else self.config
         return plan_epoch(
             graph,
             self._encode(graph),
@@ -529,9 +541,27 @@ class BarrierManager:
             committed_epoch=version.max_committed_epoch,
             version=version,
             store_url=self.store_url,
-            config=self.config,
+            config=config,
             storage_options=self.storage_options,
         )
+
+    def _pause_source(
+        self, source: str, err: PiestreamError, graph: StreamGraph, fragment: int | None
+    ) -> None:
+        """Pause `source` (its upstream unreachable) for a back-off doubling per failure, and
+        record the fault in rw_streaming_errors."""
+        failures = self.paused_sources.get(source, (0, 0.0))[0] + 1
+        delay = min(MAX_SOURCE_BACKOFF_S, SOURCE_BACKOFF_S * 2 ** (failures - 1))
+        self.paused_sources[source] = (failures, time.monotonic() + delay)
+        frag = graph.fragments.get(fragment) if fragment is not None else None
+        self.errors.add_source_fault(
+            -1 if frag is None else frag.job_id,
+            -1 if fragment is None else fragment,
+            f"Source {source}",
+            err.sqlstate,
+            f"{err.message} (source paused, retrying in {delay:.1f}s)",
+        )
+        log.warning("source %s paused for %.1fs: %s", source, delay, err.message)
 
     def _run_with_retries(
         self,
@@ -548,17 +578,32 @@ class BarrierManager:
         up (raising the cause) on a data error in strict mode or a failure no job can be blamed
         for."""
         graph, dml, batch = self._without_stray(graph, dml, batch, inputs, None)
-        plan = self._plan(graph, data_epoch, barrier, version)
+        now = time.monotonic()
+        # fixed for every attempt of the epoch: a paused source reads nothing in all of them
+        paused = tuple(sorted(s for s, (_, until) in self.paused_sources.items() if until > now))
+        plan = self._plan(graph, data_epoch, barrier, version, paused)
         last: BaseException | None = None
         attempt = 0
         while True:
             try:
-                return self.runner.run(plan, dml), graph, batch
+                reports = self.runner.run(plan, dml)
+                for s in [s for s in self.paused_sources if s not in paused]:
+                    del self.paused_sources[s]  # read in full this epoch: reachable again
+                return reports, graph, batch
             except Exception as e:  # a failed epoch commits nothing; retry from the same state
                 last = e
                 self.last_error = e
-                attempt += 1
                 err, fragment = epoch_error(e)
+                source = unavailable_source(err)
+                if source is not None and source not in paused:
+                    # the upstream unreachable: rerun the epoch (not counted) with the source
+                    # paused, so other jobs and DML commit and no attempt emits partial reads
+                    self.failures.append(EpochFailure(data_epoch, attempt + 1, err.message, time.time()))
+                    self._pause_source(source, err, graph, fragment)
+                    paused = tuple(sorted({*paused, source}))
+                    plan = self._plan(graph, data_epoch, barrier, version, paused)
+                    continue
+                attempt += 1
                 self.failures.append(EpochFailure(data_epoch, attempt, err.message, time.time()))
                 self.metrics.epoch_failures += 1
                 log.warning("epoch %d attempt %d failed: %s", data_epoch, attempt, err)
@@ -569,7 +614,7 @@ class BarrierManager:
                 if culprit is None or deterministic or not self.isolate_failing_jobs:
                     break
                 graph, dml, batch = self._isolate(graph, culprit.job_id, err, fragment, dml, batch, inputs, e)
-                plan = self._plan(graph, data_epoch, barrier, version)
+                plan = self._plan(graph, data_epoch, barrier, version, paused)
                 attempt = 0
         # give up on this epoch's DML so later statements can proceed; report the error to them:
         # its cause's SQLSTATE and message; the traceback only goes to the log

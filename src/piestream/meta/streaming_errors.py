@@ -69,6 +69,14 @@ class StreamingErrorLog:
             key = (job_id, fragment_id or -1, JOB_FAILED, "", error.sqlstate, error.message)
             self._add(key, 1, "", now)
 
+    def add_source_fault(
+        self, job_id: int, fragment_id: int, executor: str, sqlstate: str, message: str
+    ) -> None:
+        """A source paused because its upstream was unreachable (the barrier manager's)."""
+        now = dt.datetime.now(dt.UTC)
+        with self._lock:
+            self._add((job_id, fragment_id, "source", executor, sqlstate, message), 1, "", now)
+
     def forget_job(self, job_id: int) -> None:
         """A dropped or rebuilt job's errors go with it."""
         with self._lock:

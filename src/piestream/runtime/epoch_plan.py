@@ -137,7 +137,7 @@ def encode_plan(plan: EpochPlan) -> bytes:
         "committed_epoch": plan.committed_epoch,
         "version": plan.version.to_json(),
         "store_url": plan.store_url,
-        "config": dataclasses.asdict(plan.config),
+        "config": _config_doc(plan.config),
         "storage_options": dataclasses.asdict(plan.storage_options),
         "task_slots": plan.task_slots,
         "roots": sorted(plan.roots.items()),
@@ -359,7 +359,17 @@ def route_dml(
     return [(int(a), c.take(np.flatnonzero(actors == a))) for a in np.unique(actors).tolist()]
 
 
+def _config_doc(config: StreamingConfig) -> dict[str, Any]:
+    """The config's JSON fields; `paused_sources` only when some source is paused (optional,
+    so the plan format stays)."""
+    doc = dataclasses.asdict(config)
+    if not doc["paused_sources"]:
+        del doc["paused_sources"]
+    return doc
+
+
 def _streaming_config(doc: dict[str, Any]) -> StreamingConfig:
     """The config from its JSON fields (JSON has no tuples: the rate limits come back as lists)."""
     limits = tuple((str(name), float(rate)) for name, rate in doc.get("source_rate_limits", ()))
-    return StreamingConfig(**{**doc, "source_rate_limits": limits})
+    paused = tuple(str(name) for name in doc.get("paused_sources", ()))
+    return StreamingConfig(**{**doc, "source_rate_limits": limits, "paused_sources": paused})

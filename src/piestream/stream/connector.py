@@ -44,6 +44,34 @@ class BadRecord:
         return f"malformed record in {where}: {self.error}"
 
 
+class SourceUnavailable(PiestreamError):
+    """A source's upstream cannot be read now (broker down or hung past a time-out). A reader
+    raises it instead of returning fewer rows than the committed offsets say exist: which rows an
+    epoch reads must not depend on timing, or a retried task (Spark's task retry, speculation)
+    could emit other rows than the attempt whose output was already used. The attempt fails;
+    the barrier manager then pauses the source for that epoch's retry and a back-off
+    (`StreamingConfig.paused_sources`), so every attempt of an epoch reads a source fully or
+    not at all. The executor names the source in `detail` (`unavailable_source`)."""
+
+    sqlstate = "08006"
+
+
+#: how the source executor names the source in a `SourceUnavailable`'s detail
+_UNAVAILABLE_DETAIL = "paused source: "
+
+
+def source_unavailable(message: str, source: str) -> SourceUnavailable:
+    return SourceUnavailable(message, detail=f"{_UNAVAILABLE_DETAIL}{source}")
+
+
+def unavailable_source(error: BaseException) -> str | None:
+    """The source a `SourceUnavailable` from the source executor names, else None."""
+    detail = getattr(error, "detail", None) or ""
+    if error.__class__.__name__ != "SourceUnavailable" or not detail.startswith(_UNAVAILABLE_DETAIL):
+        return None
+    return detail[len(_UNAVAILABLE_DETAIL) :]
+
+
 @dataclass
 class ReadResult:
     """One split's read for one epoch."""

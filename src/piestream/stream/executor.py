@@ -78,6 +78,10 @@ class StreamingConfig:
     #: ``ALTER SOURCE s SET source_rate_limit``: (source name, rows per second; 0 = paused),
     #: overriding the limit the source was created with
     source_rate_limits: tuple[tuple[str, float], ...] = ()
+    #: sources the barrier manager paused for this epoch (their upstream was unreachable, see
+    #: `SourceUnavailable`): not read, offsets kept; the same in every attempt of the epoch.
+    #: Omitted from the plan when empty.
+    paused_sources: tuple[str, ...] = ()
 
 
 @dataclass

@@ -56,22 +56,20 @@ def binary_array(payloads: Payloads) -> pa.BinaryArray:
 
 
 def joined_lines(payloads: pa.BinaryArray) -> bytes | None:
-    """The payloads, each followed by a newline, in one buffer built with numpy (no Python
-    per payload); None when a payload holds a newline itself (not one record per line)."""
+    """The payloads, each followed by a newline, in one buffer built by one Arrow kernel
+    (`binary_join` over the whole array as one list: no Python per payload); None when a
+    payload holds a newline itself (not one record per line)."""
     n = len(payloads)
     offs = np.frombuffer(payloads.buffers()[1], np.int32)[payloads.offset : payloads.offset + n + 1]
     data = payloads.buffers()[2]
     lo, hi = int(offs[0]), int(offs[-1])
-    body = np.frombuffer(data, np.uint8)[lo:hi] if data is not None and hi > lo else np.empty(0, np.uint8)
-    if np.any(body == 10):
+    if data is not None and hi > lo and np.count_nonzero(np.frombuffer(data, np.uint8)[lo:hi] == 10):
         return None
-    out = np.empty(len(body) + n, np.uint8)
-    newline = (offs[1:] - lo) + np.arange(n)  # where each payload's newline lands
-    keep = np.ones(len(out), np.bool_)
-    keep[newline] = False
-    out[keep] = body
-    out[newline] = 10
-    return out.tobytes()
+    if not n:
+        return b""
+    one = pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), payloads.fill_null(b""))
+    joined = pc.binary_join(one, b"\n")[0].as_buffer()
+    return joined.to_pybytes() + b"\n"
 
 
 class BadValue(Exception):

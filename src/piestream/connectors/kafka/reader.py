@@ -41,21 +41,18 @@ from piestream.common.errors import PiestreamError
 from piestream.connectors.options import InvalidOption, parse_int, source_limits
 from piestream.connectors.source import RawMessages, SourceParser, make_decoder, payload_columns, read_result
 from piestream.plan.source import SourceLimits, SourceSpec
-from piestream.stream.connector import ReadResult, SourceReader
+from piestream.stream.connector import ReadResult, SourceReader, SourceUnavailable
 
 STARTUP_MODES = ("earliest", "latest")
 #: messages asked of librdkafka per consume() call
 CONSUME_BATCH = 10_000
-#: how long a read waits for messages known to exist before giving up for this epoch (broker
-#: down or hung): the epoch commits without them, the topic backs off (`_Health`)
+#: how long a read waits for messages known to exist before giving up (broker down or hung):
+#: it raises `SourceUnavailable`, the epoch is retried with the source paused
 FETCH_TIMEOUT_S = 2.0
 #: broker calls' timeout (offsets, metadata) on the read path
 BROKER_TIMEOUT_S = 2.0
 #: how long CREATE (and the background partition refresh) waits for the topic's metadata
 LIST_TIMEOUT_S = 10.0
-#: back-off after a failed read: first delay, doubling to the maximum
-BACKOFF_S = 0.5
-MAX_BACKOFF_S = 8.0
 #: messages a feed buffers ahead of what was emitted (beyond: librdkafka's own queue holds them)
 MAX_BUFFERED = 200_000
 #: consumers per partition and process (one per job reading it, typically)
@@ -94,25 +91,19 @@ class KafkaOffset:
 
 @dataclass
 class _Health:
-    """A topic's reachability in this process: after a failed read every partition of the topic
-    backs off (reads return nothing at once, so the barrier and other jobs never wait on a dead
-    broker) and retries at `retry_at`, the delay doubling per failure."""
+    """A topic's reachability in this process, for the log and rw_streaming_errors. The back-off
+    after a failed read is the barrier manager's (it pauses the source in the epoch plan), so
+    whether a read happens never depends on this process's clock."""
 
     failures: int = 0
-    retry_at: float = 0.0
     last_error: str | None = None
     #: the background partition refresh's failure, not yet reported by a read
     metadata_error: str | None = None
 
-    def due(self) -> bool:
-        return time.monotonic() >= self.retry_at
-
     def failed(self, what: str, e: BaseException) -> str:
         self.failures += 1
-        delay = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (self.failures - 1))
-        self.retry_at = time.monotonic() + delay
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        self.last_error = f"{what}: {first} (retrying in {delay:.1f}s)"
+        self.last_error = f"{what}: {first}"
         log.warning("%s", self.last_error)
         return self.last_error
 
@@ -120,7 +111,6 @@ class _Health:
         if self.failures:
             log.info("kafka: reading again after %d failed attempts", self.failures)
         self.failures = 0
-        self.retry_at = 0.0
 
 
 _HEALTH: dict[tuple[Any, ...], _Health] = {}  # per (settings, topic)
@@ -460,21 +450,21 @@ class KafkaReader:
         return frozenset(out)
 
     def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
-        """The next messages of a partition. The broker unreachable (or slow past
-        FETCH_TIMEOUT_S): nothing is read, the offset stays, the fault is recorded
-        (rw_streaming_errors, the log) and the topic backs off; the epoch commits."""
+        """The next messages of a partition: exactly the first `budget` of [next, end) the
+        committed offset names. The broker unreachable (or slow past FETCH_TIMEOUT_S) raises
+        `SourceUnavailable` rather than returning fewer: the barrier manager pauses the source
+        for the epoch's retry and backs off (the fault goes to rw_streaming_errors), so every
+        attempt of an epoch (Spark task retries, speculation) emits the same rows."""
         from confluent_kafka import KafkaException
 
         health = _HEALTH.setdefault((self.config, self.topic), _Health())
         noted, health.metadata_error = health.metadata_error, None
         faults = [] if noted is None else [(KafkaError.sqlstate, noted)]
-        if not health.due():
-            return ReadResult([], offset or "", 0, errors=faults)
         try:
             result = self._read(split, offset or None, budget)
         except (KafkaError, KafkaException) as e:
             why = health.failed(f'kafka topic "{self.topic}" partition {split}', e)
-            return ReadResult([], offset or "", 0, errors=[*faults, (KafkaError.sqlstate, why)])
+            raise SourceUnavailable(why) from None
         health.ok()
         result.errors.extend(faults)
         return result

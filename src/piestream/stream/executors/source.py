@@ -25,6 +25,10 @@ exactly-once and deterministic, whatever the connector:
   feeds (`SourceNode.truncates`, read at the committed epoch) and of the read's earlier rows.
 - **Splits made later** (new Kafka partitions): a reader with ``current_splits()`` names them
   each epoch; they follow the planned ones, owned by position as those are.
+- **An unreachable upstream** (`SourceUnavailable` from the reader) fails the attempt rather
+  than emitting fewer rows; the barrier manager retries the epoch with the source in
+  ``config.paused_sources``, where it reads nothing and keeps its offsets. So an epoch's rows
+  depend only on the committed offsets and the plan, in every attempt (Spark task retries too).
 - **Bad records are never dropped silently.** A reader reports malformed records; with
   ``error_handling = "reject"`` the epoch fails with the first one's file and line (nothing
   commits, nothing is skipped); with ``"dead_letter"`` they are written, in the same epoch, to
@@ -53,7 +57,14 @@ from piestream.common.scalar import Row
 from piestream.plan.source import SourceLimits, SourceNode
 from piestream.storage.table.state_table import StateTable
 from piestream.storage.table.storage_table import StorageTable
-from piestream.stream.connector import CURRENT_SPLITS, BadRecord, ReadResult, SourceReader
+from piestream.stream.connector import (
+    CURRENT_SPLITS,
+    BadRecord,
+    ReadResult,
+    SourceReader,
+    SourceUnavailable,
+    source_unavailable,
+)
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
 
@@ -132,7 +143,10 @@ class SourceExecutor(Executor):
         n_splits = len(self.all_splits)
         limits = self._limits()
         changes: list[tuple[Op, Row]] = []
-        for s in self.splits:
+        # paused for this epoch by the barrier manager (upstream unreachable): nothing read,
+        # the offsets and credit stay, in every attempt of the epoch
+        paused = self.node.source_name in self.ctx.config.paused_sources
+        for s in [] if paused else self.splits:
             raw = committed[s]
             d = json.loads(raw) if raw is not None else {}
             offset: str | None = d.get("o")
@@ -141,7 +155,10 @@ class SourceExecutor(Executor):
             consumed = 0
             new_offset = offset
             if budget > 0:
-                result = self.reader.read(s, offset, budget, barrier.epoch)
+                try:
+                    result = self.reader.read(s, offset, budget, barrier.epoch)
+                except SourceUnavailable as e:  # the barrier manager pauses the source, retries
+                    raise source_unavailable(e.message, self.node.source_name) from None
                 if result.consumed > budget:
                     raise SourceError(f"source {self.node.source_name}: reader exceeded its budget")
                 self._handle_bad_records(result.bad_records)
