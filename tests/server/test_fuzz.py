@@ -167,12 +167,16 @@ def _diff(before: tuple[Any, ...], after: tuple[Any, ...]) -> str:
     return "; ".join(out)
 
 
-def _read_messages(sock: socket.socket, wait: float) -> tuple[list[tuple[bytes, bytes]], bool]:
-    """Messages the server sent within `wait` seconds, and whether it closed the connection."""
+def _read_messages(
+    sock: socket.socket, wait: float, until: bytes | None = None
+) -> tuple[list[tuple[bytes, bytes]], bool]:
+    """Messages the server sent until it closed the connection, or sent a message of kind
+    `until`, or `wait` seconds passed; and whether it closed the connection."""
     sock.settimeout(wait)
     buf = b""
     closed = False
     deadline = time.monotonic() + wait
+    msgs: list[tuple[bytes, bytes]] = []
     while time.monotonic() < deadline:
         try:
             chunk = sock.recv(65536)
@@ -182,13 +186,14 @@ def _read_messages(sock: socket.socket, wait: float) -> tuple[list[tuple[bytes, 
             closed = True
             break
         buf += chunk
-    msgs = []
-    while len(buf) >= 5:
-        (length,) = struct.unpack("!i", buf[1:5])
-        if length < 4 or len(buf) < 1 + length:
+        while len(buf) >= 5:
+            (length,) = struct.unpack("!i", buf[1:5])
+            if length < 4 or len(buf) < 1 + length:
+                break
+            msgs.append((buf[:1], buf[5 : 1 + length]))
+            buf = buf[1 + length :]
+        if until is not None and any(kind == until for kind, _ in msgs):
             break
-        msgs.append((buf[:1], buf[5 : 1 + length]))
-        buf = buf[1 + length :]
     return msgs, closed
 
 
@@ -204,10 +209,13 @@ def fuzz_protocol(server: ServerProcess, n: int, seed: int, findings: Findings) 
         try:
             if with_startup:
                 sock.sendall(startup())
-                _read_messages(sock, 0.05)
+                _read_messages(sock, 5.0, until=b"Z")  # up to ReadyForQuery
             with contextlib.suppress(OSError):  # the server may have hung up on an earlier part
                 sock.sendall(blob)
-            msgs, _ = _read_messages(sock, 0.15)
+                # the end of our side: the server answers every whole message of the blob, then
+                # sees the end and hangs up, so its answers are all read without a fixed wait
+                sock.shutdown(socket.SHUT_WR)
+            msgs, _ = _read_messages(sock, 5.0)
         finally:
             sock.close()
         for kind, body in msgs:

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
+from paired import FileHarness, watermarked
 
 from piestream.server.database import Database, DatabaseConfig
 from piestream.server.session import Session
@@ -43,3 +44,12 @@ def reopen(tmp_path: Path) -> Callable[[], AbstractContextManager[Session]]:
             database.close()
 
     return session
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[FileHarness]:
+    """Watermarked file source `s` read one file per epoch (`paired.watermarked`); a module
+    with sources of its own defines its own `h`."""
+    harness = watermarked(tmp_path)
+    yield harness
+    harness.db.close()

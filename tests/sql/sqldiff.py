@@ -375,10 +375,13 @@ def check_cases_with_rounds(
     *,
     batch: bool = True,
     duck_schema: Sequence[str] | None = None,
+    one_epoch_per_round: bool = False,
 ) -> set[str]:
     """Each case `(name, piestream SQL, DuckDB SQL or None for the same)` as an MV created before
     any data, then after every round of DML: the MV (and, with `batch`, the query as a SELECT)
-    equals DuckDB's answer over the same tables. Returns the cases whose answer was ever non-empty."""
+    equals DuckDB's answer over the same tables. With `one_epoch_per_round` a round is one
+    transaction (one epoch, its statements seeing each other's changes) instead of an epoch per
+    statement. Returns the cases whose answer was ever non-empty."""
     duck = duck_connect()
     for i, stmt in enumerate(schema):
         s.execute(stmt)
@@ -401,9 +404,13 @@ def check_cases_with_rounds(
 
     check("before any data")
     for i, round_ in enumerate(rounds):
+        if one_epoch_per_round:
+            s.execute("BEGIN")
         for stmt in round_:
             s.execute(stmt)
             duck.execute(stmt)
+        if one_epoch_per_round:
+            s.execute("COMMIT")
         check(f"after round {i}")
     duck.close()
     return nonempty

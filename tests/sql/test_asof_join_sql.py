@@ -9,17 +9,18 @@ checked to be a live row with that key and time."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
+from paired import DmlGen, Paired, open_db, plan_nodes
 
 from piestream.common.errors import FeatureNotSupported
 from piestream.plan.asof_join import AsOfJoinNode
-from piestream.server.database import Database, DatabaseConfig
+from piestream.server.database import Database
 
 #: name -> (join words, inequality); every MV selects a's row, b's key / time and b's id
 CASES = {
@@ -36,61 +37,25 @@ def query(name: str, with_id: bool) -> str:
     return f"SELECT a.id, a.k, a.t, a.v, b.k AS bk, b.t AS bt{extra} FROM a {words} b ON a.k = b.k AND {ineq}"
 
 
-def _open(path: Path) -> Database:
-    cfg = DatabaseConfig(runner="local", barrier_interval=0.05, parallelism=2, background_compaction=False)
-    return Database(path, config=cfg)  # barriers run: a DML statement returns once committed
-
-
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
-    d = _open(tmp_path / "db")
+    d = open_db(tmp_path / "db")
     yield d
     d.close()
 
 
-def _val(x: int | None) -> str:
-    return "NULL" if x is None else str(x)
-
-
-class Both:
-    """The same statements on piestream and DuckDB."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self.duck = duckdb.connect()
-
-    def run(self, sql: str) -> None:
-        self.db.execute(sql)
-        self.duck.execute(sql)
-
-
-def _statement(rng: random.Random, table: str, ids: set[int], next_id: list[int]) -> str:
+def _dml(rng: random.Random, table: str, ids: Iterator[int]) -> DmlGen:
     def key() -> int | None:
         return None if rng.random() < 0.08 else rng.randint(0, 3)
 
     def t() -> int | None:
         return None if rng.random() < 0.05 else rng.randint(0, 12)  # a small range: many ties
 
-    r = rng.random()
-    if r < 0.5 or len(ids) < 3:
-        rows = []
-        for _ in range(rng.randint(1, 4)):
-            ids.add(next_id[0])
-            rows.append(f"({next_id[0]}, {_val(key())}, {_val(t())}, {rng.randint(0, 99)})")
-            next_id[0] += 1
-        return f"INSERT INTO {table} VALUES {', '.join(rows)}"
-    picked = rng.sample(sorted(ids), min(len(ids), rng.randint(1, 3)))
-    where = f"id IN ({', '.join(map(str, picked))})"
-    if r < 0.8:
-        sets = rng.choice(
-            [f"t = {_val(t())}", f"k = {_val(key())}", "t = t + 1", f"v = {rng.randint(0, 99)}"]
-        )
-        return f"UPDATE {table} SET {sets} WHERE {where}"
-    ids.difference_update(picked)
-    return f"DELETE FROM {table} WHERE {where}"
+    columns = {"k": key, "t": t, "v": lambda: rng.randint(0, 99)}
+    return DmlGen(rng, table, columns, updates=("t", "k", "t = t + 1", "v"), ids=ids)
 
 
-def _check(both: Both, name: str, step: int) -> None:
+def _check(both: Paired, name: str, step: int) -> None:
     got = both.db.execute(f"SELECT * FROM {name}")[0].rows
     want = Counter(both.duck.execute(query(name, with_id=False)).fetchall())
     assert Counter(r[:-1] for r in got) == want, (name, step)
@@ -105,45 +70,41 @@ def _check(both: Both, name: str, step: int) -> None:
 def test_asof_joins_equal_duckdb_at_every_epoch(tmp_path: Path, seed: int) -> None:
     """Every MV equals DuckDB after every statement, also after a restart halfway (the join's
     state is read back from storage)."""
-    both = Both(_open(tmp_path / "db"))
+    both = Paired(tmp_path / "db")
     try:
-        _differential(both, tmp_path / "db", seed)
+        _differential(both, seed)
     finally:
-        both.db.close()
+        both.close()
 
 
-def _differential(both: Both, path: Path, seed: int) -> None:
+def _differential(both: Paired, seed: int) -> None:
     db = both.db
     rng = random.Random(seed)
+    ids = itertools.count()
+    dml = {t: _dml(rng, t, ids) for t in ("a", "b")}
     for t in ("a", "b"):
         both.run(f"CREATE TABLE {t} (id INT PRIMARY KEY, k INT, t INT, v INT)")
-    ids: dict[str, set[int]] = {"a": set(), "b": set()}
-    next_id = [0]
     for _ in range(4):  # rows before the MVs: they are backfilled
         for t in ("a", "b"):
-            both.run(_statement(rng, t, ids[t], next_id))
+            both.run(dml[t].statement())
     for name in CASES:
         db.execute(f"CREATE MATERIALIZED VIEW {name} AS {query(name, with_id=True)}")
     for step in range(40):
         if step == 20:
-            db.close()
-            db = both.db = _open(path)
+            db = both.restart()
         table = rng.choice(["a", "b", "b"])
-        both.run(_statement(rng, table, ids[table], next_id))
+        both.run(dml[table].statement())
         for name in CASES:
             _check(both, name, step)
         if step % 10 == 9:  # batch SELECT of the same query
             for name in CASES:
-                got = Counter(db.execute(query(name, with_id=False))[0].rows)
-                assert got == Counter(both.duck.execute(query(name, with_id=False)).fetchall()), name
+                want = both.duck_rows(query(name, with_id=False))
+                assert both.rows(query(name, with_id=False)) == want, name
     sizes = {n: len(db.execute(f"SELECT * FROM {n}")[0].rows) for n in CASES}
     assert all(s > 3 for s in sizes.values()), sizes
     nulls = db.execute("SELECT count(*) FROM j_left_gt WHERE bid IS NULL")[0].rows[0][0]
     assert nulls > 0  # unmatched left rows are padded
-    rel = db.catalog.get("j_ge")
-    assert rel is not None and rel.job_id is not None
-    nodes = [n for f in db.catalog.job_fragments(rel.job_id) for n in f.root.walk()]
-    assert any(isinstance(n, AsOfJoinNode) for n in nodes)
+    assert any(isinstance(n, AsOfJoinNode) for n in plan_nodes(db, "j_ge"))
 
 
 def test_explain_and_refusals(db: Database) -> None:

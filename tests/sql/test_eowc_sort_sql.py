@@ -14,14 +14,12 @@ from __future__ import annotations
 import datetime as dt
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
+from paired import T0, FileHarness, Model, new_model, rows_table, watermark_rows
 from sqldiff import diff_text, duck_connect, norm_rows
 from test_eowc_sql import _TUMBLE, duck_sql
-from test_watermark_sql import ALL, SOURCE, T0, Harness, Model, _rows
 
 from piestream.common.errors import PiestreamError
 from piestream.connectors.sinks import read_sink
@@ -83,16 +81,6 @@ MVS = {
 }
 
 
-@pytest.fixture
-def h(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)
-    harness.db.execute(SOURCE.format(path=harness.dir))
-    harness.db.execute(ALL.format(path=harness.dir))
-    harness.db.execute("CREATE MATERIALIZED VIEW arrived AS SELECT count(*) AS n FROM s_all")
-    yield harness
-    harness.db.close()
-
-
 def _answers(model: Model) -> dict[str, Counter[tuple[object, ...]]]:
     duck = duck_connect()
     assert model.watermark is not None
@@ -100,14 +88,7 @@ def _answers(model: Model) -> dict[str, Counter[tuple[object, ...]]]:
     out = {}
     for mode in ("final", "closed"):
         rows = [r for r in model.accepted if mode == "closed" or r[2] < wm]
-        table = pa.table(
-            {
-                "k": pa.array([r[0] for r in rows], pa.int32()),
-                "v": pa.array([r[1] for r in rows], pa.int32()),
-                "ts": pa.array([r[2] for r in rows], pa.timestamp("us")),
-            }
-        )
-        duck.register("s_arrow", table)
+        duck.register("s_arrow", rows_table(rows))
         duck.execute("DROP TABLE IF EXISTS s")
         duck.execute("CREATE TABLE s AS SELECT * FROM s_arrow")
         duck.unregister("s_arrow")
@@ -121,7 +102,7 @@ def _answers(model: Model) -> dict[str, Counter[tuple[object, ...]]]:
     return out
 
 
-def test_eowc_sort_views_equal_duckdb_over_final_rows_at_every_epoch(h: Harness, tmp_path: Path) -> None:
+def test_eowc_sort_views_equal_duckdb_over_final_rows_at_every_epoch(h: FileHarness, tmp_path: Path) -> None:
     rng = random.Random(33)
     for name, (sql, _, _, append_only) in MVS.items():
         h.db.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql} EMIT ON WINDOW CLOSE")
@@ -134,11 +115,11 @@ def test_eowc_sort_views_equal_duckdb_over_final_rows_at_every_epoch(h: Harness,
         f"CREATE SINK o_sink AS {MVS['o_rows'][0]} EMIT ON WINDOW CLOSE "
         f"WITH (connector = 'parquet', path = '{out}', type = 'append-only')"
     )
-    model = Model()
+    model = new_model()
     seen: dict[str, Counter[tuple[object, ...]]] = {}
     base = T0
     for e in range(12):
-        model.epoch(rows := _rows(rng, base, rng.randint(20, 50)))
+        model.epoch(rows := watermark_rows(rng, base, rng.randint(20, 50)))
         h.feed(rows)
         h.db.execute("FLUSH")  # the epoch after the file's: it emits below the file's watermark
         want = _answers(model)
@@ -169,7 +150,7 @@ def test_eowc_sort_views_equal_duckdb_over_final_rows_at_every_epoch(h: Harness,
             assert len(state) < sum(seen[name].values()), name
 
 
-def test_explain_shows_the_eowc_sort(h: Harness) -> None:
+def test_explain_shows_the_eowc_sort(h: FileHarness) -> None:
     sql = MVS["o_session"][0]
     lines = [
         r[0]
@@ -195,7 +176,7 @@ REFUSED = [
 ]
 
 
-def test_refusals(h: Harness) -> None:
+def test_refusals(h: FileHarness) -> None:
     h.db.execute("CREATE TABLE t (k INT, ts TIMESTAMP)")
     for sql, emit, message in REFUSED:
         with pytest.raises(PiestreamError) as err:
@@ -205,7 +186,7 @@ def test_refusals(h: Harness) -> None:
         assert h.db.catalog.get("x") is None
 
 
-def test_batch_select_computes_session_frames(h: Harness) -> None:
+def test_batch_select_computes_session_frames(h: FileHarness) -> None:
     """A SESSION frame in a plain SELECT (RisingWave: batch mode), over integer and timestamp
     orders with NULLs and ties, equals DuckDB's sessions."""
     rng = random.Random(7)

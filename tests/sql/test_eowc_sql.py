@@ -13,13 +13,10 @@ from __future__ import annotations
 import datetime as dt
 import random
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
-import pyarrow as pa
 import pytest
+from paired import T0, FileHarness, Model, Row, new_model, rows_table, watermark_rows
 from sqldiff import diff_text, duck_connect, norm_rows
-from test_watermark_sql import ALL, SOURCE, T0, Harness, Model, _rows
 
 from piestream.common.errors import PiestreamError
 from piestream.plan.hash_agg import HashAggNode
@@ -70,27 +67,10 @@ def duck_sql(sql: str) -> str:
     return sql
 
 
-@pytest.fixture
-def h(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)
-    harness.db.execute(SOURCE.format(path=harness.dir))
-    harness.db.execute(ALL.format(path=harness.dir))
-    harness.db.execute("CREATE MATERIALIZED VIEW arrived AS SELECT count(*) AS n FROM s_all")
-    yield harness
-    harness.db.close()
-
-
 def _closed_answers(model: Model) -> dict[str, Counter[tuple[object, ...]]]:
     """DuckDB's answer of each MV's query over the accepted rows, closed windows only."""
     duck = duck_connect()
-    table = pa.table(
-        {
-            "k": pa.array([r[0] for r in model.accepted], pa.int32()),
-            "v": pa.array([r[1] for r in model.accepted], pa.int32()),
-            "ts": pa.array([r[2] for r in model.accepted], pa.timestamp("us")),
-        }
-    )
-    duck.register("s_arrow", table)
+    duck.register("s_arrow", rows_table(model.accepted))
     duck.execute("CREATE TABLE s AS SELECT * FROM s_arrow")
     assert model.watermark is not None
     wm = model.watermark.isoformat(sep=" ")
@@ -103,7 +83,7 @@ def _closed_answers(model: Model) -> dict[str, Counter[tuple[object, ...]]]:
     return out
 
 
-def _feed_and_check(h: Harness, model: Model, rows: list[tuple[int, int, dt.datetime]], seen: dict) -> None:
+def _feed_and_check(h: FileHarness, model: Model, rows: list[Row], seen: dict) -> None:
     model.epoch(rows)
     h.feed(rows)
     h.db.execute("FLUSH")  # the epoch after the file's: its aggregations close by the file's watermark
@@ -116,17 +96,17 @@ def _feed_and_check(h: Harness, model: Model, rows: list[tuple[int, int, dt.date
         seen[name] = got
 
 
-def test_eowc_mvs_equal_duckdb_over_closed_windows_at_every_epoch(h: Harness) -> None:
+def test_eowc_mvs_equal_duckdb_over_closed_windows_at_every_epoch(h: FileHarness) -> None:
     rng = random.Random(32)
     for name, (sql, _) in MVS.items():
         h.db.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql} EMIT ON WINDOW CLOSE")
         rel = h.db.catalog.get(name)
         assert rel is not None and rel.append_only  # inserts only
-    model = Model()
+    model = new_model()
     seen: dict[str, Counter[tuple[object, ...]]] = {}
     base = T0
     for e in range(14):
-        _feed_and_check(h, model, _rows(rng, base, rng.randint(20, 50)), seen)
+        _feed_and_check(h, model, watermark_rows(rng, base, rng.randint(20, 50)), seen)
         base += dt.timedelta(seconds=rng.randint(1, 5))
         if e == 7:  # a restart keeps what was emitted and what is still open
             h.restart()
@@ -150,7 +130,7 @@ def test_eowc_mvs_equal_duckdb_over_closed_windows_at_every_epoch(h: Harness) ->
         assert len(state) < sum(seen[name].values()), name
 
 
-def test_explain_shows_the_eowc_aggregation(h: Harness) -> None:
+def test_explain_shows_the_eowc_aggregation(h: FileHarness) -> None:
     sql, _ = MVS["e_tumble"]
     lines = [
         r[0]
@@ -180,7 +160,7 @@ REFUSED = [
 ]
 
 
-def test_eowc_refusals(h: Harness) -> None:
+def test_eowc_refusals(h: FileHarness) -> None:
     h.db.execute("CREATE TABLE t (k INT, ts TIMESTAMP)")
     for sql, message in REFUSED:
         with pytest.raises(PiestreamError) as err:

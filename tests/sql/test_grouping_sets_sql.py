@@ -6,16 +6,15 @@ forms PostgreSQL refuses are refused with its SQLSTATEs."""
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
+from paired import DmlGen, Paired, open_db, plan_nodes
 
 from piestream.common.errors import PiestreamError
 from piestream.plan.expand import ExpandNode
-from piestream.server.database import Database, DatabaseConfig
+from piestream.server.database import Database
 
 QUERIES = {
     "gs": "SELECT a, b, grouping(a, b) AS g, count(*) AS c, sum(v) AS s "
@@ -31,85 +30,46 @@ QUERIES = {
 }
 
 
-def _open(path: Path) -> Database:
-    cfg = DatabaseConfig(runner="local", barrier_interval=0.05, parallelism=2, background_compaction=False)
-    return Database(path, config=cfg)  # barriers run: a DML statement returns once committed
-
-
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
-    d = _open(tmp_path / "db")
+    d = open_db(tmp_path / "db")
     yield d
     d.close()
 
 
-def _val(x: object) -> str:
-    if x is None:
-        return "NULL"
-    return f"'{x}'" if isinstance(x, str) else str(x)
-
-
-def _statement(rng: random.Random, ids: set[int], next_id: list[int]) -> str:
+def _dml(rng: random.Random) -> DmlGen:
     def a() -> int | None:
         return None if rng.random() < 0.1 else rng.randint(0, 3)
 
     def s() -> str | None:
         return None if rng.random() < 0.1 else rng.choice(["x", "y", "zz"])
 
-    r = rng.random()
-    if r < 0.5 or len(ids) < 3:
-        rows = []
-        for _ in range(rng.randint(1, 4)):
-            ids.add(next_id[0])
-            rows.append(f"({next_id[0]}, {_val(a())}, {_val(a())}, {_val(s())}, {rng.randint(-5, 99)})")
-            next_id[0] += 1
-        return f"INSERT INTO t VALUES {', '.join(rows)}"
-    picked = rng.sample(sorted(ids), min(len(ids), rng.randint(1, 3)))
-    where = f"id IN ({', '.join(map(str, picked))})"
-    if r < 0.8:
-        sets = rng.choice([f"a = {_val(a())}", f"b = {_val(a())}", f"s = {_val(s())}", "v = v + 1"])
-        return f"UPDATE t SET {sets} WHERE {where}"
-    ids.difference_update(picked)
-    return f"DELETE FROM t WHERE {where}"
+    columns = {"a": a, "b": a, "s": s, "v": lambda: rng.randint(-5, 99)}
+    return DmlGen(rng, "t", columns, updates=("a", "b", "s", "v = v + 1"))
 
 
 def test_grouping_sets_equal_duckdb_at_every_epoch(tmp_path: Path) -> None:
-    db = _open(tmp_path / "db")
-    duck = duckdb.connect()
+    both = Paired(tmp_path / "db")
+    db = both.db
     try:
-        create = "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT, s VARCHAR, v INT)"
-        db.execute(create)
-        duck.execute(create)
-        rng = random.Random(32)
-        ids: set[int] = set()
-        next_id = [0]
-        for _ in range(3):  # rows before the MVs: they are backfilled
-            sql = _statement(rng, ids, next_id)
-            db.execute(sql)
-            duck.execute(sql)
-        for name, q in QUERIES.items():
-            db.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        dml = _dml(random.Random(32))
+        both.start("CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT, s VARCHAR, v INT)", dml, QUERIES)
         for step in range(24):
             if step == 23:  # everything deleted: the empty set's row stays, counting 0
                 sql = "DELETE FROM t"
-                ids.clear()
+                dml.live.clear()
             else:
-                sql = _statement(rng, ids, next_id)
-            db.execute(sql)
-            duck.execute(sql)
+                sql = dml.statement()
+            both.run(sql)
             for name, q in QUERIES.items():
-                want = Counter(duck.execute(q).fetchall())
-                got = Counter(db.execute(f"SELECT * FROM {name}")[0].rows)
-                assert got == want, (name, step, sql)
+                want = both.duck_rows(q)
+                assert both.rows(f"SELECT * FROM {name}") == want, (name, step, sql)
                 if step % 8 == 7:
-                    assert Counter(db.execute(q)[0].rows) == want, (name, step)
+                    assert both.rows(q) == want, (name, step)
         assert db.execute("SELECT * FROM dup")[0].rows == [(None, 0), (None, 0)]
-        rel = db.catalog.get("rollup")
-        assert rel is not None and rel.job_id is not None
-        nodes = [n for f in db.catalog.job_fragments(rel.job_id) for n in f.root.walk()]
-        assert any(isinstance(n, ExpandNode) for n in nodes)
+        assert any(isinstance(n, ExpandNode) for n in plan_nodes(db, "rollup"))
     finally:
-        db.close()
+        both.close()
 
 
 def test_grouping_sets_golden_rows_explain_and_errors(db: Database) -> None:

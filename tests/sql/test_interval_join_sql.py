@@ -14,25 +14,20 @@ dropped by the source's WatermarkFilter.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
+from paired import T0, FileHarness, Model, Row, random_rows, rows_table
 from sqldiff import diff_text, duck_connect, norm_rows
 
 from piestream.plan.hash_agg import HashAggNode
 from piestream.plan.hash_join import HashJoinNode
 from piestream.plan.watermark import WatermarkFilterNode
-from piestream.server.database import Database, DatabaseConfig
-from piestream.storage.table.storage_table import StorageTable
 
 DELAY = dt.timedelta(seconds=3)
-T0 = dt.datetime(2024, 1, 1)
-Row = tuple[int, int, dt.datetime]
 
 SOURCE = (
     "CREATE SOURCE {name} (k INT, v INT, t TIMESTAMP{wm}) "
@@ -68,107 +63,31 @@ _DUCK = {
 PLAIN = {"m_plain": MVS["m_between"].replace("FROM a JOIN b", "FROM pa AS a JOIN pb AS b")}
 
 
-class Model:
-    """One source's accepted rows and its watermark, file by file."""
-
-    def __init__(self) -> None:
-        self.watermark: dt.datetime | None = None
-        self.accepted: list[Row] = []
-        self.all: list[Row] = []
-        self.late = 0
-
-    def epoch(self, rows: list[Row]) -> None:
-        w = self.watermark
-        self.all += rows
-        for r in rows:
-            if w is None or r[2] >= w:
-                self.accepted.append(r)
-            else:
-                self.late += 1
-        top = max(r[2] for r in rows) - DELAY
-        self.watermark = top if w is None else max(w, top)
-
-
 def _rows(rng: random.Random, base: dt.datetime, n: int) -> list[Row]:
     """Mostly near `base` (up to 4 s early, 2 s late), a tenth far behind it (late rows)."""
-    out = []
-    for _ in range(n):
-        if rng.random() < 0.1:
-            ts = base - dt.timedelta(milliseconds=rng.randint(5_000, 30_000))
-        else:
-            ts = base + dt.timedelta(milliseconds=rng.randint(-4_000, 2_000))
-        out.append((rng.randint(0, 3), rng.randint(0, 9), ts))
-    return out
-
-
-class Harness:
-    def __init__(self, tmp: Path) -> None:
-        self.dirs = {s: tmp / s for s in ("a", "b")}
-        for d in self.dirs.values():
-            d.mkdir()
-        cfg = DatabaseConfig(
-            runner="local", barrier_interval=3600, parallelism=2, background_compaction=False
-        )
-        self.db = Database(tmp / "db", config=cfg)
-        self.db.barriers.stop()
-        self.files = 0
-        self.sent = 0
-        for s, d in self.dirs.items():
-            self.db.execute(SOURCE.format(name=s, wm=WM, path=d))
-            self.db.execute(SOURCE.format(name=f"p{s}", wm="", path=d))
-        self.db.execute(
-            "CREATE MATERIALIZED VIEW arrived AS "
-            "SELECT (SELECT count(*) FROM pa) + (SELECT count(*) FROM pb) AS n"
-        )
-
-    def feed(self, a: list[Row], b: list[Row]) -> None:
-        """One file per source, each read whole by one epoch."""
-        for s, rows in (("a", a), ("b", b)):
-            text = "".join(json.dumps({"k": k, "v": v, "t": t.isoformat(sep=" ")}) + "\n" for k, v, t in rows)
-            (self.dirs[s] / f"{self.files:05d}.json").write_text(text)
-            self.sent += len(rows)
-        self.files += 1
-        for _ in range(20):
-            self.db.execute("FLUSH")
-            if self.db.execute("SELECT n FROM arrived")[0].rows == [(self.sent,)]:
-                return
-        raise AssertionError("the files were not read")
-
-    def plans(self, name: str) -> list[Any]:
-        rel = self.db.catalog.get(name)
-        assert rel is not None and rel.job_id is not None
-        return [n for f in self.db.catalog.job_fragments(rel.job_id) for n in f.root.walk()]
-
-    def table_rows(self, desc: Any) -> list[tuple[Any, ...]]:
-        storage, epoch, vpin, spin = self.db.snapshot_storage()
-        try:
-            return list(StorageTable(desc, storage, epoch).iter_rows())
-        finally:
-            self.db.release_snapshot(vpin, spin)
+    return random_rows(rng, base, n, keys=3, values=(0, 9), late_ms=5_000)
 
 
 @pytest.fixture
-def h(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)
+def h(tmp_path: Path) -> Iterator[FileHarness]:
+    """Sources a and b (watermarked), pa and pb (the same files, no watermark), and `arrived`."""
+    harness = FileHarness(tmp_path, sources=("a", "b"), time_col="t")
+    for s, d in harness.dirs.items():
+        harness.db.execute(SOURCE.format(name=s, wm=WM, path=d))
+        harness.db.execute(SOURCE.format(name=f"p{s}", wm="", path=d))
+    harness.db.execute(
+        "CREATE MATERIALIZED VIEW arrived AS "
+        "SELECT (SELECT count(*) FROM pa) + (SELECT count(*) FROM pb) AS n"
+    )
     yield harness
     harness.db.close()
 
 
-def _arrow(rows: list[Row]) -> pa.Table:
-    return pa.table(
-        {
-            "k": pa.array([r[0] for r in rows], pa.int32()),
-            "v": pa.array([r[1] for r in rows], pa.int32()),
-            "t": pa.array([r[2] for r in rows], pa.timestamp("us")),
-        }
-    )
-
-
-def _check(h: Harness, models: dict[str, Model], names: dict[str, str]) -> None:
+def _check(h: FileHarness, models: dict[str, Model], names: dict[str, str]) -> None:
     duck = duck_connect()
     for s, m in models.items():
-        duck.register(f"{s}_acc", _arrow(m.accepted))
-        duck.register(f"{s}_all", _arrow(m.all))
+        duck.register(f"{s}_acc", rows_table(m.accepted, "t"))
+        duck.register(f"{s}_all", rows_table(m.all, "t"))
         duck.execute(f"CREATE TABLE {s} AS SELECT * FROM {s}_acc")
         duck.execute(f"CREATE TABLE p{s} AS SELECT * FROM {s}_all")
     for name, sql in names.items():
@@ -180,15 +99,15 @@ def _check(h: Harness, models: dict[str, Model], names: dict[str, str]) -> None:
         assert got == want, f"{name}:\n{diff_text(got, want)}"
 
 
-def _global_watermark(h: Harness, f: WatermarkFilterNode) -> Any:
+def _global_watermark(h: FileHarness, f: WatermarkFilterNode) -> Any:
     return max(r[1] for r in h.table_rows(f.state_table))
 
 
-def test_interval_joins_equal_duckdb_every_round_and_their_state_stays_bounded(h: Harness) -> None:
+def test_interval_joins_equal_duckdb_every_round_and_their_state_stays_bounded(h: FileHarness) -> None:
     rng = random.Random(32)
     for name, sql in (MVS | PLAIN).items():
         h.db.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
-    models = {"a": Model(), "b": Model()}
+    models = {"a": Model(DELAY), "b": Model(DELAY)}
     base = T0
     for _ in range(26):
         a, b = _rows(rng, base, rng.randint(10, 25)), _rows(rng, base, rng.randint(10, 25))
@@ -234,7 +153,7 @@ def test_interval_joins_equal_duckdb_every_round_and_their_state_stays_bounded(h
     assert len(h.table_rows(plain[0].left_table)) == len(models["a"].all)
 
 
-def test_explain_names_the_interval_join_and_its_cleaning(h: Harness) -> None:
+def test_explain_names_the_interval_join_and_its_cleaning(h: FileHarness) -> None:
     text = "\n".join(
         r[0] for r in h.db.execute(f"EXPLAIN CREATE MATERIALIZED VIEW x AS {MVS['m_between']}")[0].rows
     )

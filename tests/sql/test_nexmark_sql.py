@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from paired import table_rows
 from sqldiff import diff_text, duck_connect, norm_rows
 
 from piestream.connectors.nexmark.config import NexmarkConfig
@@ -288,7 +289,6 @@ def test_q11_session_windows_equal_duckdb_over_the_final_bids(tmp_path: Path) ->
     epoch; its EowcSort holds only bids at or above the watermark."""
     from piestream.plan.eowc_sort import EowcSortNode
     from piestream.plan.watermark import WatermarkFilterNode
-    from piestream.storage.table.storage_table import StorageTable
 
     cfg = DatabaseConfig(runner="local", barrier_interval=3600, parallelism=2, background_compaction=False)
 
@@ -296,13 +296,6 @@ def test_q11_session_windows_equal_duckdb_over_the_final_bids(tmp_path: Path) ->
         db = Database(tmp_path / "d", config=cfg)
         db.barriers.stop()
         return db
-
-    def committed(db: Database, desc: Any) -> list[tuple[Any, ...]]:
-        storage, epoch, vpin, spin = db.snapshot_storage()
-        try:
-            return list(StorageTable(desc, storage, epoch).iter_rows())
-        finally:
-            db.release_snapshot(vpin, spin)
 
     q = QUERIES["q11"]
     db = open_db()
@@ -344,7 +337,7 @@ def test_q11_session_windows_equal_duckdb_over_the_final_bids(tmp_path: Path) ->
         if e == 3:  # (reopening may commit an epoch of its own: the watermark is read after it)
             db.close()
             db = open_db()
-        marks = [r[1] for r in committed(db, wm_table) if r[1] is not None]
+        marks = [r[1] for r in table_rows(db, wm_table) if r[1] is not None]
         wm = max(marks) if marks else None
         if wm is not None and wm >= last_ts - dt.timedelta(seconds=4) and e > 4:
             break
@@ -352,7 +345,7 @@ def test_q11_session_windows_equal_duckdb_over_the_final_bids(tmp_path: Path) ->
     assert checked > 50
     sessions = norm_rows(db.execute("SELECT * FROM q11")[0].rows)
     assert sum(sessions.values()) > 20 and any(r[1] > 1 for r in sessions)
-    state = committed(db, sort.state_table)  # cleaned by the watermark the last epoch emitted by
+    state = table_rows(db, sort.state_table)  # cleaned by the watermark the last epoch emitted by
     assert emitted is not None and state and all(r[sort.sort_col] >= emitted for r in state)
     assert len(state) < bids.num_rows
     db.close()

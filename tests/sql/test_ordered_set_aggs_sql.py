@@ -11,11 +11,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
+from paired import DmlGen, Paired, open_db
 
 from piestream.common.errors import PiestreamError
-from piestream.server.database import Database, DatabaseConfig
+from piestream.server.database import Database
 
 #: compared with DuckDB (percentiles rounded: the interpolation may differ in the last bit)
 QUERIES = {
@@ -33,14 +33,9 @@ MODE = (
 )
 
 
-def _open(path: Path) -> Database:
-    cfg = DatabaseConfig(runner="local", barrier_interval=0.05, parallelism=2, background_compaction=False)
-    return Database(path, config=cfg)  # barriers run: a DML statement returns once committed
-
-
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
-    d = _open(tmp_path / "db")
+    d = open_db(tmp_path / "db")
     yield d
     d.close()
 
@@ -66,61 +61,39 @@ def _mode_model(rows: list[tuple]) -> Counter:
     return Counter(out)
 
 
-def _statement(rng: random.Random, ids: set[int], next_id: list[int]) -> str:
-    def x() -> str:
-        return "NULL" if rng.random() < 0.1 else str(rng.randint(0, 60) // 3)
+def _dml(rng: random.Random) -> DmlGen:
+    def x() -> int | None:
+        return None if rng.random() < 0.1 else rng.randint(0, 60) // 3
 
-    def s() -> str:
-        return "NULL" if rng.random() < 0.1 else repr(rng.choice(["a", "b", "cc"]))
+    def s() -> str | None:
+        return None if rng.random() < 0.1 else rng.choice(["a", "b", "cc"])
 
-    r = rng.random()
-    if r < 0.5 or len(ids) < 3:
-        rows = []
-        for _ in range(rng.randint(1, 4)):
-            ids.add(next_id[0])
-            k = "NULL" if rng.random() < 0.1 else str(rng.randint(0, 2))
-            rows.append(f"({next_id[0]}, {k}, {x()}, {s()})")
-            next_id[0] += 1
-        return f"INSERT INTO t VALUES {', '.join(rows)}"
-    picked = rng.sample(sorted(ids), min(len(ids), rng.randint(1, 3)))
-    where = f"id IN ({', '.join(map(str, picked))})"
-    if r < 0.8:
-        return f"UPDATE t SET {rng.choice([f'x = {x()}', f's = {s()}', 'x = x + 1', 'k = 1'])} WHERE {where}"
-    ids.difference_update(picked)
-    return f"DELETE FROM t WHERE {where}"
+    columns = {"k": lambda: None if rng.random() < 0.1 else rng.randint(0, 2), "x": x, "s": s}
+    return DmlGen(rng, "t", columns, updates=("x", "s", "x = x + 1", "k = 1"))
 
 
 def test_ordered_set_aggregates_equal_duckdb_at_every_epoch(tmp_path: Path) -> None:
-    db = _open(tmp_path / "db")
-    duck = duckdb.connect()
+    both = Paired(tmp_path / "db")
+    db = both.db
     try:
-        create = "CREATE TABLE t (id INT PRIMARY KEY, k INT, x INT, s VARCHAR)"
-        db.execute(create)
-        duck.execute(create)
-        rng = random.Random(12)
-        ids: set[int] = set()
-        next_id = [0]
-        for _ in range(3):  # rows before the MVs: they are backfilled
-            sql = _statement(rng, ids, next_id)
-            db.execute(sql)
-            duck.execute(sql)
-        for name, q in [*QUERIES.items(), ("pm", MODE)]:
-            db.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        dml = _dml(random.Random(12))
+        both.start(
+            "CREATE TABLE t (id INT PRIMARY KEY, k INT, x INT, s VARCHAR)", dml, QUERIES | {"pm": MODE}
+        )
         for step in range(24):
-            sql = "DELETE FROM t WHERE k = 1" if step == 20 else _statement(rng, ids, next_id)
-            db.execute(sql)
-            duck.execute(sql)
+            sql = "DELETE FROM t WHERE k = 1" if step == 20 else dml.statement()
+            both.run(sql)
             for name, q in QUERIES.items():
-                want = _rounded(duck.execute(q).fetchall())
+                want = _rounded(both.duck.execute(q).fetchall())
                 assert _rounded(db.execute(f"SELECT * FROM {name}")[0].rows) == want, (name, step, sql)
                 if step % 8 == 7:
                     assert _rounded(db.execute(q)[0].rows) == want, (name, step)
-            want = _mode_model(duck.execute("SELECT k, x FROM t").fetchall())
-            assert Counter(db.execute("SELECT * FROM pm")[0].rows) == want, (step, sql)
+            want = _mode_model(both.duck.execute("SELECT k, x FROM t").fetchall())
+            assert both.rows("SELECT * FROM pm") == want, (step, sql)
             if step % 8 == 7:
-                assert Counter(db.execute(MODE)[0].rows) == want, step
+                assert both.rows(MODE) == want, step
     finally:
-        db.close()
+        both.close()
 
 
 def test_ordered_set_golden_values_and_errors(db: Database) -> None:

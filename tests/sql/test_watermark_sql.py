@@ -10,14 +10,11 @@ file of epoch e is filtered by the watermark committed after epoch e-1 (the max 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pyarrow as pa
 import pytest
+from paired import T0, FileHarness, Model, new_model, rows_table, watermark_rows
 from sqldiff import diff_text, duck_connect, norm_rows
 
 from piestream.common.errors import PiestreamError
@@ -25,17 +22,6 @@ from piestream.plan.hash_agg import HashAggNode
 from piestream.plan.hash_join import HashJoinNode
 from piestream.plan.watermark import WatermarkFilterNode
 from piestream.server.database import Database, DatabaseConfig
-from piestream.storage.table.storage_table import StorageTable
-
-DELAY = dt.timedelta(seconds=5)
-T0 = dt.datetime(2024, 1, 1)
-
-SOURCE = (
-    "CREATE SOURCE s (k INT, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) "
-    "WITH (connector = 'file', path = '{path}', file.split.num = '2') FORMAT PLAIN ENCODE JSON"
-)
-# the same files without a watermark: counts what arrived, to know an epoch has read its file
-ALL = "CREATE SOURCE s_all (k INT) WITH (connector = 'file', path = '{path}') FORMAT PLAIN ENCODE JSON"
 
 _TUMBLE = "TUMBLE(s, ts, INTERVAL '10' SECOND)"
 _HOP = "HOP(s, ts, INTERVAL '2' SECOND, INTERVAL '6' SECOND)"
@@ -77,114 +63,9 @@ def duck_sql(sql: str) -> str:
     return sql
 
 
-class Model:
-    """The accepted rows and the watermark, epoch by epoch (one file per epoch)."""
-
-    def __init__(self) -> None:
-        self.watermark: dt.datetime | None = None
-        self.accepted: list[tuple[int, int, dt.datetime]] = []
-        self.late = 0
-
-    def epoch(self, rows: list[tuple[int, int, dt.datetime]]) -> None:
-        w = self.watermark
-        for r in rows:
-            if w is None or r[2] >= w:
-                self.accepted.append(r)
-            else:
-                self.late += 1
-        top = max(r[2] for r in rows) - DELAY
-        self.watermark = top if w is None else max(w, top)
-
-
-def _rows(rng: random.Random, base: dt.datetime, n: int) -> list[tuple[int, int, dt.datetime]]:
-    """Mostly near `base` (up to 4 s early, 2 s late), a tenth far behind it (late rows)."""
-    out = []
-    for _ in range(n):
-        if rng.random() < 0.1:
-            ts = base - dt.timedelta(milliseconds=rng.randint(6_000, 30_000))
-        else:
-            ts = base + dt.timedelta(milliseconds=rng.randint(-4_000, 2_000))
-        out.append((rng.randint(0, 6), rng.randint(-50, 50), ts))
-    return out
-
-
-class Harness:
-    def __init__(self, tmp: Path) -> None:
-        self.dir = tmp / "in"
-        self.dir.mkdir()
-        self.db_path = tmp / "db"
-        self.db = self.open()
-        self.files = 0
-        self.sent = 0
-
-    def open(self) -> Database:
-        cfg = DatabaseConfig(
-            runner="local", barrier_interval=3600, parallelism=2, background_compaction=False
-        )
-        db = Database(self.db_path, config=cfg)
-        db.barriers.stop()
-        return db
-
-    def restart(self) -> None:
-        self.db.close()
-        self.db = self.open()
-
-    def feed(self, rows: list[tuple[int, int, dt.datetime]]) -> None:
-        """One file, read whole by one epoch (the epoch before it only lists it)."""
-        name = self.dir / f"{self.files:05d}.json"
-        text = "".join(json.dumps({"k": k, "v": v, "ts": ts.isoformat(sep=" ")}) + "\n" for k, v, ts in rows)
-        name.write_text(text)
-        self.files += 1
-        self.sent += len(rows)
-        for _ in range(20):
-            self.db.execute("FLUSH")
-            if self.db.execute("SELECT n FROM arrived")[0].rows == [(self.sent,)]:
-                return
-        raise AssertionError("the file was not read")
-
-    def query(self, sql: str) -> Any:
-        return norm_rows(self.db.execute(sql)[0].rows)
-
-    def plans(self, name: str) -> list[Any]:
-        rel = self.db.catalog.get(name)
-        assert rel is not None and rel.job_id is not None
-        return [n for f in self.db.catalog.job_fragments(rel.job_id) for n in f.root.walk()]
-
-    def table_rows(self, desc: Any) -> list[tuple[Any, ...]]:
-        storage, epoch, vpin, spin = self.db.snapshot_storage()
-        try:
-            return list(StorageTable(desc, storage, epoch).iter_rows())
-        finally:
-            self.db.release_snapshot(vpin, spin)
-
-    def committed_watermarks(self) -> dict[int, Any]:
-        storage, _, vpin, spin = self.db.snapshot_storage()
-        try:
-            return dict(storage.version.table_watermarks)
-        finally:
-            self.db.release_snapshot(vpin, spin)
-
-
-@pytest.fixture
-def h(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)
-    harness.db.execute(SOURCE.format(path=harness.dir))
-    harness.db.execute(ALL.format(path=harness.dir))
-    harness.db.execute("CREATE MATERIALIZED VIEW arrived AS SELECT count(*) AS n FROM s_all")
-    yield harness
-    harness.db.close()
-
-
-def _check(h: Harness, model: Model, names: dict[str, str]) -> None:
+def _check(h: FileHarness, model: Model, names: dict[str, str]) -> None:
     duck = duck_connect()
-    table = pa.table(
-        {
-            "k": pa.array([r[0] for r in model.accepted], pa.int32()),
-            "v": pa.array([r[1] for r in model.accepted], pa.int32()),
-            "ts": pa.array([r[2] for r in model.accepted], pa.timestamp("us")),
-        }
-    )
-    duck.register("s_arrow", table)
+    duck.register("s_arrow", rows_table(model.accepted))
     duck.execute("CREATE TABLE s AS SELECT * FROM s_arrow")
     for name in ("m_agg", "m_q5", "m_keys"):
         duck.execute(f"CREATE VIEW {name} AS {duck_sql(MVS[name])}")
@@ -195,15 +76,15 @@ def _check(h: Harness, model: Model, names: dict[str, str]) -> None:
         assert got == want, f"{name}:\n{diff_text(got, want)}"
 
 
-def test_late_rows_dropped_state_cleaned_and_mvs_equal_duckdb(h: Harness) -> None:
+def test_late_rows_dropped_state_cleaned_and_mvs_equal_duckdb(h: FileHarness) -> None:
     rng = random.Random(12)
     for name, sql in MVS.items():
         h.db.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
     h.db.execute(f"CREATE MATERIALIZED VIEW m_mv AS {MV_ON_MV['m_mv']}")
-    model = Model()
+    model = new_model()
     base = T0
     for e in range(24):
-        model.epoch(rows := _rows(rng, base, rng.randint(20, 60)))
+        model.epoch(rows := watermark_rows(rng, base, rng.randint(20, 60)))
         h.feed(rows)
         base += dt.timedelta(seconds=rng.randint(1, 4))
         if e in (5, 17):
@@ -247,13 +128,13 @@ def test_late_rows_dropped_state_cleaned_and_mvs_equal_duckdb(h: Harness) -> Non
     assert not any(isinstance(n, HashAggNode) and n.watermark for n in h.plans("m_keys"))
 
 
-def test_the_watermark_survives_a_restart(h: Harness) -> None:
+def test_the_watermark_survives_a_restart(h: FileHarness) -> None:
     rng = random.Random(7)
     h.db.execute(f"CREATE MATERIALIZED VIEW m_agg AS {MVS['m_agg']}")
-    model = Model()
+    model = new_model()
     base = T0
     for _ in range(6):
-        model.epoch(rows := _rows(rng, base, 40))
+        model.epoch(rows := watermark_rows(rng, base, 40))
         h.feed(rows)
         base += dt.timedelta(seconds=3)
     before = model.watermark
@@ -265,7 +146,7 @@ def test_the_watermark_survives_a_restart(h: Harness) -> None:
     h.feed(late_after_restart)
     assert late_after_restart[0] not in model.accepted and late_after_restart[1] in model.accepted
     for _ in range(4):
-        model.epoch(rows := _rows(rng, base, 40))
+        model.epoch(rows := watermark_rows(rng, base, 40))
         h.feed(rows)
         base += dt.timedelta(seconds=3)
     _check(h, model, {"m_agg": MVS["m_agg"]})

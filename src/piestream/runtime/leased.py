@@ -759,7 +759,9 @@ class LeasedSparkRunner(SparkRunner):
                 now = time.monotonic()
                 if (
                     now - self._last_epoch >= self.idle_seconds
-                    or now - lease.started >= self.lease_seconds
+                    # a pre-started lease has served no epoch yet: it waits `idle_seconds` for
+                    # its first (with lease_seconds 0 it would be ended before any epoch came)
+                    or (lease.runs > 0 and now - lease.started >= self.lease_seconds)
                     or not lease.healthy()  # a task died: its slot's peers end at once
                     or self._others_waiting(lease)
                 ):

@@ -310,7 +310,7 @@ def test_wait_epoch_wakes_on_commit(db: Db) -> None:
     t0 = time.monotonic()
     assert db.mgr.wait_epoch(MAX_EPOCH - 1, timeout=0.2) is False
     assert hs.wait_epoch(MAX_EPOCH - 1, timeout=0.2) is False
-    assert 0.3 < time.monotonic() - t0 < 5
+    assert 0.3 < time.monotonic() - t0 < 60  # each waited its timeout (an upper bound: no hang)
     assert db.mgr.wait_epoch(target, timeout=0) is True
 
 
