@@ -76,8 +76,16 @@ def test_the_python_api_logs_in_as_a_role_and_is_checked(server: PgServer) -> No
             alice.sql("INSERT INTO t VALUES ($1, $2, $3)", (5, "e", Decimal("5.5")))
             assert alice.in_transaction
         assert not alice.in_transaction
+        with alice.transaction():  # nested blocks are savepoints, as with an embedded Connection
+            alice.sql("INSERT INTO t (k, v) VALUES (6, 'f')")
+            with pytest.raises(RuntimeError), alice.transaction():
+                alice.sql("INSERT INTO t (k, v) VALUES (7, 'g')")
+                raise RuntimeError("undo the inner block only")
+            assert alice.in_transaction
+        assert not alice.in_transaction
         alice.flush()
-        assert alice.sql("SELECT n FROM mv").scalar() == 5
+        assert alice.sql("SELECT n FROM mv").scalar() == 6
+        assert alice.sql("SELECT k FROM t WHERE k >= 6 ORDER BY k").rows == [(6,)]
         assert alice.sql("SELECT v FROM t WHERE k = 4").rows == [("d",)]
 
 

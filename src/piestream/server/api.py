@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import pyarrow as pa
 
@@ -111,7 +111,61 @@ def _clean(e: PiestreamError) -> PiestreamError:
     return client_error(e).with_traceback(None)
 
 
-class Connection:
+class _Transactions:
+    """Transaction control shared by `Connection` and `RemoteConnection`: everything is SQL
+    (BEGIN, COMMIT, SAVEPOINT ...) sent through one `_run` primitive, so the in-process and the
+    remote session behave alike — the session, not the wrapper, tracks the transaction state."""
+
+    _savepoints: Iterator[int]
+
+    def _run(self, sql: str) -> None:
+        """Run one transaction-control statement on the session."""
+        raise NotImplementedError
+
+    @property
+    def in_transaction(self) -> bool:
+        raise NotImplementedError
+
+    def begin(self) -> None:
+        """Open a transaction block (SQL BEGIN)."""
+        self._run("BEGIN")
+
+    def commit(self) -> None:
+        """Commit the open transaction: all its changes land in one epoch, durable on return."""
+        self._run("COMMIT")
+
+    def rollback(self) -> None:
+        """Discard the open transaction's changes."""
+        self._run("ROLLBACK")
+
+    @contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """A transaction block for a ``with`` statement: it commits when the block ends and rolls
+        back if an exception leaves it. Inside an open transaction it is a savepoint instead, so
+        blocks nest (the inner one undoes only its own changes)."""
+        if self.in_transaction:
+            name = f"piestream_sp_{next(self._savepoints)}"
+            self._run(f"SAVEPOINT {name}")
+            try:
+                yield self
+            except BaseException:
+                self._run(f"ROLLBACK TO SAVEPOINT {name}")
+                self._run(f"RELEASE SAVEPOINT {name}")
+                raise
+            self._run(f"RELEASE SAVEPOINT {name}")
+            return
+        self.begin()
+        try:
+            yield self
+        except BaseException:
+            if self.in_transaction:
+                self.rollback()
+            raise
+        if self.in_transaction:  # (unless the block ended it itself)
+            self.commit()
+
+
+class Connection(_Transactions):
     """One SQL session on an open database (settings such as SET persist across calls)."""
 
     def __init__(self, db: Database) -> None:
@@ -216,49 +270,14 @@ class Connection:
         except PiestreamError as e:
             raise _clean(e) from None
 
-    # -- transactions -----------------------------------------------------------------------------
+    # -- transactions (begin/commit/rollback/transaction come from _Transactions) --------------
+    def _run(self, sql: str) -> None:
+        self.session.execute(sql)
+
     @property
     def in_transaction(self) -> bool:
         """Whether a transaction block is open (its writes are buffered until `commit`)."""
         return self.session.in_transaction
-
-    def begin(self) -> None:
-        """Open a transaction block (SQL BEGIN)."""
-        self.session.execute("BEGIN")
-
-    def commit(self) -> None:
-        """Commit the open transaction: all its changes land in one epoch, durable on return."""
-        self.session.execute("COMMIT")
-
-    def rollback(self) -> None:
-        """Discard the open transaction's changes."""
-        self.session.execute("ROLLBACK")
-
-    @contextmanager
-    def transaction(self) -> Iterator[Connection]:
-        """A transaction block for a ``with`` statement: it commits when the block ends and rolls
-        back if an exception leaves it. Inside an open transaction it is a savepoint instead, so
-        blocks nest (the inner one undoes only its own changes)."""
-        if self.in_transaction:
-            name = f"piestream_sp_{next(self._savepoints)}"
-            self.session.execute(f"SAVEPOINT {name}")
-            try:
-                yield self
-            except BaseException:
-                self.session.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                self.session.execute(f"RELEASE SAVEPOINT {name}")
-                raise
-            self.session.execute(f"RELEASE SAVEPOINT {name}")
-            return
-        self.begin()
-        try:
-            yield self
-        except BaseException:
-            if self.in_transaction:
-                self.rollback()
-            raise
-        if self.in_transaction:  # (unless the block ended it itself)
-            self.commit()
 
     def close(self) -> None:
         """Close this connection (an open transaction is rolled back); the database closes with
@@ -388,13 +407,14 @@ class Result:
         )
 
 
-class RemoteConnection:
+class RemoteConnection(_Transactions):
     """One session of a role on a running server (the `Connection` API without `function`,
     `subscribe` and `spark`, which need the database in this process)."""
 
     def __init__(self, address: ServerAddress) -> None:
         self.address = address
         self._client: SimpleClient | None = address.login("piestream python")
+        self._savepoints = itertools.count(1)
 
     @property
     def client(self) -> SimpleClient:
@@ -430,31 +450,13 @@ class RemoteConnection:
         """FLUSH on the server: every write so far is committed and visible."""
         self.client.query("FLUSH")
 
+    def _run(self, sql: str) -> None:
+        self.client.query(sql)
+
     @property
     def in_transaction(self) -> bool:
+        """Whether a transaction block is open on the server (from its ReadyForQuery status)."""
         return self.client.in_transaction
-
-    def begin(self) -> None:
-        self.client.query("BEGIN")
-
-    def commit(self) -> None:
-        self.client.query("COMMIT")
-
-    def rollback(self) -> None:
-        self.client.query("ROLLBACK")
-
-    @contextmanager
-    def transaction(self) -> Iterator[RemoteConnection]:
-        """BEGIN ... COMMIT around the block (ROLLBACK if an exception leaves it)."""
-        self.begin()
-        try:
-            yield self
-        except BaseException:
-            if self.in_transaction:
-                self.rollback()
-            raise
-        if self.in_transaction:
-            self.commit()
 
     def close(self) -> None:
         if self._client is not None:
