@@ -309,7 +309,8 @@ class DdlParser(FunctionParser, RoleParser):
             query, text = self._parse_query_with_text(emit_allowed=True)
         else:
             self._fail("Expecting FROM or AS")
-        eowc = query is not None and self._match_text_seq("EMIT", "ON", "WINDOW", "CLOSE")
+        # RisingWave parses the emit mode after either form (`FROM x` plans as `SELECT * FROM x`)
+        eowc = self._match_text_seq("EMIT", "ON", "WINDOW", "CLOSE")
         clauses = self._parse_clauses(table=False)
         return ast.CreateSink(
             name=name,
