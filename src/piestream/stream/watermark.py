@@ -18,10 +18,8 @@ from piestream.common.order import ASC
 from piestream.common.scalar import Datum
 from piestream.common.types import DataType
 from piestream.encoding import memcomparable
-from piestream.encoding.keys import TABLE_ID_LEN, next_key
 from piestream.plan.watermark import ColumnWatermark
 from piestream.storage.table.desc import TableDesc
-from piestream.storage.table.row_serde import RowSerde
 from piestream.storage.table.state_table import StateTable
 from piestream.stream.executor import ActorContext
 
@@ -41,64 +39,11 @@ _PROCESS_MEMO: dict[tuple[str, int, int], Datum] = {}
 _PROCESS_MEMO_MAX = 256
 _memo_lock = threading.Lock()
 
-#: Each filter table's committed rows by (data directory, filter table): (the committed epoch they
-#: are of, user key -> watermark). The next epoch's read starts from them and reads only what
-#: changed since (`HummockStorage.changes_since`: the runs of the epochs since), not every run of
-#: the LSM: a full scan of the few rows cost ~8-16 ms per table and epoch on each worker (Nexmark
-#: q3: a fifth of the actors' CPU), most of it merging L0 runs that hold nothing new.
-_ROWS: dict[tuple[str, int], tuple[int, dict[bytes, Datum], frozenset[int]]] = {}
-_ROWS_MAX = 64
-
-
-def _committed_rows(ctx: ActorContext, desc: TableDesc, committed: int) -> dict[bytes, Datum]:
-    """A filter table's rows at the `committed` epoch (user key -> watermark column)."""
-    scope = ctx.storage.sstables.store.url
-    key = (scope, desc.table_id)
-    storage = ctx.storage
-    with _memo_lock:
-        base = _ROWS.get(key)
-    if base is not None and base[0] == committed:
-        return base[1]
-    prefix = desc.table_id.to_bytes(TABLE_ID_LEN, "big")
-    end = next_key(prefix)
-    serde = RowSerde(desc)
-    known = storage.range_object_ids(prefix, end)
-    changes = None
-    if base is not None and base[0] < committed and desc.table_id not in storage.version.table_watermarks:
-        changes = storage.changes_since(prefix, end, base[0], committed, base[2])  # tombstones too
-    if changes is None:  # the first read, or a compaction rewrote the table's runs since
-        rows: dict[bytes, Datum] = {}
-        batches = iter(storage.iter(prefix, end, committed))  # visible rows only
-    else:
-        assert base is not None
-        rows = dict(base[1])
-        batches = changes
-    for b in batches:
-        # a row per filter actor: a handful of Python values per epoch, not a hot loop
-        keys = b.user_keys().to_pylist()
-        dead = b.is_delete()
-        for i in np.flatnonzero(dead):
-            rows.pop(keys[i], None)
-        if dead.all():
-            continue
-        live = b.filter(~dead) if dead.any() else b
-        cols = serde.decode(live.table_keys(), live.values, value_start=1)
-        rows.update(zip(live.user_keys().to_pylist(), cols[1].to_pylist(), strict=True))
-    if committed > 0:
-        with _memo_lock:
-            cur = _ROWS.get(key)
-            if cur is None or cur[0] < committed:
-                _ROWS[key] = (committed, rows, known)
-                while len(_ROWS) > _ROWS_MAX:
-                    del _ROWS[next(iter(_ROWS))]
-    return rows
-
 
 def committed_watermarks(ctx: ActorContext, tables: list[TableDesc]) -> dict[int, Datum]:
     """Each filter table's global watermark, read once per actor and epoch (and once per process
-    and committed epoch: `_PROCESS_MEMO`, from the rows of the epoch before: `_committed_rows`).
-    Every read happens before the epoch's own write of the table (a filter raises its row at the
-    barrier, after reading), so it sees committed state."""
+    and committed epoch: `_PROCESS_MEMO`). Every read happens before the epoch's own write of the
+    table (a filter raises its row at the barrier, after reading), so it sees committed state."""
     memo = ctx.watermarks
     committed = ctx.storage.version.max_committed_epoch
     scope = ctx.storage.sstables.store.url
@@ -110,8 +55,7 @@ def committed_watermarks(ctx: ActorContext, tables: list[TableDesc]) -> dict[int
             known = key in _PROCESS_MEMO
             value = _PROCESS_MEMO.get(key)
         if not known:
-            values = [v for v in _committed_rows(ctx, desc, committed).values() if v is not None]
-            value = max(values) if values else None
+            value = global_watermark(ctx.state_table(desc))
             if committed > 0:
                 with _memo_lock:
                     _PROCESS_MEMO[key] = value

@@ -27,8 +27,6 @@ from piestream.storage.hummock.iterators import (
     MergeIterator,
     SstableIterator,
     UserIterator,
-    _first_versions,
-    _user_key_at,
     full_key_range,
 )
 from piestream.storage.hummock.kv_batch import DELETE_TAG, KvBatch
@@ -260,68 +258,6 @@ class HummockStorage:
         if apply_watermarks:  # a snapshot older than a watermark still sees the rows it cleaned
             wms = {t: w for t, w in self._version.table_watermarks.items() if read_epoch >= w.epoch}
         return iter(UserIterator(inner, read_epoch, wms))
-
-    def range_object_ids(self, start_user_key: bytes, end_user_key: bytes | None) -> frozenset[int]:
-        """The objects of the version's SSTs that overlap [start, end) (`changes_since`'s `known`)."""
-        rng = full_key_range(start_user_key, end_user_key)
-        v = self._version
-        return frozenset(s.object_id for lv in (*v.l0, *v.levels) for s in lv.ssts if _in(s, rng))
-
-    def changes_since(
-        self,
-        start_user_key: bytes,
-        end_user_key: bytes | None,
-        since_epoch: int,
-        read_epoch: int,
-        known: frozenset[int],
-    ) -> Iterator[KvBatch] | None:
-        """What changed in [start, end) between two committed reads: the newest version of every
-        user key written after `since_epoch` and visible at `read_epoch`, tombstones included
-        (``is_delete``), from the version's runs alone (no local data); `known` is
-        `range_object_ids` as of the read at `since_epoch`. Only the SSTs added since are read,
-        so a small table read again each epoch touches the new runs, not every run of the LSM.
-
-        None when that is not enough: a run of `known` is gone (a compaction rewrote the range,
-        and may have dropped tombstones of the epochs since) or an added SST holds older epochs;
-        the caller then reads the range in full. Table watermarks are not applied (the caller
-        reads a table without any)."""
-        rng = full_key_range(start_user_key, end_user_key)
-        since = visible_bound(since_epoch)
-        read_epoch = visible_bound(read_epoch)
-        version = self._version
-        ssts = [s for lv in (*version.l0, *version.levels) for s in lv.ssts if _in(s, rng)]
-        ids = {s.object_id for s in ssts}
-        if not known <= ids:
-            return None
-        added = [s for s in ssts if s.object_id not in known]  # newest runs first
-        if any(s.min_epoch <= since for s in added):
-            return None
-        return self._newest_versions(
-            MergeIterator([SstableIterator(self.sstables, s, rng) for s in added]), since, read_epoch
-        )
-
-    @staticmethod
-    def _newest_versions(inner: Iterable[KvBatch], since: int, read_epoch: int) -> Iterator[KvBatch]:
-        """The first (newest) version of each user key with since < epoch <= read_epoch."""
-        lo, hi = np.uint64(since), np.uint64(read_epoch)
-        last: bytes | None = None
-        for batch in inner:
-            if not len(batch):
-                continue
-            e = batch.epochs()
-            ok = (e > lo) & (e <= hi)
-            if not ok.all():
-                batch = batch.filter(ok)
-                if not len(batch):
-                    continue
-            keys = Ragged.from_arrow(batch.keys)
-            first = _first_versions(keys, batch)
-            if last is not None and _user_key_at(keys, 0) == last:
-                first[0] = False
-            last = _user_key_at(keys, keys.n - 1)
-            out = batch.filter(first)
-            if len(out):
-                yield out
 
     def merged_runs(self, rng: KeyRange, read_epoch: int, filter_key: bytes | None = None) -> MergeIterator:
         """All versions of all keys in `rng` from every run, newest run first (a MergeIterator)."""
