@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from table_env import TableEnv, live_user_keys
+from table_env import EPOCH_STEP, TableEnv, live_user_keys
 
 from piestream.common.chunk import Op, StreamChunk
 from piestream.common.epoch import EpochPair
@@ -1032,3 +1032,31 @@ def test_lenient_table_reports_inconsistent_ops_and_applies_them() -> None:
     strict.insert_row((2, 1, "a"))
     with pytest.raises(StateConsistencyError, match="double insert"):
         strict.insert_row((2, 1, "b"))
+
+
+def test_surely_empty_from_metadata_alone() -> None:
+    """`surely_empty` is True only while no run of the storage (buffered, synced, committed) and
+    no uncommitted write can hold the table; other tables' data does not count."""
+    env = TableEnv()
+    a = env.state_table(
+        TableDesc(61, (ColumnDesc("a", INT), ColumnDesc("v", INT)), pk=(0,), pk_orders=(ASC,))
+    )
+    b = env.state_table(
+        TableDesc(62, (ColumnDesc("a", INT), ColumnDesc("v", INT)), pk=(0,), pk_orders=(ASC,))
+    )
+    c = env.state_table(
+        TableDesc(60, (ColumnDesc("a", INT), ColumnDesc("v", INT)), pk=(0,), pk_orders=(ASC,))
+    )
+    assert a.surely_empty() and b.surely_empty()
+    b.insert_row((1, 1))
+    assert not b.surely_empty(), "an uncommitted write"
+    assert a.surely_empty()
+    c.insert_row((1, 1))  # tables 60 and 62 around 61 in one epoch: their SSTs do not hold 61
+    env.barrier(a, b, c)
+    assert a.surely_empty() and not b.surely_empty() and not c.surely_empty()
+    b.delete_row((1, 1))
+    env.barrier(a, b, c)
+    assert not b.surely_empty(), "tombstones: not known to be empty (a cache stays incomplete)"
+    a.insert_row((2, 2))
+    a.commit(EpochPair(env.epoch + EPOCH_STEP, env.epoch))  # buffered in the shared buffer only
+    assert not a.surely_empty()

@@ -18,7 +18,7 @@ import pyarrow as pa
 import xxhash
 
 from piestream.common.epoch import EPOCH_SPILL_MASK, MAX_EPOCH, pure_epoch
-from piestream.encoding.keys import table_id_of
+from piestream.encoding.keys import TABLE_ID_LEN, table_id_of
 from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.iterators import (
     BlockIterator,
@@ -116,6 +116,21 @@ class HummockStorage:
         with self._lock:
             self._buffer.clear()
             self._read_view = None
+
+    def may_hold_table(self, table_id: int) -> bool:
+        """Whether any run this storage reads (its version's SSTs, its synced SSTs, its buffered
+        batches) may hold an entry of `table_id`: metadata only, no block read. False means the
+        table is empty here; True may still hold only tombstones."""
+        prefix = table_id.to_bytes(TABLE_ID_LEN, "big")
+        with self._lock:
+            for imm in self._buffer.imms:
+                b = imm.batch
+                if len(b) and b.first_key()[:TABLE_ID_LEN] <= prefix <= b.last_key()[:TABLE_ID_LEN]:
+                    return True
+            if any(table_id in s.table_ids for _, ssts in self._buffer.synced for s in ssts):
+                return True
+            version = self._version
+        return any(table_id in s.table_ids for s in version.all_ssts())
 
     # -- read path ------------------------------------------------------------------------------
     def _view(self) -> ReadView:

@@ -77,6 +77,12 @@ class StateTable:
         self._prefix = desc.table_id.to_bytes(TABLE_ID_LEN, "big")
         self._hint = desc.read_prefix_len_hint
 
+    def surely_empty(self) -> bool:
+        """Whether the table is known to hold no row, from metadata alone (no uncommitted write,
+        no run of the storage that may hold the table): a cheap test where a scan of the whole
+        LSM for one row would cost a merge over every run. False may still be an empty table."""
+        return not len(self.mem) and not self.storage.may_hold_table(self.desc.table_id)
+
     # -- epochs ---------------------------------------------------------------------------------
     def init_epoch(self, epoch: EpochPair) -> None:
         """Called on the first barrier: writes until the next barrier carry `epoch.curr`."""

@@ -311,9 +311,10 @@ class HashAggExecutor(Executor):
         if hit.all():
             return hit, rows
         if cache.complete is None:
-            # a new cache: complete if the table holds nothing yet (a new job, or every group
-            # gone), and then kept complete by writing through; one short read, once per cache
-            cache.complete = not any(c.cardinality for c in self.value_table.iter_chunks_with_prefix(limit=1))
+            # a new cache: complete if the table holds nothing yet (a new job), and then kept
+            # complete by writing through; decided from metadata (`surely_empty`), since a scan
+            # for one row merges every run of the LSM (a cold actor paid it every epoch)
+            cache.complete = self.value_table.surely_empty()
         if cache.complete:
             return hit, rows  # the groups it does not hold are new: no state read
         miss = np.flatnonzero(~hit)
