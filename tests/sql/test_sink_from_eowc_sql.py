@@ -1,46 +1,35 @@
 """`CREATE SINK s FROM x EMIT ON WINDOW CLOSE`: RisingWave parses the emit mode after either sink
 form and plans `FROM x` as `SELECT * FROM x` (frontend/src/handler/create_sink.rs), so a sink
 from a watermarked relation writes each row once, when the watermark passes it; a relation with
-no watermark is refused with RisingWave's 0A000. The source and model are `test_watermark_sql`'s.
+no watermark is refused with RisingWave's 0A000. The source, model and `h` are `paired.watermarked`'s.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from paired import T0, FileHarness, new_model, watermark_rows
 from sqldiff import norm_rows
-from test_watermark_sql import ALL, SOURCE, T0, Harness, Model, _rows
 
 from piestream.common.errors import PiestreamError
 from piestream.connectors.sinks import read_sink
 from piestream.frontend.emit_on_window_close import CANNOT_EXECUTE
 
 
-@pytest.fixture
-def h(tmp_path: Path) -> Iterator[Harness]:
-    harness = Harness(tmp_path)
-    harness.db.execute(SOURCE.format(path=harness.dir))
-    harness.db.execute(ALL.format(path=harness.dir))
-    harness.db.execute("CREATE MATERIALIZED VIEW arrived AS SELECT count(*) AS n FROM s_all")
-    yield harness
-    harness.db.close()
-
-
-def test_sink_from_a_watermarked_source_emits_final_rows_once(h: Harness, tmp_path: Path) -> None:
+def test_sink_from_a_watermarked_source_emits_final_rows_once(h: FileHarness, tmp_path: Path) -> None:
     out = tmp_path / "sink"
     h.db.execute(
         f"CREATE SINK k FROM s EMIT ON WINDOW CLOSE "
         f"WITH (connector = 'parquet', path = '{out}', type = 'append-only')"
     )
     rng = random.Random(7)
-    model = Model()
+    model = new_model()
     base = T0
     for _ in range(6):
-        model.epoch(rows := _rows(rng, base, rng.randint(20, 40)))
+        model.epoch(rows := watermark_rows(rng, base, rng.randint(20, 40)))
         h.feed(rows)
         h.db.execute("FLUSH")
         base += dt.timedelta(seconds=rng.randint(1, 4))
@@ -52,7 +41,7 @@ def test_sink_from_a_watermarked_source_emits_final_rows_once(h: Harness, tmp_pa
     assert sum(want.values()) < len(model.accepted)
 
 
-def test_sink_from_a_relation_without_watermark_is_refused(h: Harness) -> None:
+def test_sink_from_a_relation_without_watermark_is_refused(h: FileHarness) -> None:
     h.db.execute("CREATE MATERIALIZED VIEW n AS SELECT count(*) AS c FROM s")
     with pytest.raises(PiestreamError, match=CANNOT_EXECUTE) as e:
         h.db.execute("CREATE SINK k FROM n EMIT ON WINDOW CLOSE WITH (connector = 'blackhole')")
