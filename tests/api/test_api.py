@@ -104,6 +104,34 @@ def test_errors_are_piestream_errors_with_sqlstate(conn: piestream.Connection) -
     assert conn.sql("SELECT 1 AS one").rows == [(1,)]  # the connection still works
 
 
+def test_insert_without_a_column_list_fills_the_first_columns(conn: piestream.Connection) -> None:
+    """PostgreSQL's rule: N values fill the first N columns, the rest take their DEFAULT (NULL);
+    a list of named columns must match the values exactly, with PostgreSQL's messages."""
+    conn.sql("CREATE TABLE t (k int PRIMARY KEY, v varchar, w int)")
+    conn.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    conn.sql("INSERT INTO t VALUES (3)")
+    conn.sql("INSERT INTO t SELECT 4, 'd'")
+    conn.sql("INSERT INTO t VALUES ($1, $2)", [5, "e"])  # bare parameters: the column-wise path
+    conn.sql("INSERT INTO t VALUES (6, '7', 8)")
+    assert conn.sql("SELECT k, v, w FROM t ORDER BY k").rows == [
+        (1, "a", None),
+        (2, "b", None),
+        (3, None, None),
+        (4, "d", None),
+        (5, "e", None),
+        (6, "7", 8),
+    ]
+    for q, msg in [
+        ("INSERT INTO t VALUES (9, 'x', 1, 2)", "more expressions than target columns"),
+        ("INSERT INTO t (k, v) VALUES (9)", "more target columns than expressions"),
+        ("INSERT INTO t (k) VALUES (9, 'x')", "more expressions than target columns"),
+    ]:
+        with pytest.raises(PiestreamError, match=msg) as e:
+            conn.sql(q)
+        assert e.value.sqlstate == "42601"
+    assert conn.sql("SELECT count(*) FROM t").rows == [(6,)]
+
+
 def test_connections_to_one_data_dir_share_the_database(tmp_path: Path) -> None:
     path = tmp_path / "db"
     with piestream.connect(path, runner="local", barrier_interval=0.2) as a:

@@ -90,11 +90,17 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
             raise UndefinedColumn(f'column "{t}" of relation "{rel.name}" does not exist')
     target_types = [rel.columns[rel.column_index(t)].data_type for t in targets]  # type: ignore[index]
     if stmt.param_rows is not None:
+        if not stmt.columns:
+            targets = targets[: stmt.param_rows.shape[1]]  # the first N columns, as below
+            target_types = target_types[: len(targets)]
         return _insert_param_rows(s, rel, targets, target_types, stmt.param_rows, params)
     bound = QueryBinder(s.catalog(), params).bind_insert_source(stmt.source, target_types)
-    if len(bound.names) != len(targets):
-        what = "more" if len(bound.names) > len(targets) else "fewer"
-        raise PiestreamError(f"INSERT has {what} expressions than target columns", sqlstate="42601")
+    if not stmt.columns and len(bound.names) < len(targets):
+        # PostgreSQL: without a column list, N values fill the table's first N columns and the
+        # rest take their DEFAULT (NULL); bound again so VALUES are assigned to those N types
+        targets, target_types = targets[: len(bound.names)], target_types[: len(bound.names)]
+        bound = QueryBinder(s.catalog(), params).bind_insert_source(stmt.source, target_types)
+    _check_width(len(bound.names), len(targets))
     # one expression per table column: the value cast to the column type, else NULL
     exprs: list[Expr] = []
     for c in rel.columns:
@@ -124,9 +130,7 @@ def _insert_param_rows(
     """INSERT ... VALUES of bare parameters (`ast.Insert.param_rows`), a column at a time: the
     same values as binding every entry (each assigned to its column's type, PostgreSQL's rule for
     INSERT ... VALUES) without a bound tree and a one-row evaluation per entry."""
-    if grid.shape[1] != len(targets):
-        what = "more" if grid.shape[1] > len(targets) else "fewer"
-        raise PiestreamError(f"INSERT has {what} expressions than target columns", sqlstate="42601")
+    _check_width(grid.shape[1], len(targets))
     missing = np.unique(grid[grid >= len(params)])
     if len(missing):
         raise SyntaxError_(f"there is no parameter ${int(missing[0]) + 1}")
@@ -139,6 +143,14 @@ def _insert_param_rows(
     _check_not_null_pk(rel, cols)
     _write(s, rel, None, cols, StreamChunk(np.full(n, Op.INSERT, np.int8), cols, length=n))
     return command(f"INSERT 0 {n}")
+
+
+def _check_width(values: int, targets: int) -> None:
+    """PostgreSQL's 42601 for an INSERT whose rows are wider or narrower than its columns."""
+    if values > targets:
+        raise PiestreamError("INSERT has more expressions than target columns", sqlstate="42601")
+    if values < targets:
+        raise PiestreamError("INSERT has more target columns than expressions", sqlstate="42601")
 
 
 def omitted_column(c: ColumnCatalog, n: int) -> pa.Array:

@@ -126,7 +126,10 @@ class SinkExecutor(Executor):
         # upsert: the last change per key decides
         key_cols = [c.columns[i] for i in n.key]
         key_types = [n.input.schema[i].data_type for i in n.key]
-        keys = memcomparable.encode_columns(key_cols, key_types, [ASC] * len(key_cols)).to_list()
+        # a sink from a singleton (a global aggregation's MV) has an empty key: one key, every row
+        keys = memcomparable.encode_columns(
+            key_cols, key_types, [ASC] * len(key_cols), num_rows=len(ops)
+        ).to_list()
         last = {k: i for i, k in enumerate(keys)}  # later rows of a key overwrite earlier ones
         rows = np.fromiter(sorted(last.values()), np.int64, len(last))
         upsert = (ops[rows] == Op.INSERT) | (ops[rows] == Op.UPDATE_INSERT)
