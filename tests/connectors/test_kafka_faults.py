@@ -126,3 +126,58 @@ def test_a_retried_read_returns_the_same_rows_or_fails(monkeypatch: pytest.Monke
     finally:
         close_feeds()
         broker.stop()
+
+
+def test_a_deleted_topic_fails_that_job_only(tmp_path: Path) -> None:
+    """A running table over a topic that is then deleted: its job fails with a clear error in
+    rw_streaming_errors (no pause-and-retry forever as for an outage), while a table over
+    another topic of the same broker and a plain table's MV keep committing, and the process
+    lives. The source is paused (rate 0) and its consumers closed around the deletion: a
+    consumer assigned at the moment of deletion is what crashed librdkafka against this
+    broker (see `KafkaReader._require`); the reader itself never assigns one to a deleted
+    topic, which is the path tested here."""
+    from confluent_kafka.admin import AdminClient
+
+    from piestream.connectors.kafka.reader import close_topic_feeds
+
+    broker = Broker()
+    db = local_db(tmp_path / "db")
+    try:
+        broker.create_topic("gone", 2)
+        broker.create_topic("stay", 1)
+        broker.produce("gone", [{"id": i} for i in range(100)], partition=[i % 2 for i in range(100)])
+        broker.produce("stay", [{"id": i} for i in range(50)])
+        db.execute(f"CREATE TABLE kg (id INT) {broker.with_clause('gone')} FORMAT PLAIN ENCODE JSON")
+        db.execute("CREATE MATERIALIZED VIEW kgc AS SELECT count(*) AS c FROM kg")
+        db.execute(f"CREATE TABLE ks (id INT) {broker.with_clause('stay')} FORMAT PLAIN ENCODE JSON")
+        db.execute("CREATE MATERIALIZED VIEW ksc AS SELECT count(*) AS c FROM ks")
+        db.execute("CREATE TABLE other (v INT)")
+        db.execute("CREATE MATERIALIZED VIEW oc AS SELECT count(*) AS c FROM other")
+        wait_until(lambda: _count(db, "kg") == 100 and _count(db, "ks") == 50, what="the first rows")
+        db.execute("ALTER TABLE kg SET source_rate_limit = 0")
+        db.execute("FLUSH")
+        close_topic_feeds("gone")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for f in admin.delete_topics(["gone"]).values():
+            f.result(timeout=30)
+        db.execute("ALTER TABLE kg SET source_rate_limit = DEFAULT")
+
+        def failed() -> list[str]:
+            rows = db.execute("SELECT error_message FROM rw_catalog.rw_streaming_errors")[0].rows
+            return [str(r[0]) for r in rows if 'kafka topic "gone" no longer exists' in str(r[0])]
+
+        wait_until(lambda: bool(db.barriers.failed_jobs), timeout=60, what="the job over the topic failed")
+        assert failed()
+        assert all(e.sqlstate == "42704" for e in db.barriers.failed_jobs.values())
+        broker.produce("stay", [{"id": i} for i in range(50, 80)])
+        for i in range(3):
+            db.execute(f"INSERT INTO other VALUES ({i})")
+            db.execute("FLUSH")
+        wait_until(lambda: _count(db, "ks") == 80, what="the other topic's table keeps reading")
+        assert db.execute("SELECT c FROM ksc")[0].rows == [(80,)]
+        assert db.execute("SELECT c FROM oc")[0].rows == [(3,)]
+        assert db.execute("SELECT c FROM kgc")[0].rows == [(100,)]  # its last committed state
+    finally:
+        db.close()
+        close_feeds()
+        broker.stop()

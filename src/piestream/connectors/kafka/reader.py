@@ -22,13 +22,14 @@ their fetched-ahead messages buffered across epochs; a read at another offset th
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +72,14 @@ class KafkaError(PiestreamError):
     """The broker could not be reached or refused a request."""
 
     sqlstate = "08006"
+
+
+class TopicDeleted(PiestreamError):
+    """The topic (or the partition) a source reads no longer exists. Not an outage to wait out:
+    the attempt fails, and after the barrier manager's attempts the job is isolated as failed
+    (recorded in rw_streaming_errors) while every other job keeps committing."""
+
+    sqlstate = "42704"  # undefined_object
 
 
 @dataclass(frozen=True)
@@ -197,8 +206,9 @@ class _Feed:
         self.at: int | None = None  # the offset the buffer (then the consumer) continues at
         self.used = time.monotonic()
 
-    def seek(self, offset: int) -> None:
-        """Continue at `offset`: within the buffered messages if they cover it, else re-assign."""
+    def seek(self, offset: int, before_assign: Callable[[], None]) -> None:
+        """Continue at `offset`: within the buffered messages if they cover it, else re-assign
+        (after `before_assign`, which raises if the partition is gone: see `_require`)."""
         from confluent_kafka import TopicPartition
 
         if self.at == offset:
@@ -208,6 +218,7 @@ class _Feed:
             self.at = offset
             return
         self.reset()
+        before_assign()
         self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
         self.at = offset
 
@@ -319,6 +330,16 @@ def _feed(
         return f
 
 
+def close_topic_feeds(topic: str) -> None:
+    """Close this process's idle consumers of `topic` (it was deleted: none may keep fetching it).
+    A consumer in use is left to its reader, which resets it."""
+    with _FEEDS_LOCK:
+        for k in [k for k, f in _FEEDS.items() if k[0] == topic and not f.lock.locked()]:
+            _FEEDS.pop(k).close()
+        for k in [k for k in _SPLITS if k[1] == topic]:
+            del _SPLITS[k]
+
+
 def close_feeds() -> None:
     """Close every consumer of this process (tests, shutdown)."""
     with _FEEDS_LOCK:
@@ -386,6 +407,26 @@ class KafkaReader:
 
     def splits(self) -> list[str]:
         return [str(p) for p in self.partitions()]
+
+    def _require(self, partition: int) -> None:
+        """Raise `TopicDeleted` if the broker's metadata no longer has the partition. Asked
+        before a consumer is assigned (a consumer assigned to a deleted topic's partition may
+        take the process down: librdkafka dereferences the missing topic name when a broker
+        answers its fetch for the deleted topic with a leader tag but no topic id) and after a
+        failed read. An unreachable broker raises KafkaException (an outage, retried)."""
+        from confluent_kafka import KafkaError as RdKafkaError
+
+        md = self._admin_consumer().list_topics(self.topic, timeout=BROKER_TIMEOUT_S)
+        t = md.topics.get(self.topic)
+        e = RdKafkaError
+        missing = (e.UNKNOWN_TOPIC_OR_PART, e._UNKNOWN_TOPIC, e.UNKNOWN_TOPIC_ID)
+        if t is None or (t.error is not None and t.error.code() in missing):
+            raise TopicDeleted(
+                f'kafka topic "{self.topic}" no longer exists (it was deleted)',
+                hint="Create the topic again, then drop and create the source or table over it.",
+            )
+        if t.error is None and partition not in t.partitions:
+            raise TopicDeleted(f'kafka topic "{self.topic}" no longer has partition {partition}')
 
     def current_splits(self) -> list[str]:
         """The partitions now (new ones append), never waiting on the broker: the list is
@@ -461,7 +502,15 @@ class KafkaReader:
         noted, health.metadata_error = health.metadata_error, None
         faults = [] if noted is None else [(KafkaError.sqlstate, noted)]
         try:
-            result = self._read(split, offset or None, budget)
+            try:
+                result = self._read(split, offset or None, budget)
+            except (KafkaError, KafkaException):
+                self._require(int(split))  # a failed read of a deleted topic: say so
+                raise
+        except TopicDeleted as e:
+            health.failed(f'kafka topic "{self.topic}" partition {split}', e)
+            close_topic_feeds(self.topic)
+            raise
         except (KafkaError, KafkaException) as e:
             why = health.failed(f'kafka topic "{self.topic}" partition {split}', e)
             raise SourceUnavailable(why) from None
@@ -481,13 +530,15 @@ class KafkaReader:
             None if pos is None else pos.next,
             fields,
         )
+        require = functools.partial(self._require, p)
         try:
             if pos is None:  # first epoch: fix where to start; the next one reads from there
+                require()
                 start = self._start(p)
-                feed.seek(start)
+                feed.seek(start, require)
                 end = feed.seen_end()
                 return ReadResult([], KafkaOffset(start, max(start, end or start)).to_json(), 0)
-            feed.seek(pos.next)
+            feed.seek(pos.next, require)
             msgs = feed.take(pos.end, budget) if pos.end > pos.next else None
             count = 0 if msgs is None else len(msgs)
             nxt = int(msgs.offsets[-1]) + 1 if msgs is not None else pos.next
