@@ -32,7 +32,14 @@ class EpochHarness:
         self.ms = 1_000_000
         self.cache = ActorCaches()
 
-    def run(self, span_ms: int = 1000, *, commit: bool = True, cache: bool = True) -> list[StreamChunk]:
+    def run(
+        self,
+        span_ms: int = 1000,
+        *,
+        commit: bool = True,
+        cache: bool = True,
+        config: StreamingConfig | None = None,
+    ) -> list[StreamChunk]:
         """One epoch of `span_ms` (the barrier's wall-clock span); committed unless told not to."""
         data_epoch = self.ms << 16
         nxt = (self.ms + span_ms) << 16
@@ -44,7 +51,7 @@ class EpochHarness:
             self.parallelism,
             VnodeBitmap.full(),
             storage,
-            StreamingConfig(sanity_check_storage=True),
+            config or StreamingConfig(sanity_check_storage=True),
             committed_epoch=self.committed,
             cache=self.cache if cache else ActorCaches(),
         )

@@ -376,8 +376,7 @@ def test_partitions_added_to_a_topic_are_enumerated_and_read(
     (UNSUPPORTED_FEATURE), so the topic is deleted and created again with four partitions: the
     reader's background refresh (`current_splits`, what the source executor appends to its
     planned splits each epoch) sees 2 -> 4 partitions under the same name, and a new one reads
-    from its start. (Not covered: a running job across the change; consumers assigned to the
-    deleted topic's partitions crashed librdkafka in this test's process.)"""
+    from its start. A running table across the change: the next test."""
     from confluent_kafka.admin import AdminClient
 
     from piestream.common.epoch import EpochPair
@@ -407,3 +406,56 @@ def test_partitions_added_to_a_topic_are_enumerated_and_read(
             break
         time.sleep(0.1)
     assert got == list(range(100, 106))
+
+
+def test_a_running_table_reads_new_partitions_from_the_next_epochs_plan(
+    kafka: Broker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partitions added while a table reads the topic are read from the next epoch on, and
+    every attempt of an epoch reads the same splits: the barrier manager fixes them in the
+    epoch's plan (an attempt failed on purpose is retried with the very same list). The topic
+    grows by being deleted and created again with four partitions (Tansu has no
+    CreatePartitions), with the source paused and its consumers closed meanwhile (a consumer
+    assigned across a deletion crashes librdkafka against this broker)."""
+    from confluent_kafka.admin import AdminClient
+
+    from piestream.connectors.kafka import reader as kreader
+
+    monkeypatch.setattr(kreader, "METADATA_TTL_S", 0.1)
+    kafka.create_topic("grow2", 2)
+    kafka.produce("grow2", [{"id": i} for i in range(10)], partition=[i % 2 for i in range(10)])
+    db = local_db(tmp_path / "db")
+    try:
+        db.execute(
+            f"CREATE TABLE gt (id INT) INCLUDE partition AS p {kafka.with_clause('grow2')} "
+            "FORMAT PLAIN ENCODE JSON"
+        )
+        wait_until(lambda: _count(db, "gt") == 10, what="10 rows")
+        attempts: dict[int, list[object]] = {}
+        failed: list[int] = []
+        real = db.barriers.runner.run
+
+        def run(plan, dml):  # type: ignore[no-untyped-def]
+            attempts.setdefault(plan.data_epoch, []).append(plan.config.source_splits)
+            if plan.config.source_splits and not failed:
+                failed.append(plan.data_epoch)
+                raise RuntimeError("a task failed (injected)")
+            return real(plan, dml)
+
+        monkeypatch.setattr(db.barriers.runner, "run", run)
+        db.execute("ALTER TABLE gt SET source_rate_limit = 0")
+        db.execute("FLUSH")
+        kreader.close_topic_feeds("grow2")
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        for f in admin.delete_topics(["grow2"]).values():
+            f.result(timeout=30)
+        kafka.create_topic("grow2", 4)
+        kafka.produce("grow2", [{"id": 100 + i} for i in range(6)], partition=[2 + i % 2 for i in range(6)])
+        db.execute("ALTER TABLE gt SET source_rate_limit = DEFAULT")
+        wait_until(lambda: _count(db, "gt") == 16, timeout=60, what="the new partitions' rows")
+        rows = db.execute("SELECT p, id FROM gt WHERE id >= 100 ORDER BY id")[0].rows
+        assert rows == [(str(2 + i % 2), 100 + i) for i in range(6)]
+        assert failed and attempts[failed[0]] == [(("gt", ("2", "3")),)] * 2  # the retry: the same
+        assert all(len(set(v)) == 1 for v in attempts.values())  # each epoch's attempts agree
+    finally:
+        db.close()

@@ -19,6 +19,7 @@ from piestream.plan.materialize import ConflictBehavior, MaterializeNode
 from piestream.plan.source import SourceLimits, SourceNode, SourceSpec, dead_letter_table, source_state_table
 from piestream.storage.table.desc import ColumnDesc, TableDesc
 from piestream.stream.connector import BadRecord, ReadResult, register_source_connector
+from piestream.stream.executor import StreamingConfig
 from piestream.stream.executors.source import SourceError, owned_splits
 
 
@@ -115,38 +116,25 @@ def test_bad_records_reject_the_epoch_or_go_to_the_dead_letter_table() -> None:
     assert d.rows(dead_letter_table(8, "x")) == [("f.txt", 7, "6", "bad"), ("f.txt", 17, "16", "bad")]
 
 
-GROWN = {"n": 2}  # how many splits the "growing" connector's upstream has now
-
-
-@dataclass(frozen=True)
-class Growing(Counter):
-    """A Counter whose upstream gains splits while the job runs (Kafka's new partitions; the
-    test broker cannot add partitions, so the executor's side is tested here)."""
-
-    def current_splits(self) -> list[str]:
-        return [str(i) for i in range(GROWN["n"])]
-
-
-register_source_connector("growing", lambda spec: (Growing(int(spec.options["splits"])), SourceLimits()))
-
-
-def test_new_splits_are_picked_up_each_read_once_by_its_owner() -> None:
-    GROWN["n"] = 2
+def test_new_splits_come_from_the_epochs_plan_each_read_once_by_its_owner() -> None:
+    """Splits made after the job was planned (new Kafka partitions) are the ones the barrier
+    manager fixed in the epoch's plan (`StreamingConfig.source_splits`): an attempt and its
+    retry read the same, whatever the connector would say now."""
     node = _node(Counter(2), SourceLimits(max_rows_per_epoch=4))
-    node = SourceNode(
-        **{**node.__dict__, "spec": SourceSpec("s", "growing", (("v", BIGINT),), {"splits": "2"})}
-    )
     actors = [EpochHarness(node, actor_index=i, parallelism=2) for i in range(2)]
     seen = [_values(a.run()) for a in actors]
     assert seen == [[0, 1], [1000, 1001]]
-    GROWN["n"] = 4  # two partitions added upstream
-    attempt = [_values(a.run(commit=False)) for a in actors]  # an attempt that never commits
-    seen = [_values(a.run(cache=False)) for a in actors]  # its retry: the same rows
+    grown = StreamingConfig(sanity_check_storage=True, source_splits=(("s", ("2", "3")),))
+    attempt = [_values(a.run(commit=False, config=grown)) for a in actors]  # never commits
+    seen = [_values(a.run(cache=False, config=grown)) for a in actors]  # its retry: the same rows
     assert attempt == seen == [[2, 2000], [1002, 3000]]  # each new split read by its owner only
-    seen += [_values(a.run()) for a in actors]
+    seen += [_values(a.run(config=grown)) for a in actors]
     assert seen[2:] == [[3, 2001], [1003, 3001]]
+    other = StreamingConfig(sanity_check_storage=True, source_splits=(("t", ("9",)),))
+    # another source's new splits are not these: two splits again, so two rows each (4 / 2)
+    assert [_values(a.run(config=other)) for a in actors] == [[4, 5], [1004, 1005]]
     state = {k: json.loads(v)["o"] for a in actors for k, v in a.rows(source_state_table(7))}
-    assert state == {"0": "4", "1": "4", "2": "2", "3": "2"}
+    assert state == {"0": "6", "1": "6", "2": "2", "3": "2"}
 
 
 @dataclass(frozen=True)

@@ -54,13 +54,14 @@ from piestream.meta.write_conflicts import CommittedWrites, chunk_keys, overlaps
 from piestream.plan.fragment import ACTOR_INDEX_BITS, Fragment, StreamGraph
 from piestream.plan.node import DmlNode
 from piestream.plan.serde import encode_fragment
+from piestream.plan.source import SourceNode, SourceSpec
 from piestream.runtime.epoch_plan import EpochPlan, plan_epoch
 from piestream.runtime.exchange import ActorReport
 from piestream.runtime.runners import EpochRunner, epoch_error
 from piestream.storage.hummock.store import StorageOptions
 from piestream.storage.hummock.version import HummockVersion, TableWatermark
 from piestream.storage.table.desc import TableDesc
-from piestream.stream.connector import unavailable_source
+from piestream.stream.connector import CURRENT_SPLITS, source_connector, unavailable_source
 from piestream.stream.executor import StreamingConfig
 from piestream.stream.message import Barrier, BarrierKind
 
@@ -320,6 +321,11 @@ class BarrierManager:
         self.isolate_failing_jobs = True
         #: sources paused after their upstream was unreachable: name -> (failures, until when)
         self.paused_sources: dict[str, tuple[int, float]] = {}
+        #: splits sources gained after they were planned (new Kafka partitions), by source
+        #: name, only ever growing: asked of the connector (on this driver) at each epoch's
+        #: start and fixed in that epoch's plan, so every attempt of it reads the same splits
+        self.source_splits: dict[str, tuple[str, ...]] = {}
+        self._split_readers: dict[str, tuple[SourceSpec, object]] = {}  # by source name
 
     # -- graph ----------------------------------------------------------------------------------
     @property
@@ -531,8 +537,9 @@ class BarrierManager:
         barrier: Barrier,
         version: HummockVersion,
         paused: tuple[str, ...] = (),
+        splits: tuple[tuple[str, tuple[str, ...]], ...] = (),
     ) -> EpochPlan:
-        config = replace(self.config, paused_sources=paused) if paused else self.config
+        config = replace(self.config, paused_sources=paused, source_splits=splits)
         return plan_epoch(
             graph,
             self._encode(graph),
@@ -544,6 +551,42 @@ class BarrierManager:
             config=config,
             storage_options=self.storage_options,
         )
+
+    def _epoch_splits(self, graph: StreamGraph) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The splits each source of `graph` reads this epoch beyond its planned ones, from its
+        connector's ``current_splits()`` (which never waits on the upstream). A connector that
+        cannot answer keeps what was found before: the list only grows."""
+        out: dict[str, tuple[str, ...]] = {}
+        for f in graph.fragments.values():
+            for n in f.root.walk():
+                if not isinstance(n, SourceNode) or n.source_name in out:
+                    continue
+                extra = self._new_splits(n)
+                if extra:
+                    out[n.source_name] = extra
+        return tuple(sorted(out.items()))
+
+    def _new_splits(self, node: SourceNode) -> tuple[str, ...]:
+        name = node.source_name
+        known = self.source_splits.get(name, ())
+        try:
+            cached = self._split_readers.get(name)
+            if cached is None or cached[0] != node.spec:
+                cached = self._split_readers[name] = (
+                    node.spec,
+                    source_connector(node.connector)(node.spec)[0],
+                )
+            current = getattr(cached[1], CURRENT_SPLITS, None)
+            if current is None:
+                return known
+            planned = set(node.split_ids) | set(known)
+            new = tuple(s for s in current() if s not in planned)
+        except Exception as e:  # never fails the epoch: the splits found so far are read
+            log.warning("source %s: new splits not asked: %s", name, e)
+            return known
+        if new:
+            self.source_splits[name] = known = (*known, *new)
+        return tuple(s for s in known if s not in node.split_ids)
 
     def _pause_source(
         self, source: str, err: PiestreamError, graph: StreamGraph, fragment: int | None
@@ -581,7 +624,8 @@ class BarrierManager:
         now = time.monotonic()
         # fixed for every attempt of the epoch: a paused source reads nothing in all of them
         paused = tuple(sorted(s for s, (_, until) in self.paused_sources.items() if until > now))
-        plan = self._plan(graph, data_epoch, barrier, version, paused)
+        splits = self._epoch_splits(graph)  # also fixed for every attempt of the epoch
+        plan = self._plan(graph, data_epoch, barrier, version, paused, splits)
         last: BaseException | None = None
         attempt = 0
         while True:
@@ -601,7 +645,7 @@ class BarrierManager:
                     self.failures.append(EpochFailure(data_epoch, attempt + 1, err.message, time.time()))
                     self._pause_source(source, err, graph, fragment)
                     paused = tuple(sorted({*paused, source}))
-                    plan = self._plan(graph, data_epoch, barrier, version, paused)
+                    plan = self._plan(graph, data_epoch, barrier, version, paused, splits)
                     continue
                 attempt += 1
                 self.failures.append(EpochFailure(data_epoch, attempt, err.message, time.time()))
@@ -614,7 +658,7 @@ class BarrierManager:
                 if culprit is None or deterministic or not self.isolate_failing_jobs:
                     break
                 graph, dml, batch = self._isolate(graph, culprit.job_id, err, fragment, dml, batch, inputs, e)
-                plan = self._plan(graph, data_epoch, barrier, version, paused)
+                plan = self._plan(graph, data_epoch, barrier, version, paused, splits)
                 attempt = 0
         # give up on this epoch's DML so later statements can proceed; report the error to them:
         # its cause's SQLSTATE and message; the traceback only goes to the log

@@ -360,11 +360,12 @@ def route_dml(
 
 
 def _config_doc(config: StreamingConfig) -> dict[str, Any]:
-    """The config's JSON fields; `paused_sources` only when some source is paused (optional,
-    so the plan format stays)."""
+    """The config's JSON fields; `paused_sources` and `source_splits` only when not empty
+    (optional, so the plan format stays)."""
     doc = dataclasses.asdict(config)
-    if not doc["paused_sources"]:
-        del doc["paused_sources"]
+    for optional in ("paused_sources", "source_splits"):
+        if not doc[optional]:
+            del doc[optional]
     return doc
 
 
@@ -372,4 +373,7 @@ def _streaming_config(doc: dict[str, Any]) -> StreamingConfig:
     """The config from its JSON fields (JSON has no tuples: the rate limits come back as lists)."""
     limits = tuple((str(name), float(rate)) for name, rate in doc.get("source_rate_limits", ()))
     paused = tuple(str(name) for name in doc.get("paused_sources", ()))
-    return StreamingConfig(**{**doc, "source_rate_limits": limits, "paused_sources": paused})
+    splits = tuple((str(name), tuple(map(str, ids))) for name, ids in doc.get("source_splits", ()))
+    return StreamingConfig(
+        **{**doc, "source_rate_limits": limits, "paused_sources": paused, "source_splits": splits}
+    )

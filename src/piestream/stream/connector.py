@@ -110,8 +110,10 @@ class SourceReader(Protocol):
 #: for monitoring, confirm a replication slot's LSN. Never called with an uncommitted offset.
 ACK = "ack"
 #: ``current_splits() -> list[str]``: the splits now (a superset of the planned ones, in a stable
-#: order: new splits only ever append); the source executor calls it each epoch, so splits made
-#: after the job was planned (new Kafka partitions) are read too. Without it: the planned splits.
+#: order: new splits only ever append), never blocking; the barrier manager calls it on the
+#: driver at each epoch's start and fixes what it adds in the epoch's plan
+#: (`StreamingConfig.source_splits`), so splits made after the job was planned (new Kafka
+#: partitions) are read too, the same in every attempt. Without it: the planned splits.
 CURRENT_SPLITS = "current_splits"
 
 

@@ -82,6 +82,10 @@ class StreamingConfig:
     #: `SourceUnavailable`): not read, offsets kept; the same in every attempt of the epoch.
     #: Omitted from the plan when empty.
     paused_sources: tuple[str, ...] = ()
+    #: splits made after a source was planned (new Kafka partitions), by source name: asked of
+    #: the connector by the barrier manager at an epoch's start, the same in every attempt of
+    #: the epoch. Omitted from the plan when empty.
+    source_splits: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass

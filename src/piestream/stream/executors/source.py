@@ -23,8 +23,9 @@ exactly-once and deterministic, whatever the connector:
 - **Upstream TRUNCATE** (CDC): a reader marks where in its batches the upstream table was
   emptied (`ReadResult.truncate_at`); there the executor deletes every key of the table it
   feeds (`SourceNode.truncates`, read at the committed epoch) and of the read's earlier rows.
-- **Splits made later** (new Kafka partitions): a reader with ``current_splits()`` names them
-  each epoch; they follow the planned ones, owned by position as those are.
+- **Splits made later** (new Kafka partitions): the barrier manager asks a reader with
+  ``current_splits()`` for them at each epoch's start and fixes them in the epoch's plan
+  (``config.source_splits``); they follow the planned ones, owned by position as those are.
 - **An unreachable upstream** (`SourceUnavailable` from the reader) fails the attempt rather
   than emitting fewer rows; the barrier manager retries the epoch with the source in
   ``config.paused_sources``, where it reads nothing and keeps its offsets. So an epoch's rows
@@ -58,7 +59,6 @@ from piestream.plan.source import SourceLimits, SourceNode
 from piestream.storage.table.state_table import StateTable
 from piestream.storage.table.storage_table import StorageTable
 from piestream.stream.connector import (
-    CURRENT_SPLITS,
     BadRecord,
     ReadResult,
     SourceReader,
@@ -108,16 +108,15 @@ class SourceExecutor(Executor):
         self.all_splits: tuple[str, ...] = node.split_ids
         self.splits = owned_splits(node.split_ids, ctx.actor_index, ctx.parallelism)
 
-    def _discover_splits(self) -> None:
-        """Splits the reader knows now beyond the planned ones, appended in its order."""
-        current = getattr(self.reader, CURRENT_SPLITS, None)
-        if current is None:
-            return
-        known = set(self.all_splits)
-        new = [s for s in current() if s not in known]
-        if new:
-            self.all_splits = (*self.all_splits, *new)
-            self.splits = owned_splits(self.all_splits, self.ctx.actor_index, self.ctx.parallelism)
+    def _epoch_splits(self) -> None:
+        """This epoch's splits: the planned ones, then those the barrier manager found since
+        (`config.source_splits`, fixed in the epoch's plan: every attempt reads the same)."""
+        extra = next(
+            (ids for name, ids in self.ctx.config.source_splits if name == self.node.source_name), ()
+        )
+        planned = set(self.node.split_ids)
+        self.all_splits = (*self.node.split_ids, *(s for s in extra if s not in planned))
+        self.splits = owned_splits(self.all_splits, self.ctx.actor_index, self.ctx.parallelism)
 
     def _committed(self, epoch: EpochPair) -> dict[str, str | None]:
         """The committed state value (JSON) of each owned split, None for a split never read.
@@ -138,7 +137,7 @@ class SourceExecutor(Executor):
 
     def barrier(self, barrier: Barrier) -> list[StreamChunk]:
         out: list[StreamChunk] = []
-        self._discover_splits()
+        self._epoch_splits()
         committed = self._committed(barrier.epoch)
         n_splits = len(self.all_splits)
         limits = self._limits()
