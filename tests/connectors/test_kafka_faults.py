@@ -181,3 +181,26 @@ def test_a_deleted_topic_fails_that_job_only(tmp_path: Path) -> None:
         db.close()
         close_feeds()
         broker.stop()
+
+
+def test_the_unavailable_source_crosses_processes_as_a_field() -> None:
+    """The barrier manager learns which source to pause from the error a Spark task's traceback
+    carries: the marker rebuilds a SourceUnavailable with its `source` field (and so does a
+    pickle); another error's text naming a source is not taken for one."""
+    import pickle
+
+    from piestream.common.errors import error_marker, parse_error_marker
+    from piestream.runtime.runners import epoch_error
+    from piestream.stream.connector import SourceUnavailable, unavailable_source
+
+    e = SourceUnavailable('kafka topic "t" partition 0: down', source="k")
+    marker = error_marker(e, fragment_id=3)
+    text = f"Traceback (most recent call last):\n  ...\nPythonException: {e.message} {marker}"
+    err, fragment = epoch_error(RuntimeError(text))
+    assert isinstance(err, SourceUnavailable) and err.message == e.message and fragment == 3
+    assert unavailable_source(err) == "k"
+    assert unavailable_source(pickle.loads(pickle.dumps(e))) == "k"
+    assert unavailable_source(SourceUnavailable("from a reader")) is None  # no source named
+    other = PiestreamError("x", sqlstate="08006", detail="paused source: k")
+    marked = parse_error_marker(error_marker(other))
+    assert marked is not None and unavailable_source(marked[0]) is None

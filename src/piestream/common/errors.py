@@ -16,6 +16,9 @@ class PiestreamError(Exception):
     """Base error: a message, a SQLSTATE, and an optional 1-based character position in the SQL."""
 
     sqlstate = "XX000"
+    #: attributes of a subclass (str, int or None) that cross processes with it: pickled, and
+    #: carried by its `error_marker` (a caller matches on them instead of parsing the text)
+    marker_fields: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -45,7 +48,11 @@ class PiestreamError(Exception):
 
     def __reduce__(self) -> tuple[object, ...]:
         # Errors cross process boundaries (Spark workers -> driver); keep every attribute.
-        return (_rebuild, (type(self), self.message, self.sqlstate, self.position, self.detail, self.hint))
+        fields = {f: getattr(self, f, None) for f in self.marker_fields}
+        return (
+            _rebuild,
+            (type(self), self.message, self.sqlstate, self.position, self.detail, self.hint, fields),
+        )
 
 
 def _rebuild(
@@ -55,8 +62,12 @@ def _rebuild(
     position: int | None,
     detail: str | None,
     hint: str | None,
+    fields: dict[str, object] | None = None,
 ) -> PiestreamError:
-    return cls(message, sqlstate=sqlstate, position=position, detail=detail, hint=hint)
+    error = cls(message, sqlstate=sqlstate, position=position, detail=detail, hint=hint)
+    for k, v in (fields or {}).items():
+        setattr(error, k, v)
+    return error
 
 
 class InvalidInput(PiestreamError):
@@ -185,9 +196,9 @@ def error_marker(error: PiestreamError, **where: int) -> str:
 
     Spark hands a Python worker's exception to the driver as text only (its traceback); this
     marker, written into the exception's message, lets the driver rebuild the very error (class,
-    SQLSTATE, message, detail, hint) instead of scraping the traceback. `where` adds context
-    (fragment and actor ids)."""
-    payload = {
+    SQLSTATE, message, detail, hint and its `marker_fields`) instead of scraping the traceback.
+    `where` adds context (fragment and actor ids)."""
+    payload: dict[str, object] = {
         "class": f"{type(error).__module__}.{type(error).__qualname__}",
         "sqlstate": error.sqlstate,
         "message": error.message,
@@ -195,6 +206,8 @@ def error_marker(error: PiestreamError, **where: int) -> str:
         "hint": error.hint,
         **where,
     }
+    if error.marker_fields:
+        payload["fields"] = {f: getattr(error, f, None) for f in error.marker_fields}
     data = base64.urlsafe_b64encode(json.dumps(payload).encode()).decode()
     return f"[piestream-error:{data}]"
 
@@ -210,6 +223,7 @@ def parse_error_marker(text: str) -> tuple[PiestreamError, dict[str, int]] | Non
         sqlstate = str(payload.pop("sqlstate"))
         detail, hint = payload.pop("detail"), payload.pop("hint")
         cls = _error_classes().get(str(payload.pop("class")), PiestreamError)
+        fields = dict(payload.pop("fields", None) or {})
     except (ValueError, KeyError, TypeError):
         return None
     where = {k: int(v) for k, v in payload.items() if isinstance(v, int)}
@@ -217,6 +231,9 @@ def parse_error_marker(text: str) -> tuple[PiestreamError, dict[str, int]] | Non
         error = cls(message, sqlstate=sqlstate, detail=detail, hint=hint)
     except TypeError:  # a subclass with its own constructor
         error = PiestreamError(message, sqlstate=sqlstate, detail=detail, hint=hint)
+    for k in error.marker_fields:
+        if isinstance(fields.get(k), str | int):
+            setattr(error, k, fields[k])
     return error, where
 
 

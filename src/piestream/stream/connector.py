@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
@@ -51,25 +51,20 @@ class SourceUnavailable(PiestreamError):
     could emit other rows than the attempt whose output was already used. The attempt fails;
     the barrier manager then pauses the source for that epoch's retry and a back-off
     (`StreamingConfig.paused_sources`), so every attempt of an epoch reads a source fully or
-    not at all. The executor names the source in `detail` (`unavailable_source`)."""
+    not at all. The source executor names the source (`source`, carried by the error's marker
+    across processes: `unavailable_source`)."""
 
     sqlstate = "08006"
+    marker_fields = ("source",)
 
-
-#: how the source executor names the source in a `SourceUnavailable`'s detail
-_UNAVAILABLE_DETAIL = "paused source: "
-
-
-def source_unavailable(message: str, source: str) -> SourceUnavailable:
-    return SourceUnavailable(message, detail=f"{_UNAVAILABLE_DETAIL}{source}")
+    def __init__(self, message: str, *, source: str | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.source = source
 
 
 def unavailable_source(error: BaseException) -> str | None:
     """The source a `SourceUnavailable` from the source executor names, else None."""
-    detail = getattr(error, "detail", None) or ""
-    if error.__class__.__name__ != "SourceUnavailable" or not detail.startswith(_UNAVAILABLE_DETAIL):
-        return None
-    return detail[len(_UNAVAILABLE_DETAIL) :]
+    return error.source if isinstance(error, SourceUnavailable) else None
 
 
 @dataclass

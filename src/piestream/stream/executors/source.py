@@ -63,7 +63,6 @@ from piestream.stream.connector import (
     ReadResult,
     SourceReader,
     SourceUnavailable,
-    source_unavailable,
 )
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
@@ -140,12 +139,9 @@ class SourceExecutor(Executor):
         self._epoch_splits()
         committed = self._committed(barrier.epoch)
         n_splits = len(self.all_splits)
-        limits = self._limits()
+        limits, held = self._limits()
         changes: list[tuple[Op, Row]] = []
-        # paused for this epoch by the barrier manager (upstream unreachable): nothing read,
-        # the offsets and credit stay, in every attempt of the epoch
-        paused = self.node.source_name in self.ctx.config.paused_sources
-        for s in [] if paused else self.splits:
+        for s in [] if held else self.splits:
             raw = committed[s]
             d = json.loads(raw) if raw is not None else {}
             offset: str | None = d.get("o")
@@ -157,7 +153,7 @@ class SourceExecutor(Executor):
                 try:
                     result = self.reader.read(s, offset, budget, barrier.epoch)
                 except SourceUnavailable as e:  # the barrier manager pauses the source, retries
-                    raise source_unavailable(e.message, self.node.source_name) from None
+                    raise SourceUnavailable(e.message, source=self.node.source_name) from None
                 if result.consumed > budget:
                     raise SourceError(f"source {self.node.source_name}: reader exceeded its budget")
                 self._handle_bad_records(result.bad_records)
@@ -183,14 +179,17 @@ class SourceExecutor(Executor):
         self.ctx.count("rows.source", sum(c.cardinality for c in out))  # for /metrics, per epoch
         return out
 
-    def _limits(self) -> SourceLimits:
-        """The node's limits, with the rate ALTER SOURCE set (0: paused: nothing read)."""
+    def _limits(self) -> tuple[SourceLimits, bool]:
+        """Whether and how much this source reads this epoch, decided in this one place: the
+        node's limits with the rate ALTER SOURCE set (the user's setting; 0 = paused: nothing
+        read, the rate credit reset), and whether the barrier manager holds the source (its
+        outage overlay, `config.paused_sources`, after the upstream was unreachable: nothing
+        read and the state left as it is, offsets and credit, in every attempt of the epoch)."""
+        held = self.node.source_name in self.ctx.config.paused_sources
         for name, rate in self.ctx.config.source_rate_limits:
             if name == self.node.source_name:
-                if rate <= 0:
-                    return replace(self.node.limits, rate_limit=0.0)
-                return replace(self.node.limits, rate_limit=rate)
-        return self.node.limits
+                return replace(self.node.limits, rate_limit=max(rate, 0.0)), held
+        return self.node.limits, held
 
     def _handle_bad_records(self, bad: list[BadRecord]) -> None:
         if not bad:
