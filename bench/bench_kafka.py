@@ -7,7 +7,12 @@ the tests do); producing the topic is not timed. Wall and process CPU seconds (t
 in its own process, piestream and the client share this one).
 
     .venv/bin/python bench/bench_kafka.py [--messages 4000000] [--partitions 4] [--parallelism 2]
-        [--runner local|spark]
+        [--runner local|spark] [--latency-rate 100000] [--latency-seconds 20]
+
+Then produce -> MV visible latency: messages produced in ticks of 0.1 s at ``--latency-rate``
+(the issue's "half of the 200K target") into another topic and table; per tick, the time from
+its produce call returning (flushed) to the MV counting it; p50 and p99, also in barrier
+intervals (0 skips this phase).
 
 With ``--runner spark`` (local[2]) the actors run in Spark's Python workers, in parallel: the
 CPU seconds printed are then the driver's only.
@@ -115,6 +120,63 @@ def reader_alone(broker: Broker, topic: str, n: int) -> None:
     close_feeds()
 
 
+def produce_to_mv_latency(
+    db: Database,
+    broker: Broker,
+    data: pa.Table,
+    partitions: int,
+    rate: int,
+    seconds: float,
+    name: str = "lat",
+    extra: str = "",
+) -> tuple[list[float], float]:
+    """Latencies (s) from a tick's messages flushed to the broker until the MV counts them, and
+    the rate achieved (the producer shares this process, so under load it may fall short).
+    `extra`: more WITH options of the table."""
+    from confluent_kafka import Producer
+
+    topic, table, mv = name, f"{name}_bid", f"{name}_agg"
+    broker.create_topic(topic, partitions)
+    db.execute(
+        f"CREATE TABLE {table} ({COLUMNS}) WITH (connector = 'kafka', topic = '{topic}', "
+        f"properties.bootstrap.server = '{broker.bootstrap}', scan.startup.mode = 'earliest'{extra}) "
+        "FORMAT PLAIN ENCODE JSON"
+    )
+    db.execute(f"CREATE MATERIALIZED VIEW {mv} AS {MV.format(t=table)}")
+    text = data.slice(0, min(len(data), 200_000)).to_pandas().to_json(orient="records", lines=True)
+    values = text.encode().splitlines()
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1})
+    tick = 0.1
+    per_tick = max(1, int(rate * tick))
+    pending: list[tuple[int, float]] = []  # (messages produced so far, when flushed)
+    lat: list[float] = []
+    sent = 0
+    start = time.monotonic()
+    while time.monotonic() - start < seconds or pending:
+        if time.monotonic() - start < seconds:
+            for i in range(per_tick):  # per message: the client's produce call is per message
+                p.produce(topic, value=values[(sent + i) % len(values)], partition=(sent + i) % partitions)
+            p.flush(30)
+            sent += per_tick
+            pending.append((sent, time.monotonic()))
+        seen = int(db.execute(f"SELECT coalesce(sum(c), 0) FROM {mv}")[0].rows[0][0])
+        now = time.monotonic()
+        lat += [now - t for k, t in pending if k <= seen]
+        pending = [(k, t) for k, t in pending if k > seen]
+        if now - start > seconds + 120:
+            raise SystemExit(f"latency phase timed out: {seen} of {sent}")
+        time.sleep(max(0.0, tick - (time.monotonic() - now)))
+    return lat, sent / seconds
+
+
+#: the latency phase's runs: (label, topic, more WITH options): the reader's default fetch wait,
+#: then librdkafka's own default (500 ms), side by side
+LATENCY_RUNS = (
+    ("fetch.wait.max.ms default", "lat", ""),
+    ("fetch.wait.max.ms = 500", "lat500", ", properties.fetch.wait.max.ms = '500'"),
+)
+
+
 def wait_count(db: Database, mv: str, n: int, timeout: float = 1200) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -132,6 +194,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--parallelism", type=int, default=2)
     ap.add_argument("--runner", choices=("local", "spark"), default="local")
+    ap.add_argument("--latency-rate", type=int, default=100_000)
+    ap.add_argument("--latency-seconds", type=float, default=20.0)
     args = ap.parse_args()
     logging.getLogger("piestream").setLevel(logging.ERROR)
     n = args.messages
@@ -172,6 +236,20 @@ def main() -> None:
                 a = sorted(db.execute("SELECT auction, c, s, m FROM kagg")[0].rows)
                 b = sorted(db.execute("SELECT auction, c, s, m FROM iagg")[0].rows)
                 assert a == b, "the Kafka table's MV differs from the inserted table's"
+                latency: list[tuple[str, list[float], float]] = []
+                for label, name, extra in LATENCY_RUNS if args.latency_rate else ():
+                    lat, achieved = produce_to_mv_latency(
+                        db,
+                        broker,
+                        data,
+                        args.partitions,
+                        args.latency_rate,
+                        args.latency_seconds,
+                        name,
+                        extra,
+                    )
+                    latency.append((label, lat, achieved))
+                    db.execute(f"DROP TABLE {name}_bid CASCADE")
             finally:
                 db.close()
     finally:
@@ -184,6 +262,15 @@ def main() -> None:
     line("KafkaReader.read -> Arrow (no database)", n, rclk)
     line("Kafka topic -> table -> MV (all counted)", n, kclk, target=200_000)
     line("Connection.insert of the same rows -> table -> MV", n, iclk)
+    for label, lat, achieved in latency:
+        lat.sort()
+        p50, p99 = lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+        bi = config.barrier_interval
+        print(
+            f"produce -> MV visible, {label}: {achieved:,.0f} msg/s (asked {args.latency_rate:,}), "
+            f"{len(lat)} ticks: p50 {p50 * 1000:.0f} ms ({p50 / bi:.1f} barrier intervals of "
+            f"{bi * 1000:.0f} ms), p99 {p99 * 1000:.0f} ms"
+        )
 
 
 if __name__ == "__main__":

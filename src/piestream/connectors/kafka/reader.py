@@ -54,6 +54,8 @@ FETCH_TIMEOUT_S = 2.0
 BROKER_TIMEOUT_S = 2.0
 #: how long CREATE (and the background partition refresh) waits for the topic's metadata
 LIST_TIMEOUT_S = 10.0
+#: librdkafka's fetch.wait.max.ms unless properties.fetch.wait.max.ms says otherwise
+FETCH_WAIT_MAX_MS = 100
 #: messages a feed buffers ahead of what was emitted (beyond: librdkafka's own queue holds them)
 MAX_BUFFERED = 200_000
 #: consumers per partition and process (one per job reading it, typically)
@@ -377,6 +379,11 @@ class KafkaReader:
             }
         )
         c.setdefault("isolation.level", "read_committed")
+        # how long the broker may hold a fetch when it has no new data: librdkafka's 500 ms
+        # default is two barrier intervals of freshness on a broker that answers a waiting fetch
+        # only when the wait runs out (the test broker does); an idle partition costs at most
+        # ten small fetches a second
+        c.setdefault("fetch.wait.max.ms", FETCH_WAIT_MAX_MS)
         c.update(extra)
         c["logger"] = _RDKAFKA_LOG  # librdkafka's lines go to piestream's log, not stderr
         return c
