@@ -36,6 +36,9 @@ _OBJECTS = [
     "CREATE VIEW side_view AS SELECT a, b FROM side.t WHERE a > 1",
     "CREATE MATERIALIZED VIEW rich AS SELECT owner, sum(balance) AS total FROM acct GROUP BY owner",
     "CREATE MATERIALIZED VIEW side.counts AS SELECT b, count(*) AS n FROM side.t GROUP BY b",
+    # column lists rename the query's columns: the dump must keep the relation's names
+    "CREATE VIEW renamed (who) AS SELECT owner FROM acct",
+    'CREATE MATERIALIZED VIEW side.named (label, "Cnt") AS SELECT b, count(*) FROM side.t GROUP BY b',
 ]
 
 
@@ -112,15 +115,21 @@ def test_schema_only_dump_restores_into_postgresql(
         columns = pg.execute(_COLUMNS).fetchall()
         relations = pg.execute(_RELATIONS).fetchall()
         pkeys = pg.execute(_PKEYS).fetchall()
+        named = pg.execute(
+            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'side.named'::regclass AND attnum > 0 ORDER BY attnum"
+        ).fetchall()
     assert relations == [
         ("public", "acct", "r"),
         ("public", "acct_owner", "i"),
         ("public", "acct_pkey", "i"),
         ("public", "nopk", "r"),
         ("public", "owners", "v"),
+        ("public", "renamed", "v"),
         ("public", "rich", "m"),
         ("public", "side_view", "v"),
         ("side", "counts", "m"),
+        ("side", "named", "m"),
         ("side", "t", "r"),
         ("side", "t_pkey", "i"),
     ]
@@ -147,9 +156,12 @@ def test_schema_only_dump_restores_into_postgresql(
         "SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns "
         "WHERE table_schema IN ('public', 'side') ORDER BY 1, 2, ordinal_position"
     ).fetchall()
-    theirs = [c[:4] for c in columns if c[1] not in ("rich", "counts")]  # PG lists no MV columns
-    assert [c for c in ours if c[1] not in ("rich", "counts")] == theirs
+    mvs = ("rich", "counts", "named")
+    theirs = [c[:4] for c in columns if c[1] not in mvs]  # PG lists no MV columns
+    assert [c for c in ours if c[1] not in mvs] == theirs
     assert [c[2] for c in columns if c[1] == "owners"] == ["owner"]
+    assert [c[2] for c in columns if c[1] == "renamed"] == ["who"]
+    assert named == [("label", "character varying"), ("Cnt", "bigint")]
 
 
 def test_dump_of_one_table(server: PgServer, conn: psycopg.Connection) -> None:
@@ -160,6 +172,46 @@ def test_dump_of_one_table(server: PgServer, conn: psycopg.Connection) -> None:
         assert other not in script
     script = _dump(server, "--schema-only", "-t", "side.counts")
     assert "CREATE MATERIALIZED VIEW side.counts AS" in script and "CREATE TABLE" not in script
+
+
+def test_views_are_dumped_as_written(server: PgServer, conn: psycopg.Connection) -> None:
+    """pg_dump, psql's \\sv and pg_get_viewdef read the query the user wrote (its spacing, its
+    literals), with names qualified for pg_dump's empty search_path and the column list kept."""
+    conn.execute("CREATE TABLE clicks (u INT, ts TIMESTAMP)")
+    conn.execute("CREATE VIEW spaced AS SELECT owner,   balance * 2 AS dbl FROM acct WHERE owner <> 'x AS y'")
+    conn.execute(
+        "CREATE MATERIALIZED VIEW per_min AS SELECT window_start, count(*) AS n "
+        "FROM TUMBLE(clicks, ts, INTERVAL '1 minute') GROUP BY window_start"
+    )
+    script = _dump(server, "--schema-only", "-t", "spaced", "-t", "per_min", "-t", "renamed")
+    assert (
+        "CREATE VIEW public.spaced AS\n"
+        " SELECT owner,   balance * 2 AS dbl FROM public.acct WHERE owner <> 'x AS y';" in script
+    )
+    assert (
+        "CREATE VIEW public.renamed AS\n SELECT * FROM (SELECT owner FROM public.acct) AS renamed(who);"
+        in script
+    )
+    assert (
+        "CREATE MATERIALIZED VIEW public.per_min AS\n SELECT window_start, count(*) AS n "
+        "FROM TUMBLE(public.clicks, ts, INTERVAL '1 minute') GROUP BY window_start\n  WITH NO DATA;" in script
+    )
+    assert psql(server, "-c", "\\sv spaced").stdout == (
+        "CREATE OR REPLACE VIEW public.spaced AS\n"
+        " SELECT owner,   balance * 2 AS dbl FROM acct WHERE owner <> 'x AS y'\n"
+    )
+    assert psql(server, "-c", "\\sv renamed").stdout == (
+        "CREATE OR REPLACE VIEW public.renamed AS\n SELECT * FROM (SELECT owner FROM acct) AS renamed(who)\n"
+    )
+    # the rendering reads back as the same relation in piestream too
+    conn.execute("CREATE VIEW renamed_again AS SELECT * FROM (SELECT owner FROM acct) AS renamed(who)")
+    cols = (
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position"
+    )
+    assert conn.execute(cols, ("renamed_again",)).fetchall() == conn.execute(cols, ("renamed",)).fetchall()
+    assert conn.execute("SELECT definition FROM pg_matviews WHERE matviewname = 'named'").fetchone() == (
+        ' SELECT * FROM (SELECT b, count(*) FROM side.t GROUP BY b) AS named(label, "Cnt");',
+    )
 
 
 def test_pg_dump_catalog_queries(conn: psycopg.Connection, dsn: str) -> None:

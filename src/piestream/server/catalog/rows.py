@@ -38,9 +38,9 @@ from piestream.server.catalog.objects import (
     indexdef,
     pk_names,
     pkey_indexdef,
-    query_part,
     rel_oid,
     rule_oid,
+    view_query,
 )
 from piestream.server.catalog.pg_types import TypeRegistry
 from piestream.server.catalog.tables import CATALOG_OIDS, TABLES
@@ -474,13 +474,13 @@ class CatalogRows:
                     if dep in rel_ids
                 )
             if r.kind is RelationKind.VIEW:
-                out["pg_views"].append((r.schema_name, r.name, user, query_part(r.definition)))
+                out["pg_views"].append((r.schema_name, r.name, user, view_query(r)))
                 if table_rows:
                     info_tables.append(_info_table(ctx.database, r, "VIEW", "NO"))
-                    info_views.append((ctx.database, r.schema_name, r.name, query_part(r.definition)))
+                    info_views.append((ctx.database, r.schema_name, r.name, view_query(r)))
             elif r.kind is RelationKind.MATERIALIZED_VIEW:
                 out["pg_matviews"].append(
-                    (r.schema_name, r.name, user, None, int(has_index), 1, query_part(r.definition))
+                    (r.schema_name, r.name, user, None, int(has_index), 1, view_query(r))
                 )
         out[
             "pg_language"

@@ -35,8 +35,8 @@ from piestream.server.catalog.objects import (
     pk_names,
     pkey_indexdef,
     pkey_oid,
-    query_part,
     rel_oid,
+    view_query,
 )
 from piestream.server.catalog.pg_types import TypeRegistry, with_typmod
 from piestream.server.catalog.rows import CatalogContext
@@ -414,7 +414,7 @@ class SystemFunctions:
         rel = self._rel(oid)
         if rel is None:
             return None
-        return self._qualified(rel, query_part(rel.definition))
+        return self._qualified(rel, view_query(rel))
 
     def _qualified(self, rel: Relation, text: str) -> str:
         """A view's / MV's query with the relations it reads schema-qualified where their schema
@@ -438,6 +438,14 @@ class SystemFunctions:
                 continue
             schema = found.pop()
             if schema not in self.ctx.search_path:
+                inserts.append((int(start), _quote_ident(schema) or schema))
+        for f in tree.find_all(exp.Anonymous):  # TUMBLE(t, ...) / HOP(t, ...): its relation argument
+            arg = f.expressions[0] if f.name.lower() in ("tumble", "hop") and f.expressions else None
+            if not isinstance(arg, exp.Column) or arg.table or arg.name.lower() in ctes:
+                continue
+            start = arg.this.meta.get("start")
+            found = {r.schema_name for r in deps if r.name == arg.name}
+            if start is not None and len(found) == 1 and (schema := found.pop()) not in self.ctx.search_path:
                 inserts.append((int(start), _quote_ident(schema) or schema))
         for at, schema in sorted(inserts, reverse=True):
             text = text[:at] + schema + "." + text[at:]
