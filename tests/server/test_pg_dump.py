@@ -214,6 +214,40 @@ def test_views_are_dumped_as_written(server: PgServer, conn: psycopg.Connection)
     )
 
 
+def test_a_source_dumps_as_a_foreign_table_with_its_connector_options(
+    server: PgServer, conn: psycopg.Connection, postgres: RealPostgres
+) -> None:
+    """A source is a foreign table of server piestream_connectors (RisingWave lists sources in
+    pg_class as relkind 's', which pg_dump skips); its WITH / FORMAT / ENCODE options are the
+    table's OPTIONS, a password is not, and the script restores into PostgreSQL."""
+    conn.execute(
+        "CREATE SOURCE gen (x INT, y VARCHAR) WITH (connector = 'datagen', "
+        "datagen.rows.per.second = '10', \"auth.password\" = 'hush') FORMAT PLAIN ENCODE JSON"
+    )
+    full = _dump(server, "--schema-only")
+    assert "CREATE FOREIGN DATA WRAPPER piestream;" in full
+    assert "CREATE SERVER piestream_connectors FOREIGN DATA WRAPPER piestream;" in full
+    script = _dump(server, "--schema-only", "-t", "gen")
+    assert (
+        "CREATE FOREIGN TABLE public.gen (\n    x integer,\n    y character varying\n)\n"
+        "SERVER piestream_connectors\nOPTIONS (\n    connector 'datagen',\n"
+        "    \"datagen.rows.per.second\" '10',\n    encode 'json',\n    format 'plain'\n);" in script
+    )
+    assert "hush" not in full and "password" not in full
+    ours = conn.execute("SELECT ftoptions FROM pg_foreign_table WHERE ftrelid = 'gen'::regclass").fetchone()
+    _restore(
+        postgres,
+        "with_source",
+        "CREATE FOREIGN DATA WRAPPER piestream;\n"
+        "CREATE SERVER piestream_connectors FOREIGN DATA WRAPPER piestream;\n" + script,
+    )
+    with psycopg.connect(postgres.dsn("with_source")) as pg:
+        theirs = pg.execute(
+            "SELECT ftoptions::text FROM pg_foreign_table WHERE ftrelid = 'public.gen'::regclass"
+        ).fetchone()
+    assert ours == theirs == ("{connector=datagen,datagen.rows.per.second=10,encode=json,format=plain}",)
+
+
 def test_pg_dump_catalog_queries(conn: psycopg.Connection, dsn: str) -> None:
     """Queries pg_dump sends that the emulation used to refuse, with PostgreSQL 15's answers."""
     # a `name` is a char array: typname[0] is its first character

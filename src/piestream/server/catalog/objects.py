@@ -170,3 +170,24 @@ def view_query(r: Relation) -> str:
         return f" {body};"
     cols = ", ".join(quote_ident(n) for n in names)
     return f" SELECT * FROM ({body}) AS {quote_ident(r.name)}({cols});"
+
+
+#: connector options never shown in the catalogs (pg_dump writes ftoptions into its script)
+_SECRET_OPTION = re.compile(r"password|secret|token|credential|private", re.IGNORECASE)
+
+
+def source_options(r: Relation) -> list[str]:
+    """A source's ``name=value`` foreign-table options (pg_foreign_table.ftoptions): its WITH
+    options and FORMAT / ENCODE, so that pg_dump's ``CREATE FOREIGN TABLE ... OPTIONS (...)``
+    says what it reads; secrets (passwords, keys) are left out."""
+    opts = {k: v for k, v in r.properties.items() if not _SECRET_OPTION.search(k)}
+    info = r.source
+    if info is not None:
+        if info.format:
+            opts.setdefault("format", info.format)
+        if info.encode:
+            opts.setdefault("encode", info.encode)
+        for k, v in info.encode_options.items():
+            if not _SECRET_OPTION.search(k):
+                opts.setdefault(k, v)
+    return [f"{k}={v}" for k, v in sorted(opts.items())]

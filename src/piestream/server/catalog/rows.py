@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from piestream.common.composite_text import format_list
 from piestream.common.text import format_datum
-from piestream.common.types import DataType, TypeKind
+from piestream.common.types import VARCHAR, DataType, TypeKind, list_of
 from piestream.frontend.catalog import DEFAULT_SCHEMA, ColumnCatalog, FunctionCatalog, Relation, RelationKind
 from piestream.frontend.parser.ast import RELATION_PRIVILEGES, SCHEMA_PRIVILEGES
 from piestream.meta.roles import Role
@@ -40,6 +41,7 @@ from piestream.server.catalog.objects import (
     pkey_indexdef,
     rel_oid,
     rule_oid,
+    source_options,
     view_query,
 )
 from piestream.server.catalog.pg_types import TypeRegistry
@@ -459,7 +461,8 @@ class CatalogRows:
                 if table_rows:
                     info_tables.append(_info_table(ctx.database, r, "BASE TABLE", "YES"))
             elif r.kind is RelationKind.SOURCE:
-                out["pg_foreign_table"].append((oid, FOREIGN_SERVER_OID, None))
+                options = format_list(source_options(r), list_of(VARCHAR), lambda v, t: str(v))
+                out["pg_foreign_table"].append((oid, FOREIGN_SERVER_OID, options))
                 if table_rows:
                     info_tables.append(_info_table(ctx.database, r, "FOREIGN", "NO"))
             if r.kind in (RelationKind.VIEW, RelationKind.MATERIALIZED_VIEW):

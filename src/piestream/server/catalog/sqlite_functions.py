@@ -103,6 +103,7 @@ FUNCTION_TYPES: dict[str, str] = {
     "array_contains_pg": "bool",
     "array_remove": "text",
     "array_pg": "text",
+    "options_pg": "text",
     "regtype_array_pg": "_text",
     "regclass_array_pg": "_text",
     "array_positions_pg": "text",
@@ -238,6 +239,7 @@ class SystemFunctions:
             "array_contains_pg": lambda arr, x: None if arr is None else int(str(x) in array_items(arr)),
             "array_remove": _array_remove,
             "array_pg": lambda *items: array_text(list(items)),
+            "options_pg": _options,
             "regtype_array_pg": lambda arr: (
                 None
                 if arr is None
@@ -600,6 +602,15 @@ def _quote_literal(s: Any) -> str | None:
     if "\\" in text:
         return "E'" + text.replace("\\", "\\\\") + "'"
     return "'" + text + "'"
+
+
+def _options(arr: Any) -> str | None:
+    """``ARRAY(SELECT quote_ident(option_name) || ' ' || quote_literal(option_value) FROM
+    pg_options_to_table(arr) ORDER BY option_name)`` for an options array (``{name=value,...}``)."""
+    if arr is None:
+        return None
+    pairs = sorted(item.partition("=")[::2] for item in array_items(arr))
+    return array_text([f"{_quote_ident(k)} {_quote_literal(v)}" for k, v in pairs])
 
 
 def _quote_ident(s: Any) -> str | None:
