@@ -31,7 +31,7 @@ _OBJECTS = [
     "CREATE SCHEMA side",
     "CREATE TABLE side.t (a INT PRIMARY KEY, b VARCHAR, c TIMESTAMP, d DOUBLE PRECISION, e BIGINT, "
     "f BOOLEAN, g DATE, h SMALLINT, i REAL, j TIMESTAMPTZ, k BYTEA, l JSONB, m INTERVAL, n TIME)",
-    "CREATE TABLE nopk (x INT, y TEXT)",
+    "CREATE TABLE nopk (x INT DEFAULT 3, y TEXT DEFAULT 'q', z TIMESTAMPTZ DEFAULT now())",
     "CREATE VIEW owners AS SELECT owner FROM acct",
     "CREATE VIEW side_view AS SELECT a, b FROM side.t WHERE a > 1",
     "CREATE MATERIALIZED VIEW rich AS SELECT owner, sum(balance) AS total FROM acct GROUP BY owner",
@@ -110,11 +110,16 @@ def test_schema_only_dump_restores_into_postgresql(
     assert "ADD CONSTRAINT acct_pkey PRIMARY KEY (region, id);" in script
     assert "CREATE INDEX acct_owner ON public.acct USING btree (owner DESC)" in script
     assert "FOREIGN DATA WRAPPER" not in script  # no source: no server for sources either
+    assert "    x integer DEFAULT 3,\n    y character varying DEFAULT 'q'::character varying," in script
     _restore(postgres, "restored", script)
     with psycopg.connect(postgres.dsn("restored")) as pg:
         columns = pg.execute(_COLUMNS).fetchall()
         relations = pg.execute(_RELATIONS).fetchall()
         pkeys = pg.execute(_PKEYS).fetchall()
+        defaults = pg.execute(
+            "SELECT column_name, column_default FROM information_schema.columns "
+            "WHERE table_name = 'nopk' ORDER BY ordinal_position"
+        ).fetchall()
         named = pg.execute(
             "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
             "WHERE attrelid = 'side.named'::regclass AND attnum > 0 ORDER BY attnum"
@@ -161,6 +166,7 @@ def test_schema_only_dump_restores_into_postgresql(
     assert [c for c in ours if c[1] not in mvs] == theirs
     assert [c[2] for c in columns if c[1] == "owners"] == ["owner"]
     assert [c[2] for c in columns if c[1] == "renamed"] == ["who"]
+    assert defaults == [("x", "3"), ("y", "'q'::character varying"), ("z", "now()")]
     assert named == [("label", "character varying"), ("Cnt", "bigint")]
 
 

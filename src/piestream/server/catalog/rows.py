@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from piestream.common.composite_text import format_list
-from piestream.common.text import format_datum
 from piestream.common.types import VARCHAR, DataType, TypeKind, list_of
-from piestream.frontend.catalog import DEFAULT_SCHEMA, ColumnCatalog, FunctionCatalog, Relation, RelationKind
+from piestream.frontend.catalog import DEFAULT_SCHEMA, FunctionCatalog, Relation, RelationKind
+from piestream.frontend.column_default import default_text
 from piestream.frontend.parser.ast import RELATION_PRIVILEGES, SCHEMA_PRIVILEGES
 from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
@@ -99,18 +99,6 @@ class CatalogContext:
 PG_CLASS_OID = 1259
 #: pg_attrdef oids: made from the relation's oid and the column's number
 ATTRDEF_OID_BASE = 1 << 40
-
-
-def default_sql(c: ColumnCatalog) -> str | None:
-    """A column's DEFAULT as PostgreSQL shows it (``7``, ``'x'::character varying``)."""
-    if c.default is None:
-        return None
-    text = format_datum(c.default, c.data_type)
-    if c.data_type.kind in (TypeKind.SMALLINT, TypeKind.INT, TypeKind.BIGINT, TypeKind.BOOLEAN):
-        return text
-    from piestream.expr.coercion import type_name
-
-    return "'" + text.replace("'", "''") + "'::" + type_name(c.data_type)
 
 
 def _info_table(database: str, r: Relation, table_type: str, insertable: str) -> tuple[Any, ...]:
@@ -255,7 +243,7 @@ class CatalogRows:
             for n, c in enumerate(cols, 1):
                 t = c.data_type
                 toid = self.types.oid_of(t)
-                default = default_sql(c)
+                default = default_text(c)
                 if default is not None:
                     out["pg_attrdef"].append((ATTRDEF_OID_BASE + oid * 1000 + n, oid, n, default))
                 if c.comment is not None:
