@@ -1,5 +1,6 @@
 """Column DEFAULTs of CREATE TABLE, differential against a real PostgreSQL 15: what INSERT (with a
-column list, ``DEFAULT`` entries, ``DEFAULT VALUES``) and COPY with a column list write, what
+column list, ``DEFAULT`` entries, ``DEFAULT VALUES``), ``UPDATE ... SET c = DEFAULT`` and COPY
+with a column list write, what
 information_schema.columns / pg_attrdef / SQLAlchemy's reflection show, and that a DEFAULT
 piestream cannot evaluate is 0A000 naming itself."""
 
@@ -35,7 +36,9 @@ _WRITES = [
     "INSERT INTO d (k) VALUES (1)",
     "INSERT INTO d VALUES (2, DEFAULT, 7)",
     "INSERT INTO d (k, v, f) VALUES (3, DEFAULT, false), (4, 'x', DEFAULT)",
-    "INSERT INTO d (k, a) SELECT 5, 50",
+    "INSERT INTO d (k, a, v) SELECT 5, 50, 'sel'",
+    "INSERT INTO d (k, a, v) VALUES (8, 80, 'upd')",
+    "UPDATE d SET a = DEFAULT, v = DEFAULT, ts = DEFAULT WHERE k = 8",
 ]
 _NO_KEY = "CREATE TABLE nk (a INT DEFAULT 11, v VARCHAR DEFAULT 'w')"
 _COLUMN_DEFAULTS = (

@@ -358,7 +358,7 @@ def update(s: Session, stmt: ast.Update, params: Sequence[Any] = ()) -> QueryRes
         i = rel.column_index(a.column)
         if i is None or rel.columns[i].hidden:
             raise UndefinedColumn(f'column "{a.column}" of relation "{rel.name}" does not exist')
-        assigned[i] = a.value
+        assigned[i] = default_ast(rel.columns[i]) if _is_default(a.value) else a.value
     extra = [
         exp.cast(v, exp.DataType.build(str(rel.columns[i].data_type), dialect="postgres"))
         for i, v in assigned.items()

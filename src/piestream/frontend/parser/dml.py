@@ -80,8 +80,8 @@ class DmlParser(ParserBase):
             raise self._unsupported("UPDATE of a field or element", self._prev)
         if not self._match(TokenType.EQ):
             self._fail("Expecting =")
-        if self._match(TokenType.DEFAULT):
-            raise self._unsupported("UPDATE ... SET col = DEFAULT", self._prev)
+        if self._match(TokenType.DEFAULT):  # the column's DEFAULT (dml.update substitutes it)
+            return ast.Assignment(column, exp.var("DEFAULT"))
         return ast.Assignment(column, self._parse_required(self._parse_disjunction(), "an expression"))
 
     def _parse_where_condition(self) -> exp.Expression | None:
