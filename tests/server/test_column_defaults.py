@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -25,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "connectors"))
 from pg_server import PASSWORD as PG_PASSWORD
 from pg_server import USER as PG_USER
 from pg_server import PgServer as RealPostgres
-from pg_server import start_server as start_postgres
 
 _TABLE = (
     "CREATE TABLE d (k INT PRIMARY KEY, a INT DEFAULT 5, n INT DEFAULT -5, e NUMERIC DEFAULT 1.5, "
@@ -52,15 +50,6 @@ _ATTRDEF = (
     "LEFT JOIN pg_catalog.pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum "
     "WHERE c.relname IN ('d', 'nk') AND a.attnum > 0 ORDER BY c.relname, a.attnum"
 )
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[RealPostgres]:
-    srv = start_postgres()
-    try:
-        yield srv
-    finally:
-        srv.destroy()
 
 
 def _run(conn: psycopg.Connection) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:

@@ -21,7 +21,6 @@ from piestream.server.pgwire import PgServer
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "connectors"))
 from pg_server import PgServer as RealPostgres
-from pg_server import start_server as start_postgres
 
 PG_DUMP = "/usr/lib/postgresql/15/bin/pg_dump"
 
@@ -49,15 +48,6 @@ def conn(dsn: str) -> Iterator[psycopg.Connection]:
         c.execute(sql)
     yield c
     c.close()
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[RealPostgres]:
-    srv = start_postgres()
-    try:
-        yield srv
-    finally:
-        srv.destroy()
 
 
 def _dump(server: PgServer, *args: str) -> str:
