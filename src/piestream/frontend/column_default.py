@@ -14,7 +14,7 @@ from piestream.common.chunk import DataChunk
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.scalar import Datum, from_arrow
 from piestream.common.text import format_datum
-from piestream.common.types import DataType, TypeKind
+from piestream.common.types import NUMERIC_KINDS, DataType, TypeKind
 from piestream.expr.bind import cast
 from piestream.expr.coercion import type_name
 from piestream.expr.evaluate import fold_constants
@@ -49,16 +49,6 @@ def bind_column_default(node: exp.Expression, t: DataType, column: str) -> Colum
     )
 
 
-_PLAIN_KINDS = (
-    TypeKind.SMALLINT,
-    TypeKind.INT,
-    TypeKind.BIGINT,
-    TypeKind.NUMERIC,
-    TypeKind.REAL,
-    TypeKind.DOUBLE,
-)
-
-
 _SCALAR_NAMES = frozenset(TypeKind) - {TypeKind.STRUCT, TypeKind.LIST, TypeKind.SERIAL}
 
 
@@ -74,7 +64,7 @@ def default_text(c: ColumnCatalog) -> str | None:
     if kind is TypeKind.BOOLEAN:
         return "true" if c.default else "false"
     text = format_datum(c.default, c.data_type)
-    if kind in _PLAIN_KINDS and text[:1].isdigit():
+    if kind in NUMERIC_KINDS and text[:1].isdigit():
         return text
     # format_type's name (piestream's varchar is PostgreSQL's unbounded character varying)
     name = kind.value if kind in _SCALAR_NAMES else type_name(c.data_type)
