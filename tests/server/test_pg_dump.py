@@ -199,6 +199,10 @@ def test_views_are_dumped_as_written(server: PgServer, conn: psycopg.Connection)
     assert psql(server, "-c", "\\sv renamed").stdout == (
         "CREATE OR REPLACE VIEW public.renamed AS\n SELECT * FROM (SELECT owner FROM acct) AS renamed(who)\n"
     )
+    conn.execute("CREATE VIEW starred (p, q) AS SELECT * FROM clicks")
+    assert psql(server, "-c", "\\sv starred").stdout == (
+        "CREATE OR REPLACE VIEW public.starred AS\n SELECT * FROM (SELECT * FROM clicks) AS starred(p, q)\n"
+    )
     # the rendering reads back as the same relation in piestream too
     conn.execute("CREATE VIEW renamed_again AS SELECT * FROM (SELECT owner FROM acct) AS renamed(who)")
     cols = (

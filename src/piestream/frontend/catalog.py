@@ -464,6 +464,9 @@ DEFAULT_DATABASE = "dev"
 #: A view's property holding the search_path it was created with (its query is bound again on
 #: every read, and must find the relations it found then); absent: public.
 VIEW_SEARCH_PATH = "search_path"
+#: A view's property set when it was created with a column list (``CREATE VIEW v (x, y) AS q``):
+#: its column names are then not necessarily q's (what pg_get_viewdef must render)
+VIEW_COLUMN_LIST = "column_list"
 
 
 class SystemTables(Protocol):

@@ -26,6 +26,7 @@ from piestream.frontend.catalog import (
     BUILTIN_SCHEMAS,
     DEFAULT_SCHEMA,
     TEMP_SCHEMA,
+    VIEW_COLUMN_LIST,
     VIEW_SEARCH_PATH,
     ColumnCatalog,
     IndexInfo,
@@ -383,9 +384,12 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
             depends_on=tuple(sorted(binder.dependencies)),
             schema_name=schema,
             # its query is bound again on every read: with the names it was created with
-            properties={}
-            if cat.search_path == (DEFAULT_SCHEMA,)
-            else {VIEW_SEARCH_PATH: format_search_path(cat.search_path)},
+            properties=(
+                {}
+                if cat.search_path == (DEFAULT_SCHEMA,)
+                else {VIEW_SEARCH_PATH: format_search_path(cat.search_path)}
+            )
+            | ({VIEW_COLUMN_LIST: "true"} if stmt.columns else {}),
         )
         if existing is not None:
             s.db.ddl.replace_view(existing, rel)

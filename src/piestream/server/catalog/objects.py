@@ -14,7 +14,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from piestream.frontend.catalog import FunctionCatalog, Relation, RelationKind
+from piestream.frontend.catalog import VIEW_COLUMN_LIST, FunctionCatalog, Relation, RelationKind
 from piestream.frontend.parser import parse_one
 from piestream.frontend.parser.ast import CreateIndex
 from piestream.frontend.parser.names import identifier_name, quote_ident
@@ -165,9 +165,8 @@ def view_query(r: Relation) -> str:
     said = _output_names(body)
     if said == names or (said is None and not has_columns and r.kind is RelationKind.MATERIALIZED_VIEW):
         return f" {body};"
-    if said is None and r.kind is RelationKind.VIEW:
-        # a view stores only its query: with `*` or a set operation its names are the query's
-        return f" {body};"
+    if said is None and r.kind is RelationKind.VIEW and VIEW_COLUMN_LIST not in r.properties:
+        return f" {body};"  # `*` or a set operation, and no column list: the query's names
     cols = ", ".join(quote_ident(n) for n in names)
     return f" SELECT * FROM ({body}) AS {quote_ident(r.name)}({cols});"
 
