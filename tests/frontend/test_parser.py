@@ -564,7 +564,9 @@ def test_insert() -> None:
     assert isinstance(
         one("INSERT INTO t (a) WITH x AS (SELECT 1) SELECT * FROM x", Insert).source, exp.Select
     )
-    assert fails("INSERT INTO t DEFAULT VALUES", FeatureNotSupported).position == 15
+    d = one("INSERT INTO t DEFAULT VALUES", Insert)  # one row of every column's DEFAULT
+    assert d.columns is None and d.source == exp.Values(expressions=[exp.Tuple(expressions=[])])
+    assert fails("INSERT INTO t (a) DEFAULT VALUES").message == 'syntax error at or near "DEFAULT"'
     assert fails("INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING", FeatureNotSupported).position == 26
     assert fails("INSERT t VALUES (1)").message == 'syntax error at or near "t"'
 

@@ -21,7 +21,6 @@ from piestream.server.pgwire import PgServer
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "connectors"))
 from pg_server import PgServer as RealPostgres
-from pg_server import start_server as start_postgres
 
 PG_DUMP = "/usr/lib/postgresql/15/bin/pg_dump"
 
@@ -31,11 +30,14 @@ _OBJECTS = [
     "CREATE SCHEMA side",
     "CREATE TABLE side.t (a INT PRIMARY KEY, b VARCHAR, c TIMESTAMP, d DOUBLE PRECISION, e BIGINT, "
     "f BOOLEAN, g DATE, h SMALLINT, i REAL, j TIMESTAMPTZ, k BYTEA, l JSONB, m INTERVAL, n TIME)",
-    "CREATE TABLE nopk (x INT, y TEXT)",
+    "CREATE TABLE nopk (x INT DEFAULT 3, y TEXT DEFAULT 'q', z TIMESTAMPTZ DEFAULT now())",
     "CREATE VIEW owners AS SELECT owner FROM acct",
     "CREATE VIEW side_view AS SELECT a, b FROM side.t WHERE a > 1",
     "CREATE MATERIALIZED VIEW rich AS SELECT owner, sum(balance) AS total FROM acct GROUP BY owner",
     "CREATE MATERIALIZED VIEW side.counts AS SELECT b, count(*) AS n FROM side.t GROUP BY b",
+    # column lists rename the query's columns: the dump must keep the relation's names
+    "CREATE VIEW renamed (who) AS SELECT owner FROM acct",
+    'CREATE MATERIALIZED VIEW side.named (label, "Cnt") AS SELECT b, count(*) FROM side.t GROUP BY b',
 ]
 
 
@@ -46,15 +48,6 @@ def conn(dsn: str) -> Iterator[psycopg.Connection]:
         c.execute(sql)
     yield c
     c.close()
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[RealPostgres]:
-    srv = start_postgres()
-    try:
-        yield srv
-    finally:
-        srv.destroy()
 
 
 def _dump(server: PgServer, *args: str) -> str:
@@ -107,20 +100,31 @@ def test_schema_only_dump_restores_into_postgresql(
     assert "ADD CONSTRAINT acct_pkey PRIMARY KEY (region, id);" in script
     assert "CREATE INDEX acct_owner ON public.acct USING btree (owner DESC)" in script
     assert "FOREIGN DATA WRAPPER" not in script  # no source: no server for sources either
+    assert "    x integer DEFAULT 3,\n    y character varying DEFAULT 'q'::character varying," in script
     _restore(postgres, "restored", script)
     with psycopg.connect(postgres.dsn("restored")) as pg:
         columns = pg.execute(_COLUMNS).fetchall()
         relations = pg.execute(_RELATIONS).fetchall()
         pkeys = pg.execute(_PKEYS).fetchall()
+        defaults = pg.execute(
+            "SELECT column_name, column_default FROM information_schema.columns "
+            "WHERE table_name = 'nopk' ORDER BY ordinal_position"
+        ).fetchall()
+        named = pg.execute(
+            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'side.named'::regclass AND attnum > 0 ORDER BY attnum"
+        ).fetchall()
     assert relations == [
         ("public", "acct", "r"),
         ("public", "acct_owner", "i"),
         ("public", "acct_pkey", "i"),
         ("public", "nopk", "r"),
         ("public", "owners", "v"),
+        ("public", "renamed", "v"),
         ("public", "rich", "m"),
         ("public", "side_view", "v"),
         ("side", "counts", "m"),
+        ("side", "named", "m"),
         ("side", "t", "r"),
         ("side", "t_pkey", "i"),
     ]
@@ -147,9 +151,13 @@ def test_schema_only_dump_restores_into_postgresql(
         "SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns "
         "WHERE table_schema IN ('public', 'side') ORDER BY 1, 2, ordinal_position"
     ).fetchall()
-    theirs = [c[:4] for c in columns if c[1] not in ("rich", "counts")]  # PG lists no MV columns
-    assert [c for c in ours if c[1] not in ("rich", "counts")] == theirs
+    mvs = ("rich", "counts", "named")
+    theirs = [c[:4] for c in columns if c[1] not in mvs]  # PG lists no MV columns
+    assert [c for c in ours if c[1] not in mvs] == theirs
     assert [c[2] for c in columns if c[1] == "owners"] == ["owner"]
+    assert [c[2] for c in columns if c[1] == "renamed"] == ["who"]
+    assert defaults == [("x", "3"), ("y", "'q'::character varying"), ("z", "now()")]
+    assert named == [("label", "character varying"), ("Cnt", "bigint")]
 
 
 def test_dump_of_one_table(server: PgServer, conn: psycopg.Connection) -> None:
@@ -160,6 +168,84 @@ def test_dump_of_one_table(server: PgServer, conn: psycopg.Connection) -> None:
         assert other not in script
     script = _dump(server, "--schema-only", "-t", "side.counts")
     assert "CREATE MATERIALIZED VIEW side.counts AS" in script and "CREATE TABLE" not in script
+
+
+def test_views_are_dumped_as_written(server: PgServer, conn: psycopg.Connection) -> None:
+    """pg_dump, psql's \\sv and pg_get_viewdef read the query the user wrote (its spacing, its
+    literals), with names qualified for pg_dump's empty search_path and the column list kept."""
+    conn.execute("CREATE TABLE clicks (u INT, ts TIMESTAMP)")
+    conn.execute("CREATE VIEW spaced AS SELECT owner,   balance * 2 AS dbl FROM acct WHERE owner <> 'x AS y'")
+    conn.execute(
+        "CREATE MATERIALIZED VIEW per_min AS SELECT window_start, count(*) AS n "
+        "FROM TUMBLE(clicks, ts, INTERVAL '1 minute') GROUP BY window_start"
+    )
+    script = _dump(server, "--schema-only", "-t", "spaced", "-t", "per_min", "-t", "renamed")
+    assert (
+        "CREATE VIEW public.spaced AS\n"
+        " SELECT owner,   balance * 2 AS dbl FROM public.acct WHERE owner <> 'x AS y';" in script
+    )
+    assert (
+        "CREATE VIEW public.renamed AS\n SELECT * FROM (SELECT owner FROM public.acct) AS renamed(who);"
+        in script
+    )
+    assert (
+        "CREATE MATERIALIZED VIEW public.per_min AS\n SELECT window_start, count(*) AS n "
+        "FROM TUMBLE(public.clicks, ts, INTERVAL '1 minute') GROUP BY window_start\n  WITH NO DATA;" in script
+    )
+    assert psql(server, "-c", "\\sv spaced").stdout == (
+        "CREATE OR REPLACE VIEW public.spaced AS\n"
+        " SELECT owner,   balance * 2 AS dbl FROM acct WHERE owner <> 'x AS y'\n"
+    )
+    assert psql(server, "-c", "\\sv renamed").stdout == (
+        "CREATE OR REPLACE VIEW public.renamed AS\n SELECT * FROM (SELECT owner FROM acct) AS renamed(who)\n"
+    )
+    conn.execute("CREATE VIEW starred (p, q) AS SELECT * FROM clicks")
+    assert psql(server, "-c", "\\sv starred").stdout == (
+        "CREATE OR REPLACE VIEW public.starred AS\n SELECT * FROM (SELECT * FROM clicks) AS starred(p, q)\n"
+    )
+    # the rendering reads back as the same relation in piestream too
+    conn.execute("CREATE VIEW renamed_again AS SELECT * FROM (SELECT owner FROM acct) AS renamed(who)")
+    cols = (
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position"
+    )
+    assert conn.execute(cols, ("renamed_again",)).fetchall() == conn.execute(cols, ("renamed",)).fetchall()
+    assert conn.execute("SELECT definition FROM pg_matviews WHERE matviewname = 'named'").fetchone() == (
+        ' SELECT * FROM (SELECT b, count(*) FROM side.t GROUP BY b) AS named(label, "Cnt");',
+    )
+
+
+def test_a_source_dumps_as_a_foreign_table_with_its_connector_options(
+    server: PgServer, conn: psycopg.Connection, postgres: RealPostgres
+) -> None:
+    """A source is a foreign table of server piestream_connectors (RisingWave lists sources in
+    pg_class as relkind 's', which pg_dump skips); its WITH / FORMAT / ENCODE options are the
+    table's OPTIONS, a password is not, and the script restores into PostgreSQL."""
+    conn.execute(
+        "CREATE SOURCE gen (x INT, y VARCHAR) WITH (connector = 'datagen', "
+        "datagen.rows.per.second = '10', \"auth.password\" = 'hush') FORMAT PLAIN ENCODE JSON"
+    )
+    full = _dump(server, "--schema-only")
+    assert "CREATE FOREIGN DATA WRAPPER piestream;" in full
+    assert "CREATE SERVER piestream_connectors FOREIGN DATA WRAPPER piestream;" in full
+    script = _dump(server, "--schema-only", "-t", "gen")
+    assert (
+        "CREATE FOREIGN TABLE public.gen (\n    x integer,\n    y character varying\n)\n"
+        "SERVER piestream_connectors\nOPTIONS (\n    connector 'datagen',\n"
+        "    \"datagen.rows.per.second\" '10',\n    encode 'json',\n    format 'plain'\n);" in script
+    )
+    assert "hush" not in full and "password" not in full
+    ours = conn.execute("SELECT ftoptions FROM pg_foreign_table WHERE ftrelid = 'gen'::regclass").fetchone()
+    _restore(
+        postgres,
+        "with_source",
+        "CREATE FOREIGN DATA WRAPPER piestream;\n"
+        "CREATE SERVER piestream_connectors FOREIGN DATA WRAPPER piestream;\n" + script,
+    )
+    with psycopg.connect(postgres.dsn("with_source")) as pg:
+        theirs = pg.execute(
+            "SELECT ftoptions::text FROM pg_foreign_table WHERE ftrelid = 'public.gen'::regclass"
+        ).fetchone()
+    assert ours == theirs == ("{connector=datagen,datagen.rows.per.second=10,encode=json,format=plain}",)
 
 
 def test_pg_dump_catalog_queries(conn: psycopg.Connection, dsn: str) -> None:

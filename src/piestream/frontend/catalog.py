@@ -50,6 +50,10 @@ class ColumnCatalog:
     #: ``*`` once at creation.
     since: int = 0
     comment: str | None = None  # COMMENT ON COLUMN
+    #: a DEFAULT evaluated at each INSERT / COPY instead of a constant (RisingWave's ``now()``),
+    #: as its SQL text (``now()``); None: the default is `default`. An optional JSON key, so the
+    #: catalog format stays 7 and catalogs written before it read as "no such default".
+    default_expr: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "type": type_text(self.data_type), "hidden": self.hidden}
@@ -59,6 +63,8 @@ class ColumnCatalog:
             out["since"] = self.since
         if self.comment is not None:
             out["comment"] = self.comment
+        if self.default_expr is not None:
+            out["default_expr"] = self.default_expr
         return out
 
     @classmethod
@@ -72,6 +78,7 @@ class ColumnCatalog:
             None if default is None else decode_datum(bytes.fromhex(default), 0, t)[0],
             d.get("since", 0),
             d.get("comment"),
+            d.get("default_expr"),
         )
 
 
@@ -457,6 +464,9 @@ DEFAULT_DATABASE = "dev"
 #: A view's property holding the search_path it was created with (its query is bound again on
 #: every read, and must find the relations it found then); absent: public.
 VIEW_SEARCH_PATH = "search_path"
+#: A view's property set when it was created with a column list (``CREATE VIEW v (x, y) AS q``):
+#: its column names are then not necessarily q's (what pg_get_viewdef must render)
+VIEW_COLUMN_LIST = "column_list"
 
 
 class SystemTables(Protocol):

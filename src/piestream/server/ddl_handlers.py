@@ -26,6 +26,7 @@ from piestream.frontend.catalog import (
     BUILTIN_SCHEMAS,
     DEFAULT_SCHEMA,
     TEMP_SCHEMA,
+    VIEW_COLUMN_LIST,
     VIEW_SEARCH_PATH,
     ColumnCatalog,
     IndexInfo,
@@ -34,6 +35,7 @@ from piestream.frontend.catalog import (
     RelationKind,
     format_search_path,
 )
+from piestream.frontend.column_default import ColumnDefault, bind_column_default
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.names import ObjectName, object_name, schema_of
 from piestream.frontend.planner import PlannedJob, plan_materialized_view, plan_table, table_conflict
@@ -116,6 +118,18 @@ def check_new_name(s: Session, stmt: Any, schema: str | None = None) -> QueryRes
     return None
 
 
+def with_defaults(rel: Relation, defaults: dict[str, ColumnDefault]) -> Relation:
+    """`rel` with its columns' DEFAULTs (CREATE TABLE ... DEFAULT): what INSERT and COPY write
+    for an omitted column. Stored rows never lack them (unlike ADD COLUMN's `missing`)."""
+    cols = tuple(
+        replace(c, default=defaults[c.name].value, default_expr=defaults[c.name].expr)
+        if c.name in defaults
+        else c
+        for c in rel.columns
+    )
+    return replace(rel, columns=cols)
+
+
 def check_unique_columns(names: Sequence[str]) -> None:
     """A relation's columns need distinct names (a plain SELECT may repeat one; a view, table or
     MV may not: PostgreSQL's 42701)."""
@@ -137,11 +151,12 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
         if stmt.as_query is not None:
             return _create_table_as(s, stmt, params)
         cols = []
+        defaults: dict[str, ColumnDefault] = {}
         for c in stmt.columns:
             if c.type is None or c.generated is not None:
                 raise FeatureNotSupported(f'generated column "{c.name}" is not supported')
             if c.default is not None:
-                raise FeatureNotSupported(f'DEFAULT for column "{c.name}" is not supported')
+                defaults[c.name] = bind_column_default(c.default, c.type, c.name)
             cols.append((c.name, c.type))
         names = [n for n, _ in cols]
         check_unique_columns(names)
@@ -165,6 +180,8 @@ def create_table(s: Session, stmt: ast.CreateTable, params: Sequence[Any] = ()) 
             ids=s.db.ddl.ids(),
         )
         planned.relation = in_schema(s.with_policy(planned).relation, schema)
+        if defaults:
+            planned.relation = with_defaults(planned.relation, defaults)
         if s.txn is not None:
             s.txn.create_table(planned)  # created by COMMIT, in the epoch holding its rows
         else:
@@ -367,9 +384,12 @@ def create_view(s: Session, stmt: ast.CreateView, params: Sequence[Any] = ()) ->
             depends_on=tuple(sorted(binder.dependencies)),
             schema_name=schema,
             # its query is bound again on every read: with the names it was created with
-            properties={}
-            if cat.search_path == (DEFAULT_SCHEMA,)
-            else {VIEW_SEARCH_PATH: format_search_path(cat.search_path)},
+            properties=(
+                {}
+                if cat.search_path == (DEFAULT_SCHEMA,)
+                else {VIEW_SEARCH_PATH: format_search_path(cat.search_path)}
+            )
+            | ({VIEW_COLUMN_LIST: "true"} if stmt.columns else {}),
         )
         if existing is not None:
             s.db.ddl.replace_view(existing, rel)

@@ -35,6 +35,7 @@ from piestream.expr.bind import cast, literal
 from piestream.expr.expr import Expr, InputRef, Literal, UnknownLiteral
 from piestream.frontend.binder import BoundQuery, QueryBinder
 from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind
+from piestream.frontend.column_default import default_ast, default_expr, evaluate_default
 from piestream.frontend.logical import Project
 from piestream.frontend.parser import ast
 from piestream.server.query import bind, run_bound
@@ -94,12 +95,13 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
             targets = targets[: stmt.param_rows.shape[1]]  # the first N columns, as below
             target_types = target_types[: len(targets)]
         return _insert_param_rows(s, rel, targets, target_types, stmt.param_rows, params)
-    bound = QueryBinder(s.catalog(), params).bind_insert_source(stmt.source, target_types)
+    source = _with_defaults(rel, targets, stmt.source)
+    bound = QueryBinder(s.catalog(), params).bind_insert_source(source, target_types)
     if not stmt.columns and len(bound.names) < len(targets):
         # PostgreSQL: without a column list, N values fill the table's first N columns and the
         # rest take their DEFAULT (NULL); bound again so VALUES are assigned to those N types
         targets, target_types = targets[: len(bound.names)], target_types[: len(bound.names)]
-        bound = QueryBinder(s.catalog(), params).bind_insert_source(stmt.source, target_types)
+        bound = QueryBinder(s.catalog(), params).bind_insert_source(source, target_types)
     _check_width(len(bound.names), len(targets))
     # one expression per table column: the value cast to the column type, else NULL
     exprs: list[Expr] = []
@@ -108,7 +110,7 @@ def insert(s: Session, stmt: ast.Insert, params: Sequence[Any] = ()) -> QueryRes
             k = targets.index(c.name)
             exprs.append(cast(InputRef(k, bound.plan.types[k]), c.data_type, explicit=False))
         else:
-            exprs.append(Literal(c.default, c.data_type))  # its DEFAULT (ALTER TABLE ADD COLUMN), else NULL
+            exprs.append(_default(c))
     schema = Schema(tuple(Field(c.name, c.data_type) for c in rel.columns))
     full = BoundQuery(Project(schema, bound.plan, exprs), [c.name for c in rel.columns])
     table = run_bound(s, full)
@@ -153,9 +155,51 @@ def _check_width(values: int, targets: int) -> None:
         raise PiestreamError("INSERT has more target columns than expressions", sqlstate="42601")
 
 
+def _default(c: ColumnCatalog) -> Expr:
+    """What an INSERT that omits column `c` writes: its DEFAULT (a constant, or ``now()``
+    evaluated with the statement), else NULL."""
+    if c.default_expr is not None:
+        return default_expr(c.default_expr, c.data_type)
+    return Literal(c.default, c.data_type)
+
+
 def omitted_column(c: ColumnCatalog, n: int) -> pa.Array:
-    """What `n` inserted rows that omit column `c` hold: its DEFAULT, else NULL."""
-    return constant_array(c.default, c.data_type, n)
+    """What `n` inserted rows that omit column `c` hold (COPY, `Connection.insert`, bare
+    parameter rows): its DEFAULT, one value for the statement, else NULL."""
+    value = c.default if c.default_expr is None else evaluate_default(c.default_expr, c.data_type)
+    return constant_array(value, c.data_type, n)
+
+
+def _with_defaults(rel: Relation, targets: list[str], source: exp.Expression) -> exp.Expression:
+    """A VALUES list whose ``DEFAULT`` entries are their column's DEFAULT expression (PostgreSQL
+    takes the keyword in INSERT's VALUES only); ``DEFAULT VALUES`` (one empty row) is a row of
+    every target's DEFAULT."""
+    if not isinstance(source, exp.Values):
+        return source
+    rows = source.expressions
+    if len(rows) == 1 and isinstance(rows[0], exp.Tuple) and not rows[0].expressions:
+        rows = [exp.Tuple(expressions=[exp.var("DEFAULT") for _ in targets])]
+    elif not any(_is_default(e) for row in rows for e in row.expressions):
+        return source
+    columns = {c.name: c for c in rel.columns}
+    out = source.copy()
+    out.set(
+        "expressions",
+        [
+            exp.Tuple(
+                expressions=[
+                    default_ast(columns[targets[k]]) if _is_default(e) and k < len(targets) else e
+                    for k, e in enumerate(row.expressions)
+                ]
+            )
+            for row in rows
+        ],
+    )
+    return out
+
+
+def _is_default(e: exp.Expression) -> bool:
+    return isinstance(e, exp.Var) and e.name.upper() == "DEFAULT"
 
 
 def _param_column(params: Sequence[Any], indices: npt.NDArray[np.int64], target: DataType) -> pa.Array:
@@ -314,7 +358,7 @@ def update(s: Session, stmt: ast.Update, params: Sequence[Any] = ()) -> QueryRes
         i = rel.column_index(a.column)
         if i is None or rel.columns[i].hidden:
             raise UndefinedColumn(f'column "{a.column}" of relation "{rel.name}" does not exist')
-        assigned[i] = a.value
+        assigned[i] = default_ast(rel.columns[i]) if _is_default(a.value) else a.value
     extra = [
         exp.cast(v, exp.DataType.build(str(rel.columns[i].data_type), dialect="postgres"))
         for i, v in assigned.items()

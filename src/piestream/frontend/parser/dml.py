@@ -1,6 +1,7 @@
 """INSERT, UPDATE and DELETE in PostgreSQL's basic forms.
 
     INSERT INTO table [(cols)] {VALUES (...), ... | query} [RETURNING exprs]
+    INSERT INTO table DEFAULT VALUES
     UPDATE table [[AS] alias] SET col = expr, ... [WHERE cond] [RETURNING exprs]
     DELETE FROM table [[AS] alias] [WHERE cond] [RETURNING exprs]
 
@@ -29,9 +30,11 @@ class DmlParser(ParserBase):
         columns: list[str] | None = None
         if self._match(TokenType.L_PAREN, advance=False) and self._next.token_type not in _QUERY_STARTS:
             columns = self._parse_name_list()
-        if self._match_text_seq("DEFAULT", "VALUES", advance=False):
-            raise self._unsupported("INSERT ... DEFAULT VALUES", self._curr)
-        source, _ = self._parse_query_with_text()
+        if columns is None and self._match_text_seq("DEFAULT", "VALUES"):
+            # one row of every column's DEFAULT: an empty VALUES row (not otherwise parseable)
+            source: exp.Expression = exp.Values(expressions=[exp.Tuple(expressions=[])])
+        else:
+            source, _ = self._parse_query_with_text()
         if self._match_text_seq("ON", "CONFLICT", advance=False):
             raise self._unsupported("INSERT ... ON CONFLICT", self._curr)
         return ast.Insert(table=table, columns=columns, source=source, returning=self._parse_returning_list())
@@ -77,8 +80,8 @@ class DmlParser(ParserBase):
             raise self._unsupported("UPDATE of a field or element", self._prev)
         if not self._match(TokenType.EQ):
             self._fail("Expecting =")
-        if self._match(TokenType.DEFAULT):
-            raise self._unsupported("UPDATE ... SET col = DEFAULT", self._prev)
+        if self._match(TokenType.DEFAULT):  # the column's DEFAULT (dml.update substitutes it)
+            return ast.Assignment(column, exp.var("DEFAULT"))
         return ast.Assignment(column, self._parse_required(self._parse_disjunction(), "an expression"))
 
     def _parse_where_condition(self) -> exp.Expression | None:

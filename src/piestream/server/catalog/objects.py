@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import re
 
-from piestream.frontend.catalog import FunctionCatalog, Relation, RelationKind
+import sqlglot
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+from piestream.frontend.catalog import VIEW_COLUMN_LIST, FunctionCatalog, Relation, RelationKind
 from piestream.frontend.parser import parse_one
 from piestream.frontend.parser.ast import CreateIndex
-from piestream.frontend.parser.names import quote_ident
+from piestream.frontend.parser.names import identifier_name, quote_ident
 
 OID_OFFSET = 16384
 PG_CATALOG_NS = 11
@@ -102,9 +106,87 @@ def pkey_indexdef(r: Relation) -> str:
 
 
 def query_part(definition: str) -> str:
-    """``SELECT ...`` of ``CREATE [MATERIALIZED] VIEW name AS SELECT ...`` (psql shows only that);
-    a view's definition is its query already (its own ``AS`` aliases stay)."""
-    created = re.match(r"\s*CREATE\b", definition, re.IGNORECASE) is not None
-    m = re.search(r"\bAS\s+(.*)$", definition, re.IGNORECASE | re.DOTALL) if created else None
-    body = m.group(1) if m else definition
+    """``SELECT ...`` of ``CREATE [MATERIALIZED] VIEW name [(cols)] AS SELECT ...`` (psql shows
+    only that); a view's definition is its query already (its own ``AS`` aliases stay)."""
+    body, _ = _split_definition(definition)
     return " " + body.strip().rstrip(";") + ";"
+
+
+def _split_definition(definition: str) -> tuple[str, bool]:
+    """(the query, whether a column list precedes it) of a CREATE [MATERIALIZED] VIEW; the
+    first ``AS`` outside parentheses ends the head (a quoted name may hold the word)."""
+    from piestream.frontend.definition_text import _tokens
+
+    if re.match(r"\s*CREATE\b", definition, re.IGNORECASE) is None:
+        return definition, False
+    try:
+        toks = _tokens(definition)
+    except Exception:  # sqlglot's TokenError: text it cannot tokenize stays whole
+        return definition, False
+    depth, columns = 0, False
+    for k, t in enumerate(toks):
+        if t.token_type == TokenType.L_PAREN:
+            columns = columns or (depth == 0 and toks[k - 1].text.upper() != "WITH")
+            depth += 1
+        elif t.token_type == TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0 and t.token_type == TokenType.ALIAS:
+            return definition[t.end + 1 :], columns
+    return definition, False
+
+
+def _output_names(query: str) -> list[str] | None:
+    """The column names `query` produces, where its text alone says them (a plain SELECT of
+    columns and aliased expressions); None otherwise (``*``, set operations, unnamed ones)."""
+    try:
+        tree = sqlglot.parse_one(query.strip().rstrip(";"), read="postgres")
+    except sqlglot.errors.SqlglotError:
+        return None
+    if not isinstance(tree, exp.Select):
+        return None
+    names = []
+    for e in tree.selects:
+        if not isinstance(e, exp.Alias | exp.Column) or isinstance(e.unalias(), exp.Star):
+            return None
+        if isinstance(e, exp.Column) and isinstance(e.this, exp.Star):
+            return None
+        names.append(identifier_name(e.args["alias"] if isinstance(e, exp.Alias) else e.this))
+    return names
+
+
+def view_query(r: Relation) -> str:
+    """What pg_get_viewdef / pg_views / pg_matviews show for a view or MV: the query as the user
+    wrote it; when the relation's column names are not the query's own (``CREATE VIEW v (x, y)
+    AS ...``), the query wrapped in ``SELECT * FROM (query) AS v(x, y)``, so that pg_dump's
+    ``CREATE VIEW v AS <this>`` restores the same columns."""
+    body, has_columns = _split_definition(r.definition)
+    body = body.strip().rstrip(";").strip()
+    names = [c.name for c in r.visible_columns]
+    said = _output_names(body)
+    if said == names or (said is None and not has_columns and r.kind is RelationKind.MATERIALIZED_VIEW):
+        return f" {body};"
+    if said is None and r.kind is RelationKind.VIEW and VIEW_COLUMN_LIST not in r.properties:
+        return f" {body};"  # `*` or a set operation, and no column list: the query's names
+    cols = ", ".join(quote_ident(n) for n in names)
+    return f" SELECT * FROM ({body}) AS {quote_ident(r.name)}({cols});"
+
+
+#: connector options never shown in the catalogs (pg_dump writes ftoptions into its script)
+_SECRET_OPTION = re.compile(r"password|secret|token|credential|private", re.IGNORECASE)
+
+
+def source_options(r: Relation) -> list[str]:
+    """A source's ``name=value`` foreign-table options (pg_foreign_table.ftoptions): its WITH
+    options and FORMAT / ENCODE, so that pg_dump's ``CREATE FOREIGN TABLE ... OPTIONS (...)``
+    says what it reads; secrets (passwords, keys) are left out."""
+    opts = {k: v for k, v in r.properties.items() if not _SECRET_OPTION.search(k)}
+    info = r.source
+    if info is not None:
+        if info.format:
+            opts.setdefault("format", info.format)
+        if info.encode:
+            opts.setdefault("encode", info.encode)
+        for k, v in info.encode_options.items():
+            if not _SECRET_OPTION.search(k):
+                opts.setdefault(k, v)
+    return [f"{k}={v}" for k, v in sorted(opts.items())]

@@ -16,6 +16,7 @@ a select list's SRFs run in lockstep. With GROUP BY, HAVING or DISTINCT beside t
 from __future__ import annotations
 
 import itertools
+import re
 
 from sqlglot import exp
 
@@ -248,8 +249,16 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
     ):
         inner = node.expressions[0]
         functions = [t.this for t in inner.find_all(exp.Table) if not isinstance(t.this, exp.Identifier)]
-        if any(str(getattr(f, "name", "")).lower() == "pg_options_to_table" for f in functions):
-            # every options column of the emulated catalogs is NULL: no options, the empty array
+        options = [f for f in functions if str(getattr(f, "name", "")).lower() == "pg_options_to_table"]
+        if options:
+            # pg_dump's / psql's one use: `quote_ident(option_name) || ' ' || quote_literal(option_value)`,
+            # rendered by options_pg (only a source's ftoptions hold any; the others are NULL)
+            said = re.sub(r"\bpg_catalog\.", "", inner.expressions[0].sql(dialect="postgres").lower())
+            if (
+                said == "quote_ident(option_name) || ' ' || quote_literal(option_value)"
+                and options[0].expressions
+            ):
+                return exp.Anonymous(this="options_pg", expressions=[_sub(options[0].expressions[0])])
             return exp.Literal.string("{}")
         rewritten = _sub(inner)
         assert isinstance(rewritten, exp.Select)

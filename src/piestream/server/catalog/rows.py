@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from piestream.common.text import format_datum
-from piestream.common.types import DataType, TypeKind
-from piestream.frontend.catalog import DEFAULT_SCHEMA, ColumnCatalog, FunctionCatalog, Relation, RelationKind
+from piestream.common.composite_text import format_list
+from piestream.common.types import VARCHAR, DataType, TypeKind, list_of
+from piestream.frontend.catalog import DEFAULT_SCHEMA, FunctionCatalog, Relation, RelationKind
+from piestream.frontend.column_default import default_text
 from piestream.frontend.parser.ast import RELATION_PRIVILEGES, SCHEMA_PRIVILEGES
 from piestream.meta.roles import Role
 from piestream.server.catalog.objects import (
@@ -38,9 +39,10 @@ from piestream.server.catalog.objects import (
     indexdef,
     pk_names,
     pkey_indexdef,
-    query_part,
     rel_oid,
     rule_oid,
+    source_options,
+    view_query,
 )
 from piestream.server.catalog.pg_types import TypeRegistry
 from piestream.server.catalog.tables import CATALOG_OIDS, TABLES
@@ -97,18 +99,6 @@ class CatalogContext:
 PG_CLASS_OID = 1259
 #: pg_attrdef oids: made from the relation's oid and the column's number
 ATTRDEF_OID_BASE = 1 << 40
-
-
-def default_sql(c: ColumnCatalog) -> str | None:
-    """A column's DEFAULT as PostgreSQL shows it (``7``, ``'x'::character varying``)."""
-    if c.default is None:
-        return None
-    text = format_datum(c.default, c.data_type)
-    if c.data_type.kind in (TypeKind.SMALLINT, TypeKind.INT, TypeKind.BIGINT, TypeKind.BOOLEAN):
-        return text
-    from piestream.expr.coercion import type_name
-
-    return "'" + text.replace("'", "''") + "'::" + type_name(c.data_type)
 
 
 def _info_table(database: str, r: Relation, table_type: str, insertable: str) -> tuple[Any, ...]:
@@ -253,7 +243,7 @@ class CatalogRows:
             for n, c in enumerate(cols, 1):
                 t = c.data_type
                 toid = self.types.oid_of(t)
-                default = default_sql(c)
+                default = default_text(c)
                 if default is not None:
                     out["pg_attrdef"].append((ATTRDEF_OID_BASE + oid * 1000 + n, oid, n, default))
                 if c.comment is not None:
@@ -459,7 +449,8 @@ class CatalogRows:
                 if table_rows:
                     info_tables.append(_info_table(ctx.database, r, "BASE TABLE", "YES"))
             elif r.kind is RelationKind.SOURCE:
-                out["pg_foreign_table"].append((oid, FOREIGN_SERVER_OID, None))
+                options = format_list(source_options(r), list_of(VARCHAR), lambda v, t: str(v))
+                out["pg_foreign_table"].append((oid, FOREIGN_SERVER_OID, options))
                 if table_rows:
                     info_tables.append(_info_table(ctx.database, r, "FOREIGN", "NO"))
             if r.kind in (RelationKind.VIEW, RelationKind.MATERIALIZED_VIEW):
@@ -474,13 +465,13 @@ class CatalogRows:
                     if dep in rel_ids
                 )
             if r.kind is RelationKind.VIEW:
-                out["pg_views"].append((r.schema_name, r.name, user, query_part(r.definition)))
+                out["pg_views"].append((r.schema_name, r.name, user, view_query(r)))
                 if table_rows:
                     info_tables.append(_info_table(ctx.database, r, "VIEW", "NO"))
-                    info_views.append((ctx.database, r.schema_name, r.name, query_part(r.definition)))
+                    info_views.append((ctx.database, r.schema_name, r.name, view_query(r)))
             elif r.kind is RelationKind.MATERIALIZED_VIEW:
                 out["pg_matviews"].append(
-                    (r.schema_name, r.name, user, None, int(has_index), 1, query_part(r.definition))
+                    (r.schema_name, r.name, user, None, int(has_index), 1, view_query(r))
                 )
         out[
             "pg_language"

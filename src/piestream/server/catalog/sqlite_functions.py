@@ -35,8 +35,8 @@ from piestream.server.catalog.objects import (
     pk_names,
     pkey_indexdef,
     pkey_oid,
-    query_part,
     rel_oid,
+    view_query,
 )
 from piestream.server.catalog.pg_types import TypeRegistry, with_typmod
 from piestream.server.catalog.rows import CatalogContext
@@ -103,6 +103,7 @@ FUNCTION_TYPES: dict[str, str] = {
     "array_contains_pg": "bool",
     "array_remove": "text",
     "array_pg": "text",
+    "options_pg": "text",
     "regtype_array_pg": "_text",
     "regclass_array_pg": "_text",
     "array_positions_pg": "text",
@@ -238,6 +239,7 @@ class SystemFunctions:
             "array_contains_pg": lambda arr, x: None if arr is None else int(str(x) in array_items(arr)),
             "array_remove": _array_remove,
             "array_pg": lambda *items: array_text(list(items)),
+            "options_pg": _options,
             "regtype_array_pg": lambda arr: (
                 None
                 if arr is None
@@ -414,7 +416,7 @@ class SystemFunctions:
         rel = self._rel(oid)
         if rel is None:
             return None
-        return self._qualified(rel, query_part(rel.definition))
+        return self._qualified(rel, view_query(rel))
 
     def _qualified(self, rel: Relation, text: str) -> str:
         """A view's / MV's query with the relations it reads schema-qualified where their schema
@@ -438,6 +440,14 @@ class SystemFunctions:
                 continue
             schema = found.pop()
             if schema not in self.ctx.search_path:
+                inserts.append((int(start), _quote_ident(schema) or schema))
+        for f in tree.find_all(exp.Anonymous):  # TUMBLE(t, ...) / HOP(t, ...): its relation argument
+            arg = f.expressions[0] if f.name.lower() in ("tumble", "hop") and f.expressions else None
+            if not isinstance(arg, exp.Column) or arg.table or arg.name.lower() in ctes:
+                continue
+            start = arg.this.meta.get("start")
+            found = {r.schema_name for r in deps if r.name == arg.name}
+            if start is not None and len(found) == 1 and (schema := found.pop()) not in self.ctx.search_path:
                 inserts.append((int(start), _quote_ident(schema) or schema))
         for at, schema in sorted(inserts, reverse=True):
             text = text[:at] + schema + "." + text[at:]
@@ -592,6 +602,15 @@ def _quote_literal(s: Any) -> str | None:
     if "\\" in text:
         return "E'" + text.replace("\\", "\\\\") + "'"
     return "'" + text + "'"
+
+
+def _options(arr: Any) -> str | None:
+    """``ARRAY(SELECT quote_ident(option_name) || ' ' || quote_literal(option_value) FROM
+    pg_options_to_table(arr) ORDER BY option_name)`` for an options array (``{name=value,...}``)."""
+    if arr is None:
+        return None
+    pairs = sorted(item.partition("=")[::2] for item in array_items(arr))
+    return array_text([f"{_quote_ident(k)} {_quote_literal(v)}" for k, v in pairs])
 
 
 def _quote_ident(s: Any) -> str | None:
