@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from piestream.common.chunk import Op
+from piestream.common.chunk import NEW_KEYS_METADATA, Op
 from piestream.common.epoch import EpochPair
 from piestream.common.errors import PiestreamError
 from piestream.connectors.cdc.offset import CdcOffset
@@ -159,7 +159,17 @@ class CdcReader:
     ) -> ReadResult:
         """A snapshot chunk's result: `n` rows copied (inserts) after `off`'s cursor. A chunk
         shorter than the budget ends the copy (the stream starts at the snapshot's position,
-        which `off` keeps); else the cursor moves to the chunk's last key (`last_key()`, text)."""
+        which `off` keeps); else the cursor moves to the chunk's last key (`last_key()`, text).
+
+        The batches carry the new-keys hint (`NEW_KEYS_METADATA`: the table's Materialize skips
+        its conflict lookup). It holds because while the copy runs the table holds exactly the
+        rows copied so far, every one with a key up to the cursor: the stream is read only once
+        the copy is done (the phase), the committed cursor commits with the rows it covers (a
+        restart or a retried epoch resumes from both alike, a fresh snapshot copying only keys
+        after it), a connector's table takes no DML, COPY or sink, and the chunk's keys are
+        after the cursor in the upstream's order and unique there (its primary key)."""
+        hint = {NEW_KEYS_METADATA: b"1"}
+        batches = [b.replace_schema_metadata({**(b.schema.metadata or {}), **hint}) for b in batches]
         if n < budget:
             self.end_snapshot()
             new = replace(off, phase="stream", cursor=None, snapshot_rows=off.snapshot_rows + n)
