@@ -4,6 +4,7 @@ larger than a budget span reads, key changes, TOAST, the ack, and the faults."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 
@@ -16,6 +17,7 @@ from piestream.common.types import DataType, TypeKind
 from piestream.connectors.cdc import postgres
 from piestream.connectors.cdc.offset import CdcOffset
 from piestream.plan.source import SourceSpec
+from piestream.stream.connector import SourceUnavailable
 
 _n = itertools.count()
 INT, TEXT = DataType(TypeKind.INT), DataType(TypeKind.VARCHAR)
@@ -96,8 +98,8 @@ def test_restart_resumes_exactly_and_reads_are_repeatable(pg: PgServer) -> None:
     # the upstream restarts: nothing acknowledged is lost, nothing applied comes twice
     pg.restart()
     pg.sql("INSERT INTO r2 VALUES (101, 'c')")
-    assert f.step() == 0  # the kept connection died with the server: a back-off
-    postgres.HEALTH[reader.cfg.slot].retry_at = 0
+    with pytest.raises(SourceUnavailable):
+        f.step()  # the kept connection died with the server: this attempt fails, nothing read
     f.drain()
     assert f.rows == _upstream(pg, "r2")
 
@@ -122,23 +124,30 @@ def test_toast_full_identity_and_unresolvable_default(pg: PgServer) -> None:
         f.step()
 
 
-def test_upstream_down_backs_off_and_a_dropped_slot_fails(pg: PgServer) -> None:
+def test_upstream_down_raises_source_unavailable_and_a_dropped_slot_fails(pg: PgServer) -> None:
+    """An unreachable upstream fails the read with SourceUnavailable (08006, as Kafka's reader):
+    never a short read that a retried attempt of the same epoch would not repeat."""
     pg.sql("CREATE TABLE r4 (id int PRIMARY KEY)")
     reader = _reader(pg, "r4", (("id", INT),))
     f = Follower(reader)
     f.drain()
+    offset = f.offset
     pg.stop()
     try:
-        assert f.step() == 0  # down: nothing, and a back-off
+        with pytest.raises(SourceUnavailable) as e:
+            f.step()
+        assert e.value.sqlstate == "08006" and "postgres-cdc public.r4" in e.value.message
         health = postgres.HEALTH[reader.cfg.slot]
-        assert health.failures == 1 and health.last_error and health.retry_at > 0
+        assert health.failures == 1 and health.last_error and f.offset == offset
+        with pytest.raises(SourceUnavailable):
+            f.step()  # every attempt alike, no back-off of its own (the barrier manager's)
+        assert health.failures == 2
     finally:
         pg.start()
-    health.retry_at = 0
     pg.sql("INSERT INTO r4 VALUES (1)")
     f.drain()
     assert f.rows == {1: (1,)} and health.failures == 0
-    # another process holds the slot (a stray walsender): waited for, then a back-off
+    # another process holds the slot (a stray walsender): waited for, then unavailable
     other = reader.cfg.connect(replication=True)
     other.cursor().start_replication(
         slot_name=reader.cfg.slot,
@@ -146,15 +155,15 @@ def test_upstream_down_backs_off_and_a_dropped_slot_fails(pg: PgServer) -> None:
         options={"proto_version": "1", "publication_names": reader.cfg.publication},
     )
     try:
-        assert f.step() == 0
-        assert health.last_error and "in use by another process" in health.last_error
+        with pytest.raises(SourceUnavailable, match="in use by another process"):
+            f.step()
     finally:
         other.close()
     pg.sql("INSERT INTO r4 VALUES (3)")
     deadline = time.monotonic() + 30
     while 3 not in f.rows and time.monotonic() < deadline:  # the walsender ends a moment later
-        health.retry_at = 0
-        f.step()
+        with contextlib.suppress(SourceUnavailable):
+            f.step()
         time.sleep(0.1)
     assert 3 in f.rows
     postgres.drop_slot(reader.cfg)

@@ -24,9 +24,10 @@ One split per table, with its own replication slot. The split's offset (`CdcOffs
   messages one by one, the row messages' tuples per column for all at once, their text values
   gathered into Arrow strings; a read with an upstream TRUNCATE of the table, its relation sent
   twice or a TOASTed value not sent decodes message by message instead.
-- **Faults.** The upstream down: the read returns nothing and retries with back-off (the error
-  is logged and kept for the operations view); the slot gone while the offset says it was
-  created: the job fails with a clear error.
+- **Faults.** The upstream down (or the connection lost mid-read): the read raises
+  `SourceUnavailable` (the error is logged and kept for the operations view), the barrier
+  manager pauses the source and retries with back-off, other jobs commit; the slot gone while
+  the offset says it was created: the job fails with a clear error.
 """
 
 from __future__ import annotations
@@ -320,8 +321,6 @@ _LOCK = threading.Lock()
 class PgCdcReader(CdcReader):
     cfg: PgCdcConfig
     columns: tuple[tuple[str, DataType], ...]
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
     _pk: list[tuple[str, ...]] = field(default_factory=list, compare=False)
     connector = "postgres-cdc"
 
