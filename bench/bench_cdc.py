@@ -6,9 +6,14 @@ upstream changes streamed, with the time until the MV equals PostgreSQL's own an
 (upstream commit to the MV showing it) at p50 / p90, in seconds and in barrier intervals.
 
     .venv/bin/python bench/bench_cdc.py [--rows 2000000] [--changes 20000] [--rate 20000]
+        [--seconds 10] [--no-reader] [--no-stream] [--profile out.txt]
 
-Local runner (in-process), parallelism 1 (a CDC table is one split). Wall-clock figures on a
-shared machine: the load average is printed.
+Local runner (in-process; the CDC table's one split feeds a Materialize of parallelism 2).
+Wall-clock figures on a shared machine: the load average is printed, and beside each
+piestream phase this process's CPU seconds (the rest is PostgreSQL and other processes).
+`--profile` samples every thread's stack every 5 ms during the snapshot and the sustained stream
+and writes the functions by inclusive and by own samples to `out.txt.snapshot` and
+`out.txt.stream` (py-spy is not installed here).
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
+from types import FrameType
 
 import psycopg
 
@@ -42,7 +49,11 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=200_000, help="rows per epoch (max.rows.per.epoch)")
     ap.add_argument("--rate", type=int, default=20_000, help="sustained upstream changes per second")
     ap.add_argument("--seconds", type=float, default=10.0, help="how long the sustained stream runs")
+    ap.add_argument("--no-reader", action="store_true", help="skip the reader-alone figures")
+    ap.add_argument("--no-stream", action="store_true", help="stop after the snapshot")
+    ap.add_argument("--profile", help="write a sampled profile of the snapshot and the stream here")
     args = ap.parse_args()
+    prof = Sampler() if args.profile else None
     pg = start_server()
     try:
         pg.sql(
@@ -65,11 +76,14 @@ def main() -> None:
         print(
             f"anchor: PostgreSQL COPY TO STDOUT alone: {args.rows / (time.perf_counter() - t0):,.0f} rows/s"
         )
-        _reader_alone(pg, args.rows, args.chunk, args.changes)
+        if not args.no_reader:
+            _reader_alone(pg, args.rows, args.chunk, args.changes)
         with tempfile.TemporaryDirectory(prefix="piestream-cdc-") as tmp:
             cfg = DatabaseConfig(runner="local", barrier_interval=0.5, background_compaction=True)
             with Database(Path(tmp), config=cfg) as db:
-                t0 = time.perf_counter()
+                if prof is not None:
+                    prof.start()
+                t0, c0 = time.perf_counter(), time.process_time()
                 opts = pg.with_options(table_name="orders")
                 db.execute(
                     "CREATE TABLE orders (id bigint PRIMARY KEY, cust int, amount numeric, note varchar, "
@@ -81,12 +95,19 @@ def main() -> None:
                 )
                 while (db.execute("SELECT sum(n) FROM per_cust")[0].rows[0][0] or 0) < args.rows:
                     time.sleep(0.2)
-                dt = time.perf_counter() - t0
+                dt, dc = time.perf_counter() - t0, time.process_time() - c0
                 load = os.getloadavg()[0]
                 print(
                     f"snapshot: {args.rows} rows in {dt:.1f}s = {args.rows / dt:,.0f} rows/s "
-                    f"(load {load:.1f})"
+                    f"(this process's CPU {dc:.1f}s = {args.rows / dc:,.0f} rows per CPU second; "
+                    f"load {load:.1f})"
                 )
+                if prof is not None:
+                    prof.stop()
+                    prof.write(f"{args.profile}.snapshot")
+                    prof = Sampler()
+                if args.no_stream:
+                    return
                 n = args.changes
                 t0 = time.perf_counter()
                 pg.sql(f"UPDATE orders SET amount = amount + 1 WHERE id <= {n}")
@@ -97,9 +118,73 @@ def main() -> None:
                     time.sleep(0.1)
                 dt = time.perf_counter() - t0
                 print(f"stream: {n} updates applied in {dt:.1f}s = {n / dt:,.0f} changes/s (one transaction)")
+                if prof is not None:
+                    prof.start()
                 _freshness(db, pg, args.rate, args.seconds, min(args.rows, 1_000_000), cfg.barrier_interval)
+                if prof is not None:
+                    prof.stop()
     finally:
         pg.destroy()
+        if prof is not None and prof.samples:
+            prof.write(f"{args.profile}.stream")
+
+
+class Sampler:
+    """Every thread's stack every 5 ms (but the sampler's and the bench's polling): counts per
+    function, inclusive (once per sample if anywhere on the stack) and own (the top frame)."""
+
+    def __init__(self) -> None:
+        self.inclusive: Counter[str] = Counter()
+        self.own: Counter[str] = Counter()
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        skip = {threading.get_ident(), threading.main_thread().ident}
+        while not self._stop.wait(0.005):
+            for tid, frame in sys._current_frames().items():
+                if tid in skip:
+                    continue
+                names = _stack(frame)
+                if not names or names[0].startswith(_IDLE):
+                    continue  # an idle thread
+                self.samples += 1
+                self.own[f"{names[0]}:{frame.f_lineno}"] += 1
+                for n in set(names):
+                    self.inclusive[n] += 1
+
+    def write(self, path: str) -> None:
+        with open(path, "w") as f:
+            f.write(f"{self.samples} samples of busy threads\n\n-- inclusive --\n")
+            for n, k in self.inclusive.most_common(120):
+                f.write(f"{100 * k / max(self.samples, 1):5.1f}% {n}\n")
+            f.write("\n-- own --\n")
+            for n, k in self.own.most_common(60):
+                f.write(f"{100 * k / max(self.samples, 1):5.1f}% {n}\n")
+
+
+#: the top frames of a thread that waits (a pool worker between tasks, a timed wait)
+_IDLE = ("thread.py:_worker", "threading.py:wait", "selectors.py:", "queue.py:get")
+
+
+def _stack(frame: FrameType | None) -> list[str]:
+    out = []
+    while frame is not None:  # per frame of one sample: a stack is a linked list
+        code = frame.f_code
+        out.append(f"{Path(code.co_filename).name}:{code.co_name}")
+        frame = frame.f_back
+    return out
 
 
 def _freshness(db: Database, pg: PgServer, rate: int, seconds: float, rows: int, interval: float) -> None:

@@ -249,7 +249,11 @@ def test_upstream_down_is_retried_visibly_and_others_keep_committing(
                 "SELECT job_name, error_type, sqlstate, error_message FROM rw_catalog.rw_streaming_errors"
             )[0].rows
             assert any(
-                r[0] == "flaky" and r[1] == "source" and r[2] == "08001" and "mysql-cdc shop.flaky" in r[3]
+                r[0] == "flaky"
+                and r[1] == "source"
+                and r[2] == "08006"  # SourceUnavailable: the epoch reran with the source paused
+                and "mysql-cdc shop.flaky" in r[3]
+                and "source paused" in r[3]
                 for r in errors
             ), errors
         finally:

@@ -195,10 +195,20 @@ def _and_vis(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
     return a & b
 
 
-class StreamChunk(DataChunk):
-    """A DataChunk plus an ``ops`` column (np.int8 values of `Op`)."""
+#: The Arrow schema metadata key by which a source reader marks a batch as `StreamChunk.new_keys`.
+NEW_KEYS_METADATA = b"piestream.new_keys"
 
-    __slots__ = ("ops",)
+
+class StreamChunk(DataChunk):
+    """A DataChunk plus an ``ops`` column (np.int8 values of `Op`).
+
+    `new_keys` is a source's hint: every row is an Insert whose stream key no earlier row of the
+    stream had (a CDC snapshot's chunk: the keys after the copy's cursor), so the Materialize of
+    the table that stream alone feeds may skip its conflict lookup. The transformations keeping
+    a subset of the rows in their order keep it (compact, slice, split, visibility, a concat of
+    hinted chunks); the others drop it (False is always correct)."""
+
+    __slots__ = ("new_keys", "ops")
 
     def __init__(
         self,
@@ -206,12 +216,20 @@ class StreamChunk(DataChunk):
         columns: Sequence[pa.Array],
         visibility: np.ndarray | None = None,
         length: int | None = None,
+        new_keys: bool = False,
     ) -> None:
         ops_arr = np.asarray(ops, dtype=np.int8)
         super().__init__(columns, visibility, len(ops_arr) if length is None else length)
         if len(ops_arr) != self._len:
             raise ValueError("ops length differs from chunk length")
         self.ops: np.ndarray = ops_arr
+        self.new_keys = new_keys
+
+    def with_new_keys(self, new_keys: bool) -> StreamChunk:
+        """The same chunk with the hint set as given (`new_keys`)."""
+        if new_keys == self.new_keys:
+            return self
+        return StreamChunk(self.ops, self.columns, self.visibility, self._len, new_keys)
 
     # -- building -------------------------------------------------------------------------------
     @classmethod
@@ -242,11 +260,16 @@ class StreamChunk(DataChunk):
             return self
         mask = pa.array(self.visibility)
         return StreamChunk(
-            self.ops[self.visibility], [c.filter(mask) for c in self.columns], length=self.cardinality
+            self.ops[self.visibility],
+            [c.filter(mask) for c in self.columns],
+            length=self.cardinality,
+            new_keys=self.new_keys,
         )
 
     def with_visibility(self, visibility: np.ndarray | None) -> StreamChunk:
-        return StreamChunk(self.ops, self.columns, _and_vis(self.visibility, visibility), self._len)
+        return StreamChunk(
+            self.ops, self.columns, _and_vis(self.visibility, visibility), self._len, self.new_keys
+        )
 
     def project(self, indices: Sequence[int]) -> StreamChunk:
         return StreamChunk(self.ops, [self.columns[i] for i in indices], self.visibility, self._len)
@@ -261,7 +284,11 @@ class StreamChunk(DataChunk):
     def slice(self, offset: int, length: int) -> StreamChunk:
         vis = None if self.visibility is None else self.visibility[offset : offset + length]
         return StreamChunk(
-            self.ops[offset : offset + length], [c.slice(offset, length) for c in self.columns], vis, length
+            self.ops[offset : offset + length],
+            [c.slice(offset, length) for c in self.columns],
+            vis,
+            length,
+            self.new_keys,
         )
 
     def split(self, max_rows: int) -> list[StreamChunk]:  # type: ignore[override]
@@ -286,7 +313,8 @@ class StreamChunk(DataChunk):
         ncols = len(parts[0].columns)
         cols = [pa.concat_arrays([p.columns[i] for p in parts]) for i in range(ncols)]
         ops = np.concatenate([p.ops for p in parts if isinstance(p, StreamChunk)])
-        return cls(ops, cols, length=len(ops))
+        hinted = all(isinstance(p, StreamChunk) and p.new_keys for p in parts)  # in stream order
+        return cls(ops, cols, length=len(ops), new_keys=hinted)
 
     def insert_mask(self) -> np.ndarray:
         """True for Insert / UpdateInsert rows."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from piestream.common.chunk import StreamChunk
+from piestream.common.chunk import NEW_KEYS_METADATA, StreamChunk
 from piestream.common.errors import InternalError, PiestreamError, error_marker, parse_error_marker
 from piestream.storage.hummock.version import SstableInfo, TableWatermark
 from piestream.stream.errors import StreamErrorRecord
@@ -60,6 +60,8 @@ def encode_chunk(port: str, source_actor: int, seq: int, chunk: StreamChunk) -> 
     cols = [pa.array(c.ops, pa.int8()), *c.columns]
     names = ["__op", *[f"c{i}" for i in range(len(c.columns))]]
     meta = {b"port": port.encode(), b"src": str(source_actor).encode(), b"seq": str(seq).encode()}
+    if c.new_keys:  # optional: a receiver that does not know it looks the keys up, as before
+        meta[NEW_KEYS_METADATA] = b"1"
     batch = pa.RecordBatch.from_arrays(cols, names=names).replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as w:
@@ -90,7 +92,8 @@ def decode_chunk(payload: bytes) -> ChunkEnvelope:
         batch = r.read_next_batch()
         meta = r.schema.metadata
     ops = np.asarray(batch.column(0).to_numpy(zero_copy_only=False), np.int8)
-    chunk = StreamChunk(ops, list(batch.columns[1:]), length=batch.num_rows)
+    hinted = meta.get(NEW_KEYS_METADATA) == b"1"
+    chunk = StreamChunk(ops, list(batch.columns[1:]), length=batch.num_rows, new_keys=hinted)
     return ChunkEnvelope(meta[b"port"].decode(), int(meta[b"src"]), int(meta[b"seq"]), chunk)
 
 

@@ -47,5 +47,6 @@ def dispatch(chunk: StreamChunk, edge: DispatchEdge, actor_index: int) -> list[t
     out = []
     for a in np.unique(actors).tolist():
         sel = np.flatnonzero(actors == a)
-        out.append((int(a), c if len(sel) == c.capacity else c.take(sel)))
+        # an ascending subset of the rows: a source's new-keys hint holds for it too
+        out.append((int(a), c if len(sel) == c.capacity else c.take(sel).with_new_keys(c.new_keys)))
     return out

@@ -1,6 +1,7 @@
-"""What the CDC connectors (``postgres-cdc``, ``mysql-cdc``) share: their errors, the back-off of
-an unreachable upstream, the process-local snapshot transactions, the read's snapshot / stream
-dispatch, and what the DDL handlers and the operations view ask of a connector (`CdcConnector`).
+"""What the CDC connectors (``postgres-cdc``, ``mysql-cdc``) share: their errors, an unreachable
+upstream as `SourceUnavailable` (the barrier manager pauses the source), the process-local
+snapshot transactions, the read's snapshot / stream dispatch, and what the DDL handlers and
+the operations view ask of a connector (`CdcConnector`).
 
 Each connector follows one upstream table per split, snapshot first (a consistent snapshot whose
 position is where the stream starts), then its change log; the split's offset (`CdcOffset`) is
@@ -19,12 +20,12 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from piestream.common.chunk import Op
+from piestream.common.chunk import NEW_KEYS_METADATA, Op
 from piestream.common.epoch import EpochPair
 from piestream.common.errors import PiestreamError
 from piestream.connectors.cdc.offset import CdcOffset
 from piestream.plan.source import SourceSpec
-from piestream.stream.connector import ReadResult
+from piestream.stream.connector import ReadResult, SourceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,9 @@ class CdcError(PiestreamError):
 
 
 class UpstreamUnavailable(PiestreamError):
+    """The upstream cannot be reached (at CREATE: the statement's error; in a read: the source
+    pauses, `SourceUnavailable`)."""
+
     sqlstate = "08001"
 
 
@@ -45,8 +49,7 @@ class Health:
 
     last_error: str | None = None
     last_error_at: float | None = None
-    retry_at: float = 0.0
-    failures: int = 0
+    failures: int = 0  # consecutive failed reads
     rows: int = 0
     confirmed_lsn: int | None = None
 
@@ -89,13 +92,13 @@ class Snapshots:
 
 
 class CdcReader:
-    """The read of a CDC split: back-off while the upstream is unreachable (the read returns
-    nothing and reports the fault, other jobs keep committing), else one snapshot chunk or one
-    batch of the change stream. Subclasses give the connector's steps."""
+    """The read of a CDC split: one snapshot chunk or one batch of the change stream. An
+    unreachable upstream raises `SourceUnavailable` (08006), as Kafka's reader does, rather than
+    returning less than the committed offset says exists: the barrier manager reruns the epoch
+    with the source paused and backs off, so other jobs keep committing and every attempt of an
+    epoch reads the source fully or not at all. Subclasses give the connector's steps."""
 
     connector: str = "cdc"
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
 
     @property
     def key(self) -> str:
@@ -107,7 +110,7 @@ class CdcReader:
         raise NotImplementedError
 
     def transient(self) -> tuple[type[BaseException], ...]:
-        """Errors meaning the upstream is (momentarily) unreachable: retried after a back-off."""
+        """Errors meaning the upstream is (momentarily) unreachable: the source pauses."""
         return (UpstreamUnavailable,)
 
     def splits(self) -> list[str]:
@@ -132,18 +135,14 @@ class CdcReader:
 
     def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
         health = HEALTH.setdefault(self.key, Health())
-        if time.monotonic() < health.retry_at:
-            return ReadResult([], offset or "", 0)
         try:
             off = self.start() if not offset else CdcOffset.from_json(offset)
             result = self.snapshot_chunk(off, budget) if off.phase == "snapshot" else self.stream(off, budget)
         except self.transient() as e:
-            # a lost connection mid-read is the same fault: nothing read, retried later
+            # a lost connection mid-read is the same fault: this attempt fails, the source pauses
             self._failed(health, e)
             self.reset()
-            return ReadResult(
-                [], offset or "", 0, errors=[(UpstreamUnavailable.sqlstate, health.last_error or "")]
-            )
+            raise SourceUnavailable(health.last_error or "") from None
         health.failures = 0
         health.rows += result.consumed
         return result
@@ -159,7 +158,17 @@ class CdcReader:
     ) -> ReadResult:
         """A snapshot chunk's result: `n` rows copied (inserts) after `off`'s cursor. A chunk
         shorter than the budget ends the copy (the stream starts at the snapshot's position,
-        which `off` keeps); else the cursor moves to the chunk's last key (`last_key()`, text)."""
+        which `off` keeps); else the cursor moves to the chunk's last key (`last_key()`, text).
+
+        The batches carry the new-keys hint (`NEW_KEYS_METADATA`: the table's Materialize skips
+        its conflict lookup). It holds because while the copy runs the table holds exactly the
+        rows copied so far, every one with a key up to the cursor: the stream is read only once
+        the copy is done (the phase), the committed cursor commits with the rows it covers (a
+        restart or a retried epoch resumes from both alike, a fresh snapshot copying only keys
+        after it), a connector's table takes no DML, COPY or sink, and the chunk's keys are
+        after the cursor in the upstream's order and unique there (its primary key)."""
+        hint = {NEW_KEYS_METADATA: b"1"}
+        batches = [b.replace_schema_metadata({**(b.schema.metadata or {}), **hint}) for b in batches]
         if n < budget:
             self.end_snapshot()
             new = replace(off, phase="stream", cursor=None, snapshot_rows=off.snapshot_rows + n)
@@ -170,10 +179,8 @@ class CdcReader:
 
     def _failed(self, health: Health, e: BaseException) -> None:
         health.failures += 1
-        delay = min(self.max_backoff_s, self.backoff_s * 2 ** (health.failures - 1))
-        health.retry_at = time.monotonic() + delay
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        health.last_error = f"{self.connector} {self.qualified}: {first} (retrying in {delay:.0f}s)"
+        health.last_error = f"{self.connector} {self.qualified}: {first}"
         health.last_error_at = time.time()
         log.warning("%s", health.last_error)
 

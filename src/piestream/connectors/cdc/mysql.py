@@ -65,7 +65,7 @@ from piestream.stream.connector import ReadResult, SourceReader
 log = logging.getLogger(__name__)
 
 _REQUIRED = ("hostname", "username", "database.name")
-#: client error codes that mean "the server is not reachable now" (retried with back-off)
+#: client error codes that mean "the server is not reachable now" (the source pauses, retried)
 _UNREACHABLE = frozenset({2003, 2006, 2013, 2055, 1040, 1053, 1927, 2002, 2026})
 
 
@@ -496,8 +496,6 @@ def _binlogs(cur: Any) -> list[tuple[str, int]]:
 class MySqlCdcReader(CdcReader):
     cfg: MySqlCdcConfig
     columns: tuple[tuple[str, DataType], ...]
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
     _up: list[UpstreamTable] = field(default_factory=list, compare=False)
     connector = "mysql-cdc"
 

@@ -17,6 +17,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -359,3 +360,112 @@ def _numeric_column(col: pa.Array) -> pa.Array | None:
         [unscaled, scale.cast(pa.int8())], fields=list(nm.NUMERIC_STORAGE), mask=mask
     )
     return nm.wrap(storage)
+
+
+# -- a batch of messages at once -------------------------------------------------------------------
+
+_T, _N, _U = ord("t"), ord("n"), ord("u")
+
+
+@dataclass
+class Batch:
+    """Messages of one peek in one buffer: `data` (uint8, padded), message `starts` / `ends`
+    and the tag byte of each (`tags`), so that the row messages decode column-wise."""
+
+    data: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    tags: np.ndarray
+
+    @classmethod
+    def of(cls, payloads: Sequence[bytes]) -> Batch:
+        lens = np.fromiter(map(len, payloads), np.int64, len(payloads))
+        if (lens == 0).any():
+            raise PgOutputError("empty pgoutput message")
+        ends = np.cumsum(lens)
+        starts = ends - lens
+        # padded so that reading a 4-byte length past a short last field stays in the buffer
+        data = np.frombuffer(b"".join(payloads) + b"\0" * 8, np.uint8)
+        return cls(data, starts, ends, data[starts] if len(starts) else np.zeros(0, np.uint8))
+
+    def message(self, i: int) -> Message:
+        return decode(self.data[self.starts[i] : self.ends[i]].tobytes())
+
+    def be_u32(self, pos: np.ndarray) -> np.ndarray:
+        d = self.data
+        return (
+            (d[pos].astype(np.uint32) << 24)
+            | (d[pos + 1].astype(np.uint32) << 16)
+            | (d[pos + 2].astype(np.uint32) << 8)
+            | d[pos + 3].astype(np.uint32)
+        )
+
+    def tuples(self, pos: np.ndarray, end: np.ndarray, width: int) -> Tuples:
+        """The tuple data starting at `pos` of each message (one per position, the message
+        ending at `end`), column-wise: per column the kind byte, the value's start and length;
+        with the position after it."""
+        d = self.data
+        if len(pos) and (pos + 2 > end).any():
+            raise PgOutputError("pgoutput message truncated")
+        n = (d[pos].astype(np.int32) << 8) | d[pos + 1].astype(np.int32)
+        if len(pos) and (n != width).any():
+            raise PgOutputError(f"pgoutput tuples of {int(n.min())} to {int(n.max())} columns, not {width}")
+        at = pos + 2
+        kinds, starts, lens = [], [], []
+        for _ in range(width):  # per column, every message at once
+            if (at >= end).any():
+                raise PgOutputError("pgoutput message truncated")
+            kind = d[at]
+            is_t = kind == _T
+            if not np.isin(kind, (_T, _N, _U)).all():
+                raise PgOutputError("pgoutput tuple column of unknown kind (binary mode is not used)")
+            length = np.where(is_t, self.be_u32(at + 1).astype(np.int64), 0)
+            kinds.append(kind)
+            starts.append(at + 5)
+            lens.append(length)
+            at = at + np.where(is_t, 5 + length, 1)
+            if (at > end).any():
+                raise PgOutputError("pgoutput message truncated")
+        return Tuples(self, kinds, starts, lens, at)
+
+
+@dataclass
+class Tuples:
+    """One tuple per message, column-wise (`Batch.tuples`)."""
+
+    batch: Batch
+    kinds: list[np.ndarray]  # per column: b"t" / b"n" / b"u" per message
+    starts: list[np.ndarray]
+    lens: list[np.ndarray]
+    end: np.ndarray  # the position after each tuple
+
+    def unchanged(self) -> np.ndarray:
+        """Per message: whether a column was not sent (an unchanged TOASTed value)."""
+        out = np.zeros(len(self.end), np.bool_)
+        for k in self.kinds:
+            out |= k == _U
+        return out
+
+    def column(self, i: int) -> pa.Array:
+        """Column `i`'s text values (NULL where not sent) as one Arrow string array."""
+        valid = self.kinds[i] == _T
+        lens = np.where(valid, self.lens[i], 0)
+        n = len(lens)
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        total = int(offsets[-1])
+        # the values' bytes gathered in order: each byte's source is its value's start + rank
+        idx = np.repeat(self.starts[i] - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
+        values = self.batch.data[idx]
+        nulls = n - int(valid.sum())
+        mask = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+        if total < 2**31:
+            arr = pa.StringArray.from_buffers(
+                n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(values), mask, nulls
+            )
+        else:
+            wide = pa.py_buffer(offsets)
+            big = pa.LargeStringArray.from_buffers(n, wide, pa.py_buffer(values), mask, nulls)
+            arr = big.cast(pa.string())
+        arr.validate(full=True)  # the text is UTF-8 (as the per-message decode's .decode() checks)
+        return arr

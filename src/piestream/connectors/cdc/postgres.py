@@ -20,9 +20,14 @@ One split per table, with its own replication slot. The split's offset (`CdcOffs
 - Inserts and updates become upserts (INSERT of the new row), deletes a DELETE of the key; an
   update that changes the key deletes the old one. A TOASTed column the upstream did not resend
   is taken from the old row (REPLICA IDENTITY FULL) or an earlier change of the same read.
-- **Faults.** The upstream down: the read returns nothing and retries with back-off (the error
-  is logged and kept for the operations view); the slot gone while the offset says it was
-  created: the job fails with a clear error.
+- **Stream decode.** A peek's messages decode column-wise (`pgoutput.Batch`): the control
+  messages one by one, the row messages' tuples per column for all at once, their text values
+  gathered into Arrow strings; a read with an upstream TRUNCATE of the table, its relation sent
+  twice or a TOASTed value not sent decodes message by message instead.
+- **Faults.** The upstream down (or the connection lost mid-read): the read raises
+  `SourceUnavailable` (the error is logged and kept for the operations view), the barrier
+  manager pauses the source and retries with back-off, other jobs commit; the slot gone while
+  the offset says it was created: the job fails with a clear error.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from piestream.common.chunk import Op
@@ -314,8 +321,6 @@ _LOCK = threading.Lock()
 class PgCdcReader(CdcReader):
     cfg: PgCdcConfig
     columns: tuple[tuple[str, DataType], ...]
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
     _pk: list[tuple[str, ...]] = field(default_factory=list, compare=False)
     connector = "postgres-cdc"
 
@@ -446,12 +451,15 @@ class PgCdcReader(CdcReader):
         while True:
             rows = self._peek(limit)
             changes = _Changes(self, off, budget)
-            changes.feed(po.decode(bytes(r[0])) for r in rows)
+            batch = po.Batch.of(rows)
+            if not changes.feed_batch(batch):  # a TRUNCATE, a TOASTed value, a new relation
+                changes = _Changes(self, off, budget)
+                changes.feed(batch.message(i) for i in range(len(rows)))
             if changes.full or len(rows) < limit:
                 return changes.result()
             limit *= 4
 
-    def _peek(self, limit: int) -> list[Any]:
+    def _peek(self, limit: int) -> list[bytes]:
         """The slot's next changes (not consumed). The driver's ack advances the same slot and
         holds it for a moment: a peek that meets it waits and tries again."""
         import psycopg2
@@ -464,7 +472,7 @@ class PgCdcReader(CdcReader):
                         "'proto_version', '1', 'publication_names', %s)",
                         (self.cfg.slot, limit, self.cfg.publication),
                     )
-                    return list(cur.fetchall())
+                    return [bytes(r[0]) for r in cur.fetchall()]  # per message: the driver's rows
             except psycopg2.errors.UndefinedObject as e:
                 if "replication slot" in str(e):
                     self._slot_lsn(required=True)
@@ -518,6 +526,8 @@ class _Changes(Changes):
         self._skip = True
         self._seen = 0  # changes of the current transaction so far
         self._last: dict[tuple[object, ...], list[str | None]] = {}  # rows by key in this read
+        self._width = 0  # the upstream relation's columns
+        self._cols: list[pa.Array] | None = None  # the rows' text columns (`feed_batch`)
 
     def feed(self, messages: Iterator[po.Message]) -> None:
         for m in messages:  # per message: the log is a sequence
@@ -555,6 +565,93 @@ class _Changes(Changes):
                 self._last.clear()
                 self.applied = self._seen
 
+    def feed_batch(self, b: po.Batch) -> bool:
+        """`feed` with the row messages decoded column-wise: the control messages (Begin,
+        Commit, Relation, ...: a few per transaction) one by one, each run of row messages
+        between them at once, then every taken row's columns in one pass (`_columns`). False
+        when the read needs the per-message `feed` instead (this object is then spent): an
+        upstream TRUNCATE of the table, its relation sent twice (a schema change), a value not
+        sent (TOAST)."""
+        rows = np.isin(b.tags, _ROW_TAGS)
+        taken: list[np.ndarray] = []
+        relations = 0
+        prev = 0
+        for i in [*np.flatnonzero(~rows).tolist(), len(b.tags)]:  # per control message
+            if i > prev and not self._skip and self._oid is not None:
+                run = np.arange(prev, i)
+                run = run[b.be_u32(b.starts[run] + 1) == self._oid]  # the followed table's
+                k = len(run)
+                skip = min(k, max(0, self.applied - self._seen))  # applied by an earlier epoch
+                take = min(k - skip, self.budget - self.used)
+                if take:
+                    taken.append(run[skip : skip + take])
+                    self.used += take
+                    self.applied = self._seen + skip + take
+                self._seen += k
+                if skip + take < k:
+                    self.full = True
+                    break
+            prev = i + 1
+            if i == len(b.tags):
+                break
+            m = b.message(i)
+            if isinstance(m, po.Begin):
+                self._skip = m.final_lsn < self.lsn
+                self._seen = 0
+            elif isinstance(m, po.Commit):
+                if not self._skip:
+                    self.lsn, self.applied, self.commit_ts = m.end_lsn, 0, m.commit_ts_us
+            elif isinstance(m, po.Relation):
+                if (m.namespace, m.name) == (self.reader.cfg.schema, self.reader.cfg.table):
+                    relations += 1
+                    if relations > 1:
+                        return False
+                    self._relation(m)
+            elif isinstance(m, po.Truncate) and self._oid in m.oids and not self._skip:
+                return False
+        if taken:
+            return self._columns(b, np.concatenate(taken))
+        return True
+
+    def _columns(self, b: po.Batch, idx: np.ndarray) -> bool:
+        """The rows of row messages `idx` (in log order) as columns and ops, as `_change` makes
+        them one by one: an Insert and an Update its new row (an upsert), a Delete its old key,
+        an Update that changes the key also a Delete of the old one first."""
+        st, en, tag = b.starts[idx], b.ends[idx], b.tags[idx]
+        kind = b.data[st + 5]
+        is_d = tag == ord("D")
+        with_old = (tag == ord("U")) & np.isin(kind, (ord("K"), ord("O")))
+        ok = np.where(tag == ord("I"), kind == ord("N"), True)
+        ok &= np.where(tag == ord("U"), with_old | (kind == ord("N")), True)
+        ok &= np.where(is_d, np.isin(kind, (ord("K"), ord("O"))), True)
+        if not ok.all():
+            raise po.PgOutputError("pgoutput row message without its tuple")
+        first = b.tuples(st + 5 + 1, en, self._width)  # the new row, or the old one if sent
+        uo = np.flatnonzero(with_old)
+        if len(uo) and (b.data[first.end[uo]] != ord("N")).any():
+            raise po.PgOutputError("pgoutput Update without its new tuple")
+        second = b.tuples(first.end[uo] + 1, en[uo], self._width)  # updates' new rows
+        if (first.unchanged() & ~is_d & ~with_old).any() or second.unchanged().any():
+            return False  # a TOASTed value to take from elsewhere: `_emit` resolves it
+        n = len(idx)
+        a = [first.column(u) for u in self._map]
+        both = [pa.concat_arrays([x, second.column(u)]) for x, u in zip(a, self._map, strict=True)]
+        changed = np.zeros(n, np.bool_)  # an update that changes the key
+        for i in self._key:
+            old_k, new_k = a[i].take(pa.array(uo)), both[i].slice(n)
+            diff = pc.fill_null(pc.not_equal(old_k, new_k), True)
+            diff = pc.or_(diff, pc.xor(old_k.is_null(), new_k.is_null()))
+            changed[uo] |= np.asarray(diff.to_numpy(zero_copy_only=False), np.bool_)
+        new_pos = np.arange(n)
+        new_pos[uo] = n + np.arange(len(uo))
+        has = np.stack([is_d | changed, ~is_d], axis=1).ravel()
+        src = np.stack([np.arange(n), new_pos], axis=1).ravel()[has]
+        ops = np.tile(np.array([Op.DELETE, Op.INSERT], np.int8), n)[has]
+        gather = pa.array(src)
+        self._cols = [col.take(gather) for col in both]
+        self.ops = ops.tolist()
+        return True
+
     def _relation(self, m: po.Relation) -> None:
         up = {c.name: i for i, c in enumerate(m.columns)}
         missing = [n for n in self.names if n not in up]
@@ -563,6 +660,7 @@ class _Changes(Changes):
                 f'postgres-cdc: upstream table "{m.qualified}" no longer has column "{missing[0]}"'
             )
         self._oid = m.oid
+        self._width = len(m.columns)
         self._map = [up[n] for n in self.names]
         pk = self.reader._pk[0] if self.reader._pk else tuple(c.name for c in m.columns if c.is_key)
         self._key = [self.names.index(k) for k in pk]
@@ -612,7 +710,8 @@ class _Changes(Changes):
 
     def batch(self, errors: list[tuple[str, str]]) -> pa.RecordBatch:
         types = [t for _, t in self.reader.columns]
-        cols = [po.to_arrow(c, t) for c, t in zip(self.rows.columns, types, strict=True)]
+        texts = self._cols if self._cols is not None else self.rows.columns
+        cols = [po.to_arrow(c, t) for c, t in zip(texts, types, strict=True)]
         return pa.RecordBatch.from_arrays(cols, names=self.names)
 
 
@@ -632,6 +731,9 @@ def _csv_columns(data: bytes, names: list[str]) -> pa.Table:
         ),
     )
 
+
+#: the row messages' tags: Insert, Update, Delete
+_ROW_TAGS = np.array([ord("I"), ord("U"), ord("D")], np.uint8)
 
 _CONNS: dict[PgCdcConfig, Any] = {}
 

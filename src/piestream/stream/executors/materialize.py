@@ -11,6 +11,10 @@ Conflict handling by pk:
   (RisingWave's ON CONFLICT DO UPDATE IF NOT NULL, for partial updates that widen a row). As in
   RisingWave, an UPDATE's U-/U+ pair merges the same way, so an UPDATE cannot set a column to
   NULL in such a table.
+
+A chunk with a source's new-keys hint (`StreamChunk.new_keys`, a CDC snapshot's chunk: inserts of
+keys the stream never had, into a table only that stream writes) has no conflict to resolve: it
+is written as it is, without the lookup of its keys.
 """
 
 from __future__ import annotations
@@ -147,6 +151,10 @@ class MaterializeExecutor(Executor):
         d = self.desc
         pk_cols = [c.columns[i] for i in d.pk]
         key_r = self._pk_keys(c)
+        if c.new_keys and (c.ops == Op.INSERT).all() and _distinct(key_r):
+            # the source's hint (a CDC snapshot chunk): none of these keys is stored, so there
+            # is nothing to look up; the distinct check guards the write-through's premise
+            return c, key_r
         found, stored = self._stored_rows(pk_cols, key_r)
         merge = self.conflict is ConflictBehavior.DO_UPDATE_IF_NOT_NULL
         overwrite = merge or self.conflict is ConflictBehavior.OVERWRITE

@@ -23,6 +23,9 @@ exactly-once and deterministic, whatever the connector:
 - **Upstream TRUNCATE** (CDC): a reader marks where in its batches the upstream table was
   emptied (`ReadResult.truncate_at`); there the executor deletes every key of the table it
   feeds (`SourceNode.truncates`, read at the committed epoch) and of the read's earlier rows.
+- **New keys** (a CDC snapshot): a batch whose schema metadata has ``NEW_KEYS_METADATA`` holds
+  only keys no earlier row of the stream had; its chunks carry `StreamChunk.new_keys`, so the
+  table's Materialize skips the conflict lookup.
 - **Splits made later** (new Kafka partitions): the barrier manager asks a reader with
   ``current_splits()`` for them at each epoch's start and fixes them in the epoch's plan
   (``config.source_splits``); they follow the planned ones, owned by position as those are.
@@ -51,7 +54,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 
-from piestream.common.chunk import Op, StreamChunk
+from piestream.common.chunk import NEW_KEYS_METADATA, Op, StreamChunk
 from piestream.common.epoch import EpochPair, physical_ms
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.scalar import Row
@@ -280,6 +283,10 @@ class SourceExecutor(Executor):
                 raise SourceError(f"source {self.node.source_name}: reader returned {len(cols)} columns")
             cols += [pa.nulls(n, t.arrow) for t in types[width:]]
             op = np.full(n, Op.INSERT, np.int8) if ops is None else np.asarray(ops[k], np.int8)
-            chunk = StreamChunk(op, cols, length=n)
+            # a reader's hint that the batch's keys are new to the stream (a CDC snapshot chunk)
+            meta = b.schema.metadata
+            hinted = meta is not None and meta.get(NEW_KEYS_METADATA) == b"1"
+            new_keys = hinted and bool((op == Op.INSERT).all())
+            chunk = StreamChunk(op, cols, length=n, new_keys=new_keys)
             out += chunk.split(size) if n > size else [chunk]
         return out
