@@ -582,6 +582,11 @@ class LeasedSparkRunner(SparkRunner):
         def run_job() -> None:
             # the job is built here too: its py4j calls (~15 ms) stay off the epoch's path
             try:
+                # not beside the last lease's tasks: a slot whose task still runs would get a
+                # second Python worker, and the two would alternate, each with the caches of
+                # two epochs ago (its tasks end within ~50 ms of their STOP)
+                for old in [x for x in self._retiring if x is not lease]:
+                    old.job_done.wait(RETIRE_GRACE)
                 src = self.sc.parallelize(range(n), n)
                 outs = [
                     self._in_slot(
