@@ -291,6 +291,8 @@ def test_other_spark_jobs_run_when_the_lease_ends(spark: Any, tmp_path: Path) ->
         # a job submitted while the lease runs: it waits for the lease's idle end (1 s)
         lease = runner._lease
         assert lease is not None
+        # the lease's own job is not another job waiting (its id, once seen, is kept)
+        assert not runner._others_waiting(lease) and len(lease.job_ids) == 1
         th, done = _count_in_thread(spark, events)
         th.join(timeout=300)
         assert done, events

@@ -52,6 +52,9 @@ from piestream.stream.connector import Connectors
 
 log = logging.getLogger(__name__)
 
+#: the hook point a leased task calls (with the last plan and actor id -1) as it ends, after
+#: the `actor_task.HOOK_POINTS` of its epochs (tests: a task that is slow to end)
+LEASE_END = "lease-end"
 CONNECT_TIMEOUT = 10.0  # every slot's task must say hello within this, or the epoch runs plain
 
 #: the hello's format: (wire version, slot, pid, address family (4 or 6), the data plane's
@@ -194,7 +197,15 @@ def lease_loop(
             runs += 1
             chan.send(*reply)
     finally:
+        if hook is not None and plan is not None:
+            with contextlib.suppress(Exception):  # the task ends normally whatever it does
+                hook(LEASE_END, plan, -1)
         chan.close()
+        # the mesh's accept loop would only see `close` at its next poll (up to 0.2 s): this
+        # task's end, and so the next epoch's job (`LeasedSparkRunner._submit_lease`), would
+        # wait that long. A shut-down listener wakes it at once.
+        with contextlib.suppress(OSError):
+            mesh.listener.shutdown(socket.SHUT_RDWR)
         mesh.close()
     return [(slot, os.getpid(), runs)]
 

@@ -167,6 +167,7 @@ class _Lease:
         self.ended = False
         self.busy = False  # commands sent whose answers were not all read yet
         self.job_done = threading.Event()
+        self.job_ids: set[int] = set()  # its job's Spark id, once seen (`_others_waiting`)
         self.job_error: BaseException | None = None
         self.reaper: threading.Thread | None = None
 
@@ -262,6 +263,8 @@ class LeasedSparkRunner(SparkRunner):
         self._closed = threading.Event()
         self._reaper: threading.Thread | None = None
         self._retiring: list[_Lease] = []
+        self._status: dict[str, Any] = {}  # `_status_jvm`, for the context `_status_of`
+        self._status_of: Any = None
         self._job_threads: ThreadPoolExecutor | None = None
         self._dml_threads: ThreadPoolExecutor | None = None
         self._leases = 0
@@ -582,6 +585,11 @@ class LeasedSparkRunner(SparkRunner):
         def run_job() -> None:
             # the job is built here too: its py4j calls (~15 ms) stay off the epoch's path
             try:
+                # not beside the last lease's tasks: a slot whose task still runs would get a
+                # second Python worker, and the two would alternate, each with the caches of
+                # two epochs ago (its tasks end within ~50 ms of their STOP)
+                for old in [x for x in self._retiring if x is not lease]:
+                    old.job_done.wait(RETIRE_GRACE)
                 src = self.sc.parallelize(range(n), n)
                 outs = [
                     self._in_slot(
@@ -672,18 +680,38 @@ class LeasedSparkRunner(SparkRunner):
         return self._others_waiting(lease)
 
     def _others_waiting(self, lease: _Lease | None) -> bool:
-        """Whether a Spark job other than `lease`'s (and other than retiring leases') is active."""
+        """Whether a Spark job other than `lease`'s (and other than retiring leases') is active.
+
+        PySpark's status tracker fetches a job id list one py4j round trip per element (tens
+        of ms in all on a loaded machine, asked several times a second): here a list is one
+        round trip (`java.util.Arrays.toString`), and a lease's job ids, once seen, are kept
+        (a lease's group has its one job)."""
         try:
-            tracker = self.sc.statusTracker()
-            active = set(tracker.getActiveJobsIds())
-            if not active:
-                return False
+            jvm = self._status_jvm()
+            active = _ids(jvm["Arrays"].toString(jvm["tracker"].getActiveJobIds()))
             for mine in [lease, *self._retiring]:
+                if not active:
+                    return False
                 if mine is not None:
-                    active -= set(tracker.getJobIdsForGroup(mine.group))
+                    if not mine.job_ids:
+                        mine.job_ids = _ids(
+                            jvm["Arrays"].toString(jvm["tracker"].getJobIdsForGroup(mine.group))
+                        )
+                    active -= mine.job_ids
             return bool(active)
         except Exception:  # the context is going down: the epoch reports it
             return False
+
+    def _status_jvm(self) -> dict[str, Any]:
+        """The JVM status tracker and `java.util.Arrays`, looked up once per SparkContext (each
+        lookup by name is several round trips)."""
+        jsc = self.sc._jsc
+        if self._status_of is not jsc or not self._status:
+            jvm = self.sc._jvm
+            assert jsc is not None and jvm is not None
+            self._status = {"tracker": jsc.statusTracker(), "Arrays": jvm.java.util.Arrays}
+            self._status_of = jsc
+        return self._status
 
     # -- the listener and the reaper -------------------------------------------------------------
     def _task_address(self) -> tuple[str, int]:
@@ -763,11 +791,25 @@ class LeasedSparkRunner(SparkRunner):
                     # its first (with lease_seconds 0 it would be ended before any epoch came)
                     or (lease.runs > 0 and now - lease.started >= self.lease_seconds)
                     or not lease.healthy()  # a task died: its slot's peers end at once
-                    or self._others_waiting(lease)
                 ):
+                    self._end_lease(lease, stop=True)
+                    continue
+            finally:
+                self._lock.release()
+            # the JVM is asked without the lock: an epoch starting meanwhile does not wait for
+            # its round trips (tens of ms on a loaded machine)
+            if not self._others_waiting(lease) or not self._lock.acquire(blocking=False):
+                continue  # (an epoch running now asks again at its end)
+            try:
+                if self._lease is lease:
                     self._end_lease(lease, stop=True)
             finally:
                 self._lock.release()
+
+
+def _ids(text: str) -> set[int]:
+    """The ids of `java.util.Arrays.toString(int[])`: "[3, 4]"."""
+    return {int(x) for x in text.strip("[]").split(",") if x.strip()} if text != "null" else set()
 
 
 def _driver_host(sc: Any) -> str:
