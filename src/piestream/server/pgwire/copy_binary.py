@@ -78,13 +78,18 @@ def check_types(types: Sequence[DataType]) -> None:
 
 
 def encode_messages(table: pa.Table, types: Sequence[DataType]) -> bytes:
-    """The binary COPY of `table` as CopyData messages ('d' + int32 length + payload): the
-    header goes with the first row and the trailer in a message of its own, as PostgreSQL
-    sends them (with no rows, header and trailer share one message)."""
+    """`encode_parts` in one buffer."""
+    return b"".join(encode_parts(table, types))
+
+
+def encode_parts(table: pa.Table, types: Sequence[DataType]) -> list[memoryview]:
+    """The binary COPY of `table` as CopyData messages ('d' + int32 length + payload), in a few
+    buffers sent as they are: the header goes with the first row and the trailer in a message of
+    its own, as PostgreSQL sends them (with no rows, header and trailer share one message)."""
     check_types(types)
     n = table.num_rows
     if n == 0:
-        return _frame(HEADER + TRAILER)
+        return [memoryview(_frame(HEADER + TRAILER))]
     cells = [_cells(table.column(i).combine_chunks(), t) for i, t in enumerate(types)]
     lengths = np.full(n, 2, np.int64)
     for c in cells:
@@ -102,20 +107,20 @@ def encode_messages(table: pa.Table, types: Sequence[DataType]) -> bytes:
     if n > 1:
         later = pa.scalar(count, pa.large_binary())
         rest = pc.binary_join_element_wise(frame.slice(1), later, *(c.slice(1) for c in cells), empty)
-    out = _values_buffer(rows)
+    out = [_values_buffer(rows)]
     if rest is not None:
-        out += _values_buffer(rest)
-    return out + _frame(TRAILER)
+        out.append(_values_buffer(rest))
+    return [*out, memoryview(_frame(TRAILER))]
 
 
 def _frame(payload: bytes) -> bytes:
     return b"d" + struct.pack(">i", len(payload) + 4) + payload
 
 
-def _values_buffer(arr: pa.Array) -> bytes:
-    """The concatenated values of a large_binary array without NULLs."""
+def _values_buffer(arr: pa.Array) -> memoryview:
+    """The concatenated values of a large_binary array without NULLs (not copied)."""
     offsets = np.frombuffer(arr.buffers()[1], np.int64, len(arr) + 1, arr.offset * 8)
-    return arr.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
+    return memoryview(arr.buffers()[2])[offsets[0] : offsets[-1]]
 
 
 def _fixed_binary(flat: np.ndarray, width: int, n: int) -> pa.Array:
