@@ -271,7 +271,7 @@ def _first_bad_row(col: pa.Array, t: DataType) -> int | None:
 class CopyOut:
     ncols: int
     lines: list[bytes]  # text and csv: one per row (and the header)
-    messages: bytes | None = None  # binary: the whole COPY as ready CopyData messages
+    messages: list[memoryview] | None = None  # binary: the whole COPY as ready CopyData messages
 
     @property
     def binary(self) -> bool:
@@ -285,7 +285,7 @@ def run_copy_to(s: Session, stmt: ast.Copy, out: list[CopyOut], params: Sequence
     fmt = CopyFormat.of(stmt.options)
     table, types, names = _copy_source(s, stmt, params)
     if fmt.binary:
-        out.append(CopyOut(len(types), [], copy_binary.encode_messages(table, types)))
+        out.append(CopyOut(len(types), [], copy_binary.encode_parts(table, types)))
     else:
         out.append(CopyOut(len(types), format_rows(table, types, names, fmt)))
     return QueryResult(f"COPY {table.num_rows}")

@@ -456,8 +456,7 @@ class Connection:
             sent = out[0]
             self.channel.send(b"H", _copy_response(sent.ncols, binary=sent.binary))
             if sent.messages is not None:
-                self.channel.flush()
-                self.channel.send_raw(sent.messages)
+                self.channel.send_buffers(sent.messages)
             for line in sent.lines:  # one CopyData per row, as PostgreSQL sends (clients parse per message)
                 self.channel.send(b"d", line)
             self.channel.send(b"c")

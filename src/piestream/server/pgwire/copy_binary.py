@@ -8,9 +8,11 @@ Encoding is columnar: each column becomes an Arrow binary array of its fields (l
 big-endian value) built with numpy for the fixed-width types and Arrow kernels for strings; the
 columns are then joined row-wise by one Arrow kernel, with each row's CopyData message header
 already in front, so a COPY TO is one buffer of complete CopyData messages (one per row, as
-PostgreSQL sends and as psycopg parses). Decoding walks the tuples once to find where each field
-starts, then converts every column with numpy; a stream whose tuples all have the same layout
-(fixed-width columns without NULLs, the bulk-load case) needs no walk at all.
+PostgreSQL sends and as psycopg parses). Decoding finds where each field starts with numpy over
+the whole stream (`_row_layout`: every position holding the field count is parsed as a tuple at
+once, then the chain of tuples from the first is kept), then converts every column with numpy; a
+stream whose tuples all have the same layout (fixed-width columns without NULLs) is a matrix.
+Only malformed data is walked tuple by tuple, to say what is wrong with it.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ _FIXED: dict[TypeKind, str] = {
     TypeKind.TIMESTAMPTZ: ">i8",
 }
 _VARLEN = (TypeKind.VARCHAR, TypeKind.BYTEA, TypeKind.JSONB)
+#: Field widths of the fixed-width kinds (a field is that long or NULL).
+_FIELD_WIDTH = {k: np.dtype(d).itemsize for k, d in _FIXED.items()} | {TypeKind.INTERVAL: 16}
+#: Rounds of peeling false tuple starts before `_row_layout` gives up (see there).
+_PEEL_ROUNDS = 16
 #: Arrow's month_day_nano layout and PostgreSQL's interval_send (usecs, days, months).
 _MDN = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanos", "<i8")])
 _PG_INTERVAL = np.dtype([("usecs", ">i8"), ("days", ">i4"), ("months", ">i4")])
@@ -72,13 +78,18 @@ def check_types(types: Sequence[DataType]) -> None:
 
 
 def encode_messages(table: pa.Table, types: Sequence[DataType]) -> bytes:
-    """The binary COPY of `table` as CopyData messages ('d' + int32 length + payload): the
-    header goes with the first row and the trailer in a message of its own, as PostgreSQL
-    sends them (with no rows, header and trailer share one message)."""
+    """`encode_parts` in one buffer."""
+    return b"".join(encode_parts(table, types))
+
+
+def encode_parts(table: pa.Table, types: Sequence[DataType]) -> list[memoryview]:
+    """The binary COPY of `table` as CopyData messages ('d' + int32 length + payload), in a few
+    buffers sent as they are: the header goes with the first row and the trailer in a message of
+    its own, as PostgreSQL sends them (with no rows, header and trailer share one message)."""
     check_types(types)
     n = table.num_rows
     if n == 0:
-        return _frame(HEADER + TRAILER)
+        return [memoryview(_frame(HEADER + TRAILER))]
     cells = [_cells(table.column(i).combine_chunks(), t) for i, t in enumerate(types)]
     lengths = np.full(n, 2, np.int64)
     for c in cells:
@@ -96,20 +107,20 @@ def encode_messages(table: pa.Table, types: Sequence[DataType]) -> bytes:
     if n > 1:
         later = pa.scalar(count, pa.large_binary())
         rest = pc.binary_join_element_wise(frame.slice(1), later, *(c.slice(1) for c in cells), empty)
-    out = _values_buffer(rows)
+    out = [_values_buffer(rows)]
     if rest is not None:
-        out += _values_buffer(rest)
-    return out + _frame(TRAILER)
+        out.append(_values_buffer(rest))
+    return [*out, memoryview(_frame(TRAILER))]
 
 
 def _frame(payload: bytes) -> bytes:
     return b"d" + struct.pack(">i", len(payload) + 4) + payload
 
 
-def _values_buffer(arr: pa.Array) -> bytes:
-    """The concatenated values of a large_binary array without NULLs."""
+def _values_buffer(arr: pa.Array) -> memoryview:
+    """The concatenated values of a large_binary array without NULLs (not copied)."""
     offsets = np.frombuffer(arr.buffers()[1], np.int64, len(arr) + 1, arr.offset * 8)
-    return arr.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
+    return memoryview(arr.buffers()[2])[offsets[0] : offsets[-1]]
 
 
 def _fixed_binary(flat: np.ndarray, width: int, n: int) -> pa.Array:
@@ -222,23 +233,112 @@ def decode(data: bytes, types: Sequence[DataType]) -> list[pa.Array]:
     pos = 19 + ext
     if pos > len(data):
         raise BadCopyBinary("invalid COPY file header (missing extension)")
-    ncols = len(types)
-    starts, lengths = _layout(buf, pos, len(data), ncols)
+    starts, lengths = _layout(buf, pos, len(data), types)
     arr = np.frombuffer(data, np.uint8)
-    return [_column(data, arr, starts[:, k], lengths[:, k], t) for k, t in enumerate(types)]
+    return [_column(data, arr, starts[k], lengths[k], t) for k, t in enumerate(types)]
 
 
-def _layout(buf: memoryview, pos: int, end: int, ncols: int) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, lengths) of every field, shape (rows, ncols); length -1 is NULL.
+#: Where the fields of each column start and how long they are (-1: NULL), column by column.
+Layout = tuple[list[np.ndarray], list[np.ndarray]]
+
+
+def _layout(buf: memoryview, pos: int, end: int, types: Sequence[DataType]) -> Layout:
+    """(starts, lengths) of every field, one array per column; length -1 is NULL.
 
     The trailer (int16 -1) is optional, as in PostgreSQL (ADBC sends none): two 0xFF bytes at the
     end are the trailer only if the tuples end there, since a NULL last field ends in them too."""
+    ncols = len(types)
     if pos == end or (end - pos == 2 and buf[pos:end] == TRAILER):
-        return np.empty((0, ncols), np.int64), np.empty((0, ncols), np.int64)
+        none = [np.empty(0, np.int64)] * ncols
+        return none, none
     for body_end in (end - 2, end) if buf[end - 2 : end] == TRAILER else (end,):
         uniform = _uniform_layout(buf, pos, body_end, ncols)
         if uniform is not None:
             return uniform
+    if ncols:
+        arr = np.frombuffer(buf, np.uint8, end)
+        found = _row_layout(arr, pos, end, [_FIELD_WIDTH.get(t.kind) for t in types])
+        if found is not None:
+            return found
+    return _walk_layout(buf, pos, end, ncols)
+
+
+def _at(arr: np.ndarray, at: np.ndarray, dtype: str | np.dtype) -> np.ndarray:
+    """The `dtype` value at each byte position `at` (unaligned reads through a 1-byte stride)."""
+    dt = np.dtype(dtype)
+    return np.ndarray((len(arr) - dt.itemsize + 1,), dt, arr, 0, (1,))[at]
+
+
+def _field_step(
+    arr: np.ndarray, at: np.ndarray, end: int, width: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For fields whose length word is at `at`: (length, where the next field begins, whether
+    the field is well-formed: in bounds, and -1 or `width` long when the type has one)."""
+    inside = at + 4 <= end
+    ln = _at(arr, np.where(inside, at, 0), ">i4").astype(np.int64)
+    ok = inside & (ln >= -1)
+    if width is not None:
+        ok &= (ln == -1) | (ln == width)
+    nxt = at + 4 + np.maximum(ln, 0)
+    return ln, nxt, ok & (nxt <= end)
+
+
+def _row_layout(arr: np.ndarray, pos: int, end: int, widths: list[int | None]) -> Layout | None:
+    """(starts, lengths) of every field, found without a walk: every position holding the field
+    count is a candidate tuple start, each candidate is parsed as a tuple (all candidates at once),
+    and the tuples are the chain of candidates from `pos` to the end. Candidates inside a tuple's
+    data that parse too are removed by peeling: a tuple start other than the first is the end of
+    another tuple. None when the chain is not found in a few rounds (malformed data, or data
+    holding tuples itself)."""
+    cand = _find_int16(arr, pos, end, len(widths))
+    field_at = cand + 2
+    starts: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    for width in widths:  # per column, over every candidate at once
+        ln, nxt, ok = _field_step(arr, field_at, end, width)
+        if not ok.all():
+            cand, nxt, ln, field_at = cand[ok], nxt[ok], ln[ok], field_at[ok]
+            starts = [x[ok] for x in starts]
+            lengths = [x[ok] for x in lengths]
+        starts.append(field_at + 4)
+        lengths.append(ln)
+        field_at = nxt
+    if not len(cand) or cand[0] != pos:
+        return None
+    trailer = end - 2 if arr[end - 2] == 0xFF and arr[end - 1] == 0xFF else -1
+    keep = np.ones(len(cand), np.bool_)
+    for _ in range(_PEEL_ROUNDS):
+        pointed = np.zeros(end + 1, np.bool_)
+        pointed[field_at[keep]] = True
+        pointed[pos] = True
+        again = keep & pointed[cand]
+        if (again == keep).all():
+            break
+        keep = again
+    else:
+        return None
+    if not keep.all():
+        cand, field_at = cand[keep], field_at[keep]
+        starts = [x[keep] for x in starts]
+        lengths = [x[keep] for x in lengths]
+    last = field_at[-1]
+    if (field_at[:-1] != cand[1:]).any() or last not in (end, trailer):
+        return None
+    return starts, lengths
+
+
+def _find_int16(arr: np.ndarray, pos: int, end: int, value: int) -> np.ndarray:
+    """The positions in [pos, end - 1) holding `value` as a big-endian int16, ascending."""
+    found = []
+    for start in (pos, pos + 1):  # the even and the odd positions, as two aligned int16 views
+        words = np.frombuffer(arr, ">i2", (end - start) // 2, start)
+        found.append(np.flatnonzero(words == value) * 2 + start)
+    return np.sort(np.concatenate(found))
+
+
+def _walk_layout(buf: memoryview, pos: int, end: int, ncols: int) -> Layout:
+    """The tuples read one by one: for malformed data (this names what is wrong with it) and for
+    data `_row_layout` cannot untangle."""
     starts: list[int] = []
     lengths: list[int] = []
     unpack_h = struct.Struct(">h").unpack_from
@@ -267,13 +367,12 @@ def _layout(buf: memoryview, pos: int, end: int, ncols: int) -> tuple[np.ndarray
                 raise BadCopyBinary(f"invalid field size {ln}")
         if pos > end:
             raise BadCopyBinary("unexpected EOF in COPY data")
-    return (
-        np.array(starts, np.int64).reshape(-1, ncols),
-        np.array(lengths, np.int64).reshape(-1, ncols),
-    )
+    at = np.array(starts, np.int64).reshape(-1, ncols)
+    ln = np.array(lengths, np.int64).reshape(-1, ncols)
+    return [at[:, k] for k in range(ncols)], [ln[:, k] for k in range(ncols)]
 
 
-def _uniform_layout(buf: memoryview, pos: int, end: int, ncols: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _uniform_layout(buf: memoryview, pos: int, end: int, ncols: int) -> Layout | None:
     """When every tuple has the first one's field lengths (no NULLs, fixed widths), the stream is
     a matrix: checked and sliced with numpy, no walk."""
     first = []
@@ -304,8 +403,8 @@ def _uniform_layout(buf: memoryview, pos: int, end: int, ncols: int) -> tuple[np
     for h in heads:
         if not (mat[:, h] == row0[h]).all():
             return None
-    base = pos + np.arange(n, dtype=np.int64)[:, None] * stride
-    return base + np.array(field_starts, np.int64), np.broadcast_to(np.array(first, np.int64), (n, ncols))
+    base = pos + np.arange(n, dtype=np.int64) * stride
+    return [base + s for s in field_starts], [np.full(n, ln, np.int64) for ln in first]
 
 
 def _column(data: bytes, arr: np.ndarray, starts: np.ndarray, lengths: np.ndarray, t: DataType) -> pa.Array:
@@ -318,8 +417,7 @@ def _column(data: bytes, arr: np.ndarray, starts: np.ndarray, lengths: np.ndarra
         w = dtype.itemsize
         if (lengths[valid] != w).any():
             raise BadCopyBinary(f"incorrect binary data format: a {t} field is not {w} bytes")
-        idx = np.where(valid, starts, 0)[:, None] + np.arange(w)
-        raw = arr[idx].reshape(-1).view(dtype) if n else np.empty(0, dtype)
+        raw = _at(arr, np.where(valid, starts, 0), dtype) if n else np.empty(0, dtype)
         return _from_wire(raw, t, mask)
     if k in _VARLEN:
         return _varlen_column(arr, starts, lengths, valid, mask, t)

@@ -157,6 +157,16 @@ class Channel:
     def send_raw(self, data: bytes) -> None:
         self._out += data
 
+    def send_buffers(self, buffers: Sequence[memoryview]) -> None:
+        """Ready-framed messages, sent as they are after what is pending (large buffers, such as
+        a binary COPY's, are not copied into the output buffer)."""
+        self.flush()
+        try:
+            for buf in buffers:
+                self.sock.sendall(buf)
+        except OSError as e:
+            raise ClientGone(str(e)) from None
+
     def flush(self) -> None:
         if not self._out:
             return
