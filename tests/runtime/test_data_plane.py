@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -221,3 +222,66 @@ def test_a_garbage_peer_table_is_refused() -> None:
     assert decode_peers(encode_peers([("127.0.0.1", 5)], 4096)) == ([("127.0.0.1", 5)], 4096)
     with pytest.raises(MalformedPayload):
         decode_peers(b"\x80not json")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["spark-leased", "spark"])
+def test_the_plan_body_crosses_once_and_a_new_mv_is_picked_up(spark, tmp_path, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27's control traffic: the leased runner sends a plan's body to a worker once (on
+    one long lease, and across the one-job-per-epoch leases of runner "spark", whose tasks run
+    in the same Python workers), so an empty epoch's driver traffic is far below the body's
+    size; a CREATE MATERIALIZED VIEW between epochs changes the body, which is sent again and
+    used: the new MV equals its query, and later writes reach both MVs."""
+    from piestream.runtime.epoch_plan import encode_plan_body
+    from piestream.runtime.lease_task import BODY
+    from piestream.runtime.leased import LeasedSparkRunner
+    from piestream.server.database import Database, DatabaseConfig
+
+    lease = 600.0 if kind == "spark-leased" else 0.0
+    runner = LeasedSparkRunner(
+        spark, lease_seconds=lease, idle_seconds=30.0, connect_timeout=60.0, retry_seconds=0.0
+    )
+    bodies: list[bytes] = []  # digest of every BODY frame the driver sent
+    sizes: list[int] = []  # the plan body's size, per epoch
+    frames_of = runner._plans.frames
+
+    def frames(plan, held, run, dml):  # type: ignore[no-untyped-def]
+        out, now = frames_of(plan, held, run, dml)
+        bodies.extend(bytes(f[1]) for f in out if f[0] == BODY)
+        sizes.append(len(encode_plan_body(plan)[0]))
+        return out, now
+
+    runner._plans.frames = frames  # type: ignore[method-assign]
+    config = DatabaseConfig(runner=kind, barrier_interval=3600, parallelism=2, background_compaction=False)
+    db = Database(tmp_path / "db", spark=spark, config=config, runner=runner)
+    try:
+        db.execute("CREATE TABLE a (k BIGINT PRIMARY KEY, g BIGINT, v BIGINT)")
+        db.execute("CREATE MATERIALIZED VIEW m1 AS SELECT g, count(*) AS n FROM a GROUP BY g")
+        db.execute("INSERT INTO a SELECT g, g % 7, g FROM generate_series(1, 500) AS g; FLUSH")
+        for _ in range(3):  # the leases' workers have the body now
+            db.execute("FLUSH")
+        before, first = len(bodies), len(db.barriers.stats)
+        for _ in range(12):
+            db.execute("FLUSH")
+        empty = db.barriers.stats[first:]
+        assert len(empty) == 12 and runner.leased_epochs >= 12
+        sent = len(bodies) - before
+        # one long lease: never again; a lease per epoch: only to a worker that never had it
+        assert sent == 0 if kind == "spark-leased" else sent < len(empty)
+        # with the body in every epoch it would be at least twice its size (two tasks)
+        wire = sorted(s.driver_wire_bytes for s in empty)
+        assert 0 < wire[len(wire) // 2] < sizes[-1]
+        digests = set(bodies)
+        db.execute("CREATE MATERIALIZED VIEW m2 AS SELECT g, sum(v) AS s FROM a WHERE v % 2 = 0 GROUP BY g")
+        assert set(bodies) - digests, "the changed plan's body was not sent"
+        db.execute("INSERT INTO a SELECT g, g % 7, g FROM generate_series(501, 700) AS g; FLUSH")
+        s = db.session()
+        got1 = sorted(tuple(r) for r in s.execute_one("SELECT g, n FROM m1").rows)
+        got2 = sorted(tuple(r) for r in s.execute_one("SELECT g, s FROM m2").rows)
+        assert got1 == sorted(tuple(r) for r in s.execute_one("SELECT g, count(*) FROM a GROUP BY g").rows)
+        want2 = "SELECT g, sum(v) FROM a WHERE v % 2 = 0 GROUP BY g"
+        assert got2 == sorted(tuple(r) for r in s.execute_one(want2).rows)
+        assert got1 == sorted(Counter(g % 7 for g in range(1, 701)).items())
+    finally:
+        db.close()
+        runner.close()

@@ -51,7 +51,8 @@ reflects the epoch the plan says is committed.
 **The wire** (`runtime.lease_task`, with the task's loop; `runtime.wire`, the frames). Every
 frame carries an HMAC-SHA256 under a per-lease key (32 random bytes, drawn here, handed to the
 tasks in their Spark closures), over its direction, its sequence number and its body. The plan
-is versioned JSON once per epoch (`epoch_plan.encode_plan`; the connector registry, which is
+is versioned JSON: its body once per worker process and body digest, then per epoch only its
+epochs and version (`lease_task.PlanSender`; the connector registry, which is
 code, travels in the closure, and a lease ends when the registry changes); elements are the
 exchange's own bytes (Arrow IPC chunks, JSON reports) with their destination: nothing read from
 a socket is unpickled. A connection whose hello does not verify under the current lease's key
@@ -97,18 +98,19 @@ from piestream.runtime.lease_task import (
     CONNECT_TIMEOUT,
     DML,
     DONE,
-    EPOCH,
     FAILED,
     HELLO,
     LOST,
+    NOTHING_HELD,
     OUT,
     PEERS,
     PLAN,
-    RUN_FRAMES,
     RUN_STAGE,
     STAGE,
     STOP,
     WIRE_VERSION,
+    HeldPlan,
+    PlanSender,
     lease_task,
     unpack_hello,
 )
@@ -161,6 +163,7 @@ class _Lease:
         self.conns: dict[int, Channel] = {}
         self.pids: dict[int, int] = {}
         self.peers: dict[int, tuple[str, int]] = {}  # slot -> its task's data-plane address
+        self.held: dict[int, HeldPlan] = {}  # slot -> what its worker holds of plans (`PlanSender`)
         self.peers_sent = False  # the peer table went to every task
         self.runs = 0  # epochs (attempts) run on the lease: the data plane's run numbers
         self.gathering = True  # hellos accepted until every slot said it, or the lease ends
@@ -170,13 +173,14 @@ class _Lease:
         self.job_error: BaseException | None = None
         self.reaper: threading.Thread | None = None
 
-    def offer(self, slot: int, pid: int, chan: Channel, peer: tuple[str, int]) -> bool:
+    def offer(self, slot: int, pid: int, chan: Channel, peer: tuple[str, int], held: HeldPlan) -> bool:
         with self.cv:
             if not self.gathering or self.ended or not 0 <= slot < self.slots or slot in self.conns:
                 return False
             self.conns[slot] = chan
             self.pids[slot] = pid
             self.peers[slot] = peer
+            self.held[slot] = held
             if len(self.conns) == self.slots:
                 self.gathering = False
             self.cv.notify_all()
@@ -262,6 +266,7 @@ class LeasedSparkRunner(SparkRunner):
         self._closed = threading.Event()
         self._reaper: threading.Thread | None = None
         self._retiring: list[_Lease] = []
+        self._plans = PlanSender()
         self._job_threads: ThreadPoolExecutor | None = None
         self._dml_threads: ThreadPoolExecutor | None = None
         self._leases = 0
@@ -406,11 +411,12 @@ class LeasedSparkRunner(SparkRunner):
             lease.peers_sent = True
         parts = dml_elements(plan, dml)
         lease.runs += 1
-        blob = encode_plan(plan)
         frames = {slot: dml_frames(plan, slot, parts[slot] if slot < len(parts) else []) for slot in conns}
-        for slot in sorted(conns):
-            self._send(lease, conns[slot], PLAN, blob)
-            self._send(lease, conns[slot], EPOCH, RUN_FRAMES.pack(lease.runs, len(frames[slot])))
+        for slot in sorted(conns):  # the plan's body only to workers that do not hold it
+            held = lease.held.get(slot, NOTHING_HELD)
+            plan_frames, lease.held[slot] = self._plans.frames(plan, held, lease.runs, len(frames[slot]))
+            for frame in plan_frames:
+                self._send(lease, conns[slot], *frame)
         streaming = self._send_dml(lease, conns, frames)
         try:
             return self._direct_answers(lease, plan, conns)
@@ -726,7 +732,7 @@ class LeasedSparkRunner(SparkRunner):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     # a fixed-size frame: a stranger's length prefix allocates nothing, and it
                     # must verify under the lease's key (a stranger, a task of an ended lease)
-                    version, slot, pid, data_plane = unpack_hello(chan.recv(exact=HELLO.size))
+                    version, slot, pid, data_plane, held = unpack_hello(chan.recv(exact=HELLO.size))
                     sock.settimeout(None)
                 except (EOFError, OSError, struct.error, ValueError):  # FrameRejected is an OSError
                     chan.close()
@@ -734,7 +740,7 @@ class LeasedSparkRunner(SparkRunner):
                 if version != WIRE_VERSION:
                     log.warning("refused a task speaking wire version %d (not %d)", version, WIRE_VERSION)
                     chan.close()
-                elif not lease.offer(slot, pid, chan, data_plane):
+                elif not lease.offer(slot, pid, chan, data_plane, held):
                     chan.close()  # a task of an ended lease, or a slot connected twice
         finally:
             srv.close()
