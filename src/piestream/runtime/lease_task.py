@@ -25,6 +25,7 @@ import socket
 import struct
 import time
 import traceback
+import zlib
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -35,7 +36,16 @@ from piestream.common.errors import InternalError
 from piestream.plan.fragment import actor_id
 from piestream.plan.node import DmlNode, ExchangeNode
 from piestream.runtime.actor_task import PortInputs, TaskHook, run_actors, run_partition
-from piestream.runtime.data_plane import COUNT, PeerAborted, PeerLost, PeerMesh, decode_peers, stage_of
+from piestream.runtime.data_plane import (
+    COUNT,
+    ChannelStats,
+    PeerAborted,
+    PeerLost,
+    PeerMesh,
+    decode_channels,
+    decode_peers,
+    stage_of,
+)
 from piestream.runtime.epoch_plan import (
     PLAN_DIGEST_BYTES,
     EpochPlan,
@@ -71,7 +81,9 @@ CONNECT_TIMEOUT = 10.0  # every slot's task must say hello within this, or the e
 
 #: the hello's format: (wire version, slot, pid, address family (4 or 6), the data plane's
 #: address (packed, 16 bytes) and port); a driver refuses any other version
-WIRE_VERSION = 4  # 4: the plan's body once per worker (`PlanSender`), the hello says what it holds
+#: 4: the plan's body once per worker (`PlanSender`), the hello says what it holds; DONE with
+#: per-channel counters and its reports compressed
+WIRE_VERSION = 4
 HELLO = struct.Struct(f"<BqqB16sH{PLAN_DIGEST_BYTES}s{STORE_DIGEST_BYTES}sq")
 STAGE = struct.Struct("<I")
 #: a run's data-plane channels: credit waits, bytes spilled, the most bytes a link held, the
@@ -82,14 +94,15 @@ RUN_FRAMES = struct.Struct("<QQ")  # an EPOCH's run and the number of DML frames
 # frames: driver -> task
 PEERS = b"T"  # + data_plane.encode_peers: every slot's data-plane address (once per lease)
 PLAN = b"P"  # + encode_plan bytes (exchange "driver")
-BODY = b"B"  # + digest + encode_plan_body bytes: the plan's body, kept by the worker
-EPOCH = b"E"  # + run + DML frame count + body digest + encode_plan_epoch bytes: run this
+BODY = b"B"  # + digest + compressed encode_plan_body bytes: the plan's body, kept by the worker
+EPOCH = b"E"  # + run + DML frame count + body digest + compressed encode_plan_epoch: run this
 # slot's partitions of every stage of that plan, ...
 DML = b"M"  # + elements: ... over the stage-0 input of that many frames that follow it
 RUN_STAGE = b"R"  # + stage + elements: run this slot's partition of the stage over them
 STOP = b"S"
 # task -> driver
-DONE = b"D"  # + bytes sent to peers + CHANNEL_STATS + elements: the reports of an EPOCH
+DONE = b"D"  # + bytes sent to peers + CHANNEL_STATS + per-channel counters + compressed
+# elements: the reports of an EPOCH (`Done`)
 OUT = b"O"  # + elements: a RUN_STAGE partition's output
 FAILED = b"F"  # + encode_failure bytes: an actor failed (not a data error)
 ABORTED = b"A"  # + text: a peer gave the run up (its own answer says why)
@@ -169,10 +182,10 @@ class PlanSender:
         known = self._versions.get((store, held.version_id)) if held.store == store else None
         epoch = self._epoch.get(known)
         if epoch is None:
-            epoch = self._epoch[known] = encode_plan_epoch(plan, known or frozenset())
+            epoch = self._epoch[known] = compress(encode_plan_epoch(plan, known or frozenset()))
         out: list[tuple[bytes, ...]] = []
         if held.digest != digest:
-            out.append((BODY, digest, body))
+            out.append((BODY, digest, compress(body)))
         out.append((EPOCH, RUN_FRAMES.pack(run, dml), digest, epoch))
         return out, HeldPlan(digest, store, plan.version.id)
 
@@ -204,7 +217,8 @@ class WorkerPlan:
     def take_body(self, frame: bytearray) -> None:
         """A BODY frame; `MalformedPayload` if it is not one."""
         view = memoryview(frame)
-        self.body = decode_plan_body(view[1 + PLAN_DIGEST_BYTES :], bytes(view[1 : 1 + PLAN_DIGEST_BYTES]))
+        body = decompress(view[1 + PLAN_DIGEST_BYTES :])
+        self.body = decode_plan_body(body, bytes(view[1 : 1 + PLAN_DIGEST_BYTES]))
 
     def plan_of(self, frame: bytearray, connectors: Connectors) -> EpochPlan:
         """An EPOCH frame's plan; `MalformedPayload` if it names a body or SSTs not held here."""
@@ -212,9 +226,8 @@ class WorkerPlan:
         digest = bytes(frame[at : at + PLAN_DIGEST_BYTES])
         if self.body is None or self.body.digest != digest:
             raise MalformedPayload("an epoch of a plan body this worker does not hold")
-        plan = decode_plan_epoch(
-            memoryview(frame)[at + PLAN_DIGEST_BYTES :], self.body, self.ssts, connectors
-        )
+        doc = decompress(memoryview(frame)[at + PLAN_DIGEST_BYTES :])
+        plan = decode_plan_epoch(doc, self.body, self.ssts, connectors)
         self.store = store_digest(plan.store_url)
         self.version_id = plan.version.id
         self.ssts = {s.object_id: s for s in plan.version.all_ssts()}
@@ -223,6 +236,55 @@ class WorkerPlan:
 
 #: this worker process's plans (a module global: the worker runs one task at a time)
 WORKER_PLAN = WorkerPlan()
+
+
+#: the most bytes a compressed body or answer may inflate to (more is garbage, not a frame)
+MAX_INFLATED = 1 << 30
+
+
+def compress(data: bytes) -> bytes:
+    """Plan bodies and reports on the wire: JSON of repeated names, a few times smaller."""
+    return zlib.compress(data, 1)
+
+
+def decompress(data: bytes | bytearray | memoryview) -> bytes:
+    """What `compress` wrote (never more than `MAX_INFLATED`); else `MalformedPayload`."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(data, MAX_INFLATED)
+    except zlib.error as e:
+        raise MalformedPayload(f"malformed compressed payload: {e}") from None
+    if d.unconsumed_tail or d.unused_data or not d.eof:
+        raise MalformedPayload("a compressed payload cut short, too large or with bytes after it")
+    return out
+
+
+@dataclass(frozen=True)
+class Done:
+    """A task's answer to an EPOCH: bytes it sent its peers, its data plane's counters (all
+    channels together: credit waits, bytes spilled, the most one link held, the largest
+    element; then per channel), and its actors' reports."""
+
+    peer_bytes: int
+    credit_waits: int
+    spilled_bytes: int
+    peak_link_bytes: int
+    largest_element: int
+    incoming: list[ChannelStats]
+    outgoing: dict[tuple[int, int], tuple[int, int]]
+    elements: list[Element]
+
+
+def parse_done(slot: int, reply: bytearray) -> Done:
+    """Slot `slot`'s DONE frame; `MalformedPayload` if it is not one."""
+    try:
+        (sent,) = COUNT.unpack_from(reply, 1)
+        waits, spilled, peak, largest = CHANNEL_STATS.unpack_from(reply, 1 + COUNT.size)
+    except struct.error as e:
+        raise MalformedPayload(f"malformed answer: {e}") from None
+    incoming, outgoing, at = decode_channels(slot, reply, 1 + COUNT.size + CHANNEL_STATS.size)
+    elements = decode_elements(decompress(memoryview(reply)[at:]))
+    return Done(sent, waits, spilled, peak, largest, incoming, outgoing, elements)
 
 
 # -- the task -----------------------------------------------------------------------------------
@@ -351,7 +413,8 @@ def _epoch(
         stats = CHANNEL_STATS.pack(
             mesh.credit_waits, mesh.spilled_bytes, mesh.peak_link_bytes, mesh.largest_element
         )
-        return [DONE, COUNT.pack(mesh.bytes_sent - sent), stats, encode_elements(reports)]
+        channels = mesh.channel_counters(run)
+        return [DONE, COUNT.pack(mesh.bytes_sent - sent), stats, channels, compress(encode_elements(reports))]
     except Exception as e:
         mesh.abort(run)  # no peer waits for an END of this run that never comes
         mesh.idle()
@@ -519,8 +582,10 @@ def _port_chunks(
     yield from dml
     for source, end in sources:
         last = -1
+        link = mesh.slot if end is None else end[0]
         for payload in mesh.pull(run, me, source, end, control):  # per chunk, not per row
             env = decode_chunk(payload)
+            mesh.count_rows(run, link, env.chunk.cardinality)
             if env.port != port or env.seq <= last:
                 raise InternalError(
                     f"actor {me}: chunk {env.seq} of {source} on port {env.port!r} after {last} on {port!r}"

@@ -81,7 +81,7 @@ from typing import TYPE_CHECKING, Any
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
 from piestream.runtime.actor_task import TaskHook
-from piestream.runtime.data_plane import COUNT, WINDOW_BYTES, encode_peers
+from piestream.runtime.data_plane import WINDOW_BYTES, ChannelStats, encode_peers, merge_channels
 from piestream.runtime.epoch_plan import EpochPlan, dml_elements, dml_frames, encode_plan
 from piestream.runtime.exchange import (
     REPORT,
@@ -94,7 +94,6 @@ from piestream.runtime.exchange import (
 )
 from piestream.runtime.lease_task import (
     ABORTED,
-    CHANNEL_STATS,
     CONNECT_TIMEOUT,
     DML,
     DONE,
@@ -112,6 +111,7 @@ from piestream.runtime.lease_task import (
     HeldPlan,
     PlanSender,
     lease_task,
+    parse_done,
     unpack_hello,
 )
 from piestream.runtime.link_tls import new_link_tls, spark_wants_tls
@@ -278,6 +278,7 @@ class LeasedSparkRunner(SparkRunner):
         self._exchange_bytes = 0  # the last epoch's `wire_stats`
         self._wire_bytes = 0
         self._peer_bytes = 0
+        self._channels: tuple[ChannelStats, ...] = ()
         #: the data plane's channels over all leased epochs: the tasks' credit waits (a reader
         #: stopped reading its link: back-pressure), bytes spilled to disk, and the most bytes
         #: one link held in memory in any epoch (at most the window plus the largest element)
@@ -291,6 +292,7 @@ class LeasedSparkRunner(SparkRunner):
         """One epoch, under the runner's lock (`SparkRunner.run`)."""
         lease = self._usable_lease(plan.connectors)
         self._exchange_bytes = self._wire_bytes = self._peer_bytes = 0
+        self._channels = ()
         if lease is None:
             self.plain_epochs += 1
             self._drop_lease()  # a job of ours holding the slots would keep the plain job waiting
@@ -314,16 +316,18 @@ class LeasedSparkRunner(SparkRunner):
                 self._submit_lease()
         return reports
 
-    def wire_stats(self) -> dict[str, int]:
+    def wire_stats(self) -> dict[str, Any]:
         """The driver's traffic in the epoch run last: exchange payload that passed through the
         driver (none with the direct exchange, nor on a plain job, whose shuffle moves chunks
         between executors; every chunk from one stage to the next with exchange "driver"), all
         bytes on the wire to the tasks (DML, plan, reports, framing; chunks too if it routes
-        them) and the bytes the tasks sent each other on the data plane."""
+        them), the bytes the tasks sent each other on the data plane, and per data-plane channel
+        what crossed it and how long it held back (`data_plane.ChannelStats`)."""
         return {
             "driver_exchange_bytes": self._exchange_bytes,
             "driver_wire_bytes": self._wire_bytes,
             "peer_exchange_bytes": self._peer_bytes,
+            "channels": self._channels,
         }
 
     def keep_alive(self) -> list[int]:
@@ -446,6 +450,8 @@ class LeasedSparkRunner(SparkRunner):
     def _direct_answers(self, lease: _Lease, plan: EpochPlan, conns: dict[int, Channel]) -> list[ActorReport]:
         """Every task's answer to an EPOCH (all are read, so the lease stays in step)."""
         elements: list[Element] = []
+        incoming: list[ChannelStats] = []  # the data plane's channels (`EpochStats.channels`)
+        outgoing: dict[tuple[int, int], tuple[int, int]] = {}
         failure: BaseException | None = None
         lost: str | None = None
         aborted = False
@@ -453,17 +459,17 @@ class LeasedSparkRunner(SparkRunner):
             reply = self._recv(lease, conns[slot])
             kind = reply[:1]
             if kind == DONE:
-                (sent,) = COUNT.unpack_from(reply, 1)
-                waits, spilled, peak, largest = CHANNEL_STATS.unpack_from(reply, 1 + COUNT.size)
-                self._peer_bytes += sent
-                self.credit_waits += waits
-                self.spilled_bytes += spilled
-                self.peak_link_bytes = max(self.peak_link_bytes, peak)
-                self.largest_element = max(self.largest_element, largest)
-                out = decode_elements(reply, 1 + COUNT.size + CHANNEL_STATS.size)
+                done = parse_done(slot, reply)
+                self._peer_bytes += done.peer_bytes
+                self.credit_waits += done.credit_waits
+                self.spilled_bytes += done.spilled_bytes
+                self.peak_link_bytes = max(self.peak_link_bytes, done.peak_link_bytes)
+                self.largest_element = max(self.largest_element, done.largest_element)
+                incoming.extend(done.incoming)
+                outgoing.update(done.outgoing)
                 # reports only: a chunk here would have passed the driver (and fails the epoch)
-                self._exchange_bytes += sum(len(p) for d, p in out if d != REPORT)
-                elements.extend(out)
+                self._exchange_bytes += sum(len(p) for d, p in done.elements if d != REPORT)
+                elements.extend(done.elements)
                 continue
             text = reply[1:].decode(errors="replace")
             if kind == LOST:
@@ -474,6 +480,7 @@ class LeasedSparkRunner(SparkRunner):
                 failed = decode_failure(bytes(reply[1:])) if kind == FAILED else None
                 failure = failed if failed is not None else LeasedTaskError(f"slot {slot} failed: {text}")
         lease.busy = False
+        self._channels = merge_channels(incoming, outgoing)
         if lost is not None:
             self._end_lease(lease, stop=False)
             raise LeaseLost(f"the leased Spark job's data plane failed: {lost}")
