@@ -3,9 +3,9 @@ a standalone cluster (a Master and two one-core Workers on 127.0.0.1, from the p
 as the tests start it), side by side in one run: events/s, events/s per core, epoch p50 / p99,
 per epoch the driver's bytes (on its wire to the tasks, and the exchange payload that passed
 through it) and the driver process's CPU (its Python side; in local mode the JVM also runs the
-executors, so it is left out), the speed-up over parallelism 1 on the same master, the
-throughput against local[2] at the same parallelism, and whether every master's MV holds the
-same rows as local[2]'s.
+executors, so it is left out), the data plane's channel waits (back-pressure) and send time,
+the speed-up over parallelism 1 on the same master, the throughput against local[2] at the same
+parallelism, and whether every master's MV holds the same rows as local[2]'s.
 
     .venv/bin/python bench/bench_scale.py [--queries q0,q5,q7,q9,q18] [--events 200000]
         [--epoch-events 20000] [--parallelism 1,2,4] [--masters local,local-cluster,standalone]
@@ -119,6 +119,10 @@ def _child(args: argparse.Namespace) -> int:
             "exchange_bytes": sum(s.driver_exchange_bytes for s in timed) / max(len(timed), 1),
             "peer_bytes": sum(s.peer_exchange_bytes for s in timed) / max(len(timed), 1),
             "driver_cpu_ms": 1000 * cpu / epochs,
+            # the data plane's channels: time readers held links unread (window full) and
+            # senders spent sending (`EpochStats.channels`)
+            "wait_ms": 1000 * sum(c.credit_wait_s for s in timed for c in s.channels) / max(len(timed), 1),
+            "send_ms": 1000 * sum(c.send_s for s in timed for c in s.channels) / max(len(timed), 1),
             "warm_share": sum(s.cache_warm_actors for s in timed) / max(sum(s.actors for s in timed), 1),
             "mv": list(digest[0]) if digest else None,
         }
@@ -161,7 +165,7 @@ def print_table(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     head = (
         f"{'master':<18}{'query':<6}{'par':>4}{'exch':>7}{'events/s':>10}{'/core':>9}{'p50 s':>7}"
         f"{'p99 s':>7}{'speed-up':>9}{'vs local':>9}{'driver wire B/ep':>17}{'via driver B/ep':>16}"
-        f"{'peer B/ep':>11}{'drv CPU ms/ep':>14}{'warm':>6}{'MV':>6}"
+        f"{'peer B/ep':>11}{'drv CPU ms/ep':>14}{'wait ms':>8}{'send ms':>8}{'warm':>6}{'MV':>6}"
     )
     print(head)
     print("-" * len(head))
@@ -182,7 +186,8 @@ def print_table(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
         print(
             f"{first}{r['events_per_s']:>10,.0f}{r['events_per_s'] / CORES:>9,.0f}{r['p50']:>7.2f}"
             f"{r['p99']:>7.2f}{speed:>9}{vs:>9}{r['wire_bytes']:>17,.0f}{r['exchange_bytes']:>16,.0f}"
-            f"{r['peer_bytes']:>11,.0f}{r['driver_cpu_ms']:>14,.1f}{r['warm_share']:>6.0%}{same:>6}"
+            f"{r['peer_bytes']:>11,.0f}{r['driver_cpu_ms']:>14,.1f}{r.get('wait_ms', 0):>8.1f}"
+            f"{r.get('send_ms', 0):>8.1f}{r['warm_share']:>6.0%}{same:>6}"
         )
     below = [
         f"{r['query']} p{r['parallelism']} {r['events_per_s'] / lo['events_per_s']:.2f}x"
@@ -194,6 +199,10 @@ def print_table(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     if below:
         print(f"standalone below {TARGET_VS_LOCAL}x local[2]: {', '.join(below)}")
     print("warm = share of actor runs that found their operator caches in their worker (valid)")
+    print(
+        "wait / send ms = per epoch, all data-plane channels: readers holding a full window "
+        "unread (back-pressure) / senders handing frames to links"
+    )
 
 
 def main() -> int:

@@ -5,9 +5,11 @@ run's frames are dropped, and strangers or frames of another link are turned awa
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -21,8 +23,10 @@ from piestream.runtime.data_plane import (
     PeerAborted,
     PeerLost,
     PeerMesh,
+    decode_channels,
     decode_peers,
     encode_peers,
+    merge_channels,
 )
 from piestream.runtime.exchange import Element, MalformedPayload, decode_chunk, encode_chunk
 from piestream.runtime.wire import Channel, FrameRejected, link, new_key
@@ -189,6 +193,94 @@ def test_a_full_window_stops_the_link_and_the_sender(meshes) -> None:  # type: i
     assert ms[1].peak_link_bytes <= WINDOW + max(len(p) for _, p in elements)
 
 
+def test_channel_counters_show_what_crossed_and_the_back_pressure(meshes) -> None:  # type: ignore[no-untyped-def]
+    """Per channel (sender slot -> receiver slot), one run's counters: elements and payload
+    bytes filed, the receiver's credit waits and the time its reader held the link unread, and
+    the sender's wire bytes and time spent sending while it was held back (issue 27: channel
+    counters in EpochStats, so back-pressure is visible). A new run starts from zero."""
+    ms, quiet = meshes
+    for m in ms:
+        m.begin(1)
+        m.window = WINDOW
+    elements = [_el(1, 10, i, rows=8192) for i in range(400)]  # 64 KiB each, 25 MB in all
+    t = threading.Thread(target=lambda: ms[0].send(1, 0, {1: elements}, [1]), daemon=True)
+    t.start()
+    pulled = ms[1].pull(1, (7, 1), 10, (0, 0), quiet)
+    next(pulled)
+    _wait(lambda: ms[1].credit_waits > 0)
+    time.sleep(0.6)  # the consumer sits on its group: the reader, then the sender, wait
+    assert len(list(pulled)) == 399
+    t.join(30)
+    incoming, none_out, _ = decode_channels(1, ms[1].channel_counters(1))
+    assert none_out == {}  # slot 1 sent nothing
+    (c,) = incoming
+    assert (c.sender, c.receiver, c.elements) == (0, 1, 400)
+    assert c.bytes == sum(len(p) for _, p in elements)
+    assert c.credit_waits > 0 and c.credit_wait_s > 0.3
+    assert 0 < c.peak_bytes <= WINDOW + max(len(p) for _, p in elements) and c.spilled_bytes == 0
+    none_in, outgoing, _ = decode_channels(0, ms[0].channel_counters(1))
+    assert none_in == [] and set(outgoing) == {(0, 1)}
+    wire, send_ns = outgoing[(0, 1)]
+    assert wire > c.bytes and send_ns / 1e9 > 0.3  # held back about as long
+    (row,) = merge_channels(incoming, outgoing)
+    assert row == dataclasses.replace(c, wire_bytes=wire, send_s=send_ns / 1e9)
+    ms[1].count_rows(1, 0, 5)  # the consumer (`lease_task`) counts the rows it decoded
+    assert decode_channels(1, ms[1].channel_counters(1))[0][0].rows == 5
+    for m in ms:
+        m.begin(2)
+    assert decode_channels(1, ms[1].channel_counters(2))[:2] == ([], {})
+    assert decode_channels(0, ms[0].channel_counters(2))[:2] == ([], {})
+    with pytest.raises(MalformedPayload):
+        decode_channels(1, ms[1].channel_counters(1)[:-3] + b"\x05")
+
+
+@pytest.mark.spark
+def test_epoch_stats_show_every_channel(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A bulk epoch on the default runner with tiny windows: its EpochStats hold one row per
+    data-plane channel; the rows that crossed them are the table's rows into the aggregation
+    (and the aggregation's on to the join), their wire bytes between slots add up to the
+    peer bytes, and their credit waits, spills and peaks are the runner's totals, split."""
+    from piestream.runtime.leased import LeasedSparkRunner
+    from piestream.server.database import Database, DatabaseConfig
+
+    window = 64 << 10
+    runner = LeasedSparkRunner(spark, lease_seconds=0.0, channel_window=window, connect_timeout=60.0)
+    config = DatabaseConfig(runner="spark", barrier_interval=3600, parallelism=2, background_compaction=False)
+    db = Database(tmp_path / "db", spark=spark, config=config, runner=runner)
+    try:
+        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+        db.execute("CREATE TABLE names (v BIGINT PRIMARY KEY, name VARCHAR)")
+        db.execute("CREATE MATERIALIZED VIEW m AS SELECT v, count(*) AS n FROM t GROUP BY v")
+        # one stage's output (the aggregation) joined with another's (a table): its input
+        # arrives out of order, so the tiny windows fill
+        db.execute(
+            "CREATE MATERIALIZED VIEW j AS SELECT m.v, m.n, names.name FROM m JOIN names ON m.v = names.v"
+        )
+        db.execute("INSERT INTO names SELECT g, 'n' || g FROM generate_series(0, 999) AS g; FLUSH")
+        first = len(db.barriers.stats)
+        db.execute("INSERT INTO t SELECT g, g % 1000 FROM generate_series(1, 200000) AS g; FLUSH")
+        (st,) = [x for x in db.barriers.stats[first:] if x.rows_in > 0]
+        assert runner.leased_epochs > 0 and st.channels
+        pairs = {(c.sender, c.receiver) for c in st.channels}
+        assert {(0, 1), (1, 0)} <= pairs  # hash exchange: each slot's table rows reach both
+        # 200K table rows into the aggregation, its first-epoch groups (1000) into the MV
+        assert sum(c.rows for c in st.channels) >= 200_000
+        assert sum(c.wire_bytes for c in st.channels if c.sender != c.receiver) == st.peer_exchange_bytes
+        assert all(c.bytes > 0 and c.elements > 0 for c in st.channels if c.rows)
+        assert all(c.peak_bytes <= window + runner.largest_element for c in st.channels)
+        # the per-channel counters are the runner's totals, split (back-pressure: credit waits
+        # and spills; `test_channel_counters_show_what_crossed_and_the_back_pressure`)
+        every = [c for x in db.barriers.stats for c in x.channels]
+        assert sum(c.credit_waits for c in every) == runner.credit_waits
+        assert sum(c.spilled_bytes for c in every) == runner.spilled_bytes
+        assert max(c.peak_bytes for c in every) == runner.peak_link_bytes > 0
+        got = sorted(tuple(r) for r in db.session().execute_one("SELECT v, n FROM m").rows)
+        assert got == [(v, 200) for v in range(1000)]
+    finally:
+        db.close()
+        runner.close()
+
+
 def test_strangers_and_frames_of_another_link_are_turned_away(meshes) -> None:  # type: ignore[no-untyped-def]
     ms, _ = meshes
     target = ms[1]
@@ -221,3 +313,66 @@ def test_a_garbage_peer_table_is_refused() -> None:
     assert decode_peers(encode_peers([("127.0.0.1", 5)], 4096)) == ([("127.0.0.1", 5)], 4096)
     with pytest.raises(MalformedPayload):
         decode_peers(b"\x80not json")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["spark-leased", "spark"])
+def test_the_plan_body_crosses_once_and_a_new_mv_is_picked_up(spark, tmp_path, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27's control traffic: the leased runner sends a plan's body to a worker once (on
+    one long lease, and across the one-job-per-epoch leases of runner "spark", whose tasks run
+    in the same Python workers), so an empty epoch's driver traffic is far below the body's
+    size; a CREATE MATERIALIZED VIEW between epochs changes the body, which is sent again and
+    used: the new MV equals its query, and later writes reach both MVs."""
+    from piestream.runtime.epoch_plan import encode_plan_body
+    from piestream.runtime.lease_task import BODY
+    from piestream.runtime.leased import LeasedSparkRunner
+    from piestream.server.database import Database, DatabaseConfig
+
+    lease = 600.0 if kind == "spark-leased" else 0.0
+    runner = LeasedSparkRunner(
+        spark, lease_seconds=lease, idle_seconds=30.0, connect_timeout=60.0, retry_seconds=0.0
+    )
+    bodies: list[bytes] = []  # digest of every BODY frame the driver sent
+    sizes: list[int] = []  # the plan body's size, per epoch
+    frames_of = runner._plans.frames
+
+    def frames(plan, held, run, dml):  # type: ignore[no-untyped-def]
+        out, now = frames_of(plan, held, run, dml)
+        bodies.extend(bytes(f[1]) for f in out if f[0] == BODY)
+        sizes.append(len(encode_plan_body(plan)[0]))
+        return out, now
+
+    runner._plans.frames = frames  # type: ignore[method-assign]
+    config = DatabaseConfig(runner=kind, barrier_interval=3600, parallelism=2, background_compaction=False)
+    db = Database(tmp_path / "db", spark=spark, config=config, runner=runner)
+    try:
+        db.execute("CREATE TABLE a (k BIGINT PRIMARY KEY, g BIGINT, v BIGINT)")
+        db.execute("CREATE MATERIALIZED VIEW m1 AS SELECT g, count(*) AS n FROM a GROUP BY g")
+        db.execute("INSERT INTO a SELECT g, g % 7, g FROM generate_series(1, 500) AS g; FLUSH")
+        for _ in range(3):  # the leases' workers have the body now
+            db.execute("FLUSH")
+        before, first = len(bodies), len(db.barriers.stats)
+        for _ in range(12):
+            db.execute("FLUSH")
+        empty = db.barriers.stats[first:]
+        assert len(empty) == 12 and runner.leased_epochs >= 12
+        sent = len(bodies) - before
+        # one long lease: never again; a lease per epoch: only to a worker that never had it
+        assert sent == 0 if kind == "spark-leased" else sent < len(empty)
+        # with the body in every epoch it would be at least twice its size (two tasks)
+        wire = sorted(s.driver_wire_bytes for s in empty)
+        assert 0 < wire[len(wire) // 2] < sizes[-1]
+        digests = set(bodies)
+        db.execute("CREATE MATERIALIZED VIEW m2 AS SELECT g, sum(v) AS s FROM a WHERE v % 2 = 0 GROUP BY g")
+        assert set(bodies) - digests, "the changed plan's body was not sent"
+        db.execute("INSERT INTO a SELECT g, g % 7, g FROM generate_series(501, 700) AS g; FLUSH")
+        s = db.session()
+        got1 = sorted(tuple(r) for r in s.execute_one("SELECT g, n FROM m1").rows)
+        got2 = sorted(tuple(r) for r in s.execute_one("SELECT g, s FROM m2").rows)
+        assert got1 == sorted(tuple(r) for r in s.execute_one("SELECT g, count(*) FROM a GROUP BY g").rows)
+        want2 = "SELECT g, sum(v) FROM a WHERE v % 2 = 0 GROUP BY g"
+        assert got2 == sorted(tuple(r) for r in s.execute_one(want2).rows)
+        assert got1 == sorted(Counter(g % 7 for g in range(1, 701)).items())
+    finally:
+        db.close()
+        runner.close()

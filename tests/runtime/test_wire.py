@@ -17,7 +17,7 @@ from tests.runtime.graph_fixtures import table_and_mv
 from piestream.common.epoch import EpochPair
 from piestream.common.errors import DivisionByZero
 from piestream.plan.serde import encode_fragment
-from piestream.runtime.epoch_plan import decode_plan, encode_plan, plan_epoch
+from piestream.runtime.epoch_plan import EpochPlan, decode_plan, encode_plan, plan_epoch
 from piestream.runtime.exchange import (
     ActorFailed,
     ActorReport,
@@ -28,6 +28,20 @@ from piestream.runtime.exchange import (
     encode_elements,
     encode_failure,
     encode_report,
+)
+from piestream.runtime.lease_task import (
+    BODY,
+    EPOCH,
+    HELLO,
+    NOTHING_HELD,
+    WIRE_VERSION,
+    HeldPlan,
+    PlanSender,
+    WorkerPlan,
+    compress,
+    decompress,
+    pack_hello,
+    unpack_hello,
 )
 from piestream.runtime.wire import FROM_DRIVER, FROM_TASK, LEN, MAC_BYTES, Channel, FrameRejected, new_key
 from piestream.storage.hummock.shared_buffer import StorageOptions
@@ -241,3 +255,151 @@ def test_paused_sources_cross_the_plan_only_when_some_are_paused() -> None:
     paused = StreamingConfig(chunk_size=17, paused_sources=("k", "s2"))
     doc = json.loads(json.dumps(_config_doc(paused)))
     assert doc["paused_sources"] == ["k", "s2"] and _streaming_config(doc) == paused
+
+
+def _two_epochs() -> tuple[EpochPlan, EpochPlan]:
+    """A plan and the next epoch's: the same jobs, one more SST."""
+    fragments = table_and_mv(2)
+    sst = _report().ssts[0]
+    version = HummockVersion(9, l0=(Level(0, (sst,), 4),), max_committed_epoch=5 << 16)
+    from piestream.plan.fragment import StreamGraph
+
+    plan = plan_epoch(
+        StreamGraph({f.fragment_id: f for f in fragments}),
+        {f.fragment_id: encode_fragment(f) for f in fragments},
+        data_epoch=6 << 16,
+        barrier=Barrier(EpochPair(7 << 16, 6 << 16), BarrierKind.BARRIER),
+        committed_epoch=5 << 16,
+        version=version,
+        store_url="s3://bucket/prefix",
+    )
+    newer = dataclasses.replace(sst, object_id=sst.object_id + 1)
+    version2 = HummockVersion(
+        10, l0=(Level(0, (newer,), 5), Level(0, (sst,), 4)), max_committed_epoch=6 << 16
+    )
+    plan2 = dataclasses.replace(
+        plan,
+        data_epoch=7 << 16,
+        barrier=Barrier(EpochPair(8 << 16, 7 << 16), BarrierKind.BARRIER),
+        committed_epoch=6 << 16,
+        version=version2,
+    )
+    return plan, plan2
+
+
+def _deliver(frames: list[tuple[bytes, ...]], worker: WorkerPlan) -> EpochPlan:
+    """What a task does with an epoch's plan frames."""
+    plan = None
+    for parts in frames:
+        frame = bytearray(b"".join(parts))
+        if frame[:1] == BODY:
+            worker.take_body(frame)
+        else:
+            assert frame[:1] == EPOCH
+            plan = worker.plan_of(frame, registered_connectors())
+    assert plan is not None
+    return plan
+
+
+def test_the_plan_body_goes_once_per_worker_and_held_ssts_as_ids() -> None:
+    """`PlanSender`: a worker gets the plan's body once (while its digest holds) and of each
+    epoch's version only the SSTs it does not hold; what it rebuilds is the plan, exactly."""
+    plan, plan2 = _two_epochs()
+    sender, worker = PlanSender(), WorkerPlan()
+    frames, held = sender.frames(plan, worker.held(), run=1, dml=0)
+    assert [f[0] for f in frames] == [BODY, EPOCH]
+    assert _deliver(frames, worker) == plan
+    assert worker.held() == held and held.version_id == 9
+    # the next epoch: no body, the SST the worker holds as its id, the new one in full
+    frames2, held2 = sender.frames(plan2, held, run=2, dml=3)
+    assert [f[0] for f in frames2] == [EPOCH]
+    doc = json.loads(decompress(frames2[0][-1]))
+    l0 = [lv["ssts"] for lv in doc["version"]["l0"]]
+    assert l0 == [[plan2.version.l0[0].ssts[0].to_json()], [plan.version.l0[0].ssts[0].object_id]]
+    assert _deliver(frames2, worker) == plan2
+    assert worker.held() == held2
+    # changed jobs (a CREATE MATERIALIZED VIEW between epochs): a new body, picked up
+    more = {**plan2.fragments, 99: plan2.fragments[1]}
+    plan3 = dataclasses.replace(plan2, fragments=more)
+    frames3, _ = sender.frames(plan3, held2, run=3, dml=0)
+    assert [f[0] for f in frames3] == [BODY, EPOCH]
+    assert _deliver(frames3, worker).fragments == more
+    # a worker that holds nothing (a new Python worker) gets everything again
+    assert [f[0] for f in sender.frames(plan3, NOTHING_HELD, run=4, dml=0)[0]] == [BODY, EPOCH]
+
+
+def test_a_worker_refuses_plans_it_cannot_rebuild() -> None:
+    """An EPOCH of a body the worker does not hold, an SST id it does not hold, or a body that
+    does not match its digest raises `MalformedPayload` (the task then ends the lease, and its
+    next hello says it holds nothing)."""
+    plan, plan2 = _two_epochs()
+    sender = PlanSender()
+    frames, held = sender.frames(plan, NOTHING_HELD, run=1, dml=0)
+    with pytest.raises(MalformedPayload, match="does not hold"):
+        _deliver(frames[1:], WorkerPlan())  # the EPOCH without its BODY
+    # the driver believes the worker holds version 9's SSTs; this one does not
+    frames2, _ = sender.frames(plan2, held, run=2, dml=0)
+    stranger = WorkerPlan()
+    stranger.take_body(bytearray(b"".join(frames[0])))
+    with pytest.raises(MalformedPayload, match="no SST"):
+        _deliver(frames2, stranger)
+    _, digest, packed = frames[0]
+    altered = decompress(packed).replace(b'"task_slots":0', b'"task_slots":1')  # after its digest
+    assert altered != decompress(packed)
+    with pytest.raises(MalformedPayload, match="digest"):
+        WorkerPlan().take_body(bytearray(BODY + digest + compress(altered)))
+
+
+def test_the_hello_says_what_the_worker_holds() -> None:
+    held = HeldPlan(b"d" * 32, b"s" * 8, 42)
+    hello = pack_hello(3, 1234, "127.0.0.1", 5678, held)
+    assert len(hello) == HELLO.size
+    assert unpack_hello(hello) == (WIRE_VERSION, 3, 1234, ("127.0.0.1", 5678), held)
+    assert unpack_hello(pack_hello(0, 1, "::1", 2))[4] == NOTHING_HELD
+
+
+def test_an_answer_round_trips_and_garbage_is_refused() -> None:
+    """A DONE answer: the data plane's counters, per channel, and its reports compressed; a
+    cut, altered or oversized one raises `MalformedPayload` (the lease ends)."""
+    from piestream.runtime.data_plane import COUNT, encode_channels
+    from piestream.runtime.lease_task import CHANNEL_STATS, DONE, compress, decompress, parse_done
+
+    class C:  # one incoming channel's counters, as a mesh keeps them
+        rows, bytes, elements, credit_waits, credit_wait_ns, spilled, peak = 7, 700, 2, 1, 5_000_000, 0, 700
+
+    reports = [((-1,), encode_report(_report()))]
+    channels = encode_channels({0: C()}, {0: (900, 2_000_000)})  # type: ignore[dict-item]
+    reply = bytearray(
+        b"".join(
+            [
+                DONE,
+                COUNT.pack(900),
+                CHANNEL_STATS.pack(1, 0, 700, 400),
+                channels,
+                compress(encode_elements(reports)),
+            ]
+        )
+    )
+    done = parse_done(1, reply)
+    assert (done.peer_bytes, done.credit_waits, done.peak_link_bytes, done.largest_element) == (
+        900,
+        1,
+        700,
+        400,
+    )
+    (c,) = done.incoming
+    assert (c.sender, c.receiver, c.rows, c.bytes, c.credit_waits, c.credit_wait_s) == (
+        0,
+        1,
+        7,
+        700,
+        1,
+        0.005,
+    )
+    assert done.outgoing == {(1, 0): (900, 2_000_000)}
+    assert done.elements == reports and decode_report(done.elements[0][1]) == _report()
+    for bad in (reply[:-1], reply[:20], reply + b"x", reply[:-8] + b"\0" * 8):
+        with pytest.raises(MalformedPayload):
+            parse_done(1, bad)
+    with pytest.raises(MalformedPayload):
+        decompress(compress(b"x" * 100)[:-2])  # cut short

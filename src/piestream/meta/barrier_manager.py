@@ -55,6 +55,7 @@ from piestream.plan.fragment import ACTOR_INDEX_BITS, Fragment, StreamGraph
 from piestream.plan.node import DmlNode
 from piestream.plan.serde import encode_fragment
 from piestream.plan.source import SourceNode, SourceSpec
+from piestream.runtime.data_plane import ChannelStats
 from piestream.runtime.epoch_plan import EpochPlan, plan_epoch
 from piestream.runtime.exchange import ActorReport
 from piestream.runtime.runners import EpochRunner, epoch_error
@@ -101,6 +102,9 @@ class EpochStats:
     driver_exchange_bytes: int = 0
     driver_wire_bytes: int = 0
     peer_exchange_bytes: int = 0
+    #: the data plane's channels (sender slot -> receiver slot) in this epoch: rows, bytes,
+    #: time the sender spent sending and the receiver's reader waited for credit (back-pressure)
+    channels: tuple[ChannelStats, ...] = ()
 
     @property
     def cache_hit_rate(self) -> float:
@@ -132,7 +136,7 @@ class BarrierMetrics:
     dml_rows: int = 0  # rows of INSERT/UPDATE/DELETE and inbox changes the epochs took in
 
 
-def _wire_stats(runner: object) -> dict[str, int]:
+def _wire_stats(runner: object) -> dict[str, Any]:
     """The runner's driver traffic of the epoch it ran last (none for runners without a wire)."""
     stats = getattr(runner, "wire_stats", None)
     return dict(stats()) if callable(stats) else {}

@@ -53,6 +53,7 @@ certificate both ends present; the HMAC stays).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import select
@@ -63,6 +64,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from piestream.common.errors import InternalError
@@ -98,6 +100,100 @@ _POLL = 0.2
 
 #: the peer table's document (driver -> tasks, once per lease)
 PEERS_FORMAT = 2  # 2: with the links' window
+
+
+@dataclass(frozen=True)
+class ChannelStats:
+    """One data-plane channel (sender slot -> receiver slot; a slot to itself: its output for
+    its own later actors) in one epoch: what crossed it and how much it held back (RisingWave's
+    per-channel permits). `send_s` is the time the sender spent handing frames to the link
+    (long when the receiver stopped reading: TCP back-pressure); `credit_wait_s` the time the
+    receiver's reader did not read the link because its window was full for the group the
+    consumer drains ("blocked"); `spilled_bytes` what went to disk instead; `peak_bytes` the
+    most the channel held in memory (at most the window plus one element)."""
+
+    sender: int
+    receiver: int
+    rows: int = 0
+    bytes: int = 0  # payload (encoded chunks) received
+    elements: int = 0
+    wire_bytes: int = 0  # on the link, framing and MACs included (0 for a slot to itself)
+    send_s: float = 0.0
+    credit_waits: int = 0
+    credit_wait_s: float = 0.0
+    spilled_bytes: int = 0
+    peak_bytes: int = 0
+
+
+#: a task's counters of one incoming channel: sender, rows, payload bytes, elements, credit
+#: waits, ns waited for credit, bytes spilled, peak bytes in memory
+IN_CHANNEL = struct.Struct("<IQQQQQQQ")
+#: ... and of one outgoing link: receiver, bytes on the wire, ns spent sending
+OUT_CHANNEL = struct.Struct("<IQQ")
+_N = struct.Struct("<I")
+
+
+@dataclass
+class _LinkCounters:
+    rows: int = 0
+    bytes: int = 0
+    elements: int = 0
+    credit_waits: int = 0
+    credit_wait_ns: int = 0
+    spilled: int = 0
+    peak: int = 0
+
+
+def encode_channels(incoming: Mapping[int, _LinkCounters], outgoing: Mapping[int, tuple[int, int]]) -> bytes:
+    """A task's channel counters of one run (`PeerMesh.channel_counters`)."""
+    out = [_N.pack(len(incoming))]
+    for q, c in sorted(incoming.items()):
+        out.append(
+            IN_CHANNEL.pack(
+                q, c.rows, c.bytes, c.elements, c.credit_waits, c.credit_wait_ns, c.spilled, c.peak
+            )
+        )
+    out.append(_N.pack(len(outgoing)))
+    out.extend(OUT_CHANNEL.pack(q, b, ns) for q, (b, ns) in sorted(outgoing.items()))
+    return b"".join(out)
+
+
+def decode_channels(
+    slot: int, data: bytes | bytearray | memoryview, offset: int = 0
+) -> tuple[list[ChannelStats], dict[tuple[int, int], tuple[int, int]], int]:
+    """Task `slot`'s counters: its incoming channels, its outgoing links' (wire bytes, send ns)
+    by (sender, receiver), and the offset after them; `MalformedPayload` if garbage."""
+    try:
+        (n,) = _N.unpack_from(data, offset)
+        offset += _N.size
+        incoming = []
+        for _ in range(n):  # per channel, a handful
+            q, rows, nbytes, els, waits, wait_ns, spilled, peak = IN_CHANNEL.unpack_from(data, offset)
+            offset += IN_CHANNEL.size
+            incoming.append(
+                ChannelStats(q, slot, rows, nbytes, els, 0, 0.0, waits, wait_ns / 1e9, spilled, peak)
+            )
+        (n,) = _N.unpack_from(data, offset)
+        offset += _N.size
+        outgoing = {}
+        for _ in range(n):
+            q, wire, ns = OUT_CHANNEL.unpack_from(data, offset)
+            offset += OUT_CHANNEL.size
+            outgoing[(slot, q)] = (wire, ns)
+    except struct.error as e:
+        raise MalformedPayload(f"malformed channel counters: {e}") from None
+    return incoming, outgoing, offset
+
+
+def merge_channels(
+    incoming: Iterable[ChannelStats], outgoing: Mapping[tuple[int, int], tuple[int, int]]
+) -> tuple[ChannelStats, ...]:
+    """Every task's channels, one row per (sender, receiver), with the sender's side joined."""
+    rows = {(c.sender, c.receiver): c for c in incoming}
+    for key, (wire, ns) in outgoing.items():
+        c = rows.get(key, ChannelStats(*key))
+        rows[key] = dataclasses.replace(c, wire_bytes=wire, send_s=ns / 1e9)
+    return tuple(rows[k] for k in sorted(rows))
 
 
 class PeerLost(InternalError):
@@ -234,6 +330,10 @@ class PeerMesh:
         self.spilled_bytes = 0
         self.peak_link_bytes = 0
         self.largest_element = 0
+        #: ... and per channel: incoming by (run, sender slot), outgoing (wire bytes, ns
+        #: sending) by receiver slot (`channel_counters`)
+        self._in: dict[tuple[int, int], _LinkCounters] = {}
+        self._out: dict[int, list[int]] = {}
         self._threads: list[threading.Thread] = []
         self._start(self._accept_loop, "piestream-data-accept")
 
@@ -356,6 +456,9 @@ class PeerMesh:
         size = len(payload)
         with self.cv:
             self.largest_element = max(self.largest_element, size)
+            counters = self._link_in(key[0], sender)
+            counters.bytes += size
+            counters.elements += 1
             while True:
                 if self.closing or self.lost is not None or key[0] < self.run or key[0] in self._aborted:
                     return  # the run (or the mesh) is over: nobody takes it
@@ -363,7 +466,9 @@ class PeerMesh:
                 if spool is None:
                     spool = self._spools[key] = _Spool(sender)
                 if spool.file is not None:  # spilled: later payloads follow on disk, in order
-                    self.spilled_bytes += spool.write(payload)
+                    written = spool.write(payload)
+                    self.spilled_bytes += written
+                    counters.spilled += written
                     self.cv.notify_all()
                     return
                 held = self._mem[sender]
@@ -371,6 +476,7 @@ class PeerMesh:
                     spool.mem.append(payload)
                     self._mem[sender] = held + size
                     self.peak_link_bytes = max(self.peak_link_bytes, held + size)
+                    counters.peak = max(counters.peak, held + size)
                     self.cv.notify_all()
                     return
                 # the window is full: out-of-order groups of this link go to disk first
@@ -379,14 +485,20 @@ class PeerMesh:
                         moved = other.spill()
                         self._mem[sender] -= moved
                         self.spilled_bytes += moved
+                        counters.spilled += moved
                 if self._mem[sender] == 0 or self._mem[sender] + size <= self.window:
                     continue
                 if block and key == self._want:
                     # all the link holds is what the consumer drains now: wait for its credit
                     self.credit_waits += 1
+                    counters.credit_waits += 1
+                    t0 = time.perf_counter_ns()
                     self.cv.wait(_POLL)
+                    counters.credit_wait_ns += time.perf_counter_ns() - t0
                     continue
-                self.spilled_bytes += spool.spill()  # out of order itself: to disk, in order
+                moved = spool.spill()  # out of order itself: to disk, in order
+                self.spilled_bytes += moved
+                counters.spilled += moved
                 continue
 
     def _lose(self, why: str) -> None:
@@ -409,7 +521,26 @@ class PeerMesh:
             for key in [k for k in self._spools if k[0] < run]:
                 self._drop(key)
             self.credit_waits = self.spilled_bytes = self.peak_link_bytes = self.largest_element = 0
+            self._in = {k: c for k, c in self._in.items() if k[0] >= run}
+            self._out = {}
             self.cv.notify_all()
+
+    def _link_in(self, run: int, sender: int) -> _LinkCounters:
+        c = self._in.get((run, sender))
+        if c is None:
+            c = self._in[(run, sender)] = _LinkCounters()
+        return c
+
+    def count_rows(self, run: int, sender: int, rows: int) -> None:
+        """The consumer took `rows` rows of `run` that came over `sender`'s channel."""
+        with self.cv:
+            self._link_in(run, sender).rows += rows
+
+    def channel_counters(self, run: int) -> bytes:
+        """`run`'s per-channel counters (`encode_channels`), for the driver."""
+        with self.cv:
+            incoming = {q: c for (r, q), c in self._in.items() if r == run}
+            return encode_channels(incoming, {q: (b, ns) for q, (b, ns) in self._out.items()})
 
     def _drop(self, key: GroupKey) -> None:
         spool = self._spools.pop(key)
@@ -496,13 +627,19 @@ class PeerMesh:
             raise PeerLost(self.lost or f"slot {self.slot} has no link to slot {q}")
         return chan
 
-    def _send(self, chan: Channel, *parts: bytes) -> None:
+    def _send(self, q: int, *parts: bytes) -> None:
+        chan = self._link(q)
         before = chan.bytes_sent
+        t0 = time.perf_counter_ns()
         try:
             chan.send(*parts)  # blocks while the receiver's window is full (TCP back-pressure)
         except OSError as e:
             raise PeerLost(f"slot {self.slot} lost its link to {chan.peer}: {e}") from e
-        self.bytes_sent += chan.bytes_sent - before
+        sent = chan.bytes_sent - before
+        self.bytes_sent += sent
+        out = self._out.setdefault(q, [0, 0])  # only the consumer's thread sends
+        out[0] += sent
+        out[1] += time.perf_counter_ns() - t0
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _start(self, target: Any, name: str) -> None:
@@ -556,13 +693,13 @@ class StageSender:
         batch = self.batches.pop(q, [])
         self.sizes[q] = 0
         if batch:
-            self.mesh._send(self.mesh._link(q), DATA, self.header, encode_elements(batch))
+            self.mesh._send(q, DATA, self.header, encode_elements(batch))
 
     def end(self, ends: Iterable[int]) -> None:
         for q in sorted(self.batches):
             self._flush(q)
         for q in sorted(ends):
-            self.mesh._send(self.mesh._link(q), END, self.header, COUNT.pack(self.counts[q]))
+            self.mesh._send(q, END, self.header, COUNT.pack(self.counts[q]))
 
 
 def _readable(sock: Any) -> bool:

@@ -26,18 +26,22 @@ catalog and DDL statements share: it is an immutable snapshot, taken under the b
 lock, that Spark can serialize while other threads plan or look up those objects. A process
 decodes a fragment once and keeps it while its bytes stay the same (`EpochPlan.fragment`).
 
-A plan that crosses a socket (the leased runner's wire) is `encode_plan`'s versioned JSON, never
-a pickle; the connector registry, which holds code, is not part of it: it travels in the Spark
-task closure and `decode_plan` puts it back.
+A plan that crosses a socket (the leased runner's wire) is versioned JSON, never a pickle: whole
+(`encode_plan`), or in two halves, its *body* (`encode_plan_body`: what stays while the jobs do,
+sent to a worker once per digest) and each epoch's part (`encode_plan_epoch`: epochs, barrier,
+version, with the SSTs the receiver holds as their ids). The connector registry, which holds
+code, is not part of it: it travels in the Spark task closure and the decoders put it back.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +66,7 @@ from piestream.runtime.exchange import (
     encode_elements,
 )
 from piestream.storage.hummock.store import StorageOptions
-from piestream.storage.hummock.version import HummockVersion
+from piestream.storage.hummock.version import HummockVersion, Level, SstableInfo
 from piestream.stream.connector import Connectors, registered_connectors
 from piestream.stream.executor import StreamingConfig
 from piestream.stream.message import Barrier, BarrierKind
@@ -124,59 +128,162 @@ class EpochPlan:
 
 #: The wire document of an epoch plan this build writes and the only one it reads.
 PLAN_WIRE_FORMAT = 1
+#: The two halves the leased runner sends instead (`lease_task.PlanSender`): the plan's *body*,
+#: which stays while the jobs do (fragments, stages, config), sent to a worker once per digest;
+#: and each epoch's part (epochs, barrier, version), whose SSTs the worker already holds are
+#: sent as their object ids.
+PLAN_BODY_FORMAT = 1
+PLAN_EPOCH_FORMAT = 1
+PLAN_DIGEST_BYTES = 32
 
 
-def encode_plan(plan: EpochPlan) -> bytes:
-    """`plan` as versioned JSON, without its connector registry (see the module docstring)."""
-    doc = {
-        "format": PLAN_WIRE_FORMAT,
+def _body_doc(plan: EpochPlan) -> dict[str, Any]:
+    return {
         "fragments": [[fid, data.decode()] for fid, data in plan.fragments.items()],
         "stages": plan.stages,
-        "data_epoch": plan.data_epoch,
-        "barrier": [plan.barrier.epoch.curr, plan.barrier.epoch.prev, plan.barrier.kind.value],
-        "committed_epoch": plan.committed_epoch,
-        "version": plan.version.to_json(),
         "store_url": plan.store_url,
         "config": _config_doc(plan.config),
         "storage_options": dataclasses.asdict(plan.storage_options),
         "task_slots": plan.task_slots,
         "roots": sorted(plan.roots.items()),
     }
+
+
+def _epoch_doc(plan: EpochPlan) -> dict[str, Any]:
+    return {
+        "data_epoch": plan.data_epoch,
+        "barrier": [plan.barrier.epoch.curr, plan.barrier.epoch.prev, plan.barrier.kind.value],
+        "committed_epoch": plan.committed_epoch,
+    }
+
+
+def encode_plan(plan: EpochPlan) -> bytes:
+    """`plan` as versioned JSON, without its connector registry (see the module docstring)."""
+    doc = {
+        "format": PLAN_WIRE_FORMAT,
+        **_body_doc(plan),
+        **_epoch_doc(plan),
+        "version": plan.version.to_json(),
+    }
     return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def encode_plan_body(plan: EpochPlan) -> tuple[bytes, bytes]:
+    """The plan's body (what stays from epoch to epoch while the jobs do) and its digest."""
+    body = json.dumps({"format": PLAN_BODY_FORMAT, **_body_doc(plan)}, separators=(",", ":")).encode()
+    return body, plan_digest(body)
+
+
+def plan_digest(body: bytes | bytearray | memoryview) -> bytes:
+    return hashlib.sha256(body).digest()
+
+
+def encode_plan_epoch(plan: EpochPlan, known: AbstractSet[int] = frozenset()) -> bytes:
+    """The epoch's part of the plan: its SSTs whose object ids are in `known` (the receiver
+    holds them) as those ids, the others in full."""
+    version = plan.version.to_json()
+    for level in (*version["l0"], *version["levels"]):  # per SST, not per row
+        level["ssts"] = [s["id"] if s["id"] in known else s for s in level["ssts"]]
+    doc = {"format": PLAN_EPOCH_FORMAT, **_epoch_doc(plan), "version": version}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _plan_of(
+    body: dict[str, Any], epoch: dict[str, Any], version: HummockVersion, connectors: Connectors
+) -> EpochPlan:
+    curr, prev, kind = epoch["barrier"]
+    options = body["storage_options"]
+    return EpochPlan(
+        fragments={int(fid): str(text).encode() for fid, text in body["fragments"]},
+        stages=tuple(tuple((int(f), int(i)) for f, i in stage) for stage in body["stages"]),
+        data_epoch=int(epoch["data_epoch"]),
+        barrier=Barrier(EpochPair(int(curr), int(prev)), BarrierKind(kind)),
+        committed_epoch=int(epoch["committed_epoch"]),
+        version=version,
+        store_url=str(body["store_url"]),
+        config=_streaming_config(body["config"]),
+        storage_options=StorageOptions(
+            **{
+                **options,
+                "table_block_sizes": tuple((int(t), int(b)) for t, b in options["table_block_sizes"]),
+            }
+        ),
+        task_slots=int(body["task_slots"]),
+        connectors=connectors,
+        roots={int(f): int(r) for f, r in body["roots"]},
+    )
+
+
+def _document(data: bytes | bytearray | memoryview, fmt: int, what: str) -> dict[str, Any]:
+    doc = json.loads(bytes(data))
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        got = doc.get("format") if isinstance(doc, dict) else None
+        raise ValueError(f"{what} format {got!r} is not {fmt}")
+    return doc
+
+
+_DECODE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError)
 
 
 def decode_plan(data: bytes | bytearray | memoryview, connectors: Connectors) -> EpochPlan:
     """The plan `encode_plan` wrote, with `connectors` as its registry; anything else raises
     `MalformedPayload`."""
     try:
-        doc = json.loads(bytes(data))
-        if not isinstance(doc, dict) or doc.get("format") != PLAN_WIRE_FORMAT:
-            got = doc.get("format") if isinstance(doc, dict) else None
-            raise ValueError(f"plan format {got!r} is not {PLAN_WIRE_FORMAT}")
-        curr, prev, kind = doc["barrier"]
-        return EpochPlan(
-            fragments={int(fid): str(text).encode() for fid, text in doc["fragments"]},
-            stages=tuple(tuple((int(f), int(i)) for f, i in stage) for stage in doc["stages"]),
-            data_epoch=int(doc["data_epoch"]),
-            barrier=Barrier(EpochPair(int(curr), int(prev)), BarrierKind(kind)),
-            committed_epoch=int(doc["committed_epoch"]),
-            version=HummockVersion.from_json(doc["version"]),
-            store_url=str(doc["store_url"]),
-            config=_streaming_config(doc["config"]),
-            storage_options=StorageOptions(
-                **{
-                    **doc["storage_options"],
-                    "table_block_sizes": tuple(
-                        (int(t), int(b)) for t, b in doc["storage_options"]["table_block_sizes"]
-                    ),
-                }
-            ),
-            task_slots=int(doc["task_slots"]),
-            connectors=connectors,
-            roots={int(f): int(r) for f, r in doc["roots"]},
-        )
-    except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
+        doc = _document(data, PLAN_WIRE_FORMAT, "plan")
+        return _plan_of(doc, doc, HummockVersion.from_json(doc["version"]), connectors)
+    except _DECODE_ERRORS as e:
         raise MalformedPayload(f"malformed epoch plan: {type(e).__name__}: {e}") from None
+
+
+@dataclass(frozen=True)
+class PlanBody:
+    """A decoded plan body (`encode_plan_body`), waiting for its epochs' parts."""
+
+    digest: bytes
+    doc: dict[str, Any]
+
+
+def decode_plan_body(data: bytes | bytearray | memoryview, digest: bytes) -> PlanBody:
+    """The body `encode_plan_body` wrote, checked against its `digest`; else `MalformedPayload`."""
+    if plan_digest(data) != digest:
+        raise MalformedPayload("a plan body that does not match its digest")
+    try:
+        return PlanBody(digest, _document(data, PLAN_BODY_FORMAT, "plan body"))
+    except _DECODE_ERRORS as e:
+        raise MalformedPayload(f"malformed plan body: {type(e).__name__}: {e}") from None
+
+
+def decode_plan_epoch(
+    data: bytes | bytearray | memoryview,
+    body: PlanBody,
+    ssts: Mapping[int, SstableInfo],
+    connectors: Connectors,
+) -> EpochPlan:
+    """The plan of `body` at the epoch `encode_plan_epoch` wrote, its SSTs sent as ids taken
+    from `ssts`; an id not there (or anything else amiss) raises `MalformedPayload`."""
+    try:
+        doc = _document(data, PLAN_EPOCH_FORMAT, "epoch plan")
+        v = doc["version"]
+        version = HummockVersion.from_json({**v, "l0": [], "levels": []})
+        l0 = tuple(_level(d, ssts) for d in v["l0"])
+        version = dataclasses.replace(version, l0=l0, levels=tuple(_level(d, ssts) for d in v["levels"]))
+        return _plan_of(body.doc, doc, version, connectors)
+    except KeyError as e:
+        raise MalformedPayload(f"malformed epoch plan: no SST {e} held here") from None
+    except _DECODE_ERRORS as e:
+        raise MalformedPayload(f"malformed epoch plan: {type(e).__name__}: {e}") from None
+
+
+def _level(d: dict[str, Any], ssts: Mapping[int, SstableInfo]) -> Level:
+    """A level of `encode_plan_epoch`'s version: SSTs in full, or ids of SSTs in `ssts`."""
+    held = tuple(SstableInfo.from_json(s) if isinstance(s, dict) else ssts[_sst_id(s)] for s in d["ssts"])
+    return Level(int(d["level"]), held, int(d["sub"]))
+
+
+def _sst_id(v: object) -> int:
+    if type(v) is not int:
+        raise TypeError(f"not an SST id: {v!r}")
+    return v
 
 
 _DECODED: OrderedDict[bytes, Fragment] = OrderedDict()

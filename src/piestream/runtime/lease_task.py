@@ -1,10 +1,12 @@
 """The task side of a leased Spark job, and the commands on its wire to the driver
-(`runtime.leased`): authenticated frames (`runtime.wire`); the plan as its versioned JSON once
-per epoch (`epoch_plan.encode_plan`); elements as the exchange's own bytes with their destination.
+(`runtime.leased`): authenticated frames (`runtime.wire`); the plan as versioned JSON, its body
+(jobs, stages, config) once per worker process while its digest holds and per epoch only its
+epochs and version, the SSTs the worker already holds as their ids (`PlanSender`, `WorkerPlan`;
+the hello says what the worker holds); elements as the exchange's own bytes with their destination.
 Nothing read from the socket is unpickled; the per-job key and the connector registry (code)
 come in the task's closure.
 
-By default (exchange "direct") the driver sends a task the epoch's plan and its stage-0 DML
+By default (exchange "direct") the driver sends a task the epoch's plan (as above) and its stage-0 DML
 (in frames the task reads as its actors take them: `DmlStream`), and the task runs its
 partition of every stage itself, each actor fed while its input arrives, its output going
 straight to the tasks that run the downstream actors over bounded channels
@@ -16,14 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import logging
 import os
 import socket
 import struct
 import time
 import traceback
-from collections import deque
+import zlib
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from piestream.common.chunk import StreamChunk
@@ -31,8 +36,26 @@ from piestream.common.errors import InternalError
 from piestream.plan.fragment import actor_id
 from piestream.plan.node import DmlNode, ExchangeNode
 from piestream.runtime.actor_task import PortInputs, TaskHook, run_actors, run_partition
-from piestream.runtime.data_plane import COUNT, PeerAborted, PeerLost, PeerMesh, decode_peers, stage_of
-from piestream.runtime.epoch_plan import EpochPlan, decode_plan
+from piestream.runtime.data_plane import (
+    COUNT,
+    ChannelStats,
+    PeerAborted,
+    PeerLost,
+    PeerMesh,
+    decode_channels,
+    decode_peers,
+    stage_of,
+)
+from piestream.runtime.epoch_plan import (
+    PLAN_DIGEST_BYTES,
+    EpochPlan,
+    PlanBody,
+    decode_plan,
+    decode_plan_body,
+    decode_plan_epoch,
+    encode_plan_body,
+    encode_plan_epoch,
+)
 from piestream.runtime.exchange import (
     REPORT,
     ActorFailed,
@@ -48,6 +71,7 @@ from piestream.runtime.exchange import (
 from piestream.runtime.link_tls import LinkTls
 from piestream.runtime.runners import worker_gc_checkpoint
 from piestream.runtime.wire import FROM_TASK, Channel, FrameRejected
+from piestream.storage.hummock.version import HummockVersion, SstableInfo
 from piestream.stream.connector import Connectors
 
 log = logging.getLogger(__name__)
@@ -55,12 +79,15 @@ log = logging.getLogger(__name__)
 #: the hook point a leased task calls (with the last plan and actor id -1) as it ends, after
 #: the `actor_task.HOOK_POINTS` of its epochs (tests: a task that is slow to end)
 LEASE_END = "lease-end"
+STORE_DIGEST_BYTES = 8  # a store's url in a hello: a digest, so it says nothing of the path
 CONNECT_TIMEOUT = 10.0  # every slot's task must say hello within this, or the epoch runs plain
 
 #: the hello's format: (wire version, slot, pid, address family (4 or 6), the data plane's
 #: address (packed, 16 bytes) and port); a driver refuses any other version
-WIRE_VERSION = 3  # 3: an epoch's DML in frames after its EPOCH; DONE with channel stats
-HELLO = struct.Struct("<BqqB16sH")
+#: 4: the plan's body once per worker (`PlanSender`), the hello says what it holds; DONE with
+#: per-channel counters and its reports compressed
+WIRE_VERSION = 4
+HELLO = struct.Struct(f"<BqqB16sH{PLAN_DIGEST_BYTES}s{STORE_DIGEST_BYTES}sq")
 STAGE = struct.Struct("<I")
 #: a run's data-plane channels: credit waits, bytes spilled, the most bytes a link held, the
 #: largest element
@@ -69,13 +96,16 @@ RUN_FRAMES = struct.Struct("<QQ")  # an EPOCH's run and the number of DML frames
 
 # frames: driver -> task
 PEERS = b"T"  # + data_plane.encode_peers: every slot's data-plane address (once per lease)
-PLAN = b"P"  # + encode_plan bytes
-EPOCH = b"E"  # + run + DML frame count: run this slot's partitions of every stage, ...
+PLAN = b"P"  # + encode_plan bytes (exchange "driver")
+BODY = b"B"  # + digest + compressed encode_plan_body bytes: the plan's body, kept by the worker
+EPOCH = b"E"  # + run + DML frame count + body digest + compressed encode_plan_epoch: run this
+# slot's partitions of every stage of that plan, ...
 DML = b"M"  # + elements: ... over the stage-0 input of that many frames that follow it
 RUN_STAGE = b"R"  # + stage + elements: run this slot's partition of the stage over them
 STOP = b"S"
 # task -> driver
-DONE = b"D"  # + bytes sent to peers + CHANNEL_STATS + elements: the reports of an EPOCH
+DONE = b"D"  # + bytes sent to peers + CHANNEL_STATS + per-channel counters + compressed
+# elements: the reports of an EPOCH (`Done`)
 OUT = b"O"  # + elements: a RUN_STAGE partition's output
 FAILED = b"F"  # + encode_failure bytes: an actor failed (not a data error)
 ABORTED = b"A"  # + text: a peer gave the run up (its own answer says why)
@@ -83,24 +113,181 @@ LOST = b"L"  # + text: a data-plane link broke: the lease ends
 CRASHED = b"X"  # + traceback text: anything else went wrong in the task
 
 
-def pack_hello(slot: int, pid: int, host: str, port: int) -> bytes:
+@dataclass(frozen=True)
+class HeldPlan:
+    """What a task's worker process holds of earlier plans (its hello says it): the digest of
+    the plan body it keeps, and the store and id of the version whose SSTs it keeps."""
+
+    digest: bytes = bytes(PLAN_DIGEST_BYTES)
+    store: bytes = bytes(STORE_DIGEST_BYTES)
+    version_id: int = -1
+
+
+NOTHING_HELD = HeldPlan()
+
+
+def store_digest(store_url: str) -> bytes:
+    return hashlib.sha256(store_url.encode()).digest()[:STORE_DIGEST_BYTES]
+
+
+def pack_hello(slot: int, pid: int, host: str, port: int, held: HeldPlan = NOTHING_HELD) -> bytes:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     addr = socket.inet_pton(family, host)
+    fam = 6 if family == socket.AF_INET6 else 4
     return HELLO.pack(
-        WIRE_VERSION, slot, pid, 6 if family == socket.AF_INET6 else 4, addr.ljust(16, b"\0"), port
+        WIRE_VERSION, slot, pid, fam, addr.ljust(16, b"\0"), port, held.digest, held.store, held.version_id
     )
 
 
-def unpack_hello(body: bytes | bytearray) -> tuple[int, int, int, tuple[str, int]]:
-    """(version, slot, pid, data-plane address); struct.error or ValueError if garbage."""
-    version, slot, pid, family, addr, port = HELLO.unpack(body)
+def unpack_hello(body: bytes | bytearray) -> tuple[int, int, int, tuple[str, int], HeldPlan]:
+    """(version, slot, pid, data-plane address, what the worker holds); struct.error or
+    ValueError if garbage."""
+    version, slot, pid, family, addr, port, digest, store, version_id = HELLO.unpack(body)
     if family == 4:
         host = socket.inet_ntop(socket.AF_INET, addr[:4])
     elif family == 6:
         host = socket.inet_ntop(socket.AF_INET6, addr)
     else:
         raise ValueError(f"address family {family}")
-    return version, slot, pid, (host, port)
+    return version, slot, pid, (host, port), HeldPlan(digest, store, version_id)
+
+
+# -- the plan, once per worker ----------------------------------------------------------------
+
+
+class PlanSender:
+    """The driver's side of sending plans (one per runner): per task, the plan's body only when
+    the task's worker does not hold it (its hello says which it holds, and the driver knows
+    what it sent since), and of the epoch's version in full only the SSTs the worker does not
+    hold (it keeps those of the last version it got). An empty epoch then costs a few hundred
+    bytes of plan, not the whole plan (issue 27: control traffic per epoch).
+
+    A worker that is told to use what it does not hold (a bug, or a version id another driver
+    sent it) ends the lease; its next hello says it holds nothing."""
+
+    def __init__(self, versions: int = 32) -> None:
+        self._versions: OrderedDict[tuple[bytes, int], frozenset[int]] = OrderedDict()
+        self._max = versions
+        self._body: tuple[EpochPlan, bytes, bytes] | None = None  # the plan, its body, its digest
+        self._epoch: dict[frozenset[int] | None, bytes] = {}  # the plan's epoch part, by SSTs held
+
+    def frames(
+        self, plan: EpochPlan, held: HeldPlan, run: int, dml: int
+    ) -> tuple[list[tuple[bytes, ...]], HeldPlan]:
+        """The frames of `run` (with `dml` DML frames after it) for a task holding `held`, and
+        what it holds once it has read them."""
+        if self._body is None or self._body[0] is not plan:
+            body, digest = encode_plan_body(plan)
+            self._body, self._epoch = (plan, body, digest), {}
+            self._remember(store_digest(plan.store_url), plan.version)
+        _, body, digest = self._body
+        store = store_digest(plan.store_url)
+        known = self._versions.get((store, held.version_id)) if held.store == store else None
+        epoch = self._epoch.get(known)
+        if epoch is None:
+            epoch = self._epoch[known] = compress(encode_plan_epoch(plan, known or frozenset()))
+        out: list[tuple[bytes, ...]] = []
+        if held.digest != digest:
+            out.append((BODY, digest, compress(body)))
+        out.append((EPOCH, RUN_FRAMES.pack(run, dml), digest, epoch))
+        return out, HeldPlan(digest, store, plan.version.id)
+
+    def _remember(self, store: bytes, version: HummockVersion) -> None:
+        key = (store, version.id)
+        self._versions[key] = frozenset(s.object_id for s in version.all_ssts())
+        self._versions.move_to_end(key)
+        while len(self._versions) > self._max:
+            self._versions.popitem(last=False)
+
+
+class WorkerPlan:
+    """The task's side (one per worker process, so it outlives a lease): the last plan body it
+    got, and the SSTs of the last version, by object id."""
+
+    def __init__(self) -> None:
+        self.body: PlanBody | None = None
+        self.store = NOTHING_HELD.store
+        self.version_id = NOTHING_HELD.version_id
+        self.ssts: dict[int, SstableInfo] = {}
+
+    def held(self) -> HeldPlan:
+        digest = self.body.digest if self.body is not None else NOTHING_HELD.digest
+        return HeldPlan(digest, self.store, self.version_id)
+
+    def forget(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def take_body(self, frame: bytearray) -> None:
+        """A BODY frame; `MalformedPayload` if it is not one."""
+        view = memoryview(frame)
+        body = decompress(view[1 + PLAN_DIGEST_BYTES :])
+        self.body = decode_plan_body(body, bytes(view[1 : 1 + PLAN_DIGEST_BYTES]))
+
+    def plan_of(self, frame: bytearray, connectors: Connectors) -> EpochPlan:
+        """An EPOCH frame's plan; `MalformedPayload` if it names a body or SSTs not held here."""
+        at = 1 + RUN_FRAMES.size
+        digest = bytes(frame[at : at + PLAN_DIGEST_BYTES])
+        if self.body is None or self.body.digest != digest:
+            raise MalformedPayload("an epoch of a plan body this worker does not hold")
+        doc = decompress(memoryview(frame)[at + PLAN_DIGEST_BYTES :])
+        plan = decode_plan_epoch(doc, self.body, self.ssts, connectors)
+        self.store = store_digest(plan.store_url)
+        self.version_id = plan.version.id
+        self.ssts = {s.object_id: s for s in plan.version.all_ssts()}
+        return plan
+
+
+#: this worker process's plans (a module global: the worker runs one task at a time)
+WORKER_PLAN = WorkerPlan()
+
+
+#: the most bytes a compressed body or answer may inflate to (more is garbage, not a frame)
+MAX_INFLATED = 1 << 30
+
+
+def compress(data: bytes) -> bytes:
+    """Plan bodies and reports on the wire: JSON of repeated names, a few times smaller."""
+    return zlib.compress(data, 1)
+
+
+def decompress(data: bytes | bytearray | memoryview) -> bytes:
+    """What `compress` wrote (never more than `MAX_INFLATED`); else `MalformedPayload`."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(data, MAX_INFLATED)
+    except zlib.error as e:
+        raise MalformedPayload(f"malformed compressed payload: {e}") from None
+    if d.unconsumed_tail or d.unused_data or not d.eof:
+        raise MalformedPayload("a compressed payload cut short, too large or with bytes after it")
+    return out
+
+
+@dataclass(frozen=True)
+class Done:
+    """A task's answer to an EPOCH: bytes it sent its peers, its data plane's counters (all
+    channels together: credit waits, bytes spilled, the most one link held, the largest
+    element; then per channel), and its actors' reports."""
+
+    peer_bytes: int
+    credit_waits: int
+    spilled_bytes: int
+    peak_link_bytes: int
+    largest_element: int
+    incoming: list[ChannelStats]
+    outgoing: dict[tuple[int, int], tuple[int, int]]
+    elements: list[Element]
+
+
+def parse_done(slot: int, reply: bytearray) -> Done:
+    """Slot `slot`'s DONE frame; `MalformedPayload` if it is not one."""
+    try:
+        (sent,) = COUNT.unpack_from(reply, 1)
+        waits, spilled, peak, largest = CHANNEL_STATS.unpack_from(reply, 1 + COUNT.size)
+    except struct.error as e:
+        raise MalformedPayload(f"malformed answer: {e}") from None
+    incoming, outgoing, at = decode_channels(slot, reply, 1 + COUNT.size + CHANNEL_STATS.size)
+    elements = decode_elements(decompress(memoryview(reply)[at:]))
+    return Done(sent, waits, spilled, peak, largest, incoming, outgoing, elements)
 
 
 # -- the task -----------------------------------------------------------------------------------
@@ -152,7 +339,7 @@ def lease_loop(
         chan.close()
         raise
     try:
-        chan.send(pack_hello(slot, os.getpid(), mesh.host, mesh.port))
+        chan.send(pack_hello(slot, os.getpid(), mesh.host, mesh.port, WORKER_PLAN.held()))
         while True:
             try:
                 frame = chan.recv()
@@ -177,9 +364,23 @@ def lease_loop(
                     log.error("slot %d: %s; ending the lease", slot, e)
                     break
                 continue
-            if kind == EPOCH and plan is not None:
+            if kind == BODY:
+                try:
+                    WORKER_PLAN.take_body(frame)
+                except MalformedPayload as e:
+                    log.error("slot %d: %s; ending the lease", slot, e)
+                    WORKER_PLAN.forget()
+                    break
+                continue
+            if kind == EPOCH:
+                try:
+                    epoch_plan = WORKER_PLAN.plan_of(frame, connectors)
+                except MalformedPayload as e:  # the driver thought this worker held more
+                    log.error("slot %d: %s; ending the lease", slot, e)
+                    WORKER_PLAN.forget()  # the next hello says so
+                    break
                 runs += 1
-                chan.send(*_epoch(plan, slot, frame, mesh, hook, chan))
+                chan.send(*_epoch(epoch_plan, slot, frame, mesh, hook, chan))
                 continue
             if kind != RUN_STAGE or plan is None:
                 break
@@ -223,7 +424,8 @@ def _epoch(
         stats = CHANNEL_STATS.pack(
             mesh.credit_waits, mesh.spilled_bytes, mesh.peak_link_bytes, mesh.largest_element
         )
-        return [DONE, COUNT.pack(mesh.bytes_sent - sent), stats, encode_elements(reports)]
+        channels = mesh.channel_counters(run)
+        return [DONE, COUNT.pack(mesh.bytes_sent - sent), stats, channels, compress(encode_elements(reports))]
     except Exception as e:
         mesh.abort(run)  # no peer waits for an END of this run that never comes
         mesh.idle()
@@ -391,8 +593,10 @@ def _port_chunks(
     yield from dml
     for source, end in sources:
         last = -1
+        link = mesh.slot if end is None else end[0]
         for payload in mesh.pull(run, me, source, end, control):  # per chunk, not per row
             env = decode_chunk(payload)
+            mesh.count_rows(run, link, env.chunk.cardinality)
             if env.port != port or env.seq <= last:
                 raise InternalError(
                     f"actor {me}: chunk {env.seq} of {source} on port {env.port!r} after {last} on {port!r}"

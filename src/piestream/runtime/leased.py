@@ -51,7 +51,8 @@ reflects the epoch the plan says is committed.
 **The wire** (`runtime.lease_task`, with the task's loop; `runtime.wire`, the frames). Every
 frame carries an HMAC-SHA256 under a per-lease key (32 random bytes, drawn here, handed to the
 tasks in their Spark closures), over its direction, its sequence number and its body. The plan
-is versioned JSON once per epoch (`epoch_plan.encode_plan`; the connector registry, which is
+is versioned JSON: its body once per worker process and body digest, then per epoch only its
+epochs and version (`lease_task.PlanSender`; the connector registry, which is
 code, travels in the closure, and a lease ends when the registry changes); elements are the
 exchange's own bytes (Arrow IPC chunks, JSON reports) with their destination: nothing read from
 a socket is unpickled. A connection whose hello does not verify under the current lease's key
@@ -80,7 +81,7 @@ from typing import TYPE_CHECKING, Any
 from piestream.common.chunk import StreamChunk
 from piestream.common.errors import InternalError
 from piestream.runtime.actor_task import TaskHook
-from piestream.runtime.data_plane import COUNT, WINDOW_BYTES, encode_peers
+from piestream.runtime.data_plane import WINDOW_BYTES, ChannelStats, encode_peers, merge_channels
 from piestream.runtime.epoch_plan import EpochPlan, dml_elements, dml_frames, encode_plan
 from piestream.runtime.exchange import (
     REPORT,
@@ -93,23 +94,24 @@ from piestream.runtime.exchange import (
 )
 from piestream.runtime.lease_task import (
     ABORTED,
-    CHANNEL_STATS,
     CONNECT_TIMEOUT,
     DML,
     DONE,
-    EPOCH,
     FAILED,
     HELLO,
     LOST,
+    NOTHING_HELD,
     OUT,
     PEERS,
     PLAN,
-    RUN_FRAMES,
     RUN_STAGE,
     STAGE,
     STOP,
     WIRE_VERSION,
+    HeldPlan,
+    PlanSender,
     lease_task,
+    parse_done,
     unpack_hello,
 )
 from piestream.runtime.link_tls import new_link_tls, spark_wants_tls
@@ -161,6 +163,7 @@ class _Lease:
         self.conns: dict[int, Channel] = {}
         self.pids: dict[int, int] = {}
         self.peers: dict[int, tuple[str, int]] = {}  # slot -> its task's data-plane address
+        self.held: dict[int, HeldPlan] = {}  # slot -> what its worker holds of plans (`PlanSender`)
         self.peers_sent = False  # the peer table went to every task
         self.runs = 0  # epochs (attempts) run on the lease: the data plane's run numbers
         self.gathering = True  # hellos accepted until every slot said it, or the lease ends
@@ -171,13 +174,14 @@ class _Lease:
         self.job_error: BaseException | None = None
         self.reaper: threading.Thread | None = None
 
-    def offer(self, slot: int, pid: int, chan: Channel, peer: tuple[str, int]) -> bool:
+    def offer(self, slot: int, pid: int, chan: Channel, peer: tuple[str, int], held: HeldPlan) -> bool:
         with self.cv:
             if not self.gathering or self.ended or not 0 <= slot < self.slots or slot in self.conns:
                 return False
             self.conns[slot] = chan
             self.pids[slot] = pid
             self.peers[slot] = peer
+            self.held[slot] = held
             if len(self.conns) == self.slots:
                 self.gathering = False
             self.cv.notify_all()
@@ -265,6 +269,7 @@ class LeasedSparkRunner(SparkRunner):
         self._retiring: list[_Lease] = []
         self._status: dict[str, Any] = {}  # `_status_jvm`, for the context `_status_of`
         self._status_of: Any = None
+        self._plans = PlanSender()
         self._job_threads: ThreadPoolExecutor | None = None
         self._dml_threads: ThreadPoolExecutor | None = None
         self._leases = 0
@@ -276,6 +281,7 @@ class LeasedSparkRunner(SparkRunner):
         self._exchange_bytes = 0  # the last epoch's `wire_stats`
         self._wire_bytes = 0
         self._peer_bytes = 0
+        self._channels: tuple[ChannelStats, ...] = ()
         #: the data plane's channels over all leased epochs: the tasks' credit waits (a reader
         #: stopped reading its link: back-pressure), bytes spilled to disk, and the most bytes
         #: one link held in memory in any epoch (at most the window plus the largest element)
@@ -289,6 +295,7 @@ class LeasedSparkRunner(SparkRunner):
         """One epoch, under the runner's lock (`SparkRunner.run`)."""
         lease = self._usable_lease(plan.connectors)
         self._exchange_bytes = self._wire_bytes = self._peer_bytes = 0
+        self._channels = ()
         if lease is None:
             self.plain_epochs += 1
             self._drop_lease()  # a job of ours holding the slots would keep the plain job waiting
@@ -312,16 +319,18 @@ class LeasedSparkRunner(SparkRunner):
                 self._submit_lease()
         return reports
 
-    def wire_stats(self) -> dict[str, int]:
+    def wire_stats(self) -> dict[str, Any]:
         """The driver's traffic in the epoch run last: exchange payload that passed through the
         driver (none with the direct exchange, nor on a plain job, whose shuffle moves chunks
         between executors; every chunk from one stage to the next with exchange "driver"), all
         bytes on the wire to the tasks (DML, plan, reports, framing; chunks too if it routes
-        them) and the bytes the tasks sent each other on the data plane."""
+        them), the bytes the tasks sent each other on the data plane, and per data-plane channel
+        what crossed it and how long it held back (`data_plane.ChannelStats`)."""
         return {
             "driver_exchange_bytes": self._exchange_bytes,
             "driver_wire_bytes": self._wire_bytes,
             "peer_exchange_bytes": self._peer_bytes,
+            "channels": self._channels,
         }
 
     def keep_alive(self) -> list[int]:
@@ -409,11 +418,12 @@ class LeasedSparkRunner(SparkRunner):
             lease.peers_sent = True
         parts = dml_elements(plan, dml)
         lease.runs += 1
-        blob = encode_plan(plan)
         frames = {slot: dml_frames(plan, slot, parts[slot] if slot < len(parts) else []) for slot in conns}
-        for slot in sorted(conns):
-            self._send(lease, conns[slot], PLAN, blob)
-            self._send(lease, conns[slot], EPOCH, RUN_FRAMES.pack(lease.runs, len(frames[slot])))
+        for slot in sorted(conns):  # the plan's body only to workers that do not hold it
+            held = lease.held.get(slot, NOTHING_HELD)
+            plan_frames, lease.held[slot] = self._plans.frames(plan, held, lease.runs, len(frames[slot]))
+            for frame in plan_frames:
+                self._send(lease, conns[slot], *frame)
         streaming = self._send_dml(lease, conns, frames)
         try:
             return self._direct_answers(lease, plan, conns)
@@ -443,6 +453,8 @@ class LeasedSparkRunner(SparkRunner):
     def _direct_answers(self, lease: _Lease, plan: EpochPlan, conns: dict[int, Channel]) -> list[ActorReport]:
         """Every task's answer to an EPOCH (all are read, so the lease stays in step)."""
         elements: list[Element] = []
+        incoming: list[ChannelStats] = []  # the data plane's channels (`EpochStats.channels`)
+        outgoing: dict[tuple[int, int], tuple[int, int]] = {}
         failure: BaseException | None = None
         lost: str | None = None
         aborted = False
@@ -450,17 +462,17 @@ class LeasedSparkRunner(SparkRunner):
             reply = self._recv(lease, conns[slot])
             kind = reply[:1]
             if kind == DONE:
-                (sent,) = COUNT.unpack_from(reply, 1)
-                waits, spilled, peak, largest = CHANNEL_STATS.unpack_from(reply, 1 + COUNT.size)
-                self._peer_bytes += sent
-                self.credit_waits += waits
-                self.spilled_bytes += spilled
-                self.peak_link_bytes = max(self.peak_link_bytes, peak)
-                self.largest_element = max(self.largest_element, largest)
-                out = decode_elements(reply, 1 + COUNT.size + CHANNEL_STATS.size)
+                done = parse_done(slot, reply)
+                self._peer_bytes += done.peer_bytes
+                self.credit_waits += done.credit_waits
+                self.spilled_bytes += done.spilled_bytes
+                self.peak_link_bytes = max(self.peak_link_bytes, done.peak_link_bytes)
+                self.largest_element = max(self.largest_element, done.largest_element)
+                incoming.extend(done.incoming)
+                outgoing.update(done.outgoing)
                 # reports only: a chunk here would have passed the driver (and fails the epoch)
-                self._exchange_bytes += sum(len(p) for d, p in out if d != REPORT)
-                elements.extend(out)
+                self._exchange_bytes += sum(len(p) for d, p in done.elements if d != REPORT)
+                elements.extend(done.elements)
                 continue
             text = reply[1:].decode(errors="replace")
             if kind == LOST:
@@ -471,6 +483,7 @@ class LeasedSparkRunner(SparkRunner):
                 failed = decode_failure(bytes(reply[1:])) if kind == FAILED else None
                 failure = failed if failed is not None else LeasedTaskError(f"slot {slot} failed: {text}")
         lease.busy = False
+        self._channels = merge_channels(incoming, outgoing)
         if lost is not None:
             self._end_lease(lease, stop=False)
             raise LeaseLost(f"the leased Spark job's data plane failed: {lost}")
@@ -754,7 +767,7 @@ class LeasedSparkRunner(SparkRunner):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     # a fixed-size frame: a stranger's length prefix allocates nothing, and it
                     # must verify under the lease's key (a stranger, a task of an ended lease)
-                    version, slot, pid, data_plane = unpack_hello(chan.recv(exact=HELLO.size))
+                    version, slot, pid, data_plane, held = unpack_hello(chan.recv(exact=HELLO.size))
                     sock.settimeout(None)
                 except (EOFError, OSError, struct.error, ValueError):  # FrameRejected is an OSError
                     chan.close()
@@ -762,7 +775,7 @@ class LeasedSparkRunner(SparkRunner):
                 if version != WIRE_VERSION:
                     log.warning("refused a task speaking wire version %d (not %d)", version, WIRE_VERSION)
                     chan.close()
-                elif not lease.offer(slot, pid, chan, data_plane):
+                elif not lease.offer(slot, pid, chan, data_plane, held):
                     chan.close()  # a task of an ended lease, or a slot connected twice
         finally:
             srv.close()
