@@ -501,6 +501,10 @@ class ExprBinder:
 
     def _bind_anonymous(self, node: exp.Anonymous) -> Expr:
         name = str(node.this).lower()
+        if name == "proctime":  # RisingWave's rule: a source column's value, not a function
+            raise FeatureNotSupported(
+                "Function `PROCTIME()` is only allowed in CREATE TABLE/SOURCE. Is `NOW()` what you want?"
+            )
         if name in AGG_NAMES:
             return self._agg(node)
         if name in TABLE_FUNCTIONS:
