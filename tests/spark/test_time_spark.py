@@ -99,3 +99,34 @@ def test_temporal_join_on_spark(spark, tmp_path: Path) -> None:  # type: ignore[
     after = {0: "z", 1: "a2", 2: "b2", 3: None}
     want = sorted((x, (before if x < 40 else after)[x % 4]) for x in range(80))
     assert got == want
+
+
+def test_proctime_column_on_spark(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """On Spark's tasks too, a bid's ``p_time`` is the time of the epoch that read it: within
+    the run's span, at most one epoch's bids per value, every bid once."""
+    import datetime as dt
+
+    total = event_table(NexmarkConfig(), "bid", 0, 6000).num_rows
+    ddl = nexmark_ddl(
+        kind="source",
+        tables=("bid",),
+        split_num=2,
+        event_num=6000,
+        events_per_second=0,
+        max_rows_per_epoch=1000,
+        proctime=True,
+    )
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+    with piestream.connect(tmp_path / "db", spark=spark, barrier_interval=0.2) as conn:
+        conn.sql(ddl)
+        conn.sql("CREATE MATERIALIZED VIEW p AS SELECT p_time, count(*) AS n FROM bid GROUP BY p_time")
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            rows = dict(conn.sql("SELECT * FROM p").rows)
+            if sum(rows.values()) >= total:
+                break
+            time.sleep(0.5)
+    end = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    assert sum(rows.values()) == total
+    assert len(rows) >= 6 and all(n <= 1000 for n in rows.values())
+    assert all(start <= t <= end for t in rows), sorted(rows)
