@@ -168,9 +168,11 @@ def open_database(path: Path, cfg: BenchConfig, spark: SparkSession | None) -> D
     return db
 
 
-def source_ddl(tables: Sequence[str], cfg: BenchConfig) -> str:
-    """The per-table sources with exactly `cfg.events` events, unthrottled, capped per epoch."""
+def source_ddl(tables: Sequence[str], cfg: BenchConfig, proctime: bool = False) -> str:
+    """The per-table sources with exactly `cfg.events` events, unthrottled, capped per epoch
+    (`proctime`: bid with its ``p_time AS PROCTIME()`` column, for q12)."""
     return nexmark_ddl(
+        proctime=proctime,
         kind="source",
         tables=tables,
         split_num=cfg.parallelism,
@@ -266,7 +268,7 @@ def run_piestream(
             for stmt in q.setup:
                 session.execute(stmt)
             session.execute("FLUSH")
-        db.execute(source_ddl(q.tables, cfg))
+        db.execute(source_ddl(q.tables, cfg, q.proctime))
         offsets = SourceOffsets(db)  # none yet: sources are read by the job's own source nodes
         progress.update(f"{name}: planning ...", force=True)
         if prof is not None:

@@ -133,7 +133,7 @@ EXTRA = {
     "interval": INTERVAL_JOIN,
 }
 # (q11 runs with EMIT ON WINDOW CLOSE over watermarked sources only; `EOWC_SESSION` has its nodes)
-JOBS = {**{q: nq.sql for q, nq in QUERIES.items() if not nq.emit_on_window_close}, **EXTRA}
+JOBS = {**{q: nq.sql for q, nq in QUERIES.items() if not (nq.emit_on_window_close or nq.proctime)}, **EXTRA}
 #: Jobs whose stored format-1 documents were added after the first ones (node kinds added later).
 LATER_GOLDEN_JOBS = ("srf", "frames")
 #: The stored format-1 document holds these jobs: between them every node kind.

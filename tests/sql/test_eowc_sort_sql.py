@@ -24,6 +24,7 @@ from test_eowc_sql import _TUMBLE, duck_sql
 from piestream.common.errors import PiestreamError
 from piestream.connectors.sinks import read_sink
 from piestream.plan.eowc_sort import EowcSortNode
+from piestream.plan.general_over_window import GeneralOverWindowNode
 
 _SESSION = "PARTITION BY k ORDER BY ts SESSION WITH GAP INTERVAL '2' SECOND"
 #: DuckDB has no SESSION frame: a row starts a session where ts >= the previous ts + gap
@@ -67,6 +68,22 @@ MVS = {
         "INTERVAL '2' SECOND FOLLOWING) AS c FROM s",
         "SELECT k, ts, count(*) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN CURRENT ROW AND "
         "INTERVAL '2 seconds' FOLLOWING) AS c FROM s",
+        "final",
+        False,
+    ),
+    # bounded reach (lag, ROWS offsets): the OverWindow keeps only each partition's last rows.
+    # Only ts-derived values: rows tied on ts may be ordered either way, the multiset stays.
+    "o_lag": (
+        "SELECT k, ts, lag(ts) OVER (PARTITION BY k ORDER BY ts) AS p, min(ts) OVER (PARTITION BY k "
+        "ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS m3 FROM s",
+        None,
+        "final",
+        True,
+    ),
+    "o_lead": (
+        "SELECT k, ts, lead(ts) OVER (PARTITION BY k ORDER BY ts) AS nx, count(*) OVER (PARTITION BY k "
+        "ORDER BY ts ROWS BETWEEN 1 PRECEDING AND 2 FOLLOWING) AS c FROM s",
+        None,
         "final",
         False,
     ),
@@ -148,6 +165,16 @@ def test_eowc_sort_views_equal_duckdb_over_final_rows_at_every_epoch(h: FileHarn
             state = h.table_rows(sort.state_table)
             assert all(r[sort.sort_col] >= bound for r in state), name
             assert len(state) < sum(seen[name].values()), name
+    # bounded reach over final rows: each partition keeps its last before + after + 2 rows
+    for name, keep in (("o_lag", 4), ("o_lead", 5)):
+        over = next(n for n in h.plans(name) if isinstance(n, GeneralOverWindowNode))
+        state = h.table_rows(over.state_table)
+        per_key = Counter(r[0] for r in state)
+        assert state and max(per_key.values()) <= keep, (name, per_key)
+        assert sum(seen[name].values()) > 4 * len(state), name
+    # unbounded reach (rank, count(*) from the partition's start) keeps every final row
+    over = next(n for n in h.plans("o_over") if isinstance(n, GeneralOverWindowNode))
+    assert len(h.table_rows(over.state_table)) == sum(seen["o_over"].values())
 
 
 def test_explain_shows_the_eowc_sort(h: FileHarness) -> None:

@@ -228,6 +228,7 @@ _add("make_date", (INT, INT, INT), DATE)
 _add("make_timestamp", (INT, INT, INT, INT, INT, DOUBLE), TIMESTAMP)
 _add("to_timestamp", (DOUBLE,), TIMESTAMPTZ)
 _add("now", (), TIMESTAMPTZ)
+_add("proctime", (), TIMESTAMPTZ)  # only planned above a source (`frontend.source_spec`)
 _add("gen_random_uuid", (), VARCHAR)  # its text form: piestream has no uuid type
 for _name in ("tumble_start", "tumble_end"):
     _add(_name, (DATE, INTERVAL), TIMESTAMP)
@@ -260,6 +261,6 @@ _add("jsonb_set", (JSONB, _TEXTS, JSONB), JSONB)
 _add("jsonb_set", (JSONB, _TEXTS, JSONB, BOOLEAN), JSONB, "jsonb_set_create")
 
 #: Functions whose value changes between evaluations: never constant-folded.
-VOLATILE = frozenset({"now"})
+VOLATILE = frozenset({"now", "proctime"})
 #: Functions with a new value per row (never frozen per statement, never folded).
 PER_ROW = frozenset({"gen_random_uuid"})

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from sqlglot import exp
+
 from piestream.common.errors import FeatureNotSupported, PiestreamError
 from piestream.common.types import BYTEA, TIMESTAMPTZ, VARCHAR, DataType
-from piestream.frontend.catalog import Relation, SourceInfo
+from piestream.frontend.catalog import Relation, RelationKind, SourceInfo
 from piestream.frontend.parser import ast, parse_one
 from piestream.plan.source import SourceSpec
 from piestream.stream.connector import check_format, supports_include
@@ -29,10 +31,16 @@ def statement_source_spec(
     options: dict[str, str],
     format_encode: ast.FormatEncode | None,
     includes: Sequence[ast.Include] = (),
+    *,
+    proctime_ok: bool = False,
 ) -> SourceSpec:
     """The connector spec of CREATE SOURCE / CREATE TABLE ... WITH (connector = ...): the
     declared columns, then the INCLUDE columns, the WITH options (keys lower-case) and
-    FORMAT ... ENCODE (checked against the connector's pairs: 0A000 otherwise)."""
+    FORMAT ... ENCODE (checked against the connector's pairs: 0A000 otherwise).
+
+    ``c TIMESTAMPTZ AS PROCTIME()`` columns (`proctime_ok`: a SOURCE's) stay among the columns
+    but not the connector's generated ones: the streaming plan computes them above the source
+    (`connector_spec` leaves them out of what the connector reads)."""
     opts = {k.lower(): v for k, v in options.items()}
     connector = opts.get("connector", "").strip().lower()
     if not connector:
@@ -44,7 +52,18 @@ def statement_source_spec(
             raise FeatureNotSupported(f'DEFAULT for column "{c.name}" of a connector source is not supported')
         if c.type is None:
             raise FeatureNotSupported(f'generated column "{c.name}" needs a type in a connector source')
-        if c.generated is not None:
+        if is_proctime(c.generated):
+            if not proctime_ok:
+                raise FeatureNotSupported(
+                    f'column "{c.name}" AS PROCTIME() is supported on a SOURCE only, not on a table'
+                )
+            if c.type != TIMESTAMPTZ:
+                raise PiestreamError(
+                    f'column "{c.name}" AS PROCTIME() must be TIMESTAMPTZ (PROCTIME() is '
+                    f"timestamp with time zone), not {c.type}",
+                    sqlstate="42804",
+                )
+        elif c.generated is not None:
             generated.append(c.name)
         if c.type.has_typmod:  # connectors write their values as they decode them
             raise FeatureNotSupported(
@@ -82,6 +101,32 @@ def statement_source_spec(
     )
 
 
+def is_proctime(e: exp.Expression | None) -> bool:
+    """Whether a generated column's expression is RisingWave's ``PROCTIME()``."""
+    return isinstance(e, exp.Anonymous) and str(e.this).lower() == "proctime" and not e.expressions
+
+
+def proctime_columns(columns: Sequence[ast.ColumnDef]) -> frozenset[str]:
+    """The ``AS PROCTIME()`` columns among a CREATE statement's."""
+    return frozenset(c.name for c in columns if is_proctime(c.generated))
+
+
+def relation_proctime(rel: Relation) -> frozenset[str]:
+    """The ``AS PROCTIME()`` columns of a SOURCE, from its stored definition (the catalog keeps
+    only the connector's generated columns)."""
+    if rel.kind is not RelationKind.SOURCE or "proctime" not in rel.definition.lower():
+        return frozenset()
+    stmt = parse_one(rel.definition)
+    return proctime_columns(stmt.columns) if isinstance(stmt, ast.CreateSource) else frozenset()
+
+
+def connector_spec(spec: SourceSpec, proctime: frozenset[str]) -> SourceSpec:
+    """`spec` without the ``AS PROCTIME()`` columns: what the connector itself produces."""
+    if not proctime:
+        return spec
+    return replace(spec, columns=tuple(c for c in spec.columns if c[0] not in proctime))
+
+
 def source_spec(rel: Relation, column_indices: Sequence[int]) -> SourceSpec:
     """What a connector must read for a SOURCE (or a table WITH a connector) of the catalog."""
     props = {k.lower(): v for k, v in rel.properties.items()}
@@ -109,6 +154,13 @@ def definition_source_spec(rel: Relation, columns: tuple[tuple[str, DataType], .
         raise PiestreamError(
             f'the definition of "{rel.name}" is not a CREATE SOURCE / TABLE', sqlstate="XX000"
         )
-    spec = statement_source_spec(rel.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes)
+    spec = statement_source_spec(
+        rel.name,
+        stmt.columns,
+        stmt.with_options,
+        stmt.format_encode,
+        stmt.includes,
+        proctime_ok=isinstance(stmt, ast.CreateSource),
+    )
     names = {c for c, _ in columns}
     return replace(spec, columns=columns, include=tuple(i for i in spec.include if i[1] in names))

@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from piestream.common.errors import FeatureNotSupported
 from piestream.common.schema import Schema
-from piestream.common.types import BIGINT, INT, SERIAL, Field
-from piestream.expr.expr import Expr, InputRef, Literal
+from piestream.common.types import BIGINT, INT, SERIAL, TIMESTAMPTZ, Field
+from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.frontend.asof_join import plan_asof_join
 from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.catalog import Relation, RelationKind, WatermarkInfo
@@ -47,7 +47,7 @@ from piestream.frontend.logical import (
     Values,
 )
 from piestream.frontend.share import consumers_exchange, repeated_aggs, same_plan
-from piestream.frontend.source_spec import source_spec
+from piestream.frontend.source_spec import relation_proctime, source_spec
 from piestream.frontend.stream_join import plan_join
 from piestream.frontend.stream_piece import (
     ANY,
@@ -189,16 +189,35 @@ class StreamPlanner(PlannerBase):
         fields = [Field(rel.columns[i].name, rel.columns[i].data_type) for i in cols]
         schema = Schema((*fields, Field("_row_id", SERIAL)))
         key = (len(cols),)
+        # AS PROCTIME() columns: not the connector's; a Project right above computes them
+        proctime = relation_proctime(rel)
+        read = [i for i in cols if rel.columns[i].name not in proctime]
+        if not read:  # only proctime columns read: the connector still yields the rows
+            read = [next(i for i, c in enumerate(rel.columns) if c.name not in proctime)]
+        read_schema = Schema(
+            (*(Field(rel.columns[i].name, rel.columns[i].data_type) for i in read), Field("_row_id", SERIAL))
+        )
+        read_key = (len(read),)
         src = plan_source_node(
-            source_spec(rel, cols),
-            schema=schema,
-            stream_key=key,
+            source_spec(rel, read),
+            schema=read_schema,
+            stream_key=read_key,
             state_table_id=self.next_table_id(),
             dead_letter=rel.source.dead_letter if rel.source else None,
         )
         top: StreamNode = RowIdGenNode(
-            schema=schema, stream_key=key, append_only=True, input=src, row_id_index=key[0]
+            schema=read_schema, stream_key=read_key, append_only=True, input=src, row_id_index=read_key[0]
         )
+        if read != cols:
+            at = {c: j for j, c in enumerate(read)}
+            exprs: list[Expr] = [
+                InputRef(at[i], rel.columns[i].data_type)
+                if i in at
+                else FuncCall("proctime", (), TIMESTAMPTZ)
+                for i in cols
+            ]
+            exprs.append(InputRef(read_key[0], SERIAL))
+            top = ProjectNode(schema=schema, stream_key=key, append_only=True, input=top, exprs=tuple(exprs))
         watermarks: Watermarks = {}
         if wm is not None:
             pos = {c: i for i, c in enumerate(cols)}

@@ -34,7 +34,7 @@ from piestream.frontend.catalog import ColumnCatalog, Relation, RelationKind, Si
 from piestream.frontend.parser import ast
 from piestream.frontend.parser.names import object_name
 from piestream.frontend.planner import PlannedJob, plan_sink, plan_table, table_conflict
-from piestream.frontend.source_spec import statement_source_spec
+from piestream.frontend.source_spec import connector_spec, proctime_columns, statement_source_spec
 from piestream.frontend.stream_piece import Dist, ExchangeMarker
 from piestream.frontend.watermark_derive import bind_watermark
 from piestream.plan.node import StreamNode
@@ -182,14 +182,15 @@ def create_source(s: Session, stmt: ast.CreateSource, params: Sequence[Any] = ()
         if is_cdc(stmt.with_options):
             return _create_cdc_source(s, stmt)
         spec = statement_source_spec(
-            stmt.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes
+            stmt.name, stmt.columns, stmt.with_options, stmt.format_encode, stmt.includes, proctime_ok=True
         )
         if not spec.append_only:
             raise FeatureNotSupported(
                 f"FORMAT {(spec.format or '').upper()} is not supported on a SOURCE (its messages are "
                 "changes): use CREATE TABLE ... (..., PRIMARY KEY (...)) FORMAT ..."
             )
-        _, limits = source_connector(spec.connector)(spec)  # validate the options now
+        # validate the options now (AS PROCTIME() columns are the plan's, not the connector's)
+        _, limits = source_connector(spec.connector)(connector_spec(spec, proctime_columns(stmt.columns)))
         watermark = bind_watermark(stmt.watermarks, spec.columns, append_only=True, what="source")
         schema = creation_schema(s, stmt.name)
         source_id = s.db.ddl.next_object_id()

@@ -15,8 +15,10 @@ the query over the final bids (those below the watermark).
 q13 (a bounded side input) is Nexmark's: every bid joined, by ``auction % 10000``, with a
 ``side_input`` table of 10,000 rows, through the temporal (lookup) join ``FOR SYSTEM_TIME AS OF
 PROCTIME()`` as RisingWave writes it; its `setup` creates and fills the table (`setup_sql`), which
-the bench and the tests run before the query. q12 (processing-time windows: needs a
-``PROCTIME()`` column, which piestream does not have) is not listed.
+the bench and the tests run before the query. q12 (processing-time windows) counts each
+bidder's bids per 10 s TUMBLE of RisingWave's ``p_time TIMESTAMPTZ AS PROCTIME()`` column, so it
+reads a bid SOURCE declared with it (`proctime`; `nexmark_ddl(proctime=True)`): its windows
+depend on when epochs ran, its per-bidder totals do not.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class NexmarkQuery:
     setup: tuple[str, ...] = ()
     #: created with EMIT ON WINDOW CLOSE (watermarked sources only)
     emit_on_window_close: bool = False
+    #: reads the bid source's ``p_time TIMESTAMPTZ AS PROCTIME()`` column (sources only)
+    proctime: bool = False
 
     @property
     def emit(self) -> str:
@@ -199,6 +203,14 @@ FROM (
 ) s
 GROUP BY bidder, starttime, endtime""",
             emit_on_window_close=True,
+        ),
+        NexmarkQuery(
+            "q12",
+            ("bid",),
+            "SELECT bidder, count(*) AS bid_count, window_start, window_end "
+            "FROM TUMBLE(bid, p_time, INTERVAL '10' SECOND) GROUP BY bidder, window_start, window_end",
+            note="processing-time windows over the source's PROCTIME() column",
+            proctime=True,
         ),
         NexmarkQuery(
             "q13",

@@ -42,6 +42,7 @@ def nexmark_ddl(
     prefix: str = "",
     options: Mapping[str, object] | None = None,
     watermarks: bool = True,
+    proctime: bool = False,
 ) -> str:
     """CREATE statements for the per-table Nexmark relations (RisingWave's legacy table mode).
 
@@ -54,7 +55,8 @@ def nexmark_ddl(
     every relation that can have one (sources, and tables without a primary key: a watermark
     needs an append-only relation). The generator's event times never run more than a few events
     out of order across splits (each split reads the same number of rows per epoch), far inside
-    the 4 seconds, so no event is dropped as late."""
+    the 4 seconds, so no event is dropped as late.
+    `proctime`: the bid source gets RisingWave's ``p_time TIMESTAMPTZ AS PROCTIME()`` (q12)."""
     if kind not in ("table", "source"):
         raise ValueError("kind must be 'table' or 'source'")
     stmts = []
@@ -80,6 +82,8 @@ def nexmark_ddl(
         with_ = ", ".join(f"{k} = {_quote(v)}" for k, v in opts.items())
         obj = "TABLE" if kind == "table" else "SOURCE"
         elements = _columns(cols, pk) + (f", {WATERMARK}" if watermarks and pk is None else "")
+        if proctime and kind == "source" and t == "bid":
+            elements += ", p_time TIMESTAMPTZ AS PROCTIME()"
         stmts.append(f"CREATE {obj} {prefix}{t} ({elements}) WITH ({with_});")
     return "\n".join(stmts)
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from piestream.common.errors import DatetimeOutOfRange, FeatureNotSupported, InvalidInput
+from piestream.common.errors import DatetimeOutOfRange, FeatureNotSupported, InvalidInput, PiestreamError
 from piestream.common.types import DataType, TypeKind
 from piestream.expr.coercion import type_name
 from piestream.expr.expr import FuncCall
@@ -76,6 +76,17 @@ def current_statement_time(call: FuncCall | None = None) -> dt.datetime:
 @register("now")
 def _now(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
     ts = current_statement_time(call)
+    return pa.repeat(pa.scalar(ts, pa.timestamp("us", tz="UTC")), n)
+
+
+@register("proctime")
+def _proctime(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    """An ``AS PROCTIME()`` source column: the time of the epoch the row is read in, which the
+    Project above the source sets (`stream.executors.project`), so a retried epoch reads the same
+    value; never the wall clock."""
+    ts = _STATEMENT_TIME.get()
+    if ts is None:
+        raise PiestreamError("PROCTIME() evaluated outside its source's Project", sqlstate="XX000")
     return pa.repeat(pa.scalar(ts, pa.timestamp("us", tz="UTC")), n)
 
 

@@ -175,7 +175,7 @@ RULES: dict[type[exp.Expression], Rule] = {
     ),
     exp.Offset: rule("expression", this="OFFSET on an expression", expressions="OFFSET BY"),
     exp.Fetch: rule("direction count limit_options"),
-    exp.LimitOptions: rule("rows", percent="FETCH ... PERCENT", with_ties="FETCH ... WITH TIES"),
+    exp.LimitOptions: rule("rows with_ties", percent="FETCH ... PERCENT"),
     exp.Tuple: rule("expressions"),  # VALUES rows, and ROW constructors (a, b) in expressions
     # -- names and leaves -------------------------------------------------------------------------
     exp.Identifier: rule("this quoted", global_="GLOBAL", temporary="TEMPORARY"),

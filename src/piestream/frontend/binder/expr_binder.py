@@ -499,8 +499,42 @@ class ExprBinder:
     def _bind_currenttimestamp(self, node: exp.Expression) -> Expr:
         return bind_call("now", [], position=position(node))
 
+    def _bind_firstvalue(self, node: exp.FirstValue) -> Expr:
+        return self._first_of_ordered(node, last=False)
+
+    def _bind_lastvalue(self, node: exp.LastValue) -> Expr:
+        return self._first_of_ordered(node, last=True)
+
+    def _first_of_ordered(self, node: exp.Expression, last: bool) -> Expr:
+        """RisingWave's aggregates ``first_value(x ORDER BY ...)`` / ``last_value(...)``, NULLs
+        included, as ``(array_agg(x ORDER BY ...))[1]`` (last_value: the order reversed, NULLS
+        placement with it), so MVs maintain them as the ordered array_agg (retractable)."""
+        arg = node.this
+        if not isinstance(arg, exp.Order):
+            raise FeatureNotSupported(
+                f"{'last_value' if last else 'first_value'} as an aggregate needs ORDER BY",
+                position=position(node),
+            )
+        order = arg.copy()
+        if last:
+            flipped = []
+            for o in order.expressions:
+                desc = bool(o.args.get("desc"))
+                nf = o.args.get("nulls_first")
+                nulls_first = (
+                    (not desc) if nf is None else bool(nf)
+                )  # PostgreSQL's default: NULLS LAST for ASC
+                flipped.append(exp.Ordered(this=o.this, desc=not desc, nulls_first=not nulls_first))
+            order.set("expressions", flipped)
+        agg = exp.ArrayAgg(this=order)
+        return self.bind(exp.Bracket(this=exp.Paren(this=agg), expressions=[exp.Literal.number(1)]))
+
     def _bind_anonymous(self, node: exp.Anonymous) -> Expr:
         name = str(node.this).lower()
+        if name == "proctime":  # RisingWave's rule: a source column's value, not a function
+            raise FeatureNotSupported(
+                "Function `PROCTIME()` is only allowed in CREATE TABLE/SOURCE. Is `NOW()` what you want?"
+            )
         if name in AGG_NAMES:
             return self._agg(node)
         if name in TABLE_FUNCTIONS:

@@ -370,9 +370,16 @@ class QueryBinder:
     ) -> BoundQuery:
         limit = _const_int(node.args.get("limit"), "LIMIT")
         offset = _const_int(node.args.get("offset"), "OFFSET") or 0
+        with_ties = _with_ties(node.args.get("limit"))
+        if with_ties and not order:  # PostgreSQL's rule and text
+            raise PiestreamError(
+                "WITH TIES cannot be specified without ORDER BY clause",
+                sqlstate="42601",
+                position=position(node.args["limit"]),
+            )
         plan = bq.plan
         if limit is not None or offset:
-            plan = TopN(plan.schema, plan, order, limit, offset)
+            plan = TopN(plan.schema, plan, order, limit, offset, with_ties=with_ties and limit is not None)
             order_out: list[tuple[int, OrderType]] = list(order)
         else:
             order_out = list(order)
@@ -527,6 +534,12 @@ def nulls_first_of(o: exp.Ordered) -> bool | None:
         return None
     # sqlglot fills nulls_first with the dialect default; keep it only when it differs
     return bool(nf) if bool(nf) != desc else None
+
+
+def _with_ties(node: exp.Expression | None) -> bool:
+    """``FETCH FIRST n ROWS WITH TIES``: also every row tied with the last one by ORDER BY."""
+    opts = node.args.get("limit_options") if isinstance(node, exp.Fetch) else None
+    return bool(opts is not None and opts.args.get("with_ties"))
 
 
 def _const_int(node: exp.Expression | None, what: str) -> int | None:

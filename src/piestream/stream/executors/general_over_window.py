@@ -18,6 +18,11 @@ Each barrier makes one scan and one write on the state table for all touched par
 Python work is per barrier, not per row. Reading a touched partition is whole (the state table
 has no reverse scan to fetch just the rows before a change), while the compute and the output
 are only the affected rows: a ROWS 10 PRECEDING average recomputes 11 rows per appended row.
+
+Over an EowcSort (EMIT ON WINDOW CLOSE) a partition only grows at its end, so when every call
+reaches a bounded number of rows (ROWS frames with offsets, lag / lead; no ranking, RANGE or
+SESSION frame) only a partition's last `keep` rows can ever be read again: the older ones are
+deleted from the state in the same barrier (their values are final and already emitted).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from piestream.common.errors import InternalError
 from piestream.common.order import ASC as _ASC
 from piestream.encoding.memcomparable import encode_columns_arrow
 from piestream.expr.window import RANKING, SortedRows, evaluate, starts_of
+from piestream.plan.eowc_sort import EowcSortNode
 from piestream.plan.general_over_window import GeneralOverWindowNode
 from piestream.stream.executor import ActorContext, Executor
 from piestream.stream.message import Barrier
@@ -56,6 +62,13 @@ class GeneralOverWindowExecutor(Executor):
             c.kind in RANKING or (c.frame is not None and c.frame.mode == "range") for c in self.calls
         )
         self.pending: list[StreamChunk] = []
+        # over final rows in order (an EowcSort), bounded reach: the rows a partition must keep
+        # (a new row's recomputed neighbours and their frames, with one row of slack)
+        bounded = self.before is not None and self.after is not None and not self.peers
+        self.keep: int | None = None
+        if isinstance(node.input, EowcSortNode) and bounded:
+            self.keep = (self.before or 0) + (self.after or 0) + 2
+        self.evict: StreamChunk | None = None
 
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
         c = chunk.compact()
@@ -70,6 +83,9 @@ class GeneralOverWindowExecutor(Executor):
             if self.append_only and (out.ops != Op.INSERT).any():  # over an EowcSort, looking back
                 raise InternalError("an append-only OverWindow changed a value it emitted")
             self.state.write_chunk(out)
+        if self.evict is not None and self.evict.capacity:
+            self.state.write_chunk(self.evict)
+        self.evict = None
         self.commit_state(barrier)
         if out is None or not out.capacity:
             return []
@@ -139,7 +155,31 @@ class GeneralOverWindowExecutor(Executor):
             differs = np.zeros(0, np.bool_)
         upd = np.flatnonzero(stored & differs)
         ins = np.flatnonzero(~stored)
+        if self.keep is not None and m:
+            self.evict = self._evicted(rows, rows_cols, targets, values)
         return self._output(old, removed, rows_cols, targets, values, upd, ins)
+
+    def _evicted(
+        self, rows: SortedRows, rows_cols: list[pa.Array], targets: np.ndarray, values: list[pa.Array]
+    ) -> StreamChunk | None:
+        """Deletes of the state rows before each touched partition's last `keep` (EOWC, bounded
+        reach): with the values they now hold (recomputed ones where this epoch computed them)."""
+        assert self.keep is not None
+        m = rows.n
+        old_pos = np.flatnonzero(np.arange(m) <= rows.part_last - self.keep)
+        if not len(old_pos):
+            return None
+        w = self.n_in
+        # row i's current values: computed (at its position among `targets`) or stored
+        src = np.arange(m, dtype=np.int64)
+        src[targets] = m + np.arange(len(targets), dtype=np.int64)
+        pick = pa.array(src[old_pos], pa.int64())
+        cols = [c.take(pa.array(old_pos, pa.int64())) for c in rows_cols[:w]]
+        for j, t in enumerate(self.out_types):
+            both = pa.concat_arrays([rows_cols[w + j].cast(t.arrow), values[j].cast(t.arrow)])
+            cols.append(both.take(pick))
+        cols = [c.cast(t.arrow) for c, t in zip(cols, self.types, strict=True)]
+        return StreamChunk(np.full(len(old_pos), Op.DELETE, np.int8), cols, length=len(old_pos))
 
     def _starts(self, cols: list[pa.Array], which: list[int], m: int) -> np.ndarray:
         return starts_of([cols[i] for i in which], [self.types[i] for i in which], m)
