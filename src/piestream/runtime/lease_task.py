@@ -330,7 +330,8 @@ def lease_loop(
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.settimeout(None)
     chan = Channel(sock, key, FROM_TASK, peer=f"the driver at {host}:{port}")
-    plan: EpochPlan | None = None
+    plan: EpochPlan | None = None  # the via-driver path's plan (PLAN, then RUN_STAGE frames)
+    last: EpochPlan | None = None  # the last plan run, either path: the LEASE_END hook's
     runs = 0
     try:
         # the data plane listens on the address this connection leaves from: it routes
@@ -380,6 +381,7 @@ def lease_loop(
                     WORKER_PLAN.forget()  # the next hello says so
                     break
                 runs += 1
+                last = epoch_plan
                 chan.send(*_epoch(epoch_plan, slot, frame, mesh, hook, chan))
                 continue
             if kind != RUN_STAGE or plan is None:
@@ -396,11 +398,12 @@ def lease_loop(
                 else:
                     reply = [CRASHED, traceback.format_exc().encode()]
             runs += 1
+            last = plan
             chan.send(*reply)
     finally:
-        if hook is not None and plan is not None:
+        if hook is not None and last is not None:
             with contextlib.suppress(Exception):  # the task ends normally whatever it does
-                hook(LEASE_END, plan, -1)
+                hook(LEASE_END, last, -1)
         chan.close()
         # the mesh's accept loop would only see `close` at its next poll (up to 0.2 s): this
         # task's end, and so the next epoch's job (`LeasedSparkRunner._submit_lease`), would
