@@ -457,5 +457,20 @@ def test_a_running_table_reads_new_partitions_from_the_next_epochs_plan(
         assert rows == [(str(2 + i % 2), 100 + i) for i in range(6)]
         assert failed and attempts[failed[0]] == [(("gt", ("2", "3")),)] * 2  # the retry: the same
         assert all(len(set(v)) == 1 for v in attempts.values())  # each epoch's attempts agree
+        # a table of the same name over a two-partition topic: the old one's partitions 2 and 3
+        # are not its splits (they would fail it as "no longer has partition 2")
+        db.execute("DROP TABLE gt")
+        kafka.create_topic("small2", 2)
+        kafka.produce("small2", [{"id": i} for i in range(4)], partition=[i % 2 for i in range(4)])
+        db.execute(f"CREATE TABLE gt (id INT) {kafka.with_clause('small2')} FORMAT PLAIN ENCODE JSON")
+        wait_until(lambda: _count(db, "gt") == 4, timeout=60, what="the new table's rows")
+        db.execute("FLUSH")
+        assert db.barriers.source_splits.get("gt") is None
+        late = [plan_splits for epoch in sorted(attempts)[-2:] for plan_splits in attempts[epoch]]
+        assert all(not splits for splits in late), late
+        errors = db.execute(
+            "SELECT count(*) FROM rw_catalog.rw_streaming_errors WHERE error_message LIKE '%partition%'"
+        )
+        assert errors[0].rows == [(0,)]
     finally:
         db.close()

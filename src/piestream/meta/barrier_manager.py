@@ -31,6 +31,7 @@ plan format, never from objects other threads may touch while Spark serializes t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -561,25 +562,41 @@ class BarrierManager:
         connector's ``current_splits()`` (which never waits on the upstream). A connector that
         cannot answer keeps what was found before: the list only grows."""
         out: dict[str, tuple[str, ...]] = {}
+        seen: set[str] = set()
         for f in graph.fragments.values():
             for n in f.root.walk():
-                if not isinstance(n, SourceNode) or n.source_name in out:
+                if not isinstance(n, SourceNode) or n.source_name in seen:
                     continue
+                seen.add(n.source_name)
                 extra = self._new_splits(n)
                 if extra:
                     out[n.source_name] = extra
+        for name in [k for k in self._split_readers if k not in seen]:
+            self._forget_splits(name)  # dropped: a new source of that name starts afresh
         return tuple(sorted(out.items()))
+
+    def _forget_splits(self, name: str) -> None:
+        self.source_splits.pop(name, None)
+        cached = self._split_readers.pop(name, None)
+        close = getattr(cached[1], "close", None) if cached is not None else None
+        if close is not None:
+            with contextlib.suppress(Exception):  # only the split lookup's own client
+                close()
 
     def _new_splits(self, node: SourceNode) -> tuple[str, ...]:
         name = node.source_name
-        known = self.source_splits.get(name, ())
+        known: tuple[str, ...] = ()
         try:
             cached = self._split_readers.get(name)
             if cached is None or cached[0] != node.spec:
+                # another source under this name (dropped and created again, or altered): the
+                # splits found for the old one are not its
+                self._forget_splits(name)
                 cached = self._split_readers[name] = (
                     node.spec,
                     source_connector(node.connector)(node.spec)[0],
                 )
+            known = self.source_splits.get(name, ())
             current = getattr(cached[1], CURRENT_SPLITS, None)
             if current is None:
                 return known
