@@ -171,8 +171,20 @@ def view_query(r: Relation) -> str:
     return f" SELECT * FROM ({body}) AS {quote_ident(r.name)}({cols});"
 
 
-#: connector options never shown in the catalogs (pg_dump writes ftoptions into its script)
-_SECRET_OPTION = re.compile(r"password|secret|token|credential|private", re.IGNORECASE)
+#: connector options never shown in the catalogs (pg_dump writes ftoptions into its script):
+#: passwords, secrets, tokens, keys and librdkafka's SASL configs (a JAAS or OAuth config holds
+#: the password or client secret)
+_SECRET_OPTION = re.compile(
+    r"password|passwd|secret|token|credential|private|jaas|oauth|sasl\.username|\.key\b|key\.pem|keystore|"
+    r"access.?key|api.?key",
+    re.IGNORECASE,
+)
+#: the ``user:password@`` of a URL value (a schema registry's), left out of what is shown
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+
+
+def _shown(value: str) -> str:
+    return _URL_USERINFO.sub("", value)
 
 
 def source_options(r: Relation) -> list[str]:
@@ -189,4 +201,4 @@ def source_options(r: Relation) -> list[str]:
         for k, v in info.encode_options.items():
             if not _SECRET_OPTION.search(k):
                 opts.setdefault(k, v)
-    return [f"{k}={v}" for k, v in sorted(opts.items())]
+    return [f"{k}={_shown(v)}" for k, v in sorted(opts.items())]
