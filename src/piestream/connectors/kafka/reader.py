@@ -416,7 +416,8 @@ class KafkaReader:
         return [str(p) for p in self.partitions()]
 
     def _require(self, partition: int) -> None:
-        """Raise `TopicDeleted` if the broker's metadata no longer has the partition. Asked
+        """Raise `TopicDeleted` if the broker's metadata no longer has the topic (and
+        `SourceUnavailable` if it lacks the partition, maybe not known there yet). Asked
         before a consumer is assigned (a consumer assigned to a deleted topic's partition may
         take the process down: librdkafka dereferences the missing topic name when a broker
         answers its fetch for the deleted topic with a leader tag but no topic id) and after a
@@ -433,7 +434,9 @@ class KafkaReader:
                 hint="Create the topic again, then drop and create the source or table over it.",
             )
         if t.error is None and partition not in t.partitions:
-            raise TopicDeleted(f'kafka topic "{self.topic}" no longer has partition {partition}')
+            # the topic is there: a partition just created may not be in this broker's metadata
+            # yet (a cluster's brokers learn of it one by one), so an outage, retried
+            raise SourceUnavailable(f'kafka topic "{self.topic}" has no partition {partition} (yet)')
 
     def current_splits(self) -> list[str]:
         """The partitions now (new ones append), never waiting on the broker: the list is
