@@ -116,3 +116,14 @@ def test_wrong_width_of_a_fixed_type_is_refused() -> None:
     data = _stream([(struct.pack(">i", 1), b"ok"), (struct.pack(">q", 1), b"no")])
     with pytest.raises(cb.BadCopyBinary, match="is not 4 bytes"):
         cb.decode(data, [INT, VARCHAR])
+
+
+def test_data_holding_the_field_count_everywhere_is_walked_not_laid_out() -> None:
+    """A bytea of repeated field counts makes every other byte a candidate tuple start: laying
+    them all out would cost many times the stream's size, so the decoder walks it instead."""
+    blob = b"\x00\x01" * 200_000
+    data = _stream([(blob,), (b"x",)])
+    found, walked = _both(data, [BYTEA])
+    assert found is None
+    assert walked[1][0].tolist() == [len(blob), 1]  # one column: the two values' lengths
+    assert cb.decode(data, [BYTEA])[0].to_pylist() == [blob, b"x"]

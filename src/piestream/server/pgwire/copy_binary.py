@@ -269,6 +269,10 @@ def _at(arr: np.ndarray, at: np.ndarray, dtype: str | np.dtype) -> np.ndarray:
     return np.ndarray((len(arr) - dt.itemsize + 1,), dt, arr, 0, (1,))[at]
 
 
+#: the most the vectorized layout may allocate per byte of COPY data before it walks instead
+_LAYOUT_BYTES_PER_BYTE = 8
+
+
 def _field_step(
     arr: np.ndarray, at: np.ndarray, end: int, width: int | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -291,6 +295,10 @@ def _row_layout(arr: np.ndarray, pos: int, end: int, widths: list[int | None]) -
     another tuple. None when the chain is not found in a few rounds (malformed data, or data
     holding tuples itself)."""
     cand = _find_int16(arr, pos, end, len(widths))
+    # each candidate costs (2 per column + 3) int64s: real tuples need at most ~5x the stream's
+    # bytes; data crafted to hold the field count everywhere would need far more, so it is walked
+    if len(cand) * (2 * len(widths) + 3) * 8 > _LAYOUT_BYTES_PER_BYTE * (end - pos) + (1 << 20):
+        return None
     field_at = cand + 2
     starts: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
