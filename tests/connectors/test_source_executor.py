@@ -3,6 +3,7 @@ same output for a retried epoch, split ownership, bad records rejected or dead-l
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ import pyarrow as pa
 import pytest
 from source_harness import EpochHarness
 
+from piestream.common.chunk import NEW_KEYS_METADATA
 from piestream.common.epoch import EpochPair
 from piestream.common.order import ASC
 from piestream.common.schema import Schema
@@ -208,3 +210,30 @@ def test_an_upstream_truncate_deletes_every_row_once_in_a_retried_epoch_too() ->
         assert out[0] == (1, 6, "b") and sorted(out[1:-1]) == deletes and out[-1] == (1, 1, "c")
     assert h.rows(table) == [(1, "c")]
     assert changes(h.run()) == []
+
+
+@dataclass(frozen=True)
+class Hinting(Counter):
+    """Counter's batches with the new-keys metadata of a CDC snapshot chunk; `hints_new_keys`
+    says whether this reader makes that hint (a file or message reader's metadata must not)."""
+
+    hints: bool = False
+
+    @property
+    def hints_new_keys(self) -> bool:
+        return self.hints
+
+    def read(self, split: str, offset: str | None, budget: int, epoch: EpochPair) -> ReadResult:
+        r = super().read(split, offset, budget, epoch)
+        marked = [b.replace_schema_metadata({NEW_KEYS_METADATA: b"1"}) for b in r.batches]
+        return dataclasses.replace(r, batches=marked)
+
+
+def test_the_new_keys_hint_is_taken_only_from_readers_that_make_it() -> None:
+    for hints in (True, False):
+        register_source_connector("hinting", lambda spec, h=hints: (Hinting(1, hints=h), SourceLimits()))
+        node = _node(Counter(1), SourceLimits(max_rows_per_epoch=3))
+        node = dataclasses.replace(node, spec=dataclasses.replace(node.spec, connector="hinting"))
+        chunks = EpochHarness(node).run()
+        assert _values(chunks) == [0, 1, 2]
+        assert [c.new_keys for c in chunks] == [hints]

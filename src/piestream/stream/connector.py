@@ -110,6 +110,10 @@ ACK = "ack"
 #: (`StreamingConfig.source_splits`), so splits made after the job was planned (new Kafka
 #: partitions) are read too, the same in every attempt. Without it: the planned splits.
 CURRENT_SPLITS = "current_splits"
+#: ``hints_new_keys = True``: the reader marks batches whose keys are new to the stream
+#: (`common.chunk.NEW_KEYS_METADATA`, a CDC snapshot's chunks); from any other reader the
+#: metadata is ignored, so a file's or a message's own metadata never skips a conflict lookup
+HINTS_NEW_KEYS = "hints_new_keys"
 
 
 class SourceConnector(Protocol):

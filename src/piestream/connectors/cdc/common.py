@@ -99,6 +99,7 @@ class CdcReader:
     epoch reads the source fully or not at all. Subclasses give the connector's steps."""
 
     connector: str = "cdc"
+    hints_new_keys = True  # snapshot chunks carry NEW_KEYS_METADATA (stream.connector.HINTS_NEW_KEYS)
 
     @property
     def key(self) -> str:

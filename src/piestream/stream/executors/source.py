@@ -62,6 +62,7 @@ from piestream.plan.source import SourceLimits, SourceNode
 from piestream.storage.table.state_table import StateTable
 from piestream.storage.table.storage_table import StorageTable
 from piestream.stream.connector import (
+    HINTS_NEW_KEYS,
     BadRecord,
     ReadResult,
     SourceReader,
@@ -108,6 +109,7 @@ class SourceExecutor(Executor):
         self.state: StateTable = self.table(node.state_table)
         self.dead: StateTable | None = self.table(node.dead_letter) if node.dead_letter is not None else None
         self.all_splits: tuple[str, ...] = node.split_ids
+        self._hints = bool(getattr(self.reader, HINTS_NEW_KEYS, False))
         self.splits = owned_splits(node.split_ids, ctx.actor_index, ctx.parallelism)
 
     def _epoch_splits(self) -> None:
@@ -283,9 +285,10 @@ class SourceExecutor(Executor):
                 raise SourceError(f"source {self.node.source_name}: reader returned {len(cols)} columns")
             cols += [pa.nulls(n, t.arrow) for t in types[width:]]
             op = np.full(n, Op.INSERT, np.int8) if ops is None else np.asarray(ops[k], np.int8)
-            # a reader's hint that the batch's keys are new to the stream (a CDC snapshot chunk)
+            # a reader's hint that the batch's keys are new to the stream (a CDC snapshot chunk),
+            # honoured only from readers that make it (never a file's or a message's own metadata)
             meta = b.schema.metadata
-            hinted = meta is not None and meta.get(NEW_KEYS_METADATA) == b"1"
+            hinted = self._hints and meta is not None and meta.get(NEW_KEYS_METADATA) == b"1"
             new_keys = hinted and bool((op == Op.INSERT).all())
             chunk = StreamChunk(op, cols, length=n, new_keys=new_keys)
             out += chunk.split(size) if n > size else [chunk]
