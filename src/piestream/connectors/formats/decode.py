@@ -67,9 +67,10 @@ def joined_lines(payloads: pa.BinaryArray) -> bytes | None:
         return None
     if not n:
         return b""
-    one = pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), payloads.fill_null(b""))
-    joined = pc.binary_join(one, b"\n")[0].as_buffer()
-    return joined.to_pybytes() + b"\n"
+    # an empty last payload makes binary_join end the buffer with the final newline: one copy
+    ended = pa.concat_arrays([payloads.fill_null(b""), pa.array([b""], payloads.type)])
+    one = pa.ListArray.from_arrays(pa.array([0, n + 1], pa.int32()), ended)
+    return pc.binary_join(one, b"\n")[0].as_buffer().to_pybytes()
 
 
 class BadValue(Exception):

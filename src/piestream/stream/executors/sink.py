@@ -127,11 +127,11 @@ class SinkExecutor(Executor):
         key_cols = [c.columns[i] for i in n.key]
         key_types = [n.input.schema[i].data_type for i in n.key]
         # a sink from a singleton (a global aggregation's MV) has an empty key: one key, every row
-        keys = memcomparable.encode_columns(
-            key_cols, key_types, [ASC] * len(key_cols), num_rows=len(ops)
-        ).to_list()
-        last = {k: i for i, k in enumerate(keys)}  # later rows of a key overwrite earlier ones
-        rows = np.fromiter(sorted(last.values()), np.int64, len(last))
+        keys = memcomparable.encode_columns(key_cols, key_types, [ASC] * len(key_cols), num_rows=len(ops))
+        # later rows of a key overwrite earlier ones: one hash aggregation in Arrow, not a dict per row
+        index = pa.table({"k": keys, "i": pa.array(np.arange(len(ops), dtype=np.int64))})
+        last = index.group_by("k", use_threads=False).aggregate([("i", "max")]).column("i_max")
+        rows = np.sort(last.to_numpy())
         upsert = (ops[rows] == Op.INSERT) | (ops[rows] == Op.UPDATE_INSERT)
         op_col = pa.array(np.where(upsert, "upsert", "delete").astype(object), pa.string())
         taken = [col.take(pa.array(rows)) for col in cols]
