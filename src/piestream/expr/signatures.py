@@ -87,6 +87,7 @@ ALIASES = {
     "array_size": "array_length",
     "array_concat": "array_cat",
     "uuid": "gen_random_uuid",
+    "rand": "random",
     "transaction_timestamp": "now",
     "statement_timestamp": "now",
     "!=": "<>",
@@ -229,6 +230,7 @@ _add("make_timestamp", (INT, INT, INT, INT, INT, DOUBLE), TIMESTAMP)
 _add("to_timestamp", (DOUBLE,), TIMESTAMPTZ)
 _add("now", (), TIMESTAMPTZ)
 _add("gen_random_uuid", (), VARCHAR)  # its text form: piestream has no uuid type
+_add("random", (), DOUBLE)
 for _name in ("tumble_start", "tumble_end"):
     _add(_name, (DATE, INTERVAL), TIMESTAMP)
     _add(_name, (DATE, INTERVAL, INTERVAL), TIMESTAMP)
@@ -262,4 +264,4 @@ _add("jsonb_set", (JSONB, _TEXTS, JSONB, BOOLEAN), JSONB, "jsonb_set_create")
 #: Functions whose value changes between evaluations: never constant-folded.
 VOLATILE = frozenset({"now"})
 #: Functions with a new value per row (never frozen per statement, never folded).
-PER_ROW = frozenset({"gen_random_uuid"})
+PER_ROW = frozenset({"gen_random_uuid", "random"})
