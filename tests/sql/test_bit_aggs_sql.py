@@ -88,3 +88,6 @@ def test_bit_aggregate_types_and_errors(db: Database) -> None:
         with pytest.raises(PiestreamError, match=rf"bit_\w+\({arg}\) does not exist") as e:
             db.execute(sql)
         assert e.value.sqlstate == "42883", sql
+    with pytest.raises(PiestreamError, match="window function bit_or is not supported") as e:
+        db.execute("SELECT bit_or(x) OVER (ORDER BY x) FROM (VALUES (1)) v(x)")
+    assert e.value.sqlstate == "0A000"
