@@ -80,6 +80,15 @@ def test_bit_aggregate_types_and_errors(db: Database) -> None:
     assert [str(t) for _, t in r.columns] == ["integer"] * 3 + ["smallint", "bigint"]
     assert r.rows == [(8, 14, 8, 8, 14)]  # 12 & 10 & 14, 12 | 10 | 14, 12 ^ 10 ^ 14
     assert db.execute("SELECT bit_xor(x) FROM (VALUES (NULL::int)) v(x)")[0].rows == [(None,)]
+    shorts = "(VALUES (-5::smallint), (7::smallint), ('-32768'::smallint)) v(x)"  # 0xFFFB 0x0007 0x8000
+    assert db.execute(f"SELECT bit_and(x), bit_or(x), bit_xor(x) FROM {shorts}")[0].rows == [(0, -1, 32764)]
+    # in an MV the state is a count per bit (value state), not the group's materialized input
+    db.execute("CREATE TABLE t (id INT PRIMARY KEY, k INT, s SMALLINT, x INT, b BIGINT)")
+    plan = [r[0] for r in db.execute(f"EXPLAIN CREATE MATERIALIZED VIEW m AS {QUERIES['bk']}")[0].rows]
+    tables = [line for line in plan if line.startswith("Table ")]
+    assert len(tables) == 3, tables  # the MV, the agg state, the backfill progress
+    state = next(line for line in tables if "_bit_and_0_count" in line)
+    assert "_bit_and_0_bit15," in state and "_bit_and_0_bit16" not in state and "_bit_xor_8_bit63" in state
     for sql, arg in [
         ("SELECT bit_and(x) FROM (VALUES ('a')) v(x)", "text"),
         ("SELECT bit_or(x) FROM (VALUES (1.5)) v(x)", "numeric"),
@@ -88,6 +97,6 @@ def test_bit_aggregate_types_and_errors(db: Database) -> None:
         with pytest.raises(PiestreamError, match=rf"bit_\w+\({arg}\) does not exist") as e:
             db.execute(sql)
         assert e.value.sqlstate == "42883", sql
-    with pytest.raises(PiestreamError, match="window function bit_or is not supported") as e:
+    with pytest.raises(PiestreamError, match="bit_or as a window function is not supported") as e:
         db.execute("SELECT bit_or(x) OVER (ORDER BY x) FROM (VALUES (1)) v(x)")
     assert e.value.sqlstate == "0A000"

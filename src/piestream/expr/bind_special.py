@@ -565,16 +565,3 @@ def _approx_percentile_finish(name: str, args: list[Expr]) -> Expr:
         )
     values = cast(args[0], list_of(DOUBLE))
     return _call(name, [values, coerce_to(args[1], DOUBLE), coerce_to(err, DOUBLE)], DOUBLE)
-
-
-@binder("bit_and_of", "bit_or_of", "bit_xor_of")
-def _bit_agg_finish(name: str, args: list[Expr]) -> Expr:
-    """(list of the group's non-NULL inputs): PostgreSQL's bit_and / bit_or / bit_xor over
-    smallint, integer, bigint keep the argument's type; other types are 42883."""
-    _arity(name, args, 1, 1)
-    t = arg_type(args[0])
-    elem = t.elem if t is not None and t.kind is TypeKind.LIST else None
-    if elem is None or elem.kind not in (TypeKind.SMALLINT, TypeKind.INT, TypeKind.BIGINT):
-        shown = type_name(elem) if elem is not None else "unknown"
-        raise UndefinedFunction(f"function {name.removesuffix('_of')}({shown}) does not exist")
-    return _call(name, args, elem)

@@ -121,37 +121,3 @@ def _approx_percentile(call: FuncCall, args: list[pa.Array], n: int) -> pa.Array
     if not len(values):
         return pa.nulls(n, pa.float64())
     return values.take(pa.array(idx, pa.int64(), mask=~has)).cast(pa.float64())
-
-
-def _bit_reduce(ufunc: np.ufunc, call: FuncCall, args: list[pa.Array], n: int) -> pa.Array:
-    """bit_and / bit_or / bit_xor of each group's non-NULL inputs (NULL over none): one
-    `reduceat` over the flattened values of the non-empty groups."""
-    starts, lens, values, has = _lists(args[0])
-    out_type = call.return_type.arrow
-    vals = np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False))
-    out = np.zeros(n, vals.dtype if len(vals) else np.int64)
-    if has.any():
-        out[has] = _reduce_groups(ufunc, vals, starts[has], lens[has])
-    return pa.array(out, mask=~has).cast(out_type)
-
-
-def _reduce_groups(ufunc: np.ufunc, vals: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """`ufunc` over vals[s : s + l] for each (s, l), l > 0; the runs may leave gaps between them."""
-    used = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()), dtype=np.int64)
-    packed = vals[used]
-    return ufunc.reduceat(packed, np.cumsum(lens) - lens)
-
-
-@register("bit_and_of")
-def _bit_and(call: FuncCall, args: list[pa.Array], n: int) -> pa.Array:
-    return _bit_reduce(np.bitwise_and, call, args, n)
-
-
-@register("bit_or_of")
-def _bit_or(call: FuncCall, args: list[pa.Array], n: int) -> pa.Array:
-    return _bit_reduce(np.bitwise_or, call, args, n)
-
-
-@register("bit_xor_of")
-def _bit_xor(call: FuncCall, args: list[pa.Array], n: int) -> pa.Array:
-    return _bit_reduce(np.bitwise_xor, call, args, n)

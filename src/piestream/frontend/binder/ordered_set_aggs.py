@@ -9,9 +9,8 @@ semantics require (these aggregates are not incrementally computable). A FILTER 
 ANDed with the NOT NULL one. Forms not rewritten here stay WITHIN GROUP nodes, which the clause
 check refuses with 0A000: an array of fractions, several ORDER BY items, other functions, OVER.
 
-Two more aggregates are bound the same way: RisingWave's ``approx_percentile(q [, relative_error])
-WITHIN GROUP (ORDER BY x)`` answers exactly (see `_rewrite_approx_percentile`), and PostgreSQL's
-bit_and / bit_or / bit_xor(x) are ``bit_*_of(array_agg(x) FILTER (WHERE x IS NOT NULL))``.
+RisingWave's ``approx_percentile(q [, relative_error]) WITHIN GROUP (ORDER BY x)`` is bound the same
+way and answers exactly (see `_rewrite_approx_percentile`).
 """
 
 from __future__ import annotations
@@ -21,13 +20,6 @@ from sqlglot import exp
 from piestream.frontend.parser.base import WRITTEN_NAME
 
 _FINISH = {exp.PercentileCont: "percentile_cont", exp.PercentileDisc: "percentile_disc", exp.Mode: "mode"}
-#: PostgreSQL's bit_and / bit_or / bit_xor, bound the same way (``bit_and_of(array_agg(x) FILTER
-#: (WHERE x IS NOT NULL))``): in an MV the group's materialized input retracts, as min / max's does
-_BIT_AGGS: dict[type[exp.Expression], str] = {
-    exp.BitwiseAndAgg: "bit_and",
-    exp.BitwiseOrAgg: "bit_or",
-    exp.BitwiseXorAgg: "bit_xor",
-}
 
 
 def _finish_call(
@@ -49,16 +41,6 @@ def _finish_call(
     return call
 
 
-def _rewrite_bit_agg(node: exp.Expression) -> exp.Expression | None:
-    """The replacement of a bit_and / bit_or / bit_xor call (and of its FILTER parent)."""
-    name = _BIT_AGGS[type(node)]
-    arg = node.this
-    x = arg.expressions[0] if isinstance(arg, exp.Distinct) and len(arg.expressions) == 1 else arg
-    if not isinstance(x, exp.Expression) or isinstance(x, exp.Distinct):
-        return None
-    return _finish_call(f"{name}_of", name, exp.ArrayAgg(this=arg.copy()), x, node, [])
-
-
 def _rewrite(wg: exp.WithinGroup) -> exp.Expression | None:
     """The replacement of `wg` (and of its FILTER parent), or None to leave it refused."""
     fn, order = wg.this, wg.expression
@@ -78,14 +60,6 @@ def _rewrite(wg: exp.WithinGroup) -> exp.Expression | None:
 
 def ordered_set_aggs_as_array_aggs(tree: exp.Expression) -> exp.Expression:
     """Rewrites the ordered-set aggregates of `tree` in place (see the module doc)."""
-    for node in list(tree.find_all(*_BIT_AGGS)):
-        parent = node.parent
-        whole = parent if isinstance(parent, exp.Filter) and parent.this is node else node
-        if isinstance(whole.parent, exp.Window):
-            continue  # bit_and(x) OVER (...): left to the window binder, which refuses it
-        bit = _rewrite_bit_agg(node)
-        if bit is not None:
-            whole.replace(bit)
     for wg in list(tree.find_all(exp.WithinGroup)):
         if isinstance(wg.parent, exp.Window):
             continue  # not a window function in PostgreSQL either: refused

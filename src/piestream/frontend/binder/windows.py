@@ -52,7 +52,6 @@ from piestream.frontend.binder.expr_binder import AGG_FUNCS, AGG_NAMES, ExprBind
 from piestream.frontend.binder.rewrite import replace_exprs
 from piestream.frontend.binder.scope import Scope, ScopeColumn
 from piestream.frontend.logical import OverWindow, Project
-from piestream.frontend.parser.base import WRITTEN_NAME
 
 if TYPE_CHECKING:
     from piestream.frontend.binder.query import QueryBinder
@@ -197,9 +196,7 @@ class WindowBinding:
                 return name
             if name in AGG_NAMES:
                 return "bool_and" if name == "every" else name
-        shown = fn.meta.get(WRITTEN_NAME) or (
-            fn.sql_name().lower() if isinstance(fn, exp.Func) else type(fn).__name__
-        )
+        shown = fn.sql_name().lower() if isinstance(fn, exp.Func) else type(fn).__name__
         raise FeatureNotSupported(f"window function {shown} is not supported", position=position(node))
 
     def _arg_nodes(self, fn: exp.Expression, kind: str, node: exp.Expression) -> list[exp.Expression]:
