@@ -124,7 +124,7 @@ def compute(kind: str, inp: AggInput, out: DataType) -> pa.Array:
 
 
 # ---------------------------------------------------------------------------------------------
-# count, bool_and / bool_or
+# count, bool_and / bool_or, bit_and / bit_or / bit_xor
 # ---------------------------------------------------------------------------------------------
 
 
@@ -137,6 +137,12 @@ def _bool(inp: AggInput, out: DataType, every: bool) -> pa.Array:
     trues = np.bincount(inp.g[v], minlength=inp.groups)
     res = trues == inp.counts if every else trues > 0
     return pa.array(res, pa.bool_(), mask=inp.empty)
+
+
+def _bits(inp: AggInput, out: DataType, ufunc: np.ufunc) -> pa.Array:
+    """bit_and / bit_or / bit_xor per group, one reduceat over the rows sorted by group."""
+    v = numpy_values(inp.values[0], np.int64)
+    return _masked(inp.reduce(ufunc, v), inp.empty, out.arrow)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -433,6 +439,9 @@ _KERNELS = {
     "max": lambda i, o: _extreme(i, o, True),
     "bool_and": lambda i, o: _bool(i, o, True),
     "bool_or": lambda i, o: _bool(i, o, False),
+    "bit_and": lambda i, o: _bits(i, o, np.bitwise_and),
+    "bit_or": lambda i, o: _bits(i, o, np.bitwise_or),
+    "bit_xor": lambda i, o: _bits(i, o, np.bitwise_xor),
     "string_agg": _string_agg,
     "array_agg": _array_agg,
     "var_pop": lambda i, o: _variance(i, o, False, False),

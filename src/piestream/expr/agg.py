@@ -68,9 +68,10 @@ def agg_signature(
     """(return type, argument types to cast the inputs to) of aggregate `kind`.
 
     Supported: count, count_star, sum, avg, min, max, string_agg, array_agg, bool_and, bool_or
-    (every), stddev_pop / stddev_samp (stddev), var_pop / var_samp (variance),
-    approx_count_distinct. `distinct` does not change types. Unsupported argument types are
-    42883 like PostgreSQL's "function sum(text) does not exist".
+    (every), bit_and / bit_or / bit_xor (smallint, integer, bigint), stddev_pop / stddev_samp
+    (stddev), var_pop / var_samp (variance), approx_count_distinct. `distinct` does not change
+    types. Unsupported argument types are 42883 like PostgreSQL's "function sum(text) does not
+    exist".
     """
     k = _ALIASES.get(kind.lower(), kind.lower())
     types = [normalize(t) for t in arg_types]
@@ -97,6 +98,10 @@ def agg_signature(
         if t != BOOLEAN:
             raise _undefined(k, arg_types)
         return BOOLEAN, [BOOLEAN]
+    if k in ("bit_and", "bit_or", "bit_xor"):
+        if t.kind not in _INTS:
+            raise _undefined(k, arg_types)
+        return t, [t]
     if k in ("min", "max"):
         if not _ordered(t):
             raise _undefined(k, arg_types)

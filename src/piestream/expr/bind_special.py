@@ -545,3 +545,23 @@ def _ordered_set_finish(name: str, args: list[Expr]) -> Expr:
             raise UndefinedFunction(f"function percentile_cont({type_name(elem)}) does not exist")
         args = [cast(args[0], list_of(DOUBLE))]
     return _call(name, [args[0], *rest], ret)
+
+
+@binder("approx_percentile_of")
+def _approx_percentile_finish(name: str, args: list[Expr]) -> Expr:
+    """(list of the group's float8 inputs, quantile, relative error): float8. The relative error
+    must be a constant in (0, 1), as RisingWave's; the answer is exact, so within it."""
+    _arity(name, args, 3, 3)
+    t = arg_type(args[0])
+    elem = t.elem if t is not None and t.kind is TypeKind.LIST else None
+    if elem is None:
+        raise no_such(name, args)
+    if not can_cast(elem, DOUBLE, CastContext.IMPLICIT) or elem.kind is TypeKind.INTERVAL:
+        raise UndefinedFunction(f"function approx_percentile({type_name(elem)}) does not exist")
+    err = args[2]
+    if not isinstance(err, Literal) or err.value is None or not 0.0 < float(err.value) < 1.0:
+        raise PiestreamError(
+            "approx_percentile's relative_error must be a constant between 0 and 1", sqlstate="22023"
+        )
+    values = cast(args[0], list_of(DOUBLE))
+    return _call(name, [values, coerce_to(args[1], DOUBLE), coerce_to(err, DOUBLE)], DOUBLE)

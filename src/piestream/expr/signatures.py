@@ -87,6 +87,7 @@ ALIASES = {
     "array_size": "array_length",
     "array_concat": "array_cat",
     "uuid": "gen_random_uuid",
+    "rand": "random",
     "transaction_timestamp": "now",
     "statement_timestamp": "now",
     "!=": "<>",
@@ -230,6 +231,7 @@ _add("to_timestamp", (DOUBLE,), TIMESTAMPTZ)
 _add("now", (), TIMESTAMPTZ)
 _add("proctime", (), TIMESTAMPTZ)  # only planned above a source (`frontend.source_spec`)
 _add("gen_random_uuid", (), VARCHAR)  # its text form: piestream has no uuid type
+_add("random", (), DOUBLE)
 for _name in ("tumble_start", "tumble_end"):
     _add(_name, (DATE, INTERVAL), TIMESTAMP)
     _add(_name, (DATE, INTERVAL, INTERVAL), TIMESTAMP)
@@ -263,4 +265,4 @@ _add("jsonb_set", (JSONB, _TEXTS, JSONB, BOOLEAN), JSONB, "jsonb_set_create")
 #: Functions whose value changes between evaluations: never constant-folded.
 VOLATILE = frozenset({"now", "proctime"})
 #: Functions with a new value per row (never frozen per statement, never folded).
-PER_ROW = frozenset({"gen_random_uuid"})
+PER_ROW = frozenset({"gen_random_uuid", "random"})

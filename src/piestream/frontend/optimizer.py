@@ -516,11 +516,12 @@ def check_no_volatile(plan: PlanNode) -> None:
                     raise FeatureNotSupported(
                         "now() / current_timestamp is not supported in materialized views"
                     )
-                if any(isinstance(x, FuncCall) and x.name in PER_ROW for x in e.walk()):
+                per_row = [x.name for x in e.walk() if isinstance(x, FuncCall) and x.name in PER_ROW]
+                if per_row:
                     raise FeatureNotSupported(
-                        "gen_random_uuid() is not supported in materialized views: a view must equal "
+                        f"{per_row[0]}() is not supported in materialized views: a view must equal "
                         "its query, and each evaluation gives new values",
-                        hint="Generate the ids when inserting into the table instead.",
+                        hint="Generate the values when inserting into the table instead.",
                     )
 
 

@@ -4,7 +4,8 @@ which result type, and which columns its state takes in the intermediate table (
 Result types follow PostgreSQL: count -> BIGINT; sum(smallint/int) -> BIGINT, sum(bigint/numeric)
 -> NUMERIC, sum(real) -> REAL, sum(double) -> DOUBLE; avg of integers/numeric -> NUMERIC, of floats
 -> DOUBLE; sum/avg of INTERVAL -> INTERVAL; min/max -> the argument's type; string_agg -> VARCHAR
-(BYTEA for bytea); array_agg -> a LIST of the argument's type; bool_and/bool_or -> BOOLEAN.
+(BYTEA for bytea); array_agg -> a LIST of the argument's type; bool_and/bool_or -> BOOLEAN;
+bit_and/bit_or/bit_xor -> the argument's type (smallint, integer, bigint).
 `sum0` is internal (a sum that is 0, not NULL, over no rows, e.g. to add up partial counts).
 """
 
@@ -42,12 +43,26 @@ class AggKind(enum.StrEnum):
     ARRAY_AGG = "array_agg"
     BOOL_AND = "bool_and"
     BOOL_OR = "bool_or"
+    BIT_AND = "bit_and"
+    BIT_OR = "bit_or"
+    BIT_XOR = "bit_xor"
 
 
 #: Aggregates whose result a duplicate input changes, so DISTINCT needs the dedup table.
 DISTINCT_SENSITIVE = frozenset(
-    {AggKind.COUNT, AggKind.SUM, AggKind.SUM0, AggKind.AVG, AggKind.STRING_AGG, AggKind.ARRAY_AGG}
+    {
+        AggKind.COUNT,
+        AggKind.SUM,
+        AggKind.SUM0,
+        AggKind.AVG,
+        AggKind.STRING_AGG,
+        AggKind.ARRAY_AGG,
+        AggKind.BIT_XOR,
+    }
 )
+BITWISE = frozenset({AggKind.BIT_AND, AggKind.BIT_OR, AggKind.BIT_XOR})
+#: bits of the integer types bit_and / bit_or / bit_xor take (PostgreSQL: int2, int4, int8)
+INT_BITS = {TypeKind.SMALLINT: 16, TypeKind.INT: 32, TypeKind.BIGINT: 64}
 #: Aggregates computed from the group's materialized input when the input is not append-only.
 EXTREME = frozenset({AggKind.MIN, AggKind.MAX})
 ORDERED_INPUT = frozenset({AggKind.STRING_AGG, AggKind.ARRAY_AGG})
@@ -101,6 +116,10 @@ def agg_return_type(kind: AggKind | str, arg_types: Sequence[DataType]) -> DataT
         if k is not TypeKind.BOOLEAN:
             raise _no_function(kind, arg_types)
         return BOOLEAN
+    if kind in BITWISE:
+        if k not in INT_BITS:
+            raise _no_function(kind, arg_types)
+        return t
     raise _no_function(kind, arg_types)  # pragma: no cover - every kind is handled above
 
 
@@ -201,7 +220,8 @@ def sum_state_type(kind: AggKind, arg: DataType, ret: DataType) -> DataType:
 def agg_state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[str, DataType]]:
     """(name suffix, type) of the call's columns in the intermediate (value-state) table: count
     keeps a count; sum / sum0 / avg a sum (and a non-NULL count, but for sum0); bool_and / bool_or
-    the trues and falses; min / max, string_agg, array_agg their (last) output."""
+    the trues and falses; bit_and / bit_or / bit_xor the non-NULL count and, per bit of the type,
+    how many inputs have it set; min / max, string_agg, array_agg their (last) output."""
     kind = call.kind
     if kind in (AggKind.COUNT, AggKind.COUNT_STAR):
         return [("", BIGINT)]
@@ -217,4 +237,7 @@ def agg_state_columns(call: AggCall, arg_type: DataType | None) -> list[tuple[st
         return cols
     if kind in (AggKind.BOOL_AND, AggKind.BOOL_OR):
         return [("_true", BIGINT), ("_false", BIGINT)]
+    if kind in BITWISE:
+        assert arg_type is not None
+        return [("_count", BIGINT)] + [(f"_bit{b}", BIGINT) for b in range(INT_BITS[arg_type.kind])]
     return [("", call.return_type)]  # the (last) output: rebuilds U- / Delete after a restart

@@ -159,3 +159,10 @@ def _pi(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
 @register("atan2")
 def _atan2(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
     return from_numpy(np.arctan2(view(a[0], np.float64), view(a[1], np.float64)), and_valid(*a), pa.float64())
+
+
+@register("random")
+def _random(call: FuncCall, a: list[pa.Array], n: int) -> pa.Array:
+    """PostgreSQL's random(): a float8 in [0, 1), a new value per row, drawn for the whole batch
+    at once from an OS-seeded generator."""
+    return pa.array(np.random.default_rng().random(n), pa.float64())

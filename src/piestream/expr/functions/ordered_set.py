@@ -107,3 +107,17 @@ def _mode(call: FuncCall, args: list[pa.Array], n: int) -> pa.Array:
     idx = np.zeros(n, np.int64)
     idx[run_group[best]] = run_start[best]
     return vals.take(pa.array(idx, pa.int64(), mask=~has))
+
+
+@register("approx_percentile_of")
+def _approx_percentile(call: FuncCall, args: list[pa.Array], n: int) -> pa.Array:
+    """RisingWave's approx_percentile, exactly: the value at 1-based rank max(floor(q * count), 1)
+    of the order (RisingWave's sketch returns its bucket's bound for that rank)."""
+    starts, lens, values, has = _lists(args[0])
+    f, ok = _fractions(call, args, n)
+    has &= ok
+    k = np.maximum(np.floor(f * lens).astype(np.int64) - 1, 0)
+    idx = np.where(has, starts + np.minimum(k, np.maximum(lens - 1, 0)), 0)
+    if not len(values):
+        return pa.nulls(n, pa.float64())
+    return values.take(pa.array(idx, pa.int64(), mask=~has)).cast(pa.float64())

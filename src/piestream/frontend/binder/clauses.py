@@ -305,6 +305,9 @@ RULES: dict[type[exp.Expression], Rule] = {
     exp.StddevSamp: _ONE_ARG,
     exp.Variance: _ONE_ARG,
     exp.VariancePop: _ONE_ARG,
+    exp.BitwiseAndAgg: _ONE_ARG,
+    exp.BitwiseOrAgg: _ONE_ARG,
+    exp.BitwiseXorAgg: _ONE_ARG,
     # `alias`: a named window (OVER w, WINDOW w AS (...)); `spec`: the frame (binder/windows.py)
     exp.Window: rule("this partition_by order over spec alias", first="KEEP (DENSE_RANK FIRST / LAST)"),
     exp.WindowSpec: rule("kind start start_side end end_side", exclude="EXCLUDE in a window frame"),

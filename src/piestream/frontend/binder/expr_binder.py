@@ -56,6 +56,9 @@ AGG_FUNCS: dict[type[exp.Expression], str] = {
     exp.StddevSamp: "stddev_samp",
     exp.Variance: "var_samp",
     exp.VariancePop: "var_pop",
+    exp.BitwiseAndAgg: "bit_and",
+    exp.BitwiseOrAgg: "bit_or",
+    exp.BitwiseXorAgg: "bit_xor",
 }
 AGG_NAMES = {
     "count",
@@ -72,6 +75,9 @@ AGG_NAMES = {
     "var_samp",
     "var_pop",
     "every",
+    "bit_and",
+    "bit_or",
+    "bit_xor",
 }
 
 _BINARY: dict[type[exp.Expression], str] = {

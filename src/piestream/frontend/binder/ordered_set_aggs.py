@@ -8,6 +8,9 @@ is array_agg's, the group's materialized input, so deletes and updates retract a
 semantics require (these aggregates are not incrementally computable). A FILTER of the call is
 ANDed with the NOT NULL one. Forms not rewritten here stay WITHIN GROUP nodes, which the clause
 check refuses with 0A000: an array of fractions, several ORDER BY items, other functions, OVER.
+
+RisingWave's ``approx_percentile(q [, relative_error]) WITHIN GROUP (ORDER BY x)`` is bound the same
+way and answers exactly (see `_rewrite_approx_percentile`).
 """
 
 from __future__ import annotations
@@ -19,9 +22,30 @@ from piestream.frontend.parser.base import WRITTEN_NAME
 _FINISH = {exp.PercentileCont: "percentile_cont", exp.PercentileDisc: "percentile_disc", exp.Mode: "mode"}
 
 
+def _finish_call(
+    name: str,
+    written: str,
+    agg: exp.Expression,
+    x: exp.Expression,
+    wrapper: exp.Expression,
+    rest: list[exp.Expression],
+) -> exp.Expression:
+    """``name(agg FILTER (WHERE x IS NOT NULL [AND the call's FILTER]), *rest)``."""
+    cond: exp.Expression = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
+    parent = wrapper.parent
+    if isinstance(parent, exp.Filter) and parent.this is wrapper:
+        cond = exp.And(this=exp.Paren(this=parent.expression.this.copy()), expression=cond)
+    filtered = exp.Filter(this=agg, expression=exp.Where(this=cond))
+    call = exp.Anonymous(this=name, expressions=[filtered, *rest])
+    call.meta[WRITTEN_NAME] = written
+    return call
+
+
 def _rewrite(wg: exp.WithinGroup) -> exp.Expression | None:
     """The replacement of `wg` (and of its FILTER parent), or None to leave it refused."""
     fn, order = wg.this, wg.expression
+    if isinstance(fn, exp.Anonymous) and str(fn.this).lower() == "approx_percentile":
+        return _rewrite_approx_percentile(wg, fn, order)
     name = _FINISH.get(type(fn))
     if name is None or not isinstance(order, exp.Order) or len(order.expressions) != 1:
         return None
@@ -31,14 +55,7 @@ def _rewrite(wg: exp.WithinGroup) -> exp.Expression | None:
     ordered = order.expressions[0]
     x = ordered.this
     agg = exp.ArrayAgg(this=exp.Order(this=x.copy(), expressions=[ordered.copy()]))
-    cond: exp.Expression = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
-    parent = wg.parent
-    if isinstance(parent, exp.Filter) and parent.this is wg:
-        cond = exp.And(this=exp.Paren(this=parent.expression.this.copy()), expression=cond)
-    filtered = exp.Filter(this=agg, expression=exp.Where(this=cond))
-    call = exp.Anonymous(this=f"{name}_of", expressions=[filtered] + ([fraction.copy()] if fraction else []))
-    call.meta[WRITTEN_NAME] = name
-    return call
+    return _finish_call(f"{name}_of", name, agg, x, wg, [fraction.copy()] if fraction else [])
 
 
 def ordered_set_aggs_as_array_aggs(tree: exp.Expression) -> exp.Expression:
@@ -55,3 +72,21 @@ def ordered_set_aggs_as_array_aggs(tree: exp.Expression) -> exp.Expression:
         else:
             wg.replace(new)
     return tree
+
+
+def _rewrite_approx_percentile(
+    wg: exp.WithinGroup, fn: exp.Anonymous, order: exp.Expression
+) -> exp.Expression | None:
+    """RisingWave's ``approx_percentile(q [, relative_error]) WITHIN GROUP (ORDER BY x)`` as
+    ``approx_percentile_of(array_agg(x ORDER BY x) FILTER (...), q, relative_error)``: the exact
+    value at RisingWave's rank, which is within any relative error (float8, as RisingWave's)."""
+    args = fn.expressions
+    if not isinstance(order, exp.Order) or len(order.expressions) != 1 or not 1 <= len(args) <= 2:
+        return None
+    if any(isinstance(a, exp.Array) for a in args):
+        return None
+    ordered = order.expressions[0]
+    x = ordered.this
+    agg = exp.ArrayAgg(this=exp.Order(this=x.copy(), expressions=[ordered.copy()]))
+    error = args[1].copy() if len(args) > 1 else exp.Literal.number("0.01")
+    return _finish_call("approx_percentile_of", "approx_percentile", agg, x, wg, [args[0].copy(), error])

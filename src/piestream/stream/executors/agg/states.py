@@ -12,6 +12,7 @@ count, count_star      count                                   +-1 per (filtered
 sum, sum0, avg         sum, non-NULL count (not for sum0)      signed values, +-1
   of intervals         interval sum, count                     signed months, days, usecs
 bool_and, bool_or      trues, falses                           +-1 per true / false
+bit_and/_or/_xor       count, one count per bit of the type    +-1 per row, per set bit
 min/max, append-only   the extreme                             min/max of inserted keys
 min/max, retractable   the last output                         min/max of inserted / deleted
 string_agg, array_agg  the last output                         rows written to the input table
@@ -40,7 +41,9 @@ from piestream.expr.functions import numeric_scaled
 from piestream.expr.functions.datetime_arith import interval_scale
 from piestream.expr.functions.vec import interval_parts, make_intervals
 from piestream.plan.agg_call import (
+    BITWISE,
     EXTREME,
+    INT_BITS,
     NUMERIC_SCALES,
     AggCall,
     AggKind,
@@ -438,6 +441,44 @@ class BoolState(CallState):
         return null_where(pa.array(res), t + f == 0)
 
 
+class BitState(CallState):
+    """bit_and / bit_or / bit_xor from how many non-NULL inputs have each bit set, so deletes
+    retract: a bit of bit_and is set when every input has it, of bit_or when one has, of bit_xor
+    when an odd number have. One (rows x bits) numpy array per chunk."""
+
+    def __init__(self, call: AggCall, arg_type: DataType | None) -> None:
+        super().__init__(call, arg_type)
+        assert arg_type is not None
+        self.bits = INT_BITS[arg_type.kind]
+        self.specs = (_COUNT,) * (1 + self.bits)
+
+    def deltas(self, signs: np.ndarray, mask: np.ndarray, cols: Columns) -> list[pa.Array]:
+        x = cols[self.arg]
+        assert x is not None
+        w = signs * mask
+        set_bits = (np_int(x)[:, None] >> np.arange(self.bits, dtype=np.int64)) & 1
+        per_bit = set_bits * w[:, None]
+        return [pa.array(w), *(pa.array(per_bit[:, b]) for b in range(self.bits))]
+
+    def combine(self, prev: list[pa.Array], deltas: list[pa.Array], groups: GroupBatch) -> list[pa.Array]:
+        return [add_bigint(p, d) for p, d in zip(prev, deltas, strict=True)]
+
+    def output(self, state: list[pa.Array]) -> pa.Array:
+        count = np_int(state[0])
+        per_bit = np.stack([np_int(s) for s in state[1:]], axis=1) if len(count) else np.zeros((0, self.bits))
+        kind = self.call.kind
+        if kind is AggKind.BIT_AND:
+            on = per_bit == count[:, None]
+        elif kind is AggKind.BIT_OR:
+            on = per_bit > 0
+        else:
+            on = per_bit % 2 == 1
+        weights = np.left_shift(np.uint64(1), np.arange(self.bits, dtype=np.uint64))
+        value = (on.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+        signed = value.astype(f"uint{self.bits}").view(f"int{self.bits}")
+        return pa.array(signed, self.call.return_type.arrow, mask=count <= 0)
+
+
 class MaterializedState(CallState):
     """A call that reads its group's materialized input (written here as the input arrives)."""
 
@@ -604,6 +645,8 @@ def _state_class(call: AggCall, materialized: bool) -> type[CallState]:
         return SumState
     if kind in (AggKind.BOOL_AND, AggKind.BOOL_OR):
         return BoolState
+    if kind in BITWISE:
+        return BitState
     if kind in EXTREME:
         return RetractableExtremeState if materialized else ExtremeState
     return OrderedInputState
