@@ -164,6 +164,9 @@ EOWC_SESSION = (
     "SELECT seq % 3 AS r, ts, first_value(ts) OVER (PARTITION BY seq % 3 ORDER BY ts "
     "SESSION WITH GAP INTERVAL '2' SECOND) AS s0 FROM wgen"
 )
+#: A format-4 MaterializedExprs (impure select-list items; new in format 4), the job of `IMPURE`.
+GOLDEN_MATERIALIZED_EXPRS = GOLDEN.with_name("plan_format_v4_materialized_exprs.json")
+IMPURE = "SELECT k, random() AS r, gen_random_uuid() AS u FROM v"
 GOLDEN_STATEMENTS = (
     "CREATE TABLE nopk (a INT, b VARCHAR)",
     "CREATE TABLE gent (seq BIGINT) WITH (connector = 'datagen', fields.seq.kind = 'sequence')",
@@ -297,7 +300,7 @@ def test_stored_format_1_documents_read_and_write_back_the_same() -> None:
     frags = decode_fragments(json.dumps(lookup))
     assert json.loads(encode_fragments(frags)) == lookup | {"format": PLAN_FORMAT}
     kinds |= {n.kind for f in frags for n in f.root.walk()}
-    for golden in (GOLDEN_ASOF_JOIN, GOLDEN_EXPAND, GOLDEN_EOWC_SORT):
+    for golden in (GOLDEN_ASOF_JOIN, GOLDEN_EXPAND, GOLDEN_EOWC_SORT, GOLDEN_MATERIALIZED_EXPRS):
         doc = json.loads(golden.read_text())
         frags = decode_fragments(json.dumps(doc))
         assert json.loads(encode_fragments(frags)) == doc
@@ -355,6 +358,18 @@ def test_asof_join_golden_is_what_the_planner_writes(nexmark_db: Database) -> No
     assert decode_fragments(json.dumps(doc)) == frags
     joins = [n for f in frags for n in f.root.walk() if n.kind == "AsOfJoin"]
     assert len(joins) == 1 and joins[0].outer and joins[0].op == ">="
+
+
+def test_materialized_exprs_golden_is_what_the_planner_writes(nexmark_db: Database) -> None:
+    """Regenerate `GOLDEN_MATERIALIZED_EXPRS` (PIESTREAM_WRITE_GOLDEN=1) only on purpose."""
+    frags = _planned(nexmark_db, IMPURE).job.fragments
+    doc = json.loads(encode_fragments(frags))
+    if os.environ.get("PIESTREAM_WRITE_GOLDEN"):
+        GOLDEN_MATERIALIZED_EXPRS.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert doc == json.loads(GOLDEN_MATERIALIZED_EXPRS.read_text())
+    assert decode_fragments(json.dumps(doc)) == frags
+    nodes = [n for f in frags for n in f.root.walk() if n.kind == "MaterializedExprs"]
+    assert len(nodes) == 1 and [str(e) for e in nodes[0].exprs] == ["random()", "gen_random_uuid()"]
 
 
 def test_eowc_sort_golden_is_what_the_planner_writes(nexmark_db: Database) -> None:

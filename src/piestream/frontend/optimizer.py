@@ -93,7 +93,7 @@ def fold(plan: PlanNode) -> PlanNode:
 
 def merge_projects(plan: PlanNode) -> PlanNode:
     def rule(n: PlanNode) -> PlanNode:
-        if isinstance(n, Project) and isinstance(n.input, Project):
+        if isinstance(n, Project) and isinstance(n.input, Project) and not _copies_per_row(n, n.input):
             inner = n.input
             subst = {i: e for i, e in enumerate(inner.exprs)}
             exprs = [
@@ -106,6 +106,22 @@ def merge_projects(plan: PlanNode) -> PlanNode:
         return n
 
     return plan.transform(rule)
+
+
+def _copies_per_row(outer: Project, inner: Project) -> bool:
+    """Merging would evaluate an inner random() / gen_random_uuid() item more than once per row
+    (the outer projection reads it twice): one draw must give one value."""
+    per_row = {i for i, e in enumerate(inner.exprs) if _per_row(e)}
+    if not per_row:
+        return False
+    uses = [x.index for e in outer.exprs for x in e.walk() if isinstance(x, InputRef) and x.index in per_row]
+    return len(uses) != len(set(uses))
+
+
+def _per_row(e: Expr) -> bool:
+    from piestream.expr.signatures import PER_ROW
+
+    return any(isinstance(x, FuncCall) and x.name in PER_ROW for x in e.walk())
 
 
 def _is_identity(p: Project) -> bool:
@@ -137,7 +153,8 @@ def _wrap_filter(node: PlanNode, preds: list[Expr]) -> PlanNode:
 
 
 def _volatile(e: Expr) -> bool:
-    return any(isinstance(x, FuncCall) and x.name in ("now", "gen_random_uuid") for x in e.walk())
+    """Not pushed through a projection (that would evaluate it again, with another value)."""
+    return any(isinstance(x, FuncCall) and x.name in ("now", "gen_random_uuid", "random") for x in e.walk())
 
 
 def _push_filter(node: PlanNode, preds: list[Expr], schema: Schema) -> PlanNode:
@@ -509,6 +526,13 @@ def check_no_volatile(plan: PlanNode) -> None:
             return [v.filter]
         return []
 
+    # the view's select list (the projections at the top): there a MaterializedExprs node
+    # evaluates random() / gen_random_uuid() once per row and stores the values
+    top: set[int] = set()
+    n = plan
+    while isinstance(n, Project):
+        top.add(id(n))
+        n = n.input
     for n in plan.walk():
         for f in fields(n) if is_dataclass(n) else ():
             for e in exprs_of(getattr(n, f.name)):
@@ -517,11 +541,12 @@ def check_no_volatile(plan: PlanNode) -> None:
                         "now() / current_timestamp is not supported in materialized views"
                     )
                 per_row = [x.name for x in e.walk() if isinstance(x, FuncCall) and x.name in PER_ROW]
-                if per_row:
+                if per_row and id(n) not in top:
                     raise FeatureNotSupported(
-                        f"{per_row[0]}() is not supported in materialized views: a view must equal "
-                        "its query, and each evaluation gives new values",
-                        hint="Generate the values when inserting into the table instead.",
+                        f"{per_row[0]}() is not supported in materialized views outside the select "
+                        "list: a view must equal its query, and each evaluation gives new values",
+                        hint="Generate the values in the view's select list, or when inserting into "
+                        "the table.",
                     )
 
 

@@ -18,6 +18,7 @@ from piestream.common.errors import FeatureNotSupported
 from piestream.common.schema import Schema
 from piestream.common.types import BIGINT, INT, SERIAL, TIMESTAMPTZ, Field
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
+from piestream.expr.signatures import PER_ROW
 from piestream.frontend.asof_join import plan_asof_join
 from piestream.frontend.binder.rewrite import remap_refs
 from piestream.frontend.catalog import Relation, RelationKind, WatermarkInfo
@@ -71,6 +72,7 @@ from piestream.plan.filter import FilterNode
 from piestream.plan.general_over_window import build_general_over_window
 from piestream.plan.hash_agg import hash_agg_node
 from piestream.plan.hop_window import HopWindowNode
+from piestream.plan.materialized_exprs import build_materialized_exprs
 from piestream.plan.node import ExchangeNode, StreamNode
 from piestream.plan.now import NowNode, now_state_table
 from piestream.plan.project import ProjectNode
@@ -275,7 +277,41 @@ class StreamPlanner(PlannerBase):
         needed = set().union(*(e.input_refs() for e in node.exprs))
         m = match_dynamic_filter(node.input, needed) if isinstance(node.input, Filter) else None
         p = self._plan_dynamic_filter(m) if m is not None else self.plan(node.input)
-        return self.project(p, node.exprs, node.schema.names, len(node.exprs))
+        p, exprs = self._materialize_impure(p, list(node.exprs))
+        return self.project(p, exprs, node.schema.names, len(node.exprs))
+
+    def _materialize_impure(self, p: Piece, exprs: list[Expr]) -> tuple[Piece, list[Expr]]:
+        """Select-list items calling random() / gen_random_uuid() are evaluated once per row by a
+        MaterializedExprs node below the projection, which then reads the stored values (the
+        optimizer allows them only in an MV's top projections: `check_no_volatile`)."""
+        impure = [
+            i
+            for i, e in enumerate(exprs)
+            if any(isinstance(x, FuncCall) and x.name in PER_ROW for x in e.walk())
+        ]
+        if not impure:
+            return p, exprs
+        sk = p.stream_key
+        if not sk:
+            raise FeatureNotSupported(
+                f"{exprs[impure[0]]} in a materialized view needs an input with a stream key"
+            )
+        # the state table's distribution key must lie inside its pk (the stream key)
+        if p.dist.kind == "single":
+            dist_key: tuple[int, ...] = ()
+        elif p.dist.kind == "hash" and set(p.dist.keys) <= set(sk):
+            dist_key = p.dist.keys
+        else:
+            p = self.shuffle(p, Dist("hash", sk))
+            dist_key = sk
+        node = build_materialized_exprs(
+            p.node, [exprs[i] for i in impure], dist_key, table_id=self.next_table_id()
+        )
+        width = len(p.schema)
+        out = list(exprs)
+        for j, i in enumerate(impure):
+            out[i] = InputRef(width + j, exprs[i].return_type)
+        return Piece(node, p.dist, p.width, p.non_null, p.watermarks), out
 
     def _plan_projectset(self, node: ProjectSet) -> Piece:
         """Items, then the input's stream-key columns (hidden, where no item passes them), then

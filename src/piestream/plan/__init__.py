@@ -20,6 +20,7 @@ from piestream.plan import (  # noqa: F401 - every node kind registers itself on
     hash_join,
     hop_window,
     materialize,
+    materialized_exprs,
     now,
     over_window,
     project,

@@ -23,6 +23,7 @@ from piestream.plan.hash_agg import HashAggNode
 from piestream.plan.hash_join import HashJoinNode
 from piestream.plan.hop_window import HopWindowNode
 from piestream.plan.materialize import MaterializeNode
+from piestream.plan.materialized_exprs import MaterializedExprsNode
 from piestream.plan.node import DmlNode, ExchangeNode, StreamNode
 from piestream.plan.now import NowNode
 from piestream.plan.over_window import OverWindowNode
@@ -50,6 +51,7 @@ from piestream.stream.executors.hop_window import HopWindowExecutor
 from piestream.stream.executors.join.asof_executor import AsOfJoinExecutor
 from piestream.stream.executors.join.executor import HashJoinExecutor
 from piestream.stream.executors.materialize import MaterializeExecutor
+from piestream.stream.executors.materialized_exprs import MaterializedExprsExecutor
 from piestream.stream.executors.now import NowExecutor
 from piestream.stream.executors.over_window import OverWindowExecutor
 from piestream.stream.executors.project import ProjectExecutor
@@ -96,6 +98,7 @@ BUILDERS: dict[type[StreamNode], Builder] = {
     ProjectSetNode: lambda n, ctx: ProjectSetExecutor(ctx, n),
     FilterNode: lambda n, ctx: FilterExecutor(ctx, n),
     MaterializeNode: lambda n, ctx: MaterializeExecutor(ctx, n),
+    MaterializedExprsNode: lambda n, ctx: MaterializedExprsExecutor(ctx, n),
     RowIdGenNode: lambda n, ctx: RowIdGenExecutor(ctx, n),
     HashAggNode: lambda n, ctx: HashAggExecutor(ctx, n),
     HashJoinNode: lambda n, ctx: HashJoinExecutor(ctx, n),
