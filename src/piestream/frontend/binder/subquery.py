@@ -13,6 +13,7 @@ Other shapes fail at CREATE time with 0A000.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -207,10 +208,14 @@ class SubqueryRewriter:
 
         child = self.qb.correlated_child()
         plan, scope = bind_from(child, sub)
+        used = _outer_columns(plan, position(sub))
+        magic: list[Expr] = []
+        if used:
+            plan, scope, magic = self._magic_from(sub, used)
         scope.parent = self.qb.scope
         n_left = len(self.qb.scope.columns)
         filters: list[Expr] = []
-        correlated: list[Expr] = []
+        correlated: list[Expr] = list(magic)
         where = sub.args.get("where")
         for c in conjuncts(where.this) if where is not None else []:
             eb = ExprBinder(scope, params=self.qb.params, context="WHERE")
@@ -227,6 +232,70 @@ class SubqueryRewriter:
         if f is not None:
             plan = Filter(plan.schema, plan, f)
         return plan, and_all(correlated)
+
+    def _magic_from(self, sub: exp.Select, used: list[int]) -> tuple[PlanNode, Scope, list[Expr]]:
+        """The subquery's FROM when a JOIN's ON references the outer query (domain / magic-set
+        decorrelation): D, the distinct values of the outer columns `used`, cross-joined in as the
+        leftmost FROM item, so each ON reads them as plain columns and the FROM is evaluated once
+        per outer value; returns (plan, scope, the conditions ``outer.c IS NOT DISTINCT FROM
+        D.c`` matching each outer row with its own copy, over outer ++ plan columns).
+
+        Exact for INNER / LEFT / CROSS joins of the top-level join chain (D sits on the preserved
+        side of each); anything else that reads the outer query stays 0A000."""
+        from piestream.frontend.binder.from_clause import bind_from_item, bind_join
+
+        qb = self.qb
+        assert qb.plan is not None
+        pos = position(sub)
+        outer = qb.scope.columns
+        k = len(used)
+        d_schema = schema_of([f"?corr{i}" for i in range(k)], [outer[c].data_type for c in used])
+        picked = Project(d_schema, qb.plan, [InputRef(c, outer[c].data_type) for c in used])
+        domain: PlanNode = Agg(d_schema, picked, list(range(k)), [])
+        d_cols = [ScopeColumn(None, f"?corr{i}", outer[c].data_type, True) for i, c in enumerate(used)]
+        to_d = {c: i for i, c in enumerate(used)}
+
+        def resolve(x: Expr) -> Expr | None:
+            if isinstance(x, OuterRef) and x.depth == 1 and x.index in to_d:
+                return InputRef(to_d[x.index], x.return_type)
+            return None
+
+        child = qb.correlated_child()
+        from_ = sub.args.get("from_") or sub.args.get("from")
+        assert from_ is not None
+        first, fscope = bind_from_item(child, from_.this)
+        plan: PlanNode = Join(
+            _join_schema(domain, first, JoinKind.INNER), domain, first, JoinKind.INNER, None
+        )
+        scope = Scope(d_cols + fscope.columns)
+        for j in sub.args.get("joins") or []:
+            plan, scope = bind_join(child, plan, scope, j)
+            cond = plan.condition if isinstance(plan, Join) else None
+            if (
+                isinstance(plan, Join)
+                and cond is not None
+                and any(isinstance(x, OuterRef) for x in cond.walk())
+            ):
+                if plan.kind not in (JoinKind.INNER, JoinKind.LEFT):
+                    raise FeatureNotSupported(
+                        f"a correlated reference in the ON of a {plan.kind.value} join inside a "
+                        "subquery is not supported",
+                        position=position(j),
+                    )
+                plan = replace(plan, condition=cond.transform_down(resolve))
+        if has_outer(plan, skip=domain):
+            raise FeatureNotSupported(
+                "this correlated reference inside a subquery's FROM is not supported", position=pos
+            )
+        n_left = len(outer)
+        matches = [
+            bind_call(
+                "is_not_distinct_from",
+                [InputRef(c, outer[c].data_type), InputRef(n_left + i, outer[c].data_type)],
+            )
+            for i, c in enumerate(used)
+        ]
+        return plan, scope, matches
 
     # -- scalar subqueries (the ExprBinder hook) ------------------------------------------------
     def hook(self, kind: str, sub: exp.Expression, lhs: Expr | None, eb: ExprBinder) -> Expr:
@@ -279,6 +348,11 @@ class SubqueryRewriter:
             )
         child = qb.correlated_child()
         plan, scope = bind_from(child, sub)
+        if has_outer(plan):
+            raise FeatureNotSupported(
+                "a correlated reference inside the FROM of a scalar subquery is not supported",
+                position=position(sub),
+            )
         scope.parent = qb.scope
         keys_inner: list[Expr] = []
         keys_outer: list[Expr] = []
@@ -383,11 +457,44 @@ def _outer_to_input(e: Expr, pos: int | None) -> Expr:
     return e.transform_down(fn)
 
 
-def has_outer(plan: PlanNode) -> bool:
+def _outer_columns(plan: PlanNode, pos: int | None) -> list[int]:
+    """The outer columns (depth 1) `plan` references, sorted; 0A000 for deeper references."""
+    found: set[int] = set()
+    for e in _plan_exprs(plan):
+        for x in e.walk():
+            if isinstance(x, OuterRef):
+                if x.depth != 1:
+                    raise FeatureNotSupported(
+                        "subqueries correlated across two levels are not supported", position=pos
+                    )
+                found.add(x.index)
+    return sorted(found)
+
+
+def _plan_exprs(plan: PlanNode) -> list[Expr]:
+    """Every expression held by a node of `plan`."""
     from dataclasses import fields, is_dataclass
 
+    out: list[Expr] = []
     for p in plan.walk():
         if not is_dataclass(p):
+            continue
+        for f in fields(p):
+            v = getattr(p, f.name)
+            vals = v if isinstance(v, list) else [v]
+            for x in vals:
+                items = x if isinstance(x, list) else [x]
+                out.extend(y for y in items if isinstance(y, Expr))
+    return out
+
+
+def has_outer(plan: PlanNode, skip: PlanNode | None = None) -> bool:
+    """Whether `plan` (but for the subtree `skip`) still holds a correlated reference."""
+    from dataclasses import fields, is_dataclass
+
+    skipped = {id(p) for p in skip.walk()} if skip is not None else set()
+    for p in plan.walk():
+        if not is_dataclass(p) or id(p) in skipped:
             continue
         for f in fields(p):
             v = getattr(p, f.name)
