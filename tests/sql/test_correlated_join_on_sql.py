@@ -45,6 +45,11 @@ MVS = {
         "SELECT id, x, y FROM t1 WHERE x > 0 AND EXISTS (SELECT 1 FROM t2 JOIN t3 ON t2.x = t3.x "
         "AND t2.y <> t1.x LEFT JOIN t3 AS u ON u.x = t2.y AND u.y = t1.y WHERE u.id IS NULL)"
     ),
+    # an INNER join above a RIGHT join: its correlated conjunct filters the FROM's rows
+    "right_then_inner": (
+        "SELECT id FROM t1 WHERE EXISTS (SELECT 1 FROM t2 RIGHT JOIN t3 ON t2.x = t3.x "
+        "JOIN t3 AS u ON u.y = t1.y AND u.x = t3.x WHERE t2.id IS NULL)"
+    ),
     "counted": (
         "SELECT x, count(*) AS n FROM t1 WHERE NOT EXISTS (SELECT 1 FROM t2 LEFT JOIN t3 "
         "ON t3.x = t2.x AND t3.y = t1.x WHERE t3.id IS NOT NULL OR t2.y = t1.y) GROUP BY x"
@@ -73,6 +78,21 @@ def test_correlated_join_on_mvs_equal_duckdb_after_every_round(s: Session, seed:
     assert {"left_exists", "left_not_exists", "inner_exists", "chain"} <= nonempty, nonempty
 
 
+def _explain(s: Session, sql: str) -> str:
+    return "\n".join(r[0] for r in s.execute_one(f"EXPLAIN CREATE MATERIALIZED VIEW m AS {sql}").rows)
+
+
+def test_inner_correlation_is_a_hash_semi_join_and_left_uses_the_domain(s: Session) -> None:
+    for ddl in TABLES:
+        s.execute(ddl)
+    # an INNER join's correlated conjunct is the semi join's key: no copy of the outer query
+    text = _explain(s, MVS["inner_exists"])
+    assert "HashJoin { type: left_semi, predicate: $2 = $" in text and "?corr" not in text, text
+    # a LEFT join's: the distinct outer values joined in, matched NULL-safely
+    text = _explain(s, MVS["left_exists"])
+    assert "left_semi, predicate: $2 IS NOT DISTINCT FROM $" in text and "?corr0" in text, text
+
+
 def test_correlated_join_on_batch_answer(s: Session) -> None:
     """The issue's repro, its answer worked out by hand."""
     for ddl in (
@@ -96,6 +116,11 @@ def test_correlated_join_on_batch_answer(s: Session) -> None:
         # RIGHT / FULL: the outer value would have to reach the null-supplying side as well
         "SELECT x FROM t1 WHERE EXISTS (SELECT 1 FROM t2 RIGHT JOIN t3 ON t2.x = t3.x AND t1.y = t2.y)",
         "SELECT x FROM t1 WHERE EXISTS (SELECT 1 FROM t2 FULL JOIN t3 ON t2.x = t3.x AND t1.y = t2.y)",
+        # a correlated INNER join below a RIGHT join, a LEFT one beside a RIGHT one
+        "SELECT x FROM t1 WHERE EXISTS (SELECT 1 FROM t2 JOIN t3 ON t2.x = t3.x AND t1.y = t2.y "
+        "RIGHT JOIN t3 AS u ON u.x = t2.y)",
+        "SELECT x FROM t1 WHERE EXISTS (SELECT 1 FROM t2 LEFT JOIN t3 ON t2.x = t3.x AND t1.y = t2.y "
+        "RIGHT JOIN t3 AS u ON u.x = t2.y)",
         # a correlated ON inside a parenthesized join, or inside a FROM subquery
         "SELECT x FROM t1 WHERE EXISTS "
         "(SELECT 1 FROM t2 LEFT JOIN (t3 JOIN t3 AS u ON u.x = t1.x) ON t2.x = t3.x)",

@@ -208,14 +208,14 @@ class SubqueryRewriter:
 
         child = self.qb.correlated_child()
         plan, scope = bind_from(child, sub)
-        used = _outer_columns(plan, position(sub))
-        magic: list[Expr] = []
-        if used:
-            plan, scope, magic = self._magic_from(sub, used)
-        scope.parent = self.qb.scope
         n_left = len(self.qb.scope.columns)
+        used = _outer_columns(plan, position(sub))  # read by the FROM (a JOIN's ON)
+        plan, moved = _lift_inner_correlation(plan)
+        correlated = [_to_join_condition(e, n_left) for e in moved]
+        if has_outer(plan):  # what an INNER join's ON does not say alone: the general way
+            plan, scope, correlated = self._magic_from(sub, used)
+        scope.parent = self.qb.scope
         filters: list[Expr] = []
-        correlated: list[Expr] = list(magic)
         where = sub.args.get("where")
         for c in conjuncts(where.this) if where is not None else []:
             eb = ExprBinder(scope, params=self.qb.params, context="WHERE")
@@ -269,6 +269,13 @@ class SubqueryRewriter:
         )
         scope = Scope(d_cols + fscope.columns)
         for j in sub.args.get("joins") or []:
+            if str(j.args.get("side") or "").upper() in ("RIGHT", "FULL"):
+                # its padded rows would carry no outer value: D would be needed on both sides
+                raise FeatureNotSupported(
+                    "a RIGHT or FULL join in a subquery whose JOIN ... ON references the outer "
+                    "query is not supported",
+                    position=position(j),
+                )
             plan, scope = bind_join(child, plan, scope, j)
             cond = plan.condition if isinstance(plan, Join) else None
             if (
@@ -276,12 +283,6 @@ class SubqueryRewriter:
                 and cond is not None
                 and any(isinstance(x, OuterRef) for x in cond.walk())
             ):
-                if plan.kind not in (JoinKind.INNER, JoinKind.LEFT):
-                    raise FeatureNotSupported(
-                        f"a correlated reference in the ON of a {plan.kind.value} join inside a "
-                        "subquery is not supported",
-                        position=position(j),
-                    )
                 plan = replace(plan, condition=cond.transform_down(resolve))
         if has_outer(plan, skip=domain):
             raise FeatureNotSupported(
@@ -455,6 +456,44 @@ def _outer_to_input(e: Expr, pos: int | None) -> Expr:
         return None
 
     return e.transform_down(fn)
+
+
+def _lift_inner_correlation(plan: PlanNode) -> tuple[PlanNode, list[Expr]]:
+    """`plan` (a subquery's FROM) without the correlated conjuncts of its INNER joins' ON, and
+    those conjuncts: when every join down the left spine to the deepest correlated INNER join is
+    a plain Join, its columns keep their positions in the FROM's output, and a conjunct on the
+    left side of a later LEFT join filters the same rows before it as after it (the left side is
+    preserved), so each conjunct is a condition on the FROM's rows, fit for the semi / anti join.
+    The spine is left alone otherwise, and a correlated LEFT join's ON is never split."""
+    spine: list[Join] = []  # top-down, while each join above keeps its left side's rows
+    node = plan
+    while isinstance(node, Join):
+        spine.append(node)
+        if node.kind not in (JoinKind.INNER, JoinKind.LEFT):
+            break  # below a RIGHT / FULL join a filter decides which right rows are padded
+        node = node.left
+    if not spine:
+        return plan, []
+    moved: list[Expr] = []
+    rebuilt: PlanNode | None = None
+    for j in reversed(spine):  # bottom-up
+        cond = j.condition
+        if j.kind is JoinKind.INNER and cond is not None:
+            parts = _expr_conjuncts(cond)
+            outer = [c for c in parts if any(isinstance(x, OuterRef) for x in c.walk())]
+            if outer:
+                moved += outer
+                cond = and_all([c for c in parts if c not in outer])
+        left = rebuilt if rebuilt is not None else j.left
+        rebuilt = replace(j, left=left, condition=cond)
+    assert rebuilt is not None
+    return rebuilt, moved
+
+
+def _expr_conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, FuncCall) and e.name == "and":
+        return [c for a in e.args for c in _expr_conjuncts(a)]
+    return [e]
 
 
 def _outer_columns(plan: PlanNode, pos: int | None) -> list[int]:
