@@ -50,6 +50,11 @@ MVS = {
         "SELECT id FROM t1 WHERE EXISTS (SELECT 1 FROM t2 RIGHT JOIN t3 ON t2.x = t3.x "
         "JOIN t3 AS u ON u.y = t1.y AND u.x = t3.x WHERE t2.id IS NULL)"
     ),
+    # a USING join puts its merged column first: the outer values move along
+    "using_then_left": (
+        "SELECT id FROM t1 WHERE NOT EXISTS (SELECT 1 FROM t2 JOIN t3 USING (x) LEFT JOIN t3 AS u "
+        "ON u.x = t2.y AND u.y = t1.y WHERE u.id IS NULL AND t3.y = t1.x)"
+    ),
     "counted": (
         "SELECT x, count(*) AS n FROM t1 WHERE NOT EXISTS (SELECT 1 FROM t2 LEFT JOIN t3 "
         "ON t3.x = t2.x AND t3.y = t1.x WHERE t3.id IS NOT NULL OR t2.y = t1.y) GROUP BY x"

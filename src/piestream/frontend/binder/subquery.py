@@ -13,6 +13,7 @@ Other shapes fail at CREATE time with 0A000.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -255,10 +256,18 @@ class SubqueryRewriter:
         d_cols = [ScopeColumn(None, f"?corr{i}", outer[c].data_type, True) for i, c in enumerate(used)]
         to_d = {c: i for i, c in enumerate(used)}
 
-        def resolve(x: Expr) -> Expr | None:
-            if isinstance(x, OuterRef) and x.depth == 1 and x.index in to_d:
-                return InputRef(to_d[x.index], x.return_type)
-            return None
+        def d_at(scope: Scope) -> list[int]:
+            """Where D's columns are in `scope` (a USING join puts its merged columns first)."""
+            names = [c.name if c.hidden and c.qualifier is None else None for c in scope.columns]
+            return [names.index(f"?corr{i}") for i in range(k)]
+
+        def resolver(at: list[int]) -> Callable[[Expr], Expr | None]:
+            def resolve(x: Expr) -> Expr | None:
+                if isinstance(x, OuterRef) and x.depth == 1 and x.index in to_d:
+                    return InputRef(at[to_d[x.index]], x.return_type)
+                return None
+
+            return resolve
 
         child = qb.correlated_child()
         from_ = sub.args.get("from_") or sub.args.get("from")
@@ -276,6 +285,7 @@ class SubqueryRewriter:
                     "query is not supported",
                     position=position(j),
                 )
+            at = d_at(scope)  # the ON's columns are the left side's, then the right side's
             plan, scope = bind_join(child, plan, scope, j)
             cond = plan.condition if isinstance(plan, Join) else None
             if (
@@ -283,16 +293,17 @@ class SubqueryRewriter:
                 and cond is not None
                 and any(isinstance(x, OuterRef) for x in cond.walk())
             ):
-                plan = replace(plan, condition=cond.transform_down(resolve))
+                plan = replace(plan, condition=cond.transform_down(resolver(at)))
         if has_outer(plan, skip=domain):
             raise FeatureNotSupported(
                 "this correlated reference inside a subquery's FROM is not supported", position=pos
             )
         n_left = len(outer)
+        at = d_at(scope)
         matches = [
             bind_call(
                 "is_not_distinct_from",
-                [InputRef(c, outer[c].data_type), InputRef(n_left + i, outer[c].data_type)],
+                [InputRef(c, outer[c].data_type), InputRef(n_left + at[i], outer[c].data_type)],
             )
             for i, c in enumerate(used)
         ]
