@@ -126,7 +126,10 @@ def bind_join(qb: QueryBinder, left: PlanNode, lscope: Scope, j: exp.Join) -> tu
     scope = lscope.concat(rscope)
     cond: Expr | None = None
     if on is not None:
-        eb = ExprBinder(scope, params=qb.params, context="JOIN conditions")
+        # in a subquery the ON may reference the enclosing query (a correlated reference, an
+        # OuterRef the subquery rewrite removes or rejects with 0A000)
+        on_scope = Scope(scope.columns, scope.parent or qb.parent_scope)
+        eb = ExprBinder(on_scope, params=qb.params, context="JOIN conditions")
         cond = eb.bind(on)
         if cond.return_type.kind is not TypeKind.BOOLEAN:
             raise DatatypeMismatch("argument of JOIN/ON must be type boolean", position=position(on))

@@ -13,6 +13,8 @@ Other shapes fail at CREATE time with 0A000.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -207,10 +209,14 @@ class SubqueryRewriter:
 
         child = self.qb.correlated_child()
         plan, scope = bind_from(child, sub)
-        scope.parent = self.qb.scope
         n_left = len(self.qb.scope.columns)
+        used = _outer_columns(plan, position(sub))  # read by the FROM (a JOIN's ON)
+        plan, moved = _lift_inner_correlation(plan)
+        correlated = [_to_join_condition(e, n_left) for e in moved]
+        if has_outer(plan):  # what an INNER join's ON does not say alone: the general way
+            plan, scope, correlated = self._magic_from(sub, used)
+        scope.parent = self.qb.scope
         filters: list[Expr] = []
-        correlated: list[Expr] = []
         where = sub.args.get("where")
         for c in conjuncts(where.this) if where is not None else []:
             eb = ExprBinder(scope, params=self.qb.params, context="WHERE")
@@ -227,6 +233,81 @@ class SubqueryRewriter:
         if f is not None:
             plan = Filter(plan.schema, plan, f)
         return plan, and_all(correlated)
+
+    def _magic_from(self, sub: exp.Select, used: list[int]) -> tuple[PlanNode, Scope, list[Expr]]:
+        """The subquery's FROM when a JOIN's ON references the outer query (domain / magic-set
+        decorrelation): D, the distinct values of the outer columns `used`, cross-joined in as the
+        leftmost FROM item, so each ON reads them as plain columns and the FROM is evaluated once
+        per outer value; returns (plan, scope, the conditions ``outer.c IS NOT DISTINCT FROM
+        D.c`` matching each outer row with its own copy, over outer ++ plan columns).
+
+        Exact for INNER / LEFT / CROSS joins of the top-level join chain (D sits on the preserved
+        side of each); anything else that reads the outer query stays 0A000."""
+        from piestream.frontend.binder.from_clause import bind_from_item, bind_join
+
+        qb = self.qb
+        assert qb.plan is not None
+        pos = position(sub)
+        outer = qb.scope.columns
+        k = len(used)
+        d_schema = schema_of([f"?corr{i}" for i in range(k)], [outer[c].data_type for c in used])
+        picked = Project(d_schema, qb.plan, [InputRef(c, outer[c].data_type) for c in used])
+        domain: PlanNode = Agg(d_schema, picked, list(range(k)), [])
+        d_cols = [ScopeColumn(None, f"?corr{i}", outer[c].data_type, True) for i, c in enumerate(used)]
+        to_d = {c: i for i, c in enumerate(used)}
+
+        def d_at(scope: Scope) -> list[int]:
+            """Where D's columns are in `scope` (a USING join puts its merged columns first)."""
+            names = [c.name if c.hidden and c.qualifier is None else None for c in scope.columns]
+            return [names.index(f"?corr{i}") for i in range(k)]
+
+        def resolver(at: list[int]) -> Callable[[Expr], Expr | None]:
+            def resolve(x: Expr) -> Expr | None:
+                if isinstance(x, OuterRef) and x.depth == 1 and x.index in to_d:
+                    return InputRef(at[to_d[x.index]], x.return_type)
+                return None
+
+            return resolve
+
+        child = qb.correlated_child()
+        from_ = sub.args.get("from_") or sub.args.get("from")
+        assert from_ is not None
+        first, fscope = bind_from_item(child, from_.this)
+        plan: PlanNode = Join(
+            _join_schema(domain, first, JoinKind.INNER), domain, first, JoinKind.INNER, None
+        )
+        scope = Scope(d_cols + fscope.columns)
+        for j in sub.args.get("joins") or []:
+            if str(j.args.get("side") or "").upper() in ("RIGHT", "FULL"):
+                # its padded rows would carry no outer value: D would be needed on both sides
+                raise FeatureNotSupported(
+                    "a RIGHT or FULL join in a subquery whose JOIN ... ON references the outer "
+                    "query is not supported",
+                    position=position(j),
+                )
+            at = d_at(scope)  # the ON's columns are the left side's, then the right side's
+            plan, scope = bind_join(child, plan, scope, j)
+            cond = plan.condition if isinstance(plan, Join) else None
+            if (
+                isinstance(plan, Join)
+                and cond is not None
+                and any(isinstance(x, OuterRef) for x in cond.walk())
+            ):
+                plan = replace(plan, condition=cond.transform_down(resolver(at)))
+        if has_outer(plan, skip=domain):
+            raise FeatureNotSupported(
+                "this correlated reference inside a subquery's FROM is not supported", position=pos
+            )
+        n_left = len(outer)
+        at = d_at(scope)
+        matches = [
+            bind_call(
+                "is_not_distinct_from",
+                [InputRef(c, outer[c].data_type), InputRef(n_left + at[i], outer[c].data_type)],
+            )
+            for i, c in enumerate(used)
+        ]
+        return plan, scope, matches
 
     # -- scalar subqueries (the ExprBinder hook) ------------------------------------------------
     def hook(self, kind: str, sub: exp.Expression, lhs: Expr | None, eb: ExprBinder) -> Expr:
@@ -279,6 +360,11 @@ class SubqueryRewriter:
             )
         child = qb.correlated_child()
         plan, scope = bind_from(child, sub)
+        if has_outer(plan):
+            raise FeatureNotSupported(
+                "a correlated reference inside the FROM of a scalar subquery is not supported",
+                position=position(sub),
+            )
         scope.parent = qb.scope
         keys_inner: list[Expr] = []
         keys_outer: list[Expr] = []
@@ -383,11 +469,82 @@ def _outer_to_input(e: Expr, pos: int | None) -> Expr:
     return e.transform_down(fn)
 
 
-def has_outer(plan: PlanNode) -> bool:
+def _lift_inner_correlation(plan: PlanNode) -> tuple[PlanNode, list[Expr]]:
+    """`plan` (a subquery's FROM) without the correlated conjuncts of its INNER joins' ON, and
+    those conjuncts: when every join down the left spine to the deepest correlated INNER join is
+    a plain Join, its columns keep their positions in the FROM's output, and a conjunct on the
+    left side of a later LEFT join filters the same rows before it as after it (the left side is
+    preserved), so each conjunct is a condition on the FROM's rows, fit for the semi / anti join.
+    The spine is left alone otherwise, and a correlated LEFT join's ON is never split."""
+    spine: list[Join] = []  # top-down, while each join above keeps its left side's rows
+    node = plan
+    while isinstance(node, Join):
+        spine.append(node)
+        if node.kind not in (JoinKind.INNER, JoinKind.LEFT):
+            break  # below a RIGHT / FULL join a filter decides which right rows are padded
+        node = node.left
+    if not spine:
+        return plan, []
+    moved: list[Expr] = []
+    rebuilt: PlanNode | None = None
+    for j in reversed(spine):  # bottom-up
+        cond = j.condition
+        if j.kind is JoinKind.INNER and cond is not None:
+            parts = _expr_conjuncts(cond)
+            outer = [c for c in parts if any(isinstance(x, OuterRef) for x in c.walk())]
+            if outer:
+                moved += outer
+                cond = and_all([c for c in parts if c not in outer])
+        left = rebuilt if rebuilt is not None else j.left
+        rebuilt = replace(j, left=left, condition=cond)
+    assert rebuilt is not None
+    return rebuilt, moved
+
+
+def _expr_conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, FuncCall) and e.name == "and":
+        return [c for a in e.args for c in _expr_conjuncts(a)]
+    return [e]
+
+
+def _outer_columns(plan: PlanNode, pos: int | None) -> list[int]:
+    """The outer columns (depth 1) `plan` references, sorted; 0A000 for deeper references."""
+    found: set[int] = set()
+    for e in _plan_exprs(plan):
+        for x in e.walk():
+            if isinstance(x, OuterRef):
+                if x.depth != 1:
+                    raise FeatureNotSupported(
+                        "subqueries correlated across two levels are not supported", position=pos
+                    )
+                found.add(x.index)
+    return sorted(found)
+
+
+def _plan_exprs(plan: PlanNode) -> list[Expr]:
+    """Every expression held by a node of `plan`."""
     from dataclasses import fields, is_dataclass
 
+    out: list[Expr] = []
     for p in plan.walk():
         if not is_dataclass(p):
+            continue
+        for f in fields(p):
+            v = getattr(p, f.name)
+            vals = v if isinstance(v, list) else [v]
+            for x in vals:
+                items = x if isinstance(x, list) else [x]
+                out.extend(y for y in items if isinstance(y, Expr))
+    return out
+
+
+def has_outer(plan: PlanNode, skip: PlanNode | None = None) -> bool:
+    """Whether `plan` (but for the subtree `skip`) still holds a correlated reference."""
+    from dataclasses import fields, is_dataclass
+
+    skipped = {id(p) for p in skip.walk()} if skip is not None else set()
+    for p in plan.walk():
+        if not is_dataclass(p) or id(p) in skipped:
             continue
         for f in fields(p):
             v = getattr(p, f.name)
