@@ -76,7 +76,7 @@ def _rounds(seed: int, n: int) -> list[list[str]]:
     return [[rng.choice(gens).statement() for _ in range(rng.randint(1, 5))] for _ in range(n)]
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(2))  # two seeds: about 30 s each in CI
 def test_correlated_join_on_mvs_equal_duckdb_after_every_round(s: Session, seed: int) -> None:
     cases = [(name, sql, None) for name, sql in MVS.items()]
     nonempty = check_cases_with_rounds(s, TABLES, cases, _rounds(seed, 12), one_epoch_per_round=True)
