@@ -79,7 +79,7 @@ def _rounds(seed: int, n: int) -> list[list[str]]:
 @pytest.mark.parametrize("seed", range(2))  # two seeds: about 30 s each in CI
 def test_correlated_join_on_mvs_equal_duckdb_after_every_round(s: Session, seed: int) -> None:
     cases = [(name, sql, None) for name, sql in MVS.items()]
-    nonempty = check_cases_with_rounds(s, TABLES, cases, _rounds(seed, 12), one_epoch_per_round=True)
+    nonempty = check_cases_with_rounds(s, TABLES, cases, _rounds(seed, 8), one_epoch_per_round=True)
     assert set(MVS) <= nonempty, nonempty
 
 
