@@ -12,6 +12,13 @@ Several conjuncts (``BETWEEN now() - i AND now()``) stack one DynamicFilter per 
 compared with the row must be ``now()`` or ``now() ± constant interval``: a non-decreasing
 function of the epoch, which lets the DynamicFilter drop rows that can never pass again. Any
 other use of ``now()`` keeps its 0A000 (`optimizer.check_no_volatile`).
+
+An OR with one temporal disjunct keeps one DynamicFilter (`_or_to_key`). An OR of several
+(``ts > now() - i OR ts < now() - j``, or of conjunctions of such) becomes a UNION ALL of
+disjoint branches, each a stack of DynamicFilters: branch i holds the rows for which disjunct i
+is true and every earlier one is not (``D_i AND D_1 IS NOT TRUE AND ...``), so a row is in
+exactly one branch at every epoch, as it is in the OR; the Union's branch index keeps a row that
+moves between branches apart in the stream key.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from piestream.common.schema import Field, Schema
 from piestream.common.types import TIMESTAMPTZ, TypeKind
 from piestream.expr.expr import Expr, FuncCall, InputRef, Literal
 from piestream.expr.signatures import VOLATILE
-from piestream.frontend.logical import Filter, Join, JoinKind, Now, PlanNode, Project
+from piestream.frontend.logical import Filter, Join, JoinKind, Now, PlanNode, Project, Union
 
 _COMPARISONS = ("less_than", "less_than_or_equal", "greater_than", "greater_than_or_equal")
 
@@ -48,9 +55,53 @@ def rewrite_temporal_filters(plan: PlanNode) -> PlanNode:
     temporal = [c for c in parts if has_now(c)]
     rest = and_all([c for c in parts if not has_now(c)])
     cur: PlanNode = node.input if rest is None else Filter(node.input.schema, node.input, rest)
+    several = [c for c in temporal if sum(has_now(d) for d in _disjuncts(c)) > 1]
     for c in temporal:
-        cur = _temporal_conjunct(cur, c)
+        if c not in several:
+            cur = _temporal_conjunct(cur, c)
+    for c in several:  # after the single-bound filters, so each branch reads fewer rows
+        cur = _disjoint_branches(cur, _disjuncts(c))
     return cur
+
+
+def _disjoint_branches(input: PlanNode, parts: list[Expr]) -> PlanNode:
+    """``D_1 OR ... OR D_n`` over `input` as the UNION ALL of ``D_i AND NOT-TRUE(D_j), j < i``."""
+    from piestream.frontend.optimizer import and_all
+
+    branches: list[PlanNode] = []
+    for i, d in enumerate(parts):
+        pred = and_all([d, *(_not_true(p) for p in parts[:i])])
+        assert pred is not None
+        branches.append(rewrite_temporal_filters(Filter(input.schema, input, pred)))
+    return Union(input.schema, branches)
+
+
+_FLIPPED = {
+    "less_than": "greater_than_or_equal",
+    "less_than_or_equal": "greater_than",
+    "greater_than": "less_than_or_equal",
+    "greater_than_or_equal": "less_than",
+}
+
+
+def _not_true(e: Expr) -> Expr:
+    """``e IS NOT TRUE`` written with temporal comparisons kept as comparisons, so the branches'
+    guards are temporal filters again: ``row > b`` is not true when ``row <= b OR row IS NULL``
+    (the bound, ``now() ± i``, is never NULL)."""
+    from piestream.expr.bind import bind_call
+
+    if isinstance(e, FuncCall) and e.name == "and":
+        return bind_call("or", [_not_true(a) for a in e.args])
+    if isinstance(e, FuncCall) and e.name == "or":
+        return bind_call("and", [_not_true(a) for a in e.args])
+    if isinstance(e, FuncCall) and e.name in _FLIPPED and len(e.args) == 2 and has_now(e):
+        a, b = e.args
+        row = b if has_now(a) else a
+        flipped = FuncCall(_FLIPPED[e.name], (a, b), e.return_type, e.options)
+        return bind_call("or", [flipped, bind_call("is_null", [row])])
+    if has_now(e):
+        raise FeatureNotSupported(_REFUSED)
+    return bind_call("is_not_true", [e])
 
 
 def _is_now_bound(e: Expr) -> bool:
