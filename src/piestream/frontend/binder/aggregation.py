@@ -32,6 +32,7 @@ from piestream.frontend.binder.grouping_sets import (
 from piestream.frontend.binder.scope import GroupingError, Scope, ScopeColumn
 from piestream.frontend.binder.windows import WindowBinding
 from piestream.frontend.logical import Agg, AggCall, Filter, PlanNode, Project
+from piestream.plan.agg_call import ORDERED_INPUT
 
 if TYPE_CHECKING:
     from piestream.frontend.binder.query import QueryBinder
@@ -83,7 +84,12 @@ def contains_agg(node: exp.Expression | int) -> bool:
         n = stack.pop()
         if n is not node and isinstance(n, exp.Subquery | exp.Select):
             continue
-        is_agg = type(n) in AGG_FUNCS or (isinstance(n, exp.Anonymous) and str(n.this).lower() in AGG_NAMES)
+        is_agg = (
+            type(n) in AGG_FUNCS
+            or (isinstance(n, exp.Anonymous) and str(n.this).lower() in AGG_NAMES)
+            # RisingWave's aggregate first_value(x ORDER BY ...); first_value(x) OVER is a window
+            or (isinstance(n, exp.FirstValue | exp.LastValue) and isinstance(n.this, exp.Order))
+        )
         if (is_agg and not isinstance(n.parent, exp.Window)) or isinstance(n, exp.Grouping):
             return True
         stack.extend(n.iter_expressions())
@@ -189,6 +195,10 @@ class AggBinding:
                     position=position(o),
                 )
             orders.append((self._add_pre(oe), OrderType.of(bool(o.args.get("desc")), nulls_first_of(o))))
+        if kind not in ORDERED_INPUT:
+            # count(v ORDER BY v), sum(v ORDER BY v): the input's order cannot change the result
+            # (PostgreSQL sorts, then computes the same value), so the ordering is not planned
+            orders = []
         idx = tuple(self._add_pre(a) for a in args)
         call = AggCall(kind, idx, ret, distinct, filter_expr, tuple(orders), constant_delimiter)
         if call in self.calls:  # e.g. count(*) in both SELECT and HAVING: computed once

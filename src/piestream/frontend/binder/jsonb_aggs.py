@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from piestream.common.errors import FeatureNotSupported
 from piestream.frontend.binder.expr_binder import position
+from piestream.frontend.parser.base import WRITTEN_NAME
 
 #: the scalar that turns array_agg's pairs into an object (expr/functions/jsonb.py)
 OBJECT_OF_PAIRS = "jsonb_object_of_pairs"
@@ -56,10 +57,17 @@ def jsonb_aggs_as_array_aggs(tree: exp.Expression) -> exp.Expression:
         outer: exp.Expression = node
         while isinstance(outer.parent, exp.Filter | exp.Window) and outer.parent.this is outer:
             outer = outer.parent
+        # the output column keeps the name written (jsonb_agg, jsonb_object_agg), as PostgreSQL's
+        written = node.meta.get(WRITTEN_NAME) or (
+            "jsonb_object_agg" if isinstance(node, exp.JSONBObjectAgg) else "jsonb_agg"
+        )
         if outer is node:
-            node.replace(exp.Anonymous(this=finish, expressions=[agg]))
+            wrapped = exp.Anonymous(this=finish, expressions=[agg])
+            wrapped.meta[WRITTEN_NAME] = written
+            node.replace(wrapped)
             continue
         node.replace(agg)
         wrapped = exp.Anonymous(this=finish, expressions=[outer.copy()])
+        wrapped.meta[WRITTEN_NAME] = written
         outer.replace(wrapped)
     return tree
