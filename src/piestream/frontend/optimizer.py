@@ -173,6 +173,8 @@ def _push_filter(node: PlanNode, preds: list[Expr], schema: Schema) -> PlanNode:
         return _wrap_filter(Project(node.schema, inner, node.exprs), kept)
     if isinstance(node, Join):
         return _push_join(node, preds)
+    if isinstance(node, ProjectSet):
+        return _push_through_project_set(node, preds)
     if isinstance(node, Union):
         return Union(node.schema, [_push_filter(i, list(preds), i.schema) for i in node.union_inputs])
     if isinstance(node, Agg):
@@ -187,6 +189,25 @@ def _push_filter(node: PlanNode, preds: list[Expr], schema: Schema) -> PlanNode:
         inner = _push_filter(node.input, below, node.input.schema) if below else node.input
         return _wrap_filter(replace(node, input=inner), above)
     return _wrap_filter(node, preds)
+
+
+def _push_through_project_set(node: ProjectSet, preds: list[Expr]) -> PlanNode:
+    """A predicate on a ProjectSet's scalar items holds for all of an input row's output rows or
+    none, so it filters the input instead: ``FROM t, jsonb_each(t.j) WHERE jsonb_typeof(t.j) =
+    'object'`` never calls jsonb_each on the rows the WHERE removes (PostgreSQL's order too, so
+    no error record for them)."""
+    n = len(node.items)
+    scalar = {i: e for i, e in enumerate(node.items) if not isinstance(e, TableFunction) and not _volatile(e)}
+    below: list[Expr] = []
+    above: list[Expr] = []
+    for p in preds:
+        refs = p.input_refs()
+        if refs and all(r < n and r in scalar for r in refs) and not _volatile(p):
+            below.append(p.transform_down(lambda x: scalar[x.index] if isinstance(x, InputRef) else None))
+        else:
+            above.append(p)
+    inner = _push_filter(node.input, below, node.input.schema) if below else node.input
+    return _wrap_filter(replace(node, input=inner), above)
 
 
 def _push_join(node: Join, preds: list[Expr]) -> PlanNode:
