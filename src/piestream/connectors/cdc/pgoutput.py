@@ -388,6 +388,23 @@ class Batch:
         data = np.frombuffer(b"".join(payloads) + b"\0" * 8, np.uint8)
         return cls(data, starts, ends, data[starts] if len(starts) else np.zeros(0, np.uint8))
 
+    @classmethod
+    def of_buffer(cls, data: bytes, lens: np.ndarray) -> Batch:
+        """Messages laid end to end in `data`, of lengths `lens` (a peek aggregated upstream:
+        no Python object per message)."""
+        lens = lens.astype(np.int64)
+        if (lens <= 0).any():
+            raise PgOutputError("empty pgoutput message")
+        ends = np.cumsum(lens)
+        if (int(ends[-1]) if len(lens) else 0) != len(data):
+            raise PgOutputError("pgoutput messages and their lengths disagree")
+        starts = ends - lens
+        buf = np.frombuffer(data + b"\0" * 8, np.uint8)  # padded, as in `of`
+        return cls(buf, starts, ends, buf[starts] if len(starts) else np.zeros(0, np.uint8))
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
     def message(self, i: int) -> Message:
         return decode(self.data[self.starts[i] : self.ends[i]].tobytes())
 
