@@ -13,6 +13,8 @@ One split per table, with its own replication slot. The split's offset (`CdcOffs
   L > C). The stream still starts at C: changes of [C, L) replay over rows already at L, which
   the table's upsert semantics (a primary key, ON CONFLICT overwrite) turn into the same final
   rows, and keys copied before the restart get their changes from C on. Never a re-snapshot.
+  While the pipeline processes a chunk, the next one is copied in the background in the same
+  snapshot (`ChunkAhead`): the upstream's COPY overlaps the epoch rather than opening the next.
 - **Stream.** ``pg_logical_slot_peek_binary_changes`` (repeatable: a retried epoch reads the
   same changes) from the committed LSN; the slot is advanced (``pg_replication_slot_advance``,
   the feedback) only to an offset whose epoch is durable (`PgCdcReader.ack`), so the slot keeps
@@ -20,10 +22,12 @@ One split per table, with its own replication slot. The split's offset (`CdcOffs
 - Inserts and updates become upserts (INSERT of the new row), deletes a DELETE of the key; an
   update that changes the key deletes the old one. A TOASTed column the upstream did not resend
   is taken from the old row (REPLICA IDENTITY FULL) or an earlier change of the same read.
-- **Stream decode.** A peek's messages decode column-wise (`pgoutput.Batch`): the control
-  messages one by one, the row messages' tuples per column for all at once, their text values
-  gathered into Arrow strings; a read with an upstream TRUNCATE of the table, its relation sent
-  twice or a TOASTed value not sent decodes message by message instead.
+- **Stream decode.** A peek comes aggregated upstream (the messages end to end and their
+  lengths, two ``string_agg``: no Python object per message). Its messages decode column-wise
+  (`pgoutput.Batch`): the control messages one by one, the row messages' tuples per column for
+  all at once, their text values gathered into Arrow strings; a read with an upstream TRUNCATE
+  of the table, its relation sent twice or a TOASTed value not sent decodes message by message
+  instead.
 - **Faults.** The upstream down (or the connection lost mid-read): the read raises
   `SourceUnavailable` (the error is logged and kept for the operations view), the barrier
   manager pauses the source and retries with back-off, other jobs commit; the slot gone while
