@@ -104,6 +104,42 @@ def test_restart_resumes_exactly_and_reads_are_repeatable(pg: PgServer) -> None:
     assert f.rows == _upstream(pg, "r2")
 
 
+def test_the_next_chunk_is_copied_ahead_and_other_reads_copy_their_own(
+    pg: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pg.sql("CREATE TABLE r_ahead (id int PRIMARY KEY, v text)")
+    pg.sql("INSERT INTO r_ahead SELECT g, 'v' || g FROM generate_series(1, 300) g")
+    reader = _reader(pg, "r_ahead", (("id", INT), ("v", TEXT)))
+    copies: list[tuple[tuple[str, ...] | None, int]] = []
+    copy = postgres.PgCdcReader._copy
+
+    def counted(
+        self: postgres.PgCdcReader, snap: object, cursor: tuple[str, ...] | None, budget: int
+    ) -> object:
+        copies.append((cursor, budget))
+        return copy(self, snap, cursor, budget)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(postgres.PgCdcReader, "_copy", counted)
+    split = reader.splits()[0]
+    first = reader.read(split, None, 100, EPOCH)
+    pg.sql("UPDATE r_ahead SET v = 'late' WHERE id IN (150, 250)")  # after the snapshot: not copied
+    second = reader.read(split, first.offset, 100, EPOCH)  # the chunk copied meanwhile
+    assert copies == [(None, 100), (("100",), 100), (("200",), 100)]
+    again = reader.read(split, first.offset, 100, EPOCH)  # a retried epoch copies its own
+    assert copies[3] == (("100",), 100) and again.offset == second.offset
+    assert again.batches[0].equals(second.batches[0])
+    assert second.batches[0].column(1).to_pylist() == [f"v{i}" for i in range(101, 201)]
+    smaller = reader.read(split, second.offset, 40, EPOCH)  # another budget: not the one ahead
+    assert copies[-2:] == [(("200",), 40), (("240",), 40)]
+    assert smaller.batches[0].column(0).to_pylist() == list(range(201, 241))
+    f = Follower(reader)
+    f.offset = smaller.offset
+    f.drain(100)
+    f.rows.update({i: (i, f"v{i}") for i in range(1, 241)})
+    f.rows[150] = (150, "late")  # the stream's change of a key copied before it
+    assert f.rows == _upstream(pg, "r_ahead")
+
+
 def test_toast_full_identity_and_unresolvable_default(pg: PgServer) -> None:
     pg.sql("CREATE TABLE r3 (id int PRIMARY KEY, big text, v int)")
     pg.sql("ALTER TABLE r3 ALTER COLUMN big SET STORAGE EXTERNAL")
@@ -239,8 +275,16 @@ def test_batched_decode_equals_the_per_message_one(pg: PgServer, identity: str) 
                 stmts.append(f"DELETE FROM {table} WHERE id BETWEEN {k} AND {k + 3}")
         pg.sql("BEGIN; " + "; ".join(stmts) + "; COMMIT")
     reader = f.reader
-    rows = reader._peek(10**6)
-    batch = po.Batch.of(rows)
+    batch = reader._peek(10**6)  # aggregated upstream: the same messages as a row per message
+    with reader._sql() as cur:
+        cur.execute(
+            "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, "
+            "'proto_version', '1', 'publication_names', %s)",
+            (reader.cfg.slot, reader.cfg.publication),
+        )
+        rows = [bytes(r[0]) for r in cur.fetchall()]
+    assert len(rows) > 100
+    assert [batch.message(i) for i in range(len(batch))] == [po.decode(r) for r in rows]
     for budget in (1, 4, 13, 10**6):
         offset, reads = start, 0
         while True:

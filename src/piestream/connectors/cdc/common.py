@@ -91,6 +91,54 @@ class Snapshots:
             old.close()
 
 
+class ChunkAhead:
+    """The next snapshot chunk, copied in the background while the pipeline processes this one:
+    the upstream's COPY (its wall time is the upstream's work and the network's, the GIL free
+    meanwhile) overlaps the epoch instead of lengthening the next. Exact by construction: the
+    copy runs in the same snapshot transaction, with the same cursor and budget, so it is the
+    chunk a read of that offset would copy; a read of any other offset or budget (a retried
+    epoch, a smaller budget) waits for it, drops it and copies its own. One copy at a time on
+    the snapshot's connection: `take` and `wait` join the background one first."""
+
+    def __init__(self) -> None:
+        self._key: object = None
+        self._thread: threading.Thread | None = None
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def start(self, key: object, copy: Callable[[], Any]) -> None:
+        """Copy the chunk `key` names in the background (`copy()`, on the snapshot's connection)."""
+        self.wait()
+
+        def run() -> None:
+            try:
+                self._value = copy()
+            except BaseException as e:  # handed to the read that takes this chunk
+                self._error = e
+
+        self._key, self._value, self._error = key, None, None
+        self._thread = threading.Thread(target=run, name="cdc-chunk-ahead", daemon=True)
+        self._thread.start()
+
+    def take(self, key: object) -> Any | None:
+        """The chunk copied ahead if it is `key`'s (its error raised here, as a read's own would
+        be), else None; either way nothing runs in the background after this."""
+        self.wait()
+        found, value, error = self._key == key and self._key is not None, self._value, self._error
+        self._key, self._value, self._error = None, None, None
+        if not found:
+            return None
+        if error is not None:
+            raise error
+        return value
+
+    def wait(self) -> None:
+        """Wait for the background copy (before the connection is used or closed)."""
+        t, self._thread = self._thread, None
+        if t is not None:
+            t.join()
+
+
 class CdcReader:
     """The read of a CDC split: one snapshot chunk or one batch of the change stream. An
     unreachable upstream raises `SourceUnavailable` (08006), as Kafka's reader does, rather than

@@ -388,6 +388,23 @@ class Batch:
         data = np.frombuffer(b"".join(payloads) + b"\0" * 8, np.uint8)
         return cls(data, starts, ends, data[starts] if len(starts) else np.zeros(0, np.uint8))
 
+    @classmethod
+    def of_buffer(cls, data: bytes, lens: np.ndarray) -> Batch:
+        """Messages laid end to end in `data`, of lengths `lens` (a peek aggregated upstream:
+        no Python object per message)."""
+        lens = lens.astype(np.int64)
+        if (lens <= 0).any():
+            raise PgOutputError("empty pgoutput message")
+        ends = np.cumsum(lens)
+        if (int(ends[-1]) if len(lens) else 0) != len(data):
+            raise PgOutputError("pgoutput messages and their lengths disagree")
+        starts = ends - lens
+        buf = np.frombuffer(data + b"\0" * 8, np.uint8)  # padded, as in `of`
+        return cls(buf, starts, ends, buf[starts] if len(starts) else np.zeros(0, np.uint8))
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
     def message(self, i: int) -> Message:
         return decode(self.data[self.starts[i] : self.ends[i]].tobytes())
 
@@ -447,25 +464,33 @@ class Tuples:
         return out
 
     def column(self, i: int) -> pa.Array:
-        """Column `i`'s text values (NULL where not sent) as one Arrow string array."""
+        """Column `i`'s text values (NULL where not sent) as one Arrow string array: the batch's
+        buffer seen as a binary array whose even elements are the values and odd ones the bytes
+        between them (offsets value start, value end, next start, ...: ascending, as the
+        messages are), whose even elements Arrow's take then gathers."""
         valid = self.kinds[i] == _T
-        lens = np.where(valid, self.lens[i], 0)
-        n = len(lens)
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(lens, out=offsets[1:])
-        total = int(offsets[-1])
-        # the values' bytes gathered in order: each byte's source is its value's start + rank
-        idx = np.repeat(self.starts[i] - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
-        values = self.batch.data[idx]
-        nulls = n - int(valid.sum())
-        mask = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-        if total < 2**31:
-            arr = pa.StringArray.from_buffers(
-                n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(values), mask, nulls
+        n = len(valid)
+        if n == 0:
+            return pa.array([], pa.string())
+        lo = np.where(valid, self.starts[i], self.starts[i] - 5)  # not sent: empty, at its kind
+        bounds = np.empty(2 * n, np.int64)
+        bounds[0::2] = lo
+        bounds[1::2] = lo + np.where(valid, self.lens[i], 0)
+        data = pa.py_buffer(self.batch.data)
+        if len(self.batch.data) < 2**31:
+            seen = pa.BinaryArray.from_buffers(
+                pa.binary(), 2 * n - 1, [None, pa.py_buffer(bounds.astype(np.int32)), data]
             )
         else:
-            wide = pa.py_buffer(offsets)
-            big = pa.LargeStringArray.from_buffers(n, wide, pa.py_buffer(values), mask, nulls)
-            arr = big.cast(pa.string())
-        arr.validate(full=True)  # the text is UTF-8 (as the per-message decode's .decode() checks)
+            seen = pa.LargeBinaryArray.from_buffers(
+                pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(bounds), data]
+            )
+        values = seen.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+        if values.type == pa.large_binary():
+            values = values.cast(pa.binary())  # a column's own bytes stay far below 2 GB
+        arr = values.cast(pa.string())  # validates UTF-8 (as the per-message decode's .decode())
+        nulls = n - int(valid.sum())
+        if nulls:
+            mask = pa.py_buffer(np.packbits(valid, bitorder="little"))
+            arr = pa.StringArray.from_buffers(n, arr.buffers()[1], arr.buffers()[2], mask, nulls, arr.offset)
         return arr

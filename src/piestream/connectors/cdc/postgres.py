@@ -13,6 +13,8 @@ One split per table, with its own replication slot. The split's offset (`CdcOffs
   L > C). The stream still starts at C: changes of [C, L) replay over rows already at L, which
   the table's upsert semantics (a primary key, ON CONFLICT overwrite) turn into the same final
   rows, and keys copied before the restart get their changes from C on. Never a re-snapshot.
+  While the pipeline processes a chunk, the next one is copied in the background in the same
+  snapshot (`ChunkAhead`): the upstream's COPY overlaps the epoch rather than opening the next.
 - **Stream.** ``pg_logical_slot_peek_binary_changes`` (repeatable: a retried epoch reads the
   same changes) from the committed LSN; the slot is advanced (``pg_replication_slot_advance``,
   the feedback) only to an offset whose epoch is durable (`PgCdcReader.ack`), so the slot keeps
@@ -20,10 +22,12 @@ One split per table, with its own replication slot. The split's offset (`CdcOffs
 - Inserts and updates become upserts (INSERT of the new row), deletes a DELETE of the key; an
   update that changes the key deletes the old one. A TOASTed column the upstream did not resend
   is taken from the old row (REPLICA IDENTITY FULL) or an earlier change of the same read.
-- **Stream decode.** A peek's messages decode column-wise (`pgoutput.Batch`): the control
-  messages one by one, the row messages' tuples per column for all at once, their text values
-  gathered into Arrow strings; a read with an upstream TRUNCATE of the table, its relation sent
-  twice or a TOASTed value not sent decodes message by message instead.
+- **Stream decode.** A peek comes aggregated upstream (the messages end to end and their
+  lengths, two ``string_agg``: no Python object per message). Its messages decode column-wise
+  (`pgoutput.Batch`): the control messages one by one, the row messages' tuples per column for
+  all at once, their text values gathered into Arrow strings; a read with an upstream TRUNCATE
+  of the table, its relation sent twice or a TOASTed value not sent decodes message by message
+  instead.
 - **Faults.** The upstream down (or the connection lost mid-read): the read raises
   `SourceUnavailable` (the error is logged and kept for the operations view), the barrier
   manager pauses the source and retries with back-off, other jobs commit; the slot gone while
@@ -57,6 +61,7 @@ from piestream.connectors.cdc.common import (
     CdcReader,
     CdcStatus,
     Changes,
+    ChunkAhead,
     Health,
     Snapshots,
     UpstreamUnavailable,
@@ -307,8 +312,10 @@ class _Snapshot:
 
     conn: Any
     lsn: int
+    ahead: ChunkAhead = field(default_factory=ChunkAhead)  # the next chunk, copied meanwhile
 
     def close(self) -> None:
+        self.ahead.wait()  # the connection is the background copy's until it ends
         with suppress(Exception):
             self.conn.close()  # ends the transaction; a temporary slot goes with it
 
@@ -387,6 +394,19 @@ class PgCdcReader(CdcReader):
 
     def snapshot_chunk(self, off: CdcOffset, budget: int) -> ReadResult:
         snap = self._snapshot()
+        key = (off.cursor, budget)
+        chunk = snap.ahead.take(key)  # copied in the background during the last epoch
+        batches, n, last = chunk if chunk is not None else self._copy(snap, off.cursor, budget)
+        result = self.chunk_result(off, batches, n, budget, lambda: last)
+        if n == budget:  # the copy goes on: the next chunk is copied while this one is processed
+            snap.ahead.start((last, budget), lambda: self._copy(snap, last, budget))
+        return result
+
+    def _copy(
+        self, snap: _Snapshot, cursor: tuple[str, ...] | None, budget: int
+    ) -> tuple[list[pa.RecordBatch], int, tuple[str, ...]]:
+        """The chunk of up to `budget` rows after `cursor` in the snapshot: its batches, its
+        rows and its last key (text)."""
         cur = snap.conn.cursor()
         up = upstream_table(cur, self.cfg)
         pk = self.pk(cur)
@@ -394,10 +414,9 @@ class PgCdcReader(CdcReader):
         sel = ", ".join(_quote(n) for n in names)
         keys = ", ".join(_quote(k) for k in pk)
         where = ""
-        if off.cursor is not None:
+        if cursor is not None:
             lits = ", ".join(
-                cur.mogrify("%s::" + up.columns[k][1], (v,)).decode()
-                for k, v in zip(pk, off.cursor, strict=True)
+                cur.mogrify("%s::" + up.columns[k][1], (v,)).decode() for k, v in zip(pk, cursor, strict=True)
             )
             where = f" WHERE ({keys}) > ({lits})"
         table = f"{_quote(self.cfg.schema)}.{_quote(self.cfg.table)}"
@@ -411,11 +430,8 @@ class PgCdcReader(CdcReader):
         n = text.num_rows
         cols = [po.to_arrow(text.column(i).combine_chunks(), t) for i, (_, t) in enumerate(self.columns)]
         batches = [pa.RecordBatch.from_arrays(cols, names=names)] if n else []
-
-        def last() -> tuple[str, ...]:
-            return tuple(str(text.column(names.index(k))[n - 1].as_py()) for k in pk)
-
-        return self.chunk_result(off, batches, n, budget, last)
+        last = tuple(str(text.column(names.index(k))[n - 1].as_py()) for k in pk) if n else ()
+        return batches, n, last
 
     # -- stream ---------------------------------------------------------------------------------
 
@@ -449,30 +465,45 @@ class PgCdcReader(CdcReader):
     def stream(self, off: CdcOffset, budget: int) -> ReadResult:
         limit = budget + 1000
         while True:
-            rows = self._peek(limit)
+            batch = self._peek(limit)
             changes = _Changes(self, off, budget)
-            batch = po.Batch.of(rows)
             if not changes.feed_batch(batch):  # a TRUNCATE, a TOASTed value, a new relation
                 changes = _Changes(self, off, budget)
-                changes.feed(batch.message(i) for i in range(len(rows)))
-            if changes.full or len(rows) < limit:
+                changes.feed(batch.message(i) for i in range(len(batch)))
+            if changes.full or len(batch) < limit:
                 return changes.result()
             limit *= 4
 
-    def _peek(self, limit: int) -> list[bytes]:
-        """The slot's next changes (not consumed). The driver's ack advances the same slot and
-        holds it for a moment: a peek that meets it waits and tries again."""
+    def _peek(self, limit: int) -> po.Batch:
+        """The slot's next changes (not consumed), aggregated upstream into one buffer and their
+        lengths (`string_agg`: both aggregates see the rows in the function's order), so no
+        Python object is made per message; a peek past PostgreSQL's 1 GB value limit is fetched
+        row by row instead. The driver's ack advances the same slot and holds it for a moment:
+        a peek that meets it waits and tries again."""
         import psycopg2
 
+        peek = (
+            "pg_logical_slot_peek_binary_changes(%s, NULL, %s, 'proto_version', '1', 'publication_names', %s)"
+        )
+        args = (self.cfg.slot, limit, self.cfg.publication)
+        e_ = psycopg2.errors
+        too_big = (e_.ProgramLimitExceeded, e_.OutOfMemory, e_.InternalError_)
         for attempt in range(5):
             try:
                 with self._sql() as cur:
-                    cur.execute(
-                        "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, NULL, %s, "
-                        "'proto_version', '1', 'publication_names', %s)",
-                        (self.cfg.slot, limit, self.cfg.publication),
-                    )
-                    return [bytes(r[0]) for r in cur.fetchall()]  # per message: the driver's rows
+                    try:
+                        cur.execute(
+                            "SELECT string_agg(data, ''::bytea), string_agg(int4send(octet_length(data)), "
+                            f"''::bytea) FROM {peek}",
+                            args,
+                        )
+                        data, lens = cur.fetchone()
+                        return po.Batch.of_buffer(
+                            bytes(data or b""), np.frombuffer(bytes(lens or b""), ">i4")
+                        )
+                    except too_big:  # over 1 GB aggregated (54000), or its hex text (XX000)
+                        cur.execute(f"SELECT data FROM {peek}", args)
+                        return po.Batch.of([bytes(r[0]) for r in cur.fetchall()])  # per message: too big
             except psycopg2.errors.UndefinedObject as e:
                 if "replication slot" in str(e):
                     self._slot_lsn(required=True)
