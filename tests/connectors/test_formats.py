@@ -208,3 +208,32 @@ def test_json_objects_equal_json_dumps_of_each_row() -> None:
     assert got == want
     sub = json_objects(t, ["s", "i"]).to_pylist()
     assert [json.loads(v) for v in sub] == [{"s": r["s"], "i": r["i"]} for r in t.to_pylist()]
+
+
+def test_json_objects_fast_paths_equal_json_dumps() -> None:
+    """The skipped passes: strings with nothing to escape (also a slice whose neighbours outside
+    it need escapes), timestamps of whole seconds (before 1970 too, UTC and not)."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from piestream.connectors.formats.encode import json_objects, row_json
+
+    t = pa.table(
+        {
+            "s": pa.array(['x"y', "plain", "/a/0", None, "tab\t"]),
+            "ts": pa.array(
+                [dt.datetime(1969, 12, 31, 23, 59, 59), dt.datetime(2024, 1, 1), None]
+                + [dt.datetime(2024, 5, 6, 7, 8, 9)] * 2,
+                pa.timestamp("us"),
+            ),
+            "tz": pa.array([dt.datetime(2024, 1, 1, 3)] * 4 + [None], pa.timestamp("us", tz="UTC")),
+        }
+    )
+    for part in (t, t.slice(1, 3), t.slice(1, 1)):
+        got = [json.loads(v) for v in json_objects(part, part.column_names).to_pylist()]
+        assert got == [json.loads(row_json(r)) for r in part.to_pylist()]
+    # the texts themselves, not only their JSON values
+    assert json_objects(t.slice(1, 1), ["s", "ts", "tz"]).to_pylist() == [
+        '{"s":"plain","ts":"2024-01-01 00:00:00","tz":"2024-01-01 03:00:00+00:00"}'
+    ]

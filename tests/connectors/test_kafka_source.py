@@ -474,3 +474,40 @@ def test_a_running_table_reads_new_partitions_from_the_next_epochs_plan(
         assert errors[0].rows == [(0,)]
     finally:
         db.close()
+
+
+def test_fetching_a_batch_sets_off_no_garbage_collection(kafka: Broker) -> None:
+    """A consume() batch is 10,000 GC-tracked Message objects: the feed pauses the cyclic
+    collector meanwhile (each collection scanned them: a quarter of the reader's CPU), and
+    leaves it as it found it, on or off."""
+    import gc
+
+    from piestream.connectors.kafka.reader import CONSUME_BATCH, _Feed
+
+    kafka.create_topic("gcpause", 1)
+    kafka.produce("gcpause", [b"x"] * CONSUME_BATCH)
+    feed = _Feed({"bootstrap.servers": kafka.bootstrap, "group.id": "g"}, "gcpause", 0, frozenset())
+    try:
+        feed.seek(0, lambda: None)
+        was = gc.isenabled()
+        try:
+            gc.enable()
+            gc.collect()
+            before = gc.get_stats()[0]["collections"]
+            deadline = time.monotonic() + 30
+            while feed.buffered < CONSUME_BATCH and time.monotonic() < deadline:
+                feed._fetch(0.5)
+            assert feed.buffered == CONSUME_BATCH
+            assert gc.get_stats()[0]["collections"] == before
+            assert gc.isenabled()
+            gc.disable()
+            feed.seek(0, lambda: None)
+            feed.reset()
+            feed.seek(0, lambda: None)
+            while not feed._fetch(0.5) and time.monotonic() < deadline:
+                pass
+            assert not gc.isenabled()
+        finally:
+            (gc.enable if was else gc.disable)()
+    finally:
+        feed.close()

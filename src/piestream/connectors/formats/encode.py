@@ -17,6 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -45,14 +46,47 @@ def row_json(row: dict[str, Any]) -> bytes:
     return json.dumps(row, default=json_default, separators=(",", ":")).encode()
 
 
+#: the bytes a JSON string literal cannot hold as they are (control characters, quote, backslash)
+_ESCAPED = np.zeros(256, np.bool_)
+_ESCAPED[:0x20] = True
+_ESCAPED[[ord('"'), ord("\\")]] = True
+
+
+def _needs_escapes(s: pa.Array) -> bool:
+    """Whether some value of a string array holds a byte JSON must escape: one table look-up
+    over the array's value bytes (usually none do, and the escape passes are skipped). Bytes
+    under null slots count too, which can only send the array the careful way."""
+    if not len(s):
+        return False
+    _, offsets, data = s.buffers()
+    if data is None:
+        return False
+    offs = np.frombuffer(offsets, np.int32)[s.offset : s.offset + len(s) + 1]
+    return bool(_ESCAPED[np.frombuffer(data, np.uint8)[int(offs[0]) : int(offs[-1])]].any())
+
+
 def _quoted(s: pa.Array) -> pa.Array:
     """Strings as JSON string literals; None when a control character needs a \\u escape."""
-    if pc.any(pc.match_substring_regex(s, "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f]")).as_py():
-        return None
-    for a, b in _ESCAPES:
-        if pc.any(pc.match_substring(s, a)).as_py():
-            s = pc.replace_substring(s, a, b)
+    if _needs_escapes(s):
+        if pc.any(pc.match_substring_regex(s, "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f]")).as_py():
+            return None
+        for a, b in _ESCAPES:
+            if pc.any(pc.match_substring(s, a)).as_py():
+                s = pc.replace_substring(s, a, b)
     return pc.binary_join_element_wise('"', s, '"', "")
+
+
+def _timestamp_text(col: pa.Array) -> pa.Array:
+    """Timestamps as text without a zero microsecond fraction and with +00:00 for UTC (as
+    PostgreSQL prints them). Microseconds all whole seconds (checked on the integers, the usual
+    case) cast at second precision; else the zero fractions are cut per value by a regex."""
+    t = col.type
+    ints = pc.fill_null(col.cast(pa.int64()), 0).to_numpy()
+    if t.unit == "us" and not (ints % 1_000_000).any():
+        text = pc.cast(col.cast(pa.timestamp("s", tz=t.tz), safe=False), pa.string())
+    else:
+        text = pc.replace_substring_regex(pc.cast(col, pa.string()), "\\.000000(Z?)$", "\\1")
+    return pc.replace_substring_regex(text, "Z$", "+00:00") if t.tz else text
 
 
 def json_literals(col: pa.Array) -> pa.Array:
@@ -70,8 +104,7 @@ def json_literals(col: pa.Array) -> pa.Array:
     elif pa.types.is_date32(t):
         out = _quoted(pc.cast(col, pa.string()))
     elif pa.types.is_timestamp(t):
-        text = pc.replace_substring_regex(pc.cast(col, pa.string()), "\\.000000(Z?)$", "\\1")
-        out = _quoted(pc.replace_substring_regex(text, "Z$", "+00:00") if t.tz else text)
+        out = _quoted(_timestamp_text(col))
     elif pa.types.is_decimal(t):
         out = _quoted(pc.cast(col, pa.string()))
     if out is None:  # per value: no Arrow kernel gives this type's JSON (see the module doc)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import itertools
 import json
 import logging
@@ -192,6 +193,35 @@ def message_batch(msgs: list[Any], fields: frozenset[str]) -> _Batch:
     return _Batch(offsets, values, keys, ts, headers)
 
 
+_GC_LOCK = threading.Lock()
+_gc_holders = 0  # threads inside `_gc_paused`
+_gc_was_enabled = False  # whether the first of them found the collector on
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Any:
+    """The cyclic collector off while a consume() batch exists as Message objects. librdkafka's
+    Python binding makes one GC-tracked object per message, so a batch of 10,000 set off dozens
+    of collections, each scanning the young objects (and, as they are promoted, full ones in a
+    worker whose heap `gc.freeze` keeps small): a quarter of the reader's CPU in a profile. The
+    Messages hold no cycles (they are freed by reference counting as soon as their fields are
+    columns), so pausing loses nothing; counted across threads, so the last one out restores
+    the collector as the first one in found it."""
+    global _gc_holders, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 class _Feed:
     """One partition's consumer and the messages fetched ahead of the last emitted one."""
 
@@ -234,15 +264,19 @@ class _Feed:
         """Append what the consumer has (waiting up to `timeout`); returns how many."""
         from confluent_kafka import Message
 
-        msgs = self.consumer.consume(CONSUME_BATCH, timeout=timeout)
-        if not msgs:
-            return 0
-        if any(map(Message.error, msgs)):  # errors come as messages; rare, so looked for at C speed
-            err = next(e for e in map(Message.error, msgs) if e is not None)
-            raise KafkaError(f'topic "{self.topic}" partition {self.partition}: {err.str()}')
-        self.buffer.append(message_batch(msgs, self.fields))
-        self.buffered += len(msgs)
-        return len(msgs)
+        with _gc_paused():
+            msgs = self.consumer.consume(CONSUME_BATCH, timeout=timeout)
+            if not msgs:
+                return 0
+            if any(map(Message.error, msgs)):  # errors come as messages; rare, so looked for at C speed
+                err = next(e for e in map(Message.error, msgs) if e is not None)
+                raise KafkaError(f'topic "{self.topic}" partition {self.partition}: {err.str()}')
+            batch = message_batch(msgs, self.fields)
+            n = len(msgs)
+            del msgs  # the Message objects freed before the collector is back
+        self.buffer.append(batch)
+        self.buffered += n
+        return n
 
     def _pop_below(self, end: int, limit: int) -> list[_Batch]:
         """Remove and return up to `limit` buffered messages with offsets below `end`, whole
