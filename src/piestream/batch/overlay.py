@@ -76,7 +76,7 @@ def _empty_columns(desc: TableDesc) -> list[pa.Array]:
 
 def _first_per_key(keys: pa.Array, last: bool) -> np.ndarray | None:
     """Row positions keeping one row per key (the first, or the last); None if keys are distinct."""
-    if pc.count_distinct(keys).as_py() == len(keys):
+    if len(pc.unique(keys)) == len(keys):  # keys are never NULL; `unique` hashes ~2x faster
         return None
     t = pa.table({"k": keys, "i": pa.array(np.arange(len(keys), dtype=np.int64))})
     agg = t.group_by("k", use_threads=False).aggregate([("i", "max" if last else "min")])

@@ -542,7 +542,8 @@ def test_sstable_store_caches_and_delete_evicts() -> None:
     assert info.key_count == len(pairs)
     assert list(p for b in SstableIterator(store, info) for p in b.to_pairs()) == pairs
     first = obj.reads
-    assert first == len(store.meta(info).blocks)  # the meta came from upload, blocks once each
+    assert len(store.meta(info).blocks) == 20
+    assert first == 1  # the meta came from upload; a scan reads its run of blocks as one range
     assert list(p for b in SstableIterator(store, info) for p in b.to_pairs()) == pairs
     assert obj.reads == first  # all cached
     cold = SstableStore(obj)
@@ -898,3 +899,25 @@ def test_batched_get_fills_the_few_blocks_a_mapped_sst_misses(tmp_path: Path) ->
         got = HummockStorage(ss, version).multi_get(ukeys[:40])
         assert got == [newest[k] for k in ukeys[:40]]
         assert d.all_loaded is filled
+
+
+def test_run_batch_is_the_blocks_batches_concatenated() -> None:
+    """A run of blocks as one batch: the same entries as each block's batch concatenated, for
+    any run; a block whose offsets go backwards is reported as corrupt, naming it."""
+    store = SstableStore(InMemoryObjectStore())
+    pairs = make_pairs(2500)
+    info = store.upload(build_sstable(batch_of(pairs), block_size=700))
+    nb = len(store.meta(info))
+    assert nb > 20
+    d = store.load_blocks(info, np.arange(nb))
+    for lo, hi in [(0, nb), (0, 1), (3, 4), (5, 17), (nb - 2, nb)]:
+        want = KvBatch.concat([d.batch(b) for b in range(lo, hi)])
+        got = d.run_batch(lo, hi)
+        assert got.to_pairs() == want.to_pairs()
+        assert np.array_equal(got.filter_lens, want.filter_lens)
+    b = 9
+    ko = int(d.kobase[b]) + 4 * 2  # entry 2's key offset: past entry 3's
+    d.buf[ko : ko + 4] = np.frombuffer(struct.pack("<I", 0xFFFF), np.uint8)
+    with pytest.raises(DataCorruption, match=f"block {b}"):
+        d.run_batch(b - 2, b + 3)
+    d.run_batch(0, b)  # the blocks before it still read

@@ -85,32 +85,106 @@ def encode_messages(table: pa.Table, types: Sequence[DataType]) -> bytes:
 def encode_parts(table: pa.Table, types: Sequence[DataType]) -> list[memoryview]:
     """The binary COPY of `table` as CopyData messages ('d' + int32 length + payload), in a few
     buffers sent as they are: the header goes with the first row and the trailer in a message of
-    its own, as PostgreSQL sends them (with no rows, header and trailer share one message)."""
+    its own, as PostgreSQL sends them (with no rows, header and trailer share one message).
+
+    Each row is the same sequence of pieces: fixed-width ones (the frame, the field count, the
+    fields of fixed-width columns without NULLs, every length prefix) and variable ones (string
+    values, fields of columns with NULLs). Each run of fixed pieces is one numpy record array
+    (a field per piece, packed: its bytes are the rows' bytes), so the rows are joined by one
+    Arrow kernel over a few arrays; a table of fixed pieces only is that record array."""
     check_types(types)
     n = table.num_rows
     if n == 0:
         return [memoryview(_frame(HEADER + TRAILER))]
-    cells = [_cells(table.column(i).combine_chunks(), t) for i, t in enumerate(types)]
-    lengths = np.full(n, 2, np.int64)
-    for c in cells:
-        lengths += np.diff(np.frombuffer(c.buffers()[1], np.int64, n + 1, c.offset * 8))
+    pieces: list[np.ndarray | pa.Array] = [
+        np.array(b"d", "S1"),
+        np.zeros(n, ">i4"),
+        np.array(len(types), ">i2"),
+    ]
+    for i, t in enumerate(types):
+        pieces.extend(_pieces(table.column(i).combine_chunks(), t))
+    lengths = np.full(n, 4, np.int64)  # the frame's int32 counts itself, then the field count ...
+    for p in pieces[2:]:
+        if isinstance(p, np.ndarray):
+            lengths += p.dtype.itemsize
+        else:
+            lengths += np.diff(np.frombuffer(p.buffers()[1], np.int64, n + 1, p.offset * 8))
     lengths[0] += len(HEADER)
-    frames = np.empty((n, 5), np.uint8)
-    frames[:, 0] = ord("d")
-    frames[:, 1:5] = (lengths + 4).astype(">i4").view(np.uint8).reshape(n, 4)
-    frame = _fixed_binary(frames.reshape(-1), 5, n)
-    count = struct.pack(">h", len(types))
-    empty = pa.scalar(b"", pa.large_binary())
-    first = pa.scalar(HEADER + count, pa.large_binary())
-    rows = pc.binary_join_element_wise(frame.slice(0, 1), first, *(c.slice(0, 1) for c in cells), empty)
-    rest = None
-    if n > 1:
-        later = pa.scalar(count, pa.large_binary())
-        rest = pc.binary_join_element_wise(frame.slice(1), later, *(c.slice(1) for c in cells), empty)
-    out = [_values_buffer(rows)]
-    if rest is not None:
-        out.append(_values_buffer(rest))
-    return [*out, memoryview(_frame(TRAILER))]
+    pieces[1] = lengths.astype(">i4")
+    segments = _join_fixed(pieces, n)
+    if len(segments) == 1:
+        fixed = segments[0]
+        assert isinstance(fixed, np.ndarray)
+        body = memoryview(fixed.view(np.uint8).data)
+    else:
+        arrays = [
+            _fixed_binary(s.view(np.uint8), s.dtype.itemsize, n) if isinstance(s, np.ndarray) else s
+            for s in segments
+        ]
+        body = _values_buffer(pc.binary_join_element_wise(*arrays, pa.scalar(b"", pa.large_binary())))
+    # row 0's frame, the file header, then the rest of row 0 and every later row as built
+    return [body[:5], memoryview(HEADER), body[5:], memoryview(_frame(TRAILER))]
+
+
+def _pieces(arr: pa.Array, t: DataType) -> list[np.ndarray | pa.Array]:
+    """One column's field in every row, as pieces: a numpy array in the wire dtype for
+    fixed-width bytes (a 0-d one: the same in every row), a large_binary array without NULLs
+    for variable ones."""
+    valid = _valid(arr)
+    if (t.kind in _FIXED and t.display_scale is None) or t.kind is TypeKind.INTERVAL:
+        values = _interval_values(arr) if t.kind is TypeKind.INTERVAL else _wire_values(arr, t)
+        if valid is not None:
+            return [_fixed_cells(values, valid)]
+        return [np.array(values.dtype.itemsize, ">i4"), values]
+    if t.kind in _VARLEN:
+        jsonb = t.kind is TypeKind.JSONB
+        lengths = pc.binary_length(arr).fill_null(0).to_numpy().astype(np.int64)
+        if jsonb:
+            lengths += 1  # jsonb_send's version byte
+        if valid is not None:
+            lengths[~valid] = -1
+        out: list[np.ndarray | pa.Array] = [lengths.astype(">i4")]
+        if jsonb:
+            out.append(np.array(1, np.uint8) if valid is None else _version_bytes(valid))
+        values = arr.cast(pa.large_binary())
+        out.append(values.fill_null(b"") if valid is not None else values)
+        return out
+    return [_per_value_cells(arr, t)]
+
+
+def _version_bytes(valid: np.ndarray) -> pa.Array:
+    """jsonb's version byte: one byte for each value, none for a NULL."""
+    offsets = np.zeros(len(valid) + 1, np.int64)
+    np.cumsum(valid, out=offsets[1:])
+    data = np.ones(int(offsets[-1]), np.uint8)
+    return pa.Array.from_buffers(
+        pa.large_binary(), len(valid), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
+def _join_fixed(pieces: list[np.ndarray | pa.Array], n: int) -> list[np.ndarray | pa.Array]:
+    """Each run of consecutive fixed pieces laid out as one packed record array of n rows."""
+    out: list[np.ndarray | pa.Array] = []
+    run: list[np.ndarray] = []
+
+    def close() -> None:
+        if not run:
+            return
+        names = [f"f{k}" for k in range(len(run))]
+        rec = np.empty(n, np.dtype([(name, p.dtype) for name, p in zip(names, run, strict=True)]))
+        for name, p in zip(names, run, strict=True):
+            rec[name] = p  # a 0-d piece (a constant) broadcasts; values convert to the field's dtype
+        out.append(rec)
+        run.clear()
+
+    for p in pieces:
+        if isinstance(p, np.ndarray):
+            run.append(p)
+        else:
+            close()
+            out.append(p)
+    close()
+    return out
 
 
 def _frame(payload: bytes) -> bytes:
@@ -134,29 +208,23 @@ def _valid(arr: pa.Array) -> np.ndarray | None:
     return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
 
 
-def _cells(arr: pa.Array, t: DataType) -> pa.Array:
-    """One field per row: int32 length + binary value, or -1 for NULL (large_binary, no NULLs)."""
-    if t.kind in _FIXED and t.display_scale is None:
-        return _fixed_cells(_wire_values(arr, t), _valid(arr))
-    if t.kind is TypeKind.INTERVAL:
-        return _fixed_cells(_interval_values(arr), _valid(arr))
-    if t.kind in _VARLEN:
-        return _varlen_cells(arr, jsonb=t.kind is TypeKind.JSONB)
-    return _per_value_cells(arr, t)
-
-
 def _wire_values(arr: pa.Array, t: DataType) -> np.ndarray:
     """The column's values as its big-endian wire dtype (NULL slots hold anything)."""
     k = t.kind
     if k is TypeKind.BOOLEAN:
         return np.asarray(arr.fill_null(False).to_numpy(zero_copy_only=False), dtype=np.uint8)
     if k is TypeKind.DATE:
-        days = arr.cast(pa.int32()).fill_null(0).to_numpy()
+        days = _filled(arr.cast(pa.int32()), 0)
         return (days - _EPOCH_DAYS).astype(">i4")
     if k in (TypeKind.TIME, TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ):
-        us = arr.cast(pa.int64()).fill_null(0).to_numpy()
+        us = _filled(arr.cast(pa.int64()), 0)
         return (us if k is TypeKind.TIME else us - _EPOCH_USECS).astype(">i8")
-    return arr.fill_null(0).to_numpy().astype(_FIXED[k])
+    return _filled(arr, 0).astype(_FIXED[k])
+
+
+def _filled(arr: pa.Array, zero: Any) -> np.ndarray:
+    """The values as numpy, NULL slots as `zero` (no copy by Arrow when there is no NULL)."""
+    return (arr.fill_null(zero) if arr.null_count else arr).to_numpy()
 
 
 def _interval_values(arr: pa.Array) -> np.ndarray:
@@ -183,24 +251,6 @@ def _fixed_cells(values: np.ndarray, valid: np.ndarray | None) -> pa.Array:
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     data = mat[keep]
     return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _varlen_cells(arr: pa.Array, *, jsonb: bool) -> pa.Array:
-    n = len(arr)
-    valid = _valid(arr)
-    lengths = pc.binary_length(arr).fill_null(0).to_numpy().astype(np.int64)
-    if jsonb:
-        lengths += 1  # jsonb_send's version byte
-    if valid is not None:
-        lengths[~valid] = -1
-    prefix = _fixed_binary(lengths.astype(">i4").view(np.uint8), 4, n)
-    values = arr.cast(pa.large_binary()).fill_null(b"")
-    empty = pa.scalar(b"", pa.large_binary())
-    if not jsonb:
-        return pc.binary_join_element_wise(prefix, values, empty)
-    one = pa.scalar(b"\x01", pa.large_binary())
-    version = one if valid is None else pc.if_else(pa.array(valid), one, empty)
-    return pc.binary_join_element_wise(prefix, version, values, empty)
 
 
 def _per_value_cells(arr: pa.Array, t: DataType) -> pa.Array:

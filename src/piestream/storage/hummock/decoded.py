@@ -508,6 +508,50 @@ class DecodedSstable:
         flens = buf[fb : fb + 2 * n].view("<u2") if fb % 2 == 0 else buf[fb : fb + 2 * n].copy().view("<u2")
         return KvBatch(keys, values, flens)
 
+    def run_batch(self, lo: int, hi: int) -> KvBatch:
+        """The entries of loaded blocks [lo, hi) as one KvBatch (a copy of their key and value
+        bytes): what `batch` of each block then `KvBatch.concat` give, with a few numpy calls
+        for the whole run instead of a dozen per block. The run must fit int32 offsets."""
+        if hi - lo == 1:
+            return self.batch(lo)
+        blocks = np.arange(lo, hi, dtype=np.int64)
+        if not self.loaded[blocks].all():
+            raise RuntimeError("block not loaded")
+        n = self.meta.key_counts[blocks].astype(np.int64)
+        total = int(n.sum())
+        if total == 0:
+            return KvBatch.empty()
+        # every block's n + 1 key and value offsets, gathered for the whole run
+        w = n + 1
+        wstart = np.cumsum(w) - w
+        blk = np.repeat(np.arange(len(blocks)), w)  # the block (of the run) of each offset
+        j = np.arange(int(w.sum()), dtype=np.int64) - wstart[blk]
+        ko = self._u4[self.kobase[blocks][blk] + 4 * j].astype(np.int64)
+        vo = self._u4[self.vobase[blocks][blk] + 4 * j].astype(np.int64)
+        bad = ((ko[1:] < ko[:-1]) | (vo[1:] < vo[:-1])) & (j[1:] != 0)  # Arrow trusts its offsets
+        if bad.any():
+            b = int(blocks[blk[int(np.argmax(bad)) + 1]])
+            raise DataCorruption(f"{self.where(b)}: block layout is inconsistent")
+        kend, vend = ko[wstart + n], vo[wstart + n]  # each block's key / value bytes
+        ktotal, vtotal = int(kend.sum()), int(vend.sum())
+        if max(ktotal, vtotal) >= 2**31:
+            raise ValueError("a run of blocks too large for one batch")
+        entry = j != n[blk]  # every offset but each block's last
+        koff = np.empty(total + 1, np.int32)
+        voff = np.empty(total + 1, np.int32)
+        koff[:total] = (ko + (np.cumsum(kend) - kend)[blk])[entry]
+        voff[:total] = (vo + (np.cumsum(vend) - vend)[blk])[entry]
+        koff[total], voff[total] = ktotal, vtotal
+        buf = self.buf
+        kb, vb, fb = self.kbase[blocks].tolist(), self.vbase[blocks].tolist(), self.fbase[blocks].tolist()
+        # one slice per block (a run is a few dozen blocks)
+        kdata = np.concatenate([buf[a : a + z] for a, z in zip(kb, kend.tolist(), strict=True)])
+        vdata = np.concatenate([buf[a : a + z] for a, z in zip(vb, vend.tolist(), strict=True)])
+        flens = np.concatenate([buf[a : a + 2 * c] for a, c in zip(fb, n.tolist(), strict=True)]).view("<u2")
+        keys = pa.Array.from_buffers(pa.binary(), total, [None, pa.py_buffer(koff), pa.py_buffer(kdata)])
+        values = pa.Array.from_buffers(pa.binary(), total, [None, pa.py_buffer(voff), pa.py_buffer(vdata)])
+        return KvBatch(keys, values, flens)
+
 
 def _no_reads(offsets: list[int], outs: list[np.ndarray]) -> None:
     raise RuntimeError("a mapped SST reads nothing")

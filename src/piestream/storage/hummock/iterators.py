@@ -34,9 +34,11 @@ from piestream.storage.hummock.version import SstableInfo, TableWatermark
 #: Full-key bounds: inclusive start, exclusive end; None = unbounded.
 KeyRange = tuple[bytes | None, bytes | None]
 
-_MIN_EPOCH_SUFFIX = b"\x00" * EPOCH_LEN
-#: Consecutive blocks of one SST are handed on together until they hold this many entries.
-COALESCE_ROWS = 16384  # inverted MAX_EPOCH: sorts before every version
+_MIN_EPOCH_SUFFIX = b"\x00" * EPOCH_LEN  # inverted MAX_EPOCH: sorts before every version
+#: Consecutive blocks of one SST are handed on together until they hold this many entries ...
+COALESCE_ROWS = 16384
+#: ... and hold fewer bytes than this (a batch's offsets are int32).
+_RUN_BYTES = 1 << 28
 
 
 def full_key_range(start_user_key: bytes | None, end_user_key: bytes | None) -> KeyRange:
@@ -88,19 +90,24 @@ class SstableIterator:
         meta = self.store.meta(self.sst)
         start, end = self.rng
         first = 0 if start is None else max(meta.block_for(start), 0)
-        pending: list[KvBatch] = []
-        rows = 0
-        for idx in range(first, len(meta)):
-            if end is not None and meta.first_keys[idx] >= end:
-                break
-            for b in BlockIterator(self.store.block(self.sst, idx), self.rng):
-                pending.append(b)
-                rows += len(b)
-            if rows >= COALESCE_ROWS:  # fewer, larger batches: per-batch costs dominate small ones
-                yield KvBatch.concat(pending)
-                pending, rows = [], 0
-        if pending:
-            yield KvBatch.concat(pending)
+        stop = len(meta) if end is None else max(first, bisect.bisect_left(meta.first_keys, end))
+        counts = meta.key_counts
+        lo = first
+        while lo < stop:
+            # a run of consecutive blocks holding COALESCE_ROWS entries (or the range's rest):
+            # loaded by one call and handed on as one batch
+            hi = lo + 1
+            rows, size = int(counts[lo]), int(meta.usizes[lo])
+            while hi < stop and rows < COALESCE_ROWS and size + int(meta.usizes[hi]) < _RUN_BYTES:
+                rows += int(counts[hi])
+                size += int(meta.usizes[hi])
+                hi += 1
+            batch = self.store.load_blocks(self.sst, np.arange(lo, hi)).run_batch(lo, hi)
+            lo = hi
+            if len(batch):
+                b = clip(batch, self.rng)
+                if len(b):
+                    yield b
 
 
 class ConcatIterator:
