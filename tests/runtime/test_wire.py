@@ -160,7 +160,9 @@ def _report() -> ActorReport:
     sst = SstableInfo(7, 1000, 900, b"\x00\x01lo", b"\x00\x01hi\xff", (1, 3), 10, 5 << 16, 6 << 16)
     wm = TableWatermark(6 << 16, ((0, 128, b"\x01\x02"), (128, 256, b"\x03")))
     err = StreamErrorRecord("EXPRESSION", 2, "Project", "22012", "division by zero", 3, "(1, 0)")
-    return ActorReport(65537, 6 << 16, (sst,), {3: wm}, {"rows_in": 12.0, "cache_hits": 3.5}, (err,))
+    stats = {"rows_in": 12.0, "cache_hits": 3.5}
+    # global watermarks: memcomparable bytes, b"" for a filter table without one yet
+    return ActorReport(65537, 6 << 16, (sst,), {3: wm}, stats, (err,), {5: b"\x81\x00\x02", 6: b""})
 
 
 def test_a_report_round_trips_as_versioned_json() -> None:
@@ -233,6 +235,7 @@ def test_an_epoch_plan_round_trips_without_its_connectors() -> None:
         store_url="s3://bucket/prefix",
         config=StreamingConfig(chunk_size=17, strict_mode=True),
         storage_options=StorageOptions(block_size=4096, table_block_sizes=((3, 1024),)),
+        global_watermarks={4: b"\x81\x07", 5: b""},
     )
     plan = dataclasses.replace(plan, task_slots=2, roots={2: 1})
     data = encode_plan(plan)
@@ -283,6 +286,7 @@ def _two_epochs() -> tuple[EpochPlan, EpochPlan]:
         barrier=Barrier(EpochPair(8 << 16, 7 << 16), BarrierKind.BARRIER),
         committed_epoch=6 << 16,
         version=version2,
+        global_watermarks={4: b"\x81\x09"},  # each epoch's part carries the epoch's
     )
     return plan, plan2
 

@@ -152,6 +152,58 @@ def test_the_watermark_survives_a_restart(h: FileHarness) -> None:
     _check(h, model, {"m_agg": MVS["m_agg"]})
 
 
+def test_global_watermarks_come_from_the_plan_once_the_driver_knows_them(
+    h: FileHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver learns each filter table's global watermark from the actors' reports and sends
+    it in the next plans: after one epoch that read the tables, no actor scans them (a scan here
+    fails the epoch), late rows are still dropped by the same value, and after a restart the
+    tables are read from storage again (the new driver knows nothing yet)."""
+    from piestream.stream import watermark
+
+    rng = random.Random(5)
+    h.db.execute(f"CREATE MATERIALIZED VIEW m_agg AS {MVS['m_agg']}")
+    h.db.execute(f"CREATE MATERIALIZED VIEW m_left AS {MVS['m_left']}")
+    model = new_model()
+    base = T0
+
+    def feed(n: int) -> None:
+        nonlocal base
+        for _ in range(n):
+            model.epoch(rows := watermark_rows(rng, base, 40))
+            h.feed(rows)
+            base += dt.timedelta(seconds=rng.randint(1, 4))
+
+    feed(3)
+    filters = [n for name in ("m_agg", "m_left") for n in h.plans(name) if isinstance(n, WatermarkFilterNode)]
+    assert len(filters) == 3
+    known = h.db.barriers._watermarks
+    for f in filters:  # what the driver knows is the committed max over the filter's rows
+        want = max(r[1] for r in h.table_rows(f.state_table))
+        got = watermark.decode_watermark(known[f.state_table.table_id], f.state_table)
+        assert got == want == model.watermark
+    scans = []
+
+    def no_scan(table: object) -> None:
+        scans.append(table)
+        raise AssertionError("a filter table scanned although the plan holds its watermark")
+
+    monkeypatch.setattr(watermark, "global_watermark", no_scan)
+    watermark._PROCESS_MEMO.clear()
+    feed(6)
+    assert not scans and model.late > 0
+    _check(h, model, {"m_agg": MVS["m_agg"], "m_left": MVS["m_left"]})
+    monkeypatch.undo()
+    read = []
+    real = watermark.global_watermark
+    monkeypatch.setattr(watermark, "global_watermark", lambda t: read.append(t) or real(t))
+    watermark._PROCESS_MEMO.clear()
+    h.restart()
+    feed(2)
+    assert read  # the restarted driver knew no watermark: the first epoch read them
+    _check(h, model, {"m_agg": MVS["m_agg"], "m_left": MVS["m_left"]})
+
+
 def test_append_only_table_with_a_watermark_stores_only_accepted_rows(tmp_path: Path) -> None:
     cfg = DatabaseConfig(runner="local", barrier_interval=0.05, parallelism=2, background_compaction=False)
     db = Database(tmp_path / "db", config=cfg)  # barriers run: an INSERT returns once committed

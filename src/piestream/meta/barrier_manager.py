@@ -36,7 +36,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -310,6 +311,11 @@ class BarrierManager:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.stats: list[EpochStats] = []
+        #: WatermarkFilter tables' global watermarks as of epoch `_watermarks_epoch` (committed),
+        #: learnt from the actors' reports and sent in the plans so actors skip the tables' scans
+        #: (`stream.watermark`); a table none reported on is read from storage, and learnt then
+        self._watermarks: dict[int, bytes] = {}
+        self._watermarks_epoch = -1
         self.metrics = BarrierMetrics()
         self.on_commit: list[Callable[[int], None]] = []
         self.epoch_inputs: list[Callable[[], EpochInput | None]] = []  # asked at each epoch's start
@@ -449,6 +455,7 @@ class BarrierManager:
                 if self.writes.tracking:
                     self.writes.record(data_epoch, writes.all())
             committed = time.perf_counter()
+            self._learn_watermarks(version.max_committed_epoch, data_epoch, reports, tables)
             self._graph = graph  # with the jobs of tables the committed transactions created
             for x in inputs:
                 x.committed()
@@ -545,6 +552,7 @@ class BarrierManager:
         splits: tuple[tuple[str, tuple[str, ...]], ...] = (),
     ) -> EpochPlan:
         config = replace(self.config, paused_sources=paused, source_splits=splits)
+        known = self._watermarks if self._watermarks_epoch == version.max_committed_epoch else {}
         return plan_epoch(
             graph,
             self._encode(graph),
@@ -555,7 +563,26 @@ class BarrierManager:
             store_url=self.store_url,
             config=config,
             storage_options=self.storage_options,
+            global_watermarks=known,
         )
+
+    def _learn_watermarks(
+        self, before: int, epoch: int, reports: Sequence[ActorReport], tables: AbstractSet[int]
+    ) -> None:
+        """The filter tables' global watermarks once `epoch` committed over committed epoch
+        `before`: the max of what its actors reported (each report holds the committed value it
+        read, raised by its own filter), over what was known at `before` for tables no actor
+        reported on (unchanged: a filter raises only after reading). Known values of another
+        committed epoch are dropped; only one commit path exists, but a stale value would be a
+        wrong watermark, so the epochs are checked rather than assumed."""
+        known = dict(self._watermarks) if self._watermarks_epoch == before else {}
+        seen: dict[int, bytes] = {}
+        for r in reports:
+            for t, w in r.global_watermarks.items():
+                seen[t] = max(seen.get(t, b""), w)  # memcomparable: byte order is value order
+        known.update(seen)
+        self._watermarks = {t: w for t, w in known.items() if t in tables}
+        self._watermarks_epoch = epoch
 
     def _epoch_splits(self, graph: StreamGraph) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """The splits each source of `graph` reads this epoch beyond its planned ones, from its

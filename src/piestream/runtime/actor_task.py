@@ -48,6 +48,7 @@ from piestream.stream.cache.registry import WORKER_CACHES
 from piestream.stream.dispatch import dispatch
 from piestream.stream.errors import ActorErrors
 from piestream.stream.executor import ActorContext
+from piestream.stream.watermark import reported_watermarks
 
 #: Where a task calls its hook: input read; executors ran the epoch; SSTs uploaded; first output
 #: element emitted; report emitted (only forwarded elements remain).
@@ -181,6 +182,7 @@ def _run_actor(
         cache=cache,
         connectors=plan.connectors,
         errors=ActorErrors(fragment_id),
+        known_watermarks=dict(plan.global_watermarks),
     )
     actor = Actor(ctx, frag.root)
     actor.init(EpochPair(plan.data_epoch, plan.committed_epoch))
@@ -229,7 +231,9 @@ def _run_actor(
         "worker_cache_bytes": float(WORKER_CACHES.nbytes),
         **ctx.metrics,
     }
-    report = ActorReport(aid, plan.data_epoch, tuple(ssts), watermarks, stats, ctx.errors.records())
+    report = ActorReport(
+        aid, plan.data_epoch, tuple(ssts), watermarks, stats, ctx.errors.records(), reported_watermarks(ctx)
+    )
     yield REPORT, encode_report(report)
     if hook is not None:
         hook("reported", plan, aid)

@@ -93,6 +93,9 @@ class EpochPlan:
     # fragment id -> the first fragment of its no-shuffle chain, for fragments fused into their
     # upstream's stage (others are their own root)
     roots: Mapping[int, int] = field(default_factory=dict)
+    #: filter table id -> its global watermark at `committed_epoch` (memcomparable, b"": none),
+    #: for the tables the driver knows it of (`stream.watermark`): actors skip the table's scan
+    global_watermarks: Mapping[int, bytes] = field(default_factory=dict)
 
     def root(self, fragment_id: int) -> int:
         return self.roots.get(fragment_id, fragment_id)
@@ -150,11 +153,14 @@ def _body_doc(plan: EpochPlan) -> dict[str, Any]:
 
 
 def _epoch_doc(plan: EpochPlan) -> dict[str, Any]:
-    return {
+    doc: dict[str, Any] = {
         "data_epoch": plan.data_epoch,
         "barrier": [plan.barrier.epoch.curr, plan.barrier.epoch.prev, plan.barrier.kind.value],
         "committed_epoch": plan.committed_epoch,
     }
+    if plan.global_watermarks:  # optional: a query without watermarks has none
+        doc["global_watermarks"] = [[t, w.hex()] for t, w in sorted(plan.global_watermarks.items())]
+    return doc
 
 
 def encode_plan(plan: EpochPlan) -> bytes:
@@ -211,6 +217,7 @@ def _plan_of(
         task_slots=int(body["task_slots"]),
         connectors=connectors,
         roots={int(f): int(r) for f, r in body["roots"]},
+        global_watermarks={int(t): bytes.fromhex(w) for t, w in epoch.get("global_watermarks", ())},
     )
 
 
@@ -317,6 +324,7 @@ def plan_epoch(
     store_url: str,
     config: StreamingConfig | None = None,
     storage_options: StorageOptions | None = None,
+    global_watermarks: Mapping[int, bytes] | None = None,
 ) -> EpochPlan:
     depths, roots, hops = stage_depths(graph)
     n_stages = max(depths.values()) + 1 if depths else 0
@@ -335,6 +343,7 @@ def plan_epoch(
         store_url=store_url,
         config=config or StreamingConfig(),
         storage_options=storage_options or StorageOptions(),
+        global_watermarks=dict(global_watermarks or {}),
     )
 
 

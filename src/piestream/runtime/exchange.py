@@ -108,6 +108,9 @@ class ActorReport:
     stats: dict[str, float] = field(default_factory=dict)
     #: data errors and inconsistent ops the actor survived this epoch (rw_streaming_errors)
     errors: tuple[StreamErrorRecord, ...] = ()
+    #: per WatermarkFilter table it read or raised: the table's global watermark as far as this
+    #: actor knows it once the epoch commits (`stream.watermark.reported_watermarks`)
+    global_watermarks: dict[int, bytes] = field(default_factory=dict)
 
 
 def encode_report(report: ActorReport) -> bytes:
@@ -120,6 +123,8 @@ def encode_report(report: ActorReport) -> bytes:
         "stats": report.stats,
         "errors": [dataclasses.astuple(e) for e in report.errors],
     }
+    if report.global_watermarks:  # optional: most actors read no filter table
+        doc["global_watermarks"] = [[t, w.hex()] for t, w in sorted(report.global_watermarks.items())]
     return _KIND_REPORT + json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -133,6 +138,7 @@ def decode_report(payload: bytes) -> ActorReport:
             watermarks={_int(t): TableWatermark.from_json(w) for t, w in doc["watermarks"]},
             stats={str(k): float(v) for k, v in doc["stats"].items()},
             errors=tuple(_error_record(e) for e in doc["errors"]),
+            global_watermarks={_int(t): bytes.fromhex(w) for t, w in doc.get("global_watermarks", ())},
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise MalformedPayload(f"malformed actor report: {type(e).__name__}: {e}") from None

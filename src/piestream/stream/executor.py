@@ -106,6 +106,13 @@ class ActorContext:
     errors: ActorErrors = field(default_factory=ActorErrors)  # this epoch's survived errors, reported
     #: committed global watermarks read this epoch, by WatermarkFilter table id (`stream.watermark`)
     watermarks: dict[int, Any] = field(default_factory=dict)
+    #: the committed global watermarks the driver knows, memcomparable (b"": none yet), by filter
+    #: table id: read from here instead of a scan of the table (`stream.watermark`)
+    known_watermarks: dict[int, bytes] = field(default_factory=dict)
+    #: what this actor's WatermarkFilters raised their rows to this epoch, by table id
+    raised_watermarks: dict[int, Any] = field(default_factory=dict)
+    #: the filter tables read or raised this epoch, by table id (their reports encode by them)
+    watermark_tables: dict[int, TableDesc] = field(default_factory=dict)
 
     def eval(self, expr: Expr, data: DataChunk, executor: str) -> pa.Array:
         """Evaluate an executor's expression: a data error in a row makes it NULL for that row

@@ -41,14 +41,21 @@ _memo_lock = threading.Lock()
 
 
 def committed_watermarks(ctx: ActorContext, tables: list[TableDesc]) -> dict[int, Datum]:
-    """Each filter table's global watermark, read once per actor and epoch (and once per process
-    and committed epoch: `_PROCESS_MEMO`). Every read happens before the epoch's own write of the
-    table (a filter raises its row at the barrier, after reading), so it sees committed state."""
+    """Each filter table's global watermark, read once per actor and epoch: from the epoch's plan
+    when the driver knows it (`ctx.known_watermarks`, learnt from the actors' reports), else from
+    storage (once per process and committed epoch: `_PROCESS_MEMO`). Every read happens before
+    the epoch's own write of the table (a filter raises its row at the barrier, after reading),
+    so it sees committed state."""
     memo = ctx.watermarks
     committed = ctx.storage.version.max_committed_epoch
     scope = ctx.storage.sstables.store.url
     for desc in tables:
+        ctx.watermark_tables[desc.table_id] = desc
         if desc.table_id in memo:
+            continue
+        sent = ctx.known_watermarks.get(desc.table_id)
+        if sent is not None:
+            memo[desc.table_id] = decode_watermark(sent, desc)
             continue
         key = (scope, desc.table_id, committed)
         with _memo_lock:
@@ -63,6 +70,30 @@ def committed_watermarks(ctx: ActorContext, tables: list[TableDesc]) -> dict[int
                         del _PROCESS_MEMO[next(iter(_PROCESS_MEMO))]
         memo[desc.table_id] = value
     return {d.table_id: memo[d.table_id] for d in tables}
+
+
+def encode_watermark(value: Datum, desc: TableDesc) -> bytes:
+    """A global watermark as the driver keeps it: memcomparable (ascending, so the byte order is
+    the value order and the driver takes maxima without decoding), b"" for none."""
+    return b"" if value is None else memcomparable.encode_datum(value, desc.types[1], ASC)
+
+
+def decode_watermark(data: bytes, desc: TableDesc) -> Datum:
+    return None if not data else memcomparable.decode_datum(data, 0, desc.types[1], ASC)[0]
+
+
+def reported_watermarks(ctx: ActorContext) -> dict[int, bytes]:
+    """Per filter table this actor read or raised this epoch: the larger of the committed global
+    watermark it read and the value it raised its row to, encoded (`encode_watermark`). The max
+    over an epoch's reports is the table's global watermark once the epoch commits: every
+    reader read the same committed value, and only filters that read it raise their rows."""
+    out = {}
+    for table_id, desc in ctx.watermark_tables.items():
+        values = [
+            v for v in (ctx.watermarks.get(table_id), ctx.raised_watermarks.get(table_id)) if v is not None
+        ]
+        out[table_id] = encode_watermark(max(values) if values else None, desc)
+    return out
 
 
 def column_bound(ctx: ActorContext, wm: ColumnWatermark) -> Datum:

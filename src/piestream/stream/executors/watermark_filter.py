@@ -70,6 +70,7 @@ class WatermarkFilterExecutor(Executor):
                     self.state.insert_row((me, top))
                 elif old[1] is None or top > old[1]:
                     self.state.update_row(old, (me, top))
+                self.ctx.raised_watermarks[self.node.state_table.table_id] = top  # reported
         self._epoch_max = None
         self.commit_state(barrier)
         return []
