@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from paired import DmlGen, open_db
@@ -34,14 +35,19 @@ def model(rows: dict[int, tuple[int, int | None]]) -> set[tuple]:
     return out
 
 
+def _table_t(db: Any, rng: random.Random) -> DmlGen:
+    """Table t (id, g in 0..2, x in NULL or 0..5) and its random DML."""
+    db.execute("CREATE TABLE t (id INT PRIMARY KEY, g INT, x INT)")
+    return DmlGen(
+        rng, "t", {"g": lambda: rng.randint(0, 2), "x": lambda: rng.choice([None, *range(6)])}, ["x", "g"]
+    )
+
+
 def test_first_and_last_value_aggregates_equal_the_model(tmp_path: Path) -> None:
     rng = random.Random(7)
     db = open_db(tmp_path / "db")
     try:
-        db.execute("CREATE TABLE t (id INT PRIMARY KEY, g INT, x INT)")
-        dml = DmlGen(
-            rng, "t", {"g": lambda: rng.randint(0, 2), "x": lambda: rng.choice([None, *range(6)])}, ["x", "g"]
-        )
+        dml = _table_t(db, rng)
         for _ in range(3):
             db.execute(dml.statement())
         db.execute(f"CREATE MATERIALIZED VIEW m AS {SQL}")
@@ -106,10 +112,7 @@ def test_ungrouped_and_order_insensitive_ordered_aggregates(tmp_path: Path) -> N
     rng = random.Random(11)
     db = open_db(tmp_path / "db")
     try:
-        db.execute("CREATE TABLE t (id INT PRIMARY KEY, g INT, x INT)")
-        dml = DmlGen(
-            rng, "t", {"g": lambda: rng.randint(0, 2), "x": lambda: rng.choice([None, *range(6)])}, ["x", "g"]
-        )
+        dml = _table_t(db, rng)
         db.execute(f"CREATE MATERIALIZED VIEW u AS {UNGROUPED}")
         names = db.execute("SELECT * FROM u")[0].names
         assert names == ["f", "l", "n", "s", "mx", "sa", "jsonb_agg", "jsonb_object_agg"]
