@@ -91,7 +91,8 @@ UNSUPPORTED = [
     "SELECT string_agg(name, ',') OVER (ORDER BY k) AS s FROM t",
     "SELECT k, ntile(2) OVER (ORDER BY k) AS n FROM t",
     "SELECT now() AS n FROM t",
-    "SELECT k FROM t WHERE ts > now() - INTERVAL '1 hour' OR ts < now() - INTERVAL '3 hours'",
+    # an OR of temporal bounds is a union of disjoint branches; equality with now() has no bound
+    "SELECT k FROM t WHERE ts > now() - INTERVAL '1 hour' OR ts = now()",
     "WITH RECURSIVE r AS (SELECT 1) SELECT * FROM r",
     "SELECT k, x FROM t LEFT JOIN LATERAL generate_series(1, t.k) AS x ON true",
     # a scalar subquery that may return two rows: the query would fail (21000) then, the MV cannot
