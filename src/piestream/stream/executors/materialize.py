@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.common.chunk import Op, StreamChunk
+from piestream.common.epoch import EpochPair
 from piestream.encoding import memcomparable
 from piestream.encoding.ragged import Ragged
 from piestream.plan.materialize import ConflictBehavior, MaterializeNode
@@ -44,6 +45,15 @@ class MaterializeExecutor(Executor):
             if node.conflict is not ConflictBehavior.NO_CHECK and node.table.pk
             else None
         )
+
+    def init(self, epoch: EpochPair) -> None:
+        super().init(epoch)
+        if self.cache is not None and self.cache.complete is None:  # a new cache, nothing written yet
+            # complete if the table holds nothing yet (a new table, a bulk load into an empty
+            # one), then kept complete by the write-through: a miss is a key not stored, so the
+            # conflict check reads no state. Decided from metadata (`surely_empty`), as a scan
+            # for one row would merge every run of the LSM; an eviction makes it incomplete.
+            self.cache.complete = self.state.surely_empty()
 
     def process(self, chunk: StreamChunk, input_idx: int = 0) -> list[StreamChunk]:
         c = chunk.compact()
@@ -66,12 +76,12 @@ class MaterializeExecutor(Executor):
 
     def _stored_rows(self, pk_cols: list[pa.Array], key_r: Ragged) -> tuple[np.ndarray, list[pa.Array]]:
         """(found, the stored rows, NULL where not found): the cache where it holds the key,
-        one `get_rows` for the rest."""
+        one `get_rows` for the rest (none when the cache is complete)."""
         if self.cache is None:
             found, chunk = self.state.get_rows(pk_cols)
             return found, chunk.columns
         hit, rows = self.cache.get(key_r)
-        if hit.all():
+        if hit.all() or self.cache.complete:  # a complete cache knows every stored key
             return hit, rows
         miss = np.flatnonzero(~hit)
         mask = pa.array(~hit)
