@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from exec_harness import Harness, pretty_records, records
 
@@ -119,3 +120,17 @@ def test_eviction_mid_epoch_reads_state_for_the_evicted_keys() -> None:
     assert records(out) == pretty_records(" i i\n U- 1 10\n U+ 1 11\n U- 2 20\n U+ 2 21")
     h.barrier()
     assert h.table_rows(node.table) == [(1, 11), (2, 21)]
+
+
+def test_distinct_check_by_hashes_falls_back_to_the_bytes_on_equal_hashes() -> None:
+    """Distinct hashes prove distinct keys; equal hashes (a collision, made up here) do not
+    prove equal keys, so the bytes decide."""
+    from piestream.encoding.ragged import Ragged
+    from piestream.stream.executors.materialize import _distinct
+
+    keys = Ragged.from_list([b"a", b"b", b"c"])
+    assert _distinct(keys, np.array([7, 8, 9], np.uint64))
+    assert _distinct(keys, np.array([7, 7, 9], np.uint64)), "a collision of distinct keys"
+    same = Ragged.from_list([b"a", b"b", b"a"])
+    assert not _distinct(same, KeyedRows.hashes(same))
+    assert not _distinct(same)
