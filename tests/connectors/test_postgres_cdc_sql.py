@@ -436,10 +436,10 @@ def test_snapshot_chunks_skip_the_key_lookup_and_a_restart_mid_copy_stays_exact(
             hinted.append(c.cardinality)
         return resolve(self, c)
 
-    def spy_stored(self, pk_cols, key_r):  # type: ignore[no-untyped-def]
+    def spy_stored(self, pk_cols, key_r, hashes):  # type: ignore[no-untyped-def]
         if self.desc.name == "fresh":
             looked_up.append(key_r.n)
-        return stored_rows(self, pk_cols, key_r)
+        return stored_rows(self, pk_cols, key_r, hashes)
 
     monkeypatch.setattr(MaterializeExecutor, "_resolve_conflicts", spy_resolve)
     monkeypatch.setattr(MaterializeExecutor, "_stored_rows", spy_stored)

@@ -182,9 +182,12 @@ class TableOverlay:
         had (`before`), new ones get `new` (and, for PRESENT, `rows` as the snapshot's rows)."""
         m = len(keys)
         n = len(self.keys)
-        pos = pc.index_in(keys, value_set=self.keys)
-        found = np.asarray(pos.is_valid().to_numpy(zero_copy_only=False), np.bool_)
-        at = np.asarray(pos.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        if n:
+            pos = pc.index_in(keys, value_set=self.keys)
+            found = np.asarray(pos.is_valid().to_numpy(zero_copy_only=False), np.bool_)
+            at = np.asarray(pos.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        else:  # the transaction's first change to the table (a bulk COPY): nothing to match
+            found, at = np.zeros(m, np.bool_), np.zeros(m, np.int64)
         before = np.where(found, self.before[at] if n else 0, int(new)).astype(np.int8)
         before_rows = self.before_rows
         if before_rows is not None:
@@ -195,8 +198,10 @@ class TableOverlay:
                 pa.concat_arrays([b, r.cast(b.type)]).take(gather)
                 for b, r in zip(before_rows, fresh, strict=True)
             ]
-        kept = pc.invert(pc.is_in(self.keys, value_set=keys))
-        keep_idx = np.flatnonzero(np.asarray(kept.to_numpy(zero_copy_only=False), np.bool_))
+        keep_idx = np.zeros(0, np.int64)
+        if n:  # (an empty overlay keeps nothing: no hash set of the new keys to build)
+            kept = pc.invert(pc.is_in(self.keys, value_set=keys))
+            keep_idx = np.flatnonzero(np.asarray(kept.to_numpy(zero_copy_only=False), np.bool_))
         ki = pa.array(keep_idx)
 
         def merged(old: Sequence[pa.Array], new_cols: Sequence[pa.Array]) -> tuple[pa.Array, ...]:

@@ -70,3 +70,25 @@ def test_merge_with_positions_matches_a_stable_sort(seed: int) -> None:
     want = cat.take(pc.sort_indices(cat.keys).to_numpy()).dedup_exact()
     assert merged.to_pairs() == want.to_pairs()  # newest (first) batch wins equal full keys
     assert cat.take(np.asarray(pos)).to_pairs() == merged.to_pairs()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_merge_of_disjoint_batches_is_their_concatenation_in_key_order(seed: int) -> None:
+    """Batches whose key ranges do not overlap (tables, actors' vnode ranges) are concatenated
+    in key order; ranges that touch (one batch's last key is another's first, or a prefix of
+    it) go through the sort, and the result and positions equal a stable sort's either way."""
+    rnd = random.Random(seed)
+    keys = sorted(set(_keys(rnd, rnd.randint(6, 80), rnd.choice([2, 5]), equal=seed % 3 != 0)))
+    cuts = sorted(rnd.sample(range(1, len(keys)), min(len(keys) - 1, rnd.randint(1, 4))))
+    pieces = [keys[a:b] for a, b in zip([0, *cuts], [*cuts, len(keys)], strict=True)]
+    if seed % 4 == 0 and len(pieces) > 1:
+        pieces[1] = [pieces[0][-1], *pieces[1]]  # the same full key in two batches
+    if seed % 4 == 1:
+        pieces.append([pieces[0][-1] + b"\x00"])  # a key extending another batch's last key
+    batches = [KvBatch.from_pairs([(k, bytes([b])) for k in p]) for b, p in enumerate(pieces)]
+    rnd.shuffle(batches)
+    merged, pos = KvBatch.merge_with_positions(batches)
+    cat = KvBatch.concat(batches)
+    want = cat.take(pc.sort_indices(cat.keys).to_numpy()).dedup_exact()
+    assert merged.to_pairs() == want.to_pairs()
+    assert cat.take(np.asarray(pos)).to_pairs() == merged.to_pairs()

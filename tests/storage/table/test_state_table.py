@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from table_env import EPOCH_STEP, TableEnv, live_user_keys
 
@@ -469,6 +470,43 @@ def test_try_flush_respects_the_threshold() -> None:
         t.insert_row((i, "x" * 100))
     assert len(t.mem) < 199  # spilled at least once
     assert len(list(t.scan())) == 199
+
+
+def test_a_write_only_mem_table_spills_later_and_a_read_one_at_the_threshold() -> None:
+    """Chunks nobody reads wait for `WRITE_ONLY_SPILL_FACTOR` times the threshold (one sort at
+    the flush); once a read merged them, the MemTable spills at the threshold again. Reads and
+    the committed table see every row either way."""
+    from piestream.storage.table.state_table import WRITE_ONLY_SPILL_FACTOR
+
+    desc = TableDesc(16, (ColumnDesc("a", INT), ColumnDesc("v", VARCHAR)), pk=(0,), pk_orders=(ASC,))
+    env = TableEnv()
+    t = env.state_table(desc, spill_threshold=2_000)
+
+    def chunk(lo: int) -> StreamChunk:
+        rows = [(Op.INSERT, (i, "x" * 20)) for i in range(lo, lo + 20)]
+        return StreamChunk.from_rows(rows, [INT, VARCHAR])
+
+    lo = 0
+    while t.mem.nbytes <= 2_000:
+        t.write_chunk(chunk(lo))
+        lo += 20
+    assert t.mem.write_only and env.storage.buffered_bytes() == 0, "written only: not spilled yet"
+    while env.storage.buffered_bytes() == 0:
+        t.write_chunk(chunk(lo))
+        lo += 20
+    assert t.mem.nbytes == 0 and lo * 30 > WRITE_ONLY_SPILL_FACTOR * 2_000 / 2
+    while t.mem.nbytes <= 2_000:
+        t.write_chunk(chunk(lo))
+        lo += 20
+    found, _ = t.get_rows([pa.array([0, lo - 1], pa.int32())])  # a read merges the chunks
+    assert found.all() and not t.mem.write_only
+    buffered = env.storage.buffered_bytes()
+    t.write_chunk(chunk(lo))
+    lo += 20
+    assert t.mem.nbytes == 0 and env.storage.buffered_bytes() > buffered, "read: spilled at the threshold"
+    assert t.mem.write_only, "a drain starts afresh"
+    e = env.barrier(t)
+    assert [r[0] for r in env.storage_table(desc, e).iter_rows()] == list(range(lo))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import xxhash
 
 from piestream.encoding.hashing import xxh64_ragged
-from piestream.encoding.keys import EPOCH_LEN, TABLE_PREFIX_LEN
+from piestream.encoding.keys import EPOCH_LEN, TABLE_ID_LEN, TABLE_PREFIX_LEN
 from piestream.encoding.ragged import Ragged
 from piestream.storage.hummock.filter import BloomFilter
 from piestream.storage.hummock.key_index import padded, words
@@ -183,7 +183,15 @@ def _entry_table_ids(batch: KvBatch) -> np.ndarray:
 
 
 def _table_ids(batch: KvBatch) -> set[int]:
-    return {int(t) for t in np.unique(_entry_table_ids(batch))}
+    """The table ids of a sorted batch: one when its first and last keys share it (sorted keys
+    between them do too), else each value where the per-entry ids change (no sort)."""
+    first, last = batch.first_key()[:TABLE_ID_LEN], batch.last_key()[:TABLE_ID_LEN]
+    if first == last:
+        return {int.from_bytes(first, "big")}
+    tids = _entry_table_ids(batch)
+    change = np.ones(len(tids), np.bool_)
+    change[1:] = tids[1:] != tids[:-1]
+    return {int(t) for t in tids[change]}
 
 
 def split_at_user_keys(batch: KvBatch, target_bytes: int) -> list[KvBatch]:

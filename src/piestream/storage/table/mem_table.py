@@ -304,6 +304,7 @@ class MemTable:
         self._base_pos: dict[bytes, int] | None = None
         self._index: KeyIndex | None = None
         self._bytes = 0
+        self._folded = False  # whether anything was merged since the last drain
 
     # -- merging --------------------------------------------------------------------------------
     def _merge(self, *, keep_old: bool = True) -> Ops:
@@ -312,6 +313,7 @@ class MemTable:
         folded ops' old values are left out, so the base must not be used again."""
         if not self._chunks and not self._rows and self._base_dead is None:
             return self._base
+        self._folded = True
         parts = [self._base if self._base_dead is None else self._base.take(np.flatnonzero(~self._base_dead))]
         if self._rows:  # the overlay's ops already include what they replaced in the base
             items = sorted(self._rows.items())
@@ -354,6 +356,13 @@ class MemTable:
     def nbytes(self) -> int:
         """Approximate buffered size (drives spilling)."""
         return self._bytes
+
+    @property
+    def write_only(self) -> bool:
+        """Whether since the last drain only whole chunks were appended and nothing merged them
+        (no read, no single-row op): such a MemTable costs nothing more for being large until
+        the drain sorts it, once."""
+        return not self._folded and not self._rows
 
     # -- single rows ----------------------------------------------------------------------------
     def _in_base(self, key: bytes) -> tuple[int, KeyOp] | None:
@@ -557,6 +566,7 @@ class MemTable:
         self._base_pos = None
         self._index = None
         self._bytes = 0
+        self._folded = False
 
     def drain(self) -> list[tuple[bytes, KeyOp]]:
         """Every op, sorted by key, leaving the MemTable empty (a flush or a spill)."""

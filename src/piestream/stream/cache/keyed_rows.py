@@ -252,10 +252,11 @@ class KeyedRows:
         *,
         hashes: np.ndarray | None = None,
         distinct: bool = False,
+        uncached: bool = False,
     ) -> None:
         """Set each key's run to its one row (a key given twice keeps its last row)."""
         n = len(keys)
-        self.put_runs(keys, np.ones(n, np.int64), rows, hashes=hashes, distinct=distinct)
+        self.put_runs(keys, np.ones(n, np.int64), rows, hashes=hashes, distinct=distinct, uncached=uncached)
 
     def put_runs(
         self,
@@ -265,10 +266,13 @@ class KeyedRows:
         *,
         hashes: np.ndarray | None = None,
         distinct: bool = False,
+        uncached: bool = False,
     ) -> None:
         """Set each key's run to its `counts[i]` rows (consecutive in `rows`, in key order); a
         key given twice keeps its last run. `hashes`: `hashes(keys)`, if the caller has them;
-        `distinct`: the caller knows each key is given once (no search for repeats)."""
+        `distinct`: the caller knows each key is given once (no search for repeats);
+        `uncached`: the caller knows the cache holds none of the keys (a `get` of them all just
+        missed, nothing changed the cache since), so their old entries are not searched for."""
         r = keys if isinstance(keys, Ragged) else Ragged.from_arrow(keys)
         n = r.n
         if not n:
@@ -288,8 +292,11 @@ class KeyedRows:
         if len(keep) < n:
             hashes, counts, starts = hashes[keep], counts[keep], starts[keep]
             key_arr = key_arr.take(pa.array(keep))
-        slots = self.index.find(hashes)
-        old = slots >= 0
+        if uncached:
+            slots, old = np.zeros(0, np.int64), np.zeros(len(hashes), np.bool_)
+        else:
+            slots = self.index.find(hashes)
+            old = slots >= 0
         if old.any():
             self._kill(self.index.entries(slots[old]))
         # new rows and entries at the end
