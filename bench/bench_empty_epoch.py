@@ -1,11 +1,12 @@
 """Issue 27's empty-epoch target: an epoch with no change on the leased runner's long-lived
 tasks (local[2], parallelism 2, a couple of MVs), p50 / p99 of the whole epoch and of its parts
 (the run on the lease: plan, barrier, reports; the commit to the meta store), plus the driver's
-wire bytes per empty epoch.
+wire bytes and the CPU of the driver and of the lease's tasks per empty epoch.
 
     nice -n 15 .venv/bin/python bench/bench_empty_epoch.py [--epochs 200] [--profile out.prof]
 
-Figures are wall-clock on whatever else the machine runs (load printed with them).
+Times are wall-clock on whatever else the machine runs (load printed with them); the CPU
+figures much less so.
 """
 
 from __future__ import annotations
@@ -25,6 +26,19 @@ from typing import Any
 def _pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+def _cpu_seconds(pids: Any) -> float:
+    """User + system CPU of processes `pids` so far (Linux /proc; 0 where unreadable)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / tick
 
 
 def main() -> int:
@@ -82,6 +96,8 @@ def main() -> int:
             del runs[:], commits[:]
             walls: list[float] = []
             prof = cProfile.Profile() if args.profile else None
+            pids = dict(getattr(barriers.runner, "lease_pids", {}))
+            cpu0, tasks0 = time.process_time(), _cpu_seconds(pids.values())
             if prof is not None:
                 prof.enable()
             for _ in range(args.epochs):
@@ -91,6 +107,9 @@ def main() -> int:
             if prof is not None:
                 prof.disable()
                 prof.dump_stats(args.profile)
+            driver_cpu = time.process_time() - cpu0
+            same_tasks = pids and dict(getattr(barriers.runner, "lease_pids", {})) == pids
+            tasks_cpu = _cpu_seconds(pids.values()) - tasks0 if same_tasks else None
             stats = barriers.stats[first:]
             wire = [s.driver_wire_bytes for s in stats]
             runner = barriers.runner
@@ -113,6 +132,10 @@ def main() -> int:
             print(f"  {name:<21} p50 {_pct(xs, 50):7.1f} ms   p99 {_pct(xs, 99):7.1f} ms")
     if wire:
         print(f"  driver wire bytes / empty epoch: median {statistics.median(wire):,.0f}, max {max(wire):,}")
+    # CPU, not wall-clock: what an epoch costs whatever else the machine runs meanwhile
+    per = 1000 / max(1, len(ms))
+    tasks = f"{per * tasks_cpu:.2f} ms (all slots)" if tasks_cpu is not None else "n/a (tasks changed)"
+    print(f"  CPU / empty epoch: driver process {per * driver_cpu:.2f} ms, lease tasks {tasks}")
     return 0
 
 

@@ -20,7 +20,7 @@ from piestream.common.epoch import (
 )
 from piestream.common.row_id import make_row_ids, vnode_of_row_ids
 from piestream.common.types import BIGINT, SERIAL, VARCHAR
-from piestream.common.vnode import VnodeBitmap, actor_of_vnodes, split_vnodes
+from piestream.common.vnode import VnodeBitmap, actor_of_vnodes, actor_vnodes, split_vnodes
 from piestream.encoding.distribution import compute_vnode, compute_vnodes
 
 
@@ -94,3 +94,9 @@ def test_vnode_bitmaps_split_and_map_back() -> None:
         assert (owner[p.vnodes()] == i).all()
     b = VnodeBitmap.from_vnodes([1, 2, 3, 200])
     assert VnodeBitmap.from_bytes(b.to_bytes()) == b and b.ranges() == [(1, 4), (200, 201)]
+    for n, count in ((1, 256), (3, 256), (7, 256), (4, 16), (16, 16)):  # one actor's, alone
+        assert [actor_vnodes(n, i, count) for i in range(n)] == split_vnodes(n, count)
+    with pytest.raises(IndexError):
+        actor_vnodes(3, 3)
+    with pytest.raises(ValueError):
+        actor_vnodes(0, 0)

@@ -332,6 +332,34 @@ def test_the_plan_body_goes_once_per_worker_and_held_ssts_as_ids() -> None:
     assert [f[0] for f in sender.frames(plan3, NOTHING_HELD, run=4, dml=0)[0]] == [BODY, EPOCH]
 
 
+def test_the_plan_body_is_encoded_again_only_when_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each epoch's plan is a new object: `PlanSender` encodes (and hashes) its body only when
+    a field the body holds differs from the last one's, and a change of any of them (here the
+    config, as a paused source makes it) sends a new body that the worker rebuilds."""
+    from piestream.runtime import lease_task
+
+    encoded: list[EpochPlan] = []
+    encode = lease_task.encode_plan_body
+
+    def counted(plan: EpochPlan) -> tuple[bytes, bytes]:
+        encoded.append(plan)
+        return encode(plan)
+
+    monkeypatch.setattr(lease_task, "encode_plan_body", counted)
+    plan, plan2 = _two_epochs()
+    sender, worker = PlanSender(), WorkerPlan()
+    frames, held = sender.frames(plan, worker.held(), run=1, dml=0)
+    _deliver(frames, worker)
+    copy = dataclasses.replace(plan2, fragments=dict(plan2.fragments), stages=tuple(plan2.stages))
+    frames2, held2 = sender.frames(copy, held, run=2, dml=0)
+    assert encoded == [plan] and [f[0] for f in frames2] == [EPOCH]
+    assert _deliver(frames2, worker) == plan2
+    paused = dataclasses.replace(plan2, config=dataclasses.replace(plan2.config, paused_sources=("s",)))
+    frames3, _ = sender.frames(paused, held2, run=3, dml=0)
+    assert encoded == [plan, paused] and [f[0] for f in frames3] == [BODY, EPOCH]
+    assert _deliver(frames3, worker).config.paused_sources == ("s",)
+
+
 def test_a_worker_refuses_plans_it_cannot_rebuild() -> None:
     """An EPOCH of a body the worker does not hold, an SST id it does not hold, or a body that
     does not match its digest raises `MalformedPayload` (the task then ends the lease, and its

@@ -100,6 +100,16 @@ def split_vnodes(parallelism: int, count: int = VNODE_COUNT) -> list[VnodeBitmap
     return [VnodeBitmap.from_range(bounds[i], bounds[i + 1], count) for i in range(parallelism)]
 
 
+def actor_vnodes(parallelism: int, index: int, count: int = VNODE_COUNT) -> VnodeBitmap:
+    """`split_vnodes(parallelism, count)[index]`, without building every actor's bitmap (each
+    actor asks for its own, every epoch)."""
+    if not 1 <= parallelism <= count:
+        raise ValueError(f"parallelism {parallelism} must be in 1..{count}")
+    if not 0 <= index < parallelism:
+        raise IndexError(f"actor index {index} of parallelism {parallelism}")
+    return VnodeBitmap.from_range(index * count // parallelism, (index + 1) * count // parallelism, count)
+
+
 def actor_of_vnodes(vnodes: np.ndarray, parallelism: int, count: int = VNODE_COUNT) -> np.ndarray:
     """For each vnode, the index of the actor owning it under `split_vnodes` (vectorized)."""
     v = np.asarray(vnodes, dtype=np.int64)

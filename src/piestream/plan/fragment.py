@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from piestream.common.types import DataType
-from piestream.common.vnode import VNODE_COUNT, VnodeBitmap, split_vnodes
+from piestream.common.vnode import VNODE_COUNT, VnodeBitmap, actor_vnodes
 from piestream.plan.node import DmlNode, ExchangeNode, StreamNode
 from piestream.storage.table.desc import TableDesc
 
@@ -75,7 +75,7 @@ class Fragment:
         return [actor_id(self.fragment_id, i) for i in range(self.parallelism)]
 
     def vnode_bitmap(self, index: int) -> VnodeBitmap:
-        return split_vnodes(self.parallelism, self.vnode_count)[index]
+        return actor_vnodes(self.parallelism, index, self.vnode_count)
 
     def upstream_fragment_ids(self) -> list[int]:
         return sorted({n.upstream_fragment_id for n in self.root.walk() if isinstance(n, ExchangeNode)})

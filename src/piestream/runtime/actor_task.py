@@ -40,9 +40,8 @@ from piestream.runtime.exchange import (
     encode_failure,
     encode_report,
 )
-from piestream.storage.hummock.sstable_store import process_sstable_store
+from piestream.storage.hummock.sstable_store import url_sstable_store
 from piestream.storage.hummock.store import HummockStorage
-from piestream.storage.object_store import open_object_store
 from piestream.stream.actor import Actor, coalesced
 from piestream.stream.cache.registry import WORKER_CACHES
 from piestream.stream.dispatch import dispatch
@@ -164,8 +163,7 @@ def _run_actor(
     if hook is not None:
         hook("input", plan, aid)
     t0 = time.perf_counter()
-    store = open_object_store(plan.store_url)
-    storage = HummockStorage(process_sstable_store(store), plan.version, plan.storage_options)
+    storage = HummockStorage(url_sstable_store(plan.store_url), plan.version, plan.storage_options)
     vnodes = frag.vnode_bitmap(actor_index) if not frag.singleton else VnodeBitmap.full(1)
     # the worker's caches of this actor, if they reflect the committed epoch (same data
     # directory, same vnodes); otherwise empty ones

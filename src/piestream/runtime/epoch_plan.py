@@ -43,6 +43,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -194,29 +195,37 @@ def encode_plan_epoch(plan: EpochPlan, known: AbstractSet[int] = frozenset()) ->
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def _plan_of(
-    body: dict[str, Any], epoch: dict[str, Any], version: HummockVersion, connectors: Connectors
-) -> EpochPlan:
-    curr, prev, kind = epoch["barrier"]
+def _body_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The `EpochPlan` fields of a body document (`_body_doc`)."""
     options = body["storage_options"]
-    return EpochPlan(
-        fragments={int(fid): str(text).encode() for fid, text in body["fragments"]},
-        stages=tuple(tuple((int(f), int(i)) for f, i in stage) for stage in body["stages"]),
-        data_epoch=int(epoch["data_epoch"]),
-        barrier=Barrier(EpochPair(int(curr), int(prev)), BarrierKind(kind)),
-        committed_epoch=int(epoch["committed_epoch"]),
-        version=version,
-        store_url=str(body["store_url"]),
-        config=_streaming_config(body["config"]),
-        storage_options=StorageOptions(
+    return {
+        "fragments": {int(fid): str(text).encode() for fid, text in body["fragments"]},
+        "stages": tuple(tuple((int(f), int(i)) for f, i in stage) for stage in body["stages"]),
+        "store_url": str(body["store_url"]),
+        "config": _streaming_config(body["config"]),
+        "storage_options": StorageOptions(
             **{
                 **options,
                 "table_block_sizes": tuple((int(t), int(b)) for t, b in options["table_block_sizes"]),
             }
         ),
-        task_slots=int(body["task_slots"]),
+        "task_slots": int(body["task_slots"]),
+        "roots": {int(f): int(r) for f, r in body["roots"]},
+    }
+
+
+def _plan_of(
+    body: Mapping[str, Any], epoch: dict[str, Any], version: HummockVersion, connectors: Connectors
+) -> EpochPlan:
+    """The plan of a body's fields (`_body_fields`) at an epoch document (`_epoch_doc`)."""
+    curr, prev, kind = epoch["barrier"]
+    return EpochPlan(
+        **body,
+        data_epoch=int(epoch["data_epoch"]),
+        barrier=Barrier(EpochPair(int(curr), int(prev)), BarrierKind(kind)),
+        committed_epoch=int(epoch["committed_epoch"]),
+        version=version,
         connectors=connectors,
-        roots={int(f): int(r) for f, r in body["roots"]},
         global_watermarks={int(t): bytes.fromhex(w) for t, w in epoch.get("global_watermarks", ())},
     )
 
@@ -237,17 +246,19 @@ def decode_plan(data: bytes | bytearray | memoryview, connectors: Connectors) ->
     `MalformedPayload`."""
     try:
         doc = _document(data, PLAN_WIRE_FORMAT, "plan")
-        return _plan_of(doc, doc, HummockVersion.from_json(doc["version"]), connectors)
+        return _plan_of(_body_fields(doc), doc, HummockVersion.from_json(doc["version"]), connectors)
     except _DECODE_ERRORS as e:
         raise MalformedPayload(f"malformed epoch plan: {type(e).__name__}: {e}") from None
 
 
 @dataclass(frozen=True)
 class PlanBody:
-    """A decoded plan body (`encode_plan_body`), waiting for its epochs' parts."""
+    """A decoded plan body (`encode_plan_body`), waiting for its epochs' parts: its `EpochPlan`
+    fields decoded once, not every epoch (a worker holds a body for many). Plans of one body
+    share these objects (the fragments dict too): nothing mutates a plan's fields."""
 
     digest: bytes
-    doc: dict[str, Any]
+    fields: Mapping[str, Any]
 
 
 def decode_plan_body(data: bytes | bytearray | memoryview, digest: bytes) -> PlanBody:
@@ -255,7 +266,8 @@ def decode_plan_body(data: bytes | bytearray | memoryview, digest: bytes) -> Pla
     if plan_digest(data) != digest:
         raise MalformedPayload("a plan body that does not match its digest")
     try:
-        return PlanBody(digest, _document(data, PLAN_BODY_FORMAT, "plan body"))
+        doc = _document(data, PLAN_BODY_FORMAT, "plan body")
+        return PlanBody(digest, MappingProxyType(_body_fields(doc)))
     except _DECODE_ERRORS as e:
         raise MalformedPayload(f"malformed plan body: {type(e).__name__}: {e}") from None
 
@@ -274,7 +286,7 @@ def decode_plan_epoch(
         version = HummockVersion.from_json({**v, "l0": [], "levels": []})
         l0 = tuple(_level(d, ssts) for d in v["l0"])
         version = dataclasses.replace(version, l0=l0, levels=tuple(_level(d, ssts) for d in v["levels"]))
-        return _plan_of(body.doc, doc, version, connectors)
+        return _plan_of(body.fields, doc, version, connectors)
     except KeyError as e:
         raise MalformedPayload(f"malformed epoch plan: no SST {e} held here") from None
     except _DECODE_ERRORS as e:

@@ -168,7 +168,9 @@ class PlanSender:
     def __init__(self, versions: int = 32) -> None:
         self._versions: OrderedDict[tuple[bytes, int], frozenset[int]] = OrderedDict()
         self._max = versions
-        self._body: tuple[EpochPlan, bytes, bytes] | None = None  # the plan, its body, its digest
+        # the fields the body encodes (`body_key`), the body, its compressed bytes, its digest
+        self._body: tuple[tuple[Any, ...], bytes, bytes, bytes] | None = None
+        self._plan: EpochPlan | None = None  # the plan `_epoch` is of
         self._epoch: dict[frozenset[int] | None, bytes] = {}  # the plan's epoch part, by SSTs held
 
     def frames(
@@ -176,11 +178,18 @@ class PlanSender:
     ) -> tuple[list[tuple[bytes, ...]], HeldPlan]:
         """The frames of `run` (with `dml` DML frames after it) for a task holding `held`, and
         what it holds once it has read them."""
-        if self._body is None or self._body[0] is not plan:
-            body, digest = encode_plan_body(plan)
-            self._body, self._epoch = (plan, body, digest), {}
+        if self._plan is not plan:
+            self._plan, self._epoch = plan, {}
             self._remember(store_digest(plan.store_url), plan.version)
-        _, body, digest = self._body
+            # every epoch's plan is a new object, but its body only changes with the jobs (DDL,
+            # rescaling), the config or the slots: compared by value, not encoded and hashed
+            # again each epoch (issue 27's empty epoch)
+            key = body_key(plan)
+            if self._body is None or self._body[0] != key:
+                body, digest = encode_plan_body(plan)
+                self._body = (key, body, compress(body), digest)
+        assert self._body is not None
+        _, _, packed, digest = self._body
         store = store_digest(plan.store_url)
         known = self._versions.get((store, held.version_id)) if held.store == store else None
         epoch = self._epoch.get(known)
@@ -188,7 +197,7 @@ class PlanSender:
             epoch = self._epoch[known] = compress(encode_plan_epoch(plan, known or frozenset()))
         out: list[tuple[bytes, ...]] = []
         if held.digest != digest:
-            out.append((BODY, digest, compress(body)))
+            out.append((BODY, digest, packed))
         out.append((EPOCH, RUN_FRAMES.pack(run, dml), digest, epoch))
         return out, HeldPlan(digest, store, plan.version.id)
 
@@ -198,6 +207,20 @@ class PlanSender:
         self._versions.move_to_end(key)
         while len(self._versions) > self._max:
             self._versions.popitem(last=False)
+
+
+def body_key(plan: EpochPlan) -> tuple[Any, ...]:
+    """The fields `encode_plan_body` encodes (`epoch_plan._body_doc`): two plans whose keys are
+    equal have the same body and digest (the fragments in order: the body lists them so)."""
+    return (
+        tuple(plan.fragments.items()),
+        plan.stages,
+        plan.store_url,
+        plan.config,
+        plan.storage_options,
+        plan.task_slots,
+        plan.roots,
+    )
 
 
 class WorkerPlan:

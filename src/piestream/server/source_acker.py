@@ -53,6 +53,9 @@ class SourceAcker:
         # (job id, state table id) -> the reader's ack (None: it has none), and offsets acked
         self._acks: dict[tuple[int, int], Any] = {}
         self._acked: dict[tuple[int, int], dict[str, str]] = {}
+        # the SSTs holding the source's state table when its offsets were last all acked: its
+        # committed rows are a function of them, so while they stay, there is nothing to ack
+        self._scanned: dict[tuple[int, int], frozenset[int]] = {}
 
     def _sources(self) -> list[tuple[tuple[int, int], SourceNode, Any]]:
         out = []
@@ -72,6 +75,7 @@ class SourceAcker:
         for gone in set(self._acks) - live:  # dropped jobs
             self._acks.pop(gone, None)
             self._acked.pop(gone, None)
+            self._scanned.pop(gone, None)
         return out
 
     def ack(self) -> int:
@@ -81,8 +85,16 @@ class SourceAcker:
             return 0
         storage, committed, vpin, spin = self.db.snapshot_storage()
         try:
+            holding: dict[int, set[int]] = {}  # table id -> the SSTs with its rows (per SST)
+            for sst in storage.version.all_ssts():
+                for t in sst.table_ids:
+                    holding.setdefault(t, set()).add(sst.object_id)
             n = 0
             for key, node, ack in sources:
+                ssts = frozenset(holding.get(node.state_table.table_id, ()))
+                if self._scanned.get(key) == ssts:
+                    continue  # the committed offsets are the ones acked last (issue 27's barrier cost)
+                self._scanned.pop(key, None)  # until every split's ack below went through
                 done = self._acked.setdefault(key, {})
                 for split, info in StorageTable(node.state_table, storage, committed).iter_rows():
                     if done.get(split) == info:
@@ -92,6 +104,7 @@ class SourceAcker:
                         ack(split, offset)
                         n += 1
                     done[split] = info
+                self._scanned[key] = ssts
             return n
         finally:
             self.db.release_snapshot(vpin, spin)

@@ -21,7 +21,7 @@ from piestream.storage.hummock.decoded import DecodedSstable, in_place_layout
 from piestream.storage.hummock.sstable import Block, SstableMeta, decode_meta_and_footer
 from piestream.storage.hummock.sstable_builder import BuiltSstable
 from piestream.storage.hummock.version import SstableInfo, sst_path
-from piestream.storage.object_store import ObjectStore
+from piestream.storage.object_store import ObjectStore, open_object_store
 
 DEFAULT_META_CACHE_BYTES = 64 << 20
 DEFAULT_BLOCK_CACHE_BYTES = 256 << 20
@@ -179,6 +179,7 @@ class SstableStore:
 
 
 _PROCESS_STORES: dict[str, SstableStore] = {}
+_BY_URL: dict[str, SstableStore] = {}  # `url_sstable_store`: by the url it was asked for
 _LOCK = threading.Lock()
 
 
@@ -191,3 +192,16 @@ def process_sstable_store(store: ObjectStore) -> SstableStore:
             s = SstableStore(store)
             _PROCESS_STORES[store.url] = s
         return s
+
+
+def url_sstable_store(url: str) -> SstableStore:
+    """`process_sstable_store(open_object_store(url))`, the store opened once per url: a task
+    asks for every actor of every epoch, and opening one (parsing the url, a local store's
+    `url` built again from its path) was a noticeable part of an empty epoch (issue 27)."""
+    with _LOCK:
+        s = _BY_URL.get(url)
+    if s is None:
+        s = process_sstable_store(open_object_store(url))
+        with _LOCK:
+            s = _BY_URL.setdefault(url, s)
+    return s

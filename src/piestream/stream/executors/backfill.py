@@ -18,6 +18,7 @@ table: they read the whole snapshot in one epoch, as they did.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,13 +53,23 @@ class BackfillExecutor(Executor):
         self.node = node
         self.progress = self.table(node.state_table)
         self.legacy = len(node.state_table.columns) == LEGACY_STATE_COLUMNS
-        self.vnodes = ctx.vnodes.vnodes().tolist() if node.upstream.vnode_count == ctx.vnodes.count else [0]
-        self._serde = RowSerde(node.upstream)
+        self._own_vnodes = node.upstream.vnode_count == ctx.vnodes.count  # else the singleton's [0]
         self._started = False
         self._all_done = False
         self._state: _Vnodes | None = None  # after this epoch's snapshot read
         # the actor's cache is shared by its executors: a join of two scans has two backfills
         self._done_key = f"backfill_done:{node.state_table.table_id}"
+
+    # built when first used, not with the actor every epoch: once the backfill is done (its
+    # steady state) the executor only passes the upstream's changes on
+    @functools.cached_property
+    def vnodes(self) -> list[int]:
+        """The upstream's vnodes this actor backfills."""
+        return self.ctx.vnodes.vnodes().tolist() if self._own_vnodes else [0]
+
+    @functools.cached_property
+    def _serde(self) -> RowSerde:
+        return RowSerde(self.node.upstream)
 
     # -- this epoch's snapshot read -------------------------------------------------------------
     def _read_state(self) -> _Vnodes:
