@@ -253,47 +253,68 @@ def encode_messages(
     rows = json_objects(data, names)
     if fmt == "plain":
         return [None] * n, _bytes(rows)
-    if OP_COLUMN in data.column_names:
-        ops = np.asarray(data.column(OP_COLUMN).to_numpy(zero_copy_only=False), dtype=object)
-    else:
-        ops = np.full(n, "insert", dtype=object)
+    code = _op_codes(data)
     keys = json_objects(data, key) if key else pa.nulls(n, pa.string())
-    deleted = (ops == "delete") | (ops == "update_delete")
+    deleted = (code == _DELETE) | (code == _UPDATE_DELETE)
     # an update's old row followed by its new one under the same key: one message (the new row)
     nxt_ins = np.zeros(n, np.bool_)
-    nxt_ins[:-1] = ops[1:] == "update_insert"
-    same_key = np.zeros(n, np.bool_)
-    if n > 1 and key:
-        same_key[:-1] = pc.equal(keys.slice(0, n - 1), keys.slice(1)).to_numpy(zero_copy_only=False)
-    paired = (ops == "update_delete") & nxt_ins
+    nxt_ins[:-1] = code[1:] == _UPDATE_INSERT
+    paired = (code == _UPDATE_DELETE) & nxt_ins
+    # the gathers (take) and choices (if_else) over the encoded rows below are skipped where they
+    # would change nothing: no paired update, no delete (an epoch of inserts skips them all)
     if fmt == "upsert":
+        same_key = np.zeros(n, np.bool_)
+        if n > 1 and key and paired.any():
+            same_key[:-1] = pc.equal(keys.slice(0, n - 1), keys.slice(1)).to_numpy(zero_copy_only=False)
         keep = ~(paired & same_key)
-        idx = np.flatnonzero(keep)
-        values = pc.if_else(pa.array(deleted[idx]), pa.scalar(None, pa.string()), rows.take(pa.array(idx)))
-        return _bytes(keys.take(pa.array(idx))), _bytes(values)
+        if not keep.all():
+            at = pa.array(np.flatnonzero(keep))
+            keys, rows, deleted = keys.take(at), rows.take(at), deleted[keep]
+        values = pc.if_else(pa.array(deleted), pa.scalar(None, pa.string()), rows) if deleted.any() else rows
+        return _bytes(keys), _bytes(values)
     # debezium: a paired update is one "u" event at the old row's position, keyed by the new row
-    second = np.zeros(n, np.bool_)
-    second[1:] = paired[:-1]
-    idx = np.flatnonzero(~second)
-    is_u = paired[idx]
-    is_d = deleted[idx] & ~is_u
-    after_at = np.where(is_u, idx + 1, idx)
     null = pa.scalar(NULL)
-    before = pc.if_else(pa.array(is_u | is_d), rows.take(pa.array(idx)), null)
-    after = pc.if_else(pa.array(is_d), null, rows.take(pa.array(after_at)))
-    op = np.where(is_u, '"u"', np.where(is_d, '"d"', '"c"'))
+    if paired.any():
+        second = np.zeros(n, np.bool_)
+        second[1:] = paired[:-1]
+        idx = np.flatnonzero(~second)
+        is_u = paired[idx]
+        is_d = deleted[idx] & ~is_u
+        after_at = pa.array(np.where(is_u, idx + 1, idx))
+        before: Any = pc.if_else(pa.array(is_u | is_d), rows.take(pa.array(idx)), null)
+        after: Any = rows.take(after_at)
+        keys = keys.take(after_at)
+    else:  # no update: every event is its own row's ("c" or "d")
+        is_u, is_d = np.zeros(n, np.bool_), deleted
+        before, after = pc.if_else(pa.array(is_d), rows, null) if is_d.any() else null, rows
+    if is_d.any():
+        after = pc.if_else(pa.array(is_d), null, after)
+    op: Any = pa.array(np.where(is_u, '"u"', np.where(is_d, '"d"', '"c"')), pa.string())
+    if not (is_u.any() or is_d.any()):
+        op = pa.scalar('"c"')
     source = json.dumps({"connector": "piestream", "name": sink_name}, separators=(",", ":"))
     values = pc.binary_join_element_wise(
-        '{"before":',
-        before,
-        ',"after":',
-        after,
-        ',"op":',
-        pa.array(op, pa.string()),
-        f',"source":{source}}}',
-        "",
+        '{"before":', before, ',"after":', after, ',"op":', op, f',"source":{source}}}', ""
     )
-    return _bytes(keys.take(pa.array(after_at))), _bytes(values)
+    return _bytes(keys), _bytes(values)
+
+
+#: the change kinds of the staged ``_op`` column (a changelog sink's four; an upsert sink's
+#: "upsert" / "delete"), as codes of `_op_codes`; "upsert" is an insert here
+_OPS = pa.array(["insert", "delete", "update_insert", "update_delete", "upsert"])
+_DELETE, _UPDATE_INSERT, _UPDATE_DELETE = 1, 2, 3
+
+
+def _op_codes(data: pa.Table) -> np.ndarray:
+    """Each row's change kind as a small integer (one Arrow look-up, not a string compare per
+    kind); rows without an ``_op`` column are inserts."""
+    if OP_COLUMN not in data.column_names:
+        return np.zeros(data.num_rows, np.int8)
+    codes = pc.index_in(data.column(OP_COLUMN), value_set=_OPS)
+    if codes.null_count:
+        bad = pc.filter(data.column(OP_COLUMN), pc.is_null(codes))[0]
+        raise ValueError(f"the staged change kind {bad} is not one of {_OPS.to_pylist()}")
+    return np.asarray(codes.to_numpy(zero_copy_only=False), np.int8)
 
 
 def _bytes(a: pa.Array) -> list[bytes | None]:
