@@ -149,12 +149,13 @@ def json_literals(col: pa.Array) -> pa.Array:
     return _joined(_literal_parts(col))
 
 
-def json_objects(table: pa.Table | pa.RecordBatch, names: Sequence[str]) -> pa.Array:
-    """The rows' `names` columns as JSON objects, one string per row: one join of every
-    column's pieces (a column with nulls is joined to its literals first, so that its nulls
-    become "null" rather than null documents)."""
+def json_object_parts(table: pa.Table | pa.RecordBatch, names: Sequence[str]) -> Parts:
+    """The rows' `names` columns as JSON objects, in pieces for one join (`joined`), so that
+    an envelope around the objects is pieces of the same join, not a second copy. A column with
+    nulls is joined to its literals first, so that its nulls become "null", not null documents.
+    Never empty of arrays while the table has a column."""
     if not names:
-        return pa.array(["{}"] * table.num_rows, pa.string())
+        return [pa.array(["{}"] * table.num_rows, pa.string())]
     parts: Parts = []
     for i, n in enumerate(names):
         col = table.column(n)
@@ -164,13 +165,26 @@ def json_objects(table: pa.Table | pa.RecordBatch, names: Sequence[str]) -> pa.A
             lit = [_joined(lit)]
         parts += [("{" if i == 0 else ",") + json.dumps(n) + ":", *lit]
     parts.append("}")
+    return parts
+
+
+def joined(parts: Parts) -> pa.Array:
+    """Pieces (at least one an array) as one string per row, adjacent texts merged first (per
+    column, not per row)."""
     merged: Parts = []
-    for p in parts:  # adjacent texts as one piece (per column, not per row)
+    for p in parts:
         if isinstance(p, str) and merged and isinstance(merged[-1], str):
             merged[-1] += p
         else:
             merged.append(p)
+    if len(merged) == 1 and isinstance(merged[0], pa.Array):
+        return merged[0]
     return pc.binary_join_element_wise(*merged, "")
 
 
-__all__ = ["json_default", "json_literals", "json_objects", "row_json"]
+def json_objects(table: pa.Table | pa.RecordBatch, names: Sequence[str]) -> pa.Array:
+    """The rows' `names` columns as JSON objects, one string per row (one join)."""
+    return joined(json_object_parts(table, names))
+
+
+__all__ = ["joined", "json_default", "json_literals", "json_object_parts", "json_objects", "row_json"]

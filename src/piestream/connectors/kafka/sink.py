@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from piestream.connectors.formats.encode import NULL, json_objects, row_json
+from piestream.connectors.formats.encode import NULL, joined, json_object_parts, json_objects, row_json
 from piestream.connectors.kafka.reader import KafkaError, kafka_properties
 from piestream.connectors.lakehouse import OP_COLUMN
 from piestream.connectors.options import InvalidOption
@@ -250,9 +250,9 @@ def encode_messages(
     producer takes messages one call each."""
     names = [n for n in data.column_names if n != OP_COLUMN]
     n = data.num_rows
-    rows = json_objects(data, names)
+    row_parts = json_object_parts(data, names)
     if fmt == "plain":
-        return [None] * n, _bytes(rows)
+        return [None] * n, _bytes(joined(row_parts))
     code = _op_codes(data)
     keys = json_objects(data, key) if key else pa.nulls(n, pa.string())
     deleted = (code == _DELETE) | (code == _UPDATE_DELETE)
@@ -262,6 +262,12 @@ def encode_messages(
     paired = (code == _UPDATE_DELETE) & nxt_ins
     # the gathers (take) and choices (if_else) over the encoded rows below are skipped where they
     # would change nothing: no paired update, no delete (an epoch of inserts skips them all)
+    source = json.dumps({"connector": "piestream", "name": sink_name}, separators=(",", ":"))
+    envelope_end = f',"source":{source}}}'
+    if fmt == "debezium" and not (deleted.any() or paired.any()):  # inserts: one join, no copy
+        values = joined(['{"before":null,"after":', *row_parts, ',"op":"c"', envelope_end])
+        return _bytes(keys), _bytes(values)
+    rows = joined(row_parts)
     if fmt == "upsert":
         same_key = np.zeros(n, np.bool_)
         if n > 1 and key and paired.any():
@@ -286,15 +292,12 @@ def encode_messages(
         keys = keys.take(after_at)
     else:  # no update: every event is its own row's ("c" or "d")
         is_u, is_d = np.zeros(n, np.bool_), deleted
-        before, after = pc.if_else(pa.array(is_d), rows, null) if is_d.any() else null, rows
+        before, after = pc.if_else(pa.array(is_d), rows, null), rows
     if is_d.any():
         after = pc.if_else(pa.array(is_d), null, after)
-    op: Any = pa.array(np.where(is_u, '"u"', np.where(is_d, '"d"', '"c"')), pa.string())
-    if not (is_u.any() or is_d.any()):
-        op = pa.scalar('"c"')
-    source = json.dumps({"connector": "piestream", "name": sink_name}, separators=(",", ":"))
+    op = pa.array(np.where(is_u, '"u"', np.where(is_d, '"d"', '"c"')), pa.string())
     values = pc.binary_join_element_wise(
-        '{"before":', before, ',"after":', after, ',"op":', op, f',"source":{source}}}', ""
+        '{"before":', before, ',"after":', after, ',"op":', op, envelope_end, ""
     )
     return _bytes(keys), _bytes(values)
 
