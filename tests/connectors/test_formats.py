@@ -237,3 +237,50 @@ def test_json_objects_fast_paths_equal_json_dumps() -> None:
     assert json_objects(t.slice(1, 1), ["s", "ts", "tz"]).to_pylist() == [
         '{"s":"plain","ts":"2024-01-01 00:00:00","tz":"2024-01-01 03:00:00+00:00"}'
     ]
+
+
+def test_json_objects_inline_pieces_equal_json_dumps() -> None:
+    """Columns without nulls are joined as pieces of the one document join (quotes, dates and
+    times of day gathered from tables); with nulls, as literals first. Both equal `row_json`
+    over every type, whole-second timestamps over a narrow range (the date table) and a wide
+    one (each date cast), before 1970 and with UTC."""
+    import datetime as dt
+    import decimal
+
+    import pyarrow as pa
+
+    from piestream.connectors.formats.encode import json_literals, json_objects, row_json
+
+    ts = dt.datetime
+    full = {
+        "i": pa.array([1, -2, 3], pa.int32()),
+        "f": pa.array([1.5, -0.25, 1e300]),
+        "b": pa.array([True, False, True]),
+        "s": pa.array(["plain", 'q"uote', "é"]),
+        "d": pa.array([dt.date(2024, 1, 2), dt.date(1969, 12, 31), dt.date(1, 1, 1)]),
+        "narrow": pa.array(
+            [ts(2024, 1, 1, 23, 59, 59), ts(2024, 1, 2), ts(2024, 1, 1, 0, 0, 1)], pa.timestamp("us")
+        ),
+        "wide": pa.array(
+            [ts(1900, 3, 1, 1, 2, 3), ts(2099, 12, 31), ts(1969, 12, 31, 23, 59, 59)], pa.timestamp("us")
+        ),
+        "frac": pa.array([ts(2024, 1, 1, 0, 0, 0, 5), ts(2024, 1, 1), ts(1960, 1, 1)], pa.timestamp("us")),
+        "tz": pa.array([ts(2024, 1, 1, 3), ts(1950, 6, 1), ts(2024, 1, 1, 3)], pa.timestamp("us", tz="UTC")),
+        "n": pa.array(
+            [decimal.Decimal("1.50"), decimal.Decimal("-3.00"), decimal.Decimal("0.01")], pa.decimal128(10, 2)
+        ),
+        "y": pa.array([b"\x00\xff", b"", b"a"], pa.binary()),
+    }
+    t = pa.table(full)
+    nulled = pa.table({k: pa.array([*v.to_pylist()[:2], None], v.type) for k, v in full.items()})
+    for table in (t, nulled, pa.concat_tables([t] * 30), t.slice(1, 2)):
+        got = [json.loads(v) for v in json_objects(table, table.column_names).to_pylist()]
+        assert got == [json.loads(row_json(r)) for r in table.to_pylist()]
+        for name in table.column_names:  # a column's literals alone, the same texts
+            lits = json_literals(table.column(name).combine_chunks()).to_pylist()
+            assert [json.loads(x) for x in lits] == [json.loads(row_json(r))[name] for r in table.to_pylist()]
+    assert json_objects(t.slice(0, 1), ["narrow", "wide", "tz", "s", "d"]).to_pylist() == [
+        '{"narrow":"2024-01-01 23:59:59","wide":"1900-03-01 01:02:03","tz":"2024-01-01 03:00:00+00:00",'
+        '"s":"plain","d":"2024-01-02"}'
+    ]
+    assert json_objects(nulled.slice(2, 1), ["narrow", "s"]).to_pylist() == ['{"narrow":null,"s":null}']

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from piestream.connectors.formats.encode import NULL, json_objects, row_json
+from piestream.connectors.formats.encode import NULL, joined, json_object_parts, json_objects, row_json
 from piestream.connectors.kafka.reader import KafkaError, kafka_properties
 from piestream.connectors.lakehouse import OP_COLUMN
 from piestream.connectors.options import InvalidOption
@@ -42,6 +42,17 @@ _RDKAFKA_LOG = logging.getLogger("piestream.kafka.rdkafka")
 
 SINK_FORMATS = {"plain": "append-only", "upsert": "upsert", "debezium": "changelog"}
 TIMEOUT_S = 30.0
+#: librdkafka settings of the sink's transactional producer, unless ``properties.*`` say otherwise.
+#: A whole epoch is produced in one go and flushed by `commit_transaction`, so the local queue
+#: holds up to a million messages / 1 GiB (librdkafka's 100,000 filled at every epoch of more,
+#: and each full queue cost a 0.1 s poll: a fifth of the produce loop's samples at 1M rows).
+#: linger 20 ms lets batches fill to their cap (batch.size and message.max.bytes stay at 1 MB,
+#: what a broker accepts by default).
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger.ms": 20,
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1 << 20,
+}
 
 
 def validate_kafka_sink_options(options: Mapping[str, str], sink_name: str) -> dict[str, str]:
@@ -120,10 +131,10 @@ class KafkaSinkTable:
         self.key = tuple(key)
         self.producer = Producer(
             {
-                **kafka_properties(options),
+                **PRODUCER_DEFAULTS,
+                **kafka_properties(options),  # the user's properties.* win over the defaults
                 "transactional.id": options["transactional.id"],
                 "enable.idempotence": True,
-                "linger.ms": 5,
                 "logger": _RDKAFKA_LOG,
             }
         )
@@ -239,50 +250,74 @@ def encode_messages(
     producer takes messages one call each."""
     names = [n for n in data.column_names if n != OP_COLUMN]
     n = data.num_rows
-    rows = json_objects(data, names)
+    row_parts = json_object_parts(data, names)
     if fmt == "plain":
-        return [None] * n, _bytes(rows)
-    if OP_COLUMN in data.column_names:
-        ops = np.asarray(data.column(OP_COLUMN).to_numpy(zero_copy_only=False), dtype=object)
-    else:
-        ops = np.full(n, "insert", dtype=object)
+        return [None] * n, _bytes(joined(row_parts))
+    code = _op_codes(data)
     keys = json_objects(data, key) if key else pa.nulls(n, pa.string())
-    deleted = (ops == "delete") | (ops == "update_delete")
+    deleted = (code == _DELETE) | (code == _UPDATE_DELETE)
     # an update's old row followed by its new one under the same key: one message (the new row)
     nxt_ins = np.zeros(n, np.bool_)
-    nxt_ins[:-1] = ops[1:] == "update_insert"
-    same_key = np.zeros(n, np.bool_)
-    if n > 1 and key:
-        same_key[:-1] = pc.equal(keys.slice(0, n - 1), keys.slice(1)).to_numpy(zero_copy_only=False)
-    paired = (ops == "update_delete") & nxt_ins
-    if fmt == "upsert":
-        keep = ~(paired & same_key)
-        idx = np.flatnonzero(keep)
-        values = pc.if_else(pa.array(deleted[idx]), pa.scalar(None, pa.string()), rows.take(pa.array(idx)))
-        return _bytes(keys.take(pa.array(idx))), _bytes(values)
-    # debezium: a paired update is one "u" event at the old row's position, keyed by the new row
-    second = np.zeros(n, np.bool_)
-    second[1:] = paired[:-1]
-    idx = np.flatnonzero(~second)
-    is_u = paired[idx]
-    is_d = deleted[idx] & ~is_u
-    after_at = np.where(is_u, idx + 1, idx)
-    null = pa.scalar(NULL)
-    before = pc.if_else(pa.array(is_u | is_d), rows.take(pa.array(idx)), null)
-    after = pc.if_else(pa.array(is_d), null, rows.take(pa.array(after_at)))
-    op = np.where(is_u, '"u"', np.where(is_d, '"d"', '"c"'))
+    nxt_ins[:-1] = code[1:] == _UPDATE_INSERT
+    paired = (code == _UPDATE_DELETE) & nxt_ins
+    # the gathers (take) and choices (if_else) over the encoded rows below are skipped where they
+    # would change nothing: no paired update, no delete (an epoch of inserts skips them all)
     source = json.dumps({"connector": "piestream", "name": sink_name}, separators=(",", ":"))
+    envelope_end = f',"source":{source}}}'
+    if fmt == "debezium" and not (deleted.any() or paired.any()):  # inserts: one join, no copy
+        values = joined(['{"before":null,"after":', *row_parts, ',"op":"c"', envelope_end])
+        return _bytes(keys), _bytes(values)
+    rows = joined(row_parts)
+    if fmt == "upsert":
+        same_key = np.zeros(n, np.bool_)
+        if n > 1 and key and paired.any():
+            same_key[:-1] = pc.equal(keys.slice(0, n - 1), keys.slice(1)).to_numpy(zero_copy_only=False)
+        keep = ~(paired & same_key)
+        if not keep.all():
+            at = pa.array(np.flatnonzero(keep))
+            keys, rows, deleted = keys.take(at), rows.take(at), deleted[keep]
+        values = pc.if_else(pa.array(deleted), pa.scalar(None, pa.string()), rows) if deleted.any() else rows
+        return _bytes(keys), _bytes(values)
+    # debezium: a paired update is one "u" event at the old row's position, keyed by the new row
+    null = pa.scalar(NULL)
+    if paired.any():
+        second = np.zeros(n, np.bool_)
+        second[1:] = paired[:-1]
+        idx = np.flatnonzero(~second)
+        is_u = paired[idx]
+        is_d = deleted[idx] & ~is_u
+        after_at = pa.array(np.where(is_u, idx + 1, idx))
+        before: Any = pc.if_else(pa.array(is_u | is_d), rows.take(pa.array(idx)), null)
+        after: Any = rows.take(after_at)
+        keys = keys.take(after_at)
+    else:  # no update: every event is its own row's ("c" or "d")
+        is_u, is_d = np.zeros(n, np.bool_), deleted
+        before, after = pc.if_else(pa.array(is_d), rows, null), rows
+    if is_d.any():
+        after = pc.if_else(pa.array(is_d), null, after)
+    op = pa.array(np.where(is_u, '"u"', np.where(is_d, '"d"', '"c"')), pa.string())
     values = pc.binary_join_element_wise(
-        '{"before":',
-        before,
-        ',"after":',
-        after,
-        ',"op":',
-        pa.array(op, pa.string()),
-        f',"source":{source}}}',
-        "",
+        '{"before":', before, ',"after":', after, ',"op":', op, envelope_end, ""
     )
-    return _bytes(keys.take(pa.array(after_at))), _bytes(values)
+    return _bytes(keys), _bytes(values)
+
+
+#: the change kinds of the staged ``_op`` column (a changelog sink's four; an upsert sink's
+#: "upsert" / "delete"), as codes of `_op_codes`; "upsert" is an insert here
+_OPS = pa.array(["insert", "delete", "update_insert", "update_delete", "upsert"])
+_DELETE, _UPDATE_INSERT, _UPDATE_DELETE = 1, 2, 3
+
+
+def _op_codes(data: pa.Table) -> np.ndarray:
+    """Each row's change kind as a small integer (one Arrow look-up, not a string compare per
+    kind); rows without an ``_op`` column are inserts."""
+    if OP_COLUMN not in data.column_names:
+        return np.zeros(data.num_rows, np.int8)
+    codes = pc.index_in(data.column(OP_COLUMN), value_set=_OPS)
+    if codes.null_count:
+        bad = pc.filter(data.column(OP_COLUMN), pc.is_null(codes))[0]
+        raise ValueError(f"the staged change kind {bad} is not one of {_OPS.to_pylist()}")
+    return np.asarray(codes.to_numpy(zero_copy_only=False), np.int8)
 
 
 def _bytes(a: pa.Array) -> list[bytes | None]:
