@@ -11,6 +11,10 @@ exist (the highest offset seen + 1). An epoch emits the first `budget` messages 
 Kafka offsets are immutable, so a retried epoch emits exactly the same — and then records what
 the consumer has fetched meanwhile as the next epoch's `e`. The broker's high watermark is never
 trusted for reading (one test broker reports it wrong); consumer-group offsets are never read.
+The price of that rule is freshness: a message fetched before epoch k's read is recorded in k's
+`e` and emitted by epoch k + 1, so produce -> MV visible is on average 1.5 barrier intervals
+plus an epoch's run (bench/bench_kafka.py measures it). Less would need the end of each epoch
+fixed before it runs and kept in its plan (as new splits are), not taken by the read.
 After an epoch is durable the driver acks its offsets (`ack`): with ``properties.group.id`` they
 are committed to that group, for monitoring only.
 
