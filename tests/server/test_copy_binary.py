@@ -11,10 +11,11 @@ from decimal import Decimal
 import adbc_driver_postgresql.dbapi as adbc
 import numpy as np
 import psycopg
+import pyarrow as pa
 import pytest
 from pgwire_helpers import Raw, cstr, message
 
-from piestream.server.pgwire import PgServer
+from piestream.server.pgwire import PgServer, copy_binary
 from piestream.server.pgwire.copy_binary import HEADER, TRAILER
 
 COLUMNS = [
@@ -116,6 +117,38 @@ def test_every_type_round_trips_with_nulls(conn: psycopg.Connection) -> None:
     assert out == rows
     table_out = _read(conn, "COPY allt TO STDOUT (FORMAT binary)", ["int4", *TYPES])
     assert sorted(table_out, key=lambda r: r[0]) == rows
+
+
+def test_a_copy_streamed_in_batches_is_the_same_bytes(
+    conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COPY TO is encoded and sent batch by batch: with batches of 2 rows (7 rows of every type,
+    NULL rows among them) the stream psycopg receives is byte for byte the one-batch stream,
+    and it decodes to the rows."""
+    rows = [(k, *ROWS[k % len(ROWS)]) for k in range(7)]
+    cols = ", ".join(f"{n} {t}" for n, t in COLUMNS)
+    conn.execute(f"CREATE TABLE allt_batches (k int PRIMARY KEY, {cols})")
+    assert _load(conn, "allt_batches", rows) == "COPY 7"
+    sql = "COPY (SELECT * FROM allt_batches ORDER BY k) TO STDOUT (FORMAT binary)"
+
+    def raw() -> bytes:
+        with conn.cursor().copy(sql) as cp:
+            return b"".join(bytes(chunk) for chunk in cp)
+
+    whole = raw()
+    batches: list[int] = []
+    encode_rows = copy_binary._encode_rows
+
+    def counted(table: pa.Table, types: list, *, header: bool) -> memoryview:
+        batches.append(table.num_rows)
+        return encode_rows(table, types, header=header)
+
+    monkeypatch.setattr(copy_binary, "_encode_rows", counted)
+    monkeypatch.setattr(copy_binary, "STREAM_BATCH_ROWS", 2)
+    assert raw() == whole
+    assert batches == [2, 2, 2, 1]
+    assert whole.startswith(HEADER) and whole.endswith(TRAILER)
+    assert _read(conn, sql, ["int4", *TYPES]) == rows
 
 
 def test_columns_empty_result_and_extended_protocol(conn: psycopg.Connection) -> None:

@@ -11,7 +11,7 @@ COPY with its line number and nothing of it is applied.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -271,7 +271,8 @@ def _first_bad_row(col: pa.Array, t: DataType) -> int | None:
 class CopyOut:
     ncols: int
     lines: list[bytes]  # text and csv: one per row (and the header)
-    messages: list[memoryview] | None = None  # binary: the whole COPY as ready CopyData messages
+    # binary: the whole COPY as ready CopyData messages, encoded batch by batch as they are sent
+    messages: Iterator[memoryview] | None = None
 
     @property
     def binary(self) -> bool:
@@ -285,7 +286,7 @@ def run_copy_to(s: Session, stmt: ast.Copy, out: list[CopyOut], params: Sequence
     fmt = CopyFormat.of(stmt.options)
     table, types, names = _copy_source(s, stmt, params)
     if fmt.binary:
-        out.append(CopyOut(len(types), [], copy_binary.encode_parts(table, types)))
+        out.append(CopyOut(len(types), [], copy_binary.encode_stream(table, types)))
     else:
         out.append(CopyOut(len(types), format_rows(table, types, names, fmt)))
     return QueryResult(f"COPY {table.num_rows}")

@@ -10,12 +10,14 @@ import itertools
 import uuid
 from collections.abc import Iterable
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from piestream.common.epoch import MAX_EPOCH
 from piestream.encoding.keys import full_key, split_full_key, user_key
+from piestream.storage.hummock import iterators
 from piestream.storage.hummock.iterators import (
     BlockIterator,
     ConcatIterator,
@@ -353,3 +355,20 @@ def test_entry_iterator_seek_next(
     # seek after exhausting starts over
     it.seek(None)
     assert it.is_valid() == bool(merged)
+
+
+@pytest.mark.parametrize("width, prefix", [(10, 2), (16, 8), (23, 15), (40, 32), (41, 33)])
+def test_neighbours_differ_matches_a_byte_comparison(width: int, prefix: int) -> None:
+    """Records that repeat, that differ only after the prefix (the epoch) or only in one prefix
+    byte: the word-window comparison says what comparing every byte says."""
+    rng = np.random.default_rng(width)
+    n = 2000
+    grid = rng.integers(0, 2, (n, width), dtype=np.uint8)
+    grid[1::3, :prefix] = grid[0:-1:3, :prefix]  # same key as the previous record, other epoch
+    pos = rng.integers(0, prefix, n)
+    grid[2::3, :] = grid[1:-1:3, :]
+    grid[np.arange(2, n, 3), pos[2::3]] ^= 1  # one prefix byte flipped
+    expected = (grid[1:, :prefix] != grid[:-1, :prefix]).any(axis=1)
+    got = iterators._neighbours_differ(np.ascontiguousarray(grid).reshape(-1), n, width, prefix)
+    assert np.array_equal(got, expected)
+    assert (~got).sum() > n // 4  # the repeats are there

@@ -446,7 +446,8 @@ class Connection:
     # -- COPY -----------------------------------------------------------------------------------
     def copy(self, stmt: ast.Copy, params: Sequence[Any] = ()) -> QueryResult:
         """The COPY sub-protocol, of a simple query or an Execute: data in (CopyData ... CopyDone)
-        or out (binary COPY: the rows as ready CopyData messages, one buffer)."""
+        or out (binary COPY: the rows as ready CopyData messages, encoded batch by batch while they
+        are sent)."""
         session = self.session
         assert session is not None
         check_statement(session, stmt)  # not through Session.execute_statement

@@ -7,18 +7,19 @@ extension length (+ the extension); per tuple an int16 field count and per field
 Encoding is columnar: each column becomes an Arrow binary array of its fields (length prefix +
 big-endian value) built with numpy for the fixed-width types and Arrow kernels for strings; the
 columns are then joined row-wise by one Arrow kernel, with each row's CopyData message header
-already in front, so a COPY TO is one buffer of complete CopyData messages (one per row, as
-PostgreSQL sends and as psycopg parses). Decoding finds where each field starts with numpy over
-the whole stream (`_row_layout`: every position holding the field count is parsed as a tuple at
-once, then the chain of tuples from the first is kept), then converts every column with numpy; a
-stream whose tuples all have the same layout (fixed-width columns without NULLs) is a matrix.
-Only malformed data is walked tuple by tuple, to say what is wrong with it.
+already in front, so each batch of rows of a COPY TO is one buffer of complete CopyData messages
+(one per row, as PostgreSQL sends and as psycopg parses), streamed batch by batch. Decoding finds
+where each field starts with numpy over the whole stream (`_row_layout`: every position holding
+the field count is parsed as a tuple at once, then the chain of tuples from the first is kept),
+then converts every column with numpy; a stream whose tuples all have the same layout
+(fixed-width columns without NULLs) is a matrix. Only malformed data is walked tuple by tuple,
+to say what is wrong with it.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,9 @@ SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 HEADER = SIGNATURE + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 TRAILER = b"\xff\xff"
 _NULL_FIELD = b"\xff\xff\xff\xff"
+#: Rows encoded at a time by a streamed COPY TO: a few MB of messages per batch, few enough
+#: batches that numpy's per-call overhead does not show.
+STREAM_BATCH_ROWS = 1 << 16
 
 #: microseconds / days between the Unix epoch and PostgreSQL's (2000-01-01)
 _EPOCH_USECS = 946_684_800_000_000
@@ -83,19 +87,49 @@ def encode_messages(table: pa.Table, types: Sequence[DataType]) -> bytes:
 
 
 def encode_parts(table: pa.Table, types: Sequence[DataType]) -> list[memoryview]:
-    """The binary COPY of `table` as CopyData messages ('d' + int32 length + payload), in a few
-    buffers sent as they are: the header goes with the first row and the trailer in a message of
-    its own, as PostgreSQL sends them (with no rows, header and trailer share one message).
+    """`encode_stream` of the whole table as one batch."""
+    return list(encode_stream(table, types, batch_rows=max(table.num_rows, 1)))
+
+
+def encode_stream(
+    table: pa.Table, types: Sequence[DataType], batch_rows: int | None = None
+) -> Iterator[memoryview]:
+    """The binary COPY of `table` as CopyData messages ('d' + int32 length + payload), encoded
+    `batch_rows` rows at a time as the consumer asks for them, so a large COPY TO is written to
+    the socket while the rest is still being encoded and never exists whole in memory. The header
+    goes with the first row and the trailer in a message of its own, as PostgreSQL sends them
+    (with no rows, header and trailer share one message); the bytes are the same whatever the
+    batch size (`STREAM_BATCH_ROWS` by default). The types are checked before the first buffer
+    is asked for."""
+    check_types(types)
+    return _stream(table, types, table.num_rows, batch_rows or STREAM_BATCH_ROWS)
+
+
+def _stream(table: pa.Table, types: Sequence[DataType], n: int, batch_rows: int) -> Iterator[memoryview]:
+    if n == 0:
+        yield memoryview(_frame(HEADER + TRAILER))
+        return
+    for lo in range(0, n, batch_rows):
+        body = _encode_rows(table.slice(lo, min(batch_rows, n - lo)), types, header=lo == 0)
+        if lo == 0:  # row 0's frame, the file header, then the rest of row 0 and every later row
+            yield body[:5]
+            yield memoryview(HEADER)
+            yield body[5:]
+        else:
+            yield body
+    yield memoryview(_frame(TRAILER))
+
+
+def _encode_rows(table: pa.Table, types: Sequence[DataType], *, header: bool) -> memoryview:
+    """One CopyData message per row of `table` (not empty), in one buffer; with `header`, the
+    first row's frame length also counts the file header sent after that frame.
 
     Each row is the same sequence of pieces: fixed-width ones (the frame, the field count, the
     fields of fixed-width columns without NULLs, every length prefix) and variable ones (string
     values, fields of columns with NULLs). Each run of fixed pieces is one numpy record array
     (a field per piece, packed: its bytes are the rows' bytes), so the rows are joined by one
     Arrow kernel over a few arrays; a table of fixed pieces only is that record array."""
-    check_types(types)
     n = table.num_rows
-    if n == 0:
-        return [memoryview(_frame(HEADER + TRAILER))]
     pieces: list[np.ndarray | pa.Array] = [
         np.array(b"d", "S1"),
         np.zeros(n, ">i4"),
@@ -109,21 +143,19 @@ def encode_parts(table: pa.Table, types: Sequence[DataType]) -> list[memoryview]
             lengths += p.dtype.itemsize
         else:
             lengths += np.diff(np.frombuffer(p.buffers()[1], np.int64, n + 1, p.offset * 8))
-    lengths[0] += len(HEADER)
+    if header:
+        lengths[0] += len(HEADER)
     pieces[1] = lengths.astype(">i4")
     segments = _join_fixed(pieces, n)
     if len(segments) == 1:
         fixed = segments[0]
         assert isinstance(fixed, np.ndarray)
-        body = memoryview(fixed.view(np.uint8).data)
-    else:
-        arrays = [
-            _fixed_binary(s.view(np.uint8), s.dtype.itemsize, n) if isinstance(s, np.ndarray) else s
-            for s in segments
-        ]
-        body = _values_buffer(pc.binary_join_element_wise(*arrays, pa.scalar(b"", pa.large_binary())))
-    # row 0's frame, the file header, then the rest of row 0 and every later row as built
-    return [body[:5], memoryview(HEADER), body[5:], memoryview(_frame(TRAILER))]
+        return memoryview(fixed.view(np.uint8).data)
+    arrays = [
+        _fixed_binary(s.view(np.uint8), s.dtype.itemsize, n) if isinstance(s, np.ndarray) else s
+        for s in segments
+    ]
+    return _values_buffer(pc.binary_join_element_wise(*arrays, pa.scalar(b"", pa.large_binary())))
 
 
 def _pieces(arr: pa.Array, t: DataType) -> list[np.ndarray | pa.Array]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from piestream.common.errors import PiestreamError
@@ -157,9 +157,10 @@ class Channel:
     def send_raw(self, data: bytes) -> None:
         self._out += data
 
-    def send_buffers(self, buffers: Sequence[memoryview]) -> None:
+    def send_buffers(self, buffers: Iterable[memoryview]) -> None:
         """Ready-framed messages, sent as they are after what is pending (large buffers, such as
-        a binary COPY's, are not copied into the output buffer)."""
+        a binary COPY's, are not copied into the output buffer); each is sent as soon as the
+        iterable yields it, so a streamed COPY TO is written while the rest is encoded."""
         self.flush()
         try:
             for buf in buffers:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from piestream.encoding.keys import EPOCH_LEN, TABLE_PREFIX_LEN, encode_epoch
-from piestream.encoding.ragged import Ragged
+from piestream.encoding.ragged import Ragged, word_view
 from piestream.storage.hummock.kv_batch import KvBatch
 from piestream.storage.hummock.sstable import Block
 from piestream.storage.hummock.sstable_store import SstableStore
@@ -243,13 +243,28 @@ def _first_versions(keys: Ragged, batch: KvBatch) -> np.ndarray:
     o0 = int(keys.offsets[0])
     width = int(lens[0])
     if keys.offsets[-1] - o0 == width * n and np.all(lens == width):
-        # equal widths (fixed-width pks): compare neighbours' user-key bytes as one 2-D array
-        grid = keys.data[o0 : o0 + width * n].reshape(n, width)[:, : width - EPOCH_LEN]
-        first[1:] = (grid[1:] != grid[:-1]).any(axis=1)
+        # equal widths (fixed-width pks): compare neighbours' user-key bytes
+        first[1:] = _neighbours_differ(keys.data[o0 : o0 + width * n], n, width, width - EPOCH_LEN)
         return first
     uk = batch.user_keys()
     first[1:] = ~pc.equal(uk.slice(1), uk.slice(0, n - 1)).to_numpy(zero_copy_only=False)
     return first
+
+
+def _neighbours_differ(data: np.ndarray, n: int, width: int, prefix: int) -> np.ndarray:
+    """Whether the first `prefix` bytes of each of n `width`-byte records in `data` differ from
+    the previous record's. A prefix of 8 bytes or more is compared as a few 8-byte words per
+    record (overlapping windows covering it: a strided view, no copy), ~8x faster than numpy's
+    any(axis=1) over a byte matrix; shorter ones (or a non-contiguous buffer) as that matrix."""
+    if prefix < 8 or not data.flags.c_contiguous:
+        grid = data.reshape(n, width)[:, :prefix]
+        return (grid[1:] != grid[:-1]).any(axis=1)
+    words = word_view(data, "u8")
+    differ = np.zeros(n - 1, np.bool_)
+    for k in sorted({*range(0, prefix - 7, 8), prefix - 8}):  # per window, a handful per key
+        w = words[k : k + width * (n - 1) + 1 : width]
+        differ |= w[1:] != w[:-1]
+    return differ
 
 
 def below_watermark(user_keys: pa.Array, watermarks: dict[int, TableWatermark]) -> np.ndarray:
