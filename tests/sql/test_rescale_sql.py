@@ -148,7 +148,10 @@ def test_what_cannot_be_rescaled_is_refused(tmp_path: Path) -> None:
         assert _parallelisms(s, "w") == {2}  # the refusal changed nothing
         gen = (
             "(id BIGINT PRIMARY KEY) WITH (connector = 'datagen', fields.id.kind = 'sequence', "
-            "fields.id.start = '1', fields.id.end = '9', datagen.split.num = '2')"
+            "fields.id.start = '1', fields.id.end = '9', datagen.split.num = '2', "
+            # unthrottled, one row per split and epoch: the rows keep coming across the ALTER
+            # whatever the machine's speed (a rate made 100 quick FLUSHes read only ~6 rows)
+            "datagen.rows.per.second = '0', max.rows.per.epoch = '2')"
         )
         s.execute("SET streaming_parallelism = 1")
         s.execute(f"CREATE TABLE fused {gen}")  # source and table in one fragment, no pk shuffle
