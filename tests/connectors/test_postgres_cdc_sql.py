@@ -100,7 +100,8 @@ def test_tables_follow_upstream_and_mvs_equal_postgres(pg: PgServer, tmp_path: P
             _random_dml(pg, rng, "orders", 40)
             pg.sql(f"UPDATE customers SET name = 'r{round_}' WHERE cid = {round_}")
             wait_until(lambda: _same(db, pg, "SELECT * FROM orders"), what=f"round {round_}")
-            assert _same(db, pg, "SELECT * FROM customers")
+            # customers follows a slot of its own: its epoch may show the update after orders'
+            wait_until(lambda: _same(db, pg, "SELECT * FROM customers"), what=f"round {round_}")
             assert sorted(db.execute("SELECT * FROM per_cust")[0].rows) == sorted(
                 tuple(r) for r in pg.sql(per_cust)
             )
