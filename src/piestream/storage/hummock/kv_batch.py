@@ -206,7 +206,7 @@ def _disjoint_order(bs: Sequence[KvBatch]) -> list[int] | None:
     key below the next one's first: different tables, the vnode ranges of different actors,
     a sync's runs of one table written once), else None. Per batch, never per entry."""
     firsts = [b.first_key() for b in bs]
-    order = sorted(range(len(bs)), key=firsts.__getitem__)
+    order = sorted(range(len(bs)), key=firsts.__getitem__)  # per batch (a sync's few runs), not per entry
     for i, j in itertools.pairwise(order):
         if not bs[i].last_key() < firsts[j]:
             return None
